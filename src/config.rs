@@ -1,0 +1,133 @@
+//! Options from the environment, read once on first use.
+//!
+//! Like rdma-core with its own path variables, the shim ignores every
+//! path-like option in secure-execution mode (setuid programs,
+//! `getauxval(AT_SECURE)`), so an unprivileged user cannot make a privileged
+//! program load a library or write a file of their choosing.
+
+use std::ffi::{CString, OsString};
+use std::os::unix::ffi::OsStrExt;
+
+use once_cell::sync::Lazy;
+
+use crate::log::Level;
+
+/// Every option the shim reads. The README documents each one.
+#[derive(Debug)]
+pub struct Config {
+    /// `IBV_SHIM_LOG`: `off|error|warn|info|debug|trace` (default `warn`).
+    pub log_level: Level,
+    /// `IBV_SHIM_LOG_FILE`: a path; `%p` becomes the pid. Default stderr.
+    pub log_file: Option<OsString>,
+    /// `IBV_SHIM_LIBRARY`: the library to forward to instead of `libibverbs.so.1`.
+    pub library: Option<CString>,
+    /// `IBV_SHIM_REPORT`: where to write the JSON leak report; `%p` = pid.
+    pub report: Option<OsString>,
+    /// `IBV_SHIM_LEAK_EXITCODE`: exit status of a process that leaked.
+    pub leak_exitcode: Option<i32>,
+    /// `IBV_SHIM_SUPPRESS`: a file of leak suppressions.
+    pub suppress: Option<OsString>,
+    /// `IBV_SHIM_BACKTRACE=1`: record a full backtrace at each creation.
+    pub backtrace: bool,
+    /// Set when the process runs in secure-execution mode.
+    pub secure: bool,
+    /// Problems found while reading the options, logged once the logger runs.
+    pub problems: Vec<String>,
+}
+
+static CONFIG: Lazy<Config> = Lazy::new(Config::from_env);
+
+/// The process's configuration.
+pub fn get() -> &'static Config {
+    &CONFIG
+}
+
+fn secure_execution() -> bool {
+    // SAFETY: getauxval has no preconditions; it returns 0 for unknown types.
+    unsafe { libc::getauxval(libc::AT_SECURE) != 0 }
+}
+
+impl Config {
+    fn from_env() -> Config {
+        let secure = secure_execution();
+        let mut problems = Vec::new();
+        let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+        let mut path = |name: &str| {
+            let v = var(name)?;
+            if secure {
+                problems.push(format!("{name} ignored: secure-execution mode (uid != euid)"));
+                return None;
+            }
+            Some(v)
+        };
+        let log_file = path("IBV_SHIM_LOG_FILE");
+        let library = path("IBV_SHIM_LIBRARY").and_then(|v| CString::new(v.as_bytes()).ok());
+        let report = path("IBV_SHIM_REPORT");
+        let suppress = path("IBV_SHIM_SUPPRESS");
+
+        let log_level = match var("IBV_SHIM_LOG") {
+            None => Level::Warn,
+            Some(v) => Level::parse(&v.to_string_lossy()).unwrap_or_else(|| {
+                problems.push(format!(
+                    "IBV_SHIM_LOG={:?} is not one of off|error|warn|info|debug|trace; using warn",
+                    v
+                ));
+                Level::Warn
+            }),
+        };
+        let leak_exitcode = var("IBV_SHIM_LEAK_EXITCODE").and_then(|v| {
+            match v.to_string_lossy().parse::<i32>() {
+                Ok(n) if (0..=255).contains(&n) => Some(n),
+                _ => {
+                    problems.push(format!("IBV_SHIM_LEAK_EXITCODE={v:?} is not 0..255; ignored"));
+                    None
+                }
+            }
+        });
+        let backtrace = var("IBV_SHIM_BACKTRACE").is_some_and(|v| v != "0");
+        Config {
+            log_level,
+            log_file,
+            library,
+            report,
+            leak_exitcode,
+            suppress,
+            backtrace,
+            secure,
+            problems,
+        }
+    }
+}
+
+/// Expands `%p` in a path template to the current pid.
+pub fn expand_pid(template: &OsString) -> CString {
+    // SAFETY: getpid cannot fail.
+    let pid = unsafe { libc::getpid() }.to_string();
+    let bytes = template.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len() + 8);
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && bytes.get(i + 1) == Some(&b'p') {
+            out.extend_from_slice(pid.as_bytes());
+            i += 2;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    out.retain(|&b| b != 0);
+    CString::new(out).expect("NULs removed")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pid_is_expanded_everywhere() {
+        let pid = std::process::id().to_string();
+        let got = expand_pid(&OsString::from("/tmp/a.%p.%p.log"));
+        assert_eq!(got.to_str().unwrap(), format!("/tmp/a.{pid}.{pid}.log"));
+        assert_eq!(expand_pid(&OsString::from("/x/%q")).to_str().unwrap(), "/x/%q");
+    }
+}

@@ -1,0 +1,86 @@
+//! Reaching programs that load libibverbs by hand (NCCL and friends).
+//!
+//! Such a program does `dlopen("libibverbs.so.1")` and then `dlvsym(handle,
+//! "ibv_reg_mr_iova2", "IBVERBS_1.8")`: a lookup on a handle ignores
+//! `LD_PRELOAD`, so the shim would never see those calls. The shim therefore
+//! exports `dlopen`, and when the name is `libibverbs.so` or
+//! `libibverbs.so.<N>` (with or without a directory) it returns a handle to
+//! the shim itself. The shim exports every public symbol of the real library
+//! at its version (instrumented or forwarded by trampoline, see
+//! `forward.rs`), so every lookup on that handle succeeds exactly as on the
+//! real one. Every other name goes straight to glibc's `dlopen`, so provider
+//! plugins and everything else load normally.
+
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+
+use once_cell::sync::OnceCell;
+
+use crate::log::Level;
+
+/// Is this the name of the verbs library?
+fn is_libibverbs(name: &CStr) -> bool {
+    let bytes = name.to_bytes();
+    let base = bytes.rsplit(|&b| b == b'/').next().unwrap_or(bytes);
+    base == b"libibverbs.so" || base.starts_with(b"libibverbs.so.")
+}
+
+/// The shim's own file, absolute (the program may have changed directory
+/// since a relative `LD_PRELOAD` path was resolved).
+fn own_path() -> Option<&'static CStr> {
+    static PATH: OnceCell<Option<CString>> = OnceCell::new();
+    PATH.get_or_init(|| {
+        let here = crate::exports::device::ibv_shim_version as *const () as usize;
+        let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+        maps.lines().find_map(|line| {
+            let mut f = line.split_whitespace();
+            let (lo, hi) = f.next()?.split_once('-')?;
+            let (lo, hi) = (usize::from_str_radix(lo, 16).ok()?, usize::from_str_radix(hi, 16).ok()?);
+            let path = f.nth(4)?;
+            (lo <= here && here < hi && path.starts_with('/')).then(|| CString::new(path).ok())?
+        })
+    })
+    .as_deref()
+}
+
+/// `dlopen(3)`, except that the verbs library's names give the shim itself
+/// (see the module documentation).
+#[no_mangle]
+pub unsafe extern "C" fn dlopen(filename: *const c_char, flags: c_int) -> *mut c_void {
+    let real = crate::real::real_dlopen();
+    let redirect = crate::guard::boundary("dlopen", None, || {
+        if filename.is_null() {
+            return None;
+        }
+        // SAFETY: dlopen's contract: a non-NULL filename is a C string.
+        let name = unsafe { CStr::from_ptr(filename) };
+        if !is_libibverbs(name) {
+            return None;
+        }
+        let me = own_path()?;
+        crate::log!(
+            Level::Debug,
+            "dlopen({:?}) = the shim ({}): verbs looked up on this handle are instrumented",
+            name.to_string_lossy(),
+            me.to_string_lossy()
+        );
+        Some(me.as_ptr())
+    });
+    // SAFETY: forwarded to glibc's dlopen with the caller's (or the shim's
+    // own, NUL-terminated) file name and the caller's flags.
+    unsafe { real(redirect.unwrap_or(filename), flags) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verbs_library_names() {
+        assert!(is_libibverbs(c"libibverbs.so.1"));
+        assert!(is_libibverbs(c"libibverbs.so"));
+        assert!(is_libibverbs(c"/usr/lib/x86_64-linux-gnu/libibverbs.so.1.14.44.0"));
+        assert!(!is_libibverbs(c"libmlx5-rdmav34.so"));
+        assert!(!is_libibverbs(c"libibverbs-extra.so"));
+        assert!(!is_libibverbs(c"/opt/libibverbs.so.1/libfoo.so"));
+    }
+}

@@ -1,0 +1,131 @@
+//! Everything the shim exports. Each export reads as one line of a table:
+//! guard (panic boundary, bad input) -> forward (the real function) ->
+//! record (registry) -> log (at debug, one line with the time it took).
+//!
+//! The `///` comment on each export is its contract; cbindgen copies it into
+//! `include/infiniband/verbs.h`.
+
+use std::ffi::{c_char, CStr};
+use std::fmt;
+
+use verbs_abi::ibv_device;
+
+use crate::guard::{errno_name, Errno};
+use crate::log::{self, Level};
+use crate::registry::devices;
+
+pub mod device;
+pub mod dl;
+
+/// The return address of the current export: the call site in the program
+/// (the creation site in leak reports). Must be expanded directly in the
+/// body of the `extern "C"` function; the shim is built with frame
+/// pointers (see .cargo/config.toml).
+#[macro_export]
+macro_rules! caller {
+    () => {{
+        let ra: usize;
+        // SAFETY: with frame pointers, [rbp + 8] in this function's body is
+        // its return address; the load reads our own stack frame.
+        unsafe {
+            core::arch::asm!("mov {}, [rbp + 8]", out(reg) ra, options(nostack, readonly, preserves_flags))
+        };
+        ra
+    }};
+}
+
+/// A call being timed for the debug log. Free when debug is off.
+pub struct Call {
+    start: Option<u64>,
+}
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: ts is a valid out-pointer; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+impl Call {
+    #[inline(always)]
+    pub fn begin() -> Call {
+        Call { start: log::enabled(Level::Debug).then(monotonic_ns) }
+    }
+
+    #[inline(always)]
+    pub fn logging(&self) -> bool {
+        self.start.is_some()
+    }
+
+    /// Logs `call = result [time]`, with errno when `failed`. Leaves errno
+    /// as it found it.
+    pub fn end(&self, call: fmt::Arguments<'_>, result: fmt::Arguments<'_>, failed: bool) {
+        let Some(start) = self.start else { return };
+        let errno = Errno::save();
+        let us = (monotonic_ns() - start) as f64 / 1000.0;
+        if failed {
+            log::line(
+                Level::Debug,
+                format_args!("{call} = {result} errno={} [{us:.1}us]", errno_name(errno.0)),
+            );
+        } else {
+            log::line(Level::Debug, format_args!("{call} = {result} [{us:.1}us]"));
+        }
+        errno.restore();
+    }
+}
+
+/// Logs a refused call (bad input) at warn and sets errno.
+pub fn refuse(what: fmt::Arguments<'_>, errno: i32) {
+    crate::log!(Level::Warn, "{what} (not forwarded; errno={})", errno_name(errno));
+    crate::guard::set_errno(errno);
+}
+
+/// A device as the log shows it: address, name, and GUID as `ibv_devices`
+/// prints it (when known).
+pub struct Dev(pub *const ibv_device);
+
+impl fmt::Display for Dev {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_null() {
+            return f.write_str("NULL");
+        }
+        write!(f, "{:p}", self.0)?;
+        if devices::is_known(self.0) {
+            // SAFETY: a known device is a live struct ibv_device from the
+            // real library; name is a NUL-terminated char[64] in it.
+            let name = unsafe { CStr::from_ptr((*self.0).name.as_ptr()) };
+            write!(f, " {}", name.to_string_lossy())?;
+            if let Some(guid) = devices::cached_guid(self.0) {
+                write!(f, "/{:016x}", u64::from_be(guid))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A C string result for the log.
+pub struct Str(pub *const c_char);
+
+impl fmt::Display for Str {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_null() {
+            return f.write_str("NULL");
+        }
+        // SAFETY: non-NULL strings returned by the real library are valid C strings.
+        write!(f, "{:?}", unsafe { CStr::from_ptr(self.0) }.to_string_lossy())
+    }
+}
+
+/// A pointer for the log (`NULL` or hex).
+pub struct Ptr<T>(pub *const T);
+
+impl<T> fmt::Display for Ptr<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_null() {
+            f.write_str("NULL")
+        } else {
+            write!(f, "{:p}", self.0)
+        }
+    }
+}

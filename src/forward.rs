@@ -1,0 +1,106 @@
+//! Blind forwarding of every public symbol the shim does not instrument.
+//!
+//! The list is generated at build time from the real library's ABI (see
+//! `crates/abi-build`): each function is an assembly trampoline
+//! `jmp *slot(%rip)` exported at its exact version, whose slot starts at a
+//! lazy stub that calls [`resolve_trampoline`]. That lets the shim stand in
+//! for the whole of `libibverbs.so.1` (drop-in mode, programs that look
+//! verbs up with `dlvsym`, provider plugins that need `IBVERBS_PRIVATE_*`)
+//! without knowing those functions' signatures, for one indirect jump.
+
+use std::ffi::{c_void, CStr};
+
+use crate::log::Level;
+
+/// One trampoline's target: `name@version`; data objects are copied.
+pub struct Forwarded {
+    pub name: &'static CStr,
+    pub version: &'static CStr,
+    pub object: bool,
+    pub size: usize,
+}
+
+include!(concat!(env!("OUT_DIR"), "/forwarded.rs"));
+
+#[cfg(not(test))]
+extern "C" {
+    /// The trampolines' slots (defined in the generated assembly).
+    static mut __ibvshim_slots: [usize; FORWARDED.len()];
+}
+
+/// Called by the lazy stub of trampoline `index` (with the caller's
+/// argument registers saved): returns the address to jump to and caches it.
+/// Referenced from the assembly as a `sym` operand, so it is not exported.
+#[cfg(not(test))]
+pub(crate) extern "C" fn resolve_trampoline(index: usize) -> usize {
+    let target = crate::guard::boundary("trampoline resolver", 0, || resolve(index));
+    if target != 0 {
+        return target;
+    }
+    // Nothing to jump to. Without the signature the only safe answer is a
+    // function that sets errno and returns 0 (NULL for the many verbs that
+    // return pointers).
+    unavailable as *const () as usize
+}
+
+#[cfg(not(test))]
+fn resolve(index: usize) -> usize {
+    let Some(f) = FORWARDED.get(index) else { return 0 };
+    let Some(h) = crate::real::handle() else { return 0 };
+    // SAFETY: h is a live handle; name and version are NUL-terminated.
+    let p = unsafe { libc::dlvsym(h, f.name.as_ptr(), f.version.as_ptr()) } as usize;
+    if p == 0 {
+        crate::log!(
+            Level::Error,
+            "{}@{} is not in the real library; the call fails with ENOSYS",
+            f.name.to_string_lossy(),
+            f.version.to_string_lossy()
+        );
+        return 0;
+    }
+    // SAFETY: index is in bounds (checked by FORWARDED.get above); slots are
+    // only ever written with a valid target, and an aligned usize store is
+    // atomic on x86_64, so a racing trampoline sees the stub or the target.
+    unsafe {
+        let slot = std::ptr::addr_of_mut!(__ibvshim_slots).cast::<usize>().add(index);
+        std::ptr::write_volatile(slot, p);
+    }
+    p
+}
+
+extern "C" fn unavailable() -> usize {
+    crate::guard::set_errno(libc::ENOSYS);
+    0
+}
+
+/// Keeps the shim's copies of the real library's exported data objects
+/// (`verbs_allow_disassociate_destroy`, which mlx5 reads) in step with it.
+///
+/// Where the shim is in the global scope (preloaded, or the program's own
+/// `libibverbs.so.1` in drop-in mode) the real library's references bind to
+/// the shim's copy too, so there is one object and nothing to do. Where the
+/// shim was dlopen()ed locally, plugins may bind to the shim's copy while
+/// the real library writes its own: then copy after load and after each
+/// `ibv_get_device_list` (when the real library sets them).
+pub fn copy_objects(handle: *mut c_void) {
+    #[cfg(not(test))]
+    for (i, f) in FORWARDED.iter().enumerate().filter(|(_, f)| f.object) {
+        // SAFETY: an object's slot holds the address of its storage, `size`
+        // bytes (see abi-build).
+        let ours = unsafe { std::ptr::addr_of!(__ibvshim_slots).cast::<usize>().add(i).read() };
+        // SAFETY: RTLD_DEFAULT/handle lookups with NUL-terminated strings.
+        let global = unsafe { libc::dlvsym(libc::RTLD_DEFAULT, f.name.as_ptr(), f.version.as_ptr()) };
+        if global as usize == ours {
+            continue;
+        }
+        // SAFETY: as above.
+        let src = unsafe { libc::dlvsym(handle, f.name.as_ptr(), f.version.as_ptr()) };
+        if src.is_null() || src as usize == ours {
+            continue;
+        }
+        // SAFETY: both are `size`-byte objects of the same definition.
+        unsafe { std::ptr::copy_nonoverlapping(src.cast::<u8>(), ours as *mut u8, f.size) };
+    }
+    #[cfg(test)]
+    let _ = handle;
+}

@@ -1,0 +1,53 @@
+//! Process events the shim must get right: `fork()` and exit.
+//!
+//! - fork: registered with `pthread_atfork` when the real library is first
+//!   loaded (a process that never calls verbs pays nothing). The prepare
+//!   handler takes the registry's locks so the child never inherits a table
+//!   mid-change; the child then starts with empty tables, so it reports only
+//!   what it creates itself, and reopens a `%p` log file.
+//! - exit: the final report runs from a library destructor (`.fini_array`),
+//!   which glibc calls after the program's own `atexit` handlers, so objects
+//!   a program frees in its atexit cleanup are not reported as leaks.
+
+use std::sync::Once;
+
+static REGISTER: Once = Once::new();
+
+/// Called once, by the thread that loads the real library.
+pub fn on_first_load() {
+    REGISTER.call_once(|| {
+        // A panic in the shim is reported through the log and turned into
+        // the call's error by `guard::boundary`; the default hook would
+        // print to the host program's stderr. This std is the shim's own
+        // copy, so a Rust host program's hook is not affected.
+        std::panic::set_hook(Box::new(|info| {
+            crate::log!(crate::log::Level::Error, "panic in the shim: {info}");
+        }));
+        // SAFETY: the handlers are plain extern "C" functions that live as
+        // long as the process (the shim is never unloaded: see `dl.rs`).
+        unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
+    });
+}
+
+extern "C" fn prepare() {
+    crate::registry::fork_prepare();
+}
+
+extern "C" fn parent() {
+    crate::registry::fork_parent();
+}
+
+extern "C" fn child() {
+    crate::registry::fork_child();
+    crate::real::after_fork_in_child();
+    crate::log::after_fork_in_child();
+}
+
+extern "C" fn at_exit() {
+    crate::guard::boundary("exit report", (), crate::report::at_exit);
+}
+
+#[cfg(not(test))]
+#[used]
+#[link_section = ".fini_array"]
+static FINI: extern "C" fn() = at_exit;

@@ -1,0 +1,233 @@
+//! The shim's logger.
+//!
+//! A shim logs from inside other people's threads, signal-adjacent code and
+//! exit paths, so each line is formatted into a stack buffer and emitted
+//! with a single `write(2)`: no allocation, no lock, and lines from
+//! different threads (or, with `O_APPEND`, processes) never interleave.
+//! When a level is off the only cost is one relaxed atomic load.
+//!
+//! Line format: `ibv-shim <secs>.<micros> <pid>:<tid> <LEVEL> <message>`.
+
+use std::fmt::{self, Write as _};
+use std::sync::atomic::{AtomicI32, AtomicU8, Ordering};
+
+use crate::config;
+
+/// Log levels, most severe first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum Level {
+    Off = 0,
+    Error = 1,
+    Warn = 2,
+    Info = 3,
+    Debug = 4,
+    Trace = 5,
+}
+
+impl Level {
+    pub fn parse(s: &str) -> Option<Level> {
+        Some(match s.trim().to_ascii_lowercase().as_str() {
+            "off" | "none" | "0" => Level::Off,
+            "error" => Level::Error,
+            "warn" | "warning" => Level::Warn,
+            "info" => Level::Info,
+            "debug" => Level::Debug,
+            "trace" | "all" => Level::Trace,
+            _ => return None,
+        })
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Level::Off => "OFF",
+            Level::Error => "ERROR",
+            Level::Warn => "WARN",
+            Level::Info => "INFO",
+            Level::Debug => "DEBUG",
+            Level::Trace => "TRACE",
+        }
+    }
+}
+
+const UNSET: u8 = u8::MAX;
+static LEVEL: AtomicU8 = AtomicU8::new(UNSET);
+
+/// The log's file descriptor; `UNOPENED` until the first line is written.
+const UNOPENED: i32 = -2;
+static FD: AtomicI32 = AtomicI32::new(UNOPENED);
+
+/// Is `level` on? One relaxed load once the configuration has been read.
+#[inline(always)]
+pub fn enabled(level: Level) -> bool {
+    let current = LEVEL.load(Ordering::Relaxed);
+    if current == UNSET {
+        return init_level() >= level as u8;
+    }
+    current >= level as u8
+}
+
+#[cold]
+fn init_level() -> u8 {
+    let cfg = config::get();
+    LEVEL.store(cfg.log_level as u8, Ordering::Relaxed);
+    for p in &cfg.problems {
+        line(Level::Warn, format_args!("{p}"));
+    }
+    cfg.log_level as u8
+}
+
+/// After `fork()`: a child whose log file name has `%p` opens its own file.
+pub fn after_fork_in_child() {
+    if config::get()
+        .log_file
+        .as_ref()
+        .is_some_and(|t| t.as_encoded_bytes().windows(2).any(|w| w == b"%p"))
+    {
+        FD.store(UNOPENED, Ordering::Relaxed);
+    }
+}
+
+#[cold]
+fn open_log() -> i32 {
+    let fd = match &config::get().log_file {
+        None => libc::STDERR_FILENO,
+        Some(template) => {
+            let path = config::expand_pid(template);
+            // SAFETY: path is a valid NUL-terminated string; the flags and
+            // mode are plain integers.
+            let fd = unsafe {
+                libc::open(
+                    path.as_ptr(),
+                    libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND | libc::O_CLOEXEC,
+                    0o644 as libc::c_uint,
+                )
+            };
+            if fd < 0 {
+                libc::STDERR_FILENO
+            } else {
+                fd
+            }
+        }
+    };
+    // Two threads may race to open; the loser closes its descriptor.
+    match FD.compare_exchange(UNOPENED, fd, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => fd,
+        Err(winner) => {
+            if fd != libc::STDERR_FILENO {
+                // SAFETY: fd is ours, just opened, and never published.
+                unsafe { libc::close(fd) };
+            }
+            winner
+        }
+    }
+}
+
+/// A fixed-size line buffer on the stack; output past its end is cut.
+pub struct LineBuf {
+    buf: [u8; 1024],
+    len: usize,
+    truncated: bool,
+}
+
+impl LineBuf {
+    pub fn new() -> Self {
+        LineBuf { buf: [0; 1024], len: 0, truncated: false }
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+impl Default for LineBuf {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Write for LineBuf {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        // Keep 4 bytes for "...\n".
+        let room = self.buf.len() - 4 - self.len;
+        let n = s.len().min(room);
+        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
+        self.len += n;
+        if n < s.len() {
+            self.truncated = true;
+        }
+        Ok(())
+    }
+}
+
+fn now() -> (i64, i64) {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: ts is a valid out-pointer; CLOCK_REALTIME always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    (ts.tv_sec, ts.tv_nsec / 1000)
+}
+
+/// Writes one line at `level` (the caller has checked `enabled`). errno is
+/// left as it was.
+pub fn line(level: Level, args: fmt::Arguments<'_>) {
+    let saved = crate::guard::Errno::save();
+    let mut b = LineBuf::new();
+    let (secs, micros) = now();
+    // SAFETY: getpid and gettid cannot fail.
+    let (pid, tid) = unsafe { (libc::getpid(), libc::gettid()) };
+    let _ = write!(b, "ibv-shim {secs}.{micros:06} {pid}:{tid} {} ", level.name());
+    let _ = b.write_fmt(args);
+    if b.truncated {
+        b.buf[b.len..b.len + 3].copy_from_slice(b"...");
+        b.len += 3;
+    }
+    b.buf[b.len] = b'\n';
+    b.len += 1;
+    let mut fd = FD.load(Ordering::Relaxed);
+    if fd == UNOPENED {
+        fd = open_log();
+    }
+    // SAFETY: the buffer is valid for len bytes; a failed or short write of
+    // a log line is not worth failing the program's call over.
+    unsafe { libc::write(fd, b.buf.as_ptr().cast(), b.len) };
+    saved.restore();
+}
+
+/// Writes a multi-line block (a report) with one `write(2)` per line.
+pub fn block(level: Level, text: &str) {
+    for l in text.lines() {
+        line(level, format_args!("{l}"));
+    }
+}
+
+/// `log!(Level::Warn, "format {}", args)`: formats only when the level is on.
+#[macro_export]
+macro_rules! log {
+    ($level:expr, $($arg:tt)*) => {
+        if $crate::log::enabled($level) {
+            $crate::log::line($level, format_args!($($arg)*));
+        }
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_lines_are_cut_not_overflowed() {
+        let mut b = LineBuf::new();
+        let long = "x".repeat(5000);
+        write!(b, "{long}").unwrap();
+        assert!(b.truncated);
+        assert_eq!(b.as_bytes().len(), 1020);
+    }
+
+    #[test]
+    fn levels_parse() {
+        assert_eq!(Level::parse("DEBUG"), Some(Level::Debug));
+        assert_eq!(Level::parse("off"), Some(Level::Off));
+        assert_eq!(Level::parse("loud"), None);
+        assert!(Level::Trace > Level::Debug);
+    }
+}

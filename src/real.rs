@@ -1,0 +1,326 @@
+//! Locating and loading the real libibverbs, and resolving its functions.
+//!
+//! Loading is lazy (on the first call that needs it), happens once, and is a
+//! small state machine on an atomic: other threads wait for the loader, but
+//! a call that re-enters from the loading thread itself (a constructor of
+//! the real library calling back into verbs) gets `None` at once instead of
+//! deadlocking. Each function is resolved with `dlvsym` at its exact
+//! version on first use and cached in its own atomic slot, so a forwarded
+//! call costs one atomic load and one indirect call.
+//!
+//! The shim must never forward to itself: when `libibverbs.so.1` on the
+//! search path is the shim (drop-in mode) it looks further, and when
+//! `IBV_SHIM_LIBRARY` names the shim it refuses with a clear error.
+
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::fmt::Write as _;
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU8, AtomicUsize, Ordering};
+
+use crate::config;
+use crate::log::Level;
+
+include!(concat!(env!("OUT_DIR"), "/versions.rs"));
+
+const UNLOADED: u8 = 0;
+const LOADING: u8 = 1;
+const READY: u8 = 2;
+const FAILED: u8 = 3;
+
+static STATE: AtomicU8 = AtomicU8::new(UNLOADED);
+static LOADER_TID: AtomicI32 = AtomicI32::new(0);
+static HANDLE: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
+
+/// The library the shim forwards to, once loaded.
+#[inline]
+pub fn handle() -> Option<*mut c_void> {
+    let h = HANDLE.load(Ordering::Acquire);
+    if !h.is_null() {
+        return Some(h);
+    }
+    load_slow()
+}
+
+#[cold]
+fn load_slow() -> Option<*mut c_void> {
+    // SAFETY: gettid cannot fail.
+    let me = unsafe { libc::gettid() };
+    loop {
+        match STATE.compare_exchange(UNLOADED, LOADING, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => {
+                LOADER_TID.store(me, Ordering::Relaxed);
+                crate::lifecycle::on_first_load();
+                let loaded = load();
+                let h = loaded.unwrap_or(std::ptr::null_mut());
+                HANDLE.store(h, Ordering::Release);
+                STATE.store(if h.is_null() { FAILED } else { READY }, Ordering::Release);
+                return loaded;
+            }
+            Err(READY) => return Some(HANDLE.load(Ordering::Acquire)),
+            Err(FAILED) => return None,
+            Err(_) if LOADER_TID.load(Ordering::Relaxed) == me => {
+                crate::log!(Level::Warn, "re-entrant verbs call while the real library is loading; failing it");
+                return None;
+            }
+            // Another thread is loading: dlopen is quick, so yield until done.
+            // SAFETY: sched_yield has no preconditions.
+            Err(_) => unsafe {
+                libc::sched_yield();
+            },
+        }
+    }
+}
+
+/// After `fork()` in the child: a load that another thread had under way
+/// will never finish there, so start over.
+pub fn after_fork_in_child() {
+    if STATE.load(Ordering::Relaxed) == LOADING {
+        STATE.store(UNLOADED, Ordering::Relaxed);
+    }
+}
+
+type DlopenFn = unsafe extern "C" fn(*const c_char, c_int) -> *mut c_void;
+
+/// glibc's own `dlopen`, bypassing the shim's hook (see `exports::dl`).
+pub fn real_dlopen() -> DlopenFn {
+    static SLOT: AtomicUsize = AtomicUsize::new(0);
+    let p = SLOT.load(Ordering::Relaxed);
+    if p != 0 {
+        // SAFETY: the slot only ever holds glibc's dlopen.
+        return unsafe { std::mem::transmute::<usize, DlopenFn>(p) };
+    }
+    // SAFETY: RTLD_NEXT lookup of a symbol glibc always defines.
+    let p = unsafe { libc::dlsym(libc::RTLD_NEXT, c"dlopen".as_ptr()) } as usize;
+    assert!(p != 0, "glibc has no dlopen");
+    SLOT.store(p, Ordering::Relaxed);
+    // SAFETY: p is glibc's dlopen, which has this signature.
+    unsafe { std::mem::transmute::<usize, DlopenFn>(p) }
+}
+
+fn dlerror() -> String {
+    // SAFETY: dlerror returns NULL or a valid C string owned by libdl.
+    let e = unsafe { libc::dlerror() };
+    if e.is_null() {
+        "unknown error".into()
+    } else {
+        // SAFETY: checked non-NULL just above.
+        unsafe { CStr::from_ptr(e) }.to_string_lossy().into_owned()
+    }
+}
+
+/// Is this handle a copy of the shim (this one or another)?
+fn is_shim(handle: *mut c_void) -> bool {
+    // SAFETY: handle is a live dlopen handle; the name is NUL-terminated.
+    !unsafe { libc::dlsym(handle, c"ibv_shim_version".as_ptr()) }.is_null()
+}
+
+enum Tried {
+    Loaded(*mut c_void),
+    Itself,
+    Failed(String),
+}
+
+fn try_open(path: &CStr) -> Tried {
+    // SAFETY: path is NUL-terminated; flags are valid.
+    let h = unsafe { real_dlopen()(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    if h.is_null() {
+        return Tried::Failed(format!("dlopen: {}", dlerror()));
+    }
+    if is_shim(h) {
+        // Never dlclose a shim: its code may already be referenced.
+        return Tried::Itself;
+    }
+    let (name, version) = (c"ibv_get_device_list", c"IBVERBS_1.1");
+    // SAFETY: h is live; both strings are NUL-terminated.
+    if unsafe { libc::dlvsym(h, name.as_ptr(), version.as_ptr()) }.is_null() {
+        // SAFETY: h came from dlopen and nothing of it is referenced yet.
+        unsafe { libc::dlclose(h) };
+        return Tried::Failed("not a verbs library: it has no ibv_get_device_list@IBVERBS_1.1".into());
+    }
+    Tried::Loaded(h)
+}
+
+/// Where to look when `libibverbs.so.1` on the search path is the shim:
+/// the rest of `LD_LIBRARY_PATH`, the library found at build time, and the
+/// usual system locations.
+fn fallback_candidates() -> Vec<CString> {
+    let mut out: Vec<CString> = Vec::new();
+    let mut push = |p: String| {
+        if let Ok(c) = CString::new(p) {
+            if !out.contains(&c) {
+                out.push(c);
+            }
+        }
+    };
+    if !config::get().secure {
+        if let Some(dirs) = std::env::var_os("LD_LIBRARY_PATH") {
+            for d in std::env::split_paths(&dirs) {
+                let f = d.join("libibverbs.so.1");
+                if f.exists() {
+                    push(f.to_string_lossy().into_owned());
+                }
+            }
+        }
+    }
+    push(BUILD_REAL_LIBRARY.to_string());
+    for p in SYSTEM_LIBRARY_PATHS {
+        push(p.to_string());
+    }
+    out
+}
+
+fn load() -> Option<*mut c_void> {
+    let cfg = config::get();
+    let mut tried = String::new();
+    let result = if let Some(path) = &cfg.library {
+        match try_open(path) {
+            Tried::Loaded(h) => Some(h),
+            Tried::Itself => {
+                let _ = write!(
+                    tried,
+                    "IBV_SHIM_LIBRARY={} is this shim itself: refusing to forward to itself",
+                    path.to_string_lossy()
+                );
+                None
+            }
+            Tried::Failed(why) => {
+                let _ = write!(tried, "IBV_SHIM_LIBRARY={}: {why}", path.to_string_lossy());
+                None
+            }
+        }
+    } else {
+        match try_open(c"libibverbs.so.1") {
+            Tried::Loaded(h) => Some(h),
+            first => {
+                match first {
+                    Tried::Itself => {
+                        let _ = write!(tried, "libibverbs.so.1 on the library search path is this shim itself (drop-in mode)");
+                        crate::log!(Level::Info, "libibverbs.so.1 on the search path is the shim itself; looking further");
+                    }
+                    Tried::Failed(why) => {
+                        let _ = write!(tried, "libibverbs.so.1: {why}");
+                    }
+                    Tried::Loaded(_) => unreachable!(),
+                }
+                let mut found = None;
+                for c in fallback_candidates() {
+                    match try_open(&c) {
+                        Tried::Loaded(h) => {
+                            found = Some(h);
+                            break;
+                        }
+                        Tried::Itself => {
+                            let _ = write!(tried, "; {}: the shim itself", c.to_string_lossy());
+                        }
+                        Tried::Failed(why) => {
+                            let _ = write!(tried, "; {}: {why}", c.to_string_lossy());
+                        }
+                    }
+                }
+                found
+            }
+        }
+    };
+    match result {
+        Some(h) => {
+            if crate::log::enabled(Level::Info) {
+                crate::log!(Level::Info, "forwarding to {}", describe(h));
+            }
+            crate::forward::copy_objects(h);
+            Some(h)
+        }
+        None => {
+            crate::log!(
+                Level::Error,
+                "cannot load the real libibverbs, so every verbs call fails (ENOSYS). Tried: {tried}"
+            );
+            None
+        }
+    }
+}
+
+/// The file a handle was loaded from.
+fn describe(h: *mut c_void) -> String {
+    // SAFETY: h is a live handle; the names are NUL-terminated.
+    let sym = unsafe { libc::dlvsym(h, c"ibv_get_device_list".as_ptr(), c"IBVERBS_1.1".as_ptr()) };
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: sym is an address in h (or NULL, which dladdr rejects).
+    if !sym.is_null() && unsafe { libc::dladdr(sym, &mut info) } != 0 && !info.dli_fname.is_null() {
+        // SAFETY: dladdr filled dli_fname with a valid C string.
+        return unsafe { CStr::from_ptr(info.dli_fname) }.to_string_lossy().into_owned();
+    }
+    "(unknown file)".into()
+}
+
+/// Why a real function cannot be called.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unavailable {
+    /// The real library could not be loaded: fail with ENOSYS.
+    NotLoaded,
+    /// The real library lacks this function (older rdma-core): EOPNOTSUPP.
+    Missing,
+}
+
+impl Unavailable {
+    pub fn errno(self) -> i32 {
+        match self {
+            Unavailable::NotLoaded => libc::ENOSYS,
+            Unavailable::Missing => libc::EOPNOTSUPP,
+        }
+    }
+}
+
+const MISSING: usize = 1;
+
+/// A function of the real library, resolved at its exact version on first
+/// use. `F` is the function pointer type.
+pub struct RealFn<F> {
+    name: &'static CStr,
+    slot: AtomicUsize,
+    _f: PhantomData<F>,
+}
+
+impl<F: Copy> RealFn<F> {
+    pub const fn new(name: &'static CStr) -> Self {
+        assert!(std::mem::size_of::<F>() == std::mem::size_of::<usize>());
+        RealFn { name, slot: AtomicUsize::new(0), _f: PhantomData }
+    }
+
+    /// The real function, or why it cannot be called.
+    #[inline(always)]
+    pub fn get(&self) -> Result<F, Unavailable> {
+        let p = self.slot.load(Ordering::Acquire);
+        if p > MISSING {
+            // SAFETY: the slot only holds the address dlvsym returned for
+            // this symbol, whose C signature is F (checked by the layout and
+            // header tests against the real verbs.h).
+            return Ok(unsafe { std::mem::transmute_copy::<usize, F>(&p) });
+        }
+        self.resolve()
+    }
+
+    #[cold]
+    fn resolve(&self) -> Result<F, Unavailable> {
+        let h = handle().ok_or(Unavailable::NotLoaded)?;
+        let version = version_of(self.name).ok_or(Unavailable::Missing)?;
+        // SAFETY: h is a live handle; both strings are NUL-terminated.
+        let p = unsafe { libc::dlvsym(h, self.name.as_ptr(), version.as_ptr()) } as usize;
+        if p == 0 {
+            self.slot.store(MISSING, Ordering::Release);
+            crate::log!(
+                Level::Warn,
+                "{}@{} is missing from the real library; the call fails with EOPNOTSUPP",
+                self.name.to_string_lossy(),
+                version.to_string_lossy()
+            );
+            return Err(Unavailable::Missing);
+        }
+        self.slot.store(p, Ordering::Release);
+        // SAFETY: as in `get`.
+        Ok(unsafe { std::mem::transmute_copy::<usize, F>(&p) })
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.name.to_str().unwrap_or("?")
+    }
+}

@@ -1,0 +1,118 @@
+//! Devices and device lists the real library has handed out.
+//!
+//! Devices are few and live as long as the process, so they sit in a fixed
+//! array scanned without a lock: the check that guards every device call
+//! against NULL and unknown pointers costs a few loads, well inside the
+//! budget of a forwarded call. Device lists are tracked so that a double
+//! free is refused and lists never freed show up in the exit report.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use parking_lot::Mutex;
+use verbs_abi::ibv_device;
+
+const MAX_DEVICES: usize = 256;
+
+struct Slot {
+    device: AtomicUsize,
+    /// The GUID (network byte order) once known; 0 = not yet read.
+    guid: AtomicU64,
+}
+
+#[allow(clippy::declare_interior_mutable_const)]
+const EMPTY: Slot = Slot { device: AtomicUsize::new(0), guid: AtomicU64::new(0) };
+static DEVICES: [Slot; MAX_DEVICES] = [EMPTY; MAX_DEVICES];
+static COUNT: AtomicUsize = AtomicUsize::new(0);
+static ADD: Mutex<()> = Mutex::new(());
+
+fn slot(device: *const ibv_device) -> Option<&'static Slot> {
+    let n = COUNT.load(Ordering::Acquire).min(MAX_DEVICES);
+    DEVICES[..n].iter().find(|s| s.device.load(Ordering::Relaxed) == device as usize)
+}
+
+/// Has the real library handed out this device? (Always true once the
+/// table is full, so that a machine with hundreds of devices still works.)
+#[inline]
+pub fn is_known(device: *const ibv_device) -> bool {
+    slot(device).is_some() || COUNT.load(Ordering::Relaxed) >= MAX_DEVICES
+}
+
+/// Records a device from a list or a context.
+pub fn remember(device: *mut ibv_device) {
+    if device.is_null() || slot(device).is_some() {
+        return;
+    }
+    let _g = ADD.lock();
+    if slot(device).is_some() {
+        return;
+    }
+    let n = COUNT.load(Ordering::Relaxed);
+    if n < MAX_DEVICES {
+        DEVICES[n].device.store(device as usize, Ordering::Relaxed);
+        COUNT.store(n + 1, Ordering::Release);
+    }
+}
+
+/// The device's GUID if the program (or the debug log) has read it.
+pub fn cached_guid(device: *const ibv_device) -> Option<u64> {
+    slot(device).map(|s| s.guid.load(Ordering::Relaxed)).filter(|&g| g != 0)
+}
+
+pub fn cache_guid(device: *const ibv_device, guid_be: u64) {
+    if let Some(s) = slot(device) {
+        s.guid.store(guid_be, Ordering::Relaxed);
+    }
+}
+
+/// A list returned by `ibv_get_device_list` and not yet freed.
+#[derive(Clone, Debug)]
+pub struct LiveList {
+    pub list: usize,
+    pub count: usize,
+    pub tid: i32,
+    pub caller: usize,
+}
+
+static LISTS: Mutex<Vec<LiveList>> = Mutex::new(Vec::new());
+
+pub fn list_returned(list: LiveList) {
+    LISTS.lock().push(list);
+}
+
+/// Forgets a list; false when it is not a live list (double free, or not
+/// from `ibv_get_device_list`).
+pub fn list_freed(list: usize) -> bool {
+    let mut lists = LISTS.lock();
+    match lists.iter().position(|l| l.list == list) {
+        Some(i) => {
+            lists.swap_remove(i);
+            true
+        }
+        None => false,
+    }
+}
+
+/// Lists never freed, for the exit report.
+pub fn live_lists() -> Vec<LiveList> {
+    LISTS.lock().clone()
+}
+
+/// `fork()` protocol (see `registry::fork_prepare`): hold the locks across
+/// the fork so the child never inherits a half-made change.
+pub(super) fn fork_lock() {
+    std::mem::forget(ADD.lock());
+    std::mem::forget(LISTS.lock());
+}
+
+/// Releases what `fork_lock` took; in the child, the parent's lists are not
+/// the child's to free, so forget them.
+pub(super) fn fork_unlock(child: bool) {
+    // SAFETY: fork_lock took both locks on this thread and forgot the guards.
+    unsafe {
+        ADD.force_unlock();
+        LISTS.force_unlock();
+    }
+    if child {
+        LISTS.lock().clear();
+    }
+}
