@@ -12,6 +12,7 @@
 //! plugins and everything else load normally.
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use once_cell::sync::OnceCell;
 
@@ -42,11 +43,14 @@ fn own_path() -> Option<&'static CStr> {
     .as_deref()
 }
 
-/// `dlopen(3)`, except that the verbs library's names give the shim itself
-/// (see the module documentation).
-#[no_mangle]
-pub unsafe extern "C" fn dlopen(filename: *const c_char, flags: c_int) -> *mut c_void {
-    let real = crate::real::real_dlopen();
+/// glibc's `dlopen`, for the hook's tail jump.
+static REAL_DLOPEN: AtomicUsize = AtomicUsize::new(0);
+
+/// Picks the file name the hook passes on: the shim's own path for the
+/// verbs library's names, otherwise the caller's unchanged.
+extern "C" fn dlopen_target(filename: *const c_char) -> *const c_char {
+    REAL_DLOPEN.store(crate::real::real_dlopen() as usize, Ordering::Relaxed);
+    let saved = crate::guard::Errno::save();
     let redirect = crate::guard::boundary("dlopen", None, || {
         if filename.is_null() {
             return None;
@@ -65,9 +69,32 @@ pub unsafe extern "C" fn dlopen(filename: *const c_char, flags: c_int) -> *mut c
         );
         Some(me.as_ptr())
     });
-    // SAFETY: forwarded to glibc's dlopen with the caller's (or the shim's
-    // own, NUL-terminated) file name and the caller's flags.
-    unsafe { real(redirect.unwrap_or(filename), flags) }
+    saved.restore();
+    redirect.unwrap_or(filename)
+}
+
+/// `dlopen(3)`, except that the verbs library's names give the shim itself
+/// (see the module documentation).
+///
+/// Written as a naked function that ends in a tail jump to glibc's dlopen:
+/// glibc finds the caller's object from the return address (for its RPATH,
+/// RUNPATH and namespace), so the return address must stay the program's.
+///
+/// # Safety
+/// As `dlopen(3)`.
+#[unsafe(naked)]
+#[no_mangle]
+pub unsafe extern "C" fn dlopen(filename: *const c_char, flags: c_int) -> *mut c_void {
+    // On entry rsp is 8 mod 16; the push realigns it for the call.
+    core::arch::naked_asm!(
+        "push rsi",
+        "call {target}",
+        "pop rsi",
+        "mov rdi, rax",
+        "jmp qword ptr [rip + {real}]",
+        target = sym dlopen_target,
+        real = sym REAL_DLOPEN,
+    )
 }
 
 #[cfg(test)]

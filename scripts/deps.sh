@@ -1,0 +1,30 @@
+#!/bin/sh
+# Installs what building and testing ibv-shim needs on Debian 12, as root:
+# rdma-core's libibverbs (headers, the real library, provider plugins,
+# ibv_devices/ibv_devinfo), the tools the tests and benchmarks drive, and the
+# pinned cbindgen. Does nothing that is already done.
+set -eu
+
+CBINDGEN_VERSION=0.27.0
+PACKAGES="libibverbs-dev ibverbs-utils ibverbs-providers gcc make binutils lld util-linux valgrind ltrace"
+
+missing=""
+for p in $PACKAGES; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+    if [ "$(id -u)" != 0 ]; then
+        echo "deps: missing Debian packages:$missing (run as root, or install them)" >&2
+        exit 1
+    fi
+    echo "deps: installing$missing"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends $missing >/dev/null
+fi
+
+PATH="$HOME/.cargo/bin:$PATH"
+if [ "$(cbindgen --version 2>/dev/null)" != "cbindgen $CBINDGEN_VERSION" ]; then
+    echo "deps: installing cbindgen $CBINDGEN_VERSION"
+    cargo install --quiet --locked --force cbindgen --version "$CBINDGEN_VERSION"
+fi
