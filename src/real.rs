@@ -111,7 +111,7 @@ fn dlerror() -> String {
 /// Is this handle a copy of the shim (this one or another)?
 fn is_shim(handle: *mut c_void) -> bool {
     // SAFETY: handle is a live dlopen handle; the name is NUL-terminated.
-    !unsafe { libc::dlsym(handle, c"ibv_shim_version".as_ptr()) }.is_null()
+    !unsafe { libc::dlsym(handle, c"ibvshim_version".as_ptr()) }.is_null()
 }
 
 enum Tried {

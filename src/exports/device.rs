@@ -324,6 +324,6 @@ pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
 /// The shim's version string. Also how the shim recognises a copy of itself
 /// when looking for the real library.
 #[no_mangle]
-pub extern "C" fn ibv_shim_version() -> *const c_char {
+pub extern "C" fn ibvshim_version() -> *const c_char {
     c"ibv-shim 0.1.0".as_ptr()
 }

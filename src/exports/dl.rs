@@ -30,7 +30,7 @@ fn is_libibverbs(name: &CStr) -> bool {
 fn own_path() -> Option<&'static CStr> {
     static PATH: OnceCell<Option<CString>> = OnceCell::new();
     PATH.get_or_init(|| {
-        let here = crate::exports::device::ibv_shim_version as *const () as usize;
+        let here = crate::exports::device::ibvshim_version as *const () as usize;
         let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
         maps.lines().find_map(|line| {
             let mut f = line.split_whitespace();
