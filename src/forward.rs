@@ -29,11 +29,34 @@ extern "C" {
 }
 
 /// Called by the lazy stub of trampoline `index` (with the caller's
-/// argument registers saved): returns the address to jump to and caches it.
-/// Referenced from the assembly as a `sym` operand, so it is not exported.
+/// argument registers saved at `regs`: rax, r9, r8, rcx, rdx, rsi, rdi):
+/// returns the address to jump to. Referenced from the assembly as a `sym`
+/// operand, so it is not exported.
+///
+/// Normally the target is cached in the slot, so later calls cost one
+/// indirect jump. At `IBV_SHIM_LOG=trace` the slot keeps pointing at the
+/// stub and every forwarded call is logged with its first three arguments
+/// (the shim does not know these functions' signatures, so raw registers).
 #[cfg(not(test))]
-pub(crate) extern "C" fn resolve_trampoline(index: usize) -> usize {
-    let target = crate::guard::boundary("trampoline resolver", 0, || resolve(index));
+pub(crate) extern "C" fn resolve_trampoline(index: usize, regs: *const [usize; 7]) -> usize {
+    let trace = crate::log::enabled(Level::Trace);
+    let target = crate::guard::boundary("trampoline resolver", 0, || resolve(index, !trace));
+    if trace {
+        if let Some(f) = FORWARDED.get(index) {
+            // SAFETY: the stub passes a pointer to the 7 registers it saved.
+            let r = unsafe { &*regs };
+            crate::log::line(
+                Level::Trace,
+                format_args!(
+                    "{}({:#x}, {:#x}, {:#x}, ...) [forwarded]",
+                    f.name.to_string_lossy(),
+                    r[6],
+                    r[5],
+                    r[4]
+                ),
+            );
+        }
+    }
     if target != 0 {
         return target;
     }
@@ -44,7 +67,7 @@ pub(crate) extern "C" fn resolve_trampoline(index: usize) -> usize {
 }
 
 #[cfg(not(test))]
-fn resolve(index: usize) -> usize {
+fn resolve(index: usize, cache: bool) -> usize {
     let Some(f) = FORWARDED.get(index) else { return 0 };
     let Some(h) = crate::real::handle() else { return 0 };
     // SAFETY: h is a live handle; name and version are NUL-terminated.
@@ -58,12 +81,15 @@ fn resolve(index: usize) -> usize {
         );
         return 0;
     }
-    // SAFETY: index is in bounds (checked by FORWARDED.get above); slots are
-    // only ever written with a valid target, and an aligned usize store is
-    // atomic on x86_64, so a racing trampoline sees the stub or the target.
-    unsafe {
-        let slot = std::ptr::addr_of_mut!(__ibvshim_slots).cast::<usize>().add(index);
-        std::ptr::write_volatile(slot, p);
+    if cache {
+        // SAFETY: index is in bounds (checked by FORWARDED.get above); slots
+        // are only ever written with a valid target, and an aligned usize
+        // store is atomic on x86_64, so a racing trampoline sees the stub or
+        // the target.
+        unsafe {
+            let slot = std::ptr::addr_of_mut!(__ibvshim_slots).cast::<usize>().add(index);
+            std::ptr::write_volatile(slot, p);
+        }
     }
     p
 }

@@ -221,7 +221,10 @@ pub fn compat_name(name: &str, version: &str) -> String {
 /// `__ibvshim_lazy_common`, which saves the argument registers, asks the
 /// Rust resolver the resolver (the `{resolve}` operand) for the real address (loading the
 /// real library on first use), stores it in the slot, restores the
-/// registers and jumps there. Data objects get storage of their size, filled
+/// registers and jumps there. The resolver also gets a pointer to the saved
+/// registers (rax, r9, r8, rcx, rdx, rsi, rdi, upwards) so that, at trace
+/// level, it can log each forwarded call's arguments and leave the slot
+/// pointing at the stub. Data objects get storage of their size, filled
 /// from the real library when it is loaded.
 pub fn trampolines_asm(forwarded: &[Forwarded<'_>]) -> String {
     let mut t = String::from(".pushsection .text\n");
@@ -282,6 +285,7 @@ pub fn trampolines_asm(forwarded: &[Forwarded<'_>]) -> String {
     movdqu %xmm6, 96(%rsp)
     movdqu %xmm7, 112(%rsp)
     movq 192(%rsp), %rdi
+    leaq 136(%rsp), %rsi
     call {resolve}
     movq %rax, %r11
     movdqu 0(%rsp), %xmm0
