@@ -8,7 +8,7 @@
 use std::ffi::{c_char, c_int};
 use std::ptr;
 
-use verbs_abi::{ibv_context, ibv_device};
+use verbs_abi::{__be64, ibv_context, ibv_device};
 
 use super::{refuse, Call, Dev, Ptr, Str};
 use crate::guard::{boundary, set_errno, Errno};
@@ -18,7 +18,7 @@ use crate::registry::{self, devices};
 type GetDeviceList = unsafe extern "C" fn(*mut c_int) -> *mut *mut ibv_device;
 type FreeDeviceList = unsafe extern "C" fn(*mut *mut ibv_device);
 type GetDeviceName = unsafe extern "C" fn(*mut ibv_device) -> *const c_char;
-type GetDeviceGuid = unsafe extern "C" fn(*mut ibv_device) -> u64;
+type GetDeviceGuid = unsafe extern "C" fn(*mut ibv_device) -> __be64;
 type GetDeviceIndex = unsafe extern "C" fn(*mut ibv_device) -> c_int;
 type OpenDevice = unsafe extern "C" fn(*mut ibv_device) -> *mut ibv_context;
 type CloseDevice = unsafe extern "C" fn(*mut ibv_context) -> c_int;
@@ -172,7 +172,7 @@ pub unsafe extern "C" fn ibv_get_device_name(device: *mut ibv_device) -> *const 
 /// the vendor's IEEE OUI). On failure returns 0 with errno set (EMFILE: too
 /// many open files; EINVAL: NULL or unknown device).
 #[no_mangle]
-pub unsafe extern "C" fn ibv_get_device_guid(device: *mut ibv_device) -> u64 {
+pub unsafe extern "C" fn ibv_get_device_guid(device: *mut ibv_device) -> __be64 {
     boundary("ibv_get_device_guid", 0, || {
         if bad_device("ibv_get_device_guid", device) {
             return 0;

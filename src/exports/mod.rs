@@ -15,6 +15,7 @@ use crate::log::{self, Level};
 use crate::registry::devices;
 
 pub mod device;
+/// cbindgen:ignore
 pub mod dl;
 
 /// The return address of the current export: the call site in the program

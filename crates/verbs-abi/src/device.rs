@@ -11,8 +11,11 @@
 //! Rust enum; read it as `c_int`, e.g.
 //! `ptr::addr_of!((*attr).state).cast::<c_int>().read()`, and compare with
 //! `ibv_port_state::IBV_PORT_ACTIVE as c_int`. Writing an enum value is
-//! always fine. The flag enums (`ibv_access_flags`, ...) exist for their
-//! constants: combine them as `c_int` / `u32`, never as the Rust enum.
+//! always fine. The same holds for enum parameters of a callback written in
+//! Rust (`ibv_context_ops::alloc_mw` in a provider): define it taking
+//! `c_int` and cast the function pointer (same ABI). The flag enums
+//! (`ibv_access_flags`, ...) exist for their constants: combine them as
+//! `c_int` / `u32`, never as the Rust enum.
 //!
 //! Layouts are pinned by `assert_layout!` below; the numbers come from
 //! compiling a C program against rdma-core 44's own `verbs.h` (x86_64), and
@@ -24,6 +27,18 @@ use crate::{
     ibv_cq, ibv_mw, ibv_mw_bind, ibv_mw_type, ibv_pd, ibv_qp, ibv_recv_wr, ibv_send_wr, ibv_srq,
     ibv_wc, ibv_wq,
 };
+
+/// A 64-bit value in network byte order (big-endian), as in `<linux/types.h>`.
+///
+/// An alias, not a newtype: the bytes are stored as they arrive. The header
+/// keeps C's spelling because cbindgen.toml excludes these aliases, so the
+/// definitions come from `<linux/types.h>` (`unsigned long long`, which C
+/// treats as a different type from `uint64_t`).
+pub type __be64 = u64;
+/// A 32-bit value in network byte order (big-endian), as in `<linux/types.h>`.
+pub type __be32 = u32;
+/// A 16-bit value in network byte order (big-endian), as in `<linux/types.h>`.
+pub type __be16 = u16;
 
 /// Length of the sysfs name buffers in `struct ibv_device`.
 pub const IBV_SYSFS_NAME_MAX: usize = 64;
@@ -42,9 +57,9 @@ pub const IBV_LINK_LAYER_ETHERNET: u8 = 2;
 #[derive(Clone, Copy)]
 pub struct ibv_gid_global {
     /// Subnet prefix, network byte order.
-    pub subnet_prefix: u64,
+    pub subnet_prefix: __be64,
     /// Interface id (port GUID for the default GID), network byte order.
-    pub interface_id: u64,
+    pub interface_id: __be64,
 }
 
 /// A 128-bit global identifier, as raw bytes or as its two halves.
@@ -111,7 +126,21 @@ pub enum ibv_device_cap_flags {
     IBV_DEVICE_RC_RNR_NAK_GEN = 1 << 12,
     IBV_DEVICE_SRQ_RESIZE = 1 << 13,
     IBV_DEVICE_N_NOTIFY_CQ = 1 << 14,
+    IBV_DEVICE_MEM_WINDOW = 1 << 17,
+    IBV_DEVICE_UD_IP_CSUM = 1 << 18,
+    IBV_DEVICE_XRC = 1 << 20,
+    IBV_DEVICE_MEM_MGT_EXTENSIONS = 1 << 21,
+    IBV_DEVICE_MEM_WINDOW_TYPE_2A = 1 << 23,
+    IBV_DEVICE_MEM_WINDOW_TYPE_2B = 1 << 24,
+    IBV_DEVICE_RC_IP_CSUM = 1 << 25,
+    IBV_DEVICE_RAW_IP_CSUM = 1 << 26,
+    IBV_DEVICE_MANAGED_FLOW_STEERING = 1 << 29,
 }
+
+/// `device_cap_flags_ex` bit: scatters the FCS (above bit 31, so not in the enum).
+pub const IBV_DEVICE_RAW_SCATTER_FCS: u64 = 1u64 << 34;
+/// `device_cap_flags_ex` bit: PCI write end padding (above bit 31, so not in the enum).
+pub const IBV_DEVICE_PCI_WRITE_END_PADDING: u64 = 1u64 << 36;
 
 /// What `ibv_is_fork_initialized` reports.
 #[repr(C)]
@@ -385,9 +414,9 @@ pub struct ibv_device_attr {
     /// Firmware version string (NUL-terminated).
     pub fw_ver: [c_char; 64],
     /// Node GUID, network byte order.
-    pub node_guid: u64,
+    pub node_guid: __be64,
     /// System image GUID, network byte order.
-    pub sys_image_guid: u64,
+    pub sys_image_guid: __be64,
     pub max_mr_size: u64,
     pub page_size_cap: u64,
     pub vendor_id: u32,
@@ -484,9 +513,7 @@ pub struct ibv_async_event {
     pub event_type: ibv_event_type,
 }
 
-// Field docs that would only repeat the C name are left out on purpose; the
-// header documents each type, and rdma-core's man pages document the fields.
-
+// Offsets measured with gcc against rdma-core 44's verbs.h (x86_64).
 crate::assert_layout!(ibv_gid_global, 16, 8; subnet_prefix => 0, interface_id => 8);
 crate::assert_layout!(ibv_gid, 16, 8; raw => 0, global => 0);
 crate::assert_layout!(_ibv_device_ops, 16, 8; _dummy1 => 0, _dummy2 => 8);

@@ -19,7 +19,8 @@
 use core::ffi::{c_int, c_uint, c_void};
 
 use crate::{
-    ibv_ah, ibv_gid, ibv_mw, ibv_mw_bind_info, ibv_wc_opcode, ibv_wc_status, ibv_wr_opcode,
+    __be16, __be32, ibv_ah, ibv_gid, ibv_mw, ibv_mw_bind_info, ibv_wc_opcode, ibv_wc_status,
+    ibv_wr_opcode,
 };
 
 /// Shift of `IBV_WC_IP_CSUM_OK` in `ibv_wc.wc_flags`.
@@ -137,7 +138,7 @@ pub struct ibv_send_wr {
     /// Bits of `ibv_send_flags`.
     pub send_flags: c_uint,
     /// Immediate data in network byte order; for `*_INV` opcodes, the rkey to invalidate (C's `invalidate_rkey`).
-    pub imm_data: u32,
+    pub imm_data: __be32,
     pub wr: ibv_send_wr_wr,
     pub qp_type: ibv_send_wr_qp_type,
     /// C's anonymous union: `bind_mw` or `tso`.
@@ -166,7 +167,7 @@ pub struct ibv_wc {
     pub vendor_err: u32,
     pub byte_len: u32,
     /// With `IBV_WC_WITH_IMM`: immediate data, network byte order; with `IBV_WC_WITH_INV`: the invalidated rkey (C's `invalidated_rkey`).
-    pub imm_data: u32,
+    pub imm_data: __be32,
     pub qp_num: u32,
     pub src_qp: u32,
     /// Bits of `ibv_wc_flags`.
@@ -182,9 +183,9 @@ pub struct ibv_wc {
 #[derive(Clone, Copy)]
 pub struct ibv_grh {
     /// Version, traffic class and flow label, network byte order.
-    pub version_tclass_flow: u32,
+    pub version_tclass_flow: __be32,
     /// Payload length, network byte order.
-    pub paylen: u16,
+    pub paylen: __be16,
     pub next_hdr: u8,
     pub hop_limit: u8,
     pub sgid: ibv_gid,
