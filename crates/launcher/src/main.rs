@@ -1,1 +1,147 @@
-fn main() {}
+//! `ibv-shim [options] -- PROGRAM ARGS...`: runs a program with the verbs
+//! shim preloaded, then summarises its leak reports and exits with its
+//! status (see `ibv-shim --help`).
+//!
+//! - `options`: the command line, `--help`.
+//! - `environment`: where the shim and the sim are; the program's variables.
+//! - `run`: finding and running the program, signals, its exit status.
+//! - `report`: the shim's JSON reports: where they are, what they say.
+//! - `summary`: the lines printed at the end, and the launcher's exit status.
+
+mod environment;
+mod options;
+mod report;
+mod run;
+mod summary;
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::PathBuf;
+
+use options::{Command, Options};
+use report::Report;
+
+/// A run that ends with a message from the launcher and a status.
+struct Failure {
+    status: i32,
+    message: String,
+}
+
+impl From<environment::SetupError> for Failure {
+    fn from(e: environment::SetupError) -> Failure {
+        Failure {
+            status: 125,
+            message: format!("error: {e}"),
+        }
+    }
+}
+
+impl From<run::NotRun> for Failure {
+    fn from(e: run::NotRun) -> Failure {
+        Failure {
+            status: e.status,
+            message: e.message,
+        }
+    }
+}
+
+fn main() {
+    std::process::exit(launch(std::env::args_os().skip(1)));
+}
+
+/// Prints to stderr in one write; a closed stderr is not the launcher's
+/// failure.
+fn to_stderr(text: &str) {
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
+}
+
+fn launch(args: impl IntoIterator<Item = OsString>) -> i32 {
+    let o = match options::parse(args) {
+        Ok(Command::Help) => {
+            let _ = std::io::stdout()
+                .lock()
+                .write_all(options::help().as_bytes());
+            return 0;
+        }
+        Ok(Command::Version) => {
+            let _ = std::io::stdout()
+                .lock()
+                .write_all(options::version().as_bytes());
+            return 0;
+        }
+        Ok(Command::Run(o)) => o,
+        Err(e) => {
+            to_stderr(&format!(
+                "ibv-shim: {e}\nusage: ibv-shim [options] -- PROGRAM [ARGS...]   (ibv-shim --help explains the options)\n"
+            ));
+            return 2;
+        }
+    };
+    match run_program(&o) {
+        Ok(status) => status,
+        Err(f) => {
+            to_stderr(&format!("ibv-shim: {}\n", f.message));
+            f.status
+        }
+    }
+}
+
+fn run_program(o: &Options) -> Result<i32, Failure> {
+    let inherited = |k: &str| std::env::var_os(k);
+    let shim = environment::find_shim(o.shim.as_deref(), environment::exe_dir)?;
+    let sim_dir = match o.sim {
+        true => Some(environment::find_sim_dir(
+            o.sim_dir.as_deref(),
+            environment::exe_dir,
+        )?),
+        false => None,
+    };
+    let program = run::resolve(&o.program, inherited("PATH").as_deref())?;
+    let plan = environment::plan(
+        o,
+        &shim,
+        sim_dir.as_deref(),
+        environment::private_dir,
+        inherited,
+    )?;
+    let leak_exitcode = environment::leak_exitcode(o, inherited);
+    let before = plan.report.before();
+
+    let status = run::run(&program, &o.program, &o.args, &plan.vars);
+    let status = match status {
+        Ok(s) => s,
+        Err(e) => {
+            plan.report.cleanup();
+            return Err(e.into());
+        }
+    };
+
+    let files = plan.report.written_since(&before);
+    let mut reports: Vec<Report> = Vec::new();
+    let mut unreadable: Vec<(PathBuf, String)> = Vec::new();
+    for f in &files {
+        match Report::read(f) {
+            Ok(r) => reports.push(r),
+            Err(why) => unreadable.push((f.clone(), why)),
+        }
+    }
+    let leaked = reports.iter().any(Report::has_leaks);
+    let exit = summary::exit_status(status, leak_exitcode, leaked);
+    if !o.quiet {
+        let program = o.program.to_string_lossy();
+        let kept = (!plan.report.is_private()).then_some(files.as_slice());
+        let lines = summary::lines(&summary::Input {
+            program: &program,
+            reports: &reports,
+            unreadable: &unreadable,
+            kept,
+            exit,
+            leak_exitcode,
+        });
+        let mut text = lines.join("\n");
+        text.push('\n');
+        to_stderr(&text);
+    }
+    plan.report.cleanup();
+    Ok(exit.0)
+}

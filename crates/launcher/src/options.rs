@@ -1,0 +1,477 @@
+//! The command line: `ibv-shim [options] -- PROGRAM ARGS...`.
+//!
+//! Parsed by hand (the launcher keeps its dependencies to `serde_json` and
+//! `libc`). Options take their value as the next argument or after `=`
+//! (`--log debug`, `--log=debug`); a repeated option's last value wins.
+//! Everything after the first `--` is the program and its arguments, passed
+//! through untouched.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+/// The leak exit code `--fail-on-leak` asks for when `--leak-exitcode` is
+/// not given.
+pub const DEFAULT_LEAK_EXITCODE: u8 = 23;
+
+/// The shim's log levels, as `IBV_SHIM_LOG` takes them.
+pub const LOG_LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
+
+/// What the command line asked for.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Command {
+    /// `-h` / `--help`.
+    Help,
+    /// `-V` / `--version`.
+    Version,
+    /// Run a program.
+    Run(Box<Options>),
+}
+
+/// The options of a run.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Options {
+    /// `--log LEVEL`, lower case, one of [`LOG_LEVELS`].
+    pub log: Option<String>,
+    /// `--log-file PATH` (`%p` = pid).
+    pub log_file: Option<OsString>,
+    /// `--report PATH` (`%p` = pid).
+    pub report: Option<OsString>,
+    /// `--leak-exitcode N`, or [`DEFAULT_LEAK_EXITCODE`] from `--fail-on-leak`.
+    pub leak_exitcode: Option<u8>,
+    /// `--suppress FILE`.
+    pub suppress: Option<OsString>,
+    /// `--backtrace`.
+    pub backtrace: bool,
+    /// `--sim`, or implied by `--sim-devices` or `--sim-dir`.
+    pub sim: bool,
+    /// `--sim-devices LIST`.
+    pub sim_devices: Option<OsString>,
+    /// `--library PATH`.
+    pub library: Option<OsString>,
+    /// `--shim PATH`.
+    pub shim: Option<PathBuf>,
+    /// `--sim-dir DIR`.
+    pub sim_dir: Option<PathBuf>,
+    /// `-q` / `--quiet`.
+    pub quiet: bool,
+    /// The program to run, as given (a name looked up in `PATH`, or a path).
+    pub program: OsString,
+    /// Its arguments.
+    pub args: Vec<OsString>,
+}
+
+/// A command line the launcher cannot run: a usage error (exit status 2).
+#[derive(Debug, PartialEq, Eq)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+fn usage(msg: impl Into<String>) -> UsageError {
+    UsageError(msg.into())
+}
+
+/// Parses the arguments after the launcher's own name.
+pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, UsageError> {
+    let mut args = args.into_iter();
+    let mut o = Options::default();
+    let mut fail_on_leak = false;
+    let mut leak_exitcode = None;
+    loop {
+        let Some(arg) = args.next() else {
+            return Err(usage(
+                "missing `--` and the program to run: ibv-shim [options] -- PROGRAM [ARGS...]",
+            ));
+        };
+        if arg == "--" {
+            break;
+        }
+        let Some(text) = arg.to_str() else {
+            return Err(usage(format!(
+                "unknown option {arg:?} (the program goes after `--`)"
+            )));
+        };
+        if !text.starts_with('-') || text == "-" {
+            return Err(usage(format!(
+                "{text:?} is not an option: put the program after `--`: ibv-shim [options] -- {text} ..."
+            )));
+        }
+        // `--name=value` or `--name`; short options never take `=`.
+        let (name, inline) = match text.split_once('=') {
+            Some((n, v)) if n.starts_with("--") => (n, Some(OsString::from(v))),
+            _ => (text, None),
+        };
+        // The option's value; empty only where `may_be_empty`.
+        let mut value_of = |what: &str, may_be_empty: bool| -> Result<OsString, UsageError> {
+            let v = match inline.clone() {
+                Some(v) => v,
+                None => args
+                    .next()
+                    .filter(|v| v != "--")
+                    .ok_or_else(|| usage(format!("{name} needs a value: {name} {what}")))?,
+            };
+            if v.is_empty() && !may_be_empty {
+                return Err(usage(format!(
+                    "{name} needs a non-empty value: {name} {what}"
+                )));
+            }
+            Ok(v)
+        };
+        let flag = |inline: &Option<OsString>| match inline {
+            Some(_) => Err(usage(format!("{name} takes no value"))),
+            None => Ok(()),
+        };
+        match name {
+            "-h" | "--help" => {
+                flag(&inline)?;
+                return Ok(Command::Help);
+            }
+            "-V" | "--version" => {
+                flag(&inline)?;
+                return Ok(Command::Version);
+            }
+            "--log" => {
+                let v = value_of("LEVEL", false)?;
+                let level = v.to_string_lossy().to_ascii_lowercase();
+                if !LOG_LEVELS.contains(&level.as_str()) {
+                    return Err(usage(format!(
+                        "--log {v:?}: the level is one of {}",
+                        LOG_LEVELS.join("|")
+                    )));
+                }
+                o.log = Some(level);
+            }
+            "--log-file" => o.log_file = Some(value_of("PATH", false)?),
+            "--report" => o.report = Some(value_of("PATH", false)?),
+            "--leak-exitcode" => {
+                let v = value_of("N", false)?;
+                leak_exitcode = Some(parse_exitcode(&v)?);
+            }
+            "--fail-on-leak" => {
+                flag(&inline)?;
+                fail_on_leak = true;
+            }
+            "--suppress" => o.suppress = Some(value_of("FILE", false)?),
+            "--backtrace" => {
+                flag(&inline)?;
+                o.backtrace = true;
+            }
+            "--sim" => {
+                flag(&inline)?;
+                o.sim = true;
+            }
+            "--sim-devices" => {
+                // Empty is meaningful: a sim with no device.
+                o.sim_devices = Some(value_of("LIST", true)?);
+                o.sim = true;
+            }
+            "--library" => o.library = Some(value_of("PATH", false)?),
+            "--shim" => o.shim = Some(value_of("PATH", false)?.into()),
+            "--sim-dir" => {
+                o.sim_dir = Some(value_of("DIR", false)?.into());
+                o.sim = true;
+            }
+            "-q" | "--quiet" => {
+                flag(&inline)?;
+                o.quiet = true;
+            }
+            _ => {
+                return Err(usage(format!(
+                    "unknown option {name} (see ibv-shim --help; the program goes after `--`)"
+                )))
+            }
+        }
+    }
+    o.leak_exitcode = leak_exitcode.or(fail_on_leak.then_some(DEFAULT_LEAK_EXITCODE));
+    o.program = args
+        .next()
+        .filter(|p| !p.is_empty())
+        .ok_or_else(|| usage("no program after `--`: ibv-shim [options] -- PROGRAM [ARGS...]"))?;
+    o.args = args.collect();
+    Ok(Command::Run(Box::new(o)))
+}
+
+/// `--leak-exitcode N`: 1..=255 (0 would make a leaking run look like a
+/// clean one; an exit status has 8 bits).
+fn parse_exitcode(v: &OsString) -> Result<u8, UsageError> {
+    let text = v.to_string_lossy();
+    match text.trim().parse::<u32>() {
+        Ok(n @ 1..=255) => Ok(n as u8),
+        _ => Err(usage(format!(
+            "--leak-exitcode {text:?}: N is a number from 1 to 255"
+        ))),
+    }
+}
+
+/// `ibv-shim --help`.
+pub fn help() -> String {
+    format!(
+        "\
+ibv-shim {version}: run a program with the RDMA verbs shim preloaded, then
+summarise what it leaked (like valgrind or heaptrack, for libibverbs).
+
+usage: ibv-shim [options] -- PROGRAM [ARGS...]
+
+The program runs as a child with the shim (libibv_shim.so) in LD_PRELOAD.
+The shim logs verbs calls and audits every RDMA object the program creates;
+at exit each process writes a JSON leak report, and the launcher prints a
+short summary of it on stderr, then exits with the program's status.
+
+Options (each sets an environment variable for the program; a variable no
+option sets is inherited unchanged):
+  --log LEVEL          the shim's log level: off|error|warn|info|debug|trace
+                       (the shim's default is warn, which shows leaks).
+                       Sets IBV_SHIM_LOG.
+  --log-file PATH      write the shim's log to PATH instead of stderr; %p in
+                       PATH becomes the pid. Sets IBV_SHIM_LOG_FILE.
+  --report PATH        keep the JSON leak report at PATH (%p = pid: use it
+                       when the program forks, each process writes its own).
+                       Sets IBV_SHIM_REPORT. Without it the launcher reads an
+                       inherited IBV_SHIM_REPORT, or else has the reports
+                       written to a private temporary directory
+                       (ibv-shim-report.%p.json) and removes them after the
+                       summary.
+  --leak-exitcode N    a process that leaked exits with status N (1..255),
+                       so a CI step fails on leaks. Sets IBV_SHIM_LEAK_EXITCODE.
+  --fail-on-leak       the same with N = {leak} (unless --leak-exitcode is given).
+  --suppress FILE      leak suppressions (by kind and creation-site module or
+                       symbol), for objects kept on purpose; they are counted
+                       as suppressed, not as leaks. Sets IBV_SHIM_SUPPRESS.
+  --backtrace          record a full backtrace at each creation, not just the
+                       calling function. Sets IBV_SHIM_BACKTRACE=1.
+  --sim                run on the simulated RDMA devices (no hardware needed):
+                       puts the directory of the sim's libibverbs.so.1 (see
+                       --sim-dir) first in LD_LIBRARY_PATH.
+  --sim-devices LIST   the simulated devices, comma-separated, each a name
+                       with a family prefix, optionally =GUID (mlx5_0,rxe0,
+                       mlx4_0=0002:c903:0044:5566); empty for none. The sim's
+                       default is mlx5_0,mlx5_1. Implies --sim.
+                       Sets IBV_SIM_DEVICES.
+  --library PATH       the verbs library the shim forwards to, instead of
+                       libibverbs.so.1. Sets IBV_SHIM_LIBRARY.
+  --shim PATH          the shim to preload (default: libibv_shim.so next to
+                       this executable). Always put first in LD_PRELOAD,
+                       before any inherited entries.
+  --sim-dir DIR        the directory holding the sim's libibverbs.so.1
+                       (default: ../sim from this executable's directory,
+                       made from libibv_sim.so next to it when missing or
+                       older). Implies --sim.
+  -q, --quiet          print no summary (errors are still printed).
+  -h, --help           print this help and exit.
+  -V, --version        print the version and exit.
+
+Options take their value as the next argument or after '=' (--log=debug).
+Relative paths are made absolute, so a program that changes directory still
+finds them.
+
+Summary: one line with the number of leaked objects by kind (and how many
+were suppressed), then up to 10 of them: kind, handle, device and creation
+site (module:symbol+offset). A program that forks is summarised over all of
+its processes' reports. 'made no verbs calls' means that no process wrote a
+report: none used verbs (or, setuid, the shim ignored IBV_SHIM_REPORT).
+
+Exit status:
+  the program's exit status; 128+N if it was killed by signal N.
+  N of --leak-exitcode / --fail-on-leak when the program leaked (the shim
+      makes a leaking process exit with N; the launcher also uses N when the
+      program exited 0 but one of its other processes leaked).
+  2    usage error (unknown option, missing `--` or program, bad value).
+  125  the launcher itself failed (shim or sim not found, temporary
+       directory not created).
+  126  the program was found but cannot be executed.
+  127  the program was not found.
+
+While the program runs the launcher ignores SIGINT and SIGQUIT (the terminal
+sends them to the program too) and passes SIGTERM and SIGHUP on to it.
+",
+        version = env!("CARGO_PKG_VERSION"),
+        leak = DEFAULT_LEAK_EXITCODE,
+    )
+}
+
+/// `ibv-shim --version`.
+pub fn version() -> String {
+    format!("ibv-shim {}\n", env!("CARGO_PKG_VERSION"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_str(args: &[&str]) -> Result<Command, UsageError> {
+        parse(args.iter().map(OsString::from))
+    }
+
+    fn run(args: &[&str]) -> Options {
+        match parse_str(args) {
+            Ok(Command::Run(o)) => *o,
+            other => panic!("{args:?}: expected a run, got {other:?}"),
+        }
+    }
+
+    fn err(args: &[&str]) -> String {
+        match parse_str(args) {
+            Err(UsageError(m)) => m,
+            other => panic!("{args:?}: expected a usage error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn program_and_arguments_after_the_separator_are_untouched() {
+        let o = run(&["--", "prog", "--log", "-q", "--", "x"]);
+        assert_eq!(o.program, "prog");
+        assert_eq!(o.args, ["--log", "-q", "--", "x"]);
+        assert_eq!(o.log, None);
+        assert!(!o.quiet);
+    }
+
+    #[test]
+    fn every_option_with_separate_and_inline_values() {
+        let o = run(&[
+            "--log",
+            "DEBUG",
+            "--log-file=/tmp/l.%p",
+            "--report",
+            "r.json",
+            "--leak-exitcode",
+            "42",
+            "--suppress=s.supp",
+            "--backtrace",
+            "--sim-devices",
+            "mlx5_0,rxe0",
+            "--library",
+            "/lib/libibverbs.so.1",
+            "--shim=/x/libibv_shim.so",
+            "--sim-dir",
+            "/x/sim",
+            "-q",
+            "--",
+            "prog",
+        ]);
+        assert_eq!(
+            o,
+            Options {
+                log: Some("debug".into()),
+                log_file: Some("/tmp/l.%p".into()),
+                report: Some("r.json".into()),
+                leak_exitcode: Some(42),
+                suppress: Some("s.supp".into()),
+                backtrace: true,
+                sim: true,
+                sim_devices: Some("mlx5_0,rxe0".into()),
+                library: Some("/lib/libibverbs.so.1".into()),
+                shim: Some("/x/libibv_shim.so".into()),
+                sim_dir: Some("/x/sim".into()),
+                quiet: true,
+                program: "prog".into(),
+                args: vec![],
+            }
+        );
+    }
+
+    #[test]
+    fn fail_on_leak_is_23_unless_a_code_is_given() {
+        assert_eq!(run(&["--fail-on-leak", "--", "p"]).leak_exitcode, Some(23));
+        assert_eq!(
+            run(&["--fail-on-leak", "--leak-exitcode", "9", "--", "p"]).leak_exitcode,
+            Some(9)
+        );
+        assert_eq!(
+            run(&["--leak-exitcode=9", "--fail-on-leak", "--", "p"]).leak_exitcode,
+            Some(9)
+        );
+        assert_eq!(run(&["--", "p"]).leak_exitcode, None);
+    }
+
+    #[test]
+    fn the_last_of_a_repeated_option_wins() {
+        assert_eq!(
+            run(&["--log", "info", "--log=trace", "--", "p"])
+                .log
+                .as_deref(),
+            Some("trace")
+        );
+    }
+
+    #[test]
+    fn sim_and_quiet_forms() {
+        let o = run(&["--sim", "--quiet", "--", "p"]);
+        assert!(o.sim && o.quiet && o.sim_devices.is_none());
+        // No device at all is a sim setting of its own.
+        let o = run(&["--sim-devices", "", "--", "p"]);
+        assert!(o.sim);
+        assert_eq!(o.sim_devices.as_deref(), Some("".as_ref()));
+    }
+
+    #[test]
+    fn help_and_version() {
+        assert_eq!(parse_str(&["--help"]), Ok(Command::Help));
+        assert_eq!(parse_str(&["-h", "--", "p"]), Ok(Command::Help));
+        assert_eq!(parse_str(&["--log", "info", "-V"]), Ok(Command::Version));
+        assert_eq!(parse_str(&["--version"]), Ok(Command::Version));
+    }
+
+    #[test]
+    fn usage_errors_say_what_is_wrong() {
+        assert!(err(&[]).contains("missing `--`"));
+        assert!(err(&["--sim"]).contains("missing `--`"));
+        assert!(err(&["--"]).contains("no program"));
+        assert!(err(&["--", ""]).contains("no program"));
+        assert!(err(&["prog"]).contains("put the program after `--`"));
+        assert!(err(&["--frobnicate", "--", "p"]).contains("unknown option --frobnicate"));
+        assert!(err(&["-x", "--", "p"]).contains("unknown option -x"));
+        assert!(err(&["--log", "loud", "--", "p"]).contains("off|error|warn|info|debug|trace"));
+        assert!(err(&["--log"]).contains("--log needs a value"));
+        assert!(err(&["--log", "--", "p"]).contains("--log needs a value"));
+        assert!(err(&["--report=", "--", "p"]).contains("non-empty"));
+        assert!(err(&["--sim=yes", "--", "p"]).contains("--sim takes no value"));
+        for bad in ["0", "256", "-1", "x", "1.5", ""] {
+            let m = err(&["--leak-exitcode", bad, "--", "p"]);
+            assert!(
+                m.contains("1 to 255") || m.contains("non-empty"),
+                "{bad}: {m}"
+            );
+        }
+    }
+
+    #[test]
+    fn help_mentions_every_option_and_variable() {
+        let h = help();
+        for word in [
+            "--log ",
+            "--log-file",
+            "--report",
+            "--leak-exitcode",
+            "--fail-on-leak",
+            "--suppress",
+            "--backtrace",
+            "--sim ",
+            "--sim-devices",
+            "--library",
+            "--shim",
+            "--sim-dir",
+            "--quiet",
+            "--help",
+            "--version",
+            "IBV_SHIM_LOG",
+            "IBV_SHIM_LOG_FILE",
+            "IBV_SHIM_REPORT",
+            "IBV_SHIM_LEAK_EXITCODE",
+            "IBV_SHIM_SUPPRESS",
+            "IBV_SHIM_BACKTRACE",
+            "IBV_SIM_DEVICES",
+            "IBV_SHIM_LIBRARY",
+            "LD_PRELOAD",
+            "LD_LIBRARY_PATH",
+            "Exit status",
+            "127",
+            "126",
+        ] {
+            assert!(h.contains(word), "--help does not mention {word}");
+        }
+        assert!(h.lines().all(|l| l.len() <= 80), "--help fits 80 columns");
+    }
+}

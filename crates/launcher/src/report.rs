@@ -1,0 +1,398 @@
+//! The shim's JSON leak reports: where they are written and what they say.
+//!
+//! Contract (schema `ibv-shim/leak-report/1`, one document per process):
+//! `{"schema", "pid", "program", "leaked", "totals": {kind: n},
+//!   "objects": [{"kind", "handle", "context", "device", "guid", "parent",
+//!   "fields", "created": {"thread", "time", "module", "symbol", "offset",
+//!   "backtrace"}, "found": "close"|"exit", "suppressed"}]}`.
+//! Every field is read defensively: a missing or mistyped one is `None`,
+//! never an error, so a report from a newer or older shim still summarises.
+
+use std::collections::HashSet;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+/// The file name of each process's report in the private directory.
+pub const PRIVATE_NAME: &str = "ibv-shim-report.%p.json";
+
+/// Where the reports of a run go.
+#[derive(Debug)]
+pub struct ReportLocation {
+    /// The `IBV_SHIM_REPORT` value, absolute; `%p` = pid.
+    template: PathBuf,
+    /// The launcher's own temporary directory, removed after the summary.
+    private: Option<PathBuf>,
+}
+
+/// What was in the reports' place before the run: a file that is still
+/// there unchanged afterwards is an old report, not this run's.
+#[derive(Debug, Default)]
+pub struct Before(HashSet<(PathBuf, Identity)>);
+
+/// Inode, size and modification time: a rewritten file differs in one.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct Identity(u64, u64, i64, i64);
+
+impl ReportLocation {
+    /// Reports at a path the user chose, kept after the run.
+    pub fn kept(template: PathBuf) -> ReportLocation {
+        ReportLocation {
+            template,
+            private: None,
+        }
+    }
+
+    /// Reports in the launcher's own fresh directory.
+    pub fn private(dir: PathBuf) -> ReportLocation {
+        ReportLocation {
+            template: dir.join(PRIVATE_NAME),
+            private: Some(dir),
+        }
+    }
+
+    pub fn is_private(&self) -> bool {
+        self.private.is_some()
+    }
+
+    /// The value of `IBV_SHIM_REPORT`.
+    pub fn template(&self) -> PathBuf {
+        self.template.clone()
+    }
+
+    /// The files that may be this run's reports: the template itself, or
+    /// with `%p` in its file name, every file whose name matches it with
+    /// digits in place of `%p`. Sorted by name.
+    pub fn candidates(&self) -> Vec<PathBuf> {
+        let Some(name) = self.template.file_name() else {
+            return Vec::new();
+        };
+        let dir = self.template.parent().unwrap_or(Path::new("/"));
+        let pattern = name.as_bytes();
+        if !pattern.windows(2).any(|w| w == b"%p") {
+            return if self.template.is_file() {
+                vec![self.template.clone()]
+            } else {
+                Vec::new()
+            };
+        }
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return Vec::new();
+        };
+        let mut found: Vec<PathBuf> = entries
+            .filter_map(Result::ok)
+            .filter(|e| matches_pid_pattern(pattern, e.file_name().as_bytes()))
+            .map(|e| e.path())
+            .filter(|p| p.is_file())
+            .collect();
+        found.sort();
+        found
+    }
+
+    /// Notes the candidates present before the run.
+    pub fn before(&self) -> Before {
+        Before(
+            self.candidates()
+                .into_iter()
+                .filter_map(|p| identity(&p).map(|id| (p, id)))
+                .collect(),
+        )
+    }
+
+    /// This run's reports: the candidates now, less those unchanged since
+    /// [`ReportLocation::before`].
+    pub fn written_since(&self, before: &Before) -> Vec<PathBuf> {
+        self.candidates()
+            .into_iter()
+            .filter(|p| identity(p).is_some_and(|id| !before.0.contains(&(p.clone(), id))))
+            .collect()
+    }
+
+    /// Removes the private directory, if there is one.
+    pub fn cleanup(&self) {
+        if let Some(dir) = &self.private {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+fn identity(p: &Path) -> Option<Identity> {
+    let m = std::fs::metadata(p).ok()?;
+    Some(Identity(m.ino(), m.size(), m.mtime(), m.mtime_nsec()))
+}
+
+/// Whether `name` is `pattern` with each `%p` replaced by one or more digits.
+fn matches_pid_pattern(pattern: &[u8], name: &[u8]) -> bool {
+    match pattern.windows(2).position(|w| w == b"%p") {
+        None => pattern == name,
+        Some(i) => {
+            let (lit, rest) = (&pattern[..i], &pattern[i + 2..]);
+            let Some(after) = name.strip_prefix(lit) else {
+                return false;
+            };
+            let digits = after.iter().take_while(|b| b.is_ascii_digit()).count();
+            // Try every split of the digits: `%p%p` or a digit after `%p`.
+            (1..=digits).any(|n| matches_pid_pattern(rest, &after[n..]))
+        }
+    }
+}
+
+/// One process's report.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Report {
+    pub pid: Option<u64>,
+    pub program: Option<String>,
+    /// The report's own verdict; `None` if it has none.
+    pub leaked: Option<bool>,
+    /// `totals`, by kind name (the summary puts them in its own order).
+    pub totals: Vec<(String, u64)>,
+    /// `None` when the document has no `objects` array.
+    pub objects: Option<Vec<Object>>,
+}
+
+/// One leaked object.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Object {
+    pub kind: String,
+    pub handle: Option<String>,
+    pub device: Option<String>,
+    pub parent: Option<String>,
+    pub module: Option<String>,
+    pub symbol: Option<String>,
+    pub offset: Option<u64>,
+    /// `close` or `exit`.
+    pub found: Option<String>,
+    pub suppressed: bool,
+}
+
+impl Report {
+    /// Reads a report from `text`. Only a document that is not a JSON
+    /// object is an error.
+    pub fn parse(text: &str) -> Result<Report, String> {
+        let v: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        let Some(doc) = v.as_object() else {
+            return Err("not a JSON object".into());
+        };
+        let totals = doc
+            .get("totals")
+            .and_then(Value::as_object)
+            .map(|t| {
+                t.iter()
+                    .filter_map(|(k, n)| Some((k.clone(), number(n)?)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let objects = doc
+            .get("objects")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Object::from_json).collect());
+        Ok(Report {
+            pid: doc.get("pid").and_then(number),
+            program: text_field(doc.get("program")),
+            leaked: doc.get("leaked").and_then(Value::as_bool),
+            totals,
+            objects,
+        })
+    }
+
+    /// Reads a report file; the pid falls back to the digits in its name.
+    pub fn read(path: &Path) -> Result<Report, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+        let mut r = Report::parse(&text)?;
+        if r.pid.is_none() {
+            r.pid = pid_in_name(path);
+        }
+        Ok(r)
+    }
+
+    /// The leaked objects by kind, suppressed ones left out: counted from
+    /// `objects`, or taken from `totals` when there is no `objects` array.
+    pub fn counts(&self) -> Vec<(String, u64)> {
+        match &self.objects {
+            Some(objects) => {
+                let mut counts: Vec<(String, u64)> = Vec::new();
+                for o in objects.iter().filter(|o| !o.suppressed) {
+                    match counts.iter_mut().find(|(k, _)| *k == o.kind) {
+                        Some((_, n)) => *n += 1,
+                        None => counts.push((o.kind.clone(), 1)),
+                    }
+                }
+                counts
+            }
+            None => self
+                .totals
+                .iter()
+                .filter(|(_, n)| *n > 0)
+                .cloned()
+                .collect(),
+        }
+    }
+
+    /// How many leaked objects were suppressed.
+    pub fn suppressed(&self) -> u64 {
+        self.objects
+            .as_ref()
+            .map_or(0, |o| o.iter().filter(|o| o.suppressed).count() as u64)
+    }
+
+    /// Whether the process leaked: the report's verdict, else whether any
+    /// unsuppressed object is listed.
+    pub fn has_leaks(&self) -> bool {
+        self.leaked
+            .unwrap_or_else(|| self.counts().iter().any(|(_, n)| *n > 0))
+    }
+}
+
+impl Object {
+    fn from_json(v: &Value) -> Option<Object> {
+        let o = v.as_object()?;
+        let created = o.get("created").and_then(Value::as_object);
+        let created_field = |name: &str| created.and_then(|c| c.get(name));
+        Some(Object {
+            kind: text_field(o.get("kind")).unwrap_or_else(|| "object".into()),
+            handle: text_field(o.get("handle")),
+            device: text_field(o.get("device")),
+            parent: text_field(o.get("parent")),
+            module: text_field(created_field("module")),
+            symbol: text_field(created_field("symbol")),
+            offset: created_field("offset").and_then(number),
+            found: text_field(o.get("found")),
+            suppressed: o
+                .get("suppressed")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+        })
+    }
+
+    /// `module:symbol+0xoffset`, with the module's directory left out;
+    /// `None` if the report has no module.
+    pub fn site(&self) -> Option<String> {
+        let module = self.module.as_deref()?;
+        let module = module.rsplit('/').next().unwrap_or(module);
+        let mut s = module.to_string();
+        if let Some(sym) = &self.symbol {
+            s.push(':');
+            s.push_str(sym);
+        }
+        if let Some(off) = self.offset {
+            s.push_str(&format!("+{off:#x}"));
+        }
+        Some(s)
+    }
+}
+
+/// A non-negative integer, also from a string of digits or hex (`0x..`).
+fn number(v: &Value) -> Option<u64> {
+    match v {
+        Value::Number(n) => n.as_u64(),
+        Value::String(s) => match s.strip_prefix("0x") {
+            Some(hex) => u64::from_str_radix(hex, 16).ok(),
+            None => s.parse().ok(),
+        },
+        _ => None,
+    }
+}
+
+/// A string field; `null`, missing and empty are `None`. Numbers are
+/// accepted as text (a handle written as a number).
+fn text_field(v: Option<&Value>) -> Option<String> {
+    match v? {
+        Value::String(s) if !s.is_empty() => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+/// The last run of digits in a file name (`ibv-shim-report.1234.json`).
+fn pid_in_name(path: &Path) -> Option<u64> {
+    let name = path.file_name()?.as_bytes();
+    let end = name.iter().rposition(u8::is_ascii_digit)? + 1;
+    let start = name[..end]
+        .iter()
+        .rposition(|b| !b.is_ascii_digit())
+        .map_or(0, |i| i + 1);
+    std::str::from_utf8(&name[start..end]).ok()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pid_patterns() {
+        let m = |p: &str, n: &str| matches_pid_pattern(p.as_bytes(), n.as_bytes());
+        assert!(m("r.%p.json", "r.123.json"));
+        assert!(!m("r.%p.json", "r..json"));
+        assert!(!m("r.%p.json", "r.12x.json"));
+        assert!(!m("r.%p.json", "r.123.json.tmp"));
+        assert!(m("r%p", "r7"));
+        assert!(m("%p-%p.j", "12-12.j"));
+        assert!(m("r", "r"));
+        assert!(!m("r", "s"));
+    }
+
+    #[test]
+    fn pid_from_the_file_name() {
+        assert_eq!(
+            pid_in_name(Path::new("/t/ibv-shim-report.4321.json")),
+            Some(4321)
+        );
+        assert_eq!(pid_in_name(Path::new("/t/report.json")), None);
+    }
+
+    #[test]
+    fn missing_and_mistyped_fields_are_tolerated() {
+        let r = Report::parse(r#"{"objects":[{"kind":"pd"},{"created":5},7]}"#).unwrap();
+        assert_eq!(r.pid, None);
+        assert_eq!(r.leaked, None);
+        let objects = r.objects.as_ref().unwrap();
+        assert_eq!(objects.len(), 2);
+        assert_eq!(objects[1].kind, "object");
+        assert_eq!(objects[0].site(), None);
+        assert!(r.has_leaks());
+        assert!(Report::parse("[1]").is_err());
+        assert!(Report::parse("{\"schema\": ").is_err());
+        let empty = Report::parse("{}").unwrap();
+        assert!(!empty.has_leaks());
+        assert!(empty.counts().is_empty());
+    }
+
+    #[test]
+    fn totals_stand_in_for_a_missing_object_list() {
+        let r = Report::parse(r#"{"leaked":true,"totals":{"pd":1,"mr":0,"cq":"2"}}"#).unwrap();
+        assert_eq!(r.counts(), [("cq".to_string(), 2), ("pd".to_string(), 1)]);
+    }
+
+    #[test]
+    fn candidates_skip_reports_from_before_the_run() {
+        let dir = crate::environment::private_dir().unwrap();
+        let loc = ReportLocation::kept(dir.join("r.%p.json"));
+        std::fs::write(dir.join("r.1.json"), "old").unwrap();
+        std::fs::write(dir.join("r.2.json"), "old").unwrap();
+        std::fs::write(dir.join("other.json"), "x").unwrap();
+        let before = loc.before();
+        std::fs::write(dir.join("r.3.json"), "new").unwrap();
+        std::fs::write(dir.join("r.2.json"), "rewritten").unwrap();
+        assert_eq!(
+            loc.written_since(&before),
+            [dir.join("r.2.json"), dir.join("r.3.json")]
+        );
+        let single = ReportLocation::kept(dir.join("other.json"));
+        assert_eq!(single.candidates(), [dir.join("other.json")]);
+        assert!(single.written_since(&single.before()).is_empty());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_private_directory_is_removed() {
+        let dir = crate::environment::private_dir().unwrap();
+        let loc = ReportLocation::private(dir.clone());
+        assert_eq!(loc.template(), dir.join("ibv-shim-report.%p.json"));
+        std::fs::write(dir.join("ibv-shim-report.9.json"), "{}").unwrap();
+        assert_eq!(loc.candidates(), [dir.join("ibv-shim-report.9.json")]);
+        loc.cleanup();
+        assert!(!dir.exists());
+    }
+}
