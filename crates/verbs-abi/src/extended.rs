@@ -456,7 +456,13 @@ pub struct ibv_qp_ex {
     /// Bits of `ibv_send_flags`.
     pub wr_flags: c_uint,
     pub wr_atomic_cmp_swp: Option<
-        unsafe extern "C" fn(qp: *mut ibv_qp_ex, rkey: u32, remote_addr: u64, compare: u64, swap: u64),
+        unsafe extern "C" fn(
+            qp: *mut ibv_qp_ex,
+            rkey: u32,
+            remote_addr: u64,
+            compare: u64,
+            swap: u64,
+        ),
     >,
     pub wr_atomic_fetch_add:
         Option<unsafe extern "C" fn(qp: *mut ibv_qp_ex, rkey: u32, remote_addr: u64, add: u64)>,
@@ -470,16 +476,23 @@ pub struct ibv_qp_ex {
     >,
     pub wr_local_inv: Option<unsafe extern "C" fn(qp: *mut ibv_qp_ex, invalidate_rkey: u32)>,
     pub wr_rdma_read: Option<unsafe extern "C" fn(qp: *mut ibv_qp_ex, rkey: u32, remote_addr: u64)>,
-    pub wr_rdma_write: Option<unsafe extern "C" fn(qp: *mut ibv_qp_ex, rkey: u32, remote_addr: u64)>,
-    pub wr_rdma_write_imm:
-        Option<unsafe extern "C" fn(qp: *mut ibv_qp_ex, rkey: u32, remote_addr: u64, imm_data: u32)>,
+    pub wr_rdma_write:
+        Option<unsafe extern "C" fn(qp: *mut ibv_qp_ex, rkey: u32, remote_addr: u64)>,
+    pub wr_rdma_write_imm: Option<
+        unsafe extern "C" fn(qp: *mut ibv_qp_ex, rkey: u32, remote_addr: u64, imm_data: u32),
+    >,
     pub wr_send: Option<unsafe extern "C" fn(qp: *mut ibv_qp_ex)>,
     pub wr_send_imm: Option<unsafe extern "C" fn(qp: *mut ibv_qp_ex, imm_data: u32)>,
     pub wr_send_inv: Option<unsafe extern "C" fn(qp: *mut ibv_qp_ex, invalidate_rkey: u32)>,
     pub wr_send_tso:
         Option<unsafe extern "C" fn(qp: *mut ibv_qp_ex, hdr: *mut c_void, hdr_sz: u16, mss: u16)>,
     pub wr_set_ud_addr: Option<
-        unsafe extern "C" fn(qp: *mut ibv_qp_ex, ah: *mut ibv_ah, remote_qpn: u32, remote_qkey: u32),
+        unsafe extern "C" fn(
+            qp: *mut ibv_qp_ex,
+            ah: *mut ibv_ah,
+            remote_qpn: u32,
+            remote_qkey: u32,
+        ),
     >,
     pub wr_set_xrc_srqn: Option<unsafe extern "C" fn(qp: *mut ibv_qp_ex, remote_srqn: u32)>,
     pub wr_set_inline_data:
@@ -495,7 +508,12 @@ pub struct ibv_qp_ex {
     pub wr_complete: Option<unsafe extern "C" fn(qp: *mut ibv_qp_ex) -> c_int>,
     pub wr_abort: Option<unsafe extern "C" fn(qp: *mut ibv_qp_ex)>,
     pub wr_atomic_write: Option<
-        unsafe extern "C" fn(qp: *mut ibv_qp_ex, rkey: u32, remote_addr: u64, atomic_wr: *const c_void),
+        unsafe extern "C" fn(
+            qp: *mut ibv_qp_ex,
+            rkey: u32,
+            remote_addr: u64,
+            atomic_wr: *const c_void,
+        ),
     >,
 }
 
@@ -839,7 +857,10 @@ pub struct verbs_context {
         ) -> *mut ibv_mr,
     >,
     pub alloc_dm: Option<
-        unsafe extern "C" fn(context: *mut ibv_context, attr: *mut ibv_alloc_dm_attr) -> *mut ibv_dm,
+        unsafe extern "C" fn(
+            context: *mut ibv_context,
+            attr: *mut ibv_alloc_dm_attr,
+        ) -> *mut ibv_dm,
     >,
     pub free_dm: Option<unsafe extern "C" fn(dm: *mut ibv_dm) -> c_int>,
     pub modify_flow_action_esp: Option<
@@ -865,9 +886,13 @@ pub struct verbs_context {
     >,
     pub dealloc_td: Option<unsafe extern "C" fn(td: *mut ibv_td) -> c_int>,
     pub alloc_td: Option<
-        unsafe extern "C" fn(context: *mut ibv_context, init_attr: *mut ibv_td_init_attr) -> *mut ibv_td,
+        unsafe extern "C" fn(
+            context: *mut ibv_context,
+            init_attr: *mut ibv_td_init_attr,
+        ) -> *mut ibv_td,
     >,
-    pub modify_cq: Option<unsafe extern "C" fn(cq: *mut ibv_cq, attr: *mut ibv_modify_cq_attr) -> c_int>,
+    pub modify_cq:
+        Option<unsafe extern "C" fn(cq: *mut ibv_cq, attr: *mut ibv_modify_cq_attr) -> c_int>,
     pub post_srq_ops: Option<
         unsafe extern "C" fn(
             srq: *mut ibv_srq,
@@ -884,15 +909,17 @@ pub struct verbs_context {
         ) -> *mut ibv_rwq_ind_table,
     >,
     pub destroy_wq: Option<unsafe extern "C" fn(wq: *mut ibv_wq) -> c_int>,
-    pub modify_wq: Option<unsafe extern "C" fn(wq: *mut ibv_wq, wq_attr: *mut ibv_wq_attr) -> c_int>,
+    pub modify_wq:
+        Option<unsafe extern "C" fn(wq: *mut ibv_wq, wq_attr: *mut ibv_wq_attr) -> c_int>,
     pub create_wq: Option<
         unsafe extern "C" fn(
             context: *mut ibv_context,
             wq_init_attr: *mut ibv_wq_init_attr,
         ) -> *mut ibv_wq,
     >,
-    pub query_rt_values:
-        Option<unsafe extern "C" fn(context: *mut ibv_context, values: *mut ibv_values_ex) -> c_int>,
+    pub query_rt_values: Option<
+        unsafe extern "C" fn(context: *mut ibv_context, values: *mut ibv_values_ex) -> c_int,
+    >,
     pub create_cq_ex: Option<
         unsafe extern "C" fn(
             context: *mut ibv_context,
@@ -911,8 +938,9 @@ pub struct verbs_context {
     pub ibv_destroy_flow: Option<unsafe extern "C" fn(flow: *mut ibv_flow) -> c_int>,
     /// Unused slot ("DO NOT COPY THIS GARBAGE" in C).
     pub ABI_placeholder2: Option<unsafe extern "C" fn()>,
-    pub ibv_create_flow:
-        Option<unsafe extern "C" fn(qp: *mut ibv_qp, flow_attr: *mut ibv_flow_attr) -> *mut ibv_flow>,
+    pub ibv_create_flow: Option<
+        unsafe extern "C" fn(qp: *mut ibv_qp, flow_attr: *mut ibv_flow_attr) -> *mut ibv_flow,
+    >,
     /// Unused slot.
     pub ABI_placeholder1: Option<unsafe extern "C" fn()>,
     pub open_qp: Option<

@@ -1,0 +1,143 @@
+//! Address handles, and building address vectors from received completions.
+
+use core::ffi::c_int;
+use std::sync::atomic::Ordering;
+
+use verbs_abi::{ibv_ah, ibv_ah_attr, ibv_context, ibv_grh, ibv_pd, ibv_wc};
+
+use crate::context::{self, SimContext};
+use crate::pd::{self, SimPd};
+use crate::registry::{self, Entry, Kind, OBJECTS};
+
+/// An address handle; `ah` first so `*mut ibv_ah` is the object's address.
+#[repr(C)]
+pub struct SimAh {
+    pub ah: ibv_ah,
+    pub attr: ibv_ah_attr,
+    pd: *const SimPd,
+}
+
+/// A live AH and its context.
+pub fn get(ah: *mut ibv_ah) -> Result<(&'static SimContext, &'static SimAh), c_int> {
+    let ctx = context::owner_of(ah as usize, Kind::Ah)?;
+    // SAFETY: the registry says a live SimAh is at this address.
+    Ok((ctx, unsafe { &*(ah as *const SimAh) }))
+}
+
+/// `ibv_create_ah`.
+pub fn create(pd_ptr: *mut ibv_pd, attr: *const ibv_ah_attr) -> Result<*mut ibv_ah, c_int> {
+    let (ctx, pd) = pd::get(pd_ptr)?;
+    if attr.is_null() {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: attr points at the caller's ibv_ah_attr (plain data).
+    let a = unsafe { *attr };
+    let dev = ctx.dev;
+    if !ctx.dev.family.ud {
+        // iWARP devices have no address handles.
+        return Err(libc::EOPNOTSUPP);
+    }
+    if !dev.port_valid(u32::from(a.port_num)) {
+        return Err(libc::EINVAL);
+    }
+    if dev.is_ethernet() && a.is_global == 0 {
+        return Err(libc::EINVAL);
+    }
+    if a.is_global != 0 {
+        match dev.gid(u32::from(a.port_num), u32::from(a.grh.sgid_index)) {
+            Ok(Some(_)) => {}
+            _ => return Err(libc::EINVAL),
+        }
+    }
+    let mut st = ctx.lock_open()?;
+    if !registry::is_live(pd_ptr as usize, Kind::Pd) {
+        return Err(libc::EINVAL);
+    }
+    let raw = Box::into_raw(Box::new(SimAh {
+        ah: ibv_ah {
+            context: ctx.ibv(),
+            pd: pd_ptr,
+            handle: st.handle(),
+        },
+        attr: a,
+        pd,
+    }));
+    pd.users.fetch_add(1, Ordering::Relaxed);
+    st.children += 1;
+    OBJECTS.insert(
+        raw as usize,
+        Entry {
+            kind: Kind::Ah,
+            ctx: ctx.addr(),
+        },
+    );
+    Ok(raw.cast())
+}
+
+/// `ibv_destroy_ah`.
+pub fn destroy(ah: *mut ibv_ah) -> Result<(), c_int> {
+    let (ctx, a) = get(ah)?;
+    let mut st = ctx.lock_open()?;
+    if !registry::is_live(ah as usize, Kind::Ah) {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: the AH's PD is live (it counts this AH as a user).
+    unsafe { &*a.pd }.users.fetch_sub(1, Ordering::Relaxed);
+    OBJECTS.remove(ah as usize);
+    st.children -= 1;
+    drop(st);
+    // SAFETY: allocated by Box in `create`, unregistered above.
+    drop(unsafe { Box::from_raw(ah as *mut SimAh) });
+    Ok(())
+}
+
+/// `ibv_init_ah_from_wc`: the address vector that answers a received message.
+pub fn init_from_wc(
+    ctx: *mut ibv_context,
+    port: u8,
+    wc: *const ibv_wc,
+    grh: *const ibv_grh,
+    out: *mut ibv_ah_attr,
+) -> Result<(), c_int> {
+    let sim = context::from_ibv(ctx)?;
+    if wc.is_null() || out.is_null() {
+        return Err(libc::EINVAL);
+    }
+    if !sim.dev.port_valid(u32::from(port)) {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: wc points at the caller's completion; only integer fields are read.
+    let (slid, sl, path_bits, flags) =
+        unsafe { ((*wc).slid, (*wc).sl, (*wc).dlid_path_bits, (*wc).wc_flags) };
+    // SAFETY: plain data; all-zero is valid.
+    let mut a: ibv_ah_attr = unsafe { core::mem::zeroed() };
+    a.port_num = port;
+    a.dlid = slid;
+    a.sl = sl;
+    a.src_path_bits = path_bits;
+    const WC_GRH: u32 = 1;
+    if flags & WC_GRH != 0 {
+        if grh.is_null() {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: grh points at the 40-byte GRH the caller received.
+        let g = unsafe { *grh };
+        // SAFETY: reading the raw bytes of a GID union.
+        let dgid = unsafe { g.dgid.raw };
+        let index = (0..sim.dev.gid_tbl_len() as u32)
+            .find(|&i| matches!(sim.dev.gid(u32::from(port), i), Ok(Some((raw, _))) if raw == dgid))
+            .ok_or(libc::ENOENT)?;
+        let flow = u32::from_be(g.version_tclass_flow);
+        a.is_global = 1;
+        a.grh.dgid = g.sgid;
+        a.grh.sgid_index = index as u8;
+        a.grh.flow_label = flow & 0xfffff;
+        a.grh.hop_limit = 0xff;
+        a.grh.traffic_class = ((flow >> 20) & 0xff) as u8;
+    } else if sim.dev.is_ethernet() {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: out points at the caller's ibv_ah_attr.
+    unsafe { out.write(a) };
+    Ok(())
+}

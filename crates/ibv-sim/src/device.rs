@@ -1,0 +1,458 @@
+//! The simulated devices: built once from `IBV_SIM_DEVICES`, never freed
+//! (rdma-core also keeps its device list for the life of the process), and
+//! the attributes they report: device, port, GID table, P_Key table.
+
+use core::cell::UnsafeCell;
+use core::ffi::c_char;
+
+use once_cell::sync::OnceCell;
+use verbs_abi::{
+    ibv_atomic_cap, ibv_device, ibv_device_attr, ibv_device_attr_ex, ibv_mtu, ibv_node_type,
+    ibv_port_attr, ibv_port_state, ibv_transport_type, IBV_LINK_LAYER_ETHERNET,
+    IBV_LINK_LAYER_INFINIBAND,
+};
+
+use crate::config::{self, DeviceSpec, Family, GuidStyle};
+
+/// `ibv_gid_type` values.
+pub const GID_TYPE_IB: u32 = 0;
+pub const GID_TYPE_ROCE_V1: u32 = 1;
+pub const GID_TYPE_ROCE_V2: u32 = 2;
+
+/// Device-wide limits (the same for every family; ConnectX-6-like).
+pub mod limits {
+    pub const MAX_QP: i32 = 262_144;
+    pub const MAX_QP_WR: i32 = 32_768;
+    pub const MAX_SGE: i32 = 30;
+    pub const MAX_CQ: i32 = 16_777_216;
+    pub const MAX_CQE: i32 = 4_194_303;
+    pub const MAX_MR: i32 = 16_777_216;
+    pub const MAX_PD: i32 = 16_777_216;
+    pub const MAX_QP_RD_ATOM: i32 = 16;
+    pub const MAX_RES_RD_ATOM: i32 = 4_194_304;
+    pub const MAX_QP_INIT_RD_ATOM: i32 = 16;
+    pub const MAX_MCAST_GRP: i32 = 2_097_152;
+    pub const MAX_MCAST_QP_ATTACH: i32 = 240;
+    pub const MAX_AH: i32 = i32::MAX;
+    pub const MAX_SRQ: i32 = 8_388_608;
+    pub const MAX_SRQ_WR: i32 = 32_767;
+    pub const MAX_SRQ_SGE: i32 = 31;
+    pub const MAX_INLINE_DATA: u32 = 512;
+    pub const NUM_COMP_VECTORS: i32 = 8;
+    /// Clock of completion timestamps, kHz (1 GHz: one tick per ns).
+    pub const HCA_CORE_CLOCK_KHZ: u64 = 1_000_000;
+}
+
+/// `ibv_device_cap_flags` bits the sim reports.
+const CAP_RESIZE_MAX_WR: u32 = 1;
+const CAP_BAD_PKEY_CNTR: u32 = 1 << 1;
+const CAP_BAD_QKEY_CNTR: u32 = 1 << 2;
+const CAP_CHANGE_PHY_PORT: u32 = 1 << 5;
+const CAP_PORT_ACTIVE_EVENT: u32 = 1 << 10;
+const CAP_SYS_IMAGE_GUID: u32 = 1 << 11;
+const CAP_RC_RNR_NAK_GEN: u32 = 1 << 12;
+/// `IBV_DEVICE_SRQ_RESIZE`.
+pub const CAP_SRQ_RESIZE: u32 = 1 << 13;
+const CAP_N_NOTIFY_CQ: u32 = 1 << 14;
+
+/// The `ibv_device` handed to programs; its address is stable for the process.
+pub struct DeviceCell(UnsafeCell<ibv_device>);
+
+// SAFETY: the sim writes the ibv_device only while building the table,
+// before any pointer to it escapes; afterwards it is only read (programs
+// treat it as read-only, as with rdma-core).
+unsafe impl Sync for DeviceCell {}
+// SAFETY: as above; the cell holds plain data.
+unsafe impl Send for DeviceCell {}
+
+/// One simulated device.
+pub struct SimDevice {
+    /// Position in the list; `ibv_get_device_index` and `uverbsN`.
+    pub index: usize,
+    pub name: String,
+    pub family: &'static Family,
+    /// Node GUID, host byte order.
+    pub guid: u64,
+    /// MAC address of the Ethernet ports (Ethernet link layer only).
+    pub mac: [u8; 6],
+    /// LID of port 1 (InfiniBand); port p has `first_lid + p - 1`.
+    pub first_lid: u16,
+    cell: Box<DeviceCell>,
+}
+
+impl SimDevice {
+    /// The `ibv_device` pointer programs see.
+    pub fn as_ptr(&self) -> *mut ibv_device {
+        self.cell.0.get()
+    }
+
+    pub fn phys_ports(&self) -> u8 {
+        self.family.phys_ports
+    }
+
+    pub fn port_valid(&self, port: u32) -> bool {
+        port >= 1 && port <= u32::from(self.phys_ports())
+    }
+
+    pub fn is_ethernet(&self) -> bool {
+        self.family.link_layer == IBV_LINK_LAYER_ETHERNET
+    }
+
+    pub fn is_iwarp(&self) -> bool {
+        self.family.transport == config::TRANSPORT_IWARP
+    }
+
+    /// `/sys/class/infiniband/NAME`.
+    pub fn ibdev_path(&self) -> String {
+        format!("/sys/class/infiniband/{}", self.name)
+    }
+
+    /// `/sys/class/infiniband_verbs/uverbsN`.
+    pub fn dev_path(&self) -> String {
+        format!("/sys/class/infiniband_verbs/uverbs{}", self.index)
+    }
+
+    pub fn device_cap_flags(&self) -> u32 {
+        let mut f = CAP_RESIZE_MAX_WR
+            | CAP_BAD_PKEY_CNTR
+            | CAP_BAD_QKEY_CNTR
+            | CAP_CHANGE_PHY_PORT
+            | CAP_PORT_ACTIVE_EVENT
+            | CAP_SYS_IMAGE_GUID
+            | CAP_RC_RNR_NAK_GEN
+            | CAP_N_NOTIFY_CQ;
+        if self.family.srq_resize {
+            f |= CAP_SRQ_RESIZE;
+        }
+        f
+    }
+
+    /// `ibv_query_device`.
+    pub fn device_attr(&self) -> ibv_device_attr {
+        use limits::*;
+        // SAFETY: ibv_device_attr is plain data (integers, arrays and a
+        // C-like enum whose 0 is IBV_ATOMIC_NONE); all-zero is valid.
+        let mut a: ibv_device_attr = unsafe { core::mem::zeroed() };
+        copy_cstr(&mut a.fw_ver, self.family.fw_ver);
+        a.node_guid = self.guid.to_be();
+        a.sys_image_guid = self.guid.to_be();
+        a.max_mr_size = u64::MAX;
+        a.page_size_cap = 0xffff_ffff_ffff_f000;
+        a.vendor_id = self.family.vendor_id;
+        a.vendor_part_id = self.family.vendor_part_id;
+        a.hw_ver = self.family.hw_ver;
+        a.max_qp = MAX_QP;
+        a.max_qp_wr = MAX_QP_WR;
+        a.device_cap_flags = self.device_cap_flags();
+        a.max_sge = MAX_SGE;
+        a.max_sge_rd = MAX_SGE;
+        a.max_cq = MAX_CQ;
+        a.max_cqe = MAX_CQE;
+        a.max_mr = MAX_MR;
+        a.max_pd = MAX_PD;
+        a.max_qp_rd_atom = MAX_QP_RD_ATOM;
+        a.max_res_rd_atom = MAX_RES_RD_ATOM;
+        a.max_qp_init_rd_atom = MAX_QP_INIT_RD_ATOM;
+        a.atomic_cap = if self.family.atomics {
+            ibv_atomic_cap::IBV_ATOMIC_HCA
+        } else {
+            ibv_atomic_cap::IBV_ATOMIC_NONE
+        };
+        // Memory windows are not simulated.
+        a.max_mw = 0;
+        a.max_mcast_grp = if self.family.ud { MAX_MCAST_GRP } else { 0 };
+        a.max_mcast_qp_attach = if self.family.ud {
+            MAX_MCAST_QP_ATTACH
+        } else {
+            0
+        };
+        a.max_total_mcast_qp_attach = a.max_mcast_grp.saturating_mul(a.max_mcast_qp_attach);
+        a.max_ah = if self.family.ud { MAX_AH } else { 0 };
+        a.max_srq = MAX_SRQ;
+        a.max_srq_wr = MAX_SRQ_WR;
+        a.max_srq_sge = MAX_SRQ_SGE;
+        a.max_pkeys = self.pkey_tbl_len();
+        a.local_ca_ack_delay = 16;
+        a.phys_port_cnt = self.phys_ports();
+        a
+    }
+
+    /// `ibv_query_device_ex`.
+    pub fn device_attr_ex(&self) -> ibv_device_attr_ex {
+        // SAFETY: plain data; all-zero is valid (see device_attr).
+        let mut a: ibv_device_attr_ex = unsafe { core::mem::zeroed() };
+        a.orig_attr = self.device_attr();
+        a.completion_timestamp_mask = (1u64 << 63) - 1;
+        a.hca_core_clock = limits::HCA_CORE_CLOCK_KHZ;
+        a.device_cap_flags_ex = u64::from(self.device_cap_flags());
+        a.phys_port_cnt_ex = u32::from(self.phys_ports());
+        a
+    }
+
+    pub fn pkey_tbl_len(&self) -> u16 {
+        if self.family.link_layer == IBV_LINK_LAYER_INFINIBAND {
+            128
+        } else {
+            1
+        }
+    }
+
+    pub fn gid_tbl_len(&self) -> i32 {
+        if self.family.link_layer == IBV_LINK_LAYER_INFINIBAND {
+            8
+        } else if self.is_iwarp() {
+            1
+        } else {
+            // RoCE: room for the link-local and IPv4 GIDs, v1 and v2.
+            16
+        }
+    }
+
+    /// LID of a port (0 on Ethernet).
+    pub fn lid(&self, port: u32) -> u16 {
+        if self.is_ethernet() {
+            0
+        } else {
+            self.first_lid + (port as u16) - 1
+        }
+    }
+
+    /// `ibv_query_port`, or None for a port that does not exist.
+    pub fn port_attr(&self, port: u32) -> Option<ibv_port_attr> {
+        if !self.port_valid(port) {
+            return None;
+        }
+        let mut p: ibv_port_attr = zeroed_with(|p: *mut ibv_port_attr| {
+            // SAFETY: p points at the zeroed value being built; these are
+            // its enum fields, for which zero is not a valid value.
+            unsafe {
+                core::ptr::addr_of_mut!((*p).state).write(ibv_port_state::IBV_PORT_ACTIVE);
+                core::ptr::addr_of_mut!((*p).max_mtu).write(ibv_mtu::IBV_MTU_4096);
+                core::ptr::addr_of_mut!((*p).active_mtu).write(ibv_mtu::IBV_MTU_4096);
+            }
+        });
+        p.gid_tbl_len = self.gid_tbl_len();
+        p.max_msg_sz = 0x4000_0000;
+        p.pkey_tbl_len = self.pkey_tbl_len();
+        p.phys_state = 5; // LinkUp
+        p.link_layer = self.family.link_layer;
+        if self.is_ethernet() {
+            // 1500-byte Ethernet MTU.
+            p.active_mtu = ibv_mtu::IBV_MTU_1024;
+            p.port_cap_flags = 1 << 16 | 1 << 26; // CM_SUP, IP_BASED_GIDS
+            p.active_width = 2; // 4X
+            p.active_speed = 32; // EDR: 25 Gb/s per lane, 100 Gb/s
+            p.max_vl_num = 1;
+        } else {
+            p.active_mtu = ibv_mtu::IBV_MTU_4096;
+            p.port_cap_flags = 0x2659_e848;
+            p.lid = self.lid(port);
+            p.sm_lid = 1;
+            p.lmc = 0;
+            p.max_vl_num = 4; // VL0-7
+            p.subnet_timeout = 18;
+            p.active_width = 2; // 4X
+            p.active_speed = 32; // EDR
+        }
+        Some(p)
+    }
+
+    /// Port GUID, host byte order.
+    pub fn port_guid(&self, port: u32) -> u64 {
+        self.guid.wrapping_add(u64::from(port) - 1)
+    }
+
+    /// The IPv4 address of the Ethernet device behind `port` (10.<idx>.<port>.1).
+    pub fn ipv4(&self, port: u32) -> [u8; 4] {
+        [10, (self.index as u8).wrapping_add(1), port as u8, 1]
+    }
+
+    /// GID table entry: `Err(EINVAL)` for a bad port or index, `Ok(None)`
+    /// for an empty entry, else the GID and its `ibv_gid_type`.
+    pub fn gid(&self, port: u32, index: u32) -> Result<Option<([u8; 16], u32)>, i32> {
+        if !self.port_valid(port) || index >= self.gid_tbl_len() as u32 {
+            return Err(libc::EINVAL);
+        }
+        let mut g = [0u8; 16];
+        if self.is_iwarp() {
+            // iWARP devices report the MAC, zero padded.
+            g[..6].copy_from_slice(&self.mac);
+            return Ok(Some((g, GID_TYPE_IB)));
+        }
+        if !self.is_ethernet() {
+            if index != 0 {
+                return Ok(None);
+            }
+            g[0] = 0xfe;
+            g[1] = 0x80;
+            g[8..].copy_from_slice(&self.port_guid(port).to_be_bytes());
+            return Ok(Some((g, GID_TYPE_IB)));
+        }
+        // RoCE: 0/1 link-local (v1/v2), 2/3 IPv4-mapped (v1/v2).
+        let ty = if index.is_multiple_of(2) {
+            GID_TYPE_ROCE_V1
+        } else {
+            GID_TYPE_ROCE_V2
+        };
+        match index {
+            0 | 1 => {
+                g[0] = 0xfe;
+                g[1] = 0x80;
+                g[8..].copy_from_slice(&eui64(&self.mac));
+            }
+            2 | 3 => {
+                g[10] = 0xff;
+                g[11] = 0xff;
+                g[12..].copy_from_slice(&self.ipv4(port));
+            }
+            _ => return Ok(None),
+        }
+        Ok(Some((g, ty)))
+    }
+
+    /// P_Key table entry, host byte order; None for a bad port or index.
+    pub fn pkey(&self, port: u32, index: u32) -> Option<u16> {
+        if !self.port_valid(port) || index >= u32::from(self.pkey_tbl_len()) {
+            return None;
+        }
+        Some(if index == 0 { 0xffff } else { 0 })
+    }
+}
+
+/// A zero-filled `T` whose fields for which zero is invalid (C enums
+/// without a 0 member) `init` sets.
+pub fn zeroed_with<T>(init: impl FnOnce(*mut T)) -> T {
+    let mut m = core::mem::MaybeUninit::<T>::zeroed();
+    init(m.as_mut_ptr());
+    // SAFETY: every field is zero (valid for integers, arrays, pointers,
+    // Option<fn>) or was set by `init`, as the callers ensure.
+    unsafe { m.assume_init() }
+}
+
+/// The modified EUI-64 of a MAC address (U/L bit flipped, ff:fe inserted).
+pub fn eui64(mac: &[u8; 6]) -> [u8; 8] {
+    [
+        mac[0] ^ 2,
+        mac[1],
+        mac[2],
+        0xff,
+        0xfe,
+        mac[3],
+        mac[4],
+        mac[5],
+    ]
+}
+
+/// Copies `s` into a C char array, NUL-terminated, truncating.
+pub fn copy_cstr(dst: &mut [c_char], s: &str) {
+    let n = s.len().min(dst.len().saturating_sub(1));
+    for (d, b) in dst.iter_mut().zip(s.bytes().take(n)) {
+        *d = b as c_char;
+    }
+    if let Some(d) = dst.get_mut(n) {
+        *d = 0;
+    }
+}
+
+fn node_type(v: i32) -> ibv_node_type {
+    match v {
+        config::NODE_RNIC => ibv_node_type::IBV_NODE_RNIC,
+        _ => ibv_node_type::IBV_NODE_CA,
+    }
+}
+
+fn transport_type(v: i32) -> ibv_transport_type {
+    match v {
+        config::TRANSPORT_IWARP => ibv_transport_type::IBV_TRANSPORT_IWARP,
+        _ => ibv_transport_type::IBV_TRANSPORT_IB,
+    }
+}
+
+fn build(specs: Vec<DeviceSpec>) -> Vec<SimDevice> {
+    let mut next_lid: u16 = 1;
+    specs
+        .into_iter()
+        .enumerate()
+        .map(|(index, spec)| {
+            let fam = spec.family;
+            let mac = [
+                (fam.oui >> 16) as u8,
+                (fam.oui >> 8) as u8,
+                fam.oui as u8,
+                0x12,
+                0x34,
+                0x56u8.wrapping_add(index as u8),
+            ];
+            let default_guid = match fam.guid_style {
+                GuidStyle::Oui => {
+                    (u64::from(fam.oui) << 40) | (0x03 << 32) | (0x0012_3456 + 0x100 * index as u64)
+                }
+                GuidStyle::Mac => u64::from_be_bytes(eui64(&mac)),
+            };
+            let guid = spec.guid.unwrap_or(default_guid);
+            let mut d: ibv_device = zeroed_with(|d: *mut ibv_device| {
+                // SAFETY: d points at the zeroed value being built; these are
+                // its enum fields, for which zero is not a valid value.
+                unsafe {
+                    core::ptr::addr_of_mut!((*d).node_type).write(node_type(fam.node_type));
+                    core::ptr::addr_of_mut!((*d).transport_type)
+                        .write(transport_type(fam.transport));
+                }
+            });
+            copy_cstr(&mut d.name, &spec.name);
+            copy_cstr(&mut d.dev_name, &format!("uverbs{index}"));
+            let dev = SimDevice {
+                index,
+                name: spec.name,
+                family: fam,
+                guid,
+                mac,
+                first_lid: next_lid,
+                cell: Box::new(DeviceCell(UnsafeCell::new(d))),
+            };
+            // SAFETY: the cell was just created and no pointer to it has escaped.
+            let raw = unsafe { &mut *dev.cell.0.get() };
+            copy_cstr(&mut raw.dev_path, &dev.dev_path());
+            copy_cstr(&mut raw.ibdev_path, &dev.ibdev_path());
+            if fam.link_layer == IBV_LINK_LAYER_INFINIBAND {
+                next_lid += u16::from(fam.phys_ports);
+            }
+            dev
+        })
+        .collect()
+}
+
+static DEVICES: OnceCell<Result<Vec<SimDevice>, String>> = OnceCell::new();
+
+/// `IBV_SIM_DEVICES` was malformed (the message went to stderr once).
+#[derive(Debug, Clone, Copy)]
+pub struct BadConfig;
+
+/// The device table, built on first use; `Err` if `IBV_SIM_DEVICES` is malformed.
+pub fn devices() -> Result<&'static [SimDevice], BadConfig> {
+    let r = DEVICES.get_or_init(|| match config::devices_from_env() {
+        Ok(specs) => Ok(build(specs)),
+        Err(msg) => {
+            eprintln!(
+                "libibverbs (ibv-sim): invalid {}: {msg}; no devices are listed",
+                config::ENV_DEVICES
+            );
+            Err(msg)
+        }
+    });
+    match r {
+        Ok(v) => Ok(v.as_slice()),
+        Err(_) => Err(BadConfig),
+    }
+}
+
+/// The simulated device behind an `ibv_device` pointer, if it is one.
+pub fn lookup(dev: *const ibv_device) -> Option<&'static SimDevice> {
+    if dev.is_null() {
+        return None;
+    }
+    devices()
+        .ok()?
+        .iter()
+        .find(|d| core::ptr::eq(d.as_ptr(), dev))
+}

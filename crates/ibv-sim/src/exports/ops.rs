@@ -1,0 +1,167 @@
+//! The functions behind the inline verbs of `verbs.h`: the entries of
+//! `ibv_context.ops` and `struct verbs_context` (not exported by name).
+
+// The `.symver` directives that give this module's exports their versions.
+#[cfg(not(test))]
+core::arch::global_asm!(include_str!(concat!(env!("OUT_DIR"), "/symver_ops.s")));
+
+use core::ffi::c_int;
+
+use verbs_abi::{
+    ibv_context, ibv_cq, ibv_device_attr_ex, ibv_port_attr, ibv_qp, ibv_qp_init_attr_ex,
+    ibv_query_device_ex_input, ibv_recv_wr, ibv_send_wr, ibv_srq, ibv_srq_init_attr_ex,
+    ibv_values_ex, ibv_wc,
+};
+
+use crate::guard;
+use crate::{context, datapath, pd, qp, srq};
+
+/// `verbs_context.query_port` (the `ibv_query_port` macro).
+pub unsafe extern "C" fn sim_query_port(
+    ctx: *mut ibv_context,
+    port: u8,
+    attr: *mut ibv_port_attr,
+    len: usize,
+) -> c_int {
+    guard::errval(|| context::query_port(ctx, port, attr.cast(), len))
+}
+
+/// `verbs_context.query_device_ex` (the inline `ibv_query_device_ex`).
+pub unsafe extern "C" fn sim_query_device_ex(
+    ctx: *mut ibv_context,
+    input: *const ibv_query_device_ex_input,
+    attr: *mut ibv_device_attr_ex,
+    attr_size: usize,
+) -> c_int {
+    guard::errval(|| context::query_device_ex(ctx, input, attr, attr_size))
+}
+
+/// `verbs_context.query_rt_values` (`ibv_query_rt_values_ex`).
+pub unsafe extern "C" fn sim_query_rt_values(
+    ctx: *mut ibv_context,
+    values: *mut ibv_values_ex,
+) -> c_int {
+    guard::errval(|| context::query_rt_values(ctx, values))
+}
+
+/// `ibv_qp_init_attr_mask` bits.
+const QP_INIT_PD: u32 = 1;
+const QP_INIT_CREATE_FLAGS: u32 = 1 << 2;
+const QP_INIT_KNOWN: u32 = (1 << 7) - 1;
+
+/// `verbs_context.create_qp_ex` (`ibv_create_qp_ex` beyond the plain case).
+pub unsafe extern "C" fn sim_create_qp_ex(
+    ctx: *mut ibv_context,
+    attr: *mut ibv_qp_init_attr_ex,
+) -> *mut ibv_qp {
+    guard::ptr(|| {
+        let sim = context::from_ibv(ctx)?;
+        if attr.is_null() {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: attr points at the caller's ibv_qp_init_attr_ex, whose
+        // leading fields are an ibv_qp_init_attr.
+        let (mask, pd_ptr, flags, mut init) = unsafe {
+            (
+                (*attr).comp_mask,
+                (*attr).pd,
+                (*attr).create_flags,
+                qp::QpInit::from_attr(attr.cast()),
+            )
+        };
+        if mask & !QP_INIT_KNOWN != 0 || mask & QP_INIT_PD == 0 {
+            return Err(libc::EINVAL);
+        }
+        // XRC, TSO, RSS and the new post-send API are not simulated.
+        if mask & !(QP_INIT_PD | QP_INIT_CREATE_FLAGS) != 0
+            || (mask & QP_INIT_CREATE_FLAGS != 0 && flags != 0)
+        {
+            return Err(libc::EOPNOTSUPP);
+        }
+        let (pctx, _) = pd::get(pd_ptr)?;
+        if !core::ptr::eq(pctx, sim) {
+            return Err(libc::EINVAL);
+        }
+        let q = qp::create(pd_ptr, &mut init)?;
+        // SAFETY: as above.
+        unsafe { (*attr).cap = init.cap };
+        Ok(q)
+    })
+}
+
+/// `ibv_srq_init_attr_mask` bits.
+const SRQ_INIT_TYPE: u32 = 1;
+const SRQ_INIT_PD: u32 = 1 << 1;
+const SRQ_INIT_KNOWN: u32 = (1 << 5) - 1;
+
+/// `verbs_context.create_srq_ex` (`ibv_create_srq_ex` beyond the plain case).
+pub unsafe extern "C" fn sim_create_srq_ex(
+    ctx: *mut ibv_context,
+    attr: *mut ibv_srq_init_attr_ex,
+) -> *mut ibv_srq {
+    guard::ptr(|| {
+        let sim = context::from_ibv(ctx)?;
+        if attr.is_null() {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: attr points at the caller's struct; the enum is read as an int.
+        let (mask, ty, pd_ptr) = unsafe {
+            (
+                (*attr).comp_mask,
+                core::ptr::addr_of!((*attr).srq_type).cast::<c_int>().read(),
+                (*attr).pd,
+            )
+        };
+        if mask & !SRQ_INIT_KNOWN != 0 || mask & SRQ_INIT_PD == 0 {
+            return Err(libc::EINVAL);
+        }
+        if mask & SRQ_INIT_TYPE != 0 && ty != 0 {
+            // XRC and tag-matching SRQs are not simulated.
+            return Err(libc::EOPNOTSUPP);
+        }
+        let (pctx, _) = pd::get(pd_ptr)?;
+        if !core::ptr::eq(pctx, sim) {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: as above.
+        let (srq_context, a) = unsafe { ((*attr).srq_context, &mut (*attr).attr) };
+        srq::create(pd_ptr, srq_context, a)
+    })
+}
+
+/// `ibv_context.ops.poll_cq` (the inline `ibv_poll_cq`).
+pub unsafe extern "C" fn sim_poll_cq(cq: *mut ibv_cq, n: c_int, wc: *mut ibv_wc) -> c_int {
+    guard::call(-libc::EIO, || datapath::poll_cq(cq, n, wc))
+}
+
+/// `ibv_context.ops.req_notify_cq` (the inline `ibv_req_notify_cq`).
+pub unsafe extern "C" fn sim_req_notify_cq(cq: *mut ibv_cq, solicited_only: c_int) -> c_int {
+    guard::call(libc::EIO, || datapath::req_notify_cq(cq, solicited_only))
+}
+
+/// `ibv_context.ops.post_send` (the inline `ibv_post_send`).
+pub unsafe extern "C" fn sim_post_send(
+    qp: *mut ibv_qp,
+    wr: *mut ibv_send_wr,
+    bad: *mut *mut ibv_send_wr,
+) -> c_int {
+    guard::call(libc::EIO, || datapath::post_send(qp, wr, bad))
+}
+
+/// `ibv_context.ops.post_recv` (the inline `ibv_post_recv`).
+pub unsafe extern "C" fn sim_post_recv(
+    qp: *mut ibv_qp,
+    wr: *mut ibv_recv_wr,
+    bad: *mut *mut ibv_recv_wr,
+) -> c_int {
+    guard::call(libc::EIO, || datapath::post_recv(qp, wr, bad))
+}
+
+/// `ibv_context.ops.post_srq_recv` (the inline `ibv_post_srq_recv`).
+pub unsafe extern "C" fn sim_post_srq_recv(
+    srq: *mut ibv_srq,
+    wr: *mut ibv_recv_wr,
+    bad: *mut *mut ibv_recv_wr,
+) -> c_int {
+    guard::call(libc::EIO, || datapath::post_srq_recv(srq, wr, bad))
+}

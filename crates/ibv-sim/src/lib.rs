@@ -1,0 +1,50 @@
+//! `ibv-sim`: libibverbs in software.
+//!
+//! Built as `libibv_sim.so` with the SONAME `libibverbs.so.1` and rdma-core
+//! 44's symbol versions, so that `LD_LIBRARY_PATH=target/sim` makes any
+//! verbs program (and the real `ibv_devices` / `ibv_devinfo`) run on
+//! simulated devices: contexts, PDs, MRs, CQs, completion channels, SRQs,
+//! QPs with the kernel's state machine, AHs, async events, and a loopback
+//! data path between QPs of the same process.
+//!
+//! Modules, one concern each:
+//!
+//! | module | concern |
+//! | --- | --- |
+//! | `config` | `IBV_SIM_DEVICES`, device families |
+//! | `device` | the device table, device / port / GID / P_Key attributes |
+//! | `sysfs` | the sysfs files of simulated devices (`ibv_read_sysfs_file`) |
+//! | `registry` | live objects by address, QPs by number, MRs by key |
+//! | `context` | `struct verbs_context`, open / close, per-context state, fds |
+//! | `events` | event queues on real fds (completion channels, async events) |
+//! | `pd`, `mr`, `cq`, `srq`, `qp`, `ah` | one resource kind each |
+//! | `qp_state` | the kernel's QP state machine and attribute masks |
+//! | `datapath` | post / poll, loopback execution of work requests |
+//! | `fork` | `ibv_fork_init` state |
+//! | `strings` | `*_str` helpers, rate conversions |
+//! | `exports` | the exported symbols, each behind the panic boundary |
+//! | `guard` | that panic boundary, errno |
+#![allow(non_camel_case_types)]
+// The internal verbs take the C API's raw pointers as they come and check
+// them against `registry` before dereferencing them (each dereference has
+// its `SAFETY:` note); marking them all `unsafe fn` would only move that.
+#![allow(clippy::not_unsafe_ptr_arg_deref)]
+
+pub mod ah;
+pub mod config;
+pub mod context;
+pub mod cq;
+pub mod datapath;
+pub mod device;
+pub mod events;
+pub mod exports;
+pub mod fork;
+pub mod guard;
+pub mod mr;
+pub mod pd;
+pub mod qp;
+pub mod qp_state;
+pub mod registry;
+pub mod srq;
+pub mod strings;
+pub mod sysfs;

@@ -1,0 +1,314 @@
+//! Memory regions: registration with the kernel's checks, re-registration,
+//! deregistration, and key lookup for the data path.
+
+use core::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use verbs_abi::{ibv_mr, ibv_pd};
+
+use crate::context::{self, SimContext};
+use crate::fork;
+use crate::pd::{self, SimPd};
+use crate::registry::{self, Entry, Kind, KEYS, OBJECTS};
+
+/// `ibv_access_flags` bits.
+pub const LOCAL_WRITE: u32 = 1;
+pub const REMOTE_WRITE: u32 = 1 << 1;
+pub const REMOTE_READ: u32 = 1 << 2;
+pub const REMOTE_ATOMIC: u32 = 1 << 3;
+pub const ZERO_BASED: u32 = 1 << 5;
+pub const ON_DEMAND: u32 = 1 << 6;
+/// `IBV_ACCESS_OPTIONAL_RANGE`: bits 20..29, which a device may ignore.
+pub const OPTIONAL_RANGE: u32 = ((1 << 29) - 1) & !((1 << 20) - 1);
+/// What the kernel accepts: bits 0..9 (up to FLUSH_PERSISTENT) and the optional range.
+pub const SUPPORTED: u32 = ((1 << 10) - 1) | OPTIONAL_RANGE;
+
+/// `ibv_rereg_mr` flags and results.
+pub const REREG_CHANGE_TRANSLATION: c_int = 1;
+pub const REREG_CHANGE_PD: c_int = 1 << 1;
+pub const REREG_CHANGE_ACCESS: c_int = 1 << 2;
+pub const REREG_FLAGS_SUPPORTED: c_int = 7;
+pub const REREG_ERR_INPUT: c_int = -1;
+pub const REREG_ERR_CMD: c_int = -4;
+
+/// What an MR covers; changes only through `ibv_rereg_mr`.
+#[derive(Clone, Copy, Debug)]
+pub struct MrInfo {
+    /// Host address and length of the registered memory.
+    pub addr: usize,
+    pub len: usize,
+    /// Address the MR starts at in work requests (== addr unless `_iova`).
+    pub iova: u64,
+    pub access: u32,
+    /// Address of the SimPd.
+    pub pd: usize,
+}
+
+impl MrInfo {
+    /// Host address of `[va, va + len)` in the MR's iova space, if inside.
+    pub fn host(&self, va: u64, len: u64) -> Option<usize> {
+        let off = va.checked_sub(self.iova)?;
+        let end = off.checked_add(len)?;
+        if end > self.len as u64 {
+            return None;
+        }
+        Some(self.addr + off as usize)
+    }
+}
+
+/// The part of an MR the data path shares.
+pub struct MrShared {
+    pub key: u32,
+    pub info: Mutex<MrInfo>,
+}
+
+/// A memory region; `mr` first so `*mut ibv_mr` is the object's address.
+#[repr(C)]
+pub struct SimMr {
+    pub mr: ibv_mr,
+    pub shared: Arc<MrShared>,
+}
+
+static NEXT_KEY_INDEX: AtomicU32 = AtomicU32::new(0x100);
+
+fn new_key(shared_for: impl Fn(u32) -> Arc<MrShared>) -> Arc<MrShared> {
+    loop {
+        // mlx5-style keys: a 24-bit index and an 8-bit tag.
+        let i = NEXT_KEY_INDEX.fetch_add(1, Ordering::Relaxed) & 0x00ff_ffff;
+        let key = (i << 8) | ((i.wrapping_mul(37) & 0xff) ^ 0x5a);
+        if key == 0 {
+            continue;
+        }
+        let s = shared_for(key);
+        if KEYS.insert_new(key, s.clone()) {
+            return s;
+        }
+    }
+}
+
+/// The kernel's `ib_check_mr_access`.
+pub fn check_access(access: u32) -> Result<(), c_int> {
+    if access & (REMOTE_WRITE | REMOTE_ATOMIC) != 0 && access & LOCAL_WRITE == 0 {
+        return Err(libc::EINVAL);
+    }
+    if access & !SUPPORTED != 0 {
+        return Err(libc::EINVAL);
+    }
+    if access & ON_DEMAND != 0 {
+        // The simulated devices report no on-demand paging.
+        return Err(libc::EOPNOTSUPP);
+    }
+    Ok(())
+}
+
+fn page_size() -> usize {
+    // SAFETY: plain libc call.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p > 0 {
+        p as usize
+    } else {
+        4096
+    }
+}
+
+/// What pinning the pages would say: `EINVAL` for an empty or wrapping
+/// range, `EFAULT` when any page is not mapped.
+pub fn check_range(addr: usize, len: usize) -> Result<(), c_int> {
+    if len == 0 {
+        return Err(libc::EINVAL);
+    }
+    let end = addr.checked_add(len).ok_or(libc::EINVAL)?;
+    if addr == 0 {
+        return Err(libc::EFAULT);
+    }
+    let ps = page_size();
+    let start = addr & !(ps - 1);
+    let end = end.checked_add(ps - 1).ok_or(libc::EINVAL)? & !(ps - 1);
+    // msync(MS_ASYNC) does nothing but fails with ENOMEM on unmapped pages.
+    // SAFETY: msync only inspects the mappings of the range.
+    let r = unsafe { libc::msync(start as *mut c_void, end - start, libc::MS_ASYNC) };
+    if r != 0 {
+        return Err(libc::EFAULT);
+    }
+    Ok(())
+}
+
+/// A live MR and its context.
+pub fn get(mr: *mut ibv_mr) -> Result<(&'static SimContext, &'static SimMr), c_int> {
+    let ctx = context::owner_of(mr as usize, Kind::Mr)?;
+    // SAFETY: the registry says a live SimMr is at this address.
+    Ok((ctx, unsafe { &*(mr as *const SimMr) }))
+}
+
+/// `ibv_reg_mr` / `_iova` / `_iova2`.
+pub fn reg(
+    pd_ptr: *mut ibv_pd,
+    addr: *mut c_void,
+    len: usize,
+    iova: u64,
+    access: u32,
+) -> Result<*mut ibv_mr, c_int> {
+    let (ctx, pd) = pd::get(pd_ptr)?;
+    // rdma-core marks fork protection "too late" on every registration attempt.
+    fork::dontfork_range(addr, len)?;
+    let zero_based = access & ZERO_BASED != 0;
+    let page_mask = (page_size() - 1) as u64;
+    if !zero_based && (addr as u64 & page_mask) != (iova & page_mask) {
+        return Err(libc::EINVAL);
+    }
+    check_access(access)?;
+    check_range(addr as usize, len)?;
+    let iova = if zero_based { 0 } else { iova };
+    let mut st = ctx.lock_open()?;
+    if !registry::is_live(pd_ptr as usize, Kind::Pd) {
+        return Err(libc::EINVAL);
+    }
+    let info = MrInfo {
+        addr: addr as usize,
+        len,
+        iova,
+        access,
+        pd: pd_ptr as usize,
+    };
+    let shared = new_key(|key| {
+        Arc::new(MrShared {
+            key,
+            info: Mutex::new(info),
+        })
+    });
+    let b = Box::new(SimMr {
+        mr: ibv_mr {
+            context: ctx.ibv(),
+            pd: pd_ptr,
+            addr,
+            length: len,
+            handle: st.handle(),
+            lkey: shared.key,
+            rkey: shared.key,
+        },
+        shared,
+    });
+    let raw = Box::into_raw(b);
+    pd.users.fetch_add(1, Ordering::Relaxed);
+    st.children += 1;
+    OBJECTS.insert(
+        raw as usize,
+        Entry {
+            kind: Kind::Mr,
+            ctx: ctx.addr(),
+        },
+    );
+    Ok(raw.cast())
+}
+
+/// `ibv_rereg_mr`: 0, or a negative `ibv_rereg_mr_err_code` with errno.
+pub fn rereg(
+    mr_ptr: *mut ibv_mr,
+    flags: c_int,
+    new_pd: *mut ibv_pd,
+    addr: *mut c_void,
+    len: usize,
+    access: c_int,
+) -> Result<(), (c_int, c_int)> {
+    let input = |e| (REREG_ERR_INPUT, e);
+    let cmd = |e| (REREG_ERR_CMD, e);
+    let (ctx, mr) = get(mr_ptr).map_err(input)?;
+    if flags & !REREG_FLAGS_SUPPORTED != 0 {
+        return Err(input(libc::EINVAL));
+    }
+    if flags & REREG_CHANGE_TRANSLATION != 0 && (len == 0 || addr.is_null()) {
+        return Err(input(libc::EINVAL));
+    }
+    if access != 0 && flags & REREG_CHANGE_ACCESS == 0 {
+        return Err(input(libc::EINVAL));
+    }
+    if flags & REREG_CHANGE_TRANSLATION != 0 {
+        fork::dontfork_range(addr, len).map_err(|e| (-2, e))?;
+    }
+    // The kernel's checks.
+    if flags == 0 {
+        return Err(cmd(libc::EINVAL));
+    }
+    let access = access as u32;
+    if flags & REREG_CHANGE_ACCESS != 0 {
+        check_access(access).map_err(cmd)?;
+    }
+    if flags & REREG_CHANGE_TRANSLATION != 0 {
+        check_range(addr as usize, len).map_err(cmd)?;
+    }
+    let new_sim_pd: Option<&SimPd> = if flags & REREG_CHANGE_PD != 0 {
+        let (pctx, p) = pd::get(new_pd).map_err(cmd)?;
+        if !core::ptr::eq(pctx, ctx) {
+            return Err(cmd(libc::EINVAL));
+        }
+        Some(p)
+    } else {
+        None
+    };
+    let _st = ctx.lock_open().map_err(cmd)?;
+    if !registry::is_live(mr_ptr as usize, Kind::Mr) {
+        return Err(cmd(libc::EINVAL));
+    }
+    if let Some(p) = new_sim_pd {
+        if !registry::is_live(new_pd as usize, Kind::Pd) {
+            return Err(cmd(libc::EINVAL));
+        }
+        let mut info = mr.shared.info.lock();
+        // SAFETY: the old PD is live: it has this MR as a user.
+        let old = unsafe { &*(info.pd as *const SimPd) };
+        old.users.fetch_sub(1, Ordering::Relaxed);
+        p.users.fetch_add(1, Ordering::Relaxed);
+        info.pd = new_pd as usize;
+    }
+    let mut info = mr.shared.info.lock();
+    if flags & REREG_CHANGE_ACCESS != 0 {
+        info.access = access;
+    }
+    if flags & REREG_CHANGE_TRANSLATION != 0 {
+        info.addr = addr as usize;
+        info.len = len;
+        info.iova = addr as u64;
+    }
+    let m = mr_ptr;
+    // SAFETY: m is a live SimMr; its C fields are only written here, under
+    // the context lock (as rdma-core does after a successful rereg).
+    unsafe {
+        if flags & REREG_CHANGE_PD != 0 {
+            (*m).pd = new_pd;
+        }
+        if flags & REREG_CHANGE_TRANSLATION != 0 {
+            (*m).addr = addr;
+            (*m).length = len;
+        }
+    }
+    Ok(())
+}
+
+/// `ibv_dereg_mr`.
+pub fn dereg(mr_ptr: *mut ibv_mr) -> Result<(), c_int> {
+    let (ctx, mr) = get(mr_ptr)?;
+    let mut st = ctx.lock_open()?;
+    if !registry::is_live(mr_ptr as usize, Kind::Mr) {
+        return Err(libc::EINVAL);
+    }
+    let info = *mr.shared.info.lock();
+    // SAFETY: the MR's PD is live (it counts this MR as a user).
+    unsafe { &*(info.pd as *const SimPd) }
+        .users
+        .fetch_sub(1, Ordering::Relaxed);
+    KEYS.remove(mr.shared.key);
+    OBJECTS.remove(mr_ptr as usize);
+    st.children -= 1;
+    drop(st);
+    fork::dofork_range(info.addr as *mut c_void, info.len);
+    // SAFETY: allocated by Box in `reg`, just unregistered under the lock.
+    drop(unsafe { Box::from_raw(mr_ptr as *mut SimMr) });
+    Ok(())
+}
+
+/// The MR behind `key`, for the data path.
+pub fn by_key(key: u32) -> Option<Arc<MrShared>> {
+    KEYS.get(key)
+}

@@ -1,0 +1,65 @@
+//! Protection domains.
+
+use core::ffi::c_int;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use verbs_abi::{ibv_context, ibv_pd};
+
+use crate::context::{self, SimContext};
+use crate::registry::{Entry, Kind, OBJECTS};
+
+/// A protection domain; `pd` first so `*mut ibv_pd` is the object's address.
+#[repr(C)]
+pub struct SimPd {
+    pub pd: ibv_pd,
+    /// MRs, QPs, SRQs and AHs using this PD (changed under the context lock).
+    pub users: AtomicU32,
+}
+
+/// A live PD and its context.
+pub fn get(pd: *mut ibv_pd) -> Result<(&'static SimContext, &'static SimPd), c_int> {
+    let ctx = context::owner_of(pd as usize, Kind::Pd)?;
+    // SAFETY: the registry says a live SimPd is at this address.
+    Ok((ctx, unsafe { &*(pd as *const SimPd) }))
+}
+
+/// `ibv_alloc_pd`.
+pub fn alloc(ctx: *mut ibv_context) -> Result<*mut ibv_pd, c_int> {
+    let sim = context::from_ibv(ctx)?;
+    let mut st = sim.lock_open()?;
+    let b = Box::new(SimPd {
+        pd: ibv_pd {
+            context: sim.ibv(),
+            handle: st.handle(),
+        },
+        users: AtomicU32::new(0),
+    });
+    let raw = Box::into_raw(b);
+    st.children += 1;
+    OBJECTS.insert(
+        raw as usize,
+        Entry {
+            kind: Kind::Pd,
+            ctx: sim.addr(),
+        },
+    );
+    Ok(raw.cast())
+}
+
+/// `ibv_dealloc_pd`: `EBUSY` while MRs, QPs, SRQs or AHs use it.
+pub fn dealloc(pd: *mut ibv_pd) -> Result<(), c_int> {
+    let (ctx, p) = get(pd)?;
+    let mut st = ctx.lock_open()?;
+    if OBJECTS.get(pd as usize).map(|e| e.kind) != Some(Kind::Pd) {
+        return Err(libc::EINVAL);
+    }
+    if p.users.load(Ordering::Relaxed) > 0 {
+        return Err(libc::EBUSY);
+    }
+    OBJECTS.remove(pd as usize);
+    st.children -= 1;
+    drop(st);
+    // SAFETY: allocated by Box in `alloc`, just unregistered under the lock.
+    drop(unsafe { Box::from_raw(pd as *mut SimPd) });
+    Ok(())
+}

@@ -1,0 +1,768 @@
+//! Queue pairs: create / query / modify / destroy, multicast attachment,
+//! and the state changes the data path triggers (errors, flushes).
+
+use core::ffi::{c_int, c_void};
+use core::ptr::{addr_of, addr_of_mut};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use once_cell::sync::Lazy;
+use parking_lot::Mutex;
+use verbs_abi::{
+    ibv_ah_attr, ibv_cq, ibv_pd, ibv_qp, ibv_qp_attr, ibv_qp_cap, ibv_qp_init_attr, ibv_srq,
+};
+
+use crate::context::{self, SimContext};
+use crate::cq::{self, CqShared, SimCq};
+use crate::datapath::{self, RecvQueue};
+use crate::device::{limits, SimDevice};
+use crate::events::{async_kind, AsyncEvent, EventCounter, EventQueue};
+use crate::pd::{self, SimPd};
+use crate::qp_state::{self, mask, ERR, INIT, QPT_RC, QPT_UC, QPT_UD, RESET, RTR, RTS, SQD, SQE};
+use crate::registry::{self, Entry, Kind, OBJECTS, QPS};
+use crate::srq::{self, SimSrq, SrqShared};
+
+/// Attributes a QP was given by `ibv_modify_qp` (enums kept as `c_int`).
+#[derive(Clone, Copy)]
+pub struct QpAttrs {
+    pub path_mtu: c_int,
+    pub path_mig_state: c_int,
+    pub qkey: u32,
+    pub rq_psn: u32,
+    pub sq_psn: u32,
+    pub dest_qp_num: u32,
+    pub access: u32,
+    pub ah: ibv_ah_attr,
+    pub alt_ah: ibv_ah_attr,
+    pub pkey_index: u16,
+    pub alt_pkey_index: u16,
+    pub en_sqd_async_notify: u8,
+    pub max_rd_atomic: u8,
+    pub max_dest_rd_atomic: u8,
+    pub min_rnr_timer: u8,
+    pub port_num: u8,
+    pub timeout: u8,
+    pub retry_cnt: u8,
+    pub rnr_retry: u8,
+    pub alt_port_num: u8,
+    pub alt_timeout: u8,
+    pub rate_limit: u32,
+}
+
+impl Default for QpAttrs {
+    fn default() -> Self {
+        // SAFETY: ibv_ah_attr is plain data; all-zero is valid.
+        let ah: ibv_ah_attr = unsafe { core::mem::zeroed() };
+        QpAttrs {
+            path_mtu: 1,
+            path_mig_state: 0,
+            qkey: 0,
+            rq_psn: 0,
+            sq_psn: 0,
+            dest_qp_num: 0,
+            access: 0,
+            ah,
+            alt_ah: ah,
+            pkey_index: 0,
+            alt_pkey_index: 0,
+            en_sqd_async_notify: 0,
+            max_rd_atomic: 0,
+            max_dest_rd_atomic: 0,
+            min_rnr_timer: 0,
+            port_num: 0,
+            timeout: 0,
+            retry_cnt: 0,
+            rnr_retry: 0,
+            alt_port_num: 0,
+            alt_timeout: 0,
+            rate_limit: 0,
+        }
+    }
+}
+
+/// Mutable QP state, under the QP's own lock.
+pub struct QpInner {
+    pub state: c_int,
+    pub attrs: QpAttrs,
+    /// The receive queue (unused when the QP has an SRQ).
+    pub rq: RecvQueue,
+    /// Multicast groups attached (`ibv_attach_mcast`).
+    pub mcast: Vec<([u8; 16], u16)>,
+}
+
+/// The part of a QP the data path shares (peers find it by QP number).
+pub struct QpShared {
+    /// Address of the `ibv_qp`.
+    pub addr: usize,
+    pub qp_num: u32,
+    pub qp_type: c_int,
+    pub dev: &'static SimDevice,
+    /// Address of the SimPd.
+    pub pd: usize,
+    pub sq_sig_all: bool,
+    pub cap: ibv_qp_cap,
+    pub send_cq: Arc<CqShared>,
+    pub recv_cq: Arc<CqShared>,
+    pub srq: Option<Arc<SrqShared>>,
+    pub st: Mutex<QpInner>,
+    pub events: EventCounter,
+    async_q: Arc<EventQueue<AsyncEvent>>,
+}
+
+impl QpShared {
+    /// Writes the state into the `ibv_qp` programs read (`qp->state`).
+    fn publish_state(&self, state: c_int) {
+        // SAFETY: addr is the live ibv_qp this shared part belongs to (the
+        // QP is freed only after it left the QP table and its last use);
+        // the state field is an int-sized C enum.
+        unsafe {
+            addr_of_mut!((*(self.addr as *mut ibv_qp)).state)
+                .cast::<c_int>()
+                .write(state)
+        };
+    }
+
+    /// Moves the QP to `state` after an error found by the data path (RC:
+    /// ERR, UC/UD: SQE), flushing its receive queue on ERR.
+    pub fn fail(&self, state: c_int) {
+        let mut g = self.st.lock();
+        if g.state == ERR || g.state == RESET {
+            return;
+        }
+        g.state = state;
+        self.publish_state(state);
+        if state == ERR {
+            self.flush_locked(&mut g);
+        }
+    }
+
+    /// ERR: outstanding receives complete with `IBV_WC_WR_FLUSH_ERR`; a QP
+    /// on an SRQ reports `IBV_EVENT_QP_LAST_WQE_REACHED` instead.
+    fn flush_locked(&self, g: &mut QpInner) {
+        for w in g.rq.wqes.drain(..) {
+            self.recv_cq.push(
+                datapath::flush_wc(w.wr_id, datapath::WC_RECV, self.qp_num),
+                true,
+            );
+        }
+        if self.srq.is_some() {
+            self.async_q.push(AsyncEvent {
+                event_type: async_kind::QP_LAST_WQE_REACHED,
+                element: self.addr,
+            });
+        }
+    }
+}
+
+/// A queue pair; `qp` first so `*mut ibv_qp` is the object's address.
+#[repr(C)]
+pub struct SimQp {
+    pub qp: ibv_qp,
+    pub shared: Arc<QpShared>,
+    pd: *const SimPd,
+    send_cq: *const SimCq,
+    recv_cq: *const SimCq,
+    srq: *const SimSrq,
+}
+
+/// Members of each multicast group, by GID.
+pub type McastGroups = HashMap<[u8; 16], Vec<Arc<QpShared>>>;
+
+/// Multicast groups: GID -> attached QPs.
+pub static MCAST: Lazy<Mutex<McastGroups>> = Lazy::new(|| Mutex::new(HashMap::new()));
+
+static NEXT_QPN: AtomicU32 = AtomicU32::new(0x100);
+
+/// A live QP and its context.
+pub fn get(qp: *mut ibv_qp) -> Result<(&'static SimContext, &'static SimQp), c_int> {
+    let ctx = context::owner_of(qp as usize, Kind::Qp)?;
+    // SAFETY: the registry says a live SimQp is at this address.
+    Ok((ctx, unsafe { &*(qp as *const SimQp) }))
+}
+
+/// The QP behind a pointer, unchecked (data path).
+///
+/// # Safety
+/// `qp` must be a QP created by the sim and not yet freed.
+pub unsafe fn unchecked<'a>(qp: *mut ibv_qp) -> &'a SimQp {
+    // SAFETY: guaranteed by the caller.
+    unsafe { &*(qp as *const SimQp) }
+}
+
+/// What `ibv_create_qp` / `ibv_create_qp_ex` ask for.
+pub struct QpInit {
+    pub qp_context: *mut c_void,
+    pub send_cq: *mut ibv_cq,
+    pub recv_cq: *mut ibv_cq,
+    pub srq: *mut ibv_srq,
+    pub cap: ibv_qp_cap,
+    pub qp_type: c_int,
+    pub sq_sig_all: c_int,
+}
+
+impl QpInit {
+    /// Reads an `ibv_qp_init_attr` (its enum field as `c_int`).
+    ///
+    /// # Safety
+    /// `a` must point at a readable `ibv_qp_init_attr`.
+    pub unsafe fn from_attr(a: *const ibv_qp_init_attr) -> QpInit {
+        // SAFETY: guaranteed by the caller; the enum is read as an int.
+        unsafe {
+            QpInit {
+                qp_context: (*a).qp_context,
+                send_cq: (*a).send_cq,
+                recv_cq: (*a).recv_cq,
+                srq: (*a).srq,
+                cap: (*a).cap,
+                qp_type: addr_of!((*a).qp_type).cast::<c_int>().read(),
+                sq_sig_all: (*a).sq_sig_all,
+            }
+        }
+    }
+}
+
+fn cq_of(ctx: &SimContext, cq: *mut ibv_cq) -> Result<&'static SimCq, c_int> {
+    let (c_ctx, c) = cq::get(cq)?;
+    if !core::ptr::eq(c_ctx, ctx) {
+        return Err(libc::EINVAL);
+    }
+    Ok(c)
+}
+
+/// `ibv_create_qp`; writes the granted capacities back into `init.cap`.
+pub fn create(pd_ptr: *mut ibv_pd, init: &mut QpInit) -> Result<*mut ibv_qp, c_int> {
+    let (ctx, pd) = pd::get(pd_ptr)?;
+    let fam = ctx.dev.family;
+    match init.qp_type {
+        QPT_RC => {}
+        QPT_UC if fam.uc => {}
+        QPT_UD if fam.ud => {}
+        QPT_UC | QPT_UD => return Err(libc::EOPNOTSUPP),
+        qp_state::QPT_RAW_PACKET | qp_state::QPT_XRC_SEND | qp_state::QPT_XRC_RECV => {
+            return Err(libc::EOPNOTSUPP)
+        }
+        _ => return Err(libc::EINVAL),
+    }
+    let cap = &mut init.cap;
+    if cap.max_send_wr > limits::MAX_QP_WR as u32
+        || cap.max_send_sge > limits::MAX_SGE as u32
+        || cap.max_inline_data > limits::MAX_INLINE_DATA
+    {
+        return Err(libc::EINVAL);
+    }
+    if init.srq.is_null()
+        && (cap.max_recv_wr > limits::MAX_QP_WR as u32 || cap.max_recv_sge > limits::MAX_SGE as u32)
+    {
+        return Err(libc::EINVAL);
+    }
+    let mut st = ctx.lock_open()?;
+    if !registry::is_live(pd_ptr as usize, Kind::Pd) {
+        return Err(libc::EINVAL);
+    }
+    let send_cq = cq_of(ctx, init.send_cq)?;
+    let recv_cq = cq_of(ctx, init.recv_cq)?;
+    let srq: Option<&SimSrq> = if init.srq.is_null() {
+        None
+    } else {
+        let (s_ctx, s) = srq::get(init.srq)?;
+        if !core::ptr::eq(s_ctx, ctx) {
+            return Err(libc::EINVAL);
+        }
+        Some(s)
+    };
+    if srq.is_some() {
+        cap.max_recv_wr = 0;
+        cap.max_recv_sge = 0;
+    }
+    let qp_num = loop {
+        let n = NEXT_QPN.fetch_add(1, Ordering::Relaxed) & 0x00ff_ffff;
+        if n > 1 && n != 0x00ff_ffff && QPS.get(n).is_none() {
+            break n;
+        }
+    };
+    let mut b = Box::<SimQp>::new_zeroed();
+    let raw = b.as_mut_ptr();
+    let shared = Arc::new(QpShared {
+        addr: raw as usize,
+        qp_num,
+        qp_type: init.qp_type,
+        dev: ctx.dev,
+        pd: pd_ptr as usize,
+        sq_sig_all: init.sq_sig_all != 0,
+        cap: *cap,
+        send_cq: send_cq.shared.clone(),
+        recv_cq: recv_cq.shared.clone(),
+        srq: srq.map(|s| s.shared.clone()),
+        st: Mutex::new(QpInner {
+            state: RESET,
+            attrs: QpAttrs::default(),
+            rq: RecvQueue::new(cap.max_recv_wr, cap.max_recv_sge),
+            mcast: Vec::new(),
+        }),
+        events: EventCounter::default(),
+        async_q: ctx.async_q.clone(),
+    });
+    // SAFETY: raw points at zeroed, uninitialised-by-Rust storage for a
+    // SimQp; every field that is not valid as zero (the Arc, the qp_type
+    // enum) is written before assume_init.
+    let raw = unsafe {
+        let q = addr_of_mut!((*raw).qp);
+        addr_of_mut!((*q).context).write(ctx.ibv());
+        addr_of_mut!((*q).qp_context).write(init.qp_context);
+        addr_of_mut!((*q).pd).write(pd_ptr);
+        addr_of_mut!((*q).send_cq).write(init.send_cq);
+        addr_of_mut!((*q).recv_cq).write(init.recv_cq);
+        addr_of_mut!((*q).srq).write(init.srq);
+        addr_of_mut!((*q).handle).write(st.handle());
+        addr_of_mut!((*q).qp_num).write(qp_num);
+        addr_of_mut!((*q).state).cast::<c_int>().write(RESET);
+        addr_of_mut!((*q).qp_type)
+            .cast::<c_int>()
+            .write(init.qp_type);
+        addr_of_mut!((*raw).shared).write(shared.clone());
+        addr_of_mut!((*raw).pd).write(pd);
+        addr_of_mut!((*raw).send_cq).write(send_cq);
+        addr_of_mut!((*raw).recv_cq).write(recv_cq);
+        addr_of_mut!((*raw).srq).write(srq.map_or(core::ptr::null(), |s| s as *const SimSrq));
+        Box::into_raw(b.assume_init())
+    };
+    pd.users.fetch_add(1, Ordering::Relaxed);
+    send_cq.users.fetch_add(1, Ordering::Relaxed);
+    recv_cq.users.fetch_add(1, Ordering::Relaxed);
+    if let Some(s) = srq {
+        s.users.fetch_add(1, Ordering::Relaxed);
+    }
+    st.children += 1;
+    QPS.insert(qp_num, shared);
+    OBJECTS.insert(
+        raw as usize,
+        Entry {
+            kind: Kind::Qp,
+            ctx: ctx.addr(),
+        },
+    );
+    Ok(raw.cast())
+}
+
+fn port_ok(dev: &SimDevice, port: u8) -> bool {
+    dev.port_valid(u32::from(port))
+}
+
+/// The address checks the kernel and driver make on an address vector.
+fn check_av(dev: &SimDevice, ah: &ibv_ah_attr) -> Result<(), c_int> {
+    if !port_ok(dev, ah.port_num) {
+        return Err(libc::EINVAL);
+    }
+    if dev.is_ethernet() {
+        // RoCE addresses are GIDs: a GRH is mandatory.
+        if ah.is_global == 0 {
+            return Err(libc::EINVAL);
+        }
+    }
+    if ah.is_global != 0 {
+        match dev.gid(u32::from(ah.port_num), u32::from(ah.grh.sgid_index)) {
+            Ok(Some(_)) => {}
+            _ => return Err(libc::EINVAL),
+        }
+    }
+    Ok(())
+}
+
+/// `ibv_modify_qp`, with the kernel's checks.
+pub fn modify(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, attr_mask: c_int) -> Result<(), c_int> {
+    let (_ctx, q) = get(qp)?;
+    if attr.is_null() {
+        return Err(libc::EINVAL);
+    }
+    let m = attr_mask as u32;
+    if m & !mask::KNOWN != 0 {
+        return Err(libc::EOPNOTSUPP);
+    }
+    let s = &q.shared;
+    let dev = s.dev;
+    // SAFETY: attr points at the caller's ibv_qp_attr; enum fields are read
+    // as ints, the rest are plain integers or plain structs.
+    let (new_state_in, cur_state_in, path_mtu, mig, a) = unsafe {
+        (
+            addr_of!((*attr).qp_state).cast::<c_int>().read(),
+            addr_of!((*attr).cur_qp_state).cast::<c_int>().read(),
+            addr_of!((*attr).path_mtu).cast::<c_int>().read(),
+            addr_of!((*attr).path_mig_state).cast::<c_int>().read(),
+            &*attr.cast::<RawQpAttr>(),
+        )
+    };
+    let valid_state = |v: c_int| (RESET..=ERR).contains(&v);
+    if m & mask::STATE != 0 && !valid_state(new_state_in) {
+        return Err(libc::EINVAL);
+    }
+    if m & mask::CUR_STATE != 0 && !valid_state(cur_state_in) {
+        return Err(libc::EINVAL);
+    }
+    let mut g = s.st.lock();
+    let cur = g.state;
+    if m & mask::CUR_STATE != 0 && cur_state_in != cur {
+        return Err(libc::EINVAL);
+    }
+    let new = if m & mask::STATE != 0 {
+        new_state_in
+    } else {
+        cur
+    };
+    if !qp_state::modify_is_ok(cur, new, s.qp_type, m) {
+        return Err(libc::EINVAL);
+    }
+    if m & mask::PORT != 0 && !port_ok(dev, a.port_num) {
+        return Err(libc::EINVAL);
+    }
+    if m & mask::PKEY_INDEX != 0 && a.pkey_index >= dev.pkey_tbl_len() {
+        return Err(libc::EINVAL);
+    }
+    if m & mask::AV != 0 {
+        check_av(dev, &a.ah_attr)?;
+    }
+    if m & mask::ALT_PATH != 0 {
+        // Alternate paths (APM) exist on InfiniBand only.
+        if dev.is_ethernet()
+            || !port_ok(dev, a.alt_port_num)
+            || a.alt_pkey_index >= dev.pkey_tbl_len()
+        {
+            return Err(libc::EINVAL);
+        }
+        check_av(dev, &a.alt_ah_attr)?;
+    }
+    if m & mask::PATH_MTU != 0 && !(1..=5).contains(&path_mtu) {
+        return Err(libc::EINVAL);
+    }
+    if m & mask::PATH_MIG_STATE != 0 && !(0..=2).contains(&mig) {
+        return Err(libc::EINVAL);
+    }
+    if m & mask::MAX_QP_RD_ATOMIC != 0 && i32::from(a.max_rd_atomic) > limits::MAX_QP_INIT_RD_ATOM {
+        return Err(libc::EINVAL);
+    }
+    if m & mask::MAX_DEST_RD_ATOMIC != 0 && i32::from(a.max_dest_rd_atomic) > limits::MAX_QP_RD_ATOM
+    {
+        return Err(libc::EINVAL);
+    }
+    if m & mask::ACCESS_FLAGS != 0 {
+        let ok = crate::mr::LOCAL_WRITE
+            | crate::mr::REMOTE_WRITE
+            | crate::mr::REMOTE_READ
+            | crate::mr::REMOTE_ATOMIC
+            | (1 << 4); // MW_BIND
+        if a.qp_access_flags & !ok != 0 {
+            return Err(libc::EINVAL);
+        }
+    }
+
+    // All checks passed: apply.
+    let t = &mut g.attrs;
+    if m & mask::QKEY != 0 {
+        t.qkey = a.qkey;
+    }
+    if m & mask::RQ_PSN != 0 {
+        t.rq_psn = a.rq_psn & 0x00ff_ffff;
+    }
+    if m & mask::SQ_PSN != 0 {
+        t.sq_psn = a.sq_psn & 0x00ff_ffff;
+    }
+    if m & mask::DEST_QPN != 0 {
+        t.dest_qp_num = a.dest_qp_num & 0x00ff_ffff;
+    }
+    if m & mask::ACCESS_FLAGS != 0 {
+        t.access = a.qp_access_flags;
+    }
+    if m & mask::AV != 0 {
+        t.ah = a.ah_attr;
+    }
+    if m & mask::ALT_PATH != 0 {
+        t.alt_ah = a.alt_ah_attr;
+        t.alt_pkey_index = a.alt_pkey_index;
+        t.alt_port_num = a.alt_port_num;
+        t.alt_timeout = a.alt_timeout;
+    }
+    if m & mask::PKEY_INDEX != 0 {
+        t.pkey_index = a.pkey_index;
+    }
+    if m & mask::PORT != 0 {
+        t.port_num = a.port_num;
+    }
+    if m & mask::PATH_MTU != 0 {
+        t.path_mtu = path_mtu;
+    }
+    if m & mask::PATH_MIG_STATE != 0 {
+        t.path_mig_state = mig;
+    }
+    if m & mask::TIMEOUT != 0 {
+        t.timeout = a.timeout;
+    }
+    if m & mask::RETRY_CNT != 0 {
+        t.retry_cnt = a.retry_cnt;
+    }
+    if m & mask::RNR_RETRY != 0 {
+        t.rnr_retry = a.rnr_retry;
+    }
+    if m & mask::MAX_QP_RD_ATOMIC != 0 {
+        t.max_rd_atomic = a.max_rd_atomic;
+    }
+    if m & mask::MAX_DEST_RD_ATOMIC != 0 {
+        t.max_dest_rd_atomic = a.max_dest_rd_atomic;
+    }
+    if m & mask::MIN_RNR_TIMER != 0 {
+        t.min_rnr_timer = a.min_rnr_timer;
+    }
+    if m & mask::EN_SQD_ASYNC_NOTIFY != 0 {
+        t.en_sqd_async_notify = a.en_sqd_async_notify;
+    }
+    if m & mask::RATE_LIMIT != 0 {
+        t.rate_limit = a.rate_limit;
+    }
+    if new != cur || m & mask::STATE != 0 {
+        g.state = new;
+        s.publish_state(new);
+        match new {
+            RESET => {
+                g.rq.wqes.clear();
+                g.attrs = QpAttrs::default();
+                drop(g);
+                s.send_cq.remove_qp(s.qp_num);
+                s.recv_cq.remove_qp(s.qp_num);
+                datapath::drop_pending_from(s);
+            }
+            ERR if cur != ERR => s.flush_locked(&mut g),
+            SQD if cur != SQD && g.attrs.en_sqd_async_notify != 0 => {
+                // Nothing is ever outstanding: the send queue is drained at once.
+                s.async_q.push(AsyncEvent {
+                    event_type: 5,
+                    element: s.addr,
+                });
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Plain-integer view of `ibv_qp_attr`, so the caller's struct can be read
+/// without ever holding (possibly invalid) enum values as Rust enums. The
+/// enum fields are the first four ints; `assert_layout!` below pins the
+/// rest to `ibv_qp_attr`'s offsets.
+#[repr(C)]
+struct RawQpAttr {
+    qp_state: c_int,
+    cur_qp_state: c_int,
+    path_mtu: c_int,
+    path_mig_state: c_int,
+    qkey: u32,
+    rq_psn: u32,
+    sq_psn: u32,
+    dest_qp_num: u32,
+    qp_access_flags: u32,
+    cap: ibv_qp_cap,
+    ah_attr: ibv_ah_attr,
+    alt_ah_attr: ibv_ah_attr,
+    pkey_index: u16,
+    alt_pkey_index: u16,
+    en_sqd_async_notify: u8,
+    sq_draining: u8,
+    max_rd_atomic: u8,
+    max_dest_rd_atomic: u8,
+    min_rnr_timer: u8,
+    port_num: u8,
+    timeout: u8,
+    retry_cnt: u8,
+    rnr_retry: u8,
+    alt_port_num: u8,
+    alt_timeout: u8,
+    rate_limit: u32,
+}
+
+verbs_abi::assert_layout!(RawQpAttr, 144, 8;
+    qp_state => 0, cur_qp_state => 4, path_mtu => 8, path_mig_state => 12, qkey => 16,
+    rq_psn => 20, sq_psn => 24, dest_qp_num => 28, qp_access_flags => 32, cap => 36,
+    ah_attr => 56, alt_ah_attr => 88, pkey_index => 120, alt_pkey_index => 122,
+    en_sqd_async_notify => 124, sq_draining => 125, max_rd_atomic => 126,
+    max_dest_rd_atomic => 127, min_rnr_timer => 128, port_num => 129, timeout => 130,
+    retry_cnt => 131, rnr_retry => 132, alt_port_num => 133, alt_timeout => 134,
+    rate_limit => 136);
+const _: () = assert!(core::mem::size_of::<RawQpAttr>() == core::mem::size_of::<ibv_qp_attr>());
+
+/// `ibv_query_qp`: fills every attribute (as the kernel does) and the init attributes.
+pub fn query(
+    qp: *mut ibv_qp,
+    attr: *mut ibv_qp_attr,
+    _attr_mask: c_int,
+    init: *mut ibv_qp_init_attr,
+) -> Result<(), c_int> {
+    let (_ctx, q) = get(qp)?;
+    if attr.is_null() || init.is_null() {
+        return Err(libc::EINVAL);
+    }
+    let s = &q.shared;
+    let g = s.st.lock();
+    let t = &g.attrs;
+    let out = RawQpAttr {
+        qp_state: g.state,
+        cur_qp_state: g.state,
+        path_mtu: t.path_mtu,
+        path_mig_state: t.path_mig_state,
+        qkey: t.qkey,
+        rq_psn: t.rq_psn,
+        sq_psn: t.sq_psn,
+        dest_qp_num: t.dest_qp_num,
+        qp_access_flags: t.access,
+        cap: s.cap,
+        ah_attr: t.ah,
+        alt_ah_attr: t.alt_ah,
+        pkey_index: t.pkey_index,
+        alt_pkey_index: t.alt_pkey_index,
+        en_sqd_async_notify: t.en_sqd_async_notify,
+        sq_draining: 0,
+        max_rd_atomic: t.max_rd_atomic,
+        max_dest_rd_atomic: t.max_dest_rd_atomic,
+        min_rnr_timer: t.min_rnr_timer,
+        port_num: t.port_num,
+        timeout: t.timeout,
+        retry_cnt: t.retry_cnt,
+        rnr_retry: t.rnr_retry,
+        alt_port_num: t.alt_port_num,
+        alt_timeout: t.alt_timeout,
+        rate_limit: t.rate_limit,
+    };
+    let state = g.state;
+    drop(g);
+    // SAFETY: attr and init point at the caller's structs; RawQpAttr has
+    // ibv_qp_attr's layout with valid values for its enum fields; the
+    // init attributes' enum field is written as an int.
+    unsafe {
+        attr.cast::<RawQpAttr>().write(out);
+        addr_of_mut!((*init).qp_context).write((*qp).qp_context);
+        addr_of_mut!((*init).send_cq).write((*qp).send_cq);
+        addr_of_mut!((*init).recv_cq).write((*qp).recv_cq);
+        addr_of_mut!((*init).srq).write((*qp).srq);
+        addr_of_mut!((*init).cap).write(s.cap);
+        addr_of_mut!((*init).qp_type)
+            .cast::<c_int>()
+            .write(s.qp_type);
+        addr_of_mut!((*init).sq_sig_all).write(c_int::from(s.sq_sig_all));
+    }
+    s.publish_state(state);
+    Ok(())
+}
+
+/// `ibv_destroy_qp`: `EBUSY` while attached to multicast groups; waits for
+/// its async events to be acknowledged; drops its completions from the CQs.
+pub fn destroy(qp: *mut ibv_qp) -> Result<(), c_int> {
+    let (ctx, q) = get(qp)?;
+    let s = &q.shared;
+    {
+        let _st = ctx.lock_open()?;
+        if !registry::is_live(qp as usize, Kind::Qp) {
+            return Err(libc::EINVAL);
+        }
+        if !s.st.lock().mcast.is_empty() {
+            return Err(libc::EBUSY);
+        }
+        OBJECTS.remove(qp as usize);
+        QPS.remove(s.qp_num);
+    }
+    {
+        let mut g = s.st.lock();
+        g.state = RESET;
+        g.rq.wqes.clear();
+    }
+    datapath::drop_pending_from(s);
+    let addr = qp as usize;
+    ctx.async_q
+        .purge(|e| e.element == addr && e.event_type != async_kind::CQ_ERR);
+    s.events.wait_settled();
+    s.send_cq.remove_qp(s.qp_num);
+    s.recv_cq.remove_qp(s.qp_num);
+    let mut st = ctx.lock();
+    // SAFETY: the QP's PD, CQs and SRQ are live: the QP counts as their user.
+    unsafe {
+        (*q.pd).users.fetch_sub(1, Ordering::Relaxed);
+        (*q.send_cq).users.fetch_sub(1, Ordering::Relaxed);
+        (*q.recv_cq).users.fetch_sub(1, Ordering::Relaxed);
+        if !q.srq.is_null() {
+            (*q.srq).users.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+    st.children -= 1;
+    drop(st);
+    // SAFETY: allocated by Box in `create`, unregistered above.
+    drop(unsafe { Box::from_raw(qp as *mut SimQp) });
+    Ok(())
+}
+
+fn is_multicast_lid(lid: u16) -> bool {
+    (0xc000..0xffff).contains(&lid)
+}
+
+/// `ibv_attach_mcast`.
+pub fn attach_mcast(qp: *mut ibv_qp, gid: *const [u8; 16], lid: u16) -> Result<(), c_int> {
+    let (_ctx, q) = get(qp)?;
+    let s = &q.shared;
+    if s.dev.is_iwarp() {
+        return Err(libc::EOPNOTSUPP);
+    }
+    if gid.is_null() {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: gid points at the caller's 16-byte GID.
+    let g = unsafe { *gid };
+    if g[0] != 0xff || s.qp_type != QPT_UD || (!s.dev.is_ethernet() && !is_multicast_lid(lid)) {
+        return Err(libc::EINVAL);
+    }
+    let mut st = s.st.lock();
+    if st.mcast.iter().any(|(x, _)| *x == g) {
+        return Ok(());
+    }
+    st.mcast.push((g, lid));
+    drop(st);
+    let shared = registry::QPS.get(s.qp_num).ok_or(libc::EINVAL)?;
+    MCAST.lock().entry(g).or_default().push(shared);
+    Ok(())
+}
+
+/// `ibv_detach_mcast`.
+pub fn detach_mcast(qp: *mut ibv_qp, gid: *const [u8; 16], lid: u16) -> Result<(), c_int> {
+    let (_ctx, q) = get(qp)?;
+    let s = &q.shared;
+    if s.dev.is_iwarp() {
+        return Err(libc::EOPNOTSUPP);
+    }
+    if gid.is_null() {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: gid points at the caller's 16-byte GID.
+    let g = unsafe { *gid };
+    let _ = lid;
+    let mut st = s.st.lock();
+    let Some(pos) = st.mcast.iter().position(|(x, _)| *x == g) else {
+        return Err(libc::EINVAL);
+    };
+    st.mcast.remove(pos);
+    drop(st);
+    let mut m = MCAST.lock();
+    if let Some(v) = m.get_mut(&g) {
+        v.retain(|x| x.qp_num != s.qp_num);
+        if v.is_empty() {
+            m.remove(&g);
+        }
+    }
+    if m.is_empty() {
+        m.shrink_to_fit();
+    }
+    Ok(())
+}
+
+/// States in which a QP accepts incoming messages.
+pub fn can_receive(state: c_int) -> bool {
+    matches!(state, RTR | RTS | SQD | SQE)
+}
+
+/// States in which receives may be posted.
+pub fn can_post_recv(state: c_int) -> bool {
+    state >= INIT
+}

@@ -1,0 +1,137 @@
+//! Process-wide lookup tables, sharded so that unrelated contexts (and
+//! threads) rarely meet on a lock, and no lock is held for longer than a
+//! hash map operation.
+//!
+//! - [`OBJECTS`]: every live object the sim handed out (context, PD, MR,
+//!   CQ, channel, SRQ, QP, AH) by address, with its kind and owning
+//!   context. Verbs validate their arguments here before dereferencing
+//!   them, so a stale or foreign pointer is an `EINVAL`, not a crash.
+//! - [`QPS`]: QPs by QP number (the loopback data path finds the peer).
+//! - [`KEYS`]: MRs by key (lkey == rkey).
+
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::sync::Arc;
+
+use once_cell::sync::Lazy;
+use parking_lot::Mutex;
+
+use crate::mr::MrShared;
+use crate::qp::QpShared;
+
+const SHARDS: usize = 64;
+
+#[repr(align(64))]
+struct Shard<K, V>(Mutex<HashMap<K, V>>);
+
+/// A hash map split into independently locked shards.
+pub struct Sharded<K, V> {
+    shards: Box<[Shard<K, V>]>,
+}
+
+/// Keys that pick their own shard.
+pub trait ShardKey: Eq + Hash + Copy {
+    fn shard(self) -> usize;
+}
+
+impl ShardKey for usize {
+    fn shard(self) -> usize {
+        // Addresses: drop the allocation alignment, mix, take the top bits.
+        ((self >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) % SHARDS
+    }
+}
+
+impl ShardKey for u32 {
+    fn shard(self) -> usize {
+        (self as usize).wrapping_mul(0x9E37_79B9) % SHARDS
+    }
+}
+
+impl<K: ShardKey, V: Clone> Sharded<K, V> {
+    pub fn new() -> Self {
+        Sharded {
+            shards: (0..SHARDS)
+                .map(|_| Shard(Mutex::new(HashMap::new())))
+                .collect(),
+        }
+    }
+
+    fn map(&self, k: K) -> &Mutex<HashMap<K, V>> {
+        &self.shards[k.shard()].0
+    }
+
+    /// Inserts unless the key is taken; returns whether it was inserted.
+    pub fn insert_new(&self, k: K, v: V) -> bool {
+        let mut m = self.map(k).lock();
+        if m.contains_key(&k) {
+            return false;
+        }
+        m.insert(k, v);
+        true
+    }
+
+    pub fn insert(&self, k: K, v: V) {
+        self.map(k).lock().insert(k, v);
+    }
+
+    pub fn get(&self, k: K) -> Option<V> {
+        self.map(k).lock().get(&k).cloned()
+    }
+
+    /// Removes a key. An emptied shard gives its table back, so that a
+    /// program that destroyed everything leaves no allocation behind
+    /// (hash tables hold interior pointers, which leak checkers report as
+    /// "possibly lost").
+    pub fn remove(&self, k: K) -> Option<V> {
+        let mut m = self.map(k).lock();
+        let v = m.remove(&k);
+        if m.is_empty() {
+            m.shrink_to_fit();
+        }
+        v
+    }
+}
+
+impl<K: ShardKey, V: Clone> Default for Sharded<K, V> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Kinds of objects in [`OBJECTS`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Context,
+    Pd,
+    Mr,
+    Cq,
+    Channel,
+    Srq,
+    Qp,
+    Ah,
+}
+
+/// An entry of [`OBJECTS`]: what the object is and which context owns it
+/// (the `SimContext` address; the context itself for `Kind::Context`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Entry {
+    pub kind: Kind,
+    pub ctx: usize,
+}
+
+pub static OBJECTS: Lazy<Sharded<usize, Entry>> = Lazy::new(Sharded::new);
+pub static QPS: Lazy<Sharded<u32, Arc<QpShared>>> = Lazy::new(Sharded::new);
+pub static KEYS: Lazy<Sharded<u32, Arc<MrShared>>> = Lazy::new(Sharded::new);
+
+/// The owning context of a live object of kind `kind` at `addr`.
+pub fn owner(addr: usize, kind: Kind) -> Option<usize> {
+    match OBJECTS.get(addr) {
+        Some(e) if e.kind == kind => Some(e.ctx),
+        _ => None,
+    }
+}
+
+/// Whether `addr` is (still) a live object of kind `kind`.
+pub fn is_live(addr: usize, kind: Kind) -> bool {
+    owner(addr, kind).is_some()
+}
