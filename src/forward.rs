@@ -105,21 +105,31 @@ extern "C" fn unavailable() -> usize {
 /// Where the shim is in the global scope (preloaded, or the program's own
 /// `libibverbs.so.1` in drop-in mode) the real library's references bind to
 /// the shim's copy too, so there is one object and nothing to do. Where the
-/// shim was dlopen()ed locally, plugins may bind to the shim's copy while
-/// the real library writes its own: then copy after load and after each
+/// shim was dlopen()ed locally (a program that dlopens `libibverbs.so` in
+/// drop-in mode), plugins bind to the shim's copy while the real library
+/// writes its own: then copy after load and after each
 /// `ibv_get_device_list` (when the real library sets them).
+///
+/// "The global scope" is asked of the main program's handle
+/// (`dlopen(NULL)`), whose lookups search exactly the global scope. An
+/// `RTLD_DEFAULT` lookup would not do: made from the shim, it also searches
+/// the shim's own local scope, so it always finds the shim's copy.
 pub fn copy_objects(handle: *mut c_void) {
+    #[cfg(not(test))]
+    let global_scope = main_program_handle();
     #[cfg(not(test))]
     for (i, f) in FORWARDED.iter().enumerate().filter(|(_, f)| f.object) {
         // SAFETY: an object's slot holds the address of its storage, `size`
         // bytes (see abi-build).
         let ours = unsafe { std::ptr::addr_of!(__ibvshim_slots).cast::<usize>().add(i).read() };
-        // SAFETY: RTLD_DEFAULT/handle lookups with NUL-terminated strings.
-        let global = unsafe { libc::dlvsym(libc::RTLD_DEFAULT, f.name.as_ptr(), f.version.as_ptr()) };
-        if global as usize == ours {
-            continue;
+        if !global_scope.is_null() {
+            // SAFETY: a live handle; NUL-terminated strings.
+            let global = unsafe { libc::dlvsym(global_scope, f.name.as_ptr(), f.version.as_ptr()) };
+            if global as usize == ours {
+                continue;
+            }
         }
-        // SAFETY: as above.
+        // SAFETY: a live handle; NUL-terminated strings.
         let src = unsafe { libc::dlvsym(handle, f.name.as_ptr(), f.version.as_ptr()) };
         if src.is_null() || src as usize == ours {
             continue;
@@ -129,4 +139,20 @@ pub fn copy_objects(handle: *mut c_void) {
     }
     #[cfg(test)]
     let _ = handle;
+}
+
+/// `dlopen(NULL)`: the main program, whose handle's lookups search the
+/// global scope. NULL if glibc refuses (then the caller copies).
+#[cfg(not(test))]
+fn main_program_handle() -> *mut c_void {
+    use std::sync::atomic::{AtomicPtr, Ordering};
+    static MAIN: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
+    let h = MAIN.load(Ordering::Relaxed);
+    if !h.is_null() {
+        return h;
+    }
+    // SAFETY: dlopen(NULL) returns the main program's handle; it is never closed.
+    let h = unsafe { crate::real::real_dlopen()(std::ptr::null(), libc::RTLD_NOW) };
+    MAIN.store(h, Ordering::Relaxed);
+    h
 }

@@ -15,15 +15,31 @@
 //! - [`report`]: leak reports
 //! - [`lifecycle`]: fork and exit
 
+// Internal: only `exports` makes the header.
+/// cbindgen:ignore
 pub mod config;
 pub mod exports;
+// Internal: only `exports` makes the header.
+/// cbindgen:ignore
 pub mod forward;
+// Internal: only `exports` makes the header.
+/// cbindgen:ignore
 pub mod guard;
+// Internal: only `exports` makes the header.
+/// cbindgen:ignore
 pub mod lifecycle;
+// Internal: only `exports` makes the header.
+/// cbindgen:ignore
 #[macro_use]
 pub mod log;
+// Internal: only `exports` makes the header.
+/// cbindgen:ignore
 pub mod real;
+// Internal: only `exports` makes the header.
+/// cbindgen:ignore
 pub mod registry;
+// Internal: only `exports` makes the header.
+/// cbindgen:ignore
 pub mod report;
 
 // Symbol versions for the exports written in Rust, and the forwarding

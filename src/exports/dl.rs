@@ -25,20 +25,27 @@ fn is_libibverbs(name: &CStr) -> bool {
     base == b"libibverbs.so" || base.starts_with(b"libibverbs.so.")
 }
 
-/// The shim's own file, absolute (the program may have changed directory
-/// since a relative `LD_PRELOAD` path was resolved).
+/// The name the dynamic linker knows the shim by (its `l_name`, from
+/// `dladdr`): the `LD_PRELOAD` entry as given, or the path the search found
+/// in drop-in mode. `dlopen` of exactly that name returns the loaded shim by
+/// name match, before it looks at the file system, so it still works after
+/// the program changed directory (a relative `LD_PRELOAD`), when the path
+/// has spaces, and when the file on disk was replaced since (a rebuild, an
+/// upgrade) — where opening the file again would load a second shim.
 fn own_path() -> Option<&'static CStr> {
     static PATH: OnceCell<Option<CString>> = OnceCell::new();
     PATH.get_or_init(|| {
-        let here = crate::exports::device::ibvshim_version as *const () as usize;
-        let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
-        maps.lines().find_map(|line| {
-            let mut f = line.split_whitespace();
-            let (lo, hi) = f.next()?.split_once('-')?;
-            let (lo, hi) = (usize::from_str_radix(lo, 16).ok()?, usize::from_str_radix(hi, 16).ok()?);
-            let path = f.nth(4)?;
-            (lo <= here && here < hi && path.starts_with('/')).then(|| CString::new(path).ok())?
-        })
+        let here = crate::exports::device::ibvshim_version as *const c_void;
+        // SAFETY: an all-zero Dl_info is valid; dladdr only writes it.
+        let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+        // SAFETY: `here` is an address inside the shim; info is writable.
+        if unsafe { libc::dladdr(here, &mut info) } == 0 || info.dli_fname.is_null() {
+            return None;
+        }
+        // SAFETY: dladdr set dli_fname to the object's NUL-terminated name,
+        // which lives as long as the object (the shim is never unloaded).
+        let name = unsafe { CStr::from_ptr(info.dli_fname) };
+        (!name.to_bytes().is_empty()).then(|| name.to_owned())
     })
     .as_deref()
 }

@@ -238,6 +238,23 @@ fn parse_members(body: &str) -> Result<Vec<Member>, String> {
             continue;
         }
         let decl = normalize(decl);
+        // rdma-core's `RDMA_UAPI_PTR(type, name)`: a pointer that shares its
+        // 8 bytes with a u64 view; C code names it `name`.
+        if let Some(args) = decl
+            .strip_prefix("RDMA_UAPI_PTR")
+            .map(str::trim)
+            .and_then(|r| r.strip_prefix('('))
+            .and_then(|r| r.strip_suffix(')'))
+        {
+            if let Some((ty, name)) = args.rsplit_once(',') {
+                members.push(Member {
+                    name: name.trim().to_string(),
+                    ty: normalize(ty),
+                    nested: None,
+                });
+                continue;
+            }
+        }
         if let Some(name) = fn_pointer_name(&decl) {
             members.push(Member {
                 name,

@@ -569,11 +569,41 @@ pub struct ibv_srq_init_attr_ex {
     pub tm_cap: ibv_tm_cap,
 }
 
-/// A tag matching list operation (`ibv_post_srq_ops`); only passed by pointer.
+/// A tag matching list operation (`ibv_post_srq_ops`).
 #[repr(C)]
+#[derive(Clone, Copy)]
 pub struct ibv_ops_wr {
-    _opaque: [u8; 0],
+    pub wr_id: u64,
+    pub next: *mut ibv_ops_wr,
+    /// `enum ibv_ops_wr_opcode`.
+    pub opcode: c_int,
+    pub flags: c_int,
+    pub tm: ibv_ops_wr_tm,
 }
+
+/// The tag matching part of `struct ibv_ops_wr` (anonymous in C).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_ops_wr_tm {
+    pub unexpected_cnt: u32,
+    pub handle: u32,
+    pub add: ibv_ops_wr_tm_add,
+}
+
+/// The tag to add, in `struct ibv_ops_wr` (anonymous in C).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_ops_wr_tm_add {
+    pub recv_wr_id: u64,
+    pub sg_list: *mut ibv_sge,
+    pub num_sge: c_int,
+    pub tag: u64,
+    pub mask: u64,
+}
+
+crate::assert_layout!(ibv_ops_wr, 72, 8; wr_id => 0, next => 8, opcode => 16, flags => 20, tm => 24);
+crate::assert_layout!(ibv_ops_wr_tm, 48, 8; unexpected_cnt => 0, handle => 4, add => 8);
+crate::assert_layout!(ibv_ops_wr_tm_add, 40, 8; recv_wr_id => 0, sg_list => 8, num_sge => 16, tag => 24, mask => 32);
 
 /// Attributes for `ibv_open_xrcd`.
 #[repr(C)]
@@ -688,11 +718,53 @@ pub struct ibv_flow_action {
     pub context: *mut ibv_context,
 }
 
-/// ESP flow action attributes; only passed by pointer.
+/// ESP flow action attributes (`ibv_create_flow_action_esp`).
 #[repr(C)]
+#[derive(Clone, Copy)]
 pub struct ibv_flow_action_esp_attr {
-    _opaque: [u8; 0],
+    pub esp_attr: *mut ibv_flow_action_esp,
+    /// `enum ibv_flow_action_esp_keymat`.
+    pub keymat_proto: c_int,
+    pub keymat_len: u16,
+    pub keymat_ptr: *mut c_void,
+    /// `enum ibv_flow_action_esp_replay`.
+    pub replay_proto: c_int,
+    pub replay_len: u16,
+    pub replay_ptr: *mut c_void,
+    pub esp_encap: *mut ibv_flow_action_esp_encap,
+    pub comp_mask: u32,
+    pub esn: u32,
 }
+
+crate::assert_layout!(ibv_flow_action_esp_attr, 56, 8; esp_attr => 0, keymat_proto => 8, keymat_len => 12,
+    keymat_ptr => 16, replay_proto => 24, replay_len => 28, replay_ptr => 32, esp_encap => 40,
+    comp_mask => 48, esn => 52);
+
+/// ESP parameters (the kernel's `struct ib_uverbs_flow_action_esp`).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_flow_action_esp {
+    pub spi: u32,
+    pub seq: u32,
+    pub tfc_pad: u32,
+    pub flags: u32,
+    pub hard_limit_pkts: u64,
+}
+
+/// One ESP encapsulation filter (the kernel's
+/// `struct ib_uverbs_flow_action_esp_encap`). In C each pointer shares its
+/// 8 bytes with a `__aligned_u64` view (`RDMA_UAPI_PTR`).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_flow_action_esp_encap {
+    pub val_ptr: *mut c_void,
+    pub next_ptr: *mut ibv_flow_action_esp_encap,
+    pub len: u16,
+    pub r#type: u16,
+}
+
+crate::assert_layout!(ibv_flow_action_esp, 24, 8; spi => 0, seq => 4, tfc_pad => 8, flags => 12, hard_limit_pkts => 16);
+crate::assert_layout!(ibv_flow_action_esp_encap, 24, 8; val_ptr => 0, next_ptr => 8, len => 16, r#type => 18);
 
 /// A set of flow counters.
 #[repr(C)]
@@ -791,8 +863,8 @@ pub struct ibv_parent_domain_init_attr {
 }
 
 /// rdma-core's private part of `verbs_context`; only ever a pointer.
-#[repr(C)]
 pub struct verbs_ex_private {
+    // Not `repr(C)`, so cbindgen declares it as an incomplete struct, as C does.
     _opaque: [u8; 0],
 }
 
