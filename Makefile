@@ -25,6 +25,7 @@ build:
 	$(CARGO) build --release --workspace
 	@mkdir -p $(TARGET)/sim $(TARGET)/dropin
 	@cp -f $(REL)/libibv_sim.so $(TARGET)/sim/libibverbs.so.1
+	@ln -sf libibverbs.so.1 $(TARGET)/sim/libibverbs.so
 	@ln -sf ../release/libibv_shim.so $(TARGET)/dropin/libibverbs.so.1
 	@ln -sf libibverbs.so.1 $(TARGET)/dropin/libibverbs.so
 

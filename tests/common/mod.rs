@@ -70,6 +70,13 @@ pub fn sim_dir() -> PathBuf {
         std::fs::rename(&tmp, &copy)
             .unwrap_or_else(|e| panic!("rename {} -> {}: {e}", tmp.display(), copy.display()));
     }
+    // Programs that try the development name first (NCCL does) must find the
+    // sim under it too, as `make build` arranges.
+    let dev = dir.join("libibverbs.so");
+    if std::fs::read_link(&dev).ok().as_deref() != Some(std::path::Path::new("libibverbs.so.1")) {
+        let _ = std::fs::remove_file(&dev);
+        let _ = std::os::unix::fs::symlink("libibverbs.so.1", &dev);
+    }
     dir
 }
 
