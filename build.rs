@@ -15,17 +15,36 @@ fn main() {
     std::fs::write(out.join("symver.s"), abi.symver_asm(&exports)).unwrap();
 
     let forwarded = abi.forwarded(&exports);
-    std::fs::write(out.join("trampolines.s"), abi_build::trampolines_asm(&forwarded)).unwrap();
-    std::fs::write(out.join("forwarded.rs"), abi_build::trampolines_table(&forwarded)).unwrap();
+    std::fs::write(
+        out.join("trampolines.s"),
+        abi_build::trampolines_asm(&forwarded),
+    )
+    .unwrap();
+    std::fs::write(
+        out.join("forwarded.rs"),
+        abi_build::trampolines_table(&forwarded),
+    )
+    .unwrap();
 
     let mut v = String::new();
     let real = real.map(|p| p.display().to_string());
-    let real = real.as_deref().unwrap_or(abi_build::SYSTEM_LIBRARY_PATHS[0]);
+    let real = real
+        .as_deref()
+        .unwrap_or(abi_build::SYSTEM_LIBRARY_PATHS[0]);
     writeln!(v, "/// The real library found when the shim was built.").unwrap();
     writeln!(v, "pub const BUILD_REAL_LIBRARY: &str = {real:?};").unwrap();
     writeln!(v, "/// Where distributions install the real library.").unwrap();
-    writeln!(v, "pub const SYSTEM_LIBRARY_PATHS: &[&str] = &{:?};", abi_build::SYSTEM_LIBRARY_PATHS).unwrap();
-    writeln!(v, "/// The default version of each function of the real library.").unwrap();
+    writeln!(
+        v,
+        "pub const SYSTEM_LIBRARY_PATHS: &[&str] = &{:?};",
+        abi_build::SYSTEM_LIBRARY_PATHS
+    )
+    .unwrap();
+    writeln!(
+        v,
+        "/// The default version of each function of the real library."
+    )
+    .unwrap();
     writeln!(v, "pub fn version_of(name: &CStr) -> Option<&'static CStr> {{\n    Some(match name.to_bytes() {{").unwrap();
     for s in abi.symbols.iter().filter(|s| s.default) {
         writeln!(v, "        b\"{}\" => c\"{}\",", s.name, s.version).unwrap();

@@ -23,7 +23,7 @@ fi
 
 say "Building the seed's examples against the shim's header (include/infiniband/verbs.h), linked to the shim alone"
 for ex in list_devices open_close device_guids leaky; do
-    gcc -Wall -Wextra -O2 -Iinclude -o "$OUT/$ex" "c_examples/$ex.c" -L"$REL" -libv_shim -Wl,-rpath,"$PWD/$REL"
+    gcc -Wall -Wextra -O2 -rdynamic -Iinclude -o "$OUT/$ex" "c_examples/$ex.c" -L"$REL" -libv_shim -Wl,-rpath,"$PWD/$REL"
     echo "  $OUT/$ex"
 done
 

@@ -6,7 +6,7 @@
 set -eu
 
 CBINDGEN_VERSION=0.27.0
-PACKAGES="libibverbs-dev ibverbs-utils ibverbs-providers gcc make binutils lld util-linux valgrind ltrace"
+PACKAGES="libibverbs-dev ibverbs-utils ibverbs-providers gcc make binutils lld util-linux valgrind ltrace python3-jsonschema"
 
 missing=""
 for p in $PACKAGES; do

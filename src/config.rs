@@ -55,7 +55,9 @@ impl Config {
         let mut path = |name: &str| {
             let v = var(name)?;
             if secure {
-                problems.push(format!("{name} ignored: secure-execution mode (uid != euid)"));
+                problems.push(format!(
+                    "{name} ignored: secure-execution mode (uid != euid)"
+                ));
                 return None;
             }
             Some(v)
@@ -75,15 +77,16 @@ impl Config {
                 Level::Warn
             }),
         };
-        let leak_exitcode = var("IBV_SHIM_LEAK_EXITCODE").and_then(|v| {
-            match v.to_string_lossy().parse::<i32>() {
+        let leak_exitcode =
+            var("IBV_SHIM_LEAK_EXITCODE").and_then(|v| match v.to_string_lossy().parse::<i32>() {
                 Ok(n) if (0..=255).contains(&n) => Some(n),
                 _ => {
-                    problems.push(format!("IBV_SHIM_LEAK_EXITCODE={v:?} is not 0..255; ignored"));
+                    problems.push(format!(
+                        "IBV_SHIM_LEAK_EXITCODE={v:?} is not 0..255; ignored"
+                    ));
                     None
                 }
-            }
-        });
+            });
         let backtrace = var("IBV_SHIM_BACKTRACE").is_some_and(|v| v != "0");
         Config {
             log_level,
@@ -128,6 +131,9 @@ mod tests {
         let pid = std::process::id().to_string();
         let got = expand_pid(&OsString::from("/tmp/a.%p.%p.log"));
         assert_eq!(got.to_str().unwrap(), format!("/tmp/a.{pid}.{pid}.log"));
-        assert_eq!(expand_pid(&OsString::from("/x/%q")).to_str().unwrap(), "/x/%q");
+        assert_eq!(
+            expand_pid(&OsString::from("/x/%q")).to_str().unwrap(),
+            "/x/%q"
+        );
     }
 }

@@ -10,6 +10,7 @@
 
 use std::ffi::{c_void, CStr};
 
+#[cfg(not(test))]
 use crate::log::Level;
 
 /// One trampoline's target: `name@version`; data objects are copied.
@@ -68,8 +69,12 @@ pub(crate) extern "C" fn resolve_trampoline(index: usize, regs: *const [usize; 7
 
 #[cfg(not(test))]
 fn resolve(index: usize, cache: bool) -> usize {
-    let Some(f) = FORWARDED.get(index) else { return 0 };
-    let Some(h) = crate::real::handle() else { return 0 };
+    let Some(f) = FORWARDED.get(index) else {
+        return 0;
+    };
+    let Some(h) = crate::real::handle() else {
+        return 0;
+    };
     // SAFETY: h is a live handle; name and version are NUL-terminated.
     let p = unsafe { libc::dlvsym(h, f.name.as_ptr(), f.version.as_ptr()) } as usize;
     if p == 0 {
@@ -87,13 +92,16 @@ fn resolve(index: usize, cache: bool) -> usize {
         // store is atomic on x86_64, so a racing trampoline sees the stub or
         // the target.
         unsafe {
-            let slot = std::ptr::addr_of_mut!(__ibvshim_slots).cast::<usize>().add(index);
+            let slot = std::ptr::addr_of_mut!(__ibvshim_slots)
+                .cast::<usize>()
+                .add(index);
             std::ptr::write_volatile(slot, p);
         }
     }
     p
 }
 
+#[cfg(not(test))]
 extern "C" fn unavailable() -> usize {
     crate::guard::set_errno(libc::ENOSYS);
     0
@@ -113,29 +121,51 @@ extern "C" fn unavailable() -> usize {
 /// "The global scope" is asked of the main program's handle
 /// (`dlopen(NULL)`), whose lookups search exactly the global scope. An
 /// `RTLD_DEFAULT` lookup would not do: made from the shim, it also searches
-/// the shim's own local scope, so it always finds the shim's copy.
-pub fn copy_objects(handle: *mut c_void) {
+/// the shim's own local scope, so it always finds the shim's copy. Which
+/// objects need copying cannot change once the real library is loaded, so
+/// the lookups run once and later calls only copy bytes.
+///
+/// # Safety
+/// `handle` must be the live `dlopen` handle of the real library, the same
+/// on every call.
+pub unsafe fn copy_objects(handle: *mut c_void) {
     #[cfg(not(test))]
-    let global_scope = main_program_handle();
-    #[cfg(not(test))]
-    for (i, f) in FORWARDED.iter().enumerate().filter(|(_, f)| f.object) {
-        // SAFETY: an object's slot holds the address of its storage, `size`
-        // bytes (see abi-build).
-        let ours = unsafe { std::ptr::addr_of!(__ibvshim_slots).cast::<usize>().add(i).read() };
-        if !global_scope.is_null() {
-            // SAFETY: a live handle; NUL-terminated strings.
-            let global = unsafe { libc::dlvsym(global_scope, f.name.as_ptr(), f.version.as_ptr()) };
-            if global as usize == ours {
-                continue;
+    {
+        use once_cell::sync::OnceCell;
+        /// (source, destination, size) of each object to copy.
+        static COPIES: OnceCell<Vec<(usize, usize, usize)>> = OnceCell::new();
+        let copies = COPIES.get_or_init(|| {
+            let global_scope = main_program_handle();
+            let mut copies = Vec::new();
+            for (i, f) in FORWARDED.iter().enumerate().filter(|(_, f)| f.object) {
+                // SAFETY: an object's slot holds the address of its storage,
+                // `size` bytes (see abi-build).
+                let ours = unsafe {
+                    std::ptr::addr_of!(__ibvshim_slots)
+                        .cast::<usize>()
+                        .add(i)
+                        .read()
+                };
+                if !global_scope.is_null() {
+                    // SAFETY: a live handle; NUL-terminated strings.
+                    let global =
+                        unsafe { libc::dlvsym(global_scope, f.name.as_ptr(), f.version.as_ptr()) };
+                    if global as usize == ours {
+                        continue;
+                    }
+                }
+                // SAFETY: a live handle; NUL-terminated strings.
+                let src = unsafe { libc::dlvsym(handle, f.name.as_ptr(), f.version.as_ptr()) };
+                if !src.is_null() && src as usize != ours {
+                    copies.push((src as usize, ours, f.size));
+                }
             }
+            copies
+        });
+        for &(src, dst, size) in copies {
+            // SAFETY: both are `size`-byte objects of the same definition.
+            unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst as *mut u8, size) };
         }
-        // SAFETY: a live handle; NUL-terminated strings.
-        let src = unsafe { libc::dlvsym(handle, f.name.as_ptr(), f.version.as_ptr()) };
-        if src.is_null() || src as usize == ours {
-            continue;
-        }
-        // SAFETY: both are `size`-byte objects of the same definition.
-        unsafe { std::ptr::copy_nonoverlapping(src.cast::<u8>(), ours as *mut u8, f.size) };
     }
     #[cfg(test)]
     let _ = handle;

@@ -44,7 +44,10 @@ pub fn boundary<T>(name: &'static str, on_panic: T, body: impl FnOnce() -> T) ->
                 .copied()
                 .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
                 .unwrap_or("(no message)");
-            crate::log!(Level::Error, "{name}: internal error in the shim (panic: {msg}); call failed");
+            crate::log!(
+                Level::Error,
+                "{name}: internal error in the shim (panic: {msg}); call failed"
+            );
             set_errno(libc::EIO);
             on_panic
         }

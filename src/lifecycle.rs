@@ -4,7 +4,8 @@
 //!   loaded (a process that never calls verbs pays nothing). The prepare
 //!   handler takes the registry's locks so the child never inherits a table
 //!   mid-change; the child then starts with empty tables, so it reports only
-//!   what it creates itself, and reopens a `%p` log file.
+//!   what it creates itself (and nothing, writing no JSON, if it never calls
+//!   verbs), and reopens a `%p` log file.
 //! - exit: the final report runs from a library destructor (`.fini_array`),
 //!   which glibc calls after the program's own `atexit` handlers, so objects
 //!   a program frees in its atexit cleanup are not reported as leaks.
@@ -39,10 +40,14 @@ extern "C" fn parent() {
 
 extern "C" fn child() {
     crate::registry::fork_child();
+    crate::exports::after_fork_in_child();
+    crate::report::after_fork_in_child();
     crate::real::after_fork_in_child();
     crate::log::after_fork_in_child();
 }
 
+// Only referenced from `.fini_array`, which test builds leave out.
+#[cfg_attr(test, allow(dead_code))]
 extern "C" fn at_exit() {
     crate::guard::boundary("exit report", (), crate::report::at_exit);
 }

@@ -77,8 +77,26 @@ fn init_level() -> u8 {
     cfg.log_level as u8
 }
 
-/// After `fork()`: a child whose log file name has `%p` opens its own file.
+/// The pid, read once (a system call per log line would double its cost);
+/// reset in a forked child.
+static PID: AtomicI32 = AtomicI32::new(0);
+
+fn pid() -> i32 {
+    match PID.load(Ordering::Relaxed) {
+        0 => {
+            // SAFETY: getpid cannot fail.
+            let pid = unsafe { libc::getpid() };
+            PID.store(pid, Ordering::Relaxed);
+            pid
+        }
+        pid => pid,
+    }
+}
+
+/// After `fork()`: the child has a new pid, and a child whose log file name
+/// has `%p` opens its own file.
 pub fn after_fork_in_child() {
+    PID.store(0, Ordering::Relaxed);
     if config::get()
         .log_file
         .as_ref()
@@ -132,7 +150,11 @@ pub struct LineBuf {
 
 impl LineBuf {
     pub fn new() -> Self {
-        LineBuf { buf: [0; 1024], len: 0, truncated: false }
+        LineBuf {
+            buf: [0; 1024],
+            len: 0,
+            truncated: false,
+        }
     }
 
     pub fn as_bytes(&self) -> &[u8] {
@@ -161,7 +183,10 @@ impl fmt::Write for LineBuf {
 }
 
 fn now() -> (i64, i64) {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: ts is a valid out-pointer; CLOCK_REALTIME always exists.
     unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
     (ts.tv_sec, ts.tv_nsec / 1000)
@@ -173,9 +198,12 @@ pub fn line(level: Level, args: fmt::Arguments<'_>) {
     let saved = crate::guard::Errno::save();
     let mut b = LineBuf::new();
     let (secs, micros) = now();
-    // SAFETY: getpid and gettid cannot fail.
-    let (pid, tid) = unsafe { (libc::getpid(), libc::gettid()) };
-    let _ = write!(b, "ibv-shim {secs}.{micros:06} {pid}:{tid} {} ", level.name());
+    let (pid, tid) = (pid(), crate::exports::tid());
+    let _ = write!(
+        b,
+        "ibv-shim {secs}.{micros:06} {pid}:{tid} {} ",
+        level.name()
+    );
     let _ = b.write_fmt(args);
     if b.truncated {
         b.buf[b.len..b.len + 3].copy_from_slice(b"...");

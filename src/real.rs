@@ -59,7 +59,10 @@ fn load_slow() -> Option<*mut c_void> {
             Err(READY) => return Some(HANDLE.load(Ordering::Acquire)),
             Err(FAILED) => return None,
             Err(_) if LOADER_TID.load(Ordering::Relaxed) == me => {
-                crate::log!(Level::Warn, "re-entrant verbs call while the real library is loading; failing it");
+                crate::log!(
+                    Level::Warn,
+                    "re-entrant verbs call while the real library is loading; failing it"
+                );
                 return None;
             }
             // Another thread is loading: dlopen is quick, so yield until done.
@@ -135,7 +138,9 @@ fn try_open(path: &CStr) -> Tried {
     if unsafe { libc::dlvsym(h, name.as_ptr(), version.as_ptr()) }.is_null() {
         // SAFETY: h came from dlopen and nothing of it is referenced yet.
         unsafe { libc::dlclose(h) };
-        return Tried::Failed("not a verbs library: it has no ibv_get_device_list@IBVERBS_1.1".into());
+        return Tried::Failed(
+            "not a verbs library: it has no ibv_get_device_list@IBVERBS_1.1".into(),
+        );
     }
     Tried::Loaded(h)
 }
@@ -226,7 +231,8 @@ fn load() -> Option<*mut c_void> {
             if crate::log::enabled(Level::Info) {
                 crate::log!(Level::Info, "forwarding to {}", describe(h));
             }
-            crate::forward::copy_objects(h);
+            // SAFETY: h was just loaded and is never closed.
+            unsafe { crate::forward::copy_objects(h) };
             Some(h)
         }
         None => {
@@ -247,7 +253,9 @@ fn describe(h: *mut c_void) -> String {
     // SAFETY: sym is an address in h (or NULL, which dladdr rejects).
     if !sym.is_null() && unsafe { libc::dladdr(sym, &mut info) } != 0 && !info.dli_fname.is_null() {
         // SAFETY: dladdr filled dli_fname with a valid C string.
-        return unsafe { CStr::from_ptr(info.dli_fname) }.to_string_lossy().into_owned();
+        return unsafe { CStr::from_ptr(info.dli_fname) }
+            .to_string_lossy()
+            .into_owned();
     }
     "(unknown file)".into()
 }
@@ -283,7 +291,11 @@ pub struct RealFn<F> {
 impl<F: Copy> RealFn<F> {
     pub const fn new(name: &'static CStr) -> Self {
         assert!(std::mem::size_of::<F>() == std::mem::size_of::<usize>());
-        RealFn { name, slot: AtomicUsize::new(0), _f: PhantomData }
+        RealFn {
+            name,
+            slot: AtomicUsize::new(0),
+            _f: PhantomData,
+        }
     }
 
     /// The real function, or why it cannot be called.

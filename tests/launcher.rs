@@ -644,7 +644,12 @@ fn leak_pd() -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     let src = dir.join("leak_pd.c");
     if std::fs::read_to_string(&src).ok().as_deref() != Some(LEAK_PD_C) {
-        let tmp = dir.join(format!(".leak_pd.c.{}", std::process::id()));
+        // Unique per thread too: the tests of this binary run in parallel.
+        let tmp = dir.join(format!(
+            ".leak_pd.c.{}.{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
         std::fs::write(&tmp, LEAK_PD_C).unwrap();
         std::fs::rename(&tmp, &src).unwrap();
     }

@@ -631,6 +631,11 @@ enum ibv_wr_opcode {
 struct _compat_ibv_port_attr;
 
 /**
+ * rdma-core's private part of `verbs_context`; only ever a pointer.
+ */
+struct verbs_ex_private;
+
+/**
  * Device attributes, filled by `ibv_query_device`.
  */
 struct ibv_device_attr {
@@ -1234,121 +1239,6 @@ union ibv_gid {
 };
 
 /**
- * Port attributes, filled by `ibv_query_port`.
- */
-struct ibv_port_attr {
-    /**
-     * Read as `c_int` (see the module docs).
-     */
-    enum ibv_port_state state;
-    /**
-     * Read as `c_int` (see the module docs).
-     */
-    enum ibv_mtu max_mtu;
-    /**
-     * Read as `c_int` (see the module docs).
-     */
-    enum ibv_mtu active_mtu;
-    int gid_tbl_len;
-    /**
-     * Bits of `ibv_port_cap_flags`.
-     */
-    uint32_t port_cap_flags;
-    uint32_t max_msg_sz;
-    uint32_t bad_pkey_cntr;
-    uint32_t qkey_viol_cntr;
-    uint16_t pkey_tbl_len;
-    uint16_t lid;
-    uint16_t sm_lid;
-    uint8_t lmc;
-    uint8_t max_vl_num;
-    uint8_t sm_sl;
-    uint8_t subnet_timeout;
-    uint8_t init_type_reply;
-    uint8_t active_width;
-    uint8_t active_speed;
-    uint8_t phys_state;
-    /**
-     * One of the `IBV_LINK_LAYER_*` constants.
-     */
-    uint8_t link_layer;
-    uint8_t flags;
-    /**
-     * Bits of `ibv_port_cap_flags2`.
-     */
-    uint16_t port_cap_flags2;
-};
-
-/**
- * A receive work queue.
- */
-struct ibv_wq {
-    struct ibv_context *context;
-    void *wq_context;
-    struct ibv_pd *pd;
-    struct ibv_cq *cq;
-    uint32_t wq_num;
-    uint32_t handle;
-    /**
-     * Read as `c_int` (see the `device` module docs).
-     */
-    enum ibv_wq_state state;
-    /**
-     * Read as `c_int` (see the `device` module docs).
-     */
-    enum ibv_wq_type wq_type;
-    int (*post_recv)(struct ibv_wq *current,
-                     struct ibv_recv_wr *recv_wr,
-                     struct ibv_recv_wr **bad_recv_wr);
-    pthread_mutex_t mutex;
-    pthread_cond_t cond;
-    uint32_t events_completed;
-    uint32_t comp_mask;
-};
-
-/**
- * The object an async event is about; which member is valid depends on the event type.
- */
-union ibv_async_event_element {
-    struct ibv_cq *cq;
-    struct ibv_qp *qp;
-    struct ibv_srq *srq;
-    struct ibv_wq *wq;
-    int port_num;
-};
-
-/**
- * An asynchronous event, filled by `ibv_get_async_event`.
- */
-struct ibv_async_event {
-    /**
-     * The affected object.
-     */
-    union ibv_async_event_element element;
-    /**
-     * Read as `c_int` (see the module docs).
-     */
-    enum ibv_event_type event_type;
-};
-
-/**
- * Shared receive queue attributes (`ibv_modify_srq`, `ibv_query_srq`).
- */
-struct ibv_srq_attr {
-    uint32_t max_wr;
-    uint32_t max_sge;
-    uint32_t srq_limit;
-};
-
-/**
- * Attributes for `ibv_create_srq`.
- */
-struct ibv_srq_init_attr {
-    void *srq_context;
-    struct ibv_srq_attr attr;
-};
-
-/**
  * Queue pair capacities, requested at creation and reported back.
  */
 struct ibv_qp_cap {
@@ -1357,22 +1247,6 @@ struct ibv_qp_cap {
     uint32_t max_send_sge;
     uint32_t max_recv_sge;
     uint32_t max_inline_data;
-};
-
-/**
- * Attributes for `ibv_create_qp`.
- */
-struct ibv_qp_init_attr {
-    void *qp_context;
-    struct ibv_cq *send_cq;
-    struct ibv_cq *recv_cq;
-    struct ibv_srq *srq;
-    struct ibv_qp_cap cap;
-    /**
-     * Read as `c_int` (see the `device` module docs).
-     */
-    enum ibv_qp_type qp_type;
-    int sq_sig_all;
 };
 
 /**
@@ -1450,10 +1324,88 @@ struct ibv_qp_attr {
 };
 
 /**
- * An XRC domain.
+ * Attributes for `ibv_create_qp`.
  */
-struct ibv_xrcd {
+struct ibv_qp_init_attr {
+    void *qp_context;
+    struct ibv_cq *send_cq;
+    struct ibv_cq *recv_cq;
+    struct ibv_srq *srq;
+    struct ibv_qp_cap cap;
+    /**
+     * Read as `c_int` (see the `device` module docs).
+     */
+    enum ibv_qp_type qp_type;
+    int sq_sig_all;
+};
+
+/**
+ * Shared receive queue attributes (`ibv_modify_srq`, `ibv_query_srq`).
+ */
+struct ibv_srq_attr {
+    uint32_t max_wr;
+    uint32_t max_sge;
+    uint32_t srq_limit;
+};
+
+/**
+ * A receive work queue.
+ */
+struct ibv_wq {
     struct ibv_context *context;
+    void *wq_context;
+    struct ibv_pd *pd;
+    struct ibv_cq *cq;
+    uint32_t wq_num;
+    uint32_t handle;
+    /**
+     * Read as `c_int` (see the `device` module docs).
+     */
+    enum ibv_wq_state state;
+    /**
+     * Read as `c_int` (see the `device` module docs).
+     */
+    enum ibv_wq_type wq_type;
+    int (*post_recv)(struct ibv_wq *current,
+                     struct ibv_recv_wr *recv_wr,
+                     struct ibv_recv_wr **bad_recv_wr);
+    pthread_mutex_t mutex;
+    pthread_cond_t cond;
+    uint32_t events_completed;
+    uint32_t comp_mask;
+};
+
+/**
+ * The object an async event is about; which member is valid depends on the event type.
+ */
+union ibv_async_event_element {
+    struct ibv_cq *cq;
+    struct ibv_qp *qp;
+    struct ibv_srq *srq;
+    struct ibv_wq *wq;
+    int port_num;
+};
+
+/**
+ * An asynchronous event, filled by `ibv_get_async_event`.
+ */
+struct ibv_async_event {
+    /**
+     * The affected object.
+     */
+    union ibv_async_event_element element;
+    /**
+     * Read as `c_int` (see the module docs).
+     */
+    enum ibv_event_type event_type;
+};
+
+/**
+ * Attributes for `ibv_create_srq`.
+ */
+struct ibv_srq_init_attr {
+    void *srq_context;
+    struct ibv_srq_attr attr;
 };
 
 /**
@@ -1472,6 +1424,59 @@ struct ibv_grh {
     uint8_t hop_limit;
     union ibv_gid sgid;
     union ibv_gid dgid;
+};
+
+/**
+ * Port attributes, filled by `ibv_query_port`.
+ */
+struct ibv_port_attr {
+    /**
+     * Read as `c_int` (see the module docs).
+     */
+    enum ibv_port_state state;
+    /**
+     * Read as `c_int` (see the module docs).
+     */
+    enum ibv_mtu max_mtu;
+    /**
+     * Read as `c_int` (see the module docs).
+     */
+    enum ibv_mtu active_mtu;
+    int gid_tbl_len;
+    /**
+     * Bits of `ibv_port_cap_flags`.
+     */
+    uint32_t port_cap_flags;
+    uint32_t max_msg_sz;
+    uint32_t bad_pkey_cntr;
+    uint32_t qkey_viol_cntr;
+    uint16_t pkey_tbl_len;
+    uint16_t lid;
+    uint16_t sm_lid;
+    uint8_t lmc;
+    uint8_t max_vl_num;
+    uint8_t sm_sl;
+    uint8_t subnet_timeout;
+    uint8_t init_type_reply;
+    uint8_t active_width;
+    uint8_t active_speed;
+    uint8_t phys_state;
+    /**
+     * One of the `IBV_LINK_LAYER_*` constants.
+     */
+    uint8_t link_layer;
+    uint8_t flags;
+    /**
+     * Bits of `ibv_port_cap_flags2`.
+     */
+    uint16_t port_cap_flags2;
+};
+
+/**
+ * An XRC domain.
+ */
+struct ibv_xrcd {
+    struct ibv_context *context;
 };
 
 /**
@@ -1892,10 +1897,37 @@ struct ibv_srq_init_attr_ex {
 };
 
 /**
- * A tag matching list operation (`ibv_post_srq_ops`); only passed by pointer.
+ * The tag to add, in `struct ibv_ops_wr` (anonymous in C).
+ */
+struct ibv_ops_wr_tm_add {
+    uint64_t recv_wr_id;
+    struct ibv_sge *sg_list;
+    int num_sge;
+    uint64_t tag;
+    uint64_t mask;
+};
+
+/**
+ * The tag matching part of `struct ibv_ops_wr` (anonymous in C).
+ */
+struct ibv_ops_wr_tm {
+    uint32_t unexpected_cnt;
+    uint32_t handle;
+    struct ibv_ops_wr_tm_add add;
+};
+
+/**
+ * A tag matching list operation (`ibv_post_srq_ops`).
  */
 struct ibv_ops_wr {
-    uint8_t _opaque[0];
+    uint64_t wr_id;
+    struct ibv_ops_wr *next;
+    /**
+     * `enum ibv_ops_wr_opcode`.
+     */
+    int opcode;
+    int flags;
+    struct ibv_ops_wr_tm tm;
 };
 
 /**
@@ -1983,10 +2015,48 @@ struct ibv_flow_action {
 };
 
 /**
- * ESP flow action attributes; only passed by pointer.
+ * ESP parameters (the kernel's `struct ib_uverbs_flow_action_esp`).
+ */
+struct ibv_flow_action_esp {
+    uint32_t spi;
+    uint32_t seq;
+    uint32_t tfc_pad;
+    uint32_t flags;
+    uint64_t hard_limit_pkts;
+};
+
+/**
+ * One ESP encapsulation filter (the kernel's
+ * `struct ib_uverbs_flow_action_esp_encap`). In C each pointer shares its
+ * 8 bytes with a `__aligned_u64` view (`RDMA_UAPI_PTR`).
+ */
+struct ibv_flow_action_esp_encap {
+    void *val_ptr;
+    struct ibv_flow_action_esp_encap *next_ptr;
+    uint16_t len;
+    uint16_t type;
+};
+
+/**
+ * ESP flow action attributes (`ibv_create_flow_action_esp`).
  */
 struct ibv_flow_action_esp_attr {
-    uint8_t _opaque[0];
+    struct ibv_flow_action_esp *esp_attr;
+    /**
+     * `enum ibv_flow_action_esp_keymat`.
+     */
+    int keymat_proto;
+    uint16_t keymat_len;
+    void *keymat_ptr;
+    /**
+     * `enum ibv_flow_action_esp_replay`.
+     */
+    int replay_proto;
+    uint16_t replay_len;
+    void *replay_ptr;
+    struct ibv_flow_action_esp_encap *esp_encap;
+    uint32_t comp_mask;
+    uint32_t esn;
 };
 
 /**
@@ -2063,13 +2133,6 @@ struct ibv_parent_domain_init_attr {
                    uint64_t resource_type);
     void (*free)(struct ibv_pd *pd, void *pd_context, void *ptr, uint64_t resource_type);
     void *pd_context;
-};
-
-/**
- * rdma-core's private part of `verbs_context`; only ever a pointer.
- */
-struct verbs_ex_private {
-    uint8_t _opaque[0];
 };
 
 /**
@@ -2222,6 +2285,302 @@ int ibv_close_device(struct ibv_context *context);
  * when looking for the real library.
  */
 const char *ibvshim_version(void);
+
+/**
+ * Fills `device_attr` with the device's capabilities. Returns 0 on success
+ * or an errno value.
+ */
+int ibv_query_device(struct ibv_context *context, struct ibv_device_attr *device_attr);
+
+/**
+ * Fills `port_attr` with the attributes of port `port_num` (from 1). This
+ * is the exported symbol, which fills the old, shorter layout; C programs
+ * reach it through rdma-core's `ibv_query_port` macro only for contexts
+ * without the extended query. Returns 0 on success or an errno value.
+ */
+int ibv_query_port(struct ibv_context *context,
+                   uint8_t port_num,
+                   struct _compat_ibv_port_attr *port_attr);
+
+/**
+ * Reads entry `index` of the GID table of port `port_num`. Returns 0, or
+ * -1 with errno set.
+ */
+int ibv_query_gid(struct ibv_context *context, uint8_t port_num, int index, union ibv_gid *gid);
+
+/**
+ * Reads entry `index` of the P_Key table of port `port_num`. Returns 0,
+ * or -1 with errno set.
+ */
+int ibv_query_pkey(struct ibv_context *context, uint8_t port_num, int index, uint16_t *pkey);
+
+/**
+ * Moves a QP through its state machine or changes its attributes (the
+ * `IBV_QP_*` bits of `attr_mask` say which). Returns 0 on success or an
+ * errno value (EINVAL, without calling the real library, for a QP of a
+ * closed context).
+ */
+int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int attr_mask);
+
+/**
+ * Reads a QP's attributes (those in `attr_mask`) and creation attributes.
+ * Returns 0 on success or an errno value (EINVAL, without calling the real
+ * library, for a QP of a closed context).
+ */
+int ibv_query_qp(struct ibv_qp *qp,
+                 struct ibv_qp_attr *attr,
+                 int attr_mask,
+                 struct ibv_qp_init_attr *init_attr);
+
+/**
+ * Changes an SRQ's attributes (`IBV_SRQ_MAX_WR`, `IBV_SRQ_LIMIT`). Returns
+ * 0 on success or an errno value (EINVAL, without calling the real
+ * library, for an SRQ of a closed context).
+ */
+int ibv_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr, int srq_attr_mask);
+
+/**
+ * Reads an SRQ's attributes. Returns 0 on success or an errno value
+ * (EINVAL, without calling the real library, for an SRQ of a closed
+ * context).
+ */
+int ibv_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *srq_attr);
+
+/**
+ * Waits for the next completion event on `channel` (blocking unless the
+ * channel's fd is non-blocking) and returns its CQ and CQ context. Returns
+ * 0, or -1 with errno set. Acknowledge it with `ibv_ack_cq_events()`.
+ */
+int ibv_get_cq_event(struct ibv_comp_channel *channel, struct ibv_cq **cq, void **cq_context);
+
+/**
+ * Acknowledges `nevents` completion events of `cq` (every event must be
+ * acknowledged before the CQ is destroyed).
+ */
+void ibv_ack_cq_events(struct ibv_cq *cq, unsigned int nevents);
+
+/**
+ * Waits for the next asynchronous event of `context` (blocking unless its
+ * async fd is non-blocking). Returns 0, or -1 with errno set. Acknowledge
+ * it with `ibv_ack_async_event()`.
+ */
+int ibv_get_async_event(struct ibv_context *context, struct ibv_async_event *event);
+
+/**
+ * Acknowledges an asynchronous event returned by `ibv_get_async_event()`.
+ */
+void ibv_ack_async_event(struct ibv_async_event *event);
+
+/**
+ * Attaches a UD QP to the multicast group `gid`/`lid`. Returns 0 on
+ * success or an errno value.
+ */
+int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid);
+
+/**
+ * Detaches a UD QP from the multicast group `gid`/`lid`. Returns 0 on
+ * success or an errno value.
+ */
+int ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid);
+
+/**
+ * Makes registered memory safe across `fork()` (call it before registering
+ * any). Returns 0 on success or an errno value (EINVAL once an MR exists).
+ */
+int ibv_fork_init(void);
+
+/**
+ * Allocates a protection domain on `context`. Returns NULL with errno set
+ * on failure. Free it with `ibv_dealloc_pd()`.
+ */
+struct ibv_pd *ibv_alloc_pd(struct ibv_context *context);
+
+/**
+ * Deallocates a protection domain. Returns 0 on success or an errno value:
+ * EBUSY while MRs, QPs, SRQs or AHs still use it (the shim's log names
+ * them); EINVAL, without calling the real library, for a PD of a closed
+ * context or one destroyed already.
+ */
+int ibv_dealloc_pd(struct ibv_pd *pd);
+
+/**
+ * Registers `length` bytes at `addr` with `pd` for the given access
+ * (`IBV_ACCESS_*`). Returns NULL with errno set on failure (EINVAL for a
+ * PD of a closed context). Free it with `ibv_dereg_mr()`.
+ */
+struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access);
+
+/**
+ * Like `ibv_reg_mr()`, with `iova` as the address the remote side uses.
+ */
+struct ibv_mr *ibv_reg_mr_iova(struct ibv_pd *pd,
+                               void *addr,
+                               size_t length,
+                               uint64_t iova,
+                               int access);
+
+/**
+ * Like `ibv_reg_mr_iova()`; what `ibv_reg_mr()` reaches from C when the
+ * access flags are not a compile-time constant.
+ */
+struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd,
+                                void *addr,
+                                size_t length,
+                                uint64_t iova,
+                                uint32_t access);
+
+/**
+ * Registers `length` bytes at `offset` of the dma-buf `fd` with `pd`.
+ * Returns NULL with errno set on failure (EOPNOTSUPP when the real library
+ * predates it).
+ */
+struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd,
+                                 uint64_t offset,
+                                 size_t length,
+                                 uint64_t iova,
+                                 int fd,
+                                 int access);
+
+/**
+ * Changes an MR's translation, PD or access (`IBV_REREG_MR_CHANGE_*` in
+ * `flags`). Returns 0 or a negative `enum ibv_rereg_mr_err_code` with errno
+ * set (`IBV_REREG_MR_ERR_INPUT` with EINVAL for an MR or PD of a closed
+ * context).
+ */
+int ibv_rereg_mr(struct ibv_mr *mr,
+                 int flags,
+                 struct ibv_pd *pd,
+                 void *addr,
+                 size_t length,
+                 int access);
+
+/**
+ * Deregisters an MR. Returns 0 on success or an errno value (EBUSY while
+ * memory windows are bound to it; EINVAL, without calling the real
+ * library, for an MR of a closed context or one deregistered already).
+ */
+int ibv_dereg_mr(struct ibv_mr *mr);
+
+/**
+ * Creates a completion event channel on `context`. Returns NULL with errno
+ * set on failure. Free it with `ibv_destroy_comp_channel()`.
+ */
+struct ibv_comp_channel *ibv_create_comp_channel(struct ibv_context *context);
+
+/**
+ * Destroys a completion channel. Returns 0 on success or an errno value
+ * (EBUSY while CQs use it; EINVAL, without calling the real library, for a
+ * channel of a closed context or one destroyed already).
+ */
+int ibv_destroy_comp_channel(struct ibv_comp_channel *channel);
+
+/**
+ * Creates a CQ of at least `cqe` entries on `context`, reporting to
+ * `channel` (may be NULL). Returns NULL with errno set on failure. Free it
+ * with `ibv_destroy_cq()`.
+ */
+struct ibv_cq *ibv_create_cq(struct ibv_context *context,
+                             int cqe,
+                             void *cq_context,
+                             struct ibv_comp_channel *channel,
+                             int comp_vector);
+
+/**
+ * Resizes a CQ to at least `cqe` entries. Returns 0 on success or an errno
+ * value (EINVAL, without calling the real library, for a CQ of a closed
+ * context).
+ */
+int ibv_resize_cq(struct ibv_cq *cq, int cqe);
+
+/**
+ * Destroys a CQ. Returns 0 on success or an errno value (EBUSY while QPs
+ * use it; EINVAL, without calling the real library, for a CQ of a closed
+ * context or one destroyed already).
+ */
+int ibv_destroy_cq(struct ibv_cq *cq);
+
+/**
+ * Creates an SRQ on `pd`; `srq_init_attr->attr` is updated with the actual
+ * sizes. Returns NULL with errno set on failure. Free it with
+ * `ibv_destroy_srq()`.
+ */
+struct ibv_srq *ibv_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *srq_init_attr);
+
+/**
+ * Destroys an SRQ. Returns 0 on success or an errno value (EBUSY while QPs
+ * use it; EINVAL, without calling the real library, for an SRQ of a closed
+ * context or one destroyed already).
+ */
+int ibv_destroy_srq(struct ibv_srq *srq);
+
+/**
+ * Creates a QP on `pd`; `qp_init_attr->cap` is updated with the actual
+ * capacities. Returns NULL with errno set on failure. Free it with
+ * `ibv_destroy_qp()`.
+ */
+struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *qp_init_attr);
+
+/**
+ * Destroys a QP. Returns 0 on success or an errno value (EINVAL, without
+ * calling the real library, for a QP of a closed context or one destroyed
+ * already).
+ */
+int ibv_destroy_qp(struct ibv_qp *qp);
+
+/**
+ * Creates an address handle on `pd` for the path in `attr`. Returns NULL
+ * with errno set on failure. Free it with `ibv_destroy_ah()`.
+ */
+struct ibv_ah *ibv_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr);
+
+/**
+ * Creates an address handle on `pd` that replies to the sender of the
+ * completion `wc` (with its `grh` for global routes). Returns NULL with
+ * errno set on failure. Free it with `ibv_destroy_ah()`.
+ */
+struct ibv_ah *ibv_create_ah_from_wc(struct ibv_pd *pd,
+                                     struct ibv_wc *wc,
+                                     struct ibv_grh *grh,
+                                     uint8_t port_num);
+
+/**
+ * Destroys an address handle. Returns 0 on success or an errno value
+ * (EINVAL, without calling the real library, for an AH of a closed context
+ * or one destroyed already).
+ */
+int ibv_destroy_ah(struct ibv_ah *ah);
+
+/**
+ * Imports the context behind `cmd_fd` (another process's, shared through
+ * a file descriptor). Returns NULL with errno set on failure (EOPNOTSUPP
+ * when the real library predates it). Free it with `ibv_close_device()`.
+ */
+struct ibv_context *ibv_import_device(int cmd_fd);
+
+/**
+ * Imports the PD with kernel handle `pd_handle` of an imported context.
+ * Returns NULL with errno set on failure. Release it with
+ * `ibv_unimport_pd()`.
+ */
+struct ibv_pd *ibv_import_pd(struct ibv_context *context, uint32_t pd_handle);
+
+/**
+ * Releases an imported PD (the PD itself lives on in its owner). EINVAL,
+ * without calling the real library, for a PD of a closed context.
+ */
+void ibv_unimport_pd(struct ibv_pd *pd);
+
+/**
+ * Imports the MR with kernel handle `mr_handle` on an imported PD. Returns
+ * NULL with errno set on failure. Release it with `ibv_unimport_mr()`.
+ */
+struct ibv_mr *ibv_import_mr(struct ibv_pd *pd, uint32_t mr_handle);
+
+/**
+ * Releases an imported MR (the MR itself lives on in its owner). EINVAL,
+ * without calling the real library, for an MR of a closed context.
+ */
+void ibv_unimport_mr(struct ibv_mr *mr);
 
 #ifdef __cplusplus
 }  // extern "C"

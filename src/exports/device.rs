@@ -31,17 +31,39 @@ static GET_DEVICE_INDEX: RealFn<GetDeviceIndex> = RealFn::new(c"ibv_get_device_i
 static OPEN_DEVICE: RealFn<OpenDevice> = RealFn::new(c"ibv_open_device");
 static CLOSE_DEVICE: RealFn<CloseDevice> = RealFn::new(c"ibv_close_device");
 
+/// The devices of a list, for the log.
+struct DevList<'a>(&'a [*mut ibv_device]);
+
+impl std::fmt::Display for DevList<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, d) in self.0.iter().enumerate() {
+            write!(f, "{}{}", if i > 0 { ", " } else { "" }, Dev(*d))?;
+        }
+        Ok(())
+    }
+}
+
 /// Checks a device argument: NULL and pointers the real library never
 /// handed out are refused with EINVAL instead of crashing in rdma-core.
+#[inline(always)]
 fn bad_device(func: &str, device: *mut ibv_device) -> bool {
+    if !device.is_null() && devices::is_known(device) {
+        return false;
+    }
+    refuse_device(func, device);
+    true
+}
+
+#[cold]
+#[inline(never)]
+fn refuse_device(func: &str, device: *mut ibv_device) {
     if device.is_null() {
         refuse(format_args!("{func}(device=NULL)"), libc::EINVAL);
-        true
-    } else if !devices::is_known(device) {
-        refuse(format_args!("{func}(device={device:p}): not a device from ibv_get_device_list"), libc::EINVAL);
-        true
     } else {
-        false
+        refuse(
+            format_args!("{func}(device={device:p}): not a device from ibv_get_device_list"),
+            libc::EINVAL,
+        );
     }
 }
 
@@ -79,24 +101,24 @@ pub unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *m
                 }
                 n += 1;
             }
-            // SAFETY: gettid cannot fail.
-            let tid = unsafe { libc::gettid() };
-            devices::list_returned(devices::LiveList { list: list as usize, count: n, tid, caller });
+            devices::list_returned(devices::LiveList {
+                list: list as usize,
+                count: n,
+                tid: super::tid(),
+                caller,
+                time_ms: registry::objects::now_ms(),
+            });
             if let Some(h) = crate::real::handle() {
-                crate::forward::copy_objects(h);
+                // SAFETY: the real library's handle is never closed.
+                unsafe { crate::forward::copy_objects(h) };
             }
             if call.logging() {
-                let mut names = crate::log::LineBuf::new();
-                for i in 0..n {
-                    use std::fmt::Write as _;
-                    // SAFETY: i < n, inside the array.
-                    let _ = write!(names, "{}{}", if i > 0 { ", " } else { "" }, Dev(unsafe { *list.add(i) }));
-                }
-                let names = String::from_utf8_lossy(names.as_bytes()).into_owned();
+                // SAFETY: the first n entries of the list are devices.
+                let devs = unsafe { std::slice::from_raw_parts(list, n) };
                 errno.restore();
                 call.end(
                     format_args!("ibv_get_device_list(num_devices={})", Ptr(num_devices)),
-                    format_args!("{list:p} [{n} devices: {names}]"),
+                    format_args!("{list:p} [{n} devices: {}]", DevList(devs)),
                     false,
                 );
             }
@@ -119,7 +141,10 @@ pub unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *m
 pub unsafe extern "C" fn ibv_free_device_list(list: *mut *mut ibv_device) {
     boundary("ibv_free_device_list", (), || {
         if list.is_null() {
-            return refuse(format_args!("ibv_free_device_list(list=NULL)"), libc::EINVAL);
+            return refuse(
+                format_args!("ibv_free_device_list(list=NULL)"),
+                libc::EINVAL,
+            );
         }
         let real = match FREE_DEVICE_LIST.get() {
             Ok(f) => f,
@@ -137,7 +162,11 @@ pub unsafe extern "C" fn ibv_free_device_list(list: *mut *mut ibv_device) {
         let call = Call::begin();
         // SAFETY: a live list from the real ibv_get_device_list, freed once.
         unsafe { real(list) };
-        call.end(format_args!("ibv_free_device_list(list={list:p})"), format_args!("void"), false);
+        call.end(
+            format_args!("ibv_free_device_list(list={list:p})"),
+            format_args!("void"),
+            false,
+        );
     })
 }
 
@@ -159,11 +188,13 @@ pub unsafe extern "C" fn ibv_get_device_name(device: *mut ibv_device) -> *const 
         let call = Call::begin();
         // SAFETY: device is one the real library handed out.
         let name = unsafe { real(device) };
-        call.end(
-            format_args!("ibv_get_device_name(device={})", Dev(device)),
-            format_args!("{}", Str(name)),
-            name.is_null(),
-        );
+        if call.logging() {
+            call.end(
+                format_args!("ibv_get_device_name(device={})", Dev(device)),
+                format_args!("{}", Str(name)),
+                name.is_null(),
+            );
+        }
         name
     })
 }
@@ -222,11 +253,13 @@ pub unsafe extern "C" fn ibv_get_device_index(device: *mut ibv_device) -> c_int 
         let call = Call::begin();
         // SAFETY: device is one the real library handed out.
         let index = unsafe { real(device) };
-        call.end(
-            format_args!("ibv_get_device_index(device={})", Dev(device)),
-            format_args!("{index}"),
-            false,
-        );
+        if call.logging() {
+            call.end(
+                format_args!("ibv_get_device_index(device={})", Dev(device)),
+                format_args!("{index}"),
+                false,
+            );
+        }
         index
     })
 }
@@ -253,9 +286,7 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_co
         let ctx = unsafe { real(device) };
         let errno = Errno::save();
         if !ctx.is_null() {
-            // SAFETY: gettid cannot fail.
-            let tid = unsafe { libc::gettid() };
-            registry::contexts::opened(ctx as usize, device as usize, tid, caller);
+            registry::contexts::opened(ctx as usize, device as usize, super::tid(), caller);
         }
         errno.restore();
         call.end(
@@ -282,12 +313,17 @@ pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
         match registry::contexts::get(context as usize) {
             Some(c) if c.open => {}
             Some(_) => {
-                refuse(format_args!("ibv_close_device(context={context:p}): double close"), libc::EINVAL);
+                refuse(
+                    format_args!("ibv_close_device(context={context:p}): double close"),
+                    libc::EINVAL,
+                );
                 return -1;
             }
             None => {
                 refuse(
-                    format_args!("ibv_close_device(context={context:p}): not a context from ibv_open_device"),
+                    format_args!(
+                        "ibv_close_device(context={context:p}): not a context from ibv_open_device"
+                    ),
                     libc::EINVAL,
                 );
                 return -1;
@@ -302,6 +338,8 @@ pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
         };
         // SAFETY: an open context; its device field is valid until close.
         let device = unsafe { (*context).device };
+        // The leak reports name the device; it may be freed by the close.
+        crate::report::context_closing(context as usize);
         errno.restore();
         let call = Call::begin();
         // SAFETY: an open context from the real library, closed once.

@@ -112,7 +112,9 @@ mod tests {
     fn verbs_library_names() {
         assert!(is_libibverbs(c"libibverbs.so.1"));
         assert!(is_libibverbs(c"libibverbs.so"));
-        assert!(is_libibverbs(c"/usr/lib/x86_64-linux-gnu/libibverbs.so.1.14.44.0"));
+        assert!(is_libibverbs(
+            c"/usr/lib/x86_64-linux-gnu/libibverbs.so.1.14.44.0"
+        ));
         assert!(!is_libibverbs(c"libmlx5-rdmav34.so"));
         assert!(!is_libibverbs(c"libibverbs-extra.so"));
         assert!(!is_libibverbs(c"/opt/libibverbs.so.1/libfoo.so"));

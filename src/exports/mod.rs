@@ -4,8 +4,14 @@
 //!
 //! The `///` comment on each export is its contract; cbindgen copies it into
 //! `include/infiniband/verbs.h`.
+//!
+//! The exports are `unsafe extern "C"` because they take C's raw pointers;
+//! their safety contract is the C API's, stated in each doc comment for the
+//! C reader, so clippy's `# Safety` section rule does not apply here.
+#![allow(clippy::missing_safety_doc)]
 
-use std::ffi::{c_char, CStr};
+use std::cell::Cell;
+use std::ffi::{c_char, c_int, CStr};
 use std::fmt;
 
 use verbs_abi::ibv_device;
@@ -17,6 +23,8 @@ use crate::registry::devices;
 pub mod device;
 /// cbindgen:ignore
 pub mod dl;
+pub mod query;
+pub mod resources;
 
 /// The return address of the current export: the call site in the program
 /// (the creation site in leak reports). Must be expanded directly in the
@@ -41,7 +49,10 @@ pub struct Call {
 }
 
 fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: ts is a valid out-pointer; CLOCK_MONOTONIC always exists.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -50,7 +61,10 @@ fn monotonic_ns() -> u64 {
 impl Call {
     #[inline(always)]
     pub fn begin() -> Call {
-        Call { start: log::enabled(Level::Debug).then(monotonic_ns) }
+        crate::report::note_use();
+        Call {
+            start: log::enabled(Level::Debug).then(monotonic_ns),
+        }
     }
 
     #[inline(always)]
@@ -59,15 +73,27 @@ impl Call {
     }
 
     /// Logs `call = result [time]`, with errno when `failed`. Leaves errno
-    /// as it found it.
+    /// as it found it. Inlined so that, with logging off, the arguments are
+    /// never even assembled.
+    #[inline(always)]
     pub fn end(&self, call: fmt::Arguments<'_>, result: fmt::Arguments<'_>, failed: bool) {
-        let Some(start) = self.start else { return };
+        if let Some(start) = self.start {
+            Self::log(start, call, result, failed);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn log(start: u64, call: fmt::Arguments<'_>, result: fmt::Arguments<'_>, failed: bool) {
         let errno = Errno::save();
         let us = (monotonic_ns() - start) as f64 / 1000.0;
         if failed {
             log::line(
                 Level::Debug,
-                format_args!("{call} = {result} errno={} [{us:.1}us]", errno_name(errno.0)),
+                format_args!(
+                    "{call} = {result} errno={} [{us:.1}us]",
+                    errno_name(errno.0)
+                ),
             );
         } else {
             log::line(Level::Debug, format_args!("{call} = {result} [{us:.1}us]"));
@@ -76,9 +102,75 @@ impl Call {
     }
 }
 
+/// Per-thread state of the exports: one thread-local, so one TLS lookup.
+struct ThreadState {
+    /// Cached `gettid()` (a system call); 0 = not read yet.
+    tid: Cell<i32>,
+    /// Forwarded calls this thread is inside (see [`nested`]).
+    depth: Cell<u32>,
+}
+
+thread_local! {
+    static THREAD: ThreadState = const { ThreadState { tid: Cell::new(0), depth: Cell::new(0) } };
+}
+
+/// This thread's kernel thread id, read once per thread.
+#[inline]
+pub fn tid() -> i32 {
+    THREAD.with(|t| match t.tid.get() {
+        0 => {
+            // SAFETY: gettid cannot fail.
+            let tid = unsafe { libc::gettid() };
+            t.tid.set(tid);
+            tid
+        }
+        tid => tid,
+    })
+}
+
+/// Is this thread already inside a forwarded call? Then the real library
+/// is calling one of its own exported verbs, which the preloaded shim
+/// interposes (rdma-core's `ibv_reg_mr` calls `ibv_reg_mr_iova2`,
+/// `ibv_create_ah_from_wc` calls `ibv_create_ah`, both through its PLT). The
+/// outer export records and logs the object, so the inner one only forwards.
+#[inline]
+pub fn nested() -> bool {
+    THREAD.with(|t| t.depth.get() != 0)
+}
+
+/// Runs a forwarded call with this thread marked as inside the real library.
+#[inline]
+pub fn inside<R>(f: impl FnOnce() -> R) -> R {
+    THREAD.with(|t| t.depth.set(t.depth.get() + 1));
+    let r = f();
+    THREAD.with(|t| t.depth.set(t.depth.get() - 1));
+    r
+}
+
+/// After `fork()`, in the child: its one thread has a new id.
+pub fn after_fork_in_child() {
+    THREAD.with(|t| t.tid.set(0));
+}
+
+/// A verb's result that is 0 or an errno value, for the log: `0` or `16 (EBUSY)`.
+pub struct Rc(pub c_int);
+
+impl fmt::Display for Rc {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            0 => f.write_str("0"),
+            rc => write!(f, "{rc} ({})", errno_name(rc)),
+        }
+    }
+}
+
 /// Logs a refused call (bad input) at warn and sets errno.
 pub fn refuse(what: fmt::Arguments<'_>, errno: i32) {
-    crate::log!(Level::Warn, "{what} (not forwarded; errno={})", errno_name(errno));
+    crate::log!(
+        Level::Warn,
+        "{what} (not forwarded; errno={})",
+        errno_name(errno)
+    );
     crate::guard::set_errno(errno);
 }
 
@@ -114,7 +206,11 @@ impl fmt::Display for Str {
             return f.write_str("NULL");
         }
         // SAFETY: non-NULL strings returned by the real library are valid C strings.
-        write!(f, "{:?}", unsafe { CStr::from_ptr(self.0) }.to_string_lossy())
+        write!(
+            f,
+            "{:?}",
+            unsafe { CStr::from_ptr(self.0) }.to_string_lossy()
+        )
     }
 }
 

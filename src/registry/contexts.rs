@@ -1,12 +1,22 @@
-//! Device contexts the shim has seen opened, and their state.
+//! Device contexts the shim has seen opened (or imported), and their state.
 //!
-//! A closed context stays here as a zombie while objects created on it are
-//! still tracked, so that a later destroy of one of them is recognised as a
-//! use after close instead of being forwarded into freed memory.
+//! A closed context stays here marked closed, so a second close is told
+//! from a pointer that never was a context. One closed with objects still
+//! tracked on it is also copied into the list of zombie contexts, which the
+//! exit report uses to describe those orphans even after the context's
+//! address has been reused by a new context.
+//!
+//! Only opening, closing and reports come here: the create/destroy path
+//! never does, so the plain lock costs nothing where it matters.
 
 use std::collections::HashMap;
+use std::ffi::CStr;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::RwLock;
+use verbs_abi::{ibv_context, ibv_device};
+
+use super::objects::now_ms;
 
 /// What the registry knows about one context.
 #[derive(Clone, Debug)]
@@ -20,15 +30,47 @@ pub struct ContextInfo {
     pub caller: usize,
     /// Order of opening within the process, for stable reports.
     pub seq: u64,
+    /// When it was opened (see `objects::now_ms`).
+    pub time_ms: u64,
+    /// Made by `ibv_import_device` rather than `ibv_open_device`.
+    pub imported: bool,
+    /// The device's name and GUID (network byte order), read while the
+    /// context was open (see [`describe_device`]), for the reports.
+    pub device_name: Option<String>,
+    pub guid: Option<u64>,
 }
 
 static CONTEXTS: RwLock<Option<HashMap<usize, ContextInfo>>> = RwLock::new(None);
-static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+static ZOMBIES: RwLock<Vec<(usize, ContextInfo)>> = RwLock::new(Vec::new());
+static SEQ: AtomicU64 = AtomicU64::new(0);
 
+fn add(ctx: usize, device: usize, tid: i32, caller: usize, imported: bool) {
+    let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+    let info = ContextInfo {
+        device,
+        open: true,
+        tid,
+        caller,
+        seq,
+        time_ms: now_ms(),
+        imported,
+        device_name: None,
+        guid: None,
+    };
+    CONTEXTS
+        .write()
+        .get_or_insert_with(HashMap::new)
+        .insert(ctx, info);
+}
+
+/// A context returned by `ibv_open_device`.
 pub fn opened(ctx: usize, device: usize, tid: i32, caller: usize) {
-    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let info = ContextInfo { device, open: true, tid, caller, seq };
-    CONTEXTS.write().get_or_insert_with(HashMap::new).insert(ctx, info);
+    add(ctx, device, tid, caller, false);
+}
+
+/// A context returned by `ibv_import_device`.
+pub fn imported(ctx: usize, device: usize, tid: i32, caller: usize) {
+    add(ctx, device, tid, caller, true);
 }
 
 pub fn get(ctx: usize) -> Option<ContextInfo> {
@@ -37,17 +79,62 @@ pub fn get(ctx: usize) -> Option<ContextInfo> {
 
 /// Is `ctx` an open context?
 pub fn is_open(ctx: usize) -> bool {
-    CONTEXTS.read().as_ref().and_then(|m| m.get(&ctx)).is_some_and(|c| c.open)
+    CONTEXTS
+        .read()
+        .as_ref()
+        .and_then(|m| m.get(&ctx))
+        .is_some_and(|c| c.open)
 }
 
-/// Marks a context closed (it stays as a zombie).
+/// Reads the device name and GUID of an open context into its entry, for
+/// the reports (the device may be freed once the context is closed).
+/// `guid_of` asks the real library when the GUID is not cached already.
+pub fn describe_device(ctx: usize, guid_of: impl FnOnce(*mut ibv_device) -> Option<u64>) {
+    let Some(info) = get(ctx) else { return };
+    if info.device_name.is_some() || !info.open {
+        return;
+    }
+    // SAFETY: ctx is an open context from the real library, so its device
+    // pointer is valid; `name` is a NUL-terminated char[64] in the device.
+    let (device, name) = unsafe {
+        let dev = (*(ctx as *const ibv_context)).device;
+        if dev.is_null() {
+            return;
+        }
+        (
+            dev,
+            CStr::from_ptr((*dev).name.as_ptr())
+                .to_string_lossy()
+                .into_owned(),
+        )
+    };
+    let guid = super::devices::cached_guid(device).or_else(|| guid_of(device));
+    if let Some(c) = CONTEXTS.write().as_mut().and_then(|m| m.get_mut(&ctx)) {
+        c.device_name = Some(name);
+        c.guid = guid.filter(|&g| g != 0);
+    }
+}
+
+/// Marks a context closed (it stays, so a second close is recognised).
 pub fn closed(ctx: usize) {
     if let Some(c) = CONTEXTS.write().as_mut().and_then(|m| m.get_mut(&ctx)) {
         c.open = false;
     }
 }
 
-/// Drops a closed context that owns nothing any more.
+/// Records that `ctx` was closed with objects still tracked on it.
+pub fn entomb(ctx: usize) {
+    if let Some(info) = get(ctx) {
+        ZOMBIES.write().push((ctx, info));
+    }
+}
+
+/// Contexts closed with objects still tracked, in closing order.
+pub fn zombies() -> Vec<(usize, ContextInfo)> {
+    ZOMBIES.read().clone()
+}
+
+/// Drops a context from the table.
 pub fn forget(ctx: usize) {
     if let Some(m) = CONTEXTS.write().as_mut() {
         m.remove(&ctx);
@@ -67,13 +154,18 @@ pub fn all() -> Vec<(usize, ContextInfo)> {
 
 pub(super) fn fork_lock() {
     std::mem::forget(CONTEXTS.write());
+    std::mem::forget(ZOMBIES.write());
 }
 
 pub(super) fn fork_unlock(child: bool) {
-    // SAFETY: fork_lock took the write lock on this thread and forgot the guard.
-    unsafe { CONTEXTS.force_unlock_write() };
+    // SAFETY: fork_lock took both write locks on this thread and forgot the guards.
+    unsafe {
+        CONTEXTS.force_unlock_write();
+        ZOMBIES.force_unlock_write();
+    }
     if child {
         // The child reports only what it creates itself.
         *CONTEXTS.write() = None;
+        ZOMBIES.write().clear();
     }
 }

@@ -20,14 +20,19 @@ struct Slot {
 }
 
 #[allow(clippy::declare_interior_mutable_const)]
-const EMPTY: Slot = Slot { device: AtomicUsize::new(0), guid: AtomicU64::new(0) };
+const EMPTY: Slot = Slot {
+    device: AtomicUsize::new(0),
+    guid: AtomicU64::new(0),
+};
 static DEVICES: [Slot; MAX_DEVICES] = [EMPTY; MAX_DEVICES];
 static COUNT: AtomicUsize = AtomicUsize::new(0);
 static ADD: Mutex<()> = Mutex::new(());
 
 fn slot(device: *const ibv_device) -> Option<&'static Slot> {
     let n = COUNT.load(Ordering::Acquire).min(MAX_DEVICES);
-    DEVICES[..n].iter().find(|s| s.device.load(Ordering::Relaxed) == device as usize)
+    DEVICES[..n]
+        .iter()
+        .find(|s| s.device.load(Ordering::Relaxed) == device as usize)
 }
 
 /// Has the real library handed out this device? (Always true once the
@@ -55,7 +60,9 @@ pub fn remember(device: *mut ibv_device) {
 
 /// The device's GUID if the program (or the debug log) has read it.
 pub fn cached_guid(device: *const ibv_device) -> Option<u64> {
-    slot(device).map(|s| s.guid.load(Ordering::Relaxed)).filter(|&g| g != 0)
+    slot(device)
+        .map(|s| s.guid.load(Ordering::Relaxed))
+        .filter(|&g| g != 0)
 }
 
 pub fn cache_guid(device: *const ibv_device, guid_be: u64) {
@@ -71,6 +78,8 @@ pub struct LiveList {
     pub count: usize,
     pub tid: i32,
     pub caller: usize,
+    /// CLOCK_MONOTONIC_COARSE milliseconds (`objects::now_ms`).
+    pub time_ms: u64,
 }
 
 static LISTS: Mutex<Vec<LiveList>> = Mutex::new(Vec::new());

@@ -19,7 +19,10 @@ const SHN_UNDEF: u16 = 0;
 const SHN_ABS: u16 = 0xfff1;
 
 fn bad(what: &str) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, format!("not a usable ELF64 library: {what}"))
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("not a usable ELF64 library: {what}"),
+    )
 }
 
 struct Reader<'a>(&'a [u8]);
@@ -39,7 +42,10 @@ impl Reader<'_> {
     }
     fn cstr(&self, at: usize) -> io::Result<String> {
         let tail = self.0.get(at..).ok_or_else(|| bad("string out of range"))?;
-        let end = tail.iter().position(|&c| c == 0).ok_or_else(|| bad("unterminated string"))?;
+        let end = tail
+            .iter()
+            .position(|&c| c == 0)
+            .ok_or_else(|| bad("unterminated string"))?;
         Ok(String::from_utf8_lossy(&tail[..end]).into_owned())
     }
 }
@@ -76,7 +82,9 @@ pub(crate) fn read(bytes: &[u8]) -> io::Result<Abi> {
     let dynsym = find(SHT_DYNSYM).ok_or_else(|| bad("no .dynsym"))?;
     let versym = find(SHT_GNU_VERSYM).ok_or_else(|| bad("no .gnu.version"))?;
     let verdef = find(SHT_GNU_VERDEF).ok_or_else(|| bad("no .gnu.version_d"))?;
-    let dynstr = sections.get(dynsym.link).ok_or_else(|| bad("bad .dynsym link"))?;
+    let dynstr = sections
+        .get(dynsym.link)
+        .ok_or_else(|| bad("bad .dynsym link"))?;
     let strtab = |off: u32| r.cstr(dynstr.offset + off as usize);
 
     // Version definitions: index -> name, in file order, with parents.
@@ -97,7 +105,10 @@ pub(crate) fn read(bytes: &[u8]) -> io::Result<Abi> {
         }
         names_by_index.insert(index, names[0].clone());
         if flags & VER_FLG_BASE == 0 {
-            nodes.push(Node { name: names[0].clone(), parent: names.get(1).cloned() });
+            nodes.push(Node {
+                name: names[0].clone(),
+                parent: names.get(1).cloned(),
+            });
         }
         if next == 0 {
             break;
@@ -121,7 +132,9 @@ pub(crate) fn read(bytes: &[u8]) -> io::Result<Abi> {
             _ => continue,
         };
         let ver = r.u16(versym.offset + i * 2)?;
-        let Some(version) = names_by_index.get(&(ver & 0x7fff)) else { continue };
+        let Some(version) = names_by_index.get(&(ver & 0x7fff)) else {
+            continue;
+        };
         if !nodes.iter().any(|n| &n.name == version) {
             continue; // the base version: an unversioned export
         }
@@ -131,7 +144,11 @@ pub(crate) fn read(bytes: &[u8]) -> io::Result<Abi> {
             default: ver & 0x8000 == 0,
             kind,
             // A function's size says nothing about its ABI; an object's does.
-            size: if kind == Kind::Object { r.u64(at + 16)? } else { 0 },
+            size: if kind == Kind::Object {
+                r.u64(at + 16)?
+            } else {
+                0
+            },
         });
     }
     symbols.sort_by(|a, b| (&a.name, &a.version).cmp(&(&b.name, &b.version)));
