@@ -162,6 +162,83 @@ impl LineBuf {
     }
 }
 
+impl LineBuf {
+    /// Appends bytes the shim produced itself (ASCII): no UTF-8 check.
+    fn push(&mut self, bytes: &[u8]) {
+        let room = self.buf.len() - 4 - self.len;
+        let n = bytes.len().min(room);
+        self.buf[self.len..self.len + n].copy_from_slice(&bytes[..n]);
+        self.len += n;
+        self.truncated |= n < bytes.len();
+    }
+}
+
+/// A number in decimal, formatted on the stack without core::fmt.
+pub struct Dec {
+    buf: [u8; 20],
+    start: usize,
+}
+
+impl Dec {
+    pub fn new(n: u64) -> Dec {
+        Dec::padded(n, 1)
+    }
+
+    /// At least `width` digits, zero-padded (width <= 20).
+    pub fn padded(mut n: u64, width: usize) -> Dec {
+        let mut d = Dec {
+            buf: [b'0'; 20],
+            start: 20,
+        };
+        while n > 0 || d.start > 20 - width.clamp(1, 20) {
+            d.start -= 1;
+            d.buf[d.start] = b'0' + (n % 10) as u8;
+            n /= 10;
+        }
+        d
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[self.start..]
+    }
+
+    pub fn as_str(&self) -> &str {
+        // SAFETY: only ASCII digits are ever written.
+        unsafe { std::str::from_utf8_unchecked(self.as_bytes()) }
+    }
+}
+
+/// A number in lower-case hex (`0x` prefix optional, zero-padded to `width`).
+pub struct Hex {
+    buf: [u8; 18],
+    start: usize,
+}
+
+impl Hex {
+    pub fn new(mut n: u64, width: usize, prefix: bool) -> Hex {
+        let mut h = Hex {
+            buf: [b'0'; 18],
+            start: 18,
+        };
+        while n > 0 || h.start > 18 - width.clamp(1, 16) {
+            h.start -= 1;
+            h.buf[h.start] = b"0123456789abcdef"[(n & 15) as usize];
+            n >>= 4;
+        }
+        if prefix {
+            h.start -= 2;
+            h.buf[h.start] = b'0';
+            h.buf[h.start + 1] = b'x';
+        }
+        h
+    }
+
+    pub fn as_str(&self) -> &str {
+        // SAFETY: only ASCII hex digits and 'x' are ever written.
+        unsafe { std::str::from_utf8_unchecked(&self.buf[self.start..]) }
+    }
+}
+
 impl Default for LineBuf {
     fn default() -> Self {
         Self::new()
@@ -199,11 +276,19 @@ pub fn line(level: Level, args: fmt::Arguments<'_>) {
     let mut b = LineBuf::new();
     let (secs, micros) = now();
     let (pid, tid) = (pid(), crate::exports::tid());
-    let _ = write!(
-        b,
-        "ibv-shim {secs}.{micros:06} {pid}:{tid} {} ",
-        level.name()
-    );
+    // The prefix by hand: core::fmt's padded integers cost more than the
+    // rest of a typical line.
+    b.push(b"ibv-shim ");
+    b.push(Dec::new(secs as u64).as_bytes());
+    b.push(b".");
+    b.push(Dec::padded(micros as u64, 6).as_bytes());
+    b.push(b" ");
+    b.push(Dec::new(pid as u64).as_bytes());
+    b.push(b":");
+    b.push(Dec::new(tid as u64).as_bytes());
+    b.push(b" ");
+    b.push(level.name().as_bytes());
+    b.push(b" ");
     let _ = b.write_fmt(args);
     if b.truncated {
         b.buf[b.len..b.len + 3].copy_from_slice(b"...");
@@ -249,6 +334,19 @@ mod tests {
         write!(b, "{long}").unwrap();
         assert!(b.truncated);
         assert_eq!(b.as_bytes().len(), 1020);
+    }
+
+    #[test]
+    fn numbers_format_like_core_fmt() {
+        for n in [0u64, 7, 10, 999_999, 123_456_789, u64::MAX] {
+            assert_eq!(Dec::new(n).as_str(), n.to_string());
+            assert_eq!(
+                Dec::padded(n % 1_000_000, 6).as_str(),
+                format!("{:06}", n % 1_000_000)
+            );
+            assert_eq!(Hex::new(n, 16, false).as_str(), format!("{n:016x}"));
+            assert_eq!(Hex::new(n, 1, true).as_str(), format!("{n:#x}"));
+        }
     }
 
     #[test]

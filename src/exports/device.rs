@@ -226,7 +226,10 @@ pub unsafe extern "C" fn ibv_get_device_guid(device: *mut ibv_device) -> __be64 
             errno.restore();
             call.end(
                 format_args!("ibv_get_device_guid(device={})", Dev(device)),
-                format_args!("{:016x}", u64::from_be(guid)),
+                format_args!(
+                    "{}",
+                    crate::log::Hex::new(u64::from_be(guid), 16, false).as_str()
+                ),
                 guid == 0,
             );
         }

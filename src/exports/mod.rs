@@ -17,7 +17,7 @@ use std::fmt;
 use verbs_abi::ibv_device;
 
 use crate::guard::{errno_name, Errno};
-use crate::log::{self, Level};
+use crate::log::{self, Dec, Hex, Level};
 use crate::registry::devices;
 
 pub mod device;
@@ -86,17 +86,14 @@ impl Call {
     #[inline(never)]
     fn log(start: u64, call: fmt::Arguments<'_>, result: fmt::Arguments<'_>, failed: bool) {
         let errno = Errno::save();
-        let us = (monotonic_ns() - start) as f64 / 1000.0;
+        let took = Micros(monotonic_ns().saturating_sub(start));
         if failed {
             log::line(
                 Level::Debug,
-                format_args!(
-                    "{call} = {result} errno={} [{us:.1}us]",
-                    errno_name(errno.0)
-                ),
+                format_args!("{call} = {result} errno={} [{took}]", errno_name(errno.0)),
             );
         } else {
-            log::line(Level::Debug, format_args!("{call} = {result} [{us:.1}us]"));
+            log::line(Level::Debug, format_args!("{call} = {result} [{took}]"));
         }
         errno.restore();
     }
@@ -164,6 +161,19 @@ impl fmt::Display for Rc {
     }
 }
 
+/// A duration in nanoseconds, shown as microseconds with one decimal
+/// (integer arithmetic: float formatting costs more than the rest of a line).
+struct Micros(u64);
+
+impl fmt::Display for Micros {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(Dec::new(self.0 / 1000).as_str())?;
+        f.write_str(".")?;
+        f.write_str(Dec::new(self.0 % 1000 / 100).as_str())?;
+        f.write_str("us")
+    }
+}
+
 /// Logs a refused call (bad input) at warn and sets errno.
 pub fn refuse(what: fmt::Arguments<'_>, errno: i32) {
     crate::log!(
@@ -183,14 +193,16 @@ impl fmt::Display for Dev {
         if self.0.is_null() {
             return f.write_str("NULL");
         }
-        write!(f, "{:p}", self.0)?;
+        f.write_str(Hex::new(self.0 as u64, 1, true).as_str())?;
         if devices::is_known(self.0) {
             // SAFETY: a known device is a live struct ibv_device from the
             // real library; name is a NUL-terminated char[64] in it.
             let name = unsafe { CStr::from_ptr((*self.0).name.as_ptr()) };
-            write!(f, " {}", name.to_string_lossy())?;
+            f.write_str(" ")?;
+            f.write_str(&name.to_string_lossy())?;
             if let Some(guid) = devices::cached_guid(self.0) {
-                write!(f, "/{:016x}", u64::from_be(guid))?;
+                f.write_str("/")?;
+                f.write_str(Hex::new(u64::from_be(guid), 16, false).as_str())?;
             }
         }
         Ok(())
@@ -206,11 +218,17 @@ impl fmt::Display for Str {
             return f.write_str("NULL");
         }
         // SAFETY: non-NULL strings returned by the real library are valid C strings.
-        write!(
-            f,
-            "{:?}",
-            unsafe { CStr::from_ptr(self.0) }.to_string_lossy()
-        )
+        let s = unsafe { CStr::from_ptr(self.0) }.to_string_lossy();
+        if s.bytes()
+            .all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\\')
+        {
+            // The common case (device names), without Debug's escaping pass.
+            f.write_str("\"")?;
+            f.write_str(&s)?;
+            f.write_str("\"")
+        } else {
+            write!(f, "{s:?}")
+        }
     }
 }
 
@@ -222,7 +240,7 @@ impl<T> fmt::Display for Ptr<T> {
         if self.0.is_null() {
             f.write_str("NULL")
         } else {
-            write!(f, "{:p}", self.0)
+            f.write_str(Hex::new(self.0 as u64, 1, true).as_str())
         }
     }
 }
