@@ -2624,4 +2624,28 @@ static inline int ibv_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *rec
     return srq->context->ops.post_srq_recv(srq, recv_wr, bad_recv_wr);
 }
 
+/*
+ * ibv_query_port() as rdma-core's verbs.h has it: a macro over an inline
+ * that asks an extended context (struct verbs_context, marked by
+ * abi_compat == UINTPTR_MAX) for its query_port, which takes the port
+ * attributes' size, and only calls the exported ibv_query_port (old layout)
+ * for an old-style context. So, as with the real header, the shim sees this
+ * verb only for old-style contexts.
+ */
+static inline int ___ibv_query_port(struct ibv_context *context, uint8_t port_num,
+                                    struct ibv_port_attr *port_attr)
+{
+    struct verbs_context *vctx = NULL;
+
+    if (context->abi_compat == (void *)UINTPTR_MAX)
+        vctx = (struct verbs_context *)((char *)context - offsetof(struct verbs_context, context));
+    if (vctx && vctx->sz >= sizeof(*vctx) - offsetof(struct verbs_context, query_port) &&
+        vctx->query_port)
+        return vctx->query_port(context, port_num, port_attr, sizeof(*port_attr));
+    memset(port_attr, 0, sizeof(*port_attr));
+    return ibv_query_port(context, port_num, (struct _compat_ibv_port_attr *)port_attr);
+}
+
+#define ibv_query_port(context, port_num, port_attr) ___ibv_query_port(context, port_num, port_attr)
+
 #endif /* INFINIBAND_VERBS_H */

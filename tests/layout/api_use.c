@@ -87,6 +87,13 @@ int main(void)
 			continue;
 		printf("opened %s (%d)\n", ibv_get_device_name(ctx->device),
 		       (int)ctx->device->node_type);
+		{
+			/* The real header's macro form, with the new port_attr. */
+			struct ibv_port_attr port;
+
+			if (ibv_query_port(ctx, 1, &port) == 0)
+				printf("port 1: state %d, lid %u\n", (int)port.state, port.lid);
+		}
 		if (ibv_close_device(ctx))
 			return 1;
 	}
