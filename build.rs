@@ -10,6 +10,34 @@ fn main() {
     let out = PathBuf::from(std::env::var_os("OUT_DIR").unwrap());
     let (abi, real) = abi_build::Abi::installed_or_snapshot();
     abi.emit_link_args(&out, None);
+    // Never unloaded: a dlclose() (drop-in mode, a plugin that probes verbs
+    // and is closed again) must not run the exit report (and the leak exit
+    // code) in the middle of the program, nor unmap code that the real
+    // library's plugins and the atfork handlers still reference.
+    println!("cargo:rustc-cdylib-link-arg=-Wl,-z,nodelete");
+
+    // `caller!` reads [rbp + 8], which is the return address only with frame
+    // pointers (.cargo/config.toml). A RUSTFLAGS in the environment replaces
+    // that file's flags: then rbp is any register of the caller's, and the
+    // read would fault in the host program. Without them creation sites are
+    // simply not recorded.
+    println!("cargo:rustc-check-cfg=cfg(ibvshim_frame_pointers)");
+    let flags = std::env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
+    let fp = flags
+        .split('\x1f')
+        .filter_map(|f| {
+            f.strip_prefix("-C")
+                .unwrap_or(f)
+                .trim()
+                .strip_prefix("force-frame-pointers")
+        })
+        .last()
+        .is_some_and(|v| matches!(v, "" | "=yes" | "=y" | "=on" | "=true" | "=always"));
+    if fp {
+        println!("cargo:rustc-cfg=ibvshim_frame_pointers");
+    } else {
+        println!("cargo:warning=built without -C force-frame-pointers=yes (RUSTFLAGS overrides .cargo/config.toml): leak reports will not name creation sites");
+    }
 
     let exports = abi_build::rust_exports(std::path::Path::new("src"));
     std::fs::write(out.join("symver.s"), abi.symver_asm(&exports)).unwrap();

@@ -40,8 +40,12 @@ extern "C" {
 /// (the shim does not know these functions' signatures, so raw registers).
 #[cfg(not(test))]
 pub(crate) extern "C" fn resolve_trampoline(index: usize, regs: *const [usize; 7]) -> usize {
+    // Loading the real library and dlvsym may change errno; the forwarded
+    // call must see the program's errno (`unavailable` sets its own).
+    let saved = crate::guard::Errno::save();
     let trace = crate::log::enabled(Level::Trace);
     let target = crate::guard::boundary("trampoline resolver", 0, || resolve(index, !trace));
+    saved.restore();
     if trace {
         if let Some(f) = FORWARDED.get(index) {
             // SAFETY: the stub passes a pointer to the 7 registers it saved.

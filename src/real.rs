@@ -49,8 +49,13 @@ fn load_slow() -> Option<*mut c_void> {
         match STATE.compare_exchange(UNLOADED, LOADING, Ordering::AcqRel, Ordering::Acquire) {
             Ok(_) => {
                 LOADER_TID.store(me, Ordering::Relaxed);
-                crate::lifecycle::on_first_load();
-                let loaded = load();
+                // A panic here must not leave STATE at LOADING: every other
+                // thread would then spin in this loop for ever.
+                let loaded = std::panic::catch_unwind(|| {
+                    crate::lifecycle::on_first_load();
+                    load()
+                })
+                .unwrap_or(None);
                 let h = loaded.unwrap_or(std::ptr::null_mut());
                 HANDLE.store(h, Ordering::Release);
                 STATE.store(if h.is_null() { FAILED } else { READY }, Ordering::Release);
@@ -313,6 +318,16 @@ impl<F: Copy> RealFn<F> {
 
     #[cold]
     fn resolve(&self) -> Result<F, Unavailable> {
+        // Loading the library and dlvsym may leave errno changed (a failed
+        // stat or dlopen of a candidate): the program's errno must reach the
+        // real call untouched. The error paths set errno themselves.
+        let saved = crate::guard::Errno::save();
+        let r = self.resolve_inner();
+        saved.restore();
+        r
+    }
+
+    fn resolve_inner(&self) -> Result<F, Unavailable> {
         let h = handle().ok_or(Unavailable::NotLoaded)?;
         let version = version_of(self.name).ok_or(Unavailable::Missing)?;
         // SAFETY: h is a live handle; both strings are NUL-terminated.

@@ -343,14 +343,24 @@ pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
         let device = unsafe { (*context).device };
         // The leak reports name the device; it may be freed by the close.
         crate::report::context_closing(context as usize);
+        // Marked closed before the real close (see `contexts::closed`): a
+        // close racing with this one is refused instead of forwarded twice.
+        if !registry::contexts::closed(context as usize) {
+            refuse(
+                format_args!("ibv_close_device(context={context:p}): double close"),
+                libc::EINVAL,
+            );
+            return -1;
+        }
         errno.restore();
         let call = Call::begin();
         // SAFETY: an open context from the real library, closed once.
         let rc = unsafe { real(context) };
         let errno = Errno::save();
         if rc == 0 {
-            registry::contexts::closed(context as usize);
             crate::report::context_closed(context as usize);
+        } else {
+            registry::contexts::reopen(context as usize);
         }
         errno.restore();
         call.end(

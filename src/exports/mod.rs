@@ -30,15 +30,24 @@ pub mod resources;
 /// (the creation site in leak reports). Must be expanded directly in the
 /// body of the `extern "C"` function; the shim is built with frame
 /// pointers (see .cargo/config.toml).
+/// Without frame pointers (build.rs sets `ibvshim_frame_pointers` only when
+/// they are on) it is 0: rbp would be any register of the caller's.
 #[macro_export]
 macro_rules! caller {
     () => {{
-        let ra: usize;
-        // SAFETY: with frame pointers, [rbp + 8] in this function's body is
-        // its return address; the load reads our own stack frame.
-        unsafe {
-            core::arch::asm!("mov {}, [rbp + 8]", out(reg) ra, options(nostack, readonly, preserves_flags))
+        #[cfg(ibvshim_frame_pointers)]
+        let ra: usize = {
+            let ra: usize;
+            // SAFETY: built with frame pointers (checked by build.rs), so
+            // [rbp + 8] in this function's body is its return address; the
+            // load reads our own stack frame.
+            unsafe {
+                core::arch::asm!("mov {}, [rbp + 8]", out(reg) ra, options(nostack, readonly, preserves_flags))
+            };
+            ra
         };
+        #[cfg(not(ibvshim_frame_pointers))]
+        let ra: usize = 0;
         ra
     }};
 }

@@ -115,10 +115,26 @@ pub fn describe_device(ctx: usize, guid_of: impl FnOnce(*mut ibv_device) -> Opti
     }
 }
 
-/// Marks a context closed (it stays, so a second close is recognised).
-pub fn closed(ctx: usize) {
+/// Marks an open context closed (it stays, so a second close is
+/// recognised). Called *before* the real close, atomically: of two racing
+/// closes only one is forwarded, and a new context that the allocator puts
+/// at the same address once the real close freed it is never marked closed
+/// by the old close. False when it was not open. [`reopen`] undoes it when
+/// the real close fails.
+pub fn closed(ctx: usize) -> bool {
+    match CONTEXTS.write().as_mut().and_then(|m| m.get_mut(&ctx)) {
+        Some(c) if c.open => {
+            c.open = false;
+            true
+        }
+        _ => false,
+    }
+}
+
+/// The real close of a context [`closed`] marked failed: it is open again.
+pub fn reopen(ctx: usize) {
     if let Some(c) = CONTEXTS.write().as_mut().and_then(|m| m.get_mut(&ctx)) {
-        c.open = false;
+        c.open = true;
     }
 }
 
