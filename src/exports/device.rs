@@ -107,6 +107,7 @@ pub unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *m
                 tid: super::tid(),
                 caller,
                 time_ms: registry::objects::now_ms(),
+                inherited: false,
             });
             if let Some(h) = crate::real::handle() {
                 // SAFETY: the real library's handle is never closed.

@@ -38,6 +38,9 @@ pub struct ContextInfo {
     /// context was open (see [`describe_device`]), for the reports.
     pub device_name: Option<String>,
     pub guid: Option<u64>,
+    /// Opened by the parent before a `fork()`: the child may use and close
+    /// it, but it is the parent's to report, not the child's.
+    pub inherited: bool,
 }
 
 static CONTEXTS: RwLock<Option<HashMap<usize, ContextInfo>>> = RwLock::new(None);
@@ -56,6 +59,7 @@ fn add(ctx: usize, device: usize, tid: i32, caller: usize, imported: bool) {
         imported,
         device_name: None,
         guid: None,
+        inherited: false,
     };
     CONTEXTS
         .write()
@@ -157,12 +161,18 @@ pub fn forget(ctx: usize) {
     }
 }
 
-/// Every context known, in opening order.
+/// Every context this process must report on (not those inherited across
+/// `fork()`), in opening order.
 pub fn all() -> Vec<(usize, ContextInfo)> {
     let mut v: Vec<_> = CONTEXTS
         .read()
         .as_ref()
-        .map(|m| m.iter().map(|(k, v)| (*k, v.clone())).collect())
+        .map(|m| {
+            m.iter()
+                .filter(|(_, v)| !v.inherited)
+                .map(|(k, v)| (*k, v.clone()))
+                .collect()
+        })
         .unwrap_or_default();
     v.sort_by_key(|(_, c)| c.seq);
     v
@@ -180,8 +190,12 @@ pub(super) fn fork_unlock(child: bool) {
         ZOMBIES.force_unlock_write();
     }
     if child {
-        // The child reports only what it creates itself.
-        *CONTEXTS.write() = None;
+        // The child reports only what it creates itself, but may still use
+        // and close the contexts it inherited: keep the open ones, marked.
+        if let Some(m) = CONTEXTS.write().as_mut() {
+            m.retain(|_, c| c.open);
+            m.values_mut().for_each(|c| c.inherited = true);
+        }
         ZOMBIES.write().clear();
     }
 }

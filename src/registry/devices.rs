@@ -80,6 +80,9 @@ pub struct LiveList {
     pub caller: usize,
     /// CLOCK_MONOTONIC_COARSE milliseconds (`objects::now_ms`).
     pub time_ms: u64,
+    /// Returned to the parent before a `fork()`: the child may free it, but
+    /// it is not the child's leak.
+    pub inherited: bool,
 }
 
 static LISTS: Mutex<Vec<LiveList>> = Mutex::new(Vec::new());
@@ -101,9 +104,14 @@ pub fn list_freed(list: usize) -> bool {
     }
 }
 
-/// Lists never freed, for the exit report.
+/// Lists never freed, for the exit report (not those inherited across `fork()`).
 pub fn live_lists() -> Vec<LiveList> {
-    LISTS.lock().clone()
+    LISTS
+        .lock()
+        .iter()
+        .filter(|l| !l.inherited)
+        .cloned()
+        .collect()
 }
 
 /// `fork()` protocol (see `registry::fork_prepare`): hold the locks across
@@ -113,8 +121,8 @@ pub(super) fn fork_lock() {
     std::mem::forget(LISTS.lock());
 }
 
-/// Releases what `fork_lock` took; in the child, the parent's lists are not
-/// the child's to free, so forget them.
+/// Releases what `fork_lock` took; in the child, the parent's lists are
+/// marked inherited: the child may free them, but they are not its leaks.
 pub(super) fn fork_unlock(child: bool) {
     // SAFETY: fork_lock took both locks on this thread and forgot the guards.
     unsafe {
@@ -122,6 +130,6 @@ pub(super) fn fork_unlock(child: bool) {
         LISTS.force_unlock();
     }
     if child {
-        LISTS.lock().clear();
+        LISTS.lock().iter_mut().for_each(|l| l.inherited = true);
     }
 }
