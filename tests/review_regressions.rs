@@ -288,3 +288,68 @@ fn a_forked_child_may_close_what_it_inherited() {
     }
     assert!(docs >= 1, "no report written\n{}", describe(&cmd, &out));
 }
+
+const NULL_OBJECTS: &str = r#"
+#include <infiniband/verbs.h>
+#include <errno.h>
+#include <stdio.h>
+#define SHOW(expr) do { errno = 0; long r_ = (long)(expr); printf("%s %s %d\n", #expr, r_ == 0 ? "0" : r_ == -1 ? "-1" : r_ == EINVAL ? "EINVAL" : "other", errno); } while (0)
+int main(void) {
+    struct ibv_port_attr port;
+    struct ibv_device_attr dev;
+    union ibv_gid gid;
+    struct ibv_qp_attr qa;
+    struct ibv_qp_init_attr qia = {0};
+    SHOW(ibv_alloc_pd(NULL));
+    SHOW(ibv_reg_mr(NULL, &port, sizeof(port), IBV_ACCESS_LOCAL_WRITE));
+    SHOW(ibv_create_cq(NULL, 16, NULL, NULL, 0));
+    SHOW(ibv_create_comp_channel(NULL));
+    SHOW(ibv_create_qp(NULL, &qia));
+    SHOW(ibv_query_device(NULL, &dev));
+    SHOW(ibv_query_gid(NULL, 1, 0, &gid));
+    SHOW(ibv_modify_qp(NULL, &qa, IBV_QP_STATE));
+    (void)port;
+    return 0;
+}
+"#;
+
+/// rdma-core dereferences the object argument of a create or query verb:
+/// NULL crashes the program without the shim. Under the shim it is refused
+/// with the verb's failure value and errno EINVAL, and a warning.
+#[test]
+fn null_object_arguments_are_refused_not_crashed_on() {
+    let dir = TempDir::new("review-null");
+    let prog = c_program(&dir, "review_null", NULL_OBJECTS, &["-libverbs"]);
+    let mut cmd = Command::new(&prog);
+    cmd.env("LD_PRELOAD", shim_so())
+        .env_remove("IBV_SHIM_LIBRARY")
+        .env_remove("IBV_SHIM_LOG");
+    let out = run(&mut cmd);
+    let text = stdout(&out);
+    for (call, want) in [
+        ("ibv_alloc_pd(NULL)", "0 22"),
+        ("ibv_create_cq(NULL, 16, NULL, NULL, 0)", "0 22"),
+        ("ibv_create_comp_channel(NULL)", "0 22"),
+        ("ibv_create_qp(NULL, &qia)", "0 22"),
+        ("ibv_query_device(NULL, &dev)", "EINVAL 22"),
+        ("ibv_query_gid(NULL, 1, 0, &gid)", "-1 22"),
+        ("ibv_modify_qp(NULL, &qa, IBV_QP_STATE)", "EINVAL 22"),
+    ] {
+        assert!(
+            text.lines().any(|l| l == format!("{call} {want}")),
+            "{call}: want `{want}`\n{}",
+            describe(&cmd, &out)
+        );
+    }
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("ibv_reg_mr(NULL") && l.ends_with(" 0 22")),
+        "{}",
+        describe(&cmd, &out)
+    );
+    let warnings = stderr(&out)
+        .lines()
+        .filter(|l| l.contains(" WARN ") && l.contains("=NULL) (not forwarded"))
+        .count();
+    assert_eq!(warnings, 8, "{}", describe(&cmd, &out));
+}

@@ -183,6 +183,16 @@ impl fmt::Display for Micros {
     }
 }
 
+/// A NULL object argument to a verb that would dereference it (rdma-core
+/// crashes): refused with a warning and errno EINVAL; `fail` is the verb's
+/// failure value (NULL, -1, or EINVAL itself for verbs that return errno).
+#[cold]
+#[inline(never)]
+pub fn null_argument<T>(func: &str, arg: &str, fail: T) -> T {
+    refuse(format_args!("{func}({arg}=NULL)"), libc::EINVAL);
+    fail
+}
+
 /// Logs a refused call (bad input) at warn and sets errno.
 pub fn refuse(what: fmt::Arguments<'_>, errno: i32) {
     crate::log!(

@@ -92,6 +92,9 @@ pub unsafe extern "C" fn ibv_query_device(
     device_attr: *mut ibv_device_attr,
 ) -> c_int {
     boundary("ibv_query_device", libc::EIO, || {
+        if context.is_null() {
+            return super::null_argument("ibv_query_device", "context", libc::EINVAL);
+        }
         let real = match QUERY_DEVICE.get() {
             Ok(f) => f,
             Err(why) => return unavailable_rc(why),
@@ -127,6 +130,9 @@ pub unsafe extern "C" fn ibv_query_port(
     port_attr: *mut _compat_ibv_port_attr,
 ) -> c_int {
     boundary("ibv_query_port", libc::EIO, || {
+        if context.is_null() {
+            return super::null_argument("ibv_query_port", "context", libc::EINVAL);
+        }
         let real = match QUERY_PORT.get() {
             Ok(f) => f,
             Err(why) => return unavailable_rc(why),
@@ -161,6 +167,9 @@ pub unsafe extern "C" fn ibv_query_gid(
     gid: *mut ibv_gid,
 ) -> c_int {
     boundary("ibv_query_gid", -1, || {
+        if context.is_null() {
+            return super::null_argument("ibv_query_gid", "context", -1);
+        }
         let real = match QUERY_GID.get() {
             Ok(f) => f,
             Err(why) => return unavailable_minus1(why),
@@ -195,6 +204,9 @@ pub unsafe extern "C" fn ibv_query_pkey(
     pkey: *mut u16,
 ) -> c_int {
     boundary("ibv_query_pkey", -1, || {
+        if context.is_null() {
+            return super::null_argument("ibv_query_pkey", "context", -1);
+        }
         let real = match QUERY_PKEY.get() {
             Ok(f) => f,
             Err(why) => return unavailable_minus1(why),
@@ -230,6 +242,9 @@ pub unsafe extern "C" fn ibv_modify_qp(
     attr_mask: c_int,
 ) -> c_int {
     boundary("ibv_modify_qp", libc::EIO, || {
+        if qp.is_null() {
+            return super::null_argument("ibv_modify_qp", "qp", libc::EINVAL);
+        }
         let real = match MODIFY_QP.get() {
             Ok(f) => f,
             Err(why) => return unavailable_rc(why),
@@ -278,6 +293,9 @@ pub unsafe extern "C" fn ibv_query_qp(
     init_attr: *mut ibv_qp_init_attr,
 ) -> c_int {
     boundary("ibv_query_qp", libc::EIO, || {
+        if qp.is_null() {
+            return super::null_argument("ibv_query_qp", "qp", libc::EINVAL);
+        }
         let real = match QUERY_QP.get() {
             Ok(f) => f,
             Err(why) => return unavailable_rc(why),
@@ -316,6 +334,9 @@ pub unsafe extern "C" fn ibv_modify_srq(
     srq_attr_mask: c_int,
 ) -> c_int {
     boundary("ibv_modify_srq", libc::EIO, || {
+        if srq.is_null() {
+            return super::null_argument("ibv_modify_srq", "srq", libc::EINVAL);
+        }
         let real = match MODIFY_SRQ.get() {
             Ok(f) => f,
             Err(why) => return unavailable_rc(why),
@@ -349,6 +370,9 @@ pub unsafe extern "C" fn ibv_modify_srq(
 #[no_mangle]
 pub unsafe extern "C" fn ibv_query_srq(srq: *mut ibv_srq, srq_attr: *mut ibv_srq_attr) -> c_int {
     boundary("ibv_query_srq", libc::EIO, || {
+        if srq.is_null() {
+            return super::null_argument("ibv_query_srq", "srq", libc::EINVAL);
+        }
         let real = match QUERY_SRQ.get() {
             Ok(f) => f,
             Err(why) => return unavailable_rc(why),
@@ -386,6 +410,9 @@ pub unsafe extern "C" fn ibv_get_cq_event(
     cq_context: *mut *mut libc::c_void,
 ) -> c_int {
     boundary("ibv_get_cq_event", -1, || {
+        if channel.is_null() {
+            return super::null_argument("ibv_get_cq_event", "channel", -1);
+        }
         let real = match GET_CQ_EVENT.get() {
             Ok(f) => f,
             Err(why) => return unavailable_minus1(why),
@@ -451,6 +478,9 @@ pub unsafe extern "C" fn ibv_get_async_event(
     event: *mut ibv_async_event,
 ) -> c_int {
     boundary("ibv_get_async_event", -1, || {
+        if context.is_null() {
+            return super::null_argument("ibv_get_async_event", "context", -1);
+        }
         let real = match GET_ASYNC_EVENT.get() {
             Ok(f) => f,
             Err(why) => return unavailable_minus1(why),
@@ -541,6 +571,9 @@ fn mcast(
 #[no_mangle]
 pub unsafe extern "C" fn ibv_attach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int {
     boundary("ibv_attach_mcast", libc::EIO, || {
+        if qp.is_null() {
+            return super::null_argument("ibv_attach_mcast", "qp", libc::EINVAL);
+        }
         mcast("ibv_attach_mcast", &ATTACH_MCAST, qp, gid, lid)
     })
 }
@@ -550,6 +583,9 @@ pub unsafe extern "C" fn ibv_attach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, 
 #[no_mangle]
 pub unsafe extern "C" fn ibv_detach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int {
     boundary("ibv_detach_mcast", libc::EIO, || {
+        if qp.is_null() {
+            return super::null_argument("ibv_detach_mcast", "qp", libc::EINVAL);
+        }
         mcast("ibv_detach_mcast", &DETACH_MCAST, qp, gid, lid)
     })
 }

@@ -370,6 +370,9 @@ fn busy(d: &Destroy, o: &Obj) {
 pub unsafe extern "C" fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd {
     let caller = crate::caller!();
     boundary("ibv_alloc_pd", ptr::null_mut(), || {
+        if context.is_null() {
+            return super::null_argument("ibv_alloc_pd", "context", ptr::null_mut());
+        }
         let real = match ALLOC_PD.get() {
             Ok(f) => f,
             Err(why) => return unavailable(why),
@@ -472,6 +475,9 @@ pub unsafe extern "C" fn ibv_reg_mr(
 ) -> *mut ibv_mr {
     let caller = crate::caller!();
     boundary("ibv_reg_mr", ptr::null_mut(), || {
+        if pd.is_null() {
+            return super::null_argument("ibv_reg_mr", "pd", ptr::null_mut());
+        }
         let real = match REG_MR.get() {
             Ok(f) => f,
             Err(why) => return unavailable(why),
@@ -513,6 +519,9 @@ pub unsafe extern "C" fn ibv_reg_mr_iova(
 ) -> *mut ibv_mr {
     let caller = crate::caller!();
     boundary("ibv_reg_mr_iova", ptr::null_mut(), || {
+        if pd.is_null() {
+            return super::null_argument("ibv_reg_mr_iova", "pd", ptr::null_mut());
+        }
         let real = match REG_MR_IOVA.get() {
             Ok(f) => f,
             Err(why) => return unavailable(why),
@@ -555,6 +564,9 @@ pub unsafe extern "C" fn ibv_reg_mr_iova2(
 ) -> *mut ibv_mr {
     let caller = crate::caller!();
     boundary("ibv_reg_mr_iova2", ptr::null_mut(), || {
+        if pd.is_null() {
+            return super::null_argument("ibv_reg_mr_iova2", "pd", ptr::null_mut());
+        }
         let real = match REG_MR_IOVA2.get() {
             Ok(f) => f,
             Err(why) => return unavailable(why),
@@ -599,6 +611,9 @@ pub unsafe extern "C" fn ibv_reg_dmabuf_mr(
 ) -> *mut ibv_mr {
     let caller = crate::caller!();
     boundary("ibv_reg_dmabuf_mr", ptr::null_mut(), || {
+        if pd.is_null() {
+            return super::null_argument("ibv_reg_dmabuf_mr", "pd", ptr::null_mut());
+        }
         let real = match REG_DMABUF_MR.get() {
             Ok(f) => f,
             Err(why) => return unavailable(why),
@@ -647,6 +662,9 @@ pub unsafe extern "C" fn ibv_rereg_mr(
     const CHANGE_PD: c_int = 2;
     const CHANGE_ACCESS: c_int = 4;
     boundary("ibv_rereg_mr", ERR_INPUT, || {
+        if mr.is_null() {
+            return super::null_argument("ibv_rereg_mr", "mr", ERR_INPUT);
+        }
         let real = match REREG_MR.get() {
             Ok(f) => f,
             Err(why) => {
@@ -744,6 +762,9 @@ pub unsafe extern "C" fn ibv_create_comp_channel(
 ) -> *mut ibv_comp_channel {
     let caller = crate::caller!();
     boundary("ibv_create_comp_channel", ptr::null_mut(), || {
+        if context.is_null() {
+            return super::null_argument("ibv_create_comp_channel", "context", ptr::null_mut());
+        }
         let real = match CREATE_COMP_CHANNEL.get() {
             Ok(f) => f,
             Err(why) => return unavailable(why),
@@ -812,6 +833,9 @@ pub unsafe extern "C" fn ibv_create_cq(
 ) -> *mut ibv_cq {
     let caller = crate::caller!();
     boundary("ibv_create_cq", ptr::null_mut(), || {
+        if context.is_null() {
+            return super::null_argument("ibv_create_cq", "context", ptr::null_mut());
+        }
         let real = match CREATE_CQ.get() {
             Ok(f) => f,
             Err(why) => return unavailable(why),
@@ -860,6 +884,9 @@ pub unsafe extern "C" fn ibv_create_cq(
 #[no_mangle]
 pub unsafe extern "C" fn ibv_resize_cq(cq: *mut ibv_cq, cqe: c_int) -> c_int {
     boundary("ibv_resize_cq", libc::EIO, || {
+        if cq.is_null() {
+            return super::null_argument("ibv_resize_cq", "cq", libc::EINVAL);
+        }
         let real = match RESIZE_CQ.get() {
             Ok(f) => f,
             Err(why) => return unavailable_rc(why),
@@ -924,6 +951,9 @@ pub unsafe extern "C" fn ibv_create_srq(
 ) -> *mut ibv_srq {
     let caller = crate::caller!();
     boundary("ibv_create_srq", ptr::null_mut(), || {
+        if pd.is_null() {
+            return super::null_argument("ibv_create_srq", "pd", ptr::null_mut());
+        }
         let real = match CREATE_SRQ.get() {
             Ok(f) => f,
             Err(why) => return unavailable(why),
@@ -1001,6 +1031,9 @@ pub unsafe extern "C" fn ibv_create_qp(
 ) -> *mut ibv_qp {
     let caller = crate::caller!();
     boundary("ibv_create_qp", ptr::null_mut(), || {
+        if pd.is_null() {
+            return super::null_argument("ibv_create_qp", "pd", ptr::null_mut());
+        }
         let real = match CREATE_QP.get() {
             Ok(f) => f,
             Err(why) => return unavailable(why),
@@ -1097,6 +1130,9 @@ impl fmt::Display for QpResult {
 pub unsafe extern "C" fn ibv_create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) -> *mut ibv_ah {
     let caller = crate::caller!();
     boundary("ibv_create_ah", ptr::null_mut(), || {
+        if pd.is_null() {
+            return super::null_argument("ibv_create_ah", "pd", ptr::null_mut());
+        }
         let real = match CREATE_AH.get() {
             Ok(f) => f,
             Err(why) => return unavailable(why),
@@ -1150,6 +1186,9 @@ pub unsafe extern "C" fn ibv_create_ah_from_wc(
 ) -> *mut ibv_ah {
     let caller = crate::caller!();
     boundary("ibv_create_ah_from_wc", ptr::null_mut(), || {
+        if pd.is_null() {
+            return super::null_argument("ibv_create_ah_from_wc", "pd", ptr::null_mut());
+        }
         let real = match CREATE_AH_FROM_WC.get() {
             Ok(f) => f,
             Err(why) => return unavailable(why),
@@ -1263,6 +1302,9 @@ pub unsafe extern "C" fn ibv_import_device(cmd_fd: c_int) -> *mut ibv_context {
 pub unsafe extern "C" fn ibv_import_pd(context: *mut ibv_context, pd_handle: u32) -> *mut ibv_pd {
     let caller = crate::caller!();
     boundary("ibv_import_pd", ptr::null_mut(), || {
+        if context.is_null() {
+            return super::null_argument("ibv_import_pd", "context", ptr::null_mut());
+        }
         let real = match IMPORT_PD.get() {
             Ok(f) => f,
             Err(why) => return unavailable(why),
@@ -1328,6 +1370,9 @@ pub unsafe extern "C" fn ibv_unimport_pd(pd: *mut ibv_pd) {
 pub unsafe extern "C" fn ibv_import_mr(pd: *mut ibv_pd, mr_handle: u32) -> *mut ibv_mr {
     let caller = crate::caller!();
     boundary("ibv_import_mr", ptr::null_mut(), || {
+        if pd.is_null() {
+            return super::null_argument("ibv_import_mr", "pd", ptr::null_mut());
+        }
         let real = match IMPORT_MR.get() {
             Ok(f) => f,
             Err(why) => return unavailable(why),
