@@ -24,22 +24,32 @@ pub fn on_first_load() {
         std::panic::set_hook(Box::new(|info| {
             crate::log!(crate::log::Level::Error, "panic in the shim: {info}");
         }));
+        // Everything lazily initialised that a fork handler or a child's
+        // exit report touches is initialised now, before the handlers exist,
+        // so a fork never catches an initialisation half done.
+        crate::config::get();
+        crate::report::init();
         // SAFETY: the handlers are plain extern "C" functions that live as
-        // long as the process (the shim is never unloaded: see `dl.rs`).
+        // long as the process (the shim is linked -z nodelete).
         unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
     });
 }
 
 extern "C" fn prepare() {
+    // Lock order: registry, then the site cache (a report looks sites up
+    // while it walks a registry shard).
     crate::registry::fork_prepare();
+    crate::report::fork_lock();
 }
 
 extern "C" fn parent() {
     crate::registry::fork_parent();
+    crate::report::fork_unlock();
 }
 
 extern "C" fn child() {
     crate::registry::fork_child();
+    crate::report::fork_unlock();
     crate::exports::after_fork_in_child();
     crate::report::after_fork_in_child();
     crate::real::after_fork_in_child();

@@ -313,6 +313,10 @@ impl<F: Copy> RealFn<F> {
             // header tests against the real verbs.h).
             return Ok(unsafe { std::mem::transmute_copy::<usize, F>(&p) });
         }
+        if p == MISSING {
+            // Looked up once already, and warned about then.
+            return Err(Unavailable::Missing);
+        }
         self.resolve()
     }
 

@@ -87,6 +87,26 @@ impl fmt::Display for Site {
 
 static SITES: Lazy<Mutex<HashMap<usize, Site>>> = Lazy::new(|| Mutex::new(HashMap::new()));
 
+/// Initialises the report's lazy state up front (called before the fork
+/// handlers are registered), so that a `fork()` can never catch one of them
+/// half-initialised and leave the child waiting on it.
+pub fn init() {
+    Lazy::force(&SITES);
+    Lazy::force(&SUPPRESSIONS);
+}
+
+/// `fork()` prepare: a report being written in another thread holds the
+/// creation-site cache; the child must not inherit it locked.
+pub fn fork_lock() {
+    std::mem::forget(SITES.lock());
+}
+
+/// `fork()` parent and child: release what `fork_lock` took.
+pub fn fork_unlock() {
+    // SAFETY: fork_lock took the lock on this thread and forgot the guard.
+    unsafe { SITES.force_unlock() };
+}
+
 /// The creation site of a return address (cached).
 pub fn site(caller: usize) -> Site {
     if caller == 0 {
