@@ -17,6 +17,8 @@ use std::fmt::Write as _;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU8, AtomicUsize, Ordering};
 
+use once_cell::sync::OnceCell;
+
 use crate::config;
 use crate::log::Level;
 
@@ -179,10 +181,40 @@ fn fallback_candidates() -> Vec<CString> {
     out
 }
 
+/// A verbs library the program itself dlopen()ed by path before the shim
+/// loaded one: the library to forward to (unless `IBV_SHIM_LIBRARY` says
+/// otherwise), so the program gets the rdma-core it asked for.
+static REQUESTED: OnceCell<CString> = OnceCell::new();
+
+/// Called by the `dlopen` hook for a verbs library named by path.
+pub fn program_asked_for(path: &CStr) {
+    if STATE.load(Ordering::Acquire) == UNLOADED {
+        let _ = REQUESTED.set(path.to_owned());
+    }
+}
+
 fn load() -> Option<*mut c_void> {
     let cfg = config::get();
     let mut tried = String::new();
-    let result = if let Some(path) = &cfg.library {
+    let requested = if cfg.library.is_none() {
+        REQUESTED.get().and_then(|path| match try_open(path) {
+            Tried::Loaded(h) => Some(h),
+            Tried::Itself => None,
+            Tried::Failed(why) => {
+                let _ = write!(
+                    tried,
+                    "{} (the program's dlopen): {why}; ",
+                    path.to_string_lossy()
+                );
+                None
+            }
+        })
+    } else {
+        None
+    };
+    let result = if requested.is_some() {
+        requested
+    } else if let Some(path) = &cfg.library {
         match try_open(path) {
             Tried::Loaded(h) => Some(h),
             Tried::Itself => {

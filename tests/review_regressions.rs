@@ -353,3 +353,54 @@ fn null_object_arguments_are_refused_not_crashed_on() {
         .count();
     assert_eq!(warnings, 8, "{}", describe(&cmd, &out));
 }
+
+const DLOPEN_BY_PATH: &str = r#"
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+    (void)argc;
+    /* A probe first: nothing has loaded libibverbs yet. */
+    void *probe = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_NOLOAD);
+    printf("probe %s\n", probe ? "loaded" : "not loaded");
+    void *h = dlopen(argv[1], RTLD_NOW);
+    if (!h) { printf("dlopen: %s\n", dlerror()); return 1; }
+    void **(*list)(int *) = (void **(*)(int *))dlvsym(h, "ibv_get_device_list", "IBVERBS_1.1");
+    const char *(*name)(void *) = (const char *(*)(void *))dlvsym(h, "ibv_get_device_name", "IBVERBS_1.1");
+    int n = -1;
+    void **l = list(&n);
+    printf("%d devices", l ? n : -1);
+    for (int i = 0; l && i < n; i++) printf(" %s", name(l[i]));
+    printf("\n");
+    return 0;
+}
+"#;
+
+/// Preload mode: a program that dlopens a verbs library by path (a private
+/// rdma-core, here the sim) gets that library behind the shim, not whatever
+/// `libibverbs.so.1` the search path holds; and an `RTLD_NOLOAD` probe
+/// answers as it would without the shim.
+#[test]
+fn a_verbs_library_dlopened_by_path_is_the_one_forwarded_to() {
+    let dir = TempDir::new("review-bypath");
+    let prog = c_program(&dir, "review_bypath", DLOPEN_BY_PATH, &["-ldl"]);
+    let mut cmd = Command::new(&prog);
+    cmd.arg(sim_lib())
+        .env("IBV_SIM_DEVICES", "mlx5_0,rxe0")
+        .env("LD_PRELOAD", shim_so())
+        .env("IBV_SHIM_LOG", "debug")
+        .env_remove("LD_LIBRARY_PATH")
+        .env_remove("IBV_SHIM_LIBRARY");
+    let out = run(&mut cmd);
+    assert_eq!(
+        stdout(&out).trim(),
+        "probe not loaded\n2 devices mlx5_0 rxe0",
+        "{}",
+        describe(&cmd, &out)
+    );
+    assert!(
+        stderr(&out).contains("ibv_get_device_list("),
+        "{}",
+        describe(&cmd, &out)
+    );
+}

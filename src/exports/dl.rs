@@ -54,8 +54,12 @@ fn own_path() -> Option<&'static CStr> {
 static REAL_DLOPEN: AtomicUsize = AtomicUsize::new(0);
 
 /// Picks the file name the hook passes on: the shim's own path for the
-/// verbs library's names, otherwise the caller's unchanged.
-extern "C" fn dlopen_target(filename: *const c_char) -> *const c_char {
+/// verbs library's names, otherwise the caller's unchanged. An
+/// `RTLD_NOLOAD` probe ("is libibverbs loaded?") is passed on unchanged so
+/// its answer stays the true one. A path the program names (a private
+/// rdma-core under /opt, say) becomes the library the shim forwards to,
+/// when it has not loaded one yet.
+extern "C" fn dlopen_target(filename: *const c_char, flags: c_int) -> *const c_char {
     REAL_DLOPEN.store(crate::real::real_dlopen() as usize, Ordering::Relaxed);
     let saved = crate::guard::Errno::save();
     let redirect = crate::guard::boundary("dlopen", None, || {
@@ -64,8 +68,11 @@ extern "C" fn dlopen_target(filename: *const c_char) -> *const c_char {
         }
         // SAFETY: dlopen's contract: a non-NULL filename is a C string.
         let name = unsafe { CStr::from_ptr(filename) };
-        if !is_libibverbs(name) {
+        if !is_libibverbs(name) || flags & libc::RTLD_NOLOAD != 0 {
             return None;
+        }
+        if name.to_bytes().contains(&b'/') {
+            crate::real::program_asked_for(name);
         }
         let me = own_path()?;
         crate::log!(
@@ -92,7 +99,8 @@ extern "C" fn dlopen_target(filename: *const c_char) -> *const c_char {
 #[unsafe(naked)]
 #[no_mangle]
 pub unsafe extern "C" fn dlopen(filename: *const c_char, flags: c_int) -> *mut c_void {
-    // On entry rsp is 8 mod 16; the push realigns it for the call.
+    // On entry rsp is 8 mod 16; the push realigns it for the call. rdi and
+    // rsi (the flags) are passed on to `dlopen_target` as they came.
     core::arch::naked_asm!(
         "push rsi",
         "call {target}",
