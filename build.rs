@@ -31,7 +31,7 @@ fn main() {
                 .trim()
                 .strip_prefix("force-frame-pointers")
         })
-        .last()
+        .next_back()
         .is_some_and(|v| matches!(v, "" | "=yes" | "=y" | "=on" | "=true" | "=always"));
     if fp {
         println!("cargo:rustc-cfg=ibvshim_frame_pointers");
