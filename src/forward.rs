@@ -67,7 +67,15 @@ pub(crate) extern "C" fn resolve_trampoline(index: usize, regs: *const [usize; 7
     }
     // Nothing to jump to. Without the signature the only safe answer is a
     // function that sets errno and returns 0 (NULL for the many verbs that
-    // return pointers).
+    // return pointers) — except the `*_str` helpers, whose callers print the
+    // result unchecked: they get "unknown", as rdma-core answers for a value
+    // it does not know.
+    if FORWARDED
+        .get(index)
+        .is_some_and(|f| f.name.to_bytes().ends_with(b"_str"))
+    {
+        return unknown_str as *const () as usize;
+    }
     unavailable as *const () as usize
 }
 
@@ -109,6 +117,11 @@ fn resolve(index: usize, cache: bool) -> usize {
 extern "C" fn unavailable() -> usize {
     crate::guard::set_errno(libc::ENOSYS);
     0
+}
+
+#[cfg(not(test))]
+extern "C" fn unknown_str() -> *const std::ffi::c_char {
+    c"unknown".as_ptr()
 }
 
 /// Keeps the shim's copies of the real library's exported data objects

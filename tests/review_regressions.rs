@@ -404,3 +404,35 @@ fn a_verbs_library_dlopened_by_path_is_the_one_forwarded_to() {
         describe(&cmd, &out)
     );
 }
+
+const STR_HELPERS: &str = r#"
+#include <infiniband/verbs.h>
+#include <stdio.h>
+int main(void) {
+    printf("[%s] [%s]\n", ibv_wc_status_str(IBV_WC_SUCCESS), ibv_node_type_str(IBV_NODE_CA));
+    return 0;
+}
+"#;
+
+/// With no real library to forward to, the forwarded `*_str` helpers answer
+/// "unknown" (their callers print the result unchecked) instead of NULL.
+#[test]
+fn str_helpers_without_a_real_library_say_unknown() {
+    let dir = TempDir::new("review-str");
+    let prog = c_program(&dir, "review_str", STR_HELPERS, &["-libverbs"]);
+    let mut cmd = Command::new(&prog);
+    cmd.env("LD_PRELOAD", shim_so())
+        .env("IBV_SHIM_LIBRARY", dir.join("no-such-library.so"));
+    let out = run(&mut cmd);
+    assert_eq!(
+        stdout(&out).trim(),
+        "[unknown] [unknown]",
+        "{}",
+        describe(&cmd, &out)
+    );
+    assert!(
+        stderr(&out).contains("cannot load the real libibverbs"),
+        "{}",
+        describe(&cmd, &out)
+    );
+}
