@@ -142,6 +142,35 @@ fn context_of_pd(pd: *mut ibv_pd) -> *mut ibv_context {
     unsafe { (*pd).context }
 }
 
+/// The shape every create shares. `forward` calls the real verb; when the
+/// real library is calling one of its own exports (see [`nested`]) that is
+/// all. Otherwise a create on a parent of a closed context (`parent`: the
+/// verb, the argument's name and the parent's address) is refused as a use
+/// after close, and a non-NULL result is recorded by `record`; the call is
+/// logged by `log`. No lock is held while `forward` runs.
+fn create<T>(
+    parent: Option<(&str, &str, usize)>,
+    forward: impl FnOnce() -> *mut T,
+    record: impl FnOnce(*mut T),
+    log: impl FnOnce(&Call, *mut T),
+) -> *mut T {
+    if nested() {
+        return forward();
+    }
+    if let Some((func, arg, addr)) = parent {
+        if zombie(func, arg, addr) {
+            return ptr::null_mut();
+        }
+    }
+    let call = Call::begin();
+    let obj = inside(forward);
+    if !obj.is_null() {
+        record(obj);
+    }
+    log(&call, obj);
+    obj
+}
+
 /// Records a new object (and, with `IBV_SHIM_BACKTRACE=1`, how it was
 /// reached). errno is left as it was.
 #[inline]
@@ -377,32 +406,31 @@ pub unsafe extern "C" fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd 
             Ok(f) => f,
             Err(why) => return unavailable(why),
         };
-        // SAFETY: forwarded unchanged.
-        if nested() {
-            return unsafe { real(context) };
-        }
-        let call = Call::begin();
-        // SAFETY: forwarded unchanged.
-        let pd = inside(|| unsafe { real(context) });
-        if !pd.is_null() {
-            let mut o = Obj::new(
-                Kind::Pd,
-                pd as usize,
-                context_of(pd, context),
-                0,
-                caller,
-                tid(),
-            );
-            // SAFETY: a live PD just returned by the real library.
-            o.a = unsafe { (*pd).handle } as u64;
-            track(o);
-        }
-        call.end(
-            format_args!("ibv_alloc_pd(context={})", Ptr(context)),
-            format_args!("{}", Ptr(pd)),
-            pd.is_null(),
-        );
-        pd
+        create(
+            None,
+            // SAFETY: forwarded unchanged.
+            || unsafe { real(context) },
+            |pd| {
+                let mut o = Obj::new(
+                    Kind::Pd,
+                    pd as usize,
+                    context_of(pd, context),
+                    0,
+                    caller,
+                    tid(),
+                );
+                // SAFETY: a live PD just returned by the real library.
+                o.a = unsafe { (*pd).handle } as u64;
+                track(o);
+            },
+            |call, pd| {
+                call.end(
+                    format_args!("ibv_alloc_pd(context={})", Ptr(context)),
+                    format_args!("{}", Ptr(pd)),
+                    pd.is_null(),
+                )
+            },
+        )
     })
 }
 
@@ -482,29 +510,25 @@ pub unsafe extern "C" fn ibv_reg_mr(
             Ok(f) => f,
             Err(why) => return unavailable(why),
         };
-        // SAFETY: forwarded unchanged.
-        if nested() {
-            return unsafe { real(pd, addr, length, access) };
-        }
-        if zombie("ibv_reg_mr", "pd", pd as usize) {
-            return ptr::null_mut();
-        }
-        let call = Call::begin();
-        // SAFETY: forwarded unchanged.
-        let mr = inside(|| unsafe { real(pd, addr, length, access) });
-        if !mr.is_null() {
-            track_mr(mr, pd, addr as u64, length, access as u32, 0, caller);
-        }
-        call.end(
-            format_args!(
-                "ibv_reg_mr(pd={}, addr={}, length={length}, access={access:#x})",
-                Ptr(pd),
-                Ptr(addr)
-            ),
-            format_args!("{}", MrResult(mr)),
-            mr.is_null(),
-        );
-        mr
+        create(
+            Some(("ibv_reg_mr", "pd", pd as usize)),
+            // SAFETY: forwarded unchanged.
+            || unsafe { real(pd, addr, length, access) },
+            |mr| {
+                track_mr(mr, pd, addr as u64, length, access as u32, 0, caller);
+            },
+            |call, mr| {
+                call.end(
+                    format_args!(
+                        "ibv_reg_mr(pd={}, addr={}, length={length}, access={access:#x})",
+                        Ptr(pd),
+                        Ptr(addr)
+                    ),
+                    format_args!("{}", MrResult(mr)),
+                    mr.is_null(),
+                )
+            },
+        )
     })
 }
 
@@ -526,20 +550,15 @@ pub unsafe extern "C" fn ibv_reg_mr_iova(
             Ok(f) => f,
             Err(why) => return unavailable(why),
         };
-        // SAFETY: forwarded unchanged.
-        if nested() {
-            return unsafe { real(pd, addr, length, iova, access) };
-        }
-        if zombie("ibv_reg_mr_iova", "pd", pd as usize) {
-            return ptr::null_mut();
-        }
-        let call = Call::begin();
-        // SAFETY: forwarded unchanged.
-        let mr = inside(|| unsafe { real(pd, addr, length, iova, access) });
-        if !mr.is_null() {
-            track_mr(mr, pd, addr as u64, length, access as u32, 1, caller);
-        }
-        call.end(
+        create(
+            Some(("ibv_reg_mr_iova", "pd", pd as usize)),
+            // SAFETY: forwarded unchanged.
+            || unsafe { real(pd, addr, length, iova, access) },
+            |mr| {
+                track_mr(mr, pd, addr as u64, length, access as u32, 1, caller);
+            },
+            |call, mr| {
+                call.end(
             format_args!(
                 "ibv_reg_mr_iova(pd={}, addr={}, length={length}, iova={iova:#x}, access={access:#x})",
                 Ptr(pd),
@@ -547,8 +566,9 @@ pub unsafe extern "C" fn ibv_reg_mr_iova(
             ),
             format_args!("{}", MrResult(mr)),
             mr.is_null(),
-        );
-        mr
+                )
+            },
+        )
     })
 }
 
@@ -571,20 +591,15 @@ pub unsafe extern "C" fn ibv_reg_mr_iova2(
             Ok(f) => f,
             Err(why) => return unavailable(why),
         };
-        // SAFETY: forwarded unchanged.
-        if nested() {
-            return unsafe { real(pd, addr, length, iova, access) };
-        }
-        if zombie("ibv_reg_mr_iova2", "pd", pd as usize) {
-            return ptr::null_mut();
-        }
-        let call = Call::begin();
-        // SAFETY: forwarded unchanged.
-        let mr = inside(|| unsafe { real(pd, addr, length, iova, access) });
-        if !mr.is_null() {
-            track_mr(mr, pd, addr as u64, length, access, 2, caller);
-        }
-        call.end(
+        create(
+            Some(("ibv_reg_mr_iova2", "pd", pd as usize)),
+            // SAFETY: forwarded unchanged.
+            || unsafe { real(pd, addr, length, iova, access) },
+            |mr| {
+                track_mr(mr, pd, addr as u64, length, access, 2, caller);
+            },
+            |call, mr| {
+                call.end(
             format_args!(
                 "ibv_reg_mr_iova2(pd={}, addr={}, length={length}, iova={iova:#x}, access={access:#x})",
                 Ptr(pd),
@@ -592,8 +607,9 @@ pub unsafe extern "C" fn ibv_reg_mr_iova2(
             ),
             format_args!("{}", MrResult(mr)),
             mr.is_null(),
-        );
-        mr
+                )
+            },
+        )
     })
 }
 
@@ -618,20 +634,15 @@ pub unsafe extern "C" fn ibv_reg_dmabuf_mr(
             Ok(f) => f,
             Err(why) => return unavailable(why),
         };
-        // SAFETY: forwarded unchanged.
-        if nested() {
-            return unsafe { real(pd, offset, length, iova, fd, access) };
-        }
-        if zombie("ibv_reg_dmabuf_mr", "pd", pd as usize) {
-            return ptr::null_mut();
-        }
-        let call = Call::begin();
-        // SAFETY: forwarded unchanged.
-        let mr = inside(|| unsafe { real(pd, offset, length, iova, fd, access) });
-        if !mr.is_null() {
-            track_mr(mr, pd, offset, length, access as u32, 3, caller);
-        }
-        call.end(
+        create(
+            Some(("ibv_reg_dmabuf_mr", "pd", pd as usize)),
+            // SAFETY: forwarded unchanged.
+            || unsafe { real(pd, offset, length, iova, fd, access) },
+            |mr| {
+                track_mr(mr, pd, offset, length, access as u32, 3, caller);
+            },
+            |call, mr| {
+                call.end(
             format_args!(
                 "ibv_reg_dmabuf_mr(pd={}, offset={offset:#x}, length={length}, iova={iova:#x}, fd={fd}, \
                  access={access:#x})",
@@ -639,8 +650,9 @@ pub unsafe extern "C" fn ibv_reg_dmabuf_mr(
             ),
             format_args!("{}", MrResult(mr)),
             mr.is_null(),
-        );
-        mr
+                )
+            },
+        )
     })
 }
 
@@ -769,32 +781,31 @@ pub unsafe extern "C" fn ibv_create_comp_channel(
             Ok(f) => f,
             Err(why) => return unavailable(why),
         };
-        // SAFETY: forwarded unchanged.
-        if nested() {
-            return unsafe { real(context) };
-        }
-        let call = Call::begin();
-        // SAFETY: forwarded unchanged.
-        let ch = inside(|| unsafe { real(context) });
-        if !ch.is_null() {
-            let mut o = Obj::new(
-                Kind::CompChannel,
-                ch as usize,
-                context_of(ch, context),
-                0,
-                caller,
-                tid(),
-            );
-            // SAFETY: a live channel just returned by the real library.
-            o.x = unsafe { (*ch).fd } as u32;
-            track(o);
-        }
-        call.end(
-            format_args!("ibv_create_comp_channel(context={})", Ptr(context)),
-            format_args!("{}", Ptr(ch)),
-            ch.is_null(),
-        );
-        ch
+        create(
+            None,
+            // SAFETY: forwarded unchanged.
+            || unsafe { real(context) },
+            |ch| {
+                let mut o = Obj::new(
+                    Kind::CompChannel,
+                    ch as usize,
+                    context_of(ch, context),
+                    0,
+                    caller,
+                    tid(),
+                );
+                // SAFETY: a live channel just returned by the real library.
+                o.x = unsafe { (*ch).fd } as u32;
+                track(o);
+            },
+            |call, ch| {
+                call.end(
+                    format_args!("ibv_create_comp_channel(context={})", Ptr(context)),
+                    format_args!("{}", Ptr(ch)),
+                    ch.is_null(),
+                )
+            },
+        )
     })
 }
 
@@ -840,31 +851,26 @@ pub unsafe extern "C" fn ibv_create_cq(
             Ok(f) => f,
             Err(why) => return unavailable(why),
         };
-        // SAFETY: forwarded unchanged.
-        if nested() {
-            return unsafe { real(context, cqe, cq_context, channel, comp_vector) };
-        }
-        if zombie("ibv_create_cq", "channel", channel as usize) {
-            return ptr::null_mut();
-        }
-        let call = Call::begin();
-        // SAFETY: forwarded unchanged.
-        let cq = inside(|| unsafe { real(context, cqe, cq_context, channel, comp_vector) });
-        if !cq.is_null() {
-            let mut o = Obj::new(
-                Kind::Cq,
-                cq as usize,
-                context_of(cq, context),
-                channel as usize,
-                caller,
-                tid(),
-            );
-            // SAFETY: a live CQ just returned by the real library.
-            o.x = unsafe { (*cq).cqe } as u32;
-            o.a = comp_vector as u32 as u64;
-            track(o);
-        }
-        call.end(
+        create(
+            Some(("ibv_create_cq", "channel", channel as usize)),
+            // SAFETY: forwarded unchanged.
+            || unsafe { real(context, cqe, cq_context, channel, comp_vector) },
+            |cq| {
+                let mut o = Obj::new(
+                    Kind::Cq,
+                    cq as usize,
+                    context_of(cq, context),
+                    channel as usize,
+                    caller,
+                    tid(),
+                );
+                // SAFETY: a live CQ just returned by the real library.
+                o.x = unsafe { (*cq).cqe } as u32;
+                o.a = comp_vector as u32 as u64;
+                track(o);
+            },
+            |call, cq| {
+                call.end(
             format_args!(
                 "ibv_create_cq(context={}, cqe={cqe}, cq_context={}, channel={}, comp_vector={comp_vector})",
                 Ptr(context),
@@ -873,8 +879,9 @@ pub unsafe extern "C" fn ibv_create_cq(
             ),
             format_args!("{}", Ptr(cq)),
             cq.is_null(),
-        );
-        cq
+                )
+            },
+        )
     })
 }
 
@@ -958,44 +965,40 @@ pub unsafe extern "C" fn ibv_create_srq(
             Ok(f) => f,
             Err(why) => return unavailable(why),
         };
-        // SAFETY: forwarded unchanged.
-        if nested() {
-            return unsafe { real(pd, srq_init_attr) };
-        }
-        if zombie("ibv_create_srq", "pd", pd as usize) {
-            return ptr::null_mut();
-        }
-        let call = Call::begin();
-        // SAFETY: forwarded unchanged.
-        let srq = inside(|| unsafe { real(pd, srq_init_attr) });
-        if !srq.is_null() {
-            let mut o = Obj::new(
-                Kind::Srq,
-                srq as usize,
-                context_of(srq, context_of_pd(pd)),
-                pd as usize,
-                caller,
-                tid(),
-            );
-            if !srq_init_attr.is_null() {
-                // SAFETY: the attributes the real library just accepted.
-                let attr = unsafe { (*srq_init_attr).attr };
-                o.x = attr.max_wr;
-                o.a = attr.max_sge as u64;
-                o.b = attr.srq_limit as u64;
-            }
-            track(o);
-        }
-        call.end(
-            format_args!(
-                "ibv_create_srq(pd={}, srq_init_attr={})",
-                Ptr(pd),
-                Ptr(srq_init_attr)
-            ),
-            format_args!("{}", Ptr(srq)),
-            srq.is_null(),
-        );
-        srq
+        create(
+            Some(("ibv_create_srq", "pd", pd as usize)),
+            // SAFETY: forwarded unchanged.
+            || unsafe { real(pd, srq_init_attr) },
+            |srq| {
+                let mut o = Obj::new(
+                    Kind::Srq,
+                    srq as usize,
+                    context_of(srq, context_of_pd(pd)),
+                    pd as usize,
+                    caller,
+                    tid(),
+                );
+                if !srq_init_attr.is_null() {
+                    // SAFETY: the attributes the real library just accepted.
+                    let attr = unsafe { (*srq_init_attr).attr };
+                    o.x = attr.max_wr;
+                    o.a = attr.max_sge as u64;
+                    o.b = attr.srq_limit as u64;
+                }
+                track(o);
+            },
+            |call, srq| {
+                call.end(
+                    format_args!(
+                        "ibv_create_srq(pd={}, srq_init_attr={})",
+                        Ptr(pd),
+                        Ptr(srq_init_attr)
+                    ),
+                    format_args!("{}", Ptr(srq)),
+                    srq.is_null(),
+                )
+            },
+        )
     })
 }
 
@@ -1038,50 +1041,46 @@ pub unsafe extern "C" fn ibv_create_qp(
             Ok(f) => f,
             Err(why) => return unavailable(why),
         };
-        // SAFETY: forwarded unchanged.
-        if nested() {
-            return unsafe { real(pd, qp_init_attr) };
-        }
-        if zombie("ibv_create_qp", "pd", pd as usize) {
-            return ptr::null_mut();
-        }
-        let call = Call::begin();
-        // SAFETY: forwarded unchanged.
-        let qp = inside(|| unsafe { real(pd, qp_init_attr) });
-        if !qp.is_null() {
-            let mut o = Obj::new(
-                Kind::Qp,
-                qp as usize,
-                context_of(qp, context_of_pd(pd)),
-                pd as usize,
-                caller,
-                tid(),
-            );
-            // SAFETY: a live QP just returned by the real library.
-            o.x = unsafe { (*qp).qp_num };
-            if !qp_init_attr.is_null() {
-                // SAFETY: the attributes the real library just accepted;
-                // qp_type is read as the int it is in C.
-                unsafe {
-                    let attr = &*qp_init_attr;
-                    o.a = attr.send_cq as u64;
-                    o.b = attr.recv_cq as u64;
-                    o.c = attr.srq as u64;
-                    o.set_sub(addr_of!(attr.qp_type).cast::<c_int>().read() as u8);
+        create(
+            Some(("ibv_create_qp", "pd", pd as usize)),
+            // SAFETY: forwarded unchanged.
+            || unsafe { real(pd, qp_init_attr) },
+            |qp| {
+                let mut o = Obj::new(
+                    Kind::Qp,
+                    qp as usize,
+                    context_of(qp, context_of_pd(pd)),
+                    pd as usize,
+                    caller,
+                    tid(),
+                );
+                // SAFETY: a live QP just returned by the real library.
+                o.x = unsafe { (*qp).qp_num };
+                if !qp_init_attr.is_null() {
+                    // SAFETY: the attributes the real library just accepted;
+                    // qp_type is read as the int it is in C.
+                    unsafe {
+                        let attr = &*qp_init_attr;
+                        o.a = attr.send_cq as u64;
+                        o.b = attr.recv_cq as u64;
+                        o.c = attr.srq as u64;
+                        o.set_sub(addr_of!(attr.qp_type).cast::<c_int>().read() as u8);
+                    }
                 }
-            }
-            track(o);
-        }
-        call.end(
-            format_args!(
-                "ibv_create_qp(pd={}, qp_init_attr={})",
-                Ptr(pd),
-                Ptr(qp_init_attr)
-            ),
-            format_args!("{}", QpResult(qp)),
-            qp.is_null(),
-        );
-        qp
+                track(o);
+            },
+            |call, qp| {
+                call.end(
+                    format_args!(
+                        "ibv_create_qp(pd={}, qp_init_attr={})",
+                        Ptr(pd),
+                        Ptr(qp_init_attr)
+                    ),
+                    format_args!("{}", QpResult(qp)),
+                    qp.is_null(),
+                )
+            },
+        )
     })
 }
 
@@ -1137,40 +1136,36 @@ pub unsafe extern "C" fn ibv_create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) 
             Ok(f) => f,
             Err(why) => return unavailable(why),
         };
-        // SAFETY: forwarded unchanged.
-        if nested() {
-            return unsafe { real(pd, attr) };
-        }
-        if zombie("ibv_create_ah", "pd", pd as usize) {
-            return ptr::null_mut();
-        }
-        let call = Call::begin();
-        // SAFETY: forwarded unchanged.
-        let ah = inside(|| unsafe { real(pd, attr) });
-        if !ah.is_null() {
-            let mut o = Obj::new(
-                Kind::Ah,
-                ah as usize,
-                context_of(ah, context_of_pd(pd)),
-                pd as usize,
-                caller,
-                tid(),
-            );
-            if !attr.is_null() {
-                // SAFETY: the attributes the real library just accepted.
-                let attr = unsafe { &*attr };
-                o.a = attr.dlid as u64;
-                o.b = attr.port_num as u64;
-                o.c = attr.sl as u64 | (attr.is_global as u64) << 8;
-            }
-            track(o);
-        }
-        call.end(
-            format_args!("ibv_create_ah(pd={}, attr={})", Ptr(pd), Ptr(attr)),
-            format_args!("{}", Ptr(ah)),
-            ah.is_null(),
-        );
-        ah
+        create(
+            Some(("ibv_create_ah", "pd", pd as usize)),
+            // SAFETY: forwarded unchanged.
+            || unsafe { real(pd, attr) },
+            |ah| {
+                let mut o = Obj::new(
+                    Kind::Ah,
+                    ah as usize,
+                    context_of(ah, context_of_pd(pd)),
+                    pd as usize,
+                    caller,
+                    tid(),
+                );
+                if !attr.is_null() {
+                    // SAFETY: the attributes the real library just accepted.
+                    let attr = unsafe { &*attr };
+                    o.a = attr.dlid as u64;
+                    o.b = attr.port_num as u64;
+                    o.c = attr.sl as u64 | (attr.is_global as u64) << 8;
+                }
+                track(o);
+            },
+            |call, ah| {
+                call.end(
+                    format_args!("ibv_create_ah(pd={}, attr={})", Ptr(pd), Ptr(attr)),
+                    format_args!("{}", Ptr(ah)),
+                    ah.is_null(),
+                )
+            },
+        )
     })
 }
 
@@ -1193,46 +1188,42 @@ pub unsafe extern "C" fn ibv_create_ah_from_wc(
             Ok(f) => f,
             Err(why) => return unavailable(why),
         };
-        // SAFETY: forwarded unchanged.
-        if nested() {
-            return unsafe { real(pd, wc, grh, port_num) };
-        }
-        if zombie("ibv_create_ah_from_wc", "pd", pd as usize) {
-            return ptr::null_mut();
-        }
-        let call = Call::begin();
-        // SAFETY: forwarded unchanged.
-        let ah = inside(|| unsafe { real(pd, wc, grh, port_num) });
-        if !ah.is_null() {
-            let mut o = Obj::new(
-                Kind::Ah,
-                ah as usize,
-                context_of(ah, context_of_pd(pd)),
-                pd as usize,
-                caller,
-                tid(),
-            );
-            if !wc.is_null() {
-                // SAFETY: the completion the real library just read.
-                let wc = unsafe { &*wc };
-                o.a = wc.slid as u64;
-                o.c = wc.sl as u64;
-            }
-            o.b = port_num as u64;
-            o.set_sub(1);
-            track(o);
-        }
-        call.end(
-            format_args!(
-                "ibv_create_ah_from_wc(pd={}, wc={}, grh={}, port_num={port_num})",
-                Ptr(pd),
-                Ptr(wc),
-                Ptr(grh)
-            ),
-            format_args!("{}", Ptr(ah)),
-            ah.is_null(),
-        );
-        ah
+        create(
+            Some(("ibv_create_ah_from_wc", "pd", pd as usize)),
+            // SAFETY: forwarded unchanged.
+            || unsafe { real(pd, wc, grh, port_num) },
+            |ah| {
+                let mut o = Obj::new(
+                    Kind::Ah,
+                    ah as usize,
+                    context_of(ah, context_of_pd(pd)),
+                    pd as usize,
+                    caller,
+                    tid(),
+                );
+                if !wc.is_null() {
+                    // SAFETY: the completion the real library just read.
+                    let wc = unsafe { &*wc };
+                    o.a = wc.slid as u64;
+                    o.c = wc.sl as u64;
+                }
+                o.b = port_num as u64;
+                o.set_sub(1);
+                track(o);
+            },
+            |call, ah| {
+                call.end(
+                    format_args!(
+                        "ibv_create_ah_from_wc(pd={}, wc={}, grh={}, port_num={port_num})",
+                        Ptr(pd),
+                        Ptr(wc),
+                        Ptr(grh)
+                    ),
+                    format_args!("{}", Ptr(ah)),
+                    ah.is_null(),
+                )
+            },
+        )
     })
 }
 
@@ -1271,27 +1262,26 @@ pub unsafe extern "C" fn ibv_import_device(cmd_fd: c_int) -> *mut ibv_context {
             Ok(f) => f,
             Err(why) => return unavailable(why),
         };
-        // SAFETY: forwarded unchanged.
-        if nested() {
-            return unsafe { real(cmd_fd) };
-        }
-        let call = Call::begin();
-        // SAFETY: forwarded unchanged.
-        let ctx = inside(|| unsafe { real(cmd_fd) });
-        if !ctx.is_null() {
-            let errno = Errno::save();
-            // SAFETY: a live context just returned by the real library.
-            let device = unsafe { (*ctx).device };
-            devices::remember(device);
-            contexts::imported(ctx as usize, device as usize, tid(), caller);
-            errno.restore();
-        }
-        call.end(
-            format_args!("ibv_import_device(cmd_fd={cmd_fd})"),
-            format_args!("{}", Ptr(ctx)),
-            ctx.is_null(),
-        );
-        ctx
+        create(
+            None,
+            // SAFETY: forwarded unchanged.
+            || unsafe { real(cmd_fd) },
+            |ctx| {
+                let errno = Errno::save();
+                // SAFETY: a live context just returned by the real library.
+                let device = unsafe { (*ctx).device };
+                devices::remember(device);
+                contexts::imported(ctx as usize, device as usize, tid(), caller);
+                errno.restore();
+            },
+            |call, ctx| {
+                call.end(
+                    format_args!("ibv_import_device(cmd_fd={cmd_fd})"),
+                    format_args!("{}", Ptr(ctx)),
+                    ctx.is_null(),
+                )
+            },
+        )
     })
 }
 
@@ -1309,34 +1299,33 @@ pub unsafe extern "C" fn ibv_import_pd(context: *mut ibv_context, pd_handle: u32
             Ok(f) => f,
             Err(why) => return unavailable(why),
         };
-        // SAFETY: forwarded unchanged.
-        if nested() {
-            return unsafe { real(context, pd_handle) };
-        }
-        let call = Call::begin();
-        // SAFETY: forwarded unchanged.
-        let pd = inside(|| unsafe { real(context, pd_handle) });
-        if !pd.is_null() {
-            let mut o = Obj::new(
-                Kind::ImportedPd,
-                pd as usize,
-                context_of(pd, context),
-                0,
-                caller,
-                tid(),
-            );
-            o.a = pd_handle as u64;
-            track(o);
-        }
-        call.end(
-            format_args!(
-                "ibv_import_pd(context={}, pd_handle={pd_handle})",
-                Ptr(context)
-            ),
-            format_args!("{}", Ptr(pd)),
-            pd.is_null(),
-        );
-        pd
+        create(
+            None,
+            // SAFETY: forwarded unchanged.
+            || unsafe { real(context, pd_handle) },
+            |pd| {
+                let mut o = Obj::new(
+                    Kind::ImportedPd,
+                    pd as usize,
+                    context_of(pd, context),
+                    0,
+                    caller,
+                    tid(),
+                );
+                o.a = pd_handle as u64;
+                track(o);
+            },
+            |call, pd| {
+                call.end(
+                    format_args!(
+                        "ibv_import_pd(context={}, pd_handle={pd_handle})",
+                        Ptr(context)
+                    ),
+                    format_args!("{}", Ptr(pd)),
+                    pd.is_null(),
+                )
+            },
+        )
     })
 }
 
@@ -1377,40 +1366,36 @@ pub unsafe extern "C" fn ibv_import_mr(pd: *mut ibv_pd, mr_handle: u32) -> *mut 
             Ok(f) => f,
             Err(why) => return unavailable(why),
         };
-        // SAFETY: forwarded unchanged.
-        if nested() {
-            return unsafe { real(pd, mr_handle) };
-        }
-        if zombie("ibv_import_mr", "pd", pd as usize) {
-            return ptr::null_mut();
-        }
-        let call = Call::begin();
-        // SAFETY: forwarded unchanged.
-        let mr = inside(|| unsafe { real(pd, mr_handle) });
-        if !mr.is_null() {
-            let mut o = Obj::new(
-                Kind::ImportedMr,
-                mr as usize,
-                context_of(mr, context_of_pd(pd)),
-                pd as usize,
-                caller,
-                tid(),
-            );
-            // SAFETY: a live MR just returned by the real library.
-            unsafe {
-                o.a = (*mr).addr as u64;
-                o.b = (*mr).length as u64;
-                o.c = (*mr).lkey as u64 | ((*mr).rkey as u64) << 32;
-            }
-            o.x = mr_handle;
-            track(o);
-        }
-        call.end(
-            format_args!("ibv_import_mr(pd={}, mr_handle={mr_handle})", Ptr(pd)),
-            format_args!("{}", MrResult(mr)),
-            mr.is_null(),
-        );
-        mr
+        create(
+            Some(("ibv_import_mr", "pd", pd as usize)),
+            // SAFETY: forwarded unchanged.
+            || unsafe { real(pd, mr_handle) },
+            |mr| {
+                let mut o = Obj::new(
+                    Kind::ImportedMr,
+                    mr as usize,
+                    context_of(mr, context_of_pd(pd)),
+                    pd as usize,
+                    caller,
+                    tid(),
+                );
+                // SAFETY: a live MR just returned by the real library.
+                unsafe {
+                    o.a = (*mr).addr as u64;
+                    o.b = (*mr).length as u64;
+                    o.c = (*mr).lkey as u64 | ((*mr).rkey as u64) << 32;
+                }
+                o.x = mr_handle;
+                track(o);
+            },
+            |call, mr| {
+                call.end(
+                    format_args!("ibv_import_mr(pd={}, mr_handle={mr_handle})", Ptr(pd)),
+                    format_args!("{}", MrResult(mr)),
+                    mr.is_null(),
+                )
+            },
+        )
     })
 }
 
