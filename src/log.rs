@@ -142,34 +142,51 @@ fn open_log() -> i32 {
 }
 
 /// A fixed-size line buffer on the stack; output past its end is cut.
+///
+/// The buffer is left uninitialised (zeroing 1 KiB per line cost more than
+/// formatting the prefix): only `buf[..len]` is ever read.
 pub struct LineBuf {
-    buf: [u8; 1024],
+    buf: std::mem::MaybeUninit<[u8; LINE_MAX]>,
     len: usize,
     truncated: bool,
 }
 
+const LINE_MAX: usize = 1024;
+
 impl LineBuf {
     pub fn new() -> Self {
         LineBuf {
-            buf: [0; 1024],
+            buf: std::mem::MaybeUninit::uninit(),
             len: 0,
             truncated: false,
         }
     }
 
     pub fn as_bytes(&self) -> &[u8] {
-        &self.buf[..self.len]
+        // SAFETY: the first `len` bytes were written by `append`.
+        unsafe { std::slice::from_raw_parts(self.buf.as_ptr().cast::<u8>(), self.len) }
     }
-}
 
-impl LineBuf {
-    /// Appends bytes the shim produced itself (ASCII): no UTF-8 check.
-    fn push(&mut self, bytes: &[u8]) {
-        let room = self.buf.len() - 4 - self.len;
+    /// Appends what fits, keeping `reserve` bytes free at the end.
+    fn append(&mut self, bytes: &[u8], reserve: usize) {
+        let room = LINE_MAX - reserve - self.len;
         let n = bytes.len().min(room);
-        self.buf[self.len..self.len + n].copy_from_slice(&bytes[..n]);
+        // SAFETY: len + n <= LINE_MAX, so the copy stays inside the buffer.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                bytes.as_ptr(),
+                self.buf.as_mut_ptr().cast::<u8>().add(self.len),
+                n,
+            )
+        };
         self.len += n;
         self.truncated |= n < bytes.len();
+    }
+
+    /// Appends bytes the shim produced itself (ASCII): no UTF-8 check.
+    /// Keeps 4 bytes for "...\n".
+    fn push(&mut self, bytes: &[u8]) {
+        self.append(bytes, 4);
     }
 }
 
@@ -248,13 +265,7 @@ impl Default for LineBuf {
 impl fmt::Write for LineBuf {
     fn write_str(&mut self, s: &str) -> fmt::Result {
         // Keep 4 bytes for "...\n".
-        let room = self.buf.len() - 4 - self.len;
-        let n = s.len().min(room);
-        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
-        self.len += n;
-        if n < s.len() {
-            self.truncated = true;
-        }
+        self.push(s.as_bytes());
         Ok(())
     }
 }
@@ -291,18 +302,16 @@ pub fn line(level: Level, args: fmt::Arguments<'_>) {
     b.push(b" ");
     let _ = b.write_fmt(args);
     if b.truncated {
-        b.buf[b.len..b.len + 3].copy_from_slice(b"...");
-        b.len += 3;
+        b.append(b"...", 0);
     }
-    b.buf[b.len] = b'\n';
-    b.len += 1;
+    b.append(b"\n", 0);
     let mut fd = FD.load(Ordering::Relaxed);
     if fd == UNOPENED {
         fd = open_log();
     }
     // SAFETY: the buffer is valid for len bytes; a failed or short write of
     // a log line is not worth failing the program's call over.
-    unsafe { libc::write(fd, b.buf.as_ptr().cast(), b.len) };
+    unsafe { libc::write(fd, b.as_bytes().as_ptr().cast(), b.len) };
     saved.restore();
 }
 
