@@ -119,7 +119,7 @@ pub unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *m
                 errno.restore();
                 call.end(
                     format_args!("ibv_get_device_list(num_devices={})", Ptr(num_devices)),
-                    format_args!("{list:p} [{n} devices: {}]", DevList(devs)),
+                    format_args!("{} [{n} devices: {}]", Ptr(list), DevList(devs)),
                     false,
                 );
             }
@@ -164,7 +164,7 @@ pub unsafe extern "C" fn ibv_free_device_list(list: *mut *mut ibv_device) {
         // SAFETY: a live list from the real ibv_get_device_list, freed once.
         unsafe { real(list) };
         call.end(
-            format_args!("ibv_free_device_list(list={list:p})"),
+            format_args!("ibv_free_device_list(list={})", Ptr(list)),
             format_args!("void"),
             false,
         );
@@ -365,7 +365,11 @@ pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
         }
         errno.restore();
         call.end(
-            format_args!("ibv_close_device(context={context:p} on {})", Dev(device)),
+            format_args!(
+                "ibv_close_device(context={} on {})",
+                Ptr(context),
+                Dev(device)
+            ),
             format_args!("{rc}"),
             rc != 0,
         );
