@@ -707,7 +707,7 @@ pub fn context_closed(ctx: usize) {
     let talk = crate::log::enabled(Level::Info) || crate::log::enabled(Level::Warn);
     let mut sup = Suppressor::new();
     let mut tally = Tally::default();
-    let n = objects::close_context(ctx, |o| {
+    let n = objects::finish_close(ctx, |o| {
         if talk {
             tally.add(o, sup.obj(o));
         }

@@ -353,6 +353,8 @@ pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
             );
             return -1;
         }
+        // Its objects too, for the same reason (see `objects::begin_close`).
+        registry::objects::begin_close(context as usize);
         errno.restore();
         let call = Call::begin();
         // SAFETY: an open context from the real library, closed once.
@@ -361,6 +363,7 @@ pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
         if rc == 0 {
             crate::report::context_closed(context as usize);
         } else {
+            registry::objects::abort_close(context as usize);
             registry::contexts::reopen(context as usize);
         }
         errno.restore();

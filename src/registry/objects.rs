@@ -116,6 +116,9 @@ impl Kinds {
 pub const FLAG_ZOMBIE: u8 = 1;
 /// A backtrace of the creation is in the side map.
 pub const FLAG_BACKTRACE: u8 = 2;
+/// Flagged a zombie by an `ibv_close_device` still under way: cleared when
+/// that close is reported ([`finish_close`]) or undone ([`abort_close`]).
+pub const FLAG_CLOSING: u8 = 4;
 
 /// One tracked object, as the table hands it out. The meaning of `a`,
 /// `b`, `c`, `x` and `sub` depends on the kind (see `exports::resources`,
@@ -653,11 +656,15 @@ pub fn count() -> usize {
     TABLE.iter().map(|s| s.0.lock().len).sum()
 }
 
-/// After `ibv_close_device(ctx)`: flags the context's objects as zombies
-/// (they stay tracked, and destroying them is refused), and shows each to
-/// `f` (a shard at a time, with no lock held, like [`for_each`]). Returns
-/// how many there were.
-pub fn close_context(ctx: usize, mut f: impl FnMut(&Obj)) -> usize {
+/// Applies `change` to the flags of every record of `ctx` for which `pick`
+/// holds, a shard at a time; shows each changed object (as it was before
+/// the change) to `f` with no lock held. Returns how many changed.
+fn reflag(
+    ctx: usize,
+    pick: impl Fn(u8) -> bool,
+    change: impl Fn(u8) -> u8,
+    mut f: impl FnMut(&Obj),
+) -> usize {
     let (mut slots, mut buf) = (Vec::new(), Vec::new());
     let mut n = 0;
     for s in &TABLE {
@@ -667,17 +674,51 @@ pub fn close_context(ctx: usize, mut f: impl FnMut(&Obj)) -> usize {
             buf.clear();
             for &slot in &slots {
                 let r = t.rec_mut(slot_idx(slot));
-                if r.ctx == ctx && (r.meta >> 48) as u8 & FLAG_ZOMBIE == 0 {
-                    r.meta |= (FLAG_ZOMBIE as u64) << 48;
+                let flags = (r.meta >> 48) as u8;
+                if r.ctx == ctx && pick(flags) {
                     buf.push(r.obj(slot_addr(slot)));
+                    r.meta = (r.meta & !(0xffu64 << 48)) | (change(flags) as u64) << 48;
                 }
             }
         }
         n += buf.len();
         buf.iter().for_each(&mut f);
     }
+    n
+}
+
+/// Before the real `ibv_close_device(ctx)`: flags the context's live objects
+/// as zombies, so that nothing reaches a context being freed, and as
+/// closing. Flagging before the close (not after) means a new context that
+/// the allocator puts at the same address once the close has freed it never
+/// has its objects flagged. Returns how many were flagged.
+pub fn begin_close(ctx: usize) -> usize {
+    let n = reflag(
+        ctx,
+        |fl| fl & FLAG_ZOMBIE == 0,
+        |fl| fl | FLAG_ZOMBIE | FLAG_CLOSING,
+        |_| {},
+    );
     ZOMBIES.fetch_add(n, Ordering::Relaxed);
     n
+}
+
+/// The real close failed: the objects [`begin_close`] flagged are live again.
+pub fn abort_close(ctx: usize) {
+    let n = reflag(
+        ctx,
+        |fl| fl & FLAG_CLOSING != 0,
+        |fl| fl & !(FLAG_ZOMBIE | FLAG_CLOSING),
+        |_| {},
+    );
+    ZOMBIES.fetch_sub(n, Ordering::Relaxed);
+}
+
+/// After the real close succeeded: shows each object [`begin_close`]
+/// flagged to `f` (a shard at a time, with no lock held, like
+/// [`for_each`]); they stay tracked as zombies. Returns how many.
+pub fn finish_close(ctx: usize, f: impl FnMut(&Obj)) -> usize {
+    reflag(ctx, |fl| fl & FLAG_CLOSING != 0, |fl| fl & !FLAG_CLOSING, f)
 }
 
 /// The tracked objects that keep `obj` from being destroyed: the MRs, QPs,
