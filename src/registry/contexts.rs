@@ -154,13 +154,6 @@ pub fn zombies() -> Vec<(usize, ContextInfo)> {
     ZOMBIES.read().clone()
 }
 
-/// Drops a context from the table.
-pub fn forget(ctx: usize) {
-    if let Some(m) = CONTEXTS.write().as_mut() {
-        m.remove(&ctx);
-    }
-}
-
 /// Every context this process must report on (not those inherited across
 /// `fork()`), in opening order.
 pub fn all() -> Vec<(usize, ContextInfo)> {
