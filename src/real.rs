@@ -92,19 +92,68 @@ pub fn after_fork_in_child() {
 type DlopenFn = unsafe extern "C" fn(*const c_char, c_int) -> *mut c_void;
 
 /// glibc's own `dlopen`, bypassing the shim's hook (see `exports::dl`).
+///
+/// `dlsym(RTLD_NEXT)` finds the next `dlopen` after the shim in the load
+/// order, which keeps a tool preloaded after the shim in the chain; but when
+/// `libc.so.6` comes *before* the shim (a program that links libc directly
+/// and gets libibverbs only through librdmacm, libfabric, MPI or UCX) there
+/// is none after it. Then `dlvsym` at glibc's versions finds it: a versioned
+/// lookup skips the shim's own unversioned `dlopen`, so it cannot return the
+/// hook. Never panics: with no dlopen at all (not a glibc process) every
+/// load fails with NULL instead.
 pub fn real_dlopen() -> DlopenFn {
     static SLOT: AtomicUsize = AtomicUsize::new(0);
     let p = SLOT.load(Ordering::Relaxed);
     if p != 0 {
-        // SAFETY: the slot only ever holds glibc's dlopen.
+        // SAFETY: the slot only ever holds a dlopen with this signature.
         return unsafe { std::mem::transmute::<usize, DlopenFn>(p) };
     }
-    // SAFETY: RTLD_NEXT lookup of a symbol glibc always defines.
-    let p = unsafe { libc::dlsym(libc::RTLD_NEXT, c"dlopen".as_ptr()) } as usize;
-    assert!(p != 0, "glibc has no dlopen");
-    SLOT.store(p, Ordering::Relaxed);
-    // SAFETY: p is glibc's dlopen, which has this signature.
-    unsafe { std::mem::transmute::<usize, DlopenFn>(p) }
+    let f = find_dlopen().unwrap_or(no_dlopen as DlopenFn);
+    SLOT.store(f as usize, Ordering::Relaxed);
+    f
+}
+
+fn find_dlopen() -> Option<DlopenFn> {
+    // SAFETY: a symbol lookup with a NUL-terminated name.
+    let next = unsafe { libc::dlsym(libc::RTLD_NEXT, c"dlopen".as_ptr()) };
+    let found = if !next.is_null() && !in_shim(next) {
+        next
+    } else {
+        // GLIBC_2.34: libc.so.6 since glibc 2.34; GLIBC_2.2.5: libdl before
+        // (and the compat alias after) on x86_64.
+        [c"GLIBC_2.34", c"GLIBC_2.2.5"]
+            .iter()
+            .map(|v| {
+                // SAFETY: a symbol lookup with NUL-terminated strings.
+                unsafe { libc::dlvsym(libc::RTLD_DEFAULT, c"dlopen".as_ptr(), v.as_ptr()) }
+            })
+            .find(|p| !p.is_null() && !in_shim(*p))?
+    };
+    // SAFETY: `found` is a definition of dlopen, which has this signature.
+    Some(unsafe { std::mem::transmute::<*mut c_void, DlopenFn>(found) })
+}
+
+/// Is `addr` inside this copy of the shim? (The hook must never jump to
+/// itself.) Compared by object, through a function that is not exported:
+/// the address of an exported one may resolve to another object's.
+fn in_shim(addr: *mut c_void) -> bool {
+    let base = |a: *const c_void| {
+        // SAFETY: all-zero is a valid Dl_info; dladdr only writes it.
+        let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+        // SAFETY: dladdr accepts any address.
+        (unsafe { libc::dladdr(a, &mut info) } != 0).then_some(info.dli_fbase)
+    };
+    let here = base(in_shim as *const c_void);
+    here.is_some() && base(addr) == here
+}
+
+/// Stands in for a dlopen that could not be found: every load fails.
+unsafe extern "C" fn no_dlopen(_: *const c_char, _: c_int) -> *mut c_void {
+    crate::log!(
+        Level::Error,
+        "no dlopen found in this process (dlsym and dlvsym at GLIBC_2.34 and GLIBC_2.2.5 all failed); libraries cannot be loaded"
+    );
+    std::ptr::null_mut()
 }
 
 fn dlerror() -> String {
