@@ -4,9 +4,14 @@
 //! path-like option in secure-execution mode (setuid programs,
 //! `getauxval(AT_SECURE)`), so an unprivileged user cannot make a privileged
 //! program load a library or write a file of their choosing.
+//!
+//! The options are read when the shim is loaded (a constructor), and
+//! relative paths are made absolute then: a program that later changes
+//! directory (`chdir`, `daemon()`) still logs, reports and reads
+//! suppressions where its user meant.
 
 use std::ffi::{CString, OsString};
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
 use once_cell::sync::Lazy;
 
@@ -63,9 +68,32 @@ impl Config {
             Some(v)
         };
         let log_file = path("IBV_SHIM_LOG_FILE");
-        let library = path("IBV_SHIM_LIBRARY").and_then(|v| CString::new(v.as_bytes()).ok());
+        // A bare library name is looked up on the search path, as dlopen does.
+        let library = path("IBV_SHIM_LIBRARY");
         let report = path("IBV_SHIM_REPORT");
         let suppress = path("IBV_SHIM_SUPPRESS");
+        let cwd = std::env::current_dir().ok();
+        let mut absolute = |name: &str, v: OsString| -> OsString {
+            let bytes = v.as_bytes();
+            if bytes.starts_with(b"/") || (name == "IBV_SHIM_LIBRARY" && !bytes.contains(&b'/')) {
+                return v;
+            }
+            match &cwd {
+                Some(dir) => dir.join(&v).into_os_string(),
+                None => {
+                    problems.push(format!(
+                        "{name}={v:?} is relative and the current directory is unknown; used as it is"
+                    ));
+                    v
+                }
+            }
+        };
+        let log_file = log_file.map(|v| absolute("IBV_SHIM_LOG_FILE", v));
+        let library = library
+            .map(|v| absolute("IBV_SHIM_LIBRARY", v))
+            .and_then(|v| CString::new(v.into_vec()).ok());
+        let report = report.map(|v| absolute("IBV_SHIM_REPORT", v));
+        let suppress = suppress.map(|v| absolute("IBV_SHIM_SUPPRESS", v));
 
         let log_level = match var("IBV_SHIM_LOG") {
             None => Level::Warn,
@@ -101,6 +129,22 @@ impl Config {
         }
     }
 }
+
+/// Reads the options as the shim is loaded, before the program can change
+/// directory; later calls to [`get`] see the same values.
+// Only referenced from `.init_array`, which test builds leave out.
+#[cfg_attr(test, allow(dead_code))]
+extern "C" fn at_load() {
+    crate::guard::boundary("start-up", (), || {
+        Lazy::force(&CONFIG);
+        crate::log::at_load();
+    });
+}
+
+#[cfg(not(test))]
+#[used]
+#[link_section = ".init_array"]
+static AT_LOAD: extern "C" fn() = at_load;
 
 /// Expands `%p` in a path template to the current pid.
 pub fn expand_pid(template: &OsString) -> CString {

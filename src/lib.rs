@@ -7,6 +7,7 @@
 //!
 //! - [`config`]: options from the environment
 //! - [`log`]: the allocation-free logger
+//! - [`files`]: files the shim opens (log, report, suppressions)
 //! - [`guard`]: panic boundary and errno
 //! - [`real`]: locating the real library and resolving its functions
 //! - [`forward`]: trampolines for every symbol not instrumented
@@ -19,6 +20,9 @@
 /// cbindgen:ignore
 pub mod config;
 pub mod exports;
+// Internal: only `exports` makes the header.
+/// cbindgen:ignore
+pub mod files;
 // Internal: only `exports` makes the header.
 /// cbindgen:ignore
 pub mod forward;

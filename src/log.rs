@@ -9,9 +9,10 @@
 //! Line format: `ibv-shim <secs>.<micros> <pid>:<tid> <LEVEL> <message>`.
 
 use std::fmt::{self, Write as _};
-use std::sync::atomic::{AtomicI32, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicU8, Ordering};
 
 use crate::config;
+use crate::files::Identity;
 
 /// Log levels, most severe first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -53,9 +54,59 @@ impl Level {
 const UNSET: u8 = u8::MAX;
 static LEVEL: AtomicU8 = AtomicU8::new(UNSET);
 
-/// The log's file descriptor; `UNOPENED` until the first line is written.
+/// Where lines go: the log file, or the shim's duplicate of stderr.
+/// `UNOPENED` until the first line; `NOWHERE` when there is no such file.
 const UNOPENED: i32 = -2;
+const NOWHERE: i32 = -1;
 static FD: AtomicI32 = AtomicI32::new(UNOPENED);
+/// The identity of the file `FD` was opened on: a program that closes the
+/// shim's descriptor (daemons close them all) may get the same number for a
+/// file of its own, and the shim must never write into that.
+static FD_DEV: AtomicU64 = AtomicU64::new(0);
+static FD_INO: AtomicU64 = AtomicU64::new(0);
+/// Set while one thread (re)opens the output; others drop their line
+/// rather than wait (no lock a `fork()` could leave held).
+static OPENING: AtomicBool = AtomicBool::new(false);
+
+/// The shim's own duplicate of the program's stderr as it was when the
+/// shim was loaded, and that file's identity. A program that closes fd 2
+/// and opens a file of its own (which then gets fd 2) must not find the
+/// shim's warnings in it.
+const UNTRIED: i32 = -2;
+static STDERR: AtomicI32 = AtomicI32::new(UNTRIED);
+static STDERR_DEV: AtomicU64 = AtomicU64::new(0);
+static STDERR_INO: AtomicU64 = AtomicU64::new(0);
+
+/// At load (see `config`): keep a duplicate of stderr, unless logging is off.
+pub fn at_load() {
+    if config::get().log_level != Level::Off {
+        keep_stderr();
+    }
+}
+
+/// Duplicates fd 2 (close-on-exec, numbered out of the way of the low
+/// numbers programs expect to get) and records which file it is.
+fn keep_stderr() -> i32 {
+    let Some(id) = Identity::of(libc::STDERR_FILENO) else {
+        STDERR.store(NOWHERE, Ordering::Release);
+        return NOWHERE;
+    };
+    // SAFETY: fcntl on fd 2, which is open; no pointers.
+    let mut fd = unsafe { libc::fcntl(libc::STDERR_FILENO, libc::F_DUPFD_CLOEXEC, 100) };
+    if fd < 0 {
+        // RLIMIT_NOFILE below 100: any number will do.
+        // SAFETY: as above.
+        fd = unsafe { libc::fcntl(libc::STDERR_FILENO, libc::F_DUPFD_CLOEXEC, 3) };
+    }
+    if fd < 0 {
+        STDERR.store(NOWHERE, Ordering::Release);
+        return NOWHERE;
+    }
+    STDERR_DEV.store(id.dev, Ordering::Relaxed);
+    STDERR_INO.store(id.ino, Ordering::Relaxed);
+    STDERR.store(fd, Ordering::Release);
+    fd
+}
 
 /// Is `level` on? One relaxed load once the configuration has been read.
 #[inline(always)]
@@ -97,48 +148,99 @@ fn pid() -> i32 {
 /// has `%p` opens its own file.
 pub fn after_fork_in_child() {
     PID.store(0, Ordering::Relaxed);
+    OPENING.store(false, Ordering::Relaxed);
     if config::get()
         .log_file
         .as_ref()
         .is_some_and(|t| t.as_encoded_bytes().windows(2).any(|w| w == b"%p"))
     {
-        FD.store(UNOPENED, Ordering::Relaxed);
+        FD.store(UNOPENED, Ordering::Release);
     }
 }
 
+/// The descriptor to write a line to, if any. When logging is on this
+/// costs one `fstat` per line: the check that the descriptor still is the
+/// shim's file.
+fn output() -> Option<i32> {
+    let fd = FD.load(Ordering::Acquire);
+    if fd >= 0
+        && Identity::of(fd)
+            == Some(Identity {
+                dev: FD_DEV.load(Ordering::Relaxed),
+                ino: FD_INO.load(Ordering::Relaxed),
+            })
+    {
+        return Some(fd);
+    }
+    reopen(fd)
+}
+
+/// Opens the output: on first use, for a `%p` file after fork, and when
+/// the program closed the descriptor (or closed it and reused the number).
+/// A stale descriptor is never closed: its number may be the program's now.
 #[cold]
-fn open_log() -> i32 {
-    let fd = match &config::get().log_file {
-        None => libc::STDERR_FILENO,
-        Some(template) => {
+fn reopen(seen: i32) -> Option<i32> {
+    if OPENING.swap(true, Ordering::Acquire) {
+        return None;
+    }
+    let mut problem = None;
+    let now = FD.load(Ordering::Acquire);
+    let fd = if now != seen {
+        // Another thread reopened it meanwhile.
+        now
+    } else if seen == NOWHERE {
+        NOWHERE
+    } else {
+        let opened = config::get().log_file.as_ref().and_then(|template| {
             let path = config::expand_pid(template);
-            // SAFETY: path is a valid NUL-terminated string; the flags and
-            // mode are plain integers.
-            let fd = unsafe {
-                libc::open(
-                    path.as_ptr(),
-                    libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND | libc::O_CLOEXEC,
-                    0o644 as libc::c_uint,
-                )
-            };
-            if fd < 0 {
-                libc::STDERR_FILENO
-            } else {
-                fd
-            }
-        }
+            crate::files::open_log(&path)
+                .map_err(|e| {
+                    problem = Some(format!(
+                        "IBV_SHIM_LOG_FILE={}: {e}; logging to stderr",
+                        path.to_string_lossy()
+                    ))
+                })
+                .ok()
+        });
+        let (fd, id) = opened.unwrap_or_else(stderr);
+        FD_DEV.store(id.dev, Ordering::Relaxed);
+        FD_INO.store(id.ino, Ordering::Relaxed);
+        FD.store(fd, Ordering::Release);
+        fd
     };
-    // Two threads may race to open; the loser closes its descriptor.
-    match FD.compare_exchange(UNOPENED, fd, Ordering::AcqRel, Ordering::Acquire) {
-        Ok(_) => fd,
-        Err(winner) => {
-            if fd != libc::STDERR_FILENO {
-                // SAFETY: fd is ours, just opened, and never published.
-                unsafe { libc::close(fd) };
-            }
-            winner
+    OPENING.store(false, Ordering::Release);
+    if let Some(p) = problem {
+        line(Level::Error, format_args!("{p}"));
+    }
+    (fd >= 0).then_some(fd)
+}
+
+/// The shim's duplicate of the original stderr while it still is that
+/// file (made again from fd 2 if the program closed the duplicate but fd 2
+/// still is the original); `NOWHERE` otherwise.
+fn stderr() -> (i32, Identity) {
+    let mut fd = STDERR.load(Ordering::Acquire);
+    if fd == UNTRIED {
+        fd = keep_stderr();
+    }
+    let id = Identity {
+        dev: STDERR_DEV.load(Ordering::Relaxed),
+        ino: STDERR_INO.load(Ordering::Relaxed),
+    };
+    if fd == NOWHERE {
+        return (NOWHERE, id);
+    }
+    if Identity::of(fd) == Some(id) {
+        return (fd, id);
+    }
+    if Identity::of(libc::STDERR_FILENO) == Some(id) {
+        let again = keep_stderr();
+        if again >= 0 {
+            return (again, id);
         }
     }
+    STDERR.store(NOWHERE, Ordering::Release);
+    (NOWHERE, id)
 }
 
 /// A fixed-size line buffer on the stack; output past its end is cut.
@@ -305,13 +407,11 @@ pub fn line(level: Level, args: fmt::Arguments<'_>) {
         b.append(b"...", 0);
     }
     b.append(b"\n", 0);
-    let mut fd = FD.load(Ordering::Relaxed);
-    if fd == UNOPENED {
-        fd = open_log();
+    if let Some(fd) = output() {
+        // SAFETY: the buffer is valid for len bytes; a failed or short
+        // write of a log line is not worth failing the program's call over.
+        unsafe { libc::write(fd, b.as_bytes().as_ptr().cast(), b.len) };
     }
-    // SAFETY: the buffer is valid for len bytes; a failed or short write of
-    // a log line is not worth failing the program's call over.
-    unsafe { libc::write(fd, b.as_bytes().as_ptr().cast(), b.len) };
     saved.restore();
 }
 

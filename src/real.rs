@@ -180,6 +180,12 @@ enum Tried {
 }
 
 fn try_open(path: &CStr) -> Tried {
+    // dlopen would block for ever on a FIFO and read a device.
+    if path.to_bytes().contains(&b'/') {
+        if let Err(e) = crate::files::check_loadable(path) {
+            return Tried::Failed(format!("{e} before dlopen"));
+        }
+    }
     // SAFETY: path is NUL-terminated; flags are valid.
     let h = unsafe { real_dlopen()(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
     if h.is_null() {
@@ -217,7 +223,7 @@ fn fallback_candidates() -> Vec<CString> {
         if let Some(dirs) = std::env::var_os("LD_LIBRARY_PATH") {
             for d in std::env::split_paths(&dirs) {
                 let f = d.join("libibverbs.so.1");
-                if f.exists() {
+                if f.is_file() {
                     push(f.to_string_lossy().into_owned());
                 }
             }

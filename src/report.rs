@@ -620,7 +620,7 @@ static SUPPRESSIONS: Lazy<Vec<Suppression>> = Lazy::new(|| {
     let Some(path) = &config::get().suppress else {
         return Vec::new();
     };
-    match std::fs::read(path) {
+    match crate::files::read_small(path, crate::files::SUPPRESS_LIMIT) {
         Ok(bytes) => {
             let (list, problems) = parse_suppressions(&String::from_utf8_lossy(&bytes));
             for p in problems {
@@ -1264,25 +1264,9 @@ fn write_json(template: &OsString, inv: &Inventory, sup: &mut Suppressor) -> std
     let path = std::path::PathBuf::from(OsString::from_vec(
         config::expand_pid(template).into_bytes(),
     ));
-    // A new or regular file is written beside and renamed into place, so a
-    // reader never sees half of it. Anything else (/dev/stdout, a FIFO, a
-    // symlink) is appended to, never replaced or truncated.
-    let replace = match std::fs::symlink_metadata(&path) {
-        Ok(m) => m.file_type().is_file(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
-        Err(e) => return Err(e),
-    };
-    let mut tmp = path.clone().into_os_string();
-    tmp.push(format!(".tmp.{}", std::process::id()));
-    let tmp = std::path::PathBuf::from(tmp);
-    let mut file = if replace {
-        std::fs::File::create(&tmp)?
-    } else {
-        // It may be the program's own stdout: put its buffered output first.
-        // SAFETY: fflush(NULL) flushes every stdio stream.
-        unsafe { libc::fflush(std::ptr::null_mut()) };
-        std::fs::OpenOptions::new().append(true).open(&path)?
-    };
+    // Written beside and renamed into place, so a reader never sees half of
+    // it and nothing is written through a link (see `files`).
+    let mut file = crate::files::AtomicFile::create(path.as_os_str())?;
     let clock = Clock::now();
     // Formatted straight into one large buffer, written when full: a
     // million objects make ~400 MB.
@@ -1416,11 +1400,7 @@ fn write_json(template: &OsString, inv: &Inventory, sup: &mut Suppressor) -> std
     failed?;
     out.extend_from_slice(b"\n]}\n");
     file.write_all(&out)?;
-    drop(file);
-    if replace {
-        std::fs::rename(&tmp, &path)?;
-    }
-    Ok(())
+    file.commit()
 }
 
 #[cfg(test)]
