@@ -6,6 +6,14 @@
 //! different threads (or, with `O_APPEND`, processes) never interleave.
 //! When a level is off the only cost is one relaxed atomic load.
 //!
+//! Lines go to `IBV_SHIM_LOG_FILE`, else to the shim's own duplicate of the
+//! program's stderr, taken when the shim is loaded: a program that closes
+//! fd 2 and opens a file (which gets fd 2) does not get the shim's lines
+//! in it. Before each line the shim checks (one `fstat`) that its
+//! descriptor still is the file it opened: daemons close every descriptor
+//! and the numbers get reused. A log file lost that way is reopened by
+//! path; a lost stderr is given up unless fd 2 still is the original.
+//!
 //! Line format: `ibv-shim <secs>.<micros> <pid>:<tid> <LEVEL> <message>`.
 
 use std::fmt::{self, Write as _};
@@ -64,8 +72,9 @@ static FD: AtomicI32 = AtomicI32::new(UNOPENED);
 /// file of its own, and the shim must never write into that.
 static FD_DEV: AtomicU64 = AtomicU64::new(0);
 static FD_INO: AtomicU64 = AtomicU64::new(0);
-/// Set while one thread (re)opens the output; others drop their line
-/// rather than wait (no lock a `fork()` could leave held).
+/// Set while one thread (re)opens the output; others wait for it, a
+/// bounded time (no lock a `fork()` could leave held, and a signal handler
+/// that interrupted the opener must not wait for ever).
 static OPENING: AtomicBool = AtomicBool::new(false);
 
 /// The shim's own duplicate of the program's stderr as it was when the
@@ -180,8 +189,14 @@ fn output() -> Option<i32> {
 /// A stale descriptor is never closed: its number may be the program's now.
 #[cold]
 fn reopen(seen: i32) -> Option<i32> {
-    if OPENING.swap(true, Ordering::Acquire) {
-        return None;
+    let mut tries = 0;
+    while OPENING.swap(true, Ordering::Acquire) {
+        tries += 1;
+        if tries > 1000 {
+            return None;
+        }
+        // SAFETY: sched_yield has no preconditions.
+        unsafe { libc::sched_yield() };
     }
     let mut problem = None;
     let now = FD.load(Ordering::Acquire);
