@@ -49,6 +49,18 @@ fn rdmacm_list() -> PathBuf {
     exe
 }
 
+/// The two load orders in which libc.so.6 precedes libibverbs.so.1:
+/// linked through librdmacm, and librdmacm dlopen()ed at run time.
+fn rdmacm_programs() -> [(&'static str, PathBuf); 2] {
+    [
+        ("rdmacm_list (linked)", rdmacm_list()),
+        (
+            "rdmacm_dlopen (dlopen()ed)",
+            cc("rdmacm_dlopen", &[&src("rdmacm_dlopen")], &[]),
+        ),
+    ]
+}
+
 fn hostile() -> PathBuf {
     cc("hostile", &[&src("hostile")], &["-libverbs"])
 }
@@ -121,51 +133,54 @@ fn same_with_dropin(what: &str, mut without: Command, mut with: Command) -> (Out
 
 #[test]
 fn rdmacm_only_program_in_dropin_mode_on_the_sim() {
-    let exe = rdmacm_list();
     let sim = sim_dir();
-    let mut without = Command::new(&exe);
-    without.env("LD_LIBRARY_PATH", &sim);
-    let mut with = Command::new(&exe);
-    with.env("LD_LIBRARY_PATH", path_list(&[&dropin_dir(), &sim]))
-        .env("IBV_SHIM_LOG", "error");
-    let (a, b) = same_with_dropin("rdmacm_list on the sim", without, with);
-    assert!(a.status.success(), "{}", stdout(&a));
-    assert_eq!(stdout(&a), stdout(&b), "the devices listed differ");
-    assert!(
-        stdout(&b).lines().count() > 1,
-        "no device listed: {}",
-        stdout(&b)
-    );
+    for (what, exe) in rdmacm_programs() {
+        let mut without = Command::new(&exe);
+        without.env("LD_LIBRARY_PATH", &sim);
+        let mut with = Command::new(&exe);
+        with.env("LD_LIBRARY_PATH", path_list(&[&dropin_dir(), &sim]))
+            .env("IBV_SHIM_LOG", "error");
+        let (a, b) = same_with_dropin(what, without, with);
+        assert!(a.status.success(), "{what}: {}", stdout(&a));
+        assert_eq!(stdout(&a), stdout(&b), "{what}: the devices listed differ");
+        assert!(
+            stdout(&b).lines().count() > 1,
+            "{what}: no device listed: {}",
+            stdout(&b)
+        );
+    }
 }
 
 #[test]
 fn rdmacm_only_program_in_dropin_mode_on_the_real_library() {
-    let exe = rdmacm_list();
     let bed = Testbed::new();
-    let without = bed.command(&exe);
-    let mut with = bed.command(&exe);
-    with.env("LD_LIBRARY_PATH", dropin_dir())
-        .env("IBV_SHIM_LOG", "debug");
-    let (a, b) = same_with_dropin("rdmacm_list on the test bed", without, with);
-    // librdmacm lists only devices it can open, and on the test bed none
-    // opens (ENOENT): the same answer with and without the shim.
-    assert_eq!(stdout(&a), stdout(&b), "the output differs");
-    // The shim loaded the real library, which listed the test bed's devices.
-    let log = shim_text(&b);
-    assert!(
-        log.contains("forwarding to /") && log.contains("libibverbs.so.1"),
-        "the shim never loaded the real library:\n{log}"
-    );
-    let listed = log
-        .lines()
-        .find(|l| l.contains("DEBUG ibv_get_device_list("))
-        .unwrap_or_else(|| panic!("no ibv_get_device_list call seen:\n{log}"));
-    for dev in bed.devices() {
+    for (what, exe) in rdmacm_programs() {
+        let without = bed.command(&exe);
+        let mut with = bed.command(&exe);
+        with.env("LD_LIBRARY_PATH", dropin_dir())
+            .env("IBV_SHIM_LOG", "debug");
+        let (a, b) = same_with_dropin(what, without, with);
+        // librdmacm lists only devices it can open, and on the test bed
+        // none opens (ENOENT): the same answer with and without the shim.
+        assert_eq!(stdout(&a), stdout(&b), "{what}: the output differs");
+        // The shim loaded the real library, which listed the test bed's
+        // devices.
+        let log = shim_text(&b);
         assert!(
-            listed.contains(dev.name),
-            "{} not listed: {listed}",
-            dev.name
+            log.contains("forwarding to /") && log.contains("libibverbs.so.1"),
+            "{what}: the shim never loaded the real library:\n{log}"
         );
+        let listed = log
+            .lines()
+            .find(|l| l.contains("DEBUG ibv_get_device_list("))
+            .unwrap_or_else(|| panic!("{what}: no ibv_get_device_list call seen:\n{log}"));
+        for dev in bed.devices() {
+            assert!(
+                listed.contains(dev.name),
+                "{what}: {} not listed: {listed}",
+                dev.name
+            );
+        }
     }
 }
 
