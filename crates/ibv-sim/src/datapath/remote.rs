@@ -22,11 +22,10 @@ use verbs_abi::{ibv_ah_attr, ibv_sge};
 
 use super::{
     complete_send, deliver, gather, land, reaches, remote as remote_mem, scatter, take_wqe,
-    total_len, wc_opcode_of, Message, Origin, SendWr, Taken, GRH_LEN, SEND_INLINE,
-    SEND_SOLICITED, WC_COMP_SWAP, WC_FETCH_ADD, WC_LOC_LEN_ERR, WC_RDMA_READ, WC_RDMA_WRITE,
-    WC_REM_INV_REQ_ERR, WC_RETRY_EXC_ERR, WC_SEND, WC_SUCCESS, WR_ATOMIC_CMP_AND_SWP,
-    WR_ATOMIC_FETCH_AND_ADD, WR_RDMA_READ, WR_RDMA_WRITE, WR_RDMA_WRITE_WITH_IMM,
-    WR_SEND_WITH_IMM,
+    total_len, wc_opcode_of, Message, Origin, SendWr, Taken, GRH_LEN, SEND_INLINE, SEND_SOLICITED,
+    WC_COMP_SWAP, WC_FETCH_ADD, WC_LOC_LEN_ERR, WC_RDMA_READ, WC_RDMA_WRITE, WC_REM_INV_REQ_ERR,
+    WC_RETRY_EXC_ERR, WC_SEND, WC_SUCCESS, WR_ATOMIC_CMP_AND_SWP, WR_ATOMIC_FETCH_AND_ADD,
+    WR_RDMA_READ, WR_RDMA_WRITE, WR_RDMA_WRITE_WITH_IMM, WR_SEND_WITH_IMM,
 };
 use crate::fabric::wire::{flag, kind, Wire};
 use crate::fabric::{self, Dest};
@@ -372,7 +371,8 @@ pub fn on_request(w: &Wire, data: &[u8]) {
                 Ok(host) => {
                     // SAFETY: [host, host + len) lies in a registered MR of
                     // this process with remote read access (checked above).
-                    let src = unsafe { core::slice::from_raw_parts(host as *const u8, len as usize) };
+                    let src =
+                        unsafe { core::slice::from_raw_parts(host as *const u8, len as usize) };
                     reply_data(&peer, kind::READ_RESP, 0, src);
                 }
                 Err(st) => reply(&peer, st),
@@ -387,8 +387,12 @@ pub fn on_request(w: &Wire, data: &[u8]) {
             // inside a registered MR of this process with atomic access.
             let cell = unsafe { &*(host as *const AtomicU64) };
             let old = if w.kind == kind::CMP_SWAP {
-                match cell.compare_exchange(w.compare_add, w.swap, Ordering::SeqCst, Ordering::SeqCst)
-                {
+                match cell.compare_exchange(
+                    w.compare_add,
+                    w.swap,
+                    Ordering::SeqCst,
+                    Ordering::SeqCst,
+                ) {
                     Ok(v) | Err(v) => v,
                 }
             } else {

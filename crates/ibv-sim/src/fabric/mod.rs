@@ -152,7 +152,11 @@ impl Segment {
             )
         };
         if fd < 0 {
-            return Err(format!("cannot open {}: {}", self.path_str(), last_os_error()));
+            return Err(format!(
+                "cannot open {}: {}",
+                self.path_str(),
+                last_os_error()
+            ));
         }
         // SAFETY: fd is ours.
         while unsafe { libc::flock(fd, libc::LOCK_EX) } != 0 {
@@ -278,8 +282,7 @@ fn open_segment() -> Result<Segment, String> {
         let mut fresh = st.st_size == 0;
         if !fresh {
             let mut h = [0u8; 64];
-            if st.st_size < HDR_BYTES as i64
-                || libc::pread(fd, h.as_mut_ptr().cast(), 64, 0) != 64
+            if st.st_size < HDR_BYTES as i64 || libc::pread(fd, h.as_mut_ptr().cast(), 64, 0) != 64
             {
                 return close(format!(
                     "{path} is too short to be an ibv-sim fabric segment: it is corrupted; remove it"
@@ -315,7 +318,9 @@ fn open_segment() -> Result<Segment, String> {
             core::ptr::addr_of_mut!((*h).version).write(VERSION);
             core::ptr::addr_of_mut!((*h).size).write(TOTAL as u64);
             core::ptr::addr_of_mut!((*h).layout).write(LAYOUT);
-            seg.hdr().next_qpn.store(0x100, Ordering::Relaxed);
+            seg.hdr()
+                .next_qpn
+                .store(first_qpn(&path), Ordering::Relaxed);
             seg.hdr().next_gen.store(1, Ordering::Relaxed);
             for i in 0..MAX_PROCS {
                 seg.proc_(i).token.store(0, Ordering::Relaxed);
@@ -326,6 +331,17 @@ fn open_segment() -> Result<Segment, String> {
         libc::close(fd);
         Ok(seg)
     }
+}
+
+/// Where a fabric starts numbering QPs: from a hash of its name, so that a
+/// QP number learnt in one fabric is unlikely to name a QP in another
+/// (a program given the wrong fabric then fails instead of reaching some
+/// unrelated QP).
+fn first_qpn(path: &str) -> u32 {
+    let h = path.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    });
+    0x100 + ((h >> 20) as u32 % 0x00f0_0000)
 }
 
 fn segment() -> Result<&'static Segment, String> {
@@ -435,7 +451,9 @@ fn register_ports(seg: &Segment, slot: usize) -> Vec<(usize, u32, u16)> {
                         .map(|p| p.lid.load(Ordering::Acquire) as u16)
                         .collect();
                     let lid = if used.contains(&natural) {
-                        (1..0xc000u16).find(|l| !used.contains(l)).unwrap_or(natural)
+                        (1..0xc000u16)
+                            .find(|l| !used.contains(l))
+                            .unwrap_or(natural)
                     } else {
                         natural
                     };
@@ -553,7 +571,11 @@ fn me() -> Option<(&'static Segment, usize, u64)> {
     if token == 0 {
         return None;
     }
-    Some((SEGMENT.get()?, MY_SLOT.load(Ordering::Relaxed) as usize, token))
+    Some((
+        SEGMENT.get()?,
+        MY_SLOT.load(Ordering::Relaxed) as usize,
+        token,
+    ))
 }
 
 fn pack(qpn: u32, slot: usize, token: u64) -> u64 {
@@ -594,7 +616,12 @@ pub fn alloc_qpn() -> Option<Result<u32, i32>> {
             };
         if free
             && cell
-                .compare_exchange(cur, pack(n, slot, token), Ordering::AcqRel, Ordering::Acquire)
+                .compare_exchange(
+                    cur,
+                    pack(n, slot, token),
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                )
                 .is_ok()
         {
             return Some(Ok(n));

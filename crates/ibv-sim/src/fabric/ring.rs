@@ -101,10 +101,12 @@ impl Ring {
             let seq = self.seq(pos).load(Ordering::Acquire);
             let diff = seq.wrapping_sub(pos) as i64;
             if diff == 0 {
-                match h
-                    .enq
-                    .compare_exchange_weak(pos, pos + 1, Ordering::Relaxed, Ordering::Relaxed)
-                {
+                match h.enq.compare_exchange_weak(
+                    pos,
+                    pos + 1,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                ) {
                     Ok(_) => break,
                     Err(p) => pos = p,
                 }
