@@ -130,8 +130,16 @@ pub fn owner_of(addr: usize, kind: Kind) -> Result<&'static SimContext, c_int> {
 /// `ibv_open_device`.
 pub fn open(dev: *mut ibv_device) -> Result<*mut ibv_context, c_int> {
     let sim_dev = device::lookup(dev).ok_or(libc::EINVAL)?;
-    let async_q = Arc::new(EventQueue::new()?);
-    let cmd_fd = events::new_eventfd()?;
+    if let Err(msg) = crate::fabric::attach() {
+        eprintln!("libibverbs (ibv-sim): {msg}");
+        return Err(libc::EPROTO);
+    }
+    let detach = |e: c_int| {
+        crate::fabric::detach();
+        e
+    };
+    let async_q = Arc::new(EventQueue::new().map_err(detach)?);
+    let cmd_fd = events::new_eventfd().map_err(detach)?;
     // SAFETY: verbs_context is plain data (function pointers as Options,
     // raw pointers, integers, a pthread mutex whose all-zero state is
     // PTHREAD_MUTEX_INITIALIZER on glibc): all-zero is a valid value.
@@ -193,6 +201,7 @@ pub fn close(ctx: *mut ibv_context) -> Result<(), c_int> {
     unsafe { libc::close(sim.cmd_fd) };
     let orphans = st.children > 0;
     drop(st);
+    crate::fabric::detach();
     if orphans {
         ORPHANED.lock().push(sim.addr());
     } else {

@@ -1,6 +1,7 @@
 //! The data path: `post_send`, `post_recv`, `post_srq_recv`, `poll_cq`,
-//! `req_notify_cq`, and loopback execution of work requests between QPs of
-//! this process (on the same or another simulated device).
+//! `req_notify_cq`, and execution of work requests between QPs of this
+//! process (on the same or another simulated device). Work requests for
+//! QPs of other processes go through [`remote`] and the fabric.
 //!
 //! A send is executed when it is posted: the payload is gathered through
 //! the sender's lkeys, the peer QP is found by QP number (and must be
@@ -28,6 +29,8 @@ use crate::qp_state::{ERR, QPT_RC, QPT_UC, QPT_UD, RTS, SQE};
 use crate::registry::{self, Kind, QPS};
 use crate::srq;
 
+pub mod remote;
+
 /// `ibv_wc_opcode`.
 pub const WC_SEND: c_int = 0;
 pub const WC_RDMA_WRITE: c_int = 1;
@@ -49,18 +52,18 @@ pub const WC_RETRY_EXC_ERR: c_int = 12;
 pub const WC_RNR_RETRY_EXC_ERR: c_int = 13;
 
 /// `ibv_wr_opcode`.
-const WR_RDMA_WRITE: c_int = 0;
-const WR_RDMA_WRITE_WITH_IMM: c_int = 1;
-const WR_SEND: c_int = 2;
-const WR_SEND_WITH_IMM: c_int = 3;
-const WR_RDMA_READ: c_int = 4;
-const WR_ATOMIC_CMP_AND_SWP: c_int = 5;
-const WR_ATOMIC_FETCH_AND_ADD: c_int = 6;
+pub const WR_RDMA_WRITE: c_int = 0;
+pub const WR_RDMA_WRITE_WITH_IMM: c_int = 1;
+pub const WR_SEND: c_int = 2;
+pub const WR_SEND_WITH_IMM: c_int = 3;
+pub const WR_RDMA_READ: c_int = 4;
+pub const WR_ATOMIC_CMP_AND_SWP: c_int = 5;
+pub const WR_ATOMIC_FETCH_AND_ADD: c_int = 6;
 
 /// `ibv_send_flags`.
-const SEND_SIGNALED: u32 = 1 << 1;
-const SEND_SOLICITED: u32 = 1 << 2;
-const SEND_INLINE: u32 = 1 << 3;
+pub const SEND_SIGNALED: u32 = 1 << 1;
+pub const SEND_SOLICITED: u32 = 1 << 2;
+pub const SEND_INLINE: u32 = 1 << 3;
 
 /// `ibv_wc_flags`.
 const WC_GRH: u32 = 1;
@@ -119,9 +122,18 @@ pub fn flush_wc(wr_id: u64, opcode: c_int, qp_num: u32) -> ibv_wc {
     wc(wr_id, WC_WR_FLUSH_ERR, opcode, qp_num)
 }
 
+/// Who sent a message, and so who learns how it ended.
+pub enum Origin {
+    /// A QP of this process: its completion is pushed directly.
+    Local(Arc<QpShared>),
+    /// A QP of another process: it gets a response over the fabric.
+    Remote(remote::Peer),
+}
+
 /// A message on its way to a receive WQE.
-struct Message {
-    src: Arc<QpShared>,
+pub struct Message {
+    src: Origin,
+    src_qpn: u32,
     payload: Vec<u8>,
     imm: Option<u32>,
     /// RDMA write with immediate: nothing to scatter, `byte_len` is this.
@@ -139,7 +151,7 @@ struct Message {
     send_opcode: c_int,
 }
 
-fn copy_bytes(src: usize, dst: usize, n: usize) {
+pub(crate) fn copy_bytes(src: usize, dst: usize, n: usize) {
     if n > 0 {
         // SAFETY: both ranges were checked against registered MRs (or are
         // the program's inline buffers); they may overlap on loopback.
@@ -158,7 +170,7 @@ fn local(pd: usize, lkey: u32, addr: u64, len: u64, need: u32) -> Result<usize, 
 }
 
 /// Host address of remote memory through `rkey`, as the responder checks it.
-fn remote(
+pub(crate) fn remote(
     dst: &QpShared,
     dst_access: u32,
     rkey: u32,
@@ -186,12 +198,12 @@ fn sges(list: *const ibv_sge, n: c_int) -> Vec<ibv_sge> {
     unsafe { core::slice::from_raw_parts(list, n as usize) }.to_vec()
 }
 
-fn total_len(s: &[ibv_sge]) -> u64 {
+pub(crate) fn total_len(s: &[ibv_sge]) -> u64 {
     s.iter().map(|e| u64::from(e.length)).sum()
 }
 
 /// Gathers the payload of a send / write (through lkeys, or inline).
-fn gather(src: &QpShared, list: &[ibv_sge], inline: bool) -> Result<Vec<u8>, c_int> {
+pub(crate) fn gather(src: &QpShared, list: &[ibv_sge], inline: bool) -> Result<Vec<u8>, c_int> {
     let mut out = Vec::with_capacity(total_len(list) as usize);
     for e in list {
         if e.length == 0 {
@@ -211,7 +223,7 @@ fn gather(src: &QpShared, list: &[ibv_sge], inline: bool) -> Result<Vec<u8>, c_i
 
 /// Scatters `data` through a receive (or read response) scatter list of
 /// `owner`: `LOC_LEN_ERR` when it does not fit, `LOC_PROT_ERR` on a bad key.
-fn scatter(owner_pd: usize, list: &[ibv_sge], data: &[&[u8]]) -> Result<(), c_int> {
+pub(crate) fn scatter(owner_pd: usize, list: &[ibv_sge], data: &[&[u8]]) -> Result<(), c_int> {
     let need: u64 = data.iter().map(|d| d.len() as u64).sum();
     if need > total_len(list) {
         return Err(WC_LOC_LEN_ERR);
@@ -252,7 +264,7 @@ fn scatter(owner_pd: usize, list: &[ibv_sge], data: &[&[u8]]) -> Result<(), c_in
 
 /// Completes the sender's work request; errors move the sender to ERR
 /// (RC) or SQE (UC, UD).
-fn complete_send(
+pub(crate) fn complete_send(
     src: &QpShared,
     wr_id: u64,
     signaled: bool,
@@ -270,8 +282,23 @@ fn complete_send(
     }
 }
 
+/// Tells a message's sender how it ended.
+fn complete_msg(msg: &Message, status: c_int, byte_len: u32) {
+    match &msg.src {
+        Origin::Local(s) => complete_send(
+            s,
+            msg.wr_id,
+            msg.signaled,
+            msg.send_opcode,
+            status,
+            byte_len,
+        ),
+        Origin::Remote(p) => remote::reply(p, status),
+    }
+}
+
 /// Lands a message in a receive WQE of `dst`; returns the sender's status.
-fn land(dst: &QpShared, wqe: RecvWqe, msg: &Message) -> c_int {
+pub(crate) fn land(dst: &QpShared, wqe: RecvWqe, msg: &Message) -> c_int {
     let grh: &[u8] = msg.grh.as_ref().map_or(&[], |g| &g[..]);
     let (result, byte_len) = match msg.write_imm_len {
         Some(n) => (Ok(()), n),
@@ -289,7 +316,7 @@ fn land(dst: &QpShared, wqe: RecvWqe, msg: &Message) -> c_int {
         Ok(()) => {
             let mut w = wc(wqe.wr_id, WC_SUCCESS, opcode, dst.qp_num);
             w.byte_len = byte_len;
-            w.src_qp = msg.src.qp_num;
+            w.src_qp = msg.src_qpn;
             w.slid = msg.slid;
             w.sl = msg.sl;
             if let Some(imm) = msg.imm {
@@ -328,9 +355,11 @@ enum Taken {
 /// Takes a receive WQE of `dst` for `msg`, or parks `msg` until one is
 /// posted (`wait`), atomically with respect to posters.
 fn take_wqe(dst: &Arc<QpShared>, msg: Message, wait: bool) -> Taken {
+    // RC is in order: behind a parked message, the next one parks too.
     if let Some(s) = &dst.srq {
         let mut g = s.rq.lock();
-        if let Some(w) = g.rq.wqes.pop_front() {
+        let behind = wait && g.rq.pending.iter().any(|p| p.dst.qp_num == dst.qp_num);
+        if let Some(w) = (!behind).then(|| g.rq.wqes.pop_front()).flatten() {
             s.after_take(&mut g);
             return Taken::Wqe(w, msg);
         }
@@ -344,7 +373,8 @@ fn take_wqe(dst: &Arc<QpShared>, msg: Message, wait: bool) -> Taken {
         return Taken::None(msg);
     }
     let mut g = dst.st.lock();
-    if let Some(w) = g.rq.wqes.pop_front() {
+    let behind = wait && !g.rq.pending.is_empty();
+    if let Some(w) = (!behind).then(|| g.rq.wqes.pop_front()).flatten() {
         return Taken::Wqe(w, msg);
     }
     if wait {
@@ -358,7 +388,7 @@ fn take_wqe(dst: &Arc<QpShared>, msg: Message, wait: bool) -> Taken {
 }
 
 /// Delivers `msg` to `dst` and completes the sender, now or (RNR wait) later.
-fn deliver(dst: &Arc<QpShared>, msg: Message, rnr_wait: bool) {
+pub(crate) fn deliver(dst: &Arc<QpShared>, msg: Message, rnr_wait: bool) {
     match take_wqe(dst, msg, rnr_wait) {
         Taken::Wqe(w, msg) => finish(dst, w, msg),
         Taken::Parked => {}
@@ -368,14 +398,7 @@ fn deliver(dst: &Arc<QpShared>, msg: Message, rnr_wait: bool) {
             } else {
                 WC_RNR_RETRY_EXC_ERR
             };
-            complete_send(
-                &msg.src,
-                msg.wr_id,
-                msg.signaled,
-                msg.send_opcode,
-                status,
-                0,
-            );
+            complete_msg(&msg, status, 0);
         }
     }
 }
@@ -388,14 +411,7 @@ fn finish(dst: &QpShared, w: RecvWqe, msg: Message) {
     } else {
         0
     };
-    complete_send(
-        &msg.src,
-        msg.wr_id,
-        msg.signaled,
-        msg.send_opcode,
-        status,
-        byte_len,
-    );
+    complete_msg(&msg, status, byte_len);
 }
 
 /// Delivers parked messages now that receives were posted.
@@ -420,15 +436,7 @@ pub fn drop_pending_from(s: &QpShared) {
         failed.extend(mine);
     }
     for p in failed {
-        let m = p.msg;
-        complete_send(
-            &m.src,
-            m.wr_id,
-            m.signaled,
-            m.send_opcode,
-            WC_RETRY_EXC_ERR,
-            0,
-        );
+        complete_msg(&p.msg, WC_RETRY_EXC_ERR, 0);
     }
 }
 
@@ -453,7 +461,7 @@ fn connected_peer(src: &QpShared, a: &QpAttrs) -> Option<(Arc<QpShared>, u32)> {
 }
 
 /// Whether an address vector reaches `port` of `dst`'s device.
-fn reaches(ah: &verbs_abi::ibv_ah_attr, dst: &QpShared, port: u32) -> bool {
+pub(crate) fn reaches(ah: &verbs_abi::ibv_ah_attr, dst: &QpShared, port: u32) -> bool {
     if !dst.dev.port_valid(port) {
         return false;
     }
@@ -471,20 +479,20 @@ fn reaches(ah: &verbs_abi::ibv_ah_attr, dst: &QpShared, port: u32) -> bool {
 }
 
 /// The fields of an `ibv_send_wr`, read without forming Rust enums.
-struct SendWr {
-    wr_id: u64,
-    sge: Vec<ibv_sge>,
-    num_sge: c_int,
-    opcode: c_int,
-    flags: u32,
-    imm: u32,
-    remote_addr: u64,
-    rkey: u32,
-    compare_add: u64,
-    swap: u64,
-    ah: *mut ibv_ah,
-    remote_qpn: u32,
-    remote_qkey: u32,
+pub struct SendWr {
+    pub wr_id: u64,
+    pub sge: Vec<ibv_sge>,
+    pub num_sge: c_int,
+    pub opcode: c_int,
+    pub flags: u32,
+    pub imm: u32,
+    pub remote_addr: u64,
+    pub rkey: u32,
+    pub compare_add: u64,
+    pub swap: u64,
+    pub ah: *mut ibv_ah,
+    pub remote_qpn: u32,
+    pub remote_qkey: u32,
 }
 
 /// # Safety
@@ -515,7 +523,7 @@ unsafe fn read_send_wr(w: *const ibv_send_wr) -> SendWr {
     }
 }
 
-fn wc_opcode_of(wr_opcode: c_int) -> c_int {
+pub(crate) fn wc_opcode_of(wr_opcode: c_int) -> c_int {
     match wr_opcode {
         WR_RDMA_WRITE | WR_RDMA_WRITE_WITH_IMM => WC_RDMA_WRITE,
         WR_RDMA_READ => WC_RDMA_READ,
@@ -574,6 +582,10 @@ fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr) {
     if s.qp_type == QPT_UD {
         return execute_ud(s, a, w, signaled, slid);
     }
+    if QPS.get(a.dest_qp_num).is_none() {
+        // Not ours: the fabric decides whether anybody answers.
+        return remote::execute(s, a, w, signaled, slid);
+    }
     let Some((dst, dst_access)) = connected_peer(s, a) else {
         // Nobody answers: RC retries and gives up; UC just loses the message.
         return done(
@@ -586,7 +598,8 @@ fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr) {
         );
     };
     let msg_for = |payload: Vec<u8>, write_imm_len: Option<u32>| Message {
-        src: s.clone(),
+        src: Origin::Local(s.clone()),
+        src_qpn: s.qp_num,
         payload,
         imm: with_imm.then_some(w.imm),
         write_imm_len,
@@ -716,6 +729,10 @@ fn execute_ud(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr, signaled: bool, slid: u
         g[24..40].copy_from_slice(&unsafe { ah.grh.dgid.raw });
         g
     });
+    if w.remote_qpn != 0x00ff_ffff && QPS.get(w.remote_qpn).is_none() {
+        remote::send_ud(s, &w, &ah, qkey, slid, grh, &payload);
+        return done(WC_SUCCESS);
+    }
     let targets: Vec<Arc<QpShared>> = if w.remote_qpn == 0x00ff_ffff {
         // SAFETY: reading the raw bytes of a GID union.
         let dgid = unsafe { ah.grh.dgid.raw };
@@ -738,7 +755,8 @@ fn execute_ud(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr, signaled: bool, slid: u
             continue;
         }
         let msg = Message {
-            src: s.clone(),
+            src: Origin::Local(s.clone()),
+            src_qpn: s.qp_num,
             payload: payload.clone(),
             imm: (w.opcode == WR_SEND_WITH_IMM).then_some(w.imm),
             write_imm_len: None,
@@ -912,6 +930,8 @@ pub fn poll_cq(cq: *mut ibv_cq, n: c_int, out: *mut ibv_wc) -> c_int {
     if n == 0 {
         return 0;
     }
+    // What other processes sent us lands now (busy polling is the fast path).
+    crate::fabric::poll_progress();
     // SAFETY: a CQ the program created.
     let c = unsafe { cq::unchecked(cq) };
     c.shared.poll(out, n as usize) as c_int

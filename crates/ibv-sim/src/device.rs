@@ -4,6 +4,7 @@
 
 use core::cell::UnsafeCell;
 use core::ffi::c_char;
+use core::sync::atomic::{AtomicU16, Ordering};
 
 use once_cell::sync::OnceCell;
 use verbs_abi::{
@@ -77,6 +78,8 @@ pub struct SimDevice {
     pub mac: [u8; 6],
     /// LID of port 1 (InfiniBand); port p has `first_lid + p - 1`.
     pub first_lid: u16,
+    /// LIDs the fabric assigned to the ports (0: not attached yet).
+    lids: [AtomicU16; 4],
     cell: Box<DeviceCell>,
 }
 
@@ -208,12 +211,27 @@ impl SimDevice {
         }
     }
 
-    /// LID of a port (0 on Ethernet).
+    /// LID of a port (0 on Ethernet): the one the fabric assigned, which
+    /// is the natural one unless another port of the fabric holds it.
     pub fn lid(&self, port: u32) -> u16 {
         if self.is_ethernet() {
-            0
-        } else {
-            self.first_lid + (port as u16) - 1
+            return 0;
+        }
+        match self.lids.get(port as usize - 1) {
+            Some(l) if l.load(Ordering::Relaxed) != 0 => l.load(Ordering::Relaxed),
+            _ => self.natural_lid(port),
+        }
+    }
+
+    /// The LID a port asks the fabric for: by position in the device list.
+    pub fn natural_lid(&self, port: u32) -> u16 {
+        self.first_lid + (port as u16) - 1
+    }
+
+    /// Records the LID the fabric assigned to `port`.
+    pub fn set_lid(&self, port: u32, lid: u16) {
+        if let Some(l) = self.lids.get(port as usize - 1) {
+            l.store(lid, Ordering::Relaxed);
         }
     }
 
@@ -408,6 +426,7 @@ fn build(specs: Vec<DeviceSpec>) -> Vec<SimDevice> {
                 guid,
                 mac,
                 first_lid: next_lid,
+                lids: Default::default(),
                 cell: Box::new(DeviceCell(UnsafeCell::new(d))),
             };
             // SAFETY: the cell was just created and no pointer to it has escaped.

@@ -4,8 +4,8 @@
 //! 44's symbol versions, so that `LD_LIBRARY_PATH=target/sim` makes any
 //! verbs program (and the real `ibv_devices` / `ibv_devinfo`) run on
 //! simulated devices: contexts, PDs, MRs, CQs, completion channels, SRQs,
-//! QPs with the kernel's state machine, AHs, async events, and a loopback
-//! data path between QPs of the same process.
+//! QPs with the kernel's state machine, AHs, async events, and a data path
+//! between QPs of this and other processes (the `fabric`).
 //!
 //! Modules, one concern each:
 //!
@@ -19,7 +19,9 @@
 //! | `events` | event queues on real fds (completion channels, async events) |
 //! | `pd`, `mr`, `cq`, `srq`, `qp`, `ah` | one resource kind each |
 //! | `qp_state` | the kernel's QP state machine and attribute masks |
-//! | `datapath` | post / poll, loopback execution of work requests |
+//! | `datapath` | post / poll, execution of work requests (same process: directly) |
+//! | `datapath::remote` | work requests to and from QPs of other processes |
+//! | `fabric` | the shared-memory fabric between processes: QP numbers, LIDs, rings, progress |
 //! | `fork` | `ibv_fork_init` state |
 //! | `strings` | `*_str` helpers, rate conversions |
 //! | `exports` | the exported symbols, each behind the panic boundary |
@@ -38,6 +40,7 @@ pub mod datapath;
 pub mod device;
 pub mod events;
 pub mod exports;
+pub mod fabric;
 pub mod fork;
 pub mod guard;
 pub mod mr;

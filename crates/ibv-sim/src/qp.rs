@@ -3,7 +3,7 @@
 
 use core::ffi::{c_int, c_void};
 use core::ptr::{addr_of, addr_of_mut};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
@@ -89,6 +89,10 @@ pub struct QpInner {
     pub rq: RecvQueue,
     /// Multicast groups attached (`ibv_attach_mcast`).
     pub mcast: Vec<([u8; 16], u16)>,
+    /// RC requests to other processes waiting for their responses, in order.
+    pub out: VecDeque<datapath::remote::Outstanding>,
+    /// Sequence number of the next such request.
+    pub next_seq: u64,
 }
 
 /// The part of a QP the data path shares (peers find it by QP number).
@@ -140,6 +144,10 @@ impl QpShared {
     /// ERR: outstanding receives complete with `IBV_WC_WR_FLUSH_ERR`; a QP
     /// on an SRQ reports `IBV_EVENT_QP_LAST_WQE_REACHED` instead.
     fn flush_locked(&self, g: &mut QpInner) {
+        for e in g.out.drain(..) {
+            self.send_cq
+                .push(datapath::flush_wc(e.wr_id, e.opcode, self.qp_num), true);
+        }
         for w in g.rq.wqes.drain(..) {
             self.recv_cq.push(
                 datapath::flush_wc(w.wr_id, datapath::WC_RECV, self.qp_num),
@@ -275,11 +283,16 @@ pub fn create(pd_ptr: *mut ibv_pd, init: &mut QpInit) -> Result<*mut ibv_qp, c_i
         cap.max_recv_wr = 0;
         cap.max_recv_sge = 0;
     }
-    let qp_num = loop {
-        let n = NEXT_QPN.fetch_add(1, Ordering::Relaxed) & 0x00ff_ffff;
-        if n > 1 && n != 0x00ff_ffff && QPS.get(n).is_none() {
-            break n;
-        }
+    // Unique across the fabric; a process that is not attached (a forked
+    // child that never opened a device) numbers its own.
+    let qp_num = match crate::fabric::alloc_qpn() {
+        Some(r) => r?,
+        None => loop {
+            let n = NEXT_QPN.fetch_add(1, Ordering::Relaxed) & 0x00ff_ffff;
+            if n > 1 && n != 0x00ff_ffff && QPS.get(n).is_none() {
+                break n;
+            }
+        },
     };
     let mut b = Box::<SimQp>::new_zeroed();
     let raw = b.as_mut_ptr();
@@ -299,6 +312,8 @@ pub fn create(pd_ptr: *mut ibv_pd, init: &mut QpInit) -> Result<*mut ibv_qp, c_i
             attrs: QpAttrs::default(),
             rq: RecvQueue::new(cap.max_recv_wr, cap.max_recv_sge),
             mcast: Vec::new(),
+            out: VecDeque::new(),
+            next_seq: 0,
         }),
         events: EventCounter::default(),
         async_q: ctx.async_q.clone(),
@@ -523,6 +538,7 @@ pub fn modify(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, attr_mask: c_int) -> Resu
         match new {
             RESET => {
                 g.rq.wqes.clear();
+                g.out.clear();
                 g.attrs = QpAttrs::default();
                 drop(g);
                 s.send_cq.remove_qp(s.qp_num);
@@ -665,11 +681,13 @@ pub fn destroy(qp: *mut ibv_qp) -> Result<(), c_int> {
         }
         OBJECTS.remove(qp as usize);
         QPS.remove(s.qp_num);
+        crate::fabric::free_qpn(s.qp_num);
     }
     {
         let mut g = s.st.lock();
         g.state = RESET;
         g.rq.wqes.clear();
+        g.out.clear();
     }
     datapath::drop_pending_from(s);
     let addr = qp as usize;

@@ -1,0 +1,482 @@
+//! Work requests between QPs of different processes.
+//!
+//! The requester sends a request to the process owning the destination QP
+//! number (the fabric's QP table). The responder's progress engine checks
+//! it the way a responder HCA does (the QP exists, is of the same type,
+//! can receive, is connected back to the requester, is reached at the
+//! address used; rkey, bounds and access flags for RDMA and atomics),
+//! executes it against its own memory, and answers: ACK, NAK with the
+//! requester's completion status, data (READ, atomics), or DROP when the
+//! request is silently discarded. RC requests stay outstanding at the
+//! requester until answered; one that is dropped, or whose responder
+//! died, completes with `IBV_WC_RETRY_EXC_ERR` once the QP's retries
+//! (`timeout`, `retry_cnt`) have run out, as on hardware. UC and UD never
+//! hear back.
+
+use core::ffi::c_int;
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use verbs_abi::{ibv_ah_attr, ibv_sge};
+
+use super::{
+    complete_send, deliver, gather, land, reaches, remote as remote_mem, scatter, take_wqe,
+    total_len, wc_opcode_of, Message, Origin, SendWr, Taken, GRH_LEN, SEND_INLINE, SEND_SOLICITED,
+    WC_COMP_SWAP, WC_FETCH_ADD, WC_LOC_LEN_ERR, WC_RDMA_READ, WC_RDMA_WRITE, WC_REM_INV_REQ_ERR,
+    WC_RETRY_EXC_ERR, WC_SEND, WC_SUCCESS, WR_ATOMIC_CMP_AND_SWP, WR_ATOMIC_FETCH_AND_ADD,
+    WR_RDMA_READ, WR_RDMA_WRITE, WR_RDMA_WRITE_WITH_IMM, WR_SEND_WITH_IMM,
+};
+use crate::fabric::wire::{flag, kind, Wire};
+use crate::fabric::{self, Dest};
+use crate::mr::{REMOTE_ATOMIC, REMOTE_READ, REMOTE_WRITE};
+use crate::qp::{self, QpAttrs, QpShared};
+use crate::qp_state::{QPT_RC, QPT_UC, QPT_UD};
+use crate::registry::QPS;
+
+/// The requester of a message received from another process.
+pub struct Peer {
+    pub dest: Dest,
+    pub qpn: u32,
+    pub seq: u64,
+    /// RC: the requester waits for a response.
+    pub reply: bool,
+}
+
+/// An RC work request of ours waiting for its response.
+pub struct Outstanding {
+    pub seq: u64,
+    pub wr_id: u64,
+    pub signaled: bool,
+    pub opcode: c_int,
+    /// Where READ / atomic results go.
+    sge: Vec<ibv_sge>,
+    /// The byte count of a successful completion.
+    byte_len: u32,
+    dest: Option<Dest>,
+    deadline: u64,
+    timeout: u64,
+    /// The responder dropped it: fail at the deadline.
+    doomed: bool,
+    done: Option<c_int>,
+}
+
+/// QPs with outstanding requests (their deadlines are watched).
+static WAITING: Mutex<Vec<Arc<QpShared>>> = Mutex::new(Vec::new());
+static N_WAITING: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether any request of ours waits for a response.
+pub fn busy() -> bool {
+    N_WAITING.load(Ordering::Relaxed) > 0
+}
+
+/// How long hardware retries before `IBV_WC_RETRY_EXC_ERR`: 4.096 us *
+/// 2^timeout per try, `retry_cnt` + 1 tries; `timeout` 0 (infinite) and
+/// very long values are capped, so a dead peer is always noticed.
+fn retry_ns(a: &QpAttrs) -> u64 {
+    const CAP: u64 = 4_000_000_000;
+    if a.timeout == 0 {
+        return CAP;
+    }
+    let per_try = 4096u64 << u32::from(a.timeout.min(31));
+    per_try
+        .saturating_mul(u64::from(a.retry_cnt.min(7)) + 1)
+        .clamp(1_000_000, CAP)
+}
+
+fn address(w: &mut Wire, a: &QpAttrs, slid: u16) {
+    w.dlid = a.ah.dlid;
+    w.slid = slid;
+    w.sl = a.ah.sl;
+    w.is_global = a.ah.is_global;
+    // SAFETY: reading the raw bytes of a GID union.
+    w.dgid = unsafe { a.ah.grh.dgid.raw };
+}
+
+/// Executes a send work request of an RC / UC QP whose peer is not ours.
+pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr, signaled: bool, slid: u16) {
+    let opcode = wc_opcode_of(w.opcode);
+    let done = |status: c_int, len: u32| complete_send(s, w.wr_id, signaled, opcode, status, len);
+    let mut wire = Wire::zeroed();
+    wire.qp_type = s.qp_type;
+    wire.src_qpn = s.qp_num;
+    wire.dst_qpn = a.dest_qp_num;
+    address(&mut wire, a, slid);
+    if w.flags & SEND_SOLICITED != 0 {
+        wire.flags |= flag::SOLICITED;
+    }
+    if matches!(w.opcode, WR_SEND_WITH_IMM | WR_RDMA_WRITE_WITH_IMM) {
+        wire.flags |= flag::IMM;
+        wire.imm = w.imm;
+    }
+    wire.remote_addr = w.remote_addr;
+    wire.rkey = w.rkey;
+    let (k, payload, byte_len) = match w.opcode {
+        WR_RDMA_READ => {
+            let len = total_len(&w.sge);
+            wire.compare_add = len;
+            (kind::READ, Vec::new(), len as u32)
+        }
+        WR_ATOMIC_CMP_AND_SWP | WR_ATOMIC_FETCH_AND_ADD => {
+            if !w.remote_addr.is_multiple_of(8) || total_len(&w.sge) < 8 {
+                return done(WC_REM_INV_REQ_ERR, 0);
+            }
+            wire.compare_add = w.compare_add;
+            wire.swap = w.swap;
+            let k = if w.opcode == WR_ATOMIC_CMP_AND_SWP {
+                kind::CMP_SWAP
+            } else {
+                kind::FETCH_ADD
+            };
+            (k, Vec::new(), 8)
+        }
+        _ => {
+            let data = match gather(s, &w.sge, w.flags & SEND_INLINE != 0) {
+                Ok(d) => d,
+                Err(st) => return done(st, 0),
+            };
+            let n = data.len() as u32;
+            match w.opcode {
+                WR_RDMA_WRITE => (kind::WRITE, data, n),
+                WR_RDMA_WRITE_WITH_IMM => (kind::WRITE_IMM, data, n),
+                _ => (kind::SEND, data, 0),
+            }
+        }
+    };
+    wire.kind = k;
+    let dest = fabric::owner_of(a.dest_qp_num);
+    if s.qp_type == QPT_UC {
+        // Unreliable: sent (or lost) and done.
+        if let Some(d) = dest {
+            fabric::send(d, &mut wire, &payload);
+        }
+        let len = if opcode == WC_RDMA_WRITE { byte_len } else { 0 };
+        return done(WC_SUCCESS, len);
+    }
+    wire.flags |= flag::REPLY;
+    if a.rnr_retry == 7 {
+        wire.flags |= flag::RNR_WAIT;
+    }
+    let timeout = retry_ns(a);
+    {
+        let mut g = s.st.lock();
+        let seq = g.next_seq;
+        g.next_seq += 1;
+        wire.seq = seq;
+        g.out.push_back(Outstanding {
+            seq,
+            wr_id: w.wr_id,
+            signaled,
+            opcode,
+            sge: if matches!(opcode, WC_RDMA_READ | WC_COMP_SWAP | WC_FETCH_ADD) {
+                w.sge
+            } else {
+                Vec::new()
+            },
+            byte_len: if opcode == WC_SEND { 0 } else { byte_len },
+            dest,
+            deadline: fabric::now_ns() + timeout,
+            timeout,
+            doomed: dest.is_none(),
+            done: None,
+        });
+        // Sent under the QP's lock: a QP's requests stay in order.
+        if let Some(d) = dest {
+            fabric::send(d, &mut wire, &payload);
+        }
+    }
+    let mut wl = WAITING.lock();
+    if !wl.iter().any(|q| Arc::ptr_eq(q, s)) {
+        wl.push(s.clone());
+        N_WAITING.store(wl.len(), Ordering::Relaxed);
+    }
+}
+
+/// Sends a UD datagram to a QP of another process (lost if nobody has it).
+pub(super) fn send_ud(
+    s: &QpShared,
+    w: &SendWr,
+    ah: &ibv_ah_attr,
+    qkey: u32,
+    slid: u16,
+    grh: Option<[u8; GRH_LEN]>,
+    payload: &[u8],
+) {
+    let Some(d) = fabric::owner_of(w.remote_qpn) else {
+        return;
+    };
+    let mut wire = Wire::zeroed();
+    wire.kind = kind::UD;
+    wire.qp_type = QPT_UD;
+    wire.src_qpn = s.qp_num;
+    wire.dst_qpn = w.remote_qpn;
+    wire.qkey = qkey;
+    wire.dlid = ah.dlid;
+    wire.slid = slid;
+    wire.sl = ah.sl;
+    wire.is_global = ah.is_global;
+    // SAFETY: reading the raw bytes of a GID union.
+    wire.dgid = unsafe { ah.grh.dgid.raw };
+    if let Some(g) = grh {
+        wire.grh = g;
+        wire.flags |= flag::GRH_VALID;
+    }
+    if w.opcode == WR_SEND_WITH_IMM {
+        wire.flags |= flag::IMM;
+        wire.imm = w.imm;
+    }
+    if w.flags & SEND_SOLICITED != 0 {
+        wire.flags |= flag::SOLICITED;
+    }
+    fabric::send(d, &mut wire, payload);
+}
+
+/// Answers a request (RC only; UC and UD requesters hear nothing).
+pub fn reply(p: &Peer, status: c_int) {
+    if !p.reply {
+        return;
+    }
+    let mut w = Wire::zeroed();
+    w.kind = match status {
+        WC_SUCCESS => kind::ACK,
+        // The responder went away under the message: the requester's
+        // retries run out.
+        WC_RETRY_EXC_ERR => kind::DROP,
+        _ => kind::NAK,
+    };
+    w.status = status;
+    w.dst_qpn = p.qpn;
+    w.seq = p.seq;
+    fabric::send(p.dest, &mut w, &[]);
+}
+
+fn reply_data(p: &Peer, k: u32, old: u64, data: &[u8]) {
+    let mut w = Wire::zeroed();
+    w.kind = k;
+    w.dst_qpn = p.qpn;
+    w.seq = p.seq;
+    w.compare_add = old;
+    fabric::send(p.dest, &mut w, data);
+}
+
+/// Whether the address a request was sent to reaches `dst`'s port.
+fn reached(w: &Wire, dst: &QpShared, port: u8) -> bool {
+    // SAFETY: plain data; all-zero is valid.
+    let mut ah: ibv_ah_attr = unsafe { core::mem::zeroed() };
+    ah.dlid = w.dlid;
+    ah.is_global = w.is_global;
+    ah.grh.dgid.raw = w.dgid;
+    reaches(&ah, dst, u32::from(port))
+}
+
+/// A request from another process, in the responder's progress engine.
+pub fn on_request(w: &Wire, data: &[u8]) {
+    let peer = Peer {
+        dest: Dest {
+            slot: w.src_slot,
+            token: w.src_token,
+        },
+        qpn: w.src_qpn,
+        seq: w.seq,
+        reply: w.flags & flag::REPLY != 0,
+    };
+    let Some(dst) = QPS.get(w.dst_qpn) else {
+        return reply(&peer, WC_RETRY_EXC_ERR);
+    };
+    let msg = |payload: Vec<u8>, write_imm_len: Option<u32>, send_opcode: c_int| Message {
+        src: Origin::Remote(Peer {
+            dest: peer.dest,
+            qpn: peer.qpn,
+            seq: peer.seq,
+            reply: peer.reply,
+        }),
+        src_qpn: w.src_qpn,
+        payload,
+        imm: (w.flags & flag::IMM != 0).then_some(w.imm),
+        write_imm_len,
+        solicited: w.flags & flag::SOLICITED != 0,
+        grh: None,
+        grh_valid: false,
+        slid: w.slid,
+        sl: w.sl,
+        wr_id: 0,
+        signaled: false,
+        send_opcode,
+    };
+    if w.kind == kind::UD {
+        let g = dst.st.lock();
+        let ok = dst.qp_type == QPT_UD
+            && qp::can_receive(g.state)
+            && g.attrs.qkey == w.qkey
+            && reached(w, &dst, g.attrs.port_num);
+        drop(g);
+        if !ok {
+            return;
+        }
+        let mut m = msg(data.to_vec(), None, WC_SEND);
+        m.grh = Some(w.grh);
+        m.grh_valid = w.flags & flag::GRH_VALID != 0;
+        if let Taken::Wqe(wqe, m) = take_wqe(&dst, m, false) {
+            land(&dst, wqe, &m);
+        }
+        return;
+    }
+    let (ok, access) = {
+        let g = dst.st.lock();
+        (
+            dst.qp_type == w.qp_type
+                && matches!(dst.qp_type, QPT_RC | QPT_UC)
+                && qp::can_receive(g.state)
+                && g.attrs.dest_qp_num == w.src_qpn
+                && reached(w, &dst, g.attrs.port_num),
+            g.attrs.access,
+        )
+    };
+    if !ok {
+        return reply(&peer, WC_RETRY_EXC_ERR);
+    }
+    let rnr_wait = w.flags & flag::RNR_WAIT != 0;
+    match w.kind {
+        kind::SEND => deliver(&dst, msg(data.to_vec(), None, WC_SEND), rnr_wait),
+        kind::WRITE | kind::WRITE_IMM => {
+            if !data.is_empty() {
+                match remote_mem(
+                    &dst,
+                    access,
+                    w.rkey,
+                    w.remote_addr,
+                    data.len() as u64,
+                    REMOTE_WRITE,
+                ) {
+                    Ok(host) => super::copy_bytes(data.as_ptr() as usize, host, data.len()),
+                    Err(st) => return reply(&peer, st),
+                }
+            }
+            if w.kind == kind::WRITE_IMM {
+                let n = data.len() as u32;
+                deliver(&dst, msg(Vec::new(), Some(n), WC_RDMA_WRITE), rnr_wait);
+            } else {
+                reply(&peer, WC_SUCCESS);
+            }
+        }
+        kind::READ => {
+            let len = w.compare_add;
+            if len > u64::from(u32::MAX) {
+                return reply(&peer, WC_LOC_LEN_ERR);
+            }
+            if len == 0 {
+                return reply_data(&peer, kind::READ_RESP, 0, &[]);
+            }
+            match remote_mem(&dst, access, w.rkey, w.remote_addr, len, REMOTE_READ) {
+                Ok(host) => {
+                    // SAFETY: [host, host + len) lies in a registered MR of
+                    // this process with remote read access (checked above).
+                    let src =
+                        unsafe { core::slice::from_raw_parts(host as *const u8, len as usize) };
+                    reply_data(&peer, kind::READ_RESP, 0, src);
+                }
+                Err(st) => reply(&peer, st),
+            }
+        }
+        kind::CMP_SWAP | kind::FETCH_ADD => {
+            let host = match remote_mem(&dst, access, w.rkey, w.remote_addr, 8, REMOTE_ATOMIC) {
+                Ok(h) => h,
+                Err(st) => return reply(&peer, st),
+            };
+            // SAFETY: 8 aligned bytes (the requester checked the alignment)
+            // inside a registered MR of this process with atomic access.
+            let cell = unsafe { &*(host as *const AtomicU64) };
+            let old = if w.kind == kind::CMP_SWAP {
+                match cell.compare_exchange(
+                    w.compare_add,
+                    w.swap,
+                    Ordering::SeqCst,
+                    Ordering::SeqCst,
+                ) {
+                    Ok(v) | Err(v) => v,
+                }
+            } else {
+                cell.fetch_add(w.compare_add, Ordering::SeqCst)
+            };
+            reply_data(&peer, kind::ATOMIC_RESP, old, &[]);
+        }
+        _ => reply(&peer, WC_REM_INV_REQ_ERR),
+    }
+}
+
+/// Completes the answered requests at the front of `q`'s queue, in order.
+fn complete_front(q: &Arc<QpShared>, mut g: parking_lot::MutexGuard<'_, qp::QpInner>) {
+    let mut finished = Vec::new();
+    while g.out.front().is_some_and(|e| e.done.is_some()) {
+        if let Some(e) = g.out.pop_front() {
+            finished.push(e);
+        }
+    }
+    drop(g);
+    for e in finished {
+        let status = e.done.unwrap_or(WC_RETRY_EXC_ERR);
+        let len = if status == WC_SUCCESS { e.byte_len } else { 0 };
+        complete_send(q, e.wr_id, e.signaled, e.opcode, status, len);
+    }
+}
+
+/// A response to one of our requests, in the requester's progress engine.
+pub fn on_response(w: &Wire, data: &[u8]) {
+    let Some(q) = QPS.get(w.dst_qpn) else {
+        return;
+    };
+    let mut g = q.st.lock();
+    let pd = q.pd;
+    let Some(e) = g.out.iter_mut().find(|e| e.seq == w.seq) else {
+        return;
+    };
+    match w.kind {
+        kind::ACK => e.done = Some(WC_SUCCESS),
+        kind::NAK => e.done = Some(w.status),
+        kind::DROP => e.doomed = true,
+        kind::READ_RESP => {
+            e.done = Some(match scatter(pd, &e.sge, &[data]) {
+                Ok(()) => WC_SUCCESS,
+                Err(st) => st,
+            })
+        }
+        kind::ATOMIC_RESP => {
+            e.done = Some(match scatter(pd, &e.sge, &[&w.compare_add.to_ne_bytes()]) {
+                Ok(()) => WC_SUCCESS,
+                Err(st) => st,
+            })
+        }
+        _ => {}
+    }
+    complete_front(&q, g);
+}
+
+/// Fails requests whose retries ran out: dropped by the responder, or
+/// sent to a process that died (or to a QP number nobody holds).
+pub fn check_deadlines() {
+    if !busy() {
+        return;
+    }
+    let list: Vec<Arc<QpShared>> = WAITING.lock().clone();
+    let now = fabric::now_ns();
+    for q in &list {
+        let mut g = q.st.lock();
+        if let Some(e) = g.out.front_mut() {
+            if now >= e.deadline {
+                if e.doomed || !e.dest.is_some_and(fabric::alive) {
+                    e.done = Some(WC_RETRY_EXC_ERR);
+                    complete_front(q, g);
+                    continue;
+                }
+                // Alive and not dropped: the answer is on its way.
+                e.deadline = now + e.timeout;
+            }
+        }
+    }
+    let mut wl = WAITING.lock();
+    wl.retain(|q| !q.st.lock().out.is_empty());
+    if wl.is_empty() {
+        wl.shrink_to_fit();
+    }
+    N_WAITING.store(wl.len(), Ordering::Relaxed);
+}

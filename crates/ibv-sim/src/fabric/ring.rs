@@ -1,0 +1,214 @@
+//! A process's inbound ring in the fabric segment: a bounded
+//! multi-producer queue of fixed-size slots (each slot carries its own
+//! sequence number, so a producer claims a slot with one CAS and publishes
+//! it with one store; no lock a dead process could hold), drained by the
+//! owning process alone. A sleeping consumer is woken through a futex in
+//! the shared segment.
+
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use super::wire::Wire;
+
+/// Slots per ring.
+pub const SLOTS: usize = 256;
+/// Bytes per slot, header included.
+pub const SLOT_SIZE: usize = 8192;
+/// Payload bytes a slot carries.
+pub const CHUNK: usize = SLOT_SIZE - 16 - core::mem::size_of::<Wire>();
+
+/// The ring's control words, on a page of their own.
+#[repr(C, align(64))]
+pub struct RingHdr {
+    enq: AtomicU64,
+    _p0: [u8; 56],
+    deq: AtomicU64,
+    _p1: [u8; 56],
+    /// The consumer is (about to be) asleep on `wake`.
+    sleeping: AtomicU32,
+    /// The futex word producers bump to wake the consumer.
+    wake: AtomicU32,
+    /// When the owner's program thread last polled (ns, monotonic).
+    pub last_poll: AtomicU64,
+}
+
+#[repr(C)]
+pub struct Slot {
+    seq: AtomicU64,
+    _pad: u64,
+    pub wire: Wire,
+    pub data: [u8; CHUNK],
+}
+
+const _: () = assert!(core::mem::size_of::<Slot>() == SLOT_SIZE);
+const _: () = assert!(core::mem::size_of::<RingHdr>() <= RING_HDR);
+
+/// Bytes of the ring's header page.
+pub const RING_HDR: usize = 4096;
+/// Bytes of one whole ring.
+pub const RING_BYTES: usize = RING_HDR + SLOTS * SLOT_SIZE;
+
+/// A ring at an address inside the mapped segment.
+#[derive(Clone, Copy)]
+pub struct Ring {
+    base: usize,
+}
+
+impl Ring {
+    /// # Safety
+    /// `base` must point at `RING_BYTES` mapped bytes that stay mapped
+    /// while the ring is used.
+    pub unsafe fn at(base: usize) -> Ring {
+        Ring { base }
+    }
+
+    fn hdr(&self) -> &RingHdr {
+        // SAFETY: `at`'s contract; RingHdr is all atomics (any bit pattern is valid).
+        unsafe { &*(self.base as *const RingHdr) }
+    }
+
+    fn slot(&self, pos: u64) -> *mut Slot {
+        (self.base + RING_HDR + (pos as usize % SLOTS) * SLOT_SIZE) as *mut Slot
+    }
+
+    fn seq(&self, pos: u64) -> &AtomicU64 {
+        // SAFETY: inside the ring (see `at`); the word is only accessed atomically.
+        unsafe { &*core::ptr::addr_of!((*self.slot(pos)).seq) }
+    }
+
+    pub fn last_poll(&self) -> &AtomicU64 {
+        &self.hdr().last_poll
+    }
+
+    /// Empties the ring for a new owner (under the segment's attach lock,
+    /// when no live process uses it).
+    pub fn reset(&self) {
+        let h = self.hdr();
+        h.enq.store(0, Ordering::Relaxed);
+        h.deq.store(0, Ordering::Relaxed);
+        h.sleeping.store(0, Ordering::Relaxed);
+        h.last_poll.store(0, Ordering::Relaxed);
+        for i in 0..SLOTS as u64 {
+            self.seq(i).store(i, Ordering::Release);
+        }
+    }
+
+    /// Queues one message; false when the ring is full.
+    pub fn push(&self, wire: &Wire, data: &[u8]) -> bool {
+        debug_assert!(data.len() <= CHUNK);
+        let h = self.hdr();
+        let mut pos = h.enq.load(Ordering::Relaxed);
+        loop {
+            let seq = self.seq(pos).load(Ordering::Acquire);
+            let diff = seq.wrapping_sub(pos) as i64;
+            if diff == 0 {
+                match h.enq.compare_exchange_weak(
+                    pos,
+                    pos + 1,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => break,
+                    Err(p) => pos = p,
+                }
+            } else if diff < 0 {
+                return false;
+            } else {
+                pos = h.enq.load(Ordering::Relaxed);
+            }
+        }
+        let s = self.slot(pos);
+        // SAFETY: the CAS above gave this producer slot `pos` until it
+        // publishes it; the consumer does not read it before then.
+        unsafe {
+            core::ptr::addr_of_mut!((*s).wire).write(*wire);
+            core::ptr::copy_nonoverlapping(
+                data.as_ptr(),
+                core::ptr::addr_of_mut!((*s).data).cast::<u8>(),
+                data.len(),
+            );
+        }
+        self.seq(pos).store(pos + 1, Ordering::Release);
+        if h.sleeping.load(Ordering::SeqCst) != 0 {
+            h.wake.fetch_add(1, Ordering::SeqCst);
+            futex_wake(&h.wake);
+        }
+        true
+    }
+
+    pub fn is_empty(&self) -> bool {
+        let pos = self.hdr().deq.load(Ordering::Relaxed);
+        self.seq(pos).load(Ordering::Acquire) != pos + 1
+    }
+
+    /// Hands the oldest message to `f` and frees its slot. Only the
+    /// ring's owner calls this, one thread at a time (the engine lock).
+    pub fn pop<R>(&self, f: impl FnOnce(&Wire, &[u8]) -> R) -> Option<R> {
+        let h = self.hdr();
+        let pos = h.deq.load(Ordering::Relaxed);
+        if self.seq(pos).load(Ordering::Acquire) != pos + 1 {
+            return None;
+        }
+        let s = self.slot(pos);
+        // SAFETY: the slot was published (seq == pos + 1) and is ours until
+        // we hand it back below; the length was bounded by the producer and
+        // is clamped again here.
+        let r = unsafe {
+            let wire = &*core::ptr::addr_of!((*s).wire);
+            let n = (wire.len as usize).min(CHUNK);
+            let data = core::slice::from_raw_parts(core::ptr::addr_of!((*s).data).cast::<u8>(), n);
+            f(wire, data)
+        };
+        self.seq(pos).store(pos + SLOTS as u64, Ordering::Release);
+        h.deq.store(pos + 1, Ordering::Relaxed);
+        Some(r)
+    }
+
+    /// Wakes the consumer (to make it look at a stop flag).
+    pub fn kick(&self) {
+        let h = self.hdr();
+        h.wake.fetch_add(1, Ordering::SeqCst);
+        futex_wake(&h.wake);
+    }
+
+    /// Sleeps until a producer wakes us or `timeout_ns` passes.
+    pub fn wait(&self, timeout_ns: u64) {
+        let h = self.hdr();
+        let w = h.wake.load(Ordering::SeqCst);
+        h.sleeping.store(1, Ordering::SeqCst);
+        if self.is_empty() {
+            futex_wait(&h.wake, w, timeout_ns);
+        }
+        h.sleeping.store(0, Ordering::SeqCst);
+    }
+}
+
+fn futex_wake(word: &AtomicU32) {
+    // SAFETY: FUTEX_WAKE on a word of the shared mapping (not
+    // FUTEX_PRIVATE: the waiter is another process).
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAKE,
+            1,
+            core::ptr::null::<libc::timespec>(),
+        )
+    };
+}
+
+fn futex_wait(word: &AtomicU32, expected: u32, timeout_ns: u64) {
+    let ts = libc::timespec {
+        tv_sec: (timeout_ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (timeout_ns % 1_000_000_000) as libc::c_long,
+    };
+    // SAFETY: FUTEX_WAIT on a word of the shared mapping with a relative timeout.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT,
+            expected,
+            &ts as *const libc::timespec,
+        )
+    };
+}
