@@ -20,6 +20,7 @@
 //! | `pd`, `mr`, `cq`, `srq`, `qp`, `ah` | one resource kind each |
 //! | `qp_state` | the kernel's QP state machine and attribute masks |
 //! | `datapath` | post / poll, loopback execution of work requests |
+//! | `ext` | the extended verbs: `ibv_create_qp_ex` + `ibv_wr_*`, `ibv_create_cq_ex` + poll cursor, `ibv_query_device_ex` |
 //! | `fork` | `ibv_fork_init` state |
 //! | `strings` | `*_str` helpers, rate conversions |
 //! | `exports` | the exported symbols, each behind the panic boundary |
@@ -38,6 +39,7 @@ pub mod datapath;
 pub mod device;
 pub mod events;
 pub mod exports;
+pub mod ext;
 pub mod fork;
 pub mod guard;
 pub mod mr;

@@ -16,6 +16,7 @@
 pub mod compat;
 pub mod device;
 pub mod events;
+pub mod ext;
 pub mod misc;
 pub mod ops;
 pub mod private;
