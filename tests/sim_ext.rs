@@ -339,6 +339,14 @@ fn c_create_qp_ex_wr_api_and_cq_ex_poll_cursor() {
 }
 
 #[test]
+fn c_extended_post_and_poll_from_threads() {
+    // Four threads post batches to one QP while two drain its CQ with the
+    // cursor: each work request completes once, every write lands.
+    let bin = c_program("sim_ext_threads", &[]);
+    run_c(&bin, None);
+}
+
+#[test]
 fn valgrind_extended_post_and_poll_clean() {
     let bin = c_program("sim_ext_post", &[]);
     let mut cmd = on_sim("valgrind");

@@ -21,6 +21,7 @@ const SUITES: &[&str] = &[
     "sim_everything",
     "sim_ext_post",
     "sim_ext_device",
+    "sim_ext_threads",
 ];
 
 fn suite(name: &str) -> std::path::PathBuf {
