@@ -1,6 +1,6 @@
 //! The sim's own self-checking C programs (`tests/c/sim/`: every simulated
 //! verb and its errno, bad arguments, EBUSY ordering, the QP state machine,
-//! the loopback data path, threads, fork) pass unchanged with the shim in
+//! the loopback data path, threads, fork, the extended verbs) pass unchanged with the shim in
 //! front of the sim, preloaded and in drop-in mode: the shim does not change
 //! the outcome of any call it forwards.
 //!
@@ -19,6 +19,9 @@ const SUITES: &[&str] = &[
     "sim_loopback",
     "sim_threads",
     "sim_everything",
+    "sim_ext_post",
+    "sim_ext_device",
+    "sim_ext_threads",
 ];
 
 fn suite(name: &str) -> std::path::PathBuf {

@@ -150,6 +150,7 @@ pub fn open(dev: *mut ibv_device) -> Result<*mut ibv_context, c_int> {
     vctx.query_rt_values = Some(crate::exports::ops::sim_query_rt_values);
     vctx.create_qp_ex = Some(crate::exports::ops::sim_create_qp_ex);
     vctx.create_srq_ex = Some(crate::exports::ops::sim_create_srq_ex);
+    crate::ext::install(&mut vctx);
     let c = &mut vctx.context;
     c.device = dev;
     c.cmd_fd = cmd_fd;

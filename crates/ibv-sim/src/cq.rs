@@ -120,6 +120,8 @@ impl CqShared {
 #[repr(C)]
 pub struct SimCq {
     pub cq: ibv_cq,
+    /// Must follow `cq`: with it, an `ibv_cq_ex` (see `ext::cq`).
+    pub ex: crate::ext::cq::CqEx,
     pub shared: Arc<CqShared>,
     /// QPs using this CQ (changed under the context lock).
     pub users: AtomicU32,
@@ -225,6 +227,7 @@ pub fn create(
         // SAFETY: ibv_cq is plain data; all-zero is valid (pthread
         // initialisers are all-zero on glibc).
         cq: unsafe { core::mem::zeroed() },
+        ex: crate::ext::cq::CqEx::new(),
         shared: Arc::new(CqShared {
             addr: 0,
             q: Mutex::new(CqQueue {

@@ -22,6 +22,7 @@
 //! | `datapath` | post / poll, execution of work requests (same process: directly) |
 //! | `datapath::remote` | work requests to and from QPs of other processes |
 //! | `fabric` | the shared-memory fabric between processes: QP numbers, LIDs, rings, progress |
+//! | `ext` | the extended verbs: `ibv_create_qp_ex` + `ibv_wr_*`, `ibv_create_cq_ex` + poll cursor, `ibv_query_device_ex` |
 //! | `fork` | `ibv_fork_init` state |
 //! | `strings` | `*_str` helpers, rate conversions |
 //! | `exports` | the exported symbols, each behind the panic boundary |
@@ -40,6 +41,7 @@ pub mod datapath;
 pub mod device;
 pub mod events;
 pub mod exports;
+pub mod ext;
 pub mod fabric;
 pub mod fork;
 pub mod guard;

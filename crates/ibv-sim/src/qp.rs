@@ -167,6 +167,8 @@ impl QpShared {
 #[repr(C)]
 pub struct SimQp {
     pub qp: ibv_qp,
+    /// Must follow `qp`: with it, an `ibv_qp_ex` (see `ext::qp`); valid all-zero.
+    pub ex: crate::ext::qp::QpEx,
     pub shared: Arc<QpShared>,
     pd: *const SimPd,
     send_cq: *const SimCq,

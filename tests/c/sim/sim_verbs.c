@@ -121,7 +121,8 @@ int main(void)
 	CHECK(ibv_req_notify_cq(cq, 0) == 0);
 	struct ibv_wc wc[4];
 	CHECK(ibv_poll_cq(cq, 4, wc) == 0);
-	struct ibv_cq_init_attr_ex cqx = { .cqe = 4 };
+	/* Extended CQs exist (tests/c/sim/sim_ext_post.c); CVLANs are not simulated. */
+	struct ibv_cq_init_attr_ex cqx = { .cqe = 4, .wc_flags = IBV_WC_EX_WITH_CVLAN };
 	CHECK_ERRNO(ibv_create_cq_ex(ctx, &cqx), EOPNOTSUPP);
 
 	/* SRQ. */
@@ -152,7 +153,9 @@ int main(void)
 	};
 	struct ibv_qp *ud = ibv_create_qp_ex(ctx, &qiax);
 	CHECK(ud != NULL && ud->qp_type == IBV_QPT_UD);
+	/* The ibv_wr_* API exists (sim_ext_post.c), but UD cannot RDMA WRITE. */
 	qiax.comp_mask |= IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+	qiax.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE;
 	CHECK_ERRNO(ibv_create_qp_ex(ctx, &qiax), EOPNOTSUPP);
 	CHECK(ibv_qp_to_qp_ex(qp) == NULL);
 

@@ -1,6 +1,7 @@
 //! The exported symbols: every public function of rdma-core 44's
 //! `libibverbs.so.1` (at its version, see `build.rs`), the private
-//! `ibv_query_gid_type` that `ibv_devinfo` imports, and the functions the
+//! `ibv_query_gid_type` that `ibv_devinfo` imports, the rest of
+//! `IBVERBS_PRIVATE_34` for provider plugins (`private`), and the functions the
 //! inline verbs of `verbs.h` reach through the context's tables (`ops`).
 //!
 //! Each export is a thin shell: it runs the verb through `crate::guard`,
@@ -15,7 +16,9 @@
 pub mod compat;
 pub mod device;
 pub mod events;
+pub mod ext;
 pub mod misc;
 pub mod ops;
+pub mod private;
 pub mod resources;
 pub mod unsupported;

@@ -10,7 +10,7 @@ core::arch::global_asm!(include_str!(concat!(
 
 use core::ffi::c_int;
 
-use verbs_abi::{ibv_context, ibv_dm, ibv_ece, ibv_mr, ibv_pd, ibv_qp, ibv_qp_ex};
+use verbs_abi::{ibv_context, ibv_dm, ibv_ece, ibv_mr, ibv_pd, ibv_qp};
 
 use crate::guard::{self, set_errno};
 
@@ -58,12 +58,6 @@ pub unsafe extern "C" fn ibv_reg_dmabuf_mr(
     _access: c_int,
 ) -> *mut ibv_mr {
     guard::call(core::ptr::null_mut(), unsupported)
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn ibv_qp_to_qp_ex(_qp: *mut ibv_qp) -> *mut ibv_qp_ex {
-    // Only QPs created with the new post-send API have one; the sim has none.
-    core::ptr::null_mut()
 }
 
 #[no_mangle]

@@ -1,0 +1,357 @@
+//! Extended CQs: `ibv_create_cq_ex` and the poll cursor (`ibv_start_poll`,
+//! `ibv_next_poll`, `ibv_end_poll`, `ibv_wc_read_*`).
+//!
+//! An extended CQ is an ordinary sim CQ whose `ibv_cq` is followed by the
+//! rest of `struct ibv_cq_ex` (the [`CqEx`] member of `SimCq`), so
+//! `ibv_cq_ex_to_cq` is the cast it is in C and `ibv_destroy_cq` destroys
+//! it. The cursor takes one completion at a time from the context's
+//! `ops.poll_cq`, the queue `ibv_poll_cq` reads.
+//!
+//! As on mlx5, a CQ is locked from a successful `start_poll` until
+//! `end_poll` (not when created `IBV_CREATE_CQ_ATTR_SINGLE_THREADED`), and
+//! only the readers of the fields asked for in `wc_flags` are installed
+//! (`read_opcode`, `read_vendor_err` and `read_wc_flags` always are).
+//! Timestamps are taken when the completion is polled: device time in ns
+//! (`hca_core_clock` is 1 GHz, the clock `ibv_query_rt_values_ex` reads) and
+//! wall-clock ns.
+
+use core::cell::UnsafeCell;
+use core::ffi::{c_int, c_uint};
+use core::mem::{offset_of, size_of};
+use core::ptr::{addr_of, addr_of_mut};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use parking_lot::lock_api::RawMutex as _;
+use verbs_abi::{ibv_context, ibv_cq, ibv_cq_ex, ibv_cq_init_attr_ex, ibv_poll_cq_attr, ibv_wc};
+
+use crate::cq::{self, SimCq};
+use crate::{context, guard};
+
+/// `ibv_cq_init_attr_mask`.
+const INIT_MASK_FLAGS: u32 = 1;
+const INIT_MASK_PD: u32 = 1 << 1;
+/// `ibv_create_cq_attr_flags`.
+const SINGLE_THREADED: u32 = 1;
+/// `ibv_create_cq_wc_flags`.
+pub const WITH_BYTE_LEN: u64 = 1;
+pub const WITH_IMM: u64 = 1 << 1;
+pub const WITH_QP_NUM: u64 = 1 << 2;
+pub const WITH_SRC_QP: u64 = 1 << 3;
+pub const WITH_SLID: u64 = 1 << 4;
+pub const WITH_SL: u64 = 1 << 5;
+pub const WITH_DLID_PATH_BITS: u64 = 1 << 6;
+pub const WITH_COMPLETION_TIMESTAMP: u64 = 1 << 7;
+pub const WITH_COMPLETION_TIMESTAMP_WALLCLOCK: u64 = 1 << 11;
+/// What the sim can report: the standard fields and both timestamps (no
+/// CVLAN, flow tag or tag matching).
+pub const SUPPORTED_WC_FLAGS: u64 =
+    ((1 << 7) - 1) | WITH_COMPLETION_TIMESTAMP | WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
+
+/// Size of `ibv_cq_ex`'s fields after the `ibv_cq` ones.
+const C_TAIL: usize = size_of::<ibv_cq_ex>() - size_of::<ibv_cq>();
+
+/// The part of a sim CQ after its `ibv_cq`: the rest of `ibv_cq_ex`, then
+/// the cursor. Plain CQs carry it too, unused.
+#[repr(C)]
+pub struct CqEx {
+    /// `ibv_cq_ex` from `comp_mask` on: the table and the `status` and
+    /// `wr_id` the program reads, all written through `*mut ibv_cq_ex`.
+    _c: UnsafeCell<[u64; C_TAIL / 8]>,
+    /// The completion the cursor is on.
+    cur: UnsafeCell<ibv_wc>,
+    /// Device and wall-clock time (ns) at which `cur` was polled.
+    ts: UnsafeCell<(u64, u64)>,
+    /// `IBV_WC_EX_WITH_*` asked for at creation.
+    wc_flags: AtomicU64,
+    /// Serialises pollers between start_poll and end_poll.
+    lock: parking_lot::RawMutex,
+    locking: AtomicBool,
+    held: AtomicBool,
+}
+
+// `ibv_cq_ex_to_cq` is a cast: the tail must start where `ibv_cq_ex` goes
+// on after the `ibv_cq` fields.
+const _: () = assert!(offset_of!(SimCq, ex) == offset_of!(ibv_cq_ex, comp_mask));
+const _: () = assert!(offset_of!(ibv_cq_ex, comp_mask) == size_of::<ibv_cq>());
+const _: () = assert!(C_TAIL.is_multiple_of(8));
+
+impl CqEx {
+    /// The tail of a new CQ (plain until `create` below fills the table).
+    pub fn new() -> CqEx {
+        CqEx {
+            _c: UnsafeCell::new([0; C_TAIL / 8]),
+            // SAFETY: ibv_wc is plain data; zero is IBV_WC_SUCCESS / IBV_WC_SEND.
+            cur: UnsafeCell::new(unsafe { core::mem::zeroed() }),
+            ts: UnsafeCell::new((0, 0)),
+            wc_flags: AtomicU64::new(0),
+            lock: parking_lot::RawMutex::INIT,
+            locking: AtomicBool::new(false),
+            held: AtomicBool::new(false),
+        }
+    }
+}
+
+impl Default for CqEx {
+    fn default() -> Self {
+        CqEx::new()
+    }
+}
+
+/// `verbs_context.create_cq_ex` (the inline `ibv_create_cq_ex`).
+pub unsafe extern "C" fn sim_create_cq_ex(
+    ctx: *mut ibv_context,
+    attr: *mut ibv_cq_init_attr_ex,
+) -> *mut ibv_cq_ex {
+    guard::ptr(|| create(ctx, attr))
+}
+
+fn create(ctx: *mut ibv_context, attr: *mut ibv_cq_init_attr_ex) -> Result<*mut ibv_cq_ex, c_int> {
+    context::from_ibv(ctx)?;
+    if attr.is_null() {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: attr points at the caller's ibv_cq_init_attr_ex (plain data).
+    let a = unsafe { attr.read() };
+    if a.comp_mask & !(INIT_MASK_FLAGS | INIT_MASK_PD) != 0 {
+        return Err(libc::EINVAL);
+    }
+    // Parent domains are not simulated (the sim cannot allocate one).
+    if a.comp_mask & INIT_MASK_PD != 0 && !a.parent_domain.is_null() {
+        return Err(libc::EOPNOTSUPP);
+    }
+    let flags = if a.comp_mask & INIT_MASK_FLAGS != 0 {
+        a.flags
+    } else {
+        0
+    };
+    // IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN would change the sim's overflow
+    // semantics (the CQ_ERR event), so it is refused like an unknown flag.
+    if flags & !SINGLE_THREADED != 0 || a.wc_flags & !SUPPORTED_WC_FLAGS != 0 {
+        return Err(libc::EOPNOTSUPP);
+    }
+    let cqe = c_int::try_from(a.cqe).map_err(|_| libc::EINVAL)?;
+    let vector = c_int::try_from(a.comp_vector).map_err(|_| libc::EINVAL)?;
+    let cq = cq::create(ctx, cqe, a.cq_context, a.channel, vector)?;
+    // SAFETY: just created, not yet seen by the program.
+    let e = &unsafe { cq::unchecked(cq) }.ex;
+    e.wc_flags.store(a.wc_flags, Ordering::Relaxed);
+    e.locking
+        .store(flags & SINGLE_THREADED == 0, Ordering::Relaxed);
+    let x = cq.cast::<ibv_cq_ex>();
+    let want = |bit: u64| a.wc_flags & bit != 0;
+    // SAFETY: x is the new CQ, whose memory extends over all of ibv_cq_ex
+    // (checked above); the entries are written before the program has it.
+    // read_opcode is declared with the C enum as its return type, which is
+    // an int in the ABI: the function returning c_int is stored in its place.
+    unsafe {
+        addr_of_mut!((*x).comp_mask).write(0);
+        addr_of_mut!((*x).wr_id).write(0);
+        addr_of_mut!((*x).start_poll).write(Some(start_poll));
+        addr_of_mut!((*x).next_poll).write(Some(next_poll));
+        addr_of_mut!((*x).end_poll).write(Some(end_poll));
+        addr_of_mut!((*x).read_opcode)
+            .cast::<Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> c_int>>()
+            .write(Some(read_opcode));
+        addr_of_mut!((*x).read_vendor_err).write(Some(read_vendor_err));
+        addr_of_mut!((*x).read_wc_flags).write(Some(read_wc_flags));
+        if want(WITH_BYTE_LEN) {
+            addr_of_mut!((*x).read_byte_len).write(Some(read_byte_len));
+        }
+        if want(WITH_IMM) {
+            addr_of_mut!((*x).read_imm_data).write(Some(read_imm_data));
+        }
+        if want(WITH_QP_NUM) {
+            addr_of_mut!((*x).read_qp_num).write(Some(read_qp_num));
+        }
+        if want(WITH_SRC_QP) {
+            addr_of_mut!((*x).read_src_qp).write(Some(read_src_qp));
+        }
+        if want(WITH_SLID) {
+            addr_of_mut!((*x).read_slid).write(Some(read_slid));
+        }
+        if want(WITH_SL) {
+            addr_of_mut!((*x).read_sl).write(Some(read_sl));
+        }
+        if want(WITH_DLID_PATH_BITS) {
+            addr_of_mut!((*x).read_dlid_path_bits).write(Some(read_dlid_path_bits));
+        }
+        if want(WITH_COMPLETION_TIMESTAMP) {
+            addr_of_mut!((*x).read_completion_ts).write(Some(read_completion_ts));
+        }
+        if want(WITH_COMPLETION_TIMESTAMP_WALLCLOCK) {
+            addr_of_mut!((*x).read_completion_wallclock_ns)
+                .write(Some(read_completion_wallclock_ns));
+        }
+    }
+    Ok(x)
+}
+
+/// The tail of the sim CQ behind an `ibv_cq_ex *`.
+///
+/// # Safety
+/// `cq` must be a live CQ created by `create` (the poll functions are
+/// reached only through its own table).
+unsafe fn tail<'a>(cq: *mut ibv_cq_ex) -> &'a CqEx {
+    // SAFETY: guaranteed by the caller.
+    unsafe { &cq::unchecked(cq.cast::<ibv_cq>()).ex }
+}
+
+fn now_ns(clock: libc::clockid_t) -> u64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: plain system call into a local.
+    unsafe { libc::clock_gettime(clock, &mut t) };
+    (t.tv_sec as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(t.tv_nsec as u64)
+}
+
+/// Moves the cursor to the next completion: 0, `ENOENT` when the CQ is
+/// empty, or the error `poll_cq` reported.
+fn advance(cq: *mut ibv_cq_ex) -> c_int {
+    let base = cq.cast::<ibv_cq>();
+    // SAFETY: a live sim CQ; its context is a sim context (possibly closed,
+    // whose tables stay readable).
+    let (e, poll) = unsafe { (tail(cq), (*(*base).context).ops.poll_cq) };
+    let Some(poll) = poll else {
+        return libc::EOPNOTSUPP;
+    };
+    // SAFETY: the same function ibv_poll_cq calls, with room for one completion.
+    let n = unsafe { poll(base, 1, e.cur.get()) };
+    match n {
+        1 => {
+            let flags = e.wc_flags.load(Ordering::Relaxed);
+            if flags & (WITH_COMPLETION_TIMESTAMP | WITH_COMPLETION_TIMESTAMP_WALLCLOCK) != 0 {
+                let ts = (now_ns(libc::CLOCK_MONOTONIC), now_ns(libc::CLOCK_REALTIME));
+                // SAFETY: the cursor belongs to the poller (lock or single thread).
+                unsafe { e.ts.get().write(ts) };
+            }
+            // SAFETY: cur was just written by poll_cq; status is an int-sized
+            // C enum; the fields are the program's to read after this call.
+            unsafe {
+                let w = e.cur.get();
+                let status = addr_of!((*w).status).cast::<c_int>().read();
+                addr_of_mut!((*cq).status).cast::<c_int>().write(status);
+                addr_of_mut!((*cq).wr_id).write((*w).wr_id);
+            }
+            0
+        }
+        0 => libc::ENOENT,
+        n if n < 0 => -n,
+        _ => libc::EIO,
+    }
+}
+
+fn release(e: &CqEx) {
+    if e.held.swap(false, Ordering::Relaxed) {
+        // SAFETY: `held` says this CQ's lock is locked (by start_poll).
+        unsafe { e.lock.unlock() };
+    }
+}
+
+/// `ibv_cq_ex.start_poll`.
+unsafe extern "C" fn start_poll(cq: *mut ibv_cq_ex, attr: *mut ibv_poll_cq_attr) -> c_int {
+    guard::call(libc::EIO, || {
+        // SAFETY: attr, when given, points at the caller's struct.
+        if !attr.is_null() && unsafe { (*attr).comp_mask } != 0 {
+            return libc::EINVAL;
+        }
+        // SAFETY: reached through this CQ's own table.
+        let e = unsafe { tail(cq) };
+        if e.locking.load(Ordering::Relaxed) {
+            e.lock.lock();
+            e.held.store(true, Ordering::Relaxed);
+        }
+        let r = advance(cq);
+        // Per verbs.h, end_poll must not follow a failed start_poll.
+        if r != 0 {
+            release(e);
+        }
+        r
+    })
+}
+
+/// `ibv_cq_ex.next_poll`.
+unsafe extern "C" fn next_poll(cq: *mut ibv_cq_ex) -> c_int {
+    guard::call(libc::EIO, || advance(cq))
+}
+
+/// `ibv_cq_ex.end_poll`.
+unsafe extern "C" fn end_poll(cq: *mut ibv_cq_ex) {
+    // SAFETY: reached through this CQ's own table.
+    guard::void(|| release(unsafe { tail(cq) }))
+}
+
+// The readers copy one field of the cursor: nothing in them can panic, so
+// they carry no boundary. Each is reached only through the CQ's own table.
+
+/// The cursor's completion.
+///
+/// # Safety
+/// As [`tail`].
+unsafe fn cur<'a>(cq: *mut ibv_cq_ex) -> &'a ibv_wc {
+    // SAFETY: guaranteed by the caller; the cursor is the poller's.
+    unsafe { &*tail(cq).cur.get() }
+}
+
+unsafe extern "C" fn read_opcode(cq: *mut ibv_cq_ex) -> c_int {
+    // SAFETY: see above; the opcode is an int-sized C enum.
+    unsafe { addr_of!(cur(cq).opcode).cast::<c_int>().read() }
+}
+
+unsafe extern "C" fn read_vendor_err(cq: *mut ibv_cq_ex) -> u32 {
+    // SAFETY: see above.
+    unsafe { cur(cq).vendor_err }
+}
+
+unsafe extern "C" fn read_byte_len(cq: *mut ibv_cq_ex) -> u32 {
+    // SAFETY: see above.
+    unsafe { cur(cq).byte_len }
+}
+
+unsafe extern "C" fn read_imm_data(cq: *mut ibv_cq_ex) -> u32 {
+    // SAFETY: see above.
+    unsafe { cur(cq).imm_data }
+}
+
+unsafe extern "C" fn read_qp_num(cq: *mut ibv_cq_ex) -> u32 {
+    // SAFETY: see above.
+    unsafe { cur(cq).qp_num }
+}
+
+unsafe extern "C" fn read_src_qp(cq: *mut ibv_cq_ex) -> u32 {
+    // SAFETY: see above.
+    unsafe { cur(cq).src_qp }
+}
+
+unsafe extern "C" fn read_wc_flags(cq: *mut ibv_cq_ex) -> c_uint {
+    // SAFETY: see above.
+    unsafe { cur(cq).wc_flags }
+}
+
+unsafe extern "C" fn read_slid(cq: *mut ibv_cq_ex) -> u32 {
+    // SAFETY: see above.
+    u32::from(unsafe { cur(cq).slid })
+}
+
+unsafe extern "C" fn read_sl(cq: *mut ibv_cq_ex) -> u8 {
+    // SAFETY: see above.
+    unsafe { cur(cq).sl }
+}
+
+unsafe extern "C" fn read_dlid_path_bits(cq: *mut ibv_cq_ex) -> u8 {
+    // SAFETY: see above.
+    unsafe { cur(cq).dlid_path_bits }
+}
+
+unsafe extern "C" fn read_completion_ts(cq: *mut ibv_cq_ex) -> u64 {
+    // SAFETY: see above.
+    unsafe { (*tail(cq).ts.get()).0 }
+}
+
+unsafe extern "C" fn read_completion_wallclock_ns(cq: *mut ibv_cq_ex) -> u64 {
+    // SAFETY: see above.
+    unsafe { (*tail(cq).ts.get()).1 }
+}

@@ -1,0 +1,632 @@
+//! Extended QPs: `ibv_create_qp_ex` with `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`
+//! and the `ibv_wr_*` post API (perftest's default path).
+//!
+//! Such a QP is an ordinary sim QP whose `ibv_qp` is followed by the rest of
+//! `struct ibv_qp_ex` (the [`QpEx`] member of `SimQp`), so
+//! `ibv_qp_to_qp_ex` is a cast and every other verb treats it as any QP.
+//!
+//! `ibv_wr_start` ... `ibv_wr_complete` / `ibv_wr_abort` is a per-QP
+//! critical section (a lock, as the provider's, `ibv_wr_post(3)`). In it
+//! the builders record the work requests, copying scatter lists and inline
+//! data at the call (as hardware copies them into the WQE; the man page
+//! lets the caller reuse an inline buffer at once). `ibv_wr_complete` checks
+//! the whole batch the way `ibv_post_send` checks each request (scatter
+//! entries, inline size, UD address handle), so a bad batch posts nothing
+//! and returns the error, as the man page says; then it hands the batch as
+//! one chain of `ibv_send_wr` to the context's `ops.post_send`, the function
+//! `ibv_post_send` calls, so both APIs share one data path. A builder error
+//! (a setter with no request, an unsupported operation) is returned the
+//! same way.
+
+use core::cell::UnsafeCell;
+use core::ffi::{c_int, c_uint, c_void};
+use core::mem::{offset_of, size_of};
+use core::ptr::{addr_of, addr_of_mut};
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+
+use parking_lot::lock_api::RawMutex as _;
+use parking_lot::Mutex;
+use verbs_abi::{
+    ibv_ah, ibv_context, ibv_data_buf, ibv_mw, ibv_mw_bind_info, ibv_qp, ibv_qp_cap, ibv_qp_ex,
+    ibv_qp_init_attr_ex, ibv_send_wr, ibv_sge,
+};
+
+use crate::device::limits;
+use crate::exports::ops;
+use crate::qp::{self, SimQp};
+use crate::qp_state::{QPT_RC, QPT_UC, QPT_UD};
+use crate::registry::{self, Kind};
+use crate::{context, guard};
+
+/// `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`.
+const INIT_SEND_OPS_FLAGS: u32 = 1 << 6;
+
+/// `ibv_qp_create_send_ops_flags`.
+const WITH_RDMA_WRITE: u64 = 1;
+const WITH_RDMA_WRITE_WITH_IMM: u64 = 1 << 1;
+const WITH_SEND: u64 = 1 << 2;
+const WITH_SEND_WITH_IMM: u64 = 1 << 3;
+const WITH_RDMA_READ: u64 = 1 << 4;
+const WITH_ATOMIC_CMP_AND_SWP: u64 = 1 << 5;
+const WITH_ATOMIC_FETCH_AND_ADD: u64 = 1 << 6;
+
+/// `ibv_wr_opcode`.
+const WR_RDMA_WRITE: c_int = 0;
+const WR_RDMA_WRITE_WITH_IMM: c_int = 1;
+const WR_SEND: c_int = 2;
+const WR_SEND_WITH_IMM: c_int = 3;
+const WR_RDMA_READ: c_int = 4;
+const WR_ATOMIC_CMP_AND_SWP: c_int = 5;
+const WR_ATOMIC_FETCH_AND_ADD: c_int = 6;
+
+/// `IBV_SEND_INLINE`.
+const SEND_INLINE: c_uint = 1 << 3;
+
+/// Size of `ibv_qp_ex`'s fields after the `ibv_qp` ones.
+const C_TAIL: usize = size_of::<ibv_qp_ex>() - size_of::<ibv_qp>();
+
+/// The part of a sim QP after its `ibv_qp`: the rest of `ibv_qp_ex`, then
+/// the builder state. All-zero is a valid value (a plain QP: no state), as
+/// `qp::create` allocates QPs zeroed.
+#[repr(C)]
+pub struct QpEx {
+    /// `ibv_qp_ex` from `comp_mask` on: `wr_id`, `wr_flags` and the table,
+    /// read and written through `*mut ibv_qp_ex`.
+    _c: UnsafeCell<[u64; C_TAIL / 8]>,
+    /// The builder state of a QP created with send ops; NULL otherwise.
+    state: AtomicPtr<ExState>,
+}
+
+// `ibv_qp_to_qp_ex` is a cast: the tail must start where `ibv_qp_ex` goes
+// on after the `ibv_qp` fields.
+const _: () = assert!(offset_of!(SimQp, ex) == offset_of!(ibv_qp_ex, comp_mask));
+const _: () = assert!(offset_of!(ibv_qp_ex, comp_mask) == size_of::<ibv_qp>());
+const _: () = assert!(C_TAIL.is_multiple_of(8));
+
+impl Drop for QpEx {
+    fn drop(&mut self) {
+        let p = *self.state.get_mut();
+        if !p.is_null() {
+            // SAFETY: set once from Box::into_raw in `install`; the QP is
+            // being freed, so nothing else refers to it.
+            drop(unsafe { Box::from_raw(p) });
+        }
+    }
+}
+
+struct ExState {
+    /// The critical section from `wr_start` to `wr_complete` / `wr_abort`.
+    region: parking_lot::RawMutex,
+    held: AtomicBool,
+    batch: Mutex<Batch>,
+    /// What the QP was granted, for checking a batch before posting it.
+    cap: ibv_qp_cap,
+    ud: bool,
+}
+
+/// The work requests built since `ibv_wr_start`.
+#[derive(Default)]
+struct Batch {
+    wrs: Vec<Wr>,
+    /// The first builder error, returned by `ibv_wr_complete`.
+    err: c_int,
+}
+
+/// One recorded work request.
+struct Wr {
+    wr_id: u64,
+    flags: c_uint,
+    opcode: c_int,
+    imm: u32,
+    remote_addr: u64,
+    rkey: u32,
+    compare_add: u64,
+    swap: u64,
+    /// UD destination (`ibv_ah *` as an address).
+    ah: usize,
+    remote_qpn: u32,
+    remote_qkey: u32,
+    sge: Vec<ibv_sge>,
+    /// Inline data, copied at `wr_set_inline_data*`.
+    inline: Option<Vec<u8>>,
+}
+
+/// `verbs_context.create_qp_ex`: with send ops, an extended QP; otherwise
+/// the plain sim QP of `exports::ops`.
+pub unsafe extern "C" fn sim_create_qp_ex(
+    ctx: *mut ibv_context,
+    attr: *mut ibv_qp_init_attr_ex,
+) -> *mut ibv_qp {
+    guard::ptr(|| {
+        if attr.is_null() {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: attr points at the caller's ibv_qp_init_attr_ex.
+        let mask = unsafe { (*attr).comp_mask };
+        if mask & INIT_SEND_OPS_FLAGS == 0 {
+            // SAFETY: the same arguments the program passed.
+            return created(unsafe { ops::sim_create_qp_ex(ctx, attr) });
+        }
+        let sim = context::from_ibv(ctx)?;
+        // SAFETY: as above; the enum is read as an int.
+        let (qp_type, send_ops) = unsafe {
+            (
+                addr_of!((*attr).qp_type).cast::<c_int>().read(),
+                (*attr).send_ops_flags,
+            )
+        };
+        let send = WITH_SEND | WITH_SEND_WITH_IMM;
+        let write = WITH_RDMA_WRITE | WITH_RDMA_WRITE_WITH_IMM;
+        let atomics = if sim.dev.family.atomics {
+            WITH_ATOMIC_CMP_AND_SWP | WITH_ATOMIC_FETCH_AND_ADD
+        } else {
+            0
+        };
+        let allowed = match qp_type {
+            QPT_RC => send | write | WITH_RDMA_READ | atomics,
+            QPT_UC => send | write,
+            QPT_UD => send,
+            _ => 0,
+        };
+        // Memory windows, invalidation, TSO and atomic write are not simulated.
+        if send_ops & !allowed != 0 {
+            return Err(libc::EOPNOTSUPP);
+        }
+        // SAFETY: as above (plain data).
+        let mut plain = unsafe { attr.read() };
+        plain.comp_mask &= !INIT_SEND_OPS_FLAGS;
+        // SAFETY: a valid ibv_qp_init_attr_ex on our stack.
+        let q = created(unsafe { ops::sim_create_qp_ex(ctx, &mut plain) })?;
+        // SAFETY: as above: the granted capacities go back to the caller.
+        unsafe { (*attr).cap = plain.cap };
+        install(q, plain.cap, qp_type == QPT_UD);
+        Ok(q)
+    })
+}
+
+/// A create's result as a `Result` (errno was set by the failed create).
+fn created(q: *mut ibv_qp) -> Result<*mut ibv_qp, c_int> {
+    if q.is_null() {
+        Err(guard::errno())
+    } else {
+        Ok(q)
+    }
+}
+
+/// Gives a new QP its builder state and fills its `ibv_qp_ex` table.
+fn install(q: *mut ibv_qp, cap: ibv_qp_cap, ud: bool) {
+    let st = Box::into_raw(Box::new(ExState {
+        region: parking_lot::RawMutex::INIT,
+        held: AtomicBool::new(false),
+        batch: Mutex::new(Batch::default()),
+        cap,
+        ud,
+    }));
+    // SAFETY: q was just created by the sim and not yet returned.
+    unsafe { qp::unchecked(q) }
+        .ex
+        .state
+        .store(st, Ordering::Release);
+    let x = q.cast::<ibv_qp_ex>();
+    // SAFETY: x is the new QP, whose memory extends over all of ibv_qp_ex
+    // (checked above); written before the program has the QP.
+    unsafe {
+        addr_of_mut!((*x).comp_mask).write(0);
+        addr_of_mut!((*x).wr_id).write(0);
+        addr_of_mut!((*x).wr_flags).write(0);
+        addr_of_mut!((*x).wr_atomic_cmp_swp).write(Some(wr_atomic_cmp_swp));
+        addr_of_mut!((*x).wr_atomic_fetch_add).write(Some(wr_atomic_fetch_add));
+        addr_of_mut!((*x).wr_bind_mw).write(Some(wr_bind_mw));
+        addr_of_mut!((*x).wr_local_inv).write(Some(wr_local_inv));
+        addr_of_mut!((*x).wr_rdma_read).write(Some(wr_rdma_read));
+        addr_of_mut!((*x).wr_rdma_write).write(Some(wr_rdma_write));
+        addr_of_mut!((*x).wr_rdma_write_imm).write(Some(wr_rdma_write_imm));
+        addr_of_mut!((*x).wr_send).write(Some(wr_send));
+        addr_of_mut!((*x).wr_send_imm).write(Some(wr_send_imm));
+        addr_of_mut!((*x).wr_send_inv).write(Some(wr_send_inv));
+        addr_of_mut!((*x).wr_send_tso).write(Some(wr_send_tso));
+        addr_of_mut!((*x).wr_set_ud_addr).write(Some(wr_set_ud_addr));
+        addr_of_mut!((*x).wr_set_xrc_srqn).write(Some(wr_set_xrc_srqn));
+        addr_of_mut!((*x).wr_set_inline_data).write(Some(wr_set_inline_data));
+        addr_of_mut!((*x).wr_set_inline_data_list).write(Some(wr_set_inline_data_list));
+        addr_of_mut!((*x).wr_set_sge).write(Some(wr_set_sge));
+        addr_of_mut!((*x).wr_set_sge_list).write(Some(wr_set_sge_list));
+        addr_of_mut!((*x).wr_start).write(Some(wr_start));
+        addr_of_mut!((*x).wr_complete).write(Some(wr_complete));
+        addr_of_mut!((*x).wr_abort).write(Some(wr_abort));
+        addr_of_mut!((*x).wr_atomic_write).write(Some(wr_atomic_write));
+    }
+}
+
+/// `ibv_qp_to_qp_ex`: the extended QP of a QP created with send ops, else NULL.
+pub fn to_qp_ex(q: *mut ibv_qp) -> *mut ibv_qp_ex {
+    match qp::get(q) {
+        Ok((_, s)) if !s.ex.state.load(Ordering::Acquire).is_null() => q.cast(),
+        _ => core::ptr::null_mut(),
+    }
+}
+
+/// The builder state of the QP behind `x`.
+fn state<'a>(x: *mut ibv_qp_ex) -> Option<&'a ExState> {
+    // SAFETY: the builders are reached only through the table of a live
+    // extended QP; its state lives as long as the QP.
+    let p = unsafe { qp::unchecked(x.cast::<ibv_qp>()) }
+        .ex
+        .state
+        .load(Ordering::Acquire);
+    // SAFETY: non-null: the Box installed by `install`.
+    (!p.is_null()).then(|| unsafe { &*p })
+}
+
+/// Runs `f` on the QP's batch, behind the panic boundary.
+fn with_batch(x: *mut ibv_qp_ex, f: impl FnOnce(&mut Batch)) {
+    guard::void(|| {
+        if let Some(st) = state(x) {
+            f(&mut st.batch.lock());
+        }
+    })
+}
+
+/// Starts a new work request of `opcode` with the QP's `wr_id` / `wr_flags`.
+fn op(x: *mut ibv_qp_ex, opcode: c_int, fill: impl FnOnce(&mut Wr)) {
+    // SAFETY: x is a live extended QP; the program set these fields.
+    let (wr_id, flags) = unsafe { ((*x).wr_id, (*x).wr_flags) };
+    with_batch(x, |b| {
+        let mut w = Wr {
+            wr_id,
+            flags,
+            opcode,
+            imm: 0,
+            remote_addr: 0,
+            rkey: 0,
+            compare_add: 0,
+            swap: 0,
+            ah: 0,
+            remote_qpn: 0,
+            remote_qkey: 0,
+            sge: Vec::new(),
+            inline: None,
+        };
+        fill(&mut w);
+        b.wrs.push(w);
+    })
+}
+
+/// Changes the work request being built (`EINVAL` when there is none).
+fn set(x: *mut ibv_qp_ex, f: impl FnOnce(&mut Wr) -> Result<(), c_int>) {
+    with_batch(x, |b| {
+        let r = match b.wrs.last_mut() {
+            Some(w) => f(w),
+            None => Err(libc::EINVAL),
+        };
+        if let Err(e) = r {
+            if b.err == 0 {
+                b.err = e;
+            }
+        }
+    })
+}
+
+/// Records an error for `ibv_wr_complete`.
+fn fail(x: *mut ibv_qp_ex, e: c_int) {
+    with_batch(x, |b| {
+        if b.err == 0 {
+            b.err = e;
+        }
+    })
+}
+
+unsafe extern "C" fn wr_start(x: *mut ibv_qp_ex) {
+    guard::void(|| {
+        if let Some(st) = state(x) {
+            st.region.lock();
+            st.held.store(true, Ordering::Relaxed);
+            *st.batch.lock() = Batch::default();
+        }
+    })
+}
+
+/// Leaves the critical section (once, whatever the program calls twice).
+fn leave(st: &ExState) {
+    if st.held.swap(false, Ordering::Relaxed) {
+        // SAFETY: `held` says wr_start locked the region.
+        unsafe { st.region.unlock() };
+    }
+}
+
+unsafe extern "C" fn wr_abort(x: *mut ibv_qp_ex) {
+    guard::void(|| {
+        if let Some(st) = state(x) {
+            *st.batch.lock() = Batch::default();
+            leave(st);
+        }
+    })
+}
+
+unsafe extern "C" fn wr_complete(x: *mut ibv_qp_ex) -> c_int {
+    guard::call(libc::EIO, || {
+        let Some(st) = state(x) else {
+            return libc::EINVAL;
+        };
+        let b = core::mem::take(&mut *st.batch.lock());
+        // Posted inside the section, so batches reach the queue in order.
+        let r = if b.err != 0 {
+            b.err
+        } else if let Err(e) = check(st, &b.wrs) {
+            e
+        } else if b.wrs.is_empty() {
+            0
+        } else {
+            post(x.cast(), b.wrs)
+        };
+        leave(st);
+        r
+    })
+}
+
+/// The checks `ibv_post_send` makes on each request that can fail it, made
+/// on the whole batch first so that a bad batch posts nothing.
+fn check(st: &ExState, wrs: &[Wr]) -> Result<(), c_int> {
+    for w in wrs {
+        let ok = match &w.inline {
+            Some(d) => d.len() <= st.cap.max_inline_data as usize,
+            None => w.sge.len() <= st.cap.max_send_sge.max(1) as usize,
+        };
+        if !ok || (st.ud && !registry::is_live(w.ah, Kind::Ah)) {
+            return Err(libc::EINVAL);
+        }
+    }
+    Ok(())
+}
+
+/// Posts the batch through the context's `post_send` as one chain.
+fn post(q: *mut ibv_qp, wrs: Vec<Wr>) -> c_int {
+    // Each request's scatter list; inline data is one entry pointing at
+    // the copy (the data path reads inline entries by address).
+    let mut lists: Vec<Vec<ibv_sge>> = wrs
+        .iter()
+        .map(|w| match &w.inline {
+            Some(d) if !d.is_empty() => vec![ibv_sge {
+                addr: d.as_ptr() as u64,
+                length: d.len() as u32,
+                lkey: 0,
+            }],
+            Some(_) => Vec::new(),
+            None => w.sge.clone(),
+        })
+        .collect();
+    let mut chain: Vec<ibv_send_wr> = wrs
+        .iter()
+        .zip(lists.iter_mut())
+        .map(|(w, list)| {
+            // SAFETY: ibv_send_wr is plain data; zero is IBV_WR_RDMA_WRITE.
+            let mut r: ibv_send_wr = unsafe { core::mem::zeroed() };
+            r.wr_id = w.wr_id;
+            r.sg_list = if list.is_empty() {
+                core::ptr::null_mut()
+            } else {
+                list.as_mut_ptr()
+            };
+            r.num_sge = list.len() as c_int;
+            r.send_flags = w.flags | if w.inline.is_some() { SEND_INLINE } else { 0 };
+            r.imm_data = w.imm;
+            // SAFETY: the opcode is an int-sized C enum, written as an int
+            // from the ibv_wr_opcode values above; the union members are
+            // plain data, each written for the opcodes that read it.
+            unsafe {
+                addr_of_mut!(r.opcode).cast::<c_int>().write(w.opcode);
+                match w.opcode {
+                    WR_ATOMIC_CMP_AND_SWP | WR_ATOMIC_FETCH_AND_ADD => {
+                        r.wr.atomic.remote_addr = w.remote_addr;
+                        r.wr.atomic.rkey = w.rkey;
+                        r.wr.atomic.compare_add = w.compare_add;
+                        r.wr.atomic.swap = w.swap;
+                    }
+                    _ if w.ah != 0 => {
+                        r.wr.ud.ah = w.ah as *mut ibv_ah;
+                        r.wr.ud.remote_qpn = w.remote_qpn;
+                        r.wr.ud.remote_qkey = w.remote_qkey;
+                    }
+                    _ => {
+                        r.wr.rdma.remote_addr = w.remote_addr;
+                        r.wr.rdma.rkey = w.rkey;
+                    }
+                }
+            }
+            r
+        })
+        .collect();
+    let n = chain.len();
+    let base = chain.as_mut_ptr();
+    for (i, r) in chain.iter_mut().enumerate().take(n - 1) {
+        // SAFETY: i + 1 < n: an element of the same (no longer resized) vector.
+        r.next = unsafe { base.add(i + 1) };
+    }
+    // SAFETY: q is a live sim QP; its context's tables are the sim's.
+    let post = unsafe { (*(*q).context).ops.post_send };
+    let Some(post) = post else {
+        return libc::EOPNOTSUPP;
+    };
+    let mut bad: *mut ibv_send_wr = core::ptr::null_mut();
+    // SAFETY: the same function ibv_post_send calls, with a chain that
+    // (with its lists and inline copies) outlives the call.
+    unsafe { post(q, chain.as_mut_ptr(), &mut bad) }
+}
+
+unsafe extern "C" fn wr_send(x: *mut ibv_qp_ex) {
+    op(x, WR_SEND, |_| {})
+}
+
+unsafe extern "C" fn wr_send_imm(x: *mut ibv_qp_ex, imm_data: u32) {
+    op(x, WR_SEND_WITH_IMM, |w| w.imm = imm_data)
+}
+
+unsafe extern "C" fn wr_rdma_write(x: *mut ibv_qp_ex, rkey: u32, remote_addr: u64) {
+    op(x, WR_RDMA_WRITE, |w| {
+        w.rkey = rkey;
+        w.remote_addr = remote_addr;
+    })
+}
+
+unsafe extern "C" fn wr_rdma_write_imm(
+    x: *mut ibv_qp_ex,
+    rkey: u32,
+    remote_addr: u64,
+    imm_data: u32,
+) {
+    op(x, WR_RDMA_WRITE_WITH_IMM, |w| {
+        w.rkey = rkey;
+        w.remote_addr = remote_addr;
+        w.imm = imm_data;
+    })
+}
+
+unsafe extern "C" fn wr_rdma_read(x: *mut ibv_qp_ex, rkey: u32, remote_addr: u64) {
+    op(x, WR_RDMA_READ, |w| {
+        w.rkey = rkey;
+        w.remote_addr = remote_addr;
+    })
+}
+
+unsafe extern "C" fn wr_atomic_cmp_swp(
+    x: *mut ibv_qp_ex,
+    rkey: u32,
+    remote_addr: u64,
+    compare: u64,
+    swap: u64,
+) {
+    op(x, WR_ATOMIC_CMP_AND_SWP, |w| {
+        w.rkey = rkey;
+        w.remote_addr = remote_addr;
+        w.compare_add = compare;
+        w.swap = swap;
+    })
+}
+
+unsafe extern "C" fn wr_atomic_fetch_add(x: *mut ibv_qp_ex, rkey: u32, remote_addr: u64, add: u64) {
+    op(x, WR_ATOMIC_FETCH_AND_ADD, |w| {
+        w.rkey = rkey;
+        w.remote_addr = remote_addr;
+        w.compare_add = add;
+    })
+}
+
+unsafe extern "C" fn wr_set_ud_addr(
+    x: *mut ibv_qp_ex,
+    ah: *mut ibv_ah,
+    remote_qpn: u32,
+    remote_qkey: u32,
+) {
+    set(x, |w| {
+        w.ah = ah as usize;
+        w.remote_qpn = remote_qpn;
+        w.remote_qkey = remote_qkey;
+        Ok(())
+    })
+}
+
+unsafe extern "C" fn wr_set_sge(x: *mut ibv_qp_ex, lkey: u32, addr: u64, length: u32) {
+    set(x, |w| {
+        w.sge = vec![ibv_sge { addr, length, lkey }];
+        w.inline = None;
+        Ok(())
+    })
+}
+
+unsafe extern "C" fn wr_set_sge_list(x: *mut ibv_qp_ex, num_sge: usize, list: *const ibv_sge) {
+    set(x, |w| {
+        if num_sge > limits::MAX_SGE as usize || (num_sge > 0 && list.is_null()) {
+            return Err(libc::EINVAL);
+        }
+        w.sge = if num_sge == 0 {
+            Vec::new()
+        } else {
+            // SAFETY: the program passes num_sge readable entries.
+            unsafe { core::slice::from_raw_parts(list, num_sge) }.to_vec()
+        };
+        w.inline = None;
+        Ok(())
+    })
+}
+
+/// Appends `len` bytes at `addr` to the inline data being built.
+fn add_inline(w: &mut Wr, addr: *const c_void, len: usize) -> Result<(), c_int> {
+    let d = w.inline.get_or_insert_with(Vec::new);
+    if d.len().saturating_add(len) > limits::MAX_INLINE_DATA as usize {
+        return Err(libc::EINVAL);
+    }
+    if len > 0 {
+        if addr.is_null() {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: the program passes len readable bytes at addr.
+        d.extend_from_slice(unsafe { core::slice::from_raw_parts(addr.cast::<u8>(), len) });
+    }
+    Ok(())
+}
+
+unsafe extern "C" fn wr_set_inline_data(x: *mut ibv_qp_ex, addr: *mut c_void, length: usize) {
+    set(x, |w| {
+        w.sge.clear();
+        w.inline = Some(Vec::new());
+        add_inline(w, addr, length)
+    })
+}
+
+unsafe extern "C" fn wr_set_inline_data_list(
+    x: *mut ibv_qp_ex,
+    num_buf: usize,
+    bufs: *const ibv_data_buf,
+) {
+    set(x, |w| {
+        w.sge.clear();
+        w.inline = Some(Vec::new());
+        if num_buf > 0 && bufs.is_null() {
+            return Err(libc::EINVAL);
+        }
+        for i in 0..num_buf {
+            // SAFETY: the program passes num_buf readable entries.
+            let b = unsafe { bufs.add(i).read() };
+            add_inline(w, b.addr, b.length)?;
+        }
+        Ok(())
+    })
+}
+
+// Operations the sim does not simulate: `ibv_create_qp_ex` refuses their
+// send ops, and a program that calls them anyway gets EOPNOTSUPP from
+// `ibv_wr_complete` instead of a jump through NULL.
+
+unsafe extern "C" fn wr_bind_mw(
+    x: *mut ibv_qp_ex,
+    _mw: *mut ibv_mw,
+    _rkey: u32,
+    _info: *const ibv_mw_bind_info,
+) {
+    fail(x, libc::EOPNOTSUPP)
+}
+
+unsafe extern "C" fn wr_local_inv(x: *mut ibv_qp_ex, _rkey: u32) {
+    fail(x, libc::EOPNOTSUPP)
+}
+
+unsafe extern "C" fn wr_send_inv(x: *mut ibv_qp_ex, _rkey: u32) {
+    fail(x, libc::EOPNOTSUPP)
+}
+
+unsafe extern "C" fn wr_send_tso(x: *mut ibv_qp_ex, _hdr: *mut c_void, _hdr_sz: u16, _mss: u16) {
+    fail(x, libc::EOPNOTSUPP)
+}
+
+unsafe extern "C" fn wr_set_xrc_srqn(x: *mut ibv_qp_ex, _srqn: u32) {
+    fail(x, libc::EOPNOTSUPP)
+}
+
+unsafe extern "C" fn wr_atomic_write(
+    x: *mut ibv_qp_ex,
+    _rkey: u32,
+    _remote_addr: u64,
+    _atomic_wr: *const c_void,
+) {
+    fail(x, libc::EOPNOTSUPP)
+}
