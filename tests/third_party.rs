@@ -504,10 +504,10 @@ enum Compare {
 
 struct Case {
     name: &'static str,
-    server: Option<Vec<String>>,
-    client: Vec<String>,
-    /// The server's TCP port (0: none, or one the program fixes itself).
-    port: u16,
+    /// The command lines, `{port}` standing for a free TCP port (a fresh
+    /// one for each run: a server's old connections may hold the last).
+    server: Option<String>,
+    client: String,
     compare: Compare,
     /// The server never exits by itself (qperf): the test stops it once the
     /// client is done and what it forked has exited.
@@ -530,8 +530,7 @@ fn alone(
     Case {
         name,
         server: None,
-        client: argv(cmd, 0),
-        port: 0,
+        client: cmd.into(),
         compare,
         server_stays: false,
         expect,
@@ -545,12 +544,10 @@ fn pair(
     compare: Compare,
     expect: fn(&Seen<'_>) -> Result<Expect, String>,
 ) -> Case {
-    let port = free_port();
     Case {
         name,
-        server: Some(argv(server, port)),
-        client: argv(client, port),
-        port: if server.contains("{port}") { port } else { 0 },
+        server: Some(server.into()),
+        client: client.into(),
         compare,
         server_stays: false,
         expect,
@@ -679,14 +676,16 @@ fn pyverbs_script() -> String {
         .to_string()
 }
 
-fn case(name: &str, backend: Backend) -> Case {
+fn case(name: &'static str, backend: Backend) -> Case {
     match name {
         "ibv_devices" => alone("ibv_devices", "ibv_devices", Compare::Exact, no_leaks),
         "ibv_devinfo" => alone("ibv_devinfo", "ibv_devinfo -v", Compare::Exact, no_leaks),
-        "pyverbs" => Case {
-            client: vec!["/usr/bin/python3".into(), pyverbs_script()],
-            ..alone("pyverbs", "python3", Compare::Exact, no_leaks)
-        },
+        "pyverbs" => alone(
+            "pyverbs",
+            &format!("/usr/bin/python3 {}", pyverbs_script()),
+            Compare::Exact,
+            no_leaks,
+        ),
         // libfabric's verbs provider reaches libibverbs through librdmacm,
         // which keeps its device list and contexts for the life of the
         // process: suppressed by default, so nothing is reported.
@@ -698,16 +697,13 @@ fn case(name: &str, backend: Backend) -> Case {
             no_leaks,
         ),
         "ibv_rc_pingpong" | "ibv_uc_pingpong" | "ibv_ud_pingpong" | "ibv_srq_pingpong"
-        | "ibv_xsrq_pingpong" => {
-            let name: &'static str = Box::leak(name.to_string().into_boxed_str());
-            pair(
-                name,
-                &format!("{name} -p {{port}} -n 5"),
-                &format!("{name} -p {{port}} -n 5 127.0.0.1"),
-                Compare::Shape,
-                pingpong,
-            )
-        }
+        | "ibv_xsrq_pingpong" => pair(
+            name,
+            &format!("{name} -p {{port}} -n 5"),
+            &format!("{name} -p {{port}} -n 5 127.0.0.1"),
+            Compare::Shape,
+            pingpong,
+        ),
         "ib_send_bw" => perftest_case("ib_send_bw", "ib_send_bw", ""),
         "ib_write_bw" => perftest_case("ib_write_bw", "ib_write_bw", ""),
         "ib_read_bw" => perftest_case("ib_read_bw", "ib_read_bw", ""),
@@ -802,14 +798,19 @@ fn run_mode(world: &World, case: &Case, mode: Mode, tmp: &TempDir) -> Vec<Proc> 
             dir,
         }
     };
-    let mut server = case.server.as_ref().map(|a| start(Role::Server, a));
+    let port = free_port();
+    let mut server = case
+        .server
+        .as_ref()
+        .map(|a| start(Role::Server, &argv(a, port)));
     if let Some(s) = server.as_mut() {
-        if case.port != 0 {
+        if case.server.as_ref().is_some_and(|a| a.contains("{port}")) {
             let deadline = Instant::now() + LISTEN_TIMEOUT;
-            while !listening(case.port) && !s.running.exited() && Instant::now() < deadline {
+            while !listening(port) && !s.running.exited() && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(20));
             }
         } else {
+            // udaddy's port is fixed (and it fails before binding it here).
             std::thread::sleep(Duration::from_millis(300));
         }
     }
@@ -818,7 +819,7 @@ fn run_mode(world: &World, case: &Case, mode: Mode, tmp: &TempDir) -> Vec<Proc> 
     } else {
         Role::Alone
     };
-    let mut procs = vec![start(role, &case.client).end(PROCESS_TIMEOUT, false)];
+    let mut procs = vec![start(role, &argv(&case.client, port)).end(PROCESS_TIMEOUT, false)];
     if let Some(s) = server {
         procs.push(if case.server_stays {
             // Stop it once what it forked for the client has exited; a fork
@@ -1002,7 +1003,7 @@ fn judge(backend: Backend, case: &Case, p: &Proc, base: &Proc) -> Vec<String> {
 
 /// Runs `name` on `backend` without the shim, preloaded and as drop-in,
 /// and fails with every difference and wrong report found.
-fn check(backend: Backend, name: &str) {
+fn check(backend: Backend, name: &'static str) {
     let case = case(name, backend);
     let name = case.name;
     let world = World::new(backend, name);
