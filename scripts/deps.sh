@@ -1,12 +1,15 @@
 #!/bin/sh
 # Installs what building and testing ibv-shim needs on Debian 12, as root:
 # rdma-core's libibverbs (headers, the real library, provider plugins,
-# ibv_devices/ibv_devinfo), the tools the tests and benchmarks drive, and the
+# ibv_devices/ibv_devinfo), the tools the tests and benchmarks drive, the
+# third-party verbs programs tests/third_party.rs runs unmodified (perftest,
+# qperf, rdmacm-utils, libfabric-bin, ucx-utils, python3-pyverbs), and the
 # pinned cbindgen. Does nothing that is already done.
 set -eu
 
 CBINDGEN_VERSION=0.27.0
 PACKAGES="libibverbs-dev ibverbs-utils ibverbs-providers gcc make binutils lld util-linux valgrind ltrace python3-jsonschema"
+PACKAGES="$PACKAGES librdmacm-dev rdmacm-utils perftest qperf libfabric-bin ucx-utils python3-pyverbs"
 
 missing=""
 for p in $PACKAGES; do

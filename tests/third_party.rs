@@ -1,0 +1,1091 @@
+//! Third-party verbs programs, unmodified, under the shim: the Debian
+//! binaries of ibverbs-utils, perftest, qperf, rdmacm-utils, libfabric-bin,
+//! ucx-utils and a pyverbs script, on the sim and on the fake-sysfs test bed
+//! (the real rdma-core), with the shim preloaded and as drop-in.
+//!
+//! Each case runs first without the shim (the baseline), then in both modes,
+//! and asserts for every process of every mode:
+//!
+//! - no death by signal, no hang (every process has a timeout);
+//! - the same exit status as the baseline, and the same output (exactly, or
+//!   in shape where the program prints timings and random numbers);
+//! - no ERROR line, panic or "internal error" in the shim's log;
+//! - one JSON leak report naming the program, whose unsuppressed objects
+//!   are exactly the leaks the program really has on the path it took (read
+//!   from its source; see each case), and whose suppressed objects are only
+//!   what librdmacm keeps for the life of the process.
+//!
+//! Client/server pairs talk over 127.0.0.1 on a free port. Where the
+//! baseline itself cannot work on a backend (no kernel rdma_cm for rping,
+//! no device to open on the test bed) the programs fail, and the shim must
+//! fail them the same way and report what they really leaked.
+//!
+//! Known true leaks the shim must keep finding:
+//! - qperf's teardown calls `ibv_dealloc_pd` before `ibv_dereg_mr` (EBUSY),
+//!   so the PD is orphaned at `ibv_close_device`; its device list is
+//!   released with `free()`, never `ibv_free_device_list`.
+//! - perftest never calls `ibv_free_device_list`; after a failed QP creation
+//!   it returns without closing the device, and the `ib_send_bw` client's
+//!   error path does not destroy its receive CQ.
+//!
+//! Needs root (the test bed), the Debian packages of `scripts/deps.sh` and a
+//! built shim and sim (`make test`).
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// How long any one process of a case may run before it counts as hung.
+const PROCESS_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a server may take to start listening.
+const LISTEN_TIMEOUT: Duration = Duration::from_secs(10);
+
+// ---------------------------------------------------------------------------
+// Where a case runs
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Backend {
+    /// ibv-sim, `libibverbs.so.1` from `sim_dir()` on LD_LIBRARY_PATH.
+    Sim,
+    /// The real rdma-core on the fake-sysfs test bed: devices are listed,
+    /// `ibv_open_device` fails with ENOENT.
+    Testbed,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Baseline,
+    Preload,
+    DropIn,
+}
+
+const SHIM_MODES: [Mode; 2] = [Mode::Preload, Mode::DropIn];
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    Alone,
+    Server,
+    Client,
+}
+
+/// One backend set up for one case: the test bed or a private sim fabric,
+/// and a drop-in directory.
+struct World {
+    backend: Backend,
+    testbed: Option<Testbed>,
+    /// `IBV_SIM_FABRIC`: the sim's processes of this case find each other
+    /// here and no other case's.
+    fabric: String,
+    dropin: TempDir,
+}
+
+impl World {
+    fn new(backend: Backend, case: &str) -> World {
+        let dropin = TempDir::new("third-party-dropin");
+        std::os::unix::fs::symlink(shim_so(), dropin.join("libibverbs.so.1")).unwrap();
+        std::os::unix::fs::symlink("libibverbs.so.1", dropin.join("libibverbs.so")).unwrap();
+        let world = World {
+            backend,
+            testbed: (backend == Backend::Testbed).then(Testbed::new),
+            fabric: format!("tp-{case}-{}", std::process::id()),
+            dropin,
+        };
+        world.remove_fabric();
+        world
+    }
+
+    /// The shared-memory segments the sim made for this case's fabric.
+    fn remove_fabric(&self) {
+        let Ok(dir) = std::fs::read_dir("/dev/shm") else {
+            return;
+        };
+        for entry in dir.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with("ibv-sim") && name.ends_with(&self.fabric) {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+
+    /// `argv` on this backend in `mode`; the shim (if any) logs into `out`
+    /// and writes its JSON report there. The caller's LD_* and shim
+    /// variables are cleared first.
+    fn command(&self, mode: Mode, argv: &[String], out: &Path) -> Command {
+        let mut cmd = match &self.testbed {
+            Some(tb) => tb.command(&argv[0]),
+            None => Command::new(&argv[0]),
+        };
+        cmd.args(&argv[1..]).stdin(Stdio::null());
+        for var in [
+            "LD_PRELOAD",
+            "LD_LIBRARY_PATH",
+            "IBV_SHIM_LIBRARY",
+            "IBV_SHIM_LOG",
+            "IBV_SHIM_LOG_FILE",
+            "IBV_SHIM_REPORT",
+            "IBV_SHIM_LEAK_EXITCODE",
+            "IBV_SHIM_SUPPRESS",
+            "IBV_SHIM_BACKTRACE",
+            "IBV_SIM_DEVICES",
+        ] {
+            cmd.env_remove(var);
+        }
+        let mut path: Vec<PathBuf> = Vec::new();
+        if mode == Mode::DropIn {
+            path.push(self.dropin.path().to_path_buf());
+        }
+        if self.backend == Backend::Sim {
+            path.push(sim_dir());
+            cmd.env("IBV_SIM_FABRIC", &self.fabric);
+        }
+        if !path.is_empty() {
+            cmd.env("LD_LIBRARY_PATH", std::env::join_paths(&path).unwrap());
+        }
+        if mode == Mode::Preload {
+            cmd.env("LD_PRELOAD", shim_so());
+        }
+        if mode != Mode::Baseline {
+            cmd.env("IBV_SHIM_LOG", "warn")
+                .env("IBV_SHIM_LOG_FILE", out.join("log.%p"))
+                .env("IBV_SHIM_REPORT", out.join("report.%p.json"));
+        }
+        cmd
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        self.remove_fabric();
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Running processes
+
+/// A started process whose output is collected in the background; killed
+/// (with what it forked) if dropped before it finished.
+struct Running {
+    child: Option<Child>,
+    pid: u32,
+    out: mpsc::Receiver<(bool, Vec<u8>)>,
+}
+
+/// How a process ended.
+struct Ended {
+    /// `None`: it was still running at the deadline (then killed).
+    status: Option<ExitStatus>,
+    stdout: String,
+    stderr: String,
+}
+
+impl Running {
+    fn start(mut cmd: Command) -> Running {
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
+        let (tx, rx) = mpsc::channel();
+        for (is_err, mut pipe) in [
+            (
+                false,
+                Box::new(child.stdout.take().unwrap()) as Box<dyn Read + Send>,
+            ),
+            (true, Box::new(child.stderr.take().unwrap())),
+        ] {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                let _ = pipe.read_to_end(&mut buf);
+                let _ = tx.send((is_err, buf));
+            });
+        }
+        Running {
+            pid: child.id(),
+            child: Some(child),
+            out: rx,
+        }
+    }
+
+    fn exited(&mut self) -> bool {
+        matches!(self.child.as_mut().map(|c| c.try_wait()), Some(Ok(Some(_))))
+    }
+
+    /// Waits up to `timeout` for the process; past it, kills it and what it
+    /// forked. Output is whatever arrived by then (a forked process that
+    /// keeps the pipes open cannot hold this up for more than a moment).
+    fn finish(mut self, timeout: Duration) -> Ended {
+        let mut child = self.child.take().unwrap();
+        let deadline = Instant::now() + timeout;
+        let status = loop {
+            if let Some(status) = child.try_wait().expect("wait") {
+                break Some(status);
+            }
+            if Instant::now() > deadline {
+                kill_tree(self.pid);
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+        let grace = Instant::now() + Duration::from_secs(5);
+        for _ in 0..2 {
+            let left = grace.saturating_duration_since(Instant::now());
+            match self.out.recv_timeout(left) {
+                Ok((false, b)) => stdout = b,
+                Ok((true, b)) => stderr = b,
+                Err(_) => break,
+            }
+        }
+        Ended {
+            status,
+            stdout: String::from_utf8_lossy(&stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&stderr).into_owned(),
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            kill_tree(self.pid);
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The children of `pid` (from `/proc/PID/task/*/children`).
+fn children(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for task in tasks.flatten() {
+            if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
+                out.extend(
+                    text.split_whitespace()
+                        .filter_map(|w| w.parse::<u32>().ok()),
+                );
+            }
+        }
+    }
+    out
+}
+
+/// SIGKILL to `pid` and, first, everything it forked (only processes this
+/// test started, by id).
+fn kill_tree(pid: u32) {
+    for c in children(pid) {
+        kill_tree(c);
+    }
+    // SAFETY: kill(2) with a pid this test started; no memory involved.
+    unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+}
+
+/// A free TCP port on 127.0.0.1 (bound, read, released).
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    l.local_addr().unwrap().port()
+}
+
+/// True once something listens on TCP `port` (any address, v4 or v6).
+fn listening(port: u16) -> bool {
+    let want = format!(":{port:04X}");
+    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|f| {
+        std::fs::read_to_string(f).is_ok_and(|text| {
+            text.lines().skip(1).any(|l| {
+                let w: Vec<&str> = l.split_whitespace().collect();
+                w.len() > 3 && w[1].ends_with(&want) && w[3] == "0A"
+            })
+        })
+    })
+}
+
+// ---------------------------------------------------------------------------
+// What one process did
+
+/// One object of a JSON leak report.
+#[derive(Clone, Debug)]
+struct Object {
+    kind: String,
+    found: String,
+    module: String,
+    suppressed: bool,
+}
+
+/// One JSON leak report.
+#[derive(Clone, Debug)]
+struct Report {
+    file: PathBuf,
+    pid: u64,
+    program: String,
+    objects: Vec<Object>,
+}
+
+fn read_reports(dir: &Path) -> Vec<Report> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("report."))
+        })
+        .collect();
+    files.sort();
+    files
+        .into_iter()
+        .map(|file| {
+            let text = std::fs::read_to_string(&file).unwrap();
+            let doc: Value = serde_json::from_str(&text)
+                .unwrap_or_else(|e| panic!("{}: not JSON ({e}):\n{text}", file.display()));
+            let s = |v: &Value| v.as_str().unwrap_or("").to_string();
+            let objects = doc["objects"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{}: no objects array", file.display()))
+                .iter()
+                .map(|o| Object {
+                    kind: s(&o["kind"]),
+                    found: s(&o["found"]),
+                    module: s(&o["created"]["module"]),
+                    suppressed: o["suppressed"].as_bool().unwrap_or(false),
+                })
+                .collect();
+            Report {
+                pid: doc["pid"].as_u64().unwrap_or(0),
+                program: s(&doc["program"]),
+                file,
+                objects,
+            }
+        })
+        .collect()
+}
+
+fn read_log(dir: &Path) -> String {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("log."))
+        })
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .map(|f| std::fs::read_to_string(f).unwrap_or_default())
+        .collect()
+}
+
+/// One process of one run of a case.
+struct Proc {
+    role: Role,
+    argv: Vec<String>,
+    command: String,
+    pid: u32,
+    ended: Ended,
+    /// We killed it ourselves (a server that never exits by itself).
+    killed_by_us: bool,
+    reports: Vec<Report>,
+    log: String,
+}
+
+impl Proc {
+    fn name(&self) -> &str {
+        Path::new(&self.argv[0])
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+    }
+
+    fn show(&self) -> String {
+        let status = match self.ended.status {
+            None => "HUNG (killed at the timeout)".to_string(),
+            Some(s) if self.killed_by_us => format!("{s} (stopped by the test)"),
+            Some(s) => s.to_string(),
+        };
+        let mut s = format!(
+            "  {:?} pid {}: {}\n  status: {status}\n  stdout:\n{}  stderr:\n{}",
+            self.role,
+            self.pid,
+            self.command,
+            indent(&self.ended.stdout),
+            indent(&self.ended.stderr)
+        );
+        if !self.log.is_empty() {
+            s += &format!("  shim log:\n{}", indent(&self.log));
+        }
+        for r in &self.reports {
+            s += &format!("  report {}:\n", r.file.display());
+            for o in &r.objects {
+                s += &format!(
+                    "    | {} found at {} created in {}{}\n",
+                    o.kind,
+                    o.found,
+                    o.module,
+                    if o.suppressed { " (suppressed)" } else { "" }
+                );
+            }
+        }
+        s
+    }
+}
+
+fn indent(text: &str) -> String {
+    if text.is_empty() {
+        return "    (empty)\n".into();
+    }
+    text.lines().map(|l| format!("    | {l}\n")).collect()
+}
+
+// ---------------------------------------------------------------------------
+// Cases
+
+/// The leaks a process must report, given the path it took.
+#[derive(Clone, Debug, Default)]
+struct Expect {
+    /// Accepted sets of unsuppressed leaks (kind, where found, count); the
+    /// report must match one exactly. Most paths have exactly one.
+    leaks: Vec<Vec<(&'static str, &'static str, usize)>>,
+    /// The process used verbs, so it must write a report.
+    reports: bool,
+    /// Text the shim's log must contain.
+    log_has: Vec<&'static str>,
+}
+
+impl Expect {
+    fn exactly(leaks: &[(&'static str, &'static str, usize)]) -> Expect {
+        Expect {
+            leaks: vec![leaks.to_vec()],
+            reports: true,
+            log_has: Vec::new(),
+        }
+    }
+}
+
+/// What a process printed and how it ended, to tell its path.
+struct Seen<'a> {
+    backend: Backend,
+    role: Role,
+    code: Option<i32>,
+    stdout: &'a str,
+    stderr: &'a str,
+}
+
+impl Seen<'_> {
+    fn said(&self, text: &str) -> bool {
+        self.stdout.contains(text) || self.stderr.contains(text)
+    }
+}
+
+/// How much of the output must equal the baseline's.
+#[derive(Clone, Copy, Debug)]
+enum Compare {
+    /// Byte for byte.
+    Exact,
+    /// Byte for byte, without the lines containing this (a figure that
+    /// changes from run to run).
+    ExactBut(&'static str),
+    /// Numbers (decimal and hex) replaced: timings, PSNs, QP numbers.
+    Shape,
+    /// Each line up to its first `=` (qperf scales its units).
+    Labels,
+    /// Only the exit status (the pair races over who fails first).
+    Status,
+}
+
+struct Case {
+    name: &'static str,
+    /// The command lines, `{port}` standing for a free TCP port (a fresh
+    /// one for each run: a server's old connections may hold the last).
+    server: Option<String>,
+    client: String,
+    compare: Compare,
+    /// The server never exits by itself (qperf): the test stops it once the
+    /// client is done and what it forked has exited.
+    server_stays: bool,
+    expect: fn(&Seen<'_>) -> Result<Expect, String>,
+}
+
+fn argv(text: &str, port: u16) -> Vec<String> {
+    text.split_whitespace()
+        .map(|w| w.replace("{port}", &port.to_string()))
+        .collect()
+}
+
+fn alone(
+    name: &'static str,
+    cmd: &str,
+    compare: Compare,
+    expect: fn(&Seen<'_>) -> Result<Expect, String>,
+) -> Case {
+    Case {
+        name,
+        server: None,
+        client: cmd.into(),
+        compare,
+        server_stays: false,
+        expect,
+    }
+}
+
+fn pair(
+    name: &'static str,
+    server: &str,
+    client: &str,
+    compare: Compare,
+    expect: fn(&Seen<'_>) -> Result<Expect, String>,
+) -> Case {
+    Case {
+        name,
+        server: Some(server.into()),
+        client: client.into(),
+        compare,
+        server_stays: false,
+        expect,
+    }
+}
+
+fn unknown(s: &Seen<'_>) -> Result<Expect, String> {
+    Err(format!(
+        "{:?} on {:?} took a path this test does not know (exit {:?})",
+        s.role, s.backend, s.code
+    ))
+}
+
+/// Programs that free everything they create, on every path they take here.
+fn no_leaks(_: &Seen<'_>) -> Result<Expect, String> {
+    Ok(Expect::exactly(&[]))
+}
+
+/// ibverbs-utils pingpongs: `main` returns on a failed open without
+/// `ibv_free_device_list`; on success everything is freed.
+fn pingpong(s: &Seen<'_>) -> Result<Expect, String> {
+    if s.code == Some(0) {
+        Ok(Expect::exactly(&[]))
+    } else if s.said("Couldn't get context for") {
+        Ok(Expect::exactly(&[("device_list", "exit", 1)]))
+    } else if s.said("Couldn't Open the XRC Domain") {
+        // ibv_xsrq_pingpong's pp_init_ctx returns without undoing the open,
+        // the PD and the MR (XRC is not simulated).
+        Ok(Expect::exactly(&[
+            ("context", "exit", 1),
+            ("pd", "exit", 1),
+            ("mr", "exit", 1),
+        ]))
+    } else {
+        unknown(s)
+    }
+}
+
+/// perftest never calls `ibv_free_device_list`; on success it destroys the
+/// rest and closes the device. When QP creation fails `ctx_init` undoes
+/// what it made, except (a SEND BW client, no events) the receive CQ, and
+/// `main` returns without closing the device.
+fn perftest(s: &Seen<'_>, prog: &str) -> Result<Expect, String> {
+    if s.code == Some(0) || s.said("Couldn't get context for the device") {
+        Ok(Expect::exactly(&[("device_list", "exit", 1)]))
+    } else if s.said("Failed to create QP") {
+        let mut leaks = vec![("context", "exit", 1), ("device_list", "exit", 1)];
+        if prog == "ib_send_bw" && s.role == Role::Client {
+            leaks.push(("cq", "exit", 1));
+        }
+        Ok(Expect::exactly(&leaks))
+    } else {
+        unknown(s)
+    }
+}
+
+/// qperf: `rd_close` deallocates the PD before deregistering the MR (EBUSY),
+/// closes the device (the PD is orphaned) and `free()`s the device list.
+/// On the test bed the open fails and it exits with the list not freed.
+fn qperf(s: &Seen<'_>) -> Result<Expect, String> {
+    let opened_and_failed = s
+        .stdout
+        .lines()
+        .chain(s.stderr.lines())
+        .any(|l| l.starts_with("failed to open device"));
+    if s.backend == Backend::Testbed {
+        if opened_and_failed {
+            return Ok(Expect::exactly(&[("device_list", "exit", 1)]));
+        }
+        // The other side failed first: this one may have got its device
+        // list before it heard (then it leaks it), or never run verbs.
+        return Ok(Expect {
+            leaks: vec![vec![], vec![("device_list", "exit", 1)]],
+            reports: false,
+            log_has: Vec::new(),
+        });
+    }
+    if s.role == Role::Client && s.code != Some(0) {
+        return unknown(s);
+    }
+    Ok(Expect {
+        leaks: vec![vec![("pd", "close", 1), ("device_list", "exit", 1)]],
+        reports: true,
+        log_has: vec!["ibv_dealloc_pd(", "= EBUSY: still held by 1 object: mr"],
+    })
+}
+
+fn perftest_case(name: &'static str, prog: &'static str, extra: &str) -> Case {
+    fn expect_for(prog: &str) -> fn(&Seen<'_>) -> Result<Expect, String> {
+        match prog {
+            "ib_send_bw" => |s| perftest(s, "ib_send_bw"),
+            _ => |s| perftest(s, "other"),
+        }
+    }
+    pair(
+        name,
+        &format!("{prog} -p {{port}} -n 10 {extra}"),
+        &format!("{prog} -p {{port}} -n 10 {extra} 127.0.0.1"),
+        Compare::Shape,
+        expect_for(prog),
+    )
+}
+
+/// On the test bed client and server race to fail first, and either may
+/// print the error: only the exit status is the same every time.
+fn qperf_case(name: &'static str, test: &str, backend: Backend) -> Case {
+    let compare = match backend {
+        Backend::Sim => Compare::Labels,
+        Backend::Testbed => Compare::Status,
+    };
+    let mut c = pair(
+        name,
+        "qperf -lp {port}",
+        &format!("qperf -lp {{port}} -t 1 127.0.0.1 {test}"),
+        compare,
+        qperf,
+    );
+    c.server_stays = true;
+    c
+}
+
+fn pyverbs_script() -> String {
+    repo_dir()
+        .join("tests/third_party/pyverbs_pd_mr.py")
+        .display()
+        .to_string()
+}
+
+fn case(name: &'static str, backend: Backend) -> Case {
+    match name {
+        "ibv_devices" => alone("ibv_devices", "ibv_devices", Compare::Exact, no_leaks),
+        "ibv_devinfo" => alone("ibv_devinfo", "ibv_devinfo -v", Compare::Exact, no_leaks),
+        "pyverbs" => alone(
+            "pyverbs",
+            &format!("/usr/bin/python3 {}", pyverbs_script()),
+            Compare::Exact,
+            no_leaks,
+        ),
+        // libfabric's verbs provider reaches libibverbs through librdmacm,
+        // which keeps its device list and contexts for the life of the
+        // process: suppressed by default, so nothing is reported.
+        "fi_info" => alone("fi_info", "fi_info -p verbs", Compare::Exact, no_leaks),
+        "ucx_info" => alone(
+            "ucx_info",
+            "ucx_info -d",
+            Compare::ExactBut("allocate:"),
+            no_leaks,
+        ),
+        "ibv_rc_pingpong" | "ibv_uc_pingpong" | "ibv_ud_pingpong" | "ibv_srq_pingpong"
+        | "ibv_xsrq_pingpong" => pair(
+            name,
+            &format!("{name} -p {{port}} -n 5"),
+            &format!("{name} -p {{port}} -n 5 127.0.0.1"),
+            Compare::Shape,
+            pingpong,
+        ),
+        "ib_send_bw" => perftest_case("ib_send_bw", "ib_send_bw", ""),
+        "ib_write_bw" => perftest_case("ib_write_bw", "ib_write_bw", ""),
+        "ib_read_bw" => perftest_case("ib_read_bw", "ib_read_bw", ""),
+        "ib_atomic_bw" => perftest_case("ib_atomic_bw", "ib_atomic_bw", ""),
+        "ib_send_lat" => perftest_case("ib_send_lat", "ib_send_lat", ""),
+        "ib_write_lat" => perftest_case("ib_write_lat", "ib_write_lat", ""),
+        "ib_read_lat" => perftest_case("ib_read_lat", "ib_read_lat", ""),
+        // 900 bytes inline is within perftest's limit and beyond the
+        // device's (the sim's max_inline_data is 512): QP creation fails on
+        // both sides, whatever else the sim supports.
+        "ib_send_bw_failed_qp" => perftest_case("ib_send_bw_failed_qp", "ib_send_bw", "-I 900"),
+        "qperf_rc_bw" => qperf_case("qperf_rc_bw", "rc_bw", backend),
+        "qperf_rc_lat" => qperf_case("qperf_rc_lat", "rc_lat", backend),
+        "qperf_ud_lat" => qperf_case("qperf_ud_lat", "ud_lat", backend),
+        // librdmacm programs need the kernel's rdma_cm (/dev/infiniband/
+        // rdma_cm), on neither backend: they fail the same way with and
+        // without the shim, and what librdmacm keeps is not a leak.
+        "rping" => pair(
+            "rping",
+            "rping -s -a 127.0.0.1 -p {port} -C 3",
+            "rping -c -a 127.0.0.1 -p {port} -C 3 -v",
+            Compare::Exact,
+            no_leaks,
+        ),
+        "ucmatose" => pair(
+            "ucmatose",
+            "ucmatose -p {port}",
+            "ucmatose -s 127.0.0.1 -p {port}",
+            Compare::Exact,
+            no_leaks,
+        ),
+        "udaddy" => pair(
+            "udaddy",
+            "udaddy",
+            "udaddy -s 127.0.0.1",
+            Compare::Exact,
+            no_leaks,
+        ),
+        "rdma_server" => pair(
+            "rdma_server",
+            "rdma_server -s 127.0.0.1 -p {port}",
+            "rdma_client -s 127.0.0.1 -p {port}",
+            Compare::Exact,
+            no_leaks,
+        ),
+        other => panic!("no case {other}"),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Running a case
+
+/// A process of a run, started.
+struct Started {
+    role: Role,
+    argv: Vec<String>,
+    running: Running,
+    dir: PathBuf,
+    command: String,
+}
+
+impl Started {
+    fn end(self, timeout: Duration, killed_by_us: bool) -> Proc {
+        let pid = self.running.pid;
+        let ended = self.running.finish(timeout);
+        Proc {
+            role: self.role,
+            argv: self.argv,
+            command: self.command,
+            pid,
+            ended,
+            killed_by_us,
+            reports: read_reports(&self.dir),
+            log: read_log(&self.dir),
+        }
+    }
+}
+
+/// Runs the case once in `mode`: the server (if any) until it listens, the
+/// client to its end, then the server to its end. The client comes first
+/// in the result.
+fn run_mode(world: &World, case: &Case, mode: Mode, tmp: &TempDir) -> Vec<Proc> {
+    let start = |role: Role, argv: &[String]| {
+        let dir = tmp.join(format!("{mode:?}-{role:?}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let cmd = world.command(mode, argv, &dir);
+        Started {
+            role,
+            argv: argv.to_vec(),
+            command: format!("{cmd:?}"),
+            running: Running::start(cmd),
+            dir,
+        }
+    };
+    let port = free_port();
+    let mut server = case
+        .server
+        .as_ref()
+        .map(|a| start(Role::Server, &argv(a, port)));
+    if let Some(s) = server.as_mut() {
+        if case.server.as_ref().is_some_and(|a| a.contains("{port}")) {
+            let deadline = Instant::now() + LISTEN_TIMEOUT;
+            while !listening(port) && !s.running.exited() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        } else {
+            // udaddy's port is fixed (and it fails before binding it here).
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    }
+    let role = if server.is_some() {
+        Role::Client
+    } else {
+        Role::Alone
+    };
+    let mut procs = vec![start(role, &argv(&case.client, port)).end(PROCESS_TIMEOUT, false)];
+    if let Some(s) = server {
+        procs.push(if case.server_stays {
+            // Stop it once what it forked for the client has exited; a fork
+            // still there at the deadline counts as a hang.
+            let deadline = Instant::now() + PROCESS_TIMEOUT;
+            while !children(s.running.pid).is_empty() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let stuck = !children(s.running.pid).is_empty();
+            kill_tree(s.running.pid);
+            let mut p = s.end(PROCESS_TIMEOUT, true);
+            if stuck {
+                p.ended.status = None;
+            }
+            p
+        } else {
+            s.end(PROCESS_TIMEOUT, false)
+        });
+    }
+    procs
+}
+
+/// Decimal and hex numbers as `#`, blanks squeezed: the shape of a line.
+fn shape(text: &str) -> String {
+    let mut out = String::new();
+    let b = text.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'0' && i + 2 < b.len() && b[i + 1] == b'x' && b[i + 2].is_ascii_hexdigit() {
+            i += 2;
+            while i < b.len() && b[i].is_ascii_hexdigit() {
+                i += 1;
+            }
+            out.push('#');
+        } else if b[i].is_ascii_digit() {
+            while i < b.len() && (b[i].is_ascii_digit() || b[i] == b'.') {
+                i += 1;
+            }
+            out.push('#');
+        } else if b[i] == b' ' || b[i] == b'\t' {
+            while i < b.len() && (b[i] == b' ' || b[i] == b'\t') {
+                i += 1;
+            }
+            out.push(' ');
+        } else {
+            let c = text[i..].chars().next().unwrap();
+            out.push(c);
+            i += c.len_utf8();
+        }
+    }
+    out
+}
+
+fn comparable(compare: Compare, text: &str) -> String {
+    match compare {
+        Compare::Exact => text.to_string(),
+        Compare::ExactBut(skip) => text
+            .lines()
+            .filter(|l| !l.contains(skip))
+            .map(|l| format!("{l}\n"))
+            .collect(),
+        Compare::Shape => shape(text),
+        Compare::Labels => text
+            .lines()
+            .map(|l| format!("{}\n", l.split('=').next().unwrap().trim()))
+            .collect(),
+        Compare::Status => String::new(),
+    }
+}
+
+/// Everything wrong with one process run under the shim, compared with the
+/// same process of the baseline.
+fn judge(backend: Backend, case: &Case, p: &Proc, base: &Proc) -> Vec<String> {
+    let mut bad = Vec::new();
+    let Some(status) = p.ended.status else {
+        return vec!["hung (killed at the timeout)".into()];
+    };
+    let base_status = base.ended.status.unwrap();
+    if let Some(sig) = signal(&status).filter(|_| !p.killed_by_us) {
+        bad.push(format!("killed by signal {sig} (a crash)"));
+    }
+    if status.code() != base_status.code() || signal(&status) != signal(&base_status) {
+        bad.push(format!("ended {status}, the baseline {base_status}"));
+    }
+    for (what, ours, theirs) in [
+        ("stdout", &p.ended.stdout, &base.ended.stdout),
+        ("stderr", &p.ended.stderr, &base.ended.stderr),
+    ] {
+        if comparable(case.compare, ours) != comparable(case.compare, theirs) {
+            bad.push(format!(
+                "{what} differs from the baseline's ({:?}); the baseline printed:\n{}",
+                case.compare,
+                indent(theirs)
+            ));
+        }
+    }
+    for line in p.log.lines() {
+        if line.contains(" ERROR ") || line.contains("panic") || line.contains("internal error") {
+            bad.push(format!("the shim logged: {line}"));
+        }
+    }
+    let seen = Seen {
+        backend,
+        role: p.role,
+        code: status.code(),
+        stdout: &p.ended.stdout,
+        stderr: &p.ended.stderr,
+    };
+    let expect = match (case.expect)(&seen) {
+        Ok(e) => e,
+        Err(e) => {
+            bad.push(e);
+            return bad;
+        }
+    };
+    if p.reports.len() > 1 || (expect.reports && p.reports.is_empty()) {
+        bad.push(format!(
+            "{} JSON leak reports, expected {}",
+            p.reports.len(),
+            if expect.reports { "one" } else { "at most one" }
+        ));
+    }
+    let mut leaked: BTreeMap<(String, String), usize> = BTreeMap::new();
+    for r in &p.reports {
+        // A forking server reports from its child; everything else from
+        // the very process the test started (exec'd through the test bed's
+        // wrappers, the pid is the same).
+        if !case.server_stays && r.pid != u64::from(p.pid) {
+            bad.push(format!("report of pid {}, the program is {}", r.pid, p.pid));
+        }
+        let program = Path::new(&r.program).file_name().unwrap_or_default();
+        if !program.to_string_lossy().starts_with(p.name()) {
+            bad.push(format!("report names the program {:?}", r.program));
+        }
+        for o in &r.objects {
+            let module = Path::new(&o.module).file_name().unwrap_or_default();
+            let module = module.to_string_lossy();
+            if o.suppressed {
+                if !module.starts_with("librdmacm") {
+                    bad.push(format!(
+                        "{} from {} is suppressed: only what librdmacm keeps may be",
+                        o.kind, o.module
+                    ));
+                }
+                continue;
+            }
+            if module != p.name() {
+                bad.push(format!(
+                    "leak of a {} created in {}, not by the program itself",
+                    o.kind, o.module
+                ));
+            }
+            *leaked.entry((o.kind.clone(), o.found.clone())).or_default() += 1;
+        }
+    }
+    let matches = |want: &Vec<(&str, &str, usize)>| {
+        let want: BTreeMap<(String, String), usize> = want
+            .iter()
+            .map(|(k, f, n)| ((k.to_string(), f.to_string()), *n))
+            .collect();
+        want == leaked
+    };
+    if !expect.leaks.iter().any(matches) {
+        bad.push(format!(
+            "leaks reported (kind, found at: count) {leaked:?}; the program's true leaks on this path are {}",
+            expect
+                .leaks
+                .iter()
+                .map(|l| format!("{l:?}"))
+                .collect::<Vec<_>>()
+                .join(" or ")
+        ));
+    }
+    for text in expect.log_has {
+        if !p.log.contains(text) {
+            bad.push(format!("the shim's log does not say {text:?}"));
+        }
+    }
+    bad
+}
+
+/// Runs `name` on `backend` without the shim, preloaded and as drop-in,
+/// and fails with every difference and wrong report found.
+fn check(backend: Backend, name: &'static str) {
+    let case = case(name, backend);
+    let name = case.name;
+    let world = World::new(backend, name);
+    let tmp = TempDir::new(&format!("third-party-{name}"));
+    let base = run_mode(&world, &case, Mode::Baseline, &tmp);
+    let show = |procs: &[Proc]| procs.iter().map(Proc::show).collect::<String>();
+    for p in &base {
+        let problem = match p.ended.status {
+            None => Some("hung".to_string()),
+            Some(s) if signal(&s).is_some() && !p.killed_by_us => Some(format!("crashed ({s})")),
+            _ if p.ended.stderr.contains("symbol lookup error") => {
+                Some("cannot even be loaded".to_string())
+            }
+            _ => None,
+        };
+        if let Some(problem) = problem {
+            panic!(
+                "{name} on {backend:?} WITHOUT the shim {problem}: the backend cannot run it \
+                 (nothing about the shim is judged)\n{}",
+                show(&base)
+            );
+        }
+    }
+    let mut failures = String::new();
+    for mode in SHIM_MODES {
+        let runs = run_mode(&world, &case, mode, &tmp);
+        let mut here = String::new();
+        for (p, b) in runs.iter().zip(&base) {
+            for f in judge(backend, &case, p, b) {
+                here += &format!("- {:?} {}: {f}\n", p.role, p.name());
+            }
+        }
+        if !here.is_empty() {
+            failures += &format!(
+                "=== {name} on {backend:?}, shim {mode:?}:\n{here}--- what ran:\n{}",
+                show(&runs)
+            );
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{failures}=== the baseline (no shim):\n{}",
+        show(&base)
+    );
+}
+
+/// One test per case and backend: `on_the_sim::qperf_rc_bw`, ...
+macro_rules! cases {
+    ($($name:ident),* $(,)?) => {
+        mod on_the_sim {
+            $( #[test] fn $name() { super::check(super::Backend::Sim, stringify!($name)) } )*
+        }
+        mod on_the_testbed {
+            $( #[test] fn $name() { super::check(super::Backend::Testbed, stringify!($name)) } )*
+        }
+    };
+}
+
+cases! {
+    ibv_devices,
+    ibv_devinfo,
+    pyverbs,
+    fi_info,
+    ucx_info,
+    ibv_rc_pingpong,
+    ibv_uc_pingpong,
+    ibv_ud_pingpong,
+    ibv_srq_pingpong,
+    ibv_xsrq_pingpong,
+    ib_send_bw,
+    ib_write_bw,
+    ib_read_bw,
+    ib_atomic_bw,
+    ib_send_lat,
+    ib_write_lat,
+    ib_read_lat,
+    ib_send_bw_failed_qp,
+    qperf_rc_bw,
+    qperf_rc_lat,
+    qperf_ud_lat,
+    rping,
+    ucmatose,
+    udaddy,
+    rdma_server,
+}
