@@ -380,6 +380,26 @@ int main(void)
 	CHECK(ibv_poll_cq(a.cq, 1, &wc) == 1 && wc.wr_id == 18 && wc.status == IBV_WC_SUCCESS);
 	CHECK(ibv_poll_cq(b.cq, 1, &wc) == 1 && wc.wr_id == 108 && wc.byte_len == 2);
 
+	/* IBV_SEND_INLINE in wr_flags does not make an SGE inline (only the
+	 * inline setters do): the SGE still goes through its lkey, here of an
+	 * MR whose I/O address is not the buffer's virtual address. */
+	static char iobuf[64] = "through the lkey";
+	uint64_t iova = 0x10000 + ((uintptr_t)iobuf & 0xfff); /* same page offset */
+	struct ibv_mr *iomr = ibv_reg_mr_iova(a.pd, iobuf, sizeof(iobuf), iova,
+					      IBV_ACCESS_LOCAL_WRITE);
+	CHECK(iomr);
+	post_recv(&b, 109, bbuf + 3700, 64);
+	ibv_wr_start(a.qpx);
+	a.qpx->wr_id = 20;
+	a.qpx->wr_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+	ibv_wr_send(a.qpx);
+	ibv_wr_set_sge(a.qpx, iomr->lkey, iova, 17);
+	CHECK(ibv_wr_complete(a.qpx) == 0);
+	check_send_wc(one(a.cqx), &a, 20, IBV_WC_SEND, 0);
+	check_recv_wc(one(b.cqx), &b, &a, 109, IBV_WC_RECV, 17, 0, 0);
+	CHECK(strcmp(bbuf + 3700, "through the lkey") == 0);
+	CHECK(ibv_dereg_mr(iomr) == 0);
+
 	/* An error completion through the cursor: a bad rkey. */
 	begin(&a, 19);
 	ibv_wr_rdma_write(a.qpx, b.mr->rkey + 1000, (uintptr_t)bbuf);

@@ -59,8 +59,11 @@ const WR_RDMA_READ: c_int = 4;
 const WR_ATOMIC_CMP_AND_SWP: c_int = 5;
 const WR_ATOMIC_FETCH_AND_ADD: c_int = 6;
 
-/// `IBV_SEND_INLINE`.
+/// `ibv_send_flags`: `IBV_SEND_INLINE`, and what `wr_flags` may carry
+/// (FENCE, SIGNALED, SOLICITED, IP_CSUM): whether data is inline is the
+/// setter's choice, not the flag's (`ibv_wr_post(3)`).
 const SEND_INLINE: c_uint = 1 << 3;
+const WR_FLAGS: c_uint = 1 | (1 << 1) | (1 << 2) | (1 << 4);
 
 /// Size of `ibv_qp_ex`'s fields after the `ibv_qp` ones.
 const C_TAIL: usize = size_of::<ibv_qp_ex>() - size_of::<ibv_qp>();
@@ -408,7 +411,7 @@ fn post(q: *mut ibv_qp, wrs: Vec<Wr>) -> c_int {
                 list.as_mut_ptr()
             };
             r.num_sge = list.len() as c_int;
-            r.send_flags = w.flags | if w.inline.is_some() { SEND_INLINE } else { 0 };
+            r.send_flags = (w.flags & WR_FLAGS) | if w.inline.is_some() { SEND_INLINE } else { 0 };
             r.imm_data = w.imm;
             // SAFETY: the opcode is an int-sized C enum, written as an int
             // from the ibv_wr_opcode values above; the union members are
