@@ -422,6 +422,24 @@ int main(void)
 	struct ibv_cq_init_attr_ex io = { .cqe = 4, .comp_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS,
 					  .flags = IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN };
 	CHECK_ERRNO(ibv_create_cq_ex(a.ctx, &io), EOPNOTSUPP);
+	/* Posting on a QP that is not ready fails at complete, as ibv_post_send. */
+	struct ibv_qp *fresh = make_qp(&a, IBV_QPT_RC, RC_OPS);
+	struct ibv_qp_ex *fx = fresh ? ibv_qp_to_qp_ex(fresh) : NULL;
+	CHECK(fx);
+	ibv_wr_start(fx);
+	fx->wr_id = 1;
+	fx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_send(fx);
+	ibv_wr_set_sge(fx, a.mr->lkey, (uintptr_t)abuf, 2);
+	CHECK(ibv_wr_complete(fx) == EINVAL);
+	CHECK(ibv_destroy_qp(fresh) == 0);
+	/* A single-threaded CQ polls without the lock. */
+	struct ibv_cq_init_attr_ex st = { .cqe = 4, .wc_flags = IBV_WC_STANDARD_FLAGS,
+					  .comp_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS,
+					  .flags = IBV_CREATE_CQ_ATTR_SINGLE_THREADED };
+	struct ibv_cq_ex *stcq = ibv_create_cq_ex(a.ctx, &st);
+	CHECK(stcq && ibv_start_poll(stcq, &pa) == ENOENT && ibv_start_poll(stcq, &pa) == ENOENT);
+	CHECK(ibv_destroy_cq(ibv_cq_ex_to_cq(stcq)) == 0);
 	/* Only the readers asked for are installed (as providers do). */
 	struct ibv_cq_ex *lean = make_cq(a.ctx, IBV_WC_EX_WITH_BYTE_LEN);
 	CHECK(lean && lean->read_byte_len && lean->read_opcode && lean->read_wc_flags &&
