@@ -380,6 +380,26 @@ int main(void)
 	CHECK(ibv_poll_cq(a.cq, 1, &wc) == 1 && wc.wr_id == 18 && wc.status == IBV_WC_SUCCESS);
 	CHECK(ibv_poll_cq(b.cq, 1, &wc) == 1 && wc.wr_id == 108 && wc.byte_len == 2);
 
+	/* IBV_SEND_INLINE in wr_flags does not make an SGE inline (only the
+	 * inline setters do): the SGE still goes through its lkey, here of an
+	 * MR whose I/O address is not the buffer's virtual address. */
+	static char iobuf[64] = "through the lkey";
+	uint64_t iova = 0x10000 + ((uintptr_t)iobuf & 0xfff); /* same page offset */
+	struct ibv_mr *iomr = ibv_reg_mr_iova(a.pd, iobuf, sizeof(iobuf), iova,
+					      IBV_ACCESS_LOCAL_WRITE);
+	CHECK(iomr);
+	post_recv(&b, 109, bbuf + 3700, 64);
+	ibv_wr_start(a.qpx);
+	a.qpx->wr_id = 20;
+	a.qpx->wr_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+	ibv_wr_send(a.qpx);
+	ibv_wr_set_sge(a.qpx, iomr->lkey, iova, 17);
+	CHECK(ibv_wr_complete(a.qpx) == 0);
+	check_send_wc(one(a.cqx), &a, 20, IBV_WC_SEND, 0);
+	check_recv_wc(one(b.cqx), &b, &a, 109, IBV_WC_RECV, 17, 0, 0);
+	CHECK(strcmp(bbuf + 3700, "through the lkey") == 0);
+	CHECK(ibv_dereg_mr(iomr) == 0);
+
 	/* An error completion through the cursor: a bad rkey. */
 	begin(&a, 19);
 	ibv_wr_rdma_write(a.qpx, b.mr->rkey + 1000, (uintptr_t)bbuf);
@@ -402,6 +422,24 @@ int main(void)
 	struct ibv_cq_init_attr_ex io = { .cqe = 4, .comp_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS,
 					  .flags = IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN };
 	CHECK_ERRNO(ibv_create_cq_ex(a.ctx, &io), EOPNOTSUPP);
+	/* Posting on a QP that is not ready fails at complete, as ibv_post_send. */
+	struct ibv_qp *fresh = make_qp(&a, IBV_QPT_RC, RC_OPS);
+	struct ibv_qp_ex *fx = fresh ? ibv_qp_to_qp_ex(fresh) : NULL;
+	CHECK(fx);
+	ibv_wr_start(fx);
+	fx->wr_id = 1;
+	fx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_send(fx);
+	ibv_wr_set_sge(fx, a.mr->lkey, (uintptr_t)abuf, 2);
+	CHECK(ibv_wr_complete(fx) == EINVAL);
+	CHECK(ibv_destroy_qp(fresh) == 0);
+	/* A single-threaded CQ polls without the lock. */
+	struct ibv_cq_init_attr_ex st = { .cqe = 4, .wc_flags = IBV_WC_STANDARD_FLAGS,
+					  .comp_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS,
+					  .flags = IBV_CREATE_CQ_ATTR_SINGLE_THREADED };
+	struct ibv_cq_ex *stcq = ibv_create_cq_ex(a.ctx, &st);
+	CHECK(stcq && ibv_start_poll(stcq, &pa) == ENOENT && ibv_start_poll(stcq, &pa) == ENOENT);
+	CHECK(ibv_destroy_cq(ibv_cq_ex_to_cq(stcq)) == 0);
 	/* Only the readers asked for are installed (as providers do). */
 	struct ibv_cq_ex *lean = make_cq(a.ctx, IBV_WC_EX_WITH_BYTE_LEN);
 	CHECK(lean && lean->read_byte_len && lean->read_opcode && lean->read_wc_flags &&

@@ -72,7 +72,7 @@ pub unsafe extern "C" fn sim_create_qp_ex(
         if mask & !QP_INIT_KNOWN != 0 || mask & QP_INIT_PD == 0 {
             return Err(libc::EINVAL);
         }
-        // XRC, TSO, RSS and the new post-send API are not simulated.
+        // XRC, TSO and RSS are not simulated (send ops: see ext::qp).
         if mask & !(QP_INIT_PD | QP_INIT_CREATE_FLAGS) != 0
             || (mask & QP_INIT_CREATE_FLAGS != 0 && flags != 0)
         {

@@ -59,8 +59,11 @@ const WR_RDMA_READ: c_int = 4;
 const WR_ATOMIC_CMP_AND_SWP: c_int = 5;
 const WR_ATOMIC_FETCH_AND_ADD: c_int = 6;
 
-/// `IBV_SEND_INLINE`.
+/// `ibv_send_flags`: `IBV_SEND_INLINE`, and what `wr_flags` may carry
+/// (FENCE, SIGNALED, SOLICITED, IP_CSUM): whether data is inline is the
+/// setter's choice, not the flag's (`ibv_wr_post(3)`).
 const SEND_INLINE: c_uint = 1 << 3;
+const WR_FLAGS: c_uint = 1 | (1 << 1) | (1 << 2) | (1 << 4);
 
 /// Size of `ibv_qp_ex`'s fields after the `ibv_qp` ones.
 const C_TAIL: usize = size_of::<ibv_qp_ex>() - size_of::<ibv_qp>();
@@ -104,12 +107,33 @@ struct ExState {
     ud: bool,
 }
 
-/// The work requests built since `ibv_wr_start`.
+/// The work requests built since `ibv_wr_start`. The vectors keep their
+/// capacity from batch to batch: a steady stream of posts allocates nothing
+/// but inline copies and scatter lists of more than one entry.
 #[derive(Default)]
 struct Batch {
     wrs: Vec<Wr>,
+    /// The `ibv_send_wr` chain handed to `post_send`.
+    chain: Vec<ibv_send_wr>,
     /// The first builder error, returned by `ibv_wr_complete`.
     err: c_int,
+}
+
+impl Batch {
+    fn reset(&mut self) {
+        self.wrs.clear();
+        self.chain.clear();
+        self.err = 0;
+    }
+}
+
+/// A request's data, as its last setter gave it.
+enum Data {
+    None,
+    Sge(ibv_sge),
+    List(Vec<ibv_sge>),
+    /// Copied at `wr_set_inline_data*`.
+    Inline(Vec<u8>),
 }
 
 /// One recorded work request.
@@ -126,9 +150,10 @@ struct Wr {
     ah: usize,
     remote_qpn: u32,
     remote_qkey: u32,
-    sge: Vec<ibv_sge>,
-    /// Inline data, copied at `wr_set_inline_data*`.
-    inline: Option<Vec<u8>>,
+    data: Data,
+    /// The one scatter entry that points at inline data (the data path
+    /// reads inline entries by address).
+    inline_sge: ibv_sge,
 }
 
 /// `verbs_context.create_qp_ex`: with send ops, an extended QP; otherwise
@@ -284,8 +309,12 @@ fn op(x: *mut ibv_qp_ex, opcode: c_int, fill: impl FnOnce(&mut Wr)) {
             ah: 0,
             remote_qpn: 0,
             remote_qkey: 0,
-            sge: Vec::new(),
-            inline: None,
+            data: Data::None,
+            inline_sge: ibv_sge {
+                addr: 0,
+                length: 0,
+                lkey: 0,
+            },
         };
         fill(&mut w);
         b.wrs.push(w);
@@ -321,7 +350,7 @@ unsafe extern "C" fn wr_start(x: *mut ibv_qp_ex) {
         if let Some(st) = state(x) {
             st.region.lock();
             st.held.store(true, Ordering::Relaxed);
-            *st.batch.lock() = Batch::default();
+            st.batch.lock().reset();
         }
     })
 }
@@ -337,7 +366,7 @@ fn leave(st: &ExState) {
 unsafe extern "C" fn wr_abort(x: *mut ibv_qp_ex) {
     guard::void(|| {
         if let Some(st) = state(x) {
-            *st.batch.lock() = Batch::default();
+            st.batch.lock().reset();
             leave(st);
         }
     })
@@ -348,7 +377,7 @@ unsafe extern "C" fn wr_complete(x: *mut ibv_qp_ex) -> c_int {
         let Some(st) = state(x) else {
             return libc::EINVAL;
         };
-        let b = core::mem::take(&mut *st.batch.lock());
+        let mut b = st.batch.lock();
         // Posted inside the section, so batches reach the queue in order.
         let r = if b.err != 0 {
             b.err
@@ -357,8 +386,10 @@ unsafe extern "C" fn wr_complete(x: *mut ibv_qp_ex) -> c_int {
         } else if b.wrs.is_empty() {
             0
         } else {
-            post(x.cast(), b.wrs)
+            post(x.cast(), &mut b)
         };
+        b.reset();
+        drop(b);
         leave(st);
         r
     })
@@ -368,9 +399,10 @@ unsafe extern "C" fn wr_complete(x: *mut ibv_qp_ex) -> c_int {
 /// on the whole batch first so that a bad batch posts nothing.
 fn check(st: &ExState, wrs: &[Wr]) -> Result<(), c_int> {
     for w in wrs {
-        let ok = match &w.inline {
-            Some(d) => d.len() <= st.cap.max_inline_data as usize,
-            None => w.sge.len() <= st.cap.max_send_sge.max(1) as usize,
+        let ok = match &w.data {
+            Data::Inline(d) => d.len() <= st.cap.max_inline_data as usize,
+            Data::List(v) => v.len() <= st.cap.max_send_sge.max(1) as usize,
+            Data::None | Data::Sge(_) => true,
         };
         if !ok || (st.ud && !registry::is_live(w.ah, Kind::Ah)) {
             return Err(libc::EINVAL);
@@ -380,65 +412,63 @@ fn check(st: &ExState, wrs: &[Wr]) -> Result<(), c_int> {
 }
 
 /// Posts the batch through the context's `post_send` as one chain.
-fn post(q: *mut ibv_qp, wrs: Vec<Wr>) -> c_int {
-    // Each request's scatter list; inline data is one entry pointing at
-    // the copy (the data path reads inline entries by address).
-    let mut lists: Vec<Vec<ibv_sge>> = wrs
-        .iter()
-        .map(|w| match &w.inline {
-            Some(d) if !d.is_empty() => vec![ibv_sge {
-                addr: d.as_ptr() as u64,
-                length: d.len() as u32,
-                lkey: 0,
-            }],
-            Some(_) => Vec::new(),
-            None => w.sge.clone(),
-        })
-        .collect();
-    let mut chain: Vec<ibv_send_wr> = wrs
-        .iter()
-        .zip(lists.iter_mut())
-        .map(|(w, list)| {
-            // SAFETY: ibv_send_wr is plain data; zero is IBV_WR_RDMA_WRITE.
-            let mut r: ibv_send_wr = unsafe { core::mem::zeroed() };
-            r.wr_id = w.wr_id;
-            r.sg_list = if list.is_empty() {
-                core::ptr::null_mut()
-            } else {
-                list.as_mut_ptr()
-            };
-            r.num_sge = list.len() as c_int;
-            r.send_flags = w.flags | if w.inline.is_some() { SEND_INLINE } else { 0 };
-            r.imm_data = w.imm;
-            // SAFETY: the opcode is an int-sized C enum, written as an int
-            // from the ibv_wr_opcode values above; the union members are
-            // plain data, each written for the opcodes that read it.
-            unsafe {
-                addr_of_mut!(r.opcode).cast::<c_int>().write(w.opcode);
-                match w.opcode {
-                    WR_ATOMIC_CMP_AND_SWP | WR_ATOMIC_FETCH_AND_ADD => {
-                        r.wr.atomic.remote_addr = w.remote_addr;
-                        r.wr.atomic.rkey = w.rkey;
-                        r.wr.atomic.compare_add = w.compare_add;
-                        r.wr.atomic.swap = w.swap;
-                    }
-                    _ if w.ah != 0 => {
-                        r.wr.ud.ah = w.ah as *mut ibv_ah;
-                        r.wr.ud.remote_qpn = w.remote_qpn;
-                        r.wr.ud.remote_qkey = w.remote_qkey;
-                    }
-                    _ => {
-                        r.wr.rdma.remote_addr = w.remote_addr;
-                        r.wr.rdma.rkey = w.rkey;
-                    }
+fn post(q: *mut ibv_qp, b: &mut Batch) -> c_int {
+    let Batch { wrs, chain, .. } = b;
+    chain.clear();
+    for w in wrs.iter_mut() {
+        let Wr {
+            data, inline_sge, ..
+        } = w;
+        let (list, n, inline): (*mut ibv_sge, usize, bool) = match data {
+            Data::None => (core::ptr::null_mut(), 0, false),
+            Data::Sge(e) => (e, 1, false),
+            Data::List(v) if v.is_empty() => (core::ptr::null_mut(), 0, false),
+            Data::List(v) => (v.as_mut_ptr(), v.len(), false),
+            Data::Inline(d) if d.is_empty() => (core::ptr::null_mut(), 0, true),
+            Data::Inline(d) => {
+                *inline_sge = ibv_sge {
+                    addr: d.as_ptr() as u64,
+                    length: d.len() as u32,
+                    lkey: 0,
+                };
+                (inline_sge, 1, true)
+            }
+        };
+        // SAFETY: ibv_send_wr is plain data; zero is IBV_WR_RDMA_WRITE.
+        let mut r: ibv_send_wr = unsafe { core::mem::zeroed() };
+        r.wr_id = w.wr_id;
+        r.sg_list = list;
+        r.num_sge = n as c_int;
+        r.send_flags = (w.flags & WR_FLAGS) | if inline { SEND_INLINE } else { 0 };
+        r.imm_data = w.imm;
+        // SAFETY: the opcode is an int-sized C enum, written as an int
+        // from the ibv_wr_opcode values above; the union members are
+        // plain data, each written for the opcodes that read it.
+        unsafe {
+            addr_of_mut!(r.opcode).cast::<c_int>().write(w.opcode);
+            match w.opcode {
+                WR_ATOMIC_CMP_AND_SWP | WR_ATOMIC_FETCH_AND_ADD => {
+                    r.wr.atomic.remote_addr = w.remote_addr;
+                    r.wr.atomic.rkey = w.rkey;
+                    r.wr.atomic.compare_add = w.compare_add;
+                    r.wr.atomic.swap = w.swap;
+                }
+                _ if w.ah != 0 => {
+                    r.wr.ud.ah = w.ah as *mut ibv_ah;
+                    r.wr.ud.remote_qpn = w.remote_qpn;
+                    r.wr.ud.remote_qkey = w.remote_qkey;
+                }
+                _ => {
+                    r.wr.rdma.remote_addr = w.remote_addr;
+                    r.wr.rdma.rkey = w.rkey;
                 }
             }
-            r
-        })
-        .collect();
+        }
+        chain.push(r);
+    }
     let n = chain.len();
     let base = chain.as_mut_ptr();
-    for (i, r) in chain.iter_mut().enumerate().take(n - 1) {
+    for (i, r) in chain.iter_mut().enumerate().take(n.saturating_sub(1)) {
         // SAFETY: i + 1 < n: an element of the same (no longer resized) vector.
         r.next = unsafe { base.add(i + 1) };
     }
@@ -448,9 +478,9 @@ fn post(q: *mut ibv_qp, wrs: Vec<Wr>) -> c_int {
         return libc::EOPNOTSUPP;
     };
     let mut bad: *mut ibv_send_wr = core::ptr::null_mut();
-    // SAFETY: the same function ibv_post_send calls, with a chain that
-    // (with its lists and inline copies) outlives the call.
-    unsafe { post(q, chain.as_mut_ptr(), &mut bad) }
+    // SAFETY: the same function ibv_post_send calls, with a chain whose
+    // scatter lists and inline copies (in `wrs`) outlive the call.
+    unsafe { post(q, base, &mut bad) }
 }
 
 unsafe extern "C" fn wr_send(x: *mut ibv_qp_ex) {
@@ -527,8 +557,7 @@ unsafe extern "C" fn wr_set_ud_addr(
 
 unsafe extern "C" fn wr_set_sge(x: *mut ibv_qp_ex, lkey: u32, addr: u64, length: u32) {
     set(x, |w| {
-        w.sge = vec![ibv_sge { addr, length, lkey }];
-        w.inline = None;
+        w.data = Data::Sge(ibv_sge { addr, length, lkey });
         Ok(())
     })
 }
@@ -538,20 +567,22 @@ unsafe extern "C" fn wr_set_sge_list(x: *mut ibv_qp_ex, num_sge: usize, list: *c
         if num_sge > limits::MAX_SGE as usize || (num_sge > 0 && list.is_null()) {
             return Err(libc::EINVAL);
         }
-        w.sge = if num_sge == 0 {
-            Vec::new()
-        } else {
+        w.data = match num_sge {
+            0 => Data::List(Vec::new()),
             // SAFETY: the program passes num_sge readable entries.
-            unsafe { core::slice::from_raw_parts(list, num_sge) }.to_vec()
+            1 => Data::Sge(unsafe { list.read() }),
+            // SAFETY: as above.
+            _ => Data::List(unsafe { core::slice::from_raw_parts(list, num_sge) }.to_vec()),
         };
-        w.inline = None;
         Ok(())
     })
 }
 
 /// Appends `len` bytes at `addr` to the inline data being built.
 fn add_inline(w: &mut Wr, addr: *const c_void, len: usize) -> Result<(), c_int> {
-    let d = w.inline.get_or_insert_with(Vec::new);
+    let Data::Inline(d) = &mut w.data else {
+        return Err(libc::EINVAL);
+    };
     if d.len().saturating_add(len) > limits::MAX_INLINE_DATA as usize {
         return Err(libc::EINVAL);
     }
@@ -567,8 +598,7 @@ fn add_inline(w: &mut Wr, addr: *const c_void, len: usize) -> Result<(), c_int> 
 
 unsafe extern "C" fn wr_set_inline_data(x: *mut ibv_qp_ex, addr: *mut c_void, length: usize) {
     set(x, |w| {
-        w.sge.clear();
-        w.inline = Some(Vec::new());
+        w.data = Data::Inline(Vec::new());
         add_inline(w, addr, length)
     })
 }
@@ -579,8 +609,7 @@ unsafe extern "C" fn wr_set_inline_data_list(
     bufs: *const ibv_data_buf,
 ) {
     set(x, |w| {
-        w.sge.clear();
-        w.inline = Some(Vec::new());
+        w.data = Data::Inline(Vec::new());
         if num_buf > 0 && bufs.is_null() {
             return Err(libc::EINVAL);
         }
