@@ -406,7 +406,6 @@ extern "C" fn child_after_fork() {
             core::mem::forget(a);
         }
     }
-    OUTBOX.try_lock().map(|mut o| o.clear());
 }
 
 fn ports_clear_owner(seg: &Segment, slot: usize) {
@@ -514,6 +513,8 @@ pub fn attach() -> Result<(), String> {
             devs[d].set_lid(port, lid);
         }
     }
+    // Whatever a forked parent left queued was not ours to send.
+    OUTBOX.lock().clear();
     MY_SLOT.store(slot as u32, Ordering::SeqCst);
     MY_TOKEN.store(token, Ordering::SeqCst);
     ATFORK.call_once(|| {
@@ -757,9 +758,7 @@ impl Engine {
         }
         let key = (w.src_slot, w.src_qpn, wire::kind::is_response(w.kind));
         let e = self.partial.entry(key).or_insert_with(|| {
-            let mut v = Vec::new();
-            v.resize(w.total as usize, 0);
-            (*w, v)
+            (*w, vec![0; w.total as usize])
         });
         if w.offset == 0 {
             // A new message from this sender: whatever was half-built is stale.
