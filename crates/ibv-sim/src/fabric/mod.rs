@@ -762,15 +762,21 @@ pub fn send(d: Dest, wire: &mut Wire, payload: &[u8]) {
     wire.src_slot = slot as u32;
     wire.src_token = token;
     wire.total = payload.len() as u32;
+    // Under the outbox lock all of one process's fragments go out in
+    // order, so a message's fragments reach each ring one after another.
     let mut o = OUTBOX.lock();
     let target = seg.ring(d.slot as usize);
+    // Behind fragments already waiting for this ring, wait too (in order);
+    // other destinations are not held up.
+    let mut queued = o.iter().any(|(q, _, _)| *q == d);
     let mut off = 0usize;
     loop {
         let n = (payload.len() - off).min(CHUNK);
         wire.offset = off as u32;
         wire.len = n as u32;
         let chunk = &payload[off..off + n];
-        if !o.is_empty() || !target.push(wire, chunk) {
+        if queued || !target.push(wire, chunk) {
+            queued = true;
             o.push_back((d, *wire, chunk.to_vec()));
         }
         off += n;
@@ -780,20 +786,47 @@ pub fn send(d: Dest, wire: &mut Wire, payload: &[u8]) {
     }
 }
 
+static NEXT_LIVENESS: AtomicU64 = AtomicU64::new(0);
+
+/// Moves waiting fragments to their rings, each destination in order;
+/// drops those for processes that are gone (a dead one's full ring would
+/// otherwise hold them for ever).
 fn flush_outbox(seg: &Segment) -> bool {
     let mut o = OUTBOX.lock();
+    if o.is_empty() {
+        return false;
+    }
     let mut did = false;
-    while let Some((d, w, data)) = o.front() {
-        let p = seg.proc_(d.slot as usize);
-        if p.token.load(Ordering::Acquire) != d.token {
-            o.pop_front();
-            continue;
+    let mut full: Vec<Dest> = Vec::new();
+    let mut dead: Vec<Dest> = Vec::new();
+    // Liveness costs a read of /proc: at most every 10 ms.
+    let now = now_ns();
+    let check = now >= NEXT_LIVENESS.load(Ordering::Relaxed);
+    if check {
+        NEXT_LIVENESS.store(now + 10_000_000, Ordering::Relaxed);
+    }
+    o.retain(|(d, w, data)| {
+        if dead.contains(d) || seg.proc_(d.slot as usize).token.load(Ordering::Acquire) != d.token
+        {
+            return false;
         }
-        if !seg.ring(d.slot as usize).push(w, data) {
-            break;
+        if full.contains(d) {
+            return true;
         }
-        o.pop_front();
-        did = true;
+        if seg.ring(d.slot as usize).push(w, data) {
+            did = true;
+            return false;
+        }
+        if !check || slot_alive(seg, d.slot as usize) {
+            full.push(*d);
+            true
+        } else {
+            dead.push(*d);
+            false
+        }
+    });
+    if o.is_empty() {
+        o.shrink_to_fit();
     }
     did
 }
