@@ -216,6 +216,12 @@ fn pingpong(
             text(o)
         );
     }
+    // The last process out removed the fabric's file.
+    assert!(
+        !segment_path(&fab).exists(),
+        "{} left behind",
+        segment_path(&fab).display()
+    );
     // QP numbers are unique across the fabric: the two processes' differ.
     let (a, b) = (local_qpns(&client), local_qpns(&server_out));
     assert!(
@@ -379,6 +385,8 @@ fn client_of_a_gone_peer(mode: &str) -> String {
         "{}\n{st}",
         describe(&c, &o)
     );
+    // The dead server's slot was reclaimed and the last one out removed the file.
+    assert!(!segment_path(&fab).exists());
     out
 }
 

@@ -777,6 +777,27 @@ fn execute_ud(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr, signaled: bool, slid: u
     done(WC_SUCCESS);
 }
 
+/// Posts one send work request on a QP: checked as the provider checks
+/// it (`Err(errno)` when refused), then executed (a QP of this process:
+/// at once; of another: through the fabric) or flushed in the error
+/// states. Its completion goes to the QP's send CQ (`CqShared::push`).
+/// The entry point for every post API (`ibv_post_send`, `ibv_wr_*`).
+pub fn post_one(s: &Arc<QpShared>, w: SendWr) -> Result<(), c_int> {
+    let (state, attrs) = {
+        let g = s.st.lock();
+        (g.state, g.attrs)
+    };
+    match state {
+        RTS => check_send(s, &w).map(|()| execute(s, &attrs, w)),
+        ERR | SQE => check_send(s, &w).map(|()| {
+            s.send_cq
+                .push(flush_wc(w.wr_id, wc_opcode_of(w.opcode), s.qp_num), true)
+        }),
+        // RESET, INIT, RTR, SQD: the send queue is not processing.
+        _ => Err(libc::EINVAL),
+    }
+}
+
 /// `ibv_post_send`.
 pub fn post_send(qp: *mut ibv_qp, wr: *mut ibv_send_wr, bad: *mut *mut ibv_send_wr) -> c_int {
     if qp.is_null() {
@@ -791,20 +812,7 @@ pub fn post_send(qp: *mut ibv_qp, wr: *mut ibv_send_wr, bad: *mut *mut ibv_send_
         let w = unsafe { read_send_wr(cur) };
         // SAFETY: as above.
         let next = unsafe { (*cur).next };
-        let (state, attrs) = {
-            let g = s.st.lock();
-            (g.state, g.attrs)
-        };
-        let r = match state {
-            RTS => check_send(s, &w).map(|()| execute(s, &attrs, w)),
-            ERR | SQE => check_send(s, &w).map(|()| {
-                s.send_cq
-                    .push(flush_wc(w.wr_id, wc_opcode_of(w.opcode), s.qp_num), true)
-            }),
-            // RESET, INIT, RTR, SQD: the send queue is not processing.
-            _ => Err(libc::EINVAL),
-        };
-        if let Err(e) = r {
+        if let Err(e) = post_one(s, w) {
             if !bad.is_null() {
                 // SAFETY: bad points at the program's out pointer.
                 unsafe { *bad = cur };
@@ -930,7 +938,8 @@ pub fn poll_cq(cq: *mut ibv_cq, n: c_int, out: *mut ibv_wc) -> c_int {
     if n == 0 {
         return 0;
     }
-    // What other processes sent us lands now (busy polling is the fast path).
+    // What other processes sent us lands now (busy polling is the fast
+    // path). Every poll API calls this before reading its CQ.
     crate::fabric::poll_progress();
     // SAFETY: a CQ the program created.
     let c = unsafe { cq::unchecked(cq) };

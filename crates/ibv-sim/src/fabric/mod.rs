@@ -28,13 +28,12 @@
 pub mod ring;
 pub mod wire;
 
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::collections::{HashMap, VecDeque};
 use std::ffi::CString;
 use std::sync::Arc;
 use std::time::Duration;
 
-use once_cell::sync::OnceCell;
 use parking_lot::Mutex;
 
 use ring::{Ring, CHUNK, RING_BYTES};
@@ -112,6 +111,16 @@ pub struct Dest {
 struct Segment {
     base: usize,
     path: CString,
+    /// The file's inode: the last process to leave a fabric removes the
+    /// file, and whoever still holds the old mapping must notice.
+    ino: u64,
+}
+
+/// Why the attach lock was not taken.
+enum LockError {
+    /// The file was removed (or replaced) since this mapping was made.
+    Stale,
+    Other(String),
 }
 
 impl Segment {
@@ -142,9 +151,10 @@ impl Segment {
     }
 
     /// Runs `f` under the segment's attach lock (an `flock` on a fresh
-    /// descriptor, so a forked child never shares its parent's lock).
-    fn locked<R>(&self, f: impl FnOnce() -> R) -> Result<R, String> {
-        // SAFETY: plain system calls on a path we own.
+    /// descriptor, so a forked child never shares its parent's lock), if
+    /// the path still names this mapping's file.
+    fn locked<R>(&self, f: impl FnOnce() -> R) -> Result<R, LockError> {
+        // SAFETY: plain system calls on a path we own; results checked.
         let fd = unsafe {
             libc::open(
                 self.path.as_ptr(),
@@ -152,27 +162,61 @@ impl Segment {
             )
         };
         if fd < 0 {
-            return Err(format!(
-                "cannot open {}: {}",
-                self.path_str(),
-                last_os_error()
-            ));
+            return Err(match crate::guard::errno() {
+                libc::ENOENT => LockError::Stale,
+                _ => LockError::Other(format!(
+                    "cannot open {}: {}",
+                    self.path_str(),
+                    last_os_error()
+                )),
+            });
         }
+        let unlock = || {
+            // SAFETY: fd is ours; closing it drops the lock too.
+            unsafe {
+                libc::flock(fd, libc::LOCK_UN);
+                libc::close(fd)
+            };
+        };
         // SAFETY: fd is ours.
         while unsafe { libc::flock(fd, libc::LOCK_EX) } != 0 {
             if crate::guard::errno() != libc::EINTR {
-                // SAFETY: fd is ours.
-                unsafe { libc::close(fd) };
-                return Err(format!("cannot lock {}", self.path_str()));
+                unlock();
+                return Err(LockError::Other(format!("cannot lock {}", self.path_str())));
             }
         }
-        let r = f();
-        // SAFETY: fd is ours.
-        unsafe {
-            libc::flock(fd, libc::LOCK_UN);
-            libc::close(fd)
+        // SAFETY: stat buffers are plain data, filled by the kernel.
+        let (mut a, mut b): (libc::stat, libc::stat) = unsafe { core::mem::zeroed() };
+        // SAFETY: as above.
+        let same = unsafe {
+            libc::fstat(fd, &mut a) == 0
+                && libc::stat(self.path.as_ptr(), &mut b) == 0
+                && a.st_ino == b.st_ino
+                && a.st_ino == self.ino
         };
+        if !same {
+            unlock();
+            return Err(LockError::Stale);
+        }
+        let r = f();
+        unlock();
         Ok(r)
+    }
+
+    /// Whether no live process holds a slot (dead ones are reclaimed).
+    fn reclaim_dead(&self) -> bool {
+        let mut empty = true;
+        for i in 0..MAX_PROCS {
+            if self.proc_(i).token.load(Ordering::Acquire) != 0 {
+                if slot_alive(self, i) {
+                    empty = false;
+                } else {
+                    self.proc_(i).token.store(0, Ordering::Release);
+                    ports_clear_owner(self, i);
+                }
+            }
+        }
+        empty
     }
 
     fn path_str(&self) -> String {
@@ -213,7 +257,9 @@ pub fn segment_path() -> Result<String, String> {
     Ok(format!("/dev/shm/ibv-sim-{uid}-{}", fabric_name()?))
 }
 
-static SEGMENT: OnceCell<Segment> = OnceCell::new();
+/// The mapped segment (leaked: a mapping is never unmapped, so no thread
+/// can read through a dangling pointer; a stale one is only replaced).
+static SEGMENT: AtomicPtr<Segment> = AtomicPtr::new(core::ptr::null_mut());
 static SEGMENT_INIT: Mutex<()> = Mutex::new(());
 
 fn check_header(h: &[u8], path: &str) -> Result<bool, String> {
@@ -311,6 +357,7 @@ fn open_segment() -> Result<Segment, String> {
         let seg = Segment {
             base: p as usize,
             path: cpath,
+            ino: st.st_ino,
         };
         if fresh {
             // Under the lock: nobody else reads the segment until magic is set.
@@ -344,16 +391,33 @@ fn first_qpn(path: &str) -> u32 {
     0x100 + ((h >> 20) as u32 % 0x00f0_0000)
 }
 
+fn current() -> Option<&'static Segment> {
+    let p = SEGMENT.load(Ordering::Acquire);
+    // SAFETY: non-null values are leaked boxes, never freed.
+    (!p.is_null()).then(|| unsafe { &*p })
+}
+
 fn segment() -> Result<&'static Segment, String> {
-    if let Some(s) = SEGMENT.get() {
+    if let Some(s) = current() {
         return Ok(s);
     }
     let _g = SEGMENT_INIT.lock();
-    if let Some(s) = SEGMENT.get() {
+    if let Some(s) = current() {
         return Ok(s);
     }
-    let s = open_segment()?;
-    Ok(SEGMENT.get_or_init(|| s))
+    let s: &'static Segment = Box::leak(Box::new(open_segment()?));
+    SEGMENT.store(s as *const Segment as *mut Segment, Ordering::Release);
+    Ok(s)
+}
+
+/// Forgets a mapping whose file was removed, so the next attach maps the new one.
+fn forget_stale(seg: &'static Segment) {
+    let _ = SEGMENT.compare_exchange(
+        seg as *const Segment as *mut Segment,
+        core::ptr::null_mut(),
+        Ordering::AcqRel,
+        Ordering::Acquire,
+    );
 }
 
 /// A process's start time in clock ticks since boot, from `/proc/PID/stat`.
@@ -406,7 +470,6 @@ extern "C" fn child_after_fork() {
             core::mem::forget(a);
         }
     }
-    OUTBOX.try_lock().map(|mut o| o.clear());
 }
 
 fn ports_clear_owner(seg: &Segment, slot: usize) {
@@ -474,6 +537,22 @@ fn register_ports(seg: &Segment, slot: usize) -> Vec<(usize, u32, u16)> {
     out
 }
 
+/// Under the attach lock: reclaims the slots of dead processes (crashed or
+/// killed), claims a free one and registers the ports.
+#[allow(clippy::type_complexity)]
+fn claim(seg: &Segment, pid: u32, start: u64) -> Option<(usize, u64, Vec<(usize, u32, u16)>)> {
+    seg.reclaim_dead();
+    let slot = (0..MAX_PROCS).find(|&i| seg.proc_(i).token.load(Ordering::Acquire) == 0)?;
+    let gen = seg.hdr().next_gen.fetch_add(1, Ordering::AcqRel).max(1);
+    let token = (u64::from(gen) << 32) | u64::from(pid);
+    ports_clear_owner(seg, slot);
+    seg.ring(slot).reset();
+    seg.proc_(slot).start.store(start, Ordering::Release);
+    seg.proc_(slot).token.store(token, Ordering::Release);
+    let lids = register_ports(seg, slot);
+    Some((slot, token, lids))
+}
+
 /// Joins the fabric (the first open context) or counts one more user.
 pub fn attach() -> Result<(), String> {
     let mut st = STATE.lock();
@@ -481,28 +560,22 @@ pub fn attach() -> Result<(), String> {
         a.refs += 1;
         return Ok(());
     }
-    let seg = segment()?;
     // SAFETY: getpid cannot fail.
     let pid = unsafe { libc::getpid() } as u32;
     let start = start_time(pid).unwrap_or(0);
-    let claimed = seg.locked(|| {
-        // Reclaim the slots of dead processes (crashed or killed).
-        for i in 0..MAX_PROCS {
-            if seg.proc_(i).token.load(Ordering::Acquire) != 0 && !slot_alive(seg, i) {
-                seg.proc_(i).token.store(0, Ordering::Release);
-                ports_clear_owner(seg, i);
+    let mut tries = 0;
+    let (seg, claimed) = loop {
+        let seg = segment()?;
+        match seg.locked(|| claim(seg, pid, start)) {
+            Ok(c) => break (seg, c),
+            Err(LockError::Stale) if tries < 10 => {
+                tries += 1;
+                forget_stale(seg);
             }
+            Err(LockError::Stale) => return Err(format!("{} keeps vanishing", seg.path_str())),
+            Err(LockError::Other(e)) => return Err(e),
         }
-        let slot = (0..MAX_PROCS).find(|&i| seg.proc_(i).token.load(Ordering::Acquire) == 0)?;
-        let gen = seg.hdr().next_gen.fetch_add(1, Ordering::AcqRel).max(1);
-        let token = (u64::from(gen) << 32) | u64::from(pid);
-        ports_clear_owner(seg, slot);
-        seg.ring(slot).reset();
-        seg.proc_(slot).start.store(start, Ordering::Release);
-        seg.proc_(slot).token.store(token, Ordering::Release);
-        let lids = register_ports(seg, slot);
-        Some((slot, token, lids))
-    })?;
+    };
     let Some((slot, token, lids)) = claimed else {
         return Err(format!(
             "the fabric {} has no free process slot ({MAX_PROCS} processes use it)",
@@ -514,6 +587,8 @@ pub fn attach() -> Result<(), String> {
             devs[d].set_lid(port, lid);
         }
     }
+    // Whatever a forked parent left queued was not ours to send.
+    OUTBOX.lock().clear();
     MY_SLOT.store(slot as u32, Ordering::SeqCst);
     MY_TOKEN.store(token, Ordering::SeqCst);
     ATFORK.call_once(|| {
@@ -547,7 +622,7 @@ pub fn detach() {
     let a = st.take().expect("attached");
     drop(st);
     a.stop.store(true, Ordering::SeqCst);
-    let Some(seg) = SEGMENT.get() else { return };
+    let Some(seg) = current() else { return };
     seg.ring(a.slot).kick();
     if let Some(t) = a.thread {
         let _ = t.join();
@@ -562,6 +637,12 @@ pub fn detach() {
             ports_clear_owner(seg, a.slot);
             seg.proc_(a.slot).token.store(0, Ordering::Release);
         }
+        if seg.reclaim_dead() {
+            // The last one out removes the file: nothing of a fabric
+            // outlives its processes (others see the inode change).
+            // SAFETY: unlinking our own fabric file by path.
+            unsafe { libc::unlink(seg.path.as_ptr()) };
+        }
     });
 }
 
@@ -571,11 +652,7 @@ fn me() -> Option<(&'static Segment, usize, u64)> {
     if token == 0 {
         return None;
     }
-    Some((
-        SEGMENT.get()?,
-        MY_SLOT.load(Ordering::Relaxed) as usize,
-        token,
-    ))
+    Some((current()?, MY_SLOT.load(Ordering::Relaxed) as usize, token))
 }
 
 fn pack(qpn: u32, slot: usize, token: u64) -> u64 {
@@ -685,15 +762,21 @@ pub fn send(d: Dest, wire: &mut Wire, payload: &[u8]) {
     wire.src_slot = slot as u32;
     wire.src_token = token;
     wire.total = payload.len() as u32;
+    // Under the outbox lock all of one process's fragments go out in
+    // order, so a message's fragments reach each ring one after another.
     let mut o = OUTBOX.lock();
     let target = seg.ring(d.slot as usize);
+    // Behind fragments already waiting for this ring, wait too (in order);
+    // other destinations are not held up.
+    let mut queued = o.iter().any(|(q, _, _)| *q == d);
     let mut off = 0usize;
     loop {
         let n = (payload.len() - off).min(CHUNK);
         wire.offset = off as u32;
         wire.len = n as u32;
         let chunk = &payload[off..off + n];
-        if !o.is_empty() || !target.push(wire, chunk) {
+        if queued || !target.push(wire, chunk) {
+            queued = true;
             o.push_back((d, *wire, chunk.to_vec()));
         }
         off += n;
@@ -703,20 +786,47 @@ pub fn send(d: Dest, wire: &mut Wire, payload: &[u8]) {
     }
 }
 
+static NEXT_LIVENESS: AtomicU64 = AtomicU64::new(0);
+
+/// Moves waiting fragments to their rings, each destination in order;
+/// drops those for processes that are gone (a dead one's full ring would
+/// otherwise hold them for ever).
 fn flush_outbox(seg: &Segment) -> bool {
     let mut o = OUTBOX.lock();
+    if o.is_empty() {
+        return false;
+    }
     let mut did = false;
-    while let Some((d, w, data)) = o.front() {
-        let p = seg.proc_(d.slot as usize);
-        if p.token.load(Ordering::Acquire) != d.token {
-            o.pop_front();
-            continue;
+    let mut full: Vec<Dest> = Vec::new();
+    let mut dead: Vec<Dest> = Vec::new();
+    // Liveness costs a read of /proc: at most every 10 ms.
+    let now = now_ns();
+    let check = now >= NEXT_LIVENESS.load(Ordering::Relaxed);
+    if check {
+        NEXT_LIVENESS.store(now + 10_000_000, Ordering::Relaxed);
+    }
+    o.retain(|(d, w, data)| {
+        if dead.contains(d) || seg.proc_(d.slot as usize).token.load(Ordering::Acquire) != d.token
+        {
+            return false;
         }
-        if !seg.ring(d.slot as usize).push(w, data) {
-            break;
+        if full.contains(d) {
+            return true;
         }
-        o.pop_front();
-        did = true;
+        if seg.ring(d.slot as usize).push(w, data) {
+            did = true;
+            return false;
+        }
+        if !check || slot_alive(seg, d.slot as usize) {
+            full.push(*d);
+            true
+        } else {
+            dead.push(*d);
+            false
+        }
+    });
+    if o.is_empty() {
+        o.shrink_to_fit();
     }
     did
 }
@@ -756,11 +866,10 @@ impl Engine {
             return dispatch(w, data);
         }
         let key = (w.src_slot, w.src_qpn, wire::kind::is_response(w.kind));
-        let e = self.partial.entry(key).or_insert_with(|| {
-            let mut v = Vec::new();
-            v.resize(w.total as usize, 0);
-            (*w, v)
-        });
+        let e = self
+            .partial
+            .entry(key)
+            .or_insert_with(|| (*w, vec![0; w.total as usize]));
         if w.offset == 0 {
             // A new message from this sender: whatever was half-built is stale.
             e.0 = *w;
