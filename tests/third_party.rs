@@ -516,9 +516,15 @@ struct Case {
     expect: fn(&Seen<'_>) -> Result<Expect, String>,
 }
 
+/// A command line split at blanks, then `{port}` and `{repo}` (the
+/// repository, which may hold blanks) filled in.
 fn argv(text: &str, port: u16) -> Vec<String> {
+    let repo = repo_dir().display().to_string();
     text.split_whitespace()
-        .map(|w| w.replace("{port}", &port.to_string()))
+        .map(|w| {
+            w.replace("{port}", &port.to_string())
+                .replace("{repo}", &repo)
+        })
         .collect()
 }
 
@@ -679,20 +685,14 @@ fn qperf_case(name: &'static str, test: &str, backend: Backend) -> Case {
     c
 }
 
-fn pyverbs_script() -> String {
-    repo_dir()
-        .join("tests/third_party/pyverbs_pd_mr.py")
-        .display()
-        .to_string()
-}
-
 fn case(name: &'static str, backend: Backend) -> Case {
     match name {
         "ibv_devices" => alone("ibv_devices", "ibv_devices", Compare::Exact, no_leaks),
         "ibv_devinfo" => alone("ibv_devinfo", "ibv_devinfo -v", Compare::Exact, no_leaks),
+        // Debian's python3, whose dist-packages hold pyverbs.
         "pyverbs" => alone(
             "pyverbs",
-            &format!("/usr/bin/python3 {}", pyverbs_script()),
+            "/usr/bin/python3 {repo}/tests/third_party/pyverbs_pd_mr.py",
             Compare::Exact,
             no_leaks,
         ),
