@@ -24,9 +24,10 @@
 //! - qperf's teardown calls `ibv_dealloc_pd` before `ibv_dereg_mr` (EBUSY),
 //!   so the PD is orphaned at `ibv_close_device`; its device list is
 //!   released with `free()`, never `ibv_free_device_list`.
-//! - perftest never calls `ibv_free_device_list`; after a failed QP creation
-//!   it returns without closing the device, and the `ib_send_bw` client's
-//!   error path does not destroy its receive CQ.
+//! - perftest never calls `ibv_free_device_list`; the `ib_send_bw` client
+//!   never destroys its receive CQ (orphaned at `ibv_close_device` after a
+//!   good run); after a failed QP creation perftest returns without closing
+//!   the device.
 //!
 //! Needs root (the test bed), the Debian packages of `scripts/deps.sh` and a
 //! built shim and sim (`make test`).
@@ -515,9 +516,15 @@ struct Case {
     expect: fn(&Seen<'_>) -> Result<Expect, String>,
 }
 
+/// A command line split at blanks, then `{port}` and `{repo}` (the
+/// repository, which may hold blanks) filled in.
 fn argv(text: &str, port: u16) -> Vec<String> {
+    let repo = repo_dir().display().to_string();
     text.split_whitespace()
-        .map(|w| w.replace("{port}", &port.to_string()))
+        .map(|w| {
+            w.replace("{port}", &port.to_string())
+                .replace("{repo}", &repo)
+        })
         .collect()
 }
 
@@ -586,16 +593,25 @@ fn pingpong(s: &Seen<'_>) -> Result<Expect, String> {
     }
 }
 
-/// perftest never calls `ibv_free_device_list`; on success it destroys the
-/// rest and closes the device. When QP creation fails `ctx_init` undoes
-/// what it made, except (a SEND BW client, no events) the receive CQ, and
-/// `main` returns without closing the device.
+/// perftest never calls `ibv_free_device_list`. A SEND test always creates
+/// a receive CQ, but `destroy_ctx` and `ctx_init`'s error path destroy it
+/// only for a latency test, a server, duplex or events: an `ib_send_bw`
+/// client leaks it on every path. On success the rest is destroyed and
+/// the device closed (the CQ is orphaned there); when QP creation fails
+/// `ctx_init` undoes the rest and `main` returns without closing the device.
 fn perftest(s: &Seen<'_>, prog: &str) -> Result<Expect, String> {
-    if s.code == Some(0) || s.said("Couldn't get context for the device") {
+    let send_bw_client = prog == "ib_send_bw" && s.role == Role::Client;
+    if s.code == Some(0) {
+        let mut leaks = vec![("device_list", "exit", 1)];
+        if send_bw_client {
+            leaks.push(("cq", "close", 1));
+        }
+        Ok(Expect::exactly(&leaks))
+    } else if s.said("Couldn't get context for the device") {
         Ok(Expect::exactly(&[("device_list", "exit", 1)]))
     } else if s.said("Failed to create QP") {
         let mut leaks = vec![("context", "exit", 1), ("device_list", "exit", 1)];
-        if prog == "ib_send_bw" && s.role == Role::Client {
+        if send_bw_client {
             leaks.push(("cq", "exit", 1));
         }
         Ok(Expect::exactly(&leaks))
@@ -669,20 +685,14 @@ fn qperf_case(name: &'static str, test: &str, backend: Backend) -> Case {
     c
 }
 
-fn pyverbs_script() -> String {
-    repo_dir()
-        .join("tests/third_party/pyverbs_pd_mr.py")
-        .display()
-        .to_string()
-}
-
 fn case(name: &'static str, backend: Backend) -> Case {
     match name {
         "ibv_devices" => alone("ibv_devices", "ibv_devices", Compare::Exact, no_leaks),
         "ibv_devinfo" => alone("ibv_devinfo", "ibv_devinfo -v", Compare::Exact, no_leaks),
+        // Debian's python3, whose dist-packages hold pyverbs.
         "pyverbs" => alone(
             "pyverbs",
-            &format!("/usr/bin/python3 {}", pyverbs_script()),
+            "/usr/bin/python3 {repo}/tests/third_party/pyverbs_pd_mr.py",
             Compare::Exact,
             no_leaks,
         ),
@@ -820,7 +830,7 @@ fn run_mode(world: &World, case: &Case, mode: Mode, tmp: &TempDir) -> Vec<Proc> 
         Role::Alone
     };
     let mut procs = vec![start(role, &argv(&case.client, port)).end(PROCESS_TIMEOUT, false)];
-    if let Some(s) = server {
+    if let Some(mut s) = server {
         procs.push(if case.server_stays {
             // Stop it once what it forked for the client has exited; a fork
             // still there at the deadline counts as a hang.
@@ -829,8 +839,10 @@ fn run_mode(world: &World, case: &Case, mode: Mode, tmp: &TempDir) -> Vec<Proc> 
                 std::thread::sleep(Duration::from_millis(20));
             }
             let stuck = !children(s.running.pid).is_empty();
+            // A server that ended on its own is judged like any process.
+            let ended_itself = s.running.exited();
             kill_tree(s.running.pid);
-            let mut p = s.end(PROCESS_TIMEOUT, true);
+            let mut p = s.end(PROCESS_TIMEOUT, !ended_itself);
             if stuck {
                 p.ended.status = None;
             }
@@ -842,8 +854,15 @@ fn run_mode(world: &World, case: &Case, mode: Mode, tmp: &TempDir) -> Vec<Proc> 
     procs
 }
 
-/// Decimal and hex numbers as `#`, blanks squeezed: the shape of a line.
+/// Decimal and hex numbers as `#`, blanks squeezed, line ends trimmed
+/// (perftest pads its columns to the width of the figures).
 fn shape(text: &str) -> String {
+    text.lines()
+        .map(|l| format!("{}\n", shape_line(l).trim_end()))
+        .collect()
+}
+
+fn shape_line(text: &str) -> String {
     let mut out = String::new();
     let b = text.as_bytes();
     let mut i = 0;
