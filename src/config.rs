@@ -29,6 +29,8 @@ pub struct Config {
     pub suppress: Option<OsString>,
     /// `IBV_SHIM_BACKTRACE=1`: record a full backtrace at each creation.
     pub backtrace: bool,
+    /// `IBV_SHIM_DEFAULT_SUPPRESSIONS=0` turns the built-in suppressions off.
+    pub default_suppressions: bool,
     /// Set when the process runs in secure-execution mode.
     pub secure: bool,
     /// Problems found while reading the options, logged once the logger runs.
@@ -88,6 +90,7 @@ impl Config {
                 }
             });
         let backtrace = var("IBV_SHIM_BACKTRACE").is_some_and(|v| v != "0");
+        let default_suppressions = !var("IBV_SHIM_DEFAULT_SUPPRESSIONS").is_some_and(|v| v == "0");
         Config {
             log_level,
             log_file,
@@ -96,6 +99,7 @@ impl Config {
             leak_exitcode,
             suppress,
             backtrace,
+            default_suppressions,
             secure,
             problems,
         }

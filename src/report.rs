@@ -12,7 +12,10 @@
 //!   (`IBV_SHIM_LEAK_EXITCODE`). Only a process that used verbs reports.
 //! - Suppressions (`IBV_SHIM_SUPPRESS`): `leak:<kind>:<pattern>` lines; a
 //!   suppressed object is still in the JSON (`"suppressed": true`) but is
-//!   not a leak for `leaked` or the exit code.
+//!   not a leak for `leaked` or the exit code. Built-in ones
+//!   (`default_suppressions.txt`, off with `IBV_SHIM_DEFAULT_SUPPRESSIONS=0`)
+//!   cover what a library keeps for the process's life on purpose, matched
+//!   by the creating call's module only, and name it (`"kept_by"`).
 //!
 //! Creation sites are kept as bare return addresses and resolved with
 //! `dladdr` only here, once per distinct address.
@@ -93,6 +96,7 @@ static SITES: Lazy<Mutex<HashMap<usize, Site>>> = Lazy::new(|| Mutex::new(HashMa
 pub fn init() {
     Lazy::force(&SITES);
     Lazy::force(&SUPPRESSIONS);
+    Lazy::force(&DEFAULTS);
 }
 
 /// `fork()` prepare: a report being written in another thread holds the
@@ -437,15 +441,15 @@ impl Ord for Aged {
 #[derive(Default)]
 struct Tally {
     loud: Counts,
-    quiet: usize,
+    quiet: Quiet,
     /// A max-heap of the oldest seen so far.
     oldest: BinaryHeap<Aged>,
 }
 
 impl Tally {
-    fn add(&mut self, o: &Obj, quiet: bool) {
-        if quiet {
-            self.quiet += 1;
+    fn add(&mut self, o: &Obj, quiet: Option<Why>) {
+        if let Some(why) = quiet {
+            self.quiet.add(why);
             return;
         }
         self.loud.add_obj(o);
@@ -475,7 +479,7 @@ fn tree(out: &mut String, tally: &Tally, indent: &str, sup: &mut Suppressor) {
         if let Some(p) = objects::get(o.parent)
             .filter(|p| is_pd(p) && p.ctx == o.ctx && p.is_zombie() == o.is_zombie())
         {
-            if !sup.obj(&p) {
+            if sup.obj(&p).is_none() {
                 shown.add_obj(&p);
             }
             parents.push(p);
@@ -490,9 +494,7 @@ fn tree(out: &mut String, tally: &Tally, indent: &str, sup: &mut Suppressor) {
         if on_pd(o) && depth.is_empty() && o.parent != 0 {
             let _ = write!(out, " on pd {:#x}", o.parent);
         }
-        if sup.obj(o) {
-            out.push_str(" (suppressed)");
-        }
+        out.push_str(&why_text(sup.obj(o)));
         if let Some(frames) = frames(o) {
             for fr in frames.iter().take(32) {
                 let _ = write!(out, "\n{indent}{depth}      {fr}");
@@ -536,15 +538,44 @@ pub struct Suppression {
     /// `None` for `*`.
     pub kind: Option<String>,
     pub pattern: String,
+    /// For a built-in rule: the library that keeps such objects on purpose
+    /// (the rule then matches the creation site's module only).
+    pub owner: Option<&'static str>,
+}
+
+/// Why an object left allocated is not a leak.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Why {
+    /// A rule of `IBV_SHIM_SUPPRESS`.
+    User,
+    /// A built-in rule: this library keeps it for the life of the process.
+    Kept(&'static str),
+}
+
+/// The built-in rules (`leak:KIND:MODULE  LIBRARY  why`), shared with the
+/// launcher's `--list-default-suppressions`.
+pub const DEFAULT_SUPPRESSIONS: &str = include_str!("default_suppressions.txt");
+
+/// The built-in rules, parsed; a malformed line is a bug caught by a test.
+pub fn default_suppressions() -> Vec<Suppression> {
+    DEFAULT_SUPPRESSIONS
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .filter_map(|l| {
+            let mut words = l.split_whitespace();
+            let (rule, owner) = (words.next()?, words.next()?);
+            let (mut list, _) = parse_suppressions(rule);
+            let mut s = list.pop()?;
+            s.owner = Some(owner);
+            Some(s)
+        })
+        .collect()
 }
 
 /// Parses a suppressions file; bad lines are returned as problems.
 pub fn parse_suppressions(text: &str) -> (Vec<Suppression>, Vec<String>) {
     let (mut out, mut problems) = (Vec::new(), Vec::new());
-    let kinds: Vec<&str> = ["context", "device_list"]
-        .into_iter()
-        .chain(Kind::ALL.iter().map(|k| k.name()))
-        .collect();
     for (n, line) in text.lines().enumerate() {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
@@ -555,17 +586,18 @@ pub fn parse_suppressions(text: &str) -> (Vec<Suppression>, Vec<String>) {
             .and_then(|rest| rest.split_once(':'));
         match parsed {
             Some((kind, pattern))
-                if !pattern.is_empty() && (kind == "*" || kinds.contains(&kind)) =>
+                if !pattern.is_empty() && (kind == "*" || KINDS.contains(&kind)) =>
             {
                 out.push(Suppression {
                     kind: (kind != "*").then(|| kind.to_string()),
                     pattern: pattern.to_string(),
+                    owner: None,
                 })
             }
             _ => problems.push(format!(
                 "line {}: {line:?} is not leak:<kind>:<pattern> with kind one of *, {}",
                 n + 1,
-                kinds.join(", ")
+                KINDS.join(", ")
             )),
         }
     }
@@ -609,6 +641,10 @@ impl Suppression {
                 return true;
             }
         }
+        if self.owner.is_some() {
+            // A library's own objects are those its own code created.
+            return false;
+        }
         if site.symbol.as_deref().is_some_and(m) {
             return true;
         }
@@ -643,10 +679,19 @@ static SUPPRESSIONS: Lazy<Vec<Suppression>> = Lazy::new(|| {
     }
 });
 
+/// The built-in rules in force (none with `IBV_SHIM_DEFAULT_SUPPRESSIONS=0`).
+static DEFAULTS: Lazy<Vec<Suppression>> = Lazy::new(|| {
+    if config::get().default_suppressions {
+        default_suppressions()
+    } else {
+        Vec::new()
+    }
+});
+
 /// Decides suppression, once per kind and creation site (objects with a
-/// backtrace are matched one by one).
+/// backtrace are matched one by one against the user's rules).
 struct Suppressor {
-    cache: HashMap<(&'static str, usize), bool>,
+    cache: HashMap<(&'static str, usize), Option<Why>>,
 }
 
 impl Suppressor {
@@ -656,30 +701,91 @@ impl Suppressor {
         }
     }
 
-    fn site(&mut self, kind: &'static str, caller: usize) -> bool {
-        let list = &*SUPPRESSIONS;
-        if list.is_empty() {
-            return false;
+    fn site(&mut self, kind: &'static str, caller: usize) -> Option<Why> {
+        if SUPPRESSIONS.is_empty() && DEFAULTS.is_empty() {
+            return None;
         }
         *self.cache.entry((kind, caller)).or_insert_with(|| {
             let s = site(caller);
-            list.iter().any(|x| x.matches(kind, &s, &[]))
+            // The user's rules first: they name the reason themselves.
+            if SUPPRESSIONS.iter().any(|x| x.matches(kind, &s, &[])) {
+                return Some(Why::User);
+            }
+            DEFAULTS
+                .iter()
+                .find(|x| x.matches(kind, &s, &[]))
+                .and_then(|x| x.owner.map(Why::Kept))
         })
     }
 
-    fn obj(&mut self, o: &Obj) -> bool {
-        if SUPPRESSIONS.is_empty() {
-            return false;
+    fn obj(&mut self, o: &Obj) -> Option<Why> {
+        if SUPPRESSIONS.is_empty() && DEFAULTS.is_empty() {
+            return None;
         }
         match frames(o) {
             Some(frames) => {
                 let s = site(o.caller);
-                SUPPRESSIONS
+                if SUPPRESSIONS
                     .iter()
                     .any(|x| x.matches(o.kind().name(), &s, &frames))
+                {
+                    return Some(Why::User);
+                }
+                self.site(o.kind().name(), o.caller)
             }
             None => self.site(o.kind().name(), o.caller),
         }
+    }
+}
+
+/// Objects left allocated that are not leaks, by why.
+#[derive(Clone, Default)]
+struct Quiet {
+    user: usize,
+    /// By library, in the order first seen.
+    kept: Vec<(&'static str, usize)>,
+}
+
+impl Quiet {
+    fn add(&mut self, why: Why) {
+        match why {
+            Why::User => self.user += 1,
+            Why::Kept(owner) => match self.kept.iter_mut().find(|(o, _)| *o == owner) {
+                Some((_, n)) => *n += 1,
+                None => self.kept.push((owner, 1)),
+            },
+        }
+    }
+
+    fn total(&self) -> usize {
+        self.user + self.kept.iter().map(|(_, n)| n).sum::<usize>()
+    }
+}
+
+/// "2 suppressed by IBV_SHIM_SUPPRESS, 3 kept by librdmacm (suppressed by
+/// default)"; `{:#}` says "2 more suppressed ...".
+impl fmt::Display for Quiet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let more = if f.alternate() { " more" } else { "" };
+        let mut sep = "";
+        if self.user > 0 {
+            write!(f, "{}{more} suppressed by IBV_SHIM_SUPPRESS", self.user)?;
+            sep = ", ";
+        }
+        for (owner, n) in &self.kept {
+            write!(f, "{sep}{n}{more} kept by {owner} (suppressed by default)")?;
+            sep = ", ";
+        }
+        Ok(())
+    }
+}
+
+/// " (suppressed)" or " (kept by librdmacm, suppressed by default)".
+fn why_text(why: Option<Why>) -> String {
+    match why {
+        None => String::new(),
+        Some(Why::User) => " (suppressed)".into(),
+        Some(Why::Kept(owner)) => format!(" (kept by {owner}, suppressed by default)"),
     }
 }
 
@@ -724,9 +830,10 @@ pub fn context_closed(ctx: usize) {
     if loud.total() == 0 {
         crate::log!(
             Level::Info,
-            "ibv_close_device({ctx:#x}){}: {} left allocated, all suppressed by IBV_SHIM_SUPPRESS",
+            "ibv_close_device({ctx:#x}){}: {} left allocated, none a leak: {}",
             device_text(info.as_ref()),
-            plural(tally.quiet, "object", "objects")
+            plural(tally.quiet.total(), "object", "objects"),
+            tally.quiet
         );
         return;
     }
@@ -738,12 +845,8 @@ pub fn context_closed(ctx: usize) {
         if loud.total() == 1 { "was" } else { "were" },
     );
     tree(&mut text, &tally, "  ", &mut sup);
-    if tally.quiet > 0 {
-        let _ = write!(
-            text,
-            "\n  ({} more suppressed by IBV_SHIM_SUPPRESS, not shown)",
-            tally.quiet
-        );
+    if tally.quiet.total() > 0 {
+        let _ = write!(text, "\n  ({:#}, not shown)", tally.quiet);
     }
     crate::log::block(Level::Warn, &text);
 }
@@ -795,16 +898,16 @@ struct Group<'a> {
 
 /// What the exit report covers, gathered in one pass over the table.
 struct Inventory<'a> {
-    /// Contexts never closed (and whether suppressed).
-    open: Vec<(usize, &'a ContextInfo, bool)>,
-    /// Device lists never freed (and whether suppressed).
-    lists: Vec<(LiveList, bool)>,
+    /// Contexts never closed (and why not a leak, if not).
+    open: Vec<(usize, &'a ContextInfo, Option<Why>)>,
+    /// Device lists never freed (and why not a leak, if not).
+    lists: Vec<(LiveList, Option<Why>)>,
     /// Objects by (context, zombie): open contexts in opening order, then
     /// zombies by closed context, then contexts this process never opened.
     groups: Vec<Group<'a>>,
     index: HashMap<(usize, bool), usize>,
     loud: Counts,
-    quiet: usize,
+    quiet: Quiet,
 }
 
 impl<'a> Inventory<'a> {
@@ -819,7 +922,7 @@ impl<'a> Inventory<'a> {
             groups: Vec::new(),
             index: HashMap::new(),
             loud: Counts::default(),
-            quiet: 0,
+            quiet: Quiet::default(),
         };
         for (ctx, c) in all.iter().filter(|(_, c)| c.open) {
             let quiet = sup.site("context", c.caller);
@@ -864,9 +967,9 @@ impl<'a> Inventory<'a> {
         inv
     }
 
-    fn count(&mut self, kind: &str, quiet: bool) {
-        if quiet {
-            self.quiet += 1;
+    fn count(&mut self, kind: &str, quiet: Option<Why>) {
+        if let Some(why) = quiet {
+            self.quiet.add(why);
         } else {
             self.loud.add(kind);
         }
@@ -920,9 +1023,9 @@ pub fn at_exit() {
         let mut text = format!(
             "leak report at exit: {} never freed ({loud}){}:",
             plural(loud.total(), "thing was", "things were"),
-            match inv.quiet {
+            match inv.quiet.total() {
                 0 => String::new(),
-                n => format!("; {n} more suppressed by IBV_SHIM_SUPPRESS"),
+                _ => format!("; not leaks: {}", inv.quiet),
             }
         );
         for g in &inv.groups {
@@ -930,8 +1033,12 @@ pub fn at_exit() {
             let ctx = g.ctx;
             match (g.how, g.info) {
                 (How::Open, Some(c)) => {
-                    let quiet = inv.open.iter().any(|(k, _, q)| *k == ctx && *q);
-                    if quiet && owned.total() == 0 {
+                    let quiet = inv
+                        .open
+                        .iter()
+                        .find(|(k, _, _)| *k == ctx)
+                        .and_then(|(_, _, q)| *q);
+                    if quiet.is_some() && owned.total() == 0 {
                         continue;
                     }
                     let _ = write!(
@@ -940,7 +1047,7 @@ pub fn at_exit() {
                         device_text(g.info),
                         c.tid,
                         site(c.caller),
-                        if quiet { " (suppressed)" } else { "" }
+                        why_text(quiet)
                     );
                     if owned.total() > 0 {
                         let _ = write!(
@@ -969,7 +1076,7 @@ pub fn at_exit() {
             }
             tree(&mut text, &g.tally, "    ", &mut sup);
         }
-        for (l, _) in inv.lists.iter().filter(|(_, quiet)| !quiet) {
+        for (l, _) in inv.lists.iter().filter(|(_, quiet)| quiet.is_none()) {
             let _ = write!(
                 text,
                 "\n  device list {:#x} ({}) from ibv_get_device_list by thread {} at {} was never freed",
@@ -980,11 +1087,12 @@ pub fn at_exit() {
             );
         }
         crate::log::block(Level::Warn, &text);
-    } else if inv.quiet > 0 {
+    } else if inv.quiet.total() > 0 {
         crate::log!(
             Level::Info,
-            "exit: {} leaked, all suppressed by IBV_SHIM_SUPPRESS",
-            plural(inv.quiet, "thing", "things")
+            "exit: {} left allocated, none a leak: {}",
+            plural(inv.quiet.total(), "thing", "things"),
+            inv.quiet
         );
     }
 
@@ -1324,14 +1432,19 @@ fn write_json(template: &OsString, inv: &Inventory, sup: &mut Suppressor) -> std
         json_key(out, "handle", false);
         json_hex(out, handle as u64, false);
     };
-    let end = |out: &mut Vec<u8>, found: &str, quiet: bool| {
+    let end = |out: &mut Vec<u8>, found: &str, quiet: Option<Why>| {
         out.extend_from_slice(b",\"found\":\"");
         out.extend_from_slice(found.as_bytes());
-        out.extend_from_slice(if quiet {
-            b"\",\"suppressed\":true}"
+        out.extend_from_slice(if quiet.is_some() {
+            b"\",\"suppressed\":true,\"kept_by\":"
         } else {
-            b"\",\"suppressed\":false}"
+            b"\",\"suppressed\":false,\"kept_by\":"
         });
+        match quiet {
+            Some(Why::Kept(owner)) => json_str(out, owner),
+            _ => out.extend_from_slice(b"null"),
+        }
+        out.push(b'}');
     };
     for (ctx, c, quiet) in &inv.open {
         start(&mut out, "context", *ctx);
@@ -1465,6 +1578,43 @@ mod tests {
     }
 
     #[test]
+    fn the_default_rules_parse_and_match_only_their_library_s_own_calls() {
+        let d = default_suppressions();
+        let rules = DEFAULT_SUPPRESSIONS
+            .lines()
+            .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+            .count();
+        assert_eq!(d.len(), rules, "a built-in rule did not parse");
+        assert!(d.iter().all(|s| s.owner == Some("librdmacm")));
+        let rdmacm = Site {
+            module: Some("/lib/x86_64-linux-gnu/librdmacm.so.1".into()),
+            symbol: None,
+            offset: Some(0x5c43),
+        };
+        let program = Site {
+            module: Some("/tmp/rping".into()),
+            symbol: Some("librdmacm.so.1".into()),
+            offset: Some(1),
+        };
+        for kind in ["context", "device_list", "pd"] {
+            assert!(d.iter().any(|s| s.matches(kind, &rdmacm, &[])), "{kind}");
+            // The program's own objects, whatever its symbols are called.
+            assert!(!d.iter().any(|s| s.matches(kind, &program, &[])), "{kind}");
+        }
+        for kind in ["mr", "cq", "qp", "comp_channel"] {
+            assert!(!d.iter().any(|s| s.matches(kind, &rdmacm, &[])), "{kind}");
+        }
+        let mut q = Quiet::default();
+        q.add(Why::Kept("librdmacm"));
+        q.add(Why::User);
+        q.add(Why::Kept("librdmacm"));
+        assert_eq!(
+            q.to_string(),
+            "1 suppressed by IBV_SHIM_SUPPRESS, 2 kept by librdmacm (suppressed by default)"
+        );
+    }
+
+    #[test]
     fn json_numbers() {
         let mut v = Vec::new();
         json_u64(&mut v, 0);
@@ -1512,10 +1662,10 @@ mod tests {
         }
         let mut tally = Tally::default();
         let mut sup = Suppressor::new();
-        objs.iter().for_each(|o| tally.add(o, false));
-        tally.add(&Obj::new(Kind::Ah, 0x500, 1, 0x100, 0, 1), true);
+        objs.iter().for_each(|o| tally.add(o, None));
+        tally.add(&Obj::new(Kind::Ah, 0x500, 1, 0x100, 0, 1), Some(Why::User));
         assert_eq!(tally.loud.total(), 303);
-        assert_eq!(tally.quiet, 1);
+        assert_eq!(tally.quiet.total(), 1);
         assert_eq!(tally.oldest.len(), TEXT_LIMIT);
         let mut text = String::new();
         tree(&mut text, &tally, "  ", &mut sup);
@@ -1536,7 +1686,7 @@ mod tests {
         let mut tally = Tally::default();
         [cq, stray, pd, objs[3]]
             .iter()
-            .for_each(|o| tally.add(o, false));
+            .for_each(|o| tally.add(o, None));
         let mut text = String::new();
         tree(&mut text, &tally, "", &mut sup);
         let lines: Vec<&str> = text

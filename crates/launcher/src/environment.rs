@@ -227,6 +227,9 @@ pub fn plan(
     if o.backtrace {
         set("IBV_SHIM_BACKTRACE", "1".into());
     }
+    if o.no_default_suppressions {
+        set("IBV_SHIM_DEFAULT_SUPPRESSIONS", "0".into());
+    }
     if let Some(lib) = &o.library {
         // A bare name is for dlopen's own search; a path is made absolute.
         let lib = if lib.as_bytes().contains(&b'/') {
@@ -361,6 +364,7 @@ mod tests {
             report: Some("/r.%p.json".into()),
             leak_exitcode: Some(23),
             suppress: Some("/s.supp".into()),
+            no_default_suppressions: true,
             backtrace: true,
             sim: true,
             sim_devices: Some("rxe0".into()),
@@ -385,6 +389,7 @@ mod tests {
             ("IBV_SHIM_LEAK_EXITCODE", "23"),
             ("IBV_SHIM_SUPPRESS", "/s.supp"),
             ("IBV_SHIM_BACKTRACE", "1"),
+            ("IBV_SHIM_DEFAULT_SUPPRESSIONS", "0"),
             ("IBV_SHIM_LIBRARY", "libibverbs.so.1"),
             ("IBV_SHIM_REPORT", "/r.%p.json"),
         ];

@@ -69,6 +69,12 @@ fn launch(args: impl IntoIterator<Item = OsString>) -> i32 {
                 .write_all(options::version().as_bytes());
             return 0;
         }
+        Ok(Command::ListDefaultSuppressions) => {
+            let _ = std::io::stdout()
+                .lock()
+                .write_all(options::DEFAULT_SUPPRESSIONS.as_bytes());
+            return 0;
+        }
         Ok(Command::Run(o)) => o,
         Err(e) => {
             to_stderr(&format!(

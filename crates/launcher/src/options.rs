@@ -23,6 +23,8 @@ pub enum Command {
     Help,
     /// `-V` / `--version`.
     Version,
+    /// `--list-default-suppressions`.
+    ListDefaultSuppressions,
     /// Run a program.
     Run(Box<Options>),
 }
@@ -42,6 +44,8 @@ pub struct Options {
     pub suppress: Option<OsString>,
     /// `--backtrace`.
     pub backtrace: bool,
+    /// `--no-default-suppressions`.
+    pub no_default_suppressions: bool,
     /// `--sim`, or implied by `--sim-devices` or `--sim-dir`.
     pub sim: bool,
     /// `--sim-devices LIST`.
@@ -155,6 +159,14 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, UsageE
                 fail_on_leak = true;
             }
             "--suppress" => o.suppress = Some(value_of("FILE", false)?),
+            "--no-default-suppressions" => {
+                flag(&inline)?;
+                o.no_default_suppressions = true;
+            }
+            "--list-default-suppressions" => {
+                flag(&inline)?;
+                return Ok(Command::ListDefaultSuppressions);
+            }
             "--backtrace" => {
                 flag(&inline)?;
                 o.backtrace = true;
@@ -240,6 +252,14 @@ option sets is inherited unchanged):
   --suppress FILE      leak suppressions (by kind and creation-site module or
                        symbol), for objects kept on purpose; they are counted
                        as suppressed, not as leaks. Sets IBV_SHIM_SUPPRESS.
+  --no-default-suppressions
+                       report the objects libraries keep for the life of the
+                       process on purpose (librdmacm's contexts and device
+                       list) as leaks too; by default they are shown as
+                       'kept by LIBRARY (suppressed by default)'.
+                       Sets IBV_SHIM_DEFAULT_SUPPRESSIONS=0.
+  --list-default-suppressions
+                       print the built-in suppressions and exit.
   --backtrace          record a full backtrace at each creation, not just the
                        calling function. Sets IBV_SHIM_BACKTRACE=1.
   --sim                run on the simulated RDMA devices (no hardware needed):
@@ -292,6 +312,10 @@ sends them to the program too) and passes SIGTERM and SIGHUP on to it.
     )
 }
 
+/// The shim's built-in suppressions (the file it compiles in), printed by
+/// `--list-default-suppressions`.
+pub const DEFAULT_SUPPRESSIONS: &str = include_str!("../../../src/default_suppressions.txt");
+
 /// `ibv-shim --version`.
 pub fn version() -> String {
     format!("ibv-shim {}\n", env!("CARGO_PKG_VERSION"))
@@ -339,6 +363,7 @@ mod tests {
             "--leak-exitcode",
             "42",
             "--suppress=s.supp",
+            "--no-default-suppressions",
             "--backtrace",
             "--sim-devices",
             "mlx5_0,rxe0",
@@ -359,6 +384,7 @@ mod tests {
                 report: Some("r.json".into()),
                 leak_exitcode: Some(42),
                 suppress: Some("s.supp".into()),
+                no_default_suppressions: true,
                 backtrace: true,
                 sim: true,
                 sim_devices: Some("mlx5_0,rxe0".into()),
@@ -447,6 +473,9 @@ mod tests {
             "--leak-exitcode",
             "--fail-on-leak",
             "--suppress",
+            "--no-default-suppressions",
+            "--list-default-suppressions",
+            "IBV_SHIM_DEFAULT_SUPPRESSIONS",
             "--backtrace",
             "--sim ",
             "--sim-devices",

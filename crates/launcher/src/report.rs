@@ -4,7 +4,7 @@
 //! `{"schema", "pid", "program", "leaked", "totals": {kind: n},
 //!   "objects": [{"kind", "handle", "context", "device", "guid", "parent",
 //!   "fields", "created": {"thread", "time", "module", "symbol", "offset",
-//!   "backtrace"}, "found": "close"|"exit", "suppressed"}]}`.
+//!   "backtrace"}, "found": "close"|"exit", "suppressed", "kept_by"}]}`.
 //! Every field is read defensively: a missing or mistyped one is `None`,
 //! never an error, so a report from a newer or older shim still summarises.
 
@@ -165,6 +165,8 @@ pub struct Object {
     /// `close` or `exit`.
     pub found: Option<String>,
     pub suppressed: bool,
+    /// The library that keeps it on purpose (a built-in suppression).
+    pub kept_by: Option<String>,
 }
 
 impl Report {
@@ -230,11 +232,27 @@ impl Report {
         }
     }
 
-    /// How many leaked objects were suppressed.
+    /// How many leaked objects were suppressed by the user's rules.
     pub fn suppressed(&self) -> u64 {
-        self.objects
-            .as_ref()
-            .map_or(0, |o| o.iter().filter(|o| o.suppressed).count() as u64)
+        self.objects.as_ref().map_or(0, |o| {
+            o.iter()
+                .filter(|o| o.suppressed && o.kept_by.is_none())
+                .count() as u64
+        })
+    }
+
+    /// Objects kept on purpose by a library (built-in suppressions), by
+    /// library in the order first listed.
+    pub fn kept(&self) -> Vec<(String, u64)> {
+        let mut kept: Vec<(String, u64)> = Vec::new();
+        for o in self.objects.iter().flatten().filter(|o| o.suppressed) {
+            let Some(owner) = &o.kept_by else { continue };
+            match kept.iter_mut().find(|(k, _)| k == owner) {
+                Some((_, n)) => *n += 1,
+                None => kept.push((owner.clone(), 1)),
+            }
+        }
+        kept
     }
 
     /// Whether the process leaked: the report's verdict, else whether any
@@ -263,6 +281,7 @@ impl Object {
                 .get("suppressed")
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
+            kept_by: text_field(o.get("kept_by")),
         })
     }
 

@@ -96,11 +96,18 @@ pub fn lines(input: &Input) -> Vec<String> {
     let counts = merge(reports.iter().map(Report::counts));
     let leaked = total(&counts);
     let suppressed: u64 = reports.iter().map(Report::suppressed).sum();
-    let suppressed_note = if suppressed > 0 {
+    let kept_by_libraries = merge_kept(reports);
+    let mut suppressed_note = if suppressed > 0 {
         format!(" ({suppressed} suppressed)")
     } else {
         String::new()
     };
+    for (owner, n) in &kept_by_libraries {
+        suppressed_note.push_str(&format!(
+            "; {} kept by {owner} (suppressed by default)",
+            plural(*n, "object", "objects")
+        ));
+    }
 
     let unreadable_note = if input.unreadable.is_empty() {
         ""
@@ -227,6 +234,18 @@ fn object_line(o: &Object) -> String {
         _ => {}
     }
     s
+}
+
+/// Objects kept on purpose by libraries, over all reports, by library.
+fn merge_kept(reports: &[Report]) -> Vec<(String, u64)> {
+    let mut kept: Vec<(String, u64)> = Vec::new();
+    for (owner, n) in reports.iter().flat_map(Report::kept) {
+        match kept.iter_mut().find(|(k, _)| *k == owner) {
+            Some((_, m)) => *m += n,
+            None => kept.push((owner, n)),
+        }
+    }
+    kept
 }
 
 /// Adds per-process counts together, in [`KIND_ORDER`].
@@ -395,6 +414,14 @@ mod tests {
         assert_eq!(
             summary(&[report(only_suppressed)], (0, Reason::Program), None),
             ["ibv-shim: no RDMA resources leaked (2 suppressed)"]
+        );
+        let kept = r#"{"leaked":false,"objects":[
+            {"kind":"device_list","suppressed":true,"kept_by":"librdmacm"},
+            {"kind":"context","suppressed":true,"kept_by":"librdmacm"},
+            {"kind":"pd","suppressed":true,"kept_by":null}]}"#;
+        assert_eq!(
+            summary(&[report(kept)], (0, Reason::Program), None),
+            ["ibv-shim: no RDMA resources leaked (1 suppressed); 2 objects kept by librdmacm (suppressed by default)"]
         );
     }
 
