@@ -27,6 +27,9 @@ pub struct Config {
     pub leak_exitcode: Option<i32>,
     /// `IBV_SHIM_SUPPRESS`: a file of leak suppressions.
     pub suppress: Option<OsString>,
+    /// `IBV_SHIM_STATUS_DIR` (set by the launcher): each process that uses
+    /// verbs notes itself there (`<pid>.started`).
+    pub status_dir: Option<OsString>,
     /// `IBV_SHIM_BACKTRACE=1`: record a full backtrace at each creation.
     pub backtrace: bool,
     /// `IBV_SHIM_DEFAULT_SUPPRESSIONS=0` turns the built-in suppressions off.
@@ -68,6 +71,7 @@ impl Config {
         let library = path("IBV_SHIM_LIBRARY").and_then(|v| CString::new(v.as_bytes()).ok());
         let report = path("IBV_SHIM_REPORT");
         let suppress = path("IBV_SHIM_SUPPRESS");
+        let status_dir = path("IBV_SHIM_STATUS_DIR");
 
         let log_level = match var("IBV_SHIM_LOG") {
             None => Level::Warn,
@@ -98,6 +102,7 @@ impl Config {
             report,
             leak_exitcode,
             suppress,
+            status_dir,
             backtrace,
             default_suppressions,
             secure,

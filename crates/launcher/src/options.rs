@@ -240,7 +240,10 @@ option sets is inherited unchanged):
   --log-file PATH      write the shim's log to PATH instead of stderr; %p in
                        PATH becomes the pid. Sets IBV_SHIM_LOG_FILE.
   --report PATH        keep the JSON leak report at PATH (%p = pid: use it
-                       when the program forks, each process writes its own).
+                       when the program forks, each process writes its own;
+                       without %p, a process that finds another's report
+                       written there since it started writes
+                       NAME.<pid>.EXT instead, with a warning).
                        Sets IBV_SHIM_REPORT. Without it the launcher reads an
                        inherited IBV_SHIM_REPORT, or else has the reports
                        written to a private temporary directory
@@ -290,8 +293,15 @@ finds them.
 Summary: one line with the number of leaked objects by kind (and how many
 were suppressed), then up to 10 of them: kind, handle, device and creation
 site (module:symbol+offset). A program that forks is summarised over all of
-its processes' reports. 'made no verbs calls' means that no process wrote a
-report: none used verbs (or, setuid, the shim ignored IBV_SHIM_REPORT).
+its processes' reports, and named after the program that used verbs when
+that is not the one given (a wrapper: ibv-shim -- timeout 20 prog). Each
+process notes its first verbs call in the launcher's private directory
+(IBV_SHIM_STATUS_DIR), so one that dies before writing its report is named,
+with the signal that killed it ('prog (pid N) was killed by signal 15
+(SIGTERM) before writing its report'; under the launcher the shim notes
+SIGTERM, SIGINT and SIGHUP where the program left them at their default).
+'made no verbs calls' means that no process used verbs (or, setuid, the
+shim ignored the launcher's variables).
 
 Exit status:
   the program's exit status; 128+N if it was killed by signal N.

@@ -71,20 +71,20 @@ impl ReportLocation {
         };
         let dir = self.template.parent().unwrap_or(Path::new("/"));
         let pattern = name.as_bytes();
-        if !pattern.windows(2).any(|w| w == b"%p") {
-            return if self.template.is_file() {
-                vec![self.template.clone()]
-            } else {
-                Vec::new()
-            };
-        }
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return Vec::new();
+        // Without `%p` every process writes the one name, but one that
+        // finds another's report written there since it started adds its
+        // pid (`r.json` -> `r.<pid>.json`) rather than replace it.
+        let (fixed, pattern) = match pattern.windows(2).any(|w| w == b"%p") {
+            true => (None, pattern.to_vec()),
+            false => (Some(&self.template), with_pid(pattern)),
         };
-        let mut found: Vec<PathBuf> = entries
+        let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
             .filter_map(Result::ok)
-            .filter(|e| matches_pid_pattern(pattern, e.file_name().as_bytes()))
+            .filter(|e| matches_pid_pattern(&pattern, e.file_name().as_bytes()))
             .map(|e| e.path())
+            .chain(fixed.cloned())
             .filter(|p| p.is_file())
             .collect();
         found.sort();
@@ -109,18 +109,21 @@ impl ReportLocation {
             .filter(|p| identity(p).is_some_and(|id| !before.0.contains(&(p.clone(), id))))
             .collect()
     }
-
-    /// Removes the private directory, if there is one.
-    pub fn cleanup(&self) {
-        if let Some(dir) = &self.private {
-            let _ = std::fs::remove_dir_all(dir);
-        }
-    }
 }
 
 fn identity(p: &Path) -> Option<Identity> {
     let m = std::fs::metadata(p).ok()?;
     Some(Identity(m.ino(), m.size(), m.mtime(), m.mtime_nsec()))
+}
+
+/// `r.json` -> `r.%p.json`, `r` -> `r.%p`: the name the shim falls back to
+/// (see `report_path` in the shim).
+fn with_pid(name: &[u8]) -> Vec<u8> {
+    let at = match name.iter().rposition(|&b| b == b'.') {
+        Some(dot) if dot > 0 => dot,
+        _ => name.len(),
+    };
+    [&name[..at], b".%p", &name[at..]].concat()
 }
 
 /// Whether `name` is `pattern` with each `%p` replaced by one or more digits.
@@ -401,17 +404,23 @@ mod tests {
         let single = ReportLocation::kept(dir.join("other.json"));
         assert_eq!(single.candidates(), [dir.join("other.json")]);
         assert!(single.written_since(&single.before()).is_empty());
+        // A fixed name and the reports that could not take it.
+        std::fs::write(dir.join("other.77.json"), "x").unwrap();
+        std::fs::write(dir.join("other.x.json"), "x").unwrap();
+        assert_eq!(
+            single.candidates(),
+            [dir.join("other.77.json"), dir.join("other.json")]
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
-    fn the_private_directory_is_removed() {
+    fn private_reports_are_named_by_pid() {
         let dir = crate::environment::private_dir().unwrap();
         let loc = ReportLocation::private(dir.clone());
         assert_eq!(loc.template(), dir.join("ibv-shim-report.%p.json"));
         std::fs::write(dir.join("ibv-shim-report.9.json"), "{}").unwrap();
         assert_eq!(loc.candidates(), [dir.join("ibv-shim-report.9.json")]);
-        loc.cleanup();
-        assert!(!dir.exists());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
