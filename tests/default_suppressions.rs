@@ -263,3 +263,34 @@ fn real_programs_on_libfabric_and_ucx_are_clean() {
         );
     }
 }
+
+#[test]
+fn rping_exits_with_its_own_status_under_fail_on_leak() {
+    // No rdma_cm device here: rping makes its verbs calls (librdmacm lists
+    // the devices) and fails to create its event channel; its status is
+    // its own, not the leak exit code.
+    let args = ["-c", "-a", "127.0.0.1", "-C", "1"];
+    let mut own = Command::new("rping");
+    hermetic(&mut own)
+        .env("LD_LIBRARY_PATH", sim_dir())
+        .args(args);
+    let own = run(&mut own);
+    let mut cmd = Command::new(launcher());
+    hermetic(&mut cmd)
+        .args(["--sim", "--fail-on-leak", "--", "rping"])
+        .args(args);
+    let out = run(&mut cmd);
+    assert_eq!(
+        out.status.code(),
+        own.status.code(),
+        "{}",
+        describe(&cmd, &out)
+    );
+    assert_ne!(out.status.code(), Some(23), "{}", describe(&cmd, &out));
+    assert_eq!(
+        summary(&out),
+        ["ibv-shim: no RDMA resources leaked; 1 object kept by librdmacm (suppressed by default)"],
+        "{}",
+        describe(&cmd, &out)
+    );
+}
