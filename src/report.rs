@@ -34,6 +34,7 @@ use verbs_abi::ibv_device;
 use crate::config;
 use crate::exports::resources::{AH_VIA, MR_VIA};
 use crate::log::Level;
+use crate::oom;
 use crate::real::RealFn;
 use crate::registry::contexts::{self, ContextInfo};
 use crate::registry::devices::{self, LiveList};
@@ -303,7 +304,11 @@ pub fn site(caller: usize) -> Site {
         return s.clone();
     }
     let s = resolve(caller);
-    SITES.lock().insert(caller, s.clone());
+    // Out of memory the site is resolved again next time, not cached.
+    let mut sites = SITES.lock();
+    if oom::fallibly(|| sites.try_reserve(1)).is_some() {
+        sites.insert(caller, s.clone());
+    }
     s
 }
 
@@ -320,21 +325,19 @@ fn resolve(caller: usize) -> Site {
             offset: Some(caller as u64),
         };
     }
-    let module = (!info.dli_fname.is_null()).then(|| {
-        // SAFETY: dladdr filled it with a C string owned by the loader.
-        let name = unsafe { CStr::from_ptr(info.dli_fname) }
-            .to_string_lossy()
-            .into_owned();
-        module_path(name)
-    });
+    let module = (!info.dli_fname.is_null())
+        .then(|| {
+            // SAFETY: dladdr filled it with a C string owned by the loader.
+            let name = unsafe { CStr::from_ptr(info.dli_fname) }.to_string_lossy();
+            module_path(&name)
+        })
+        .flatten();
     if !info.dli_sname.is_null() && !info.dli_saddr.is_null() {
         // SAFETY: as above.
-        let symbol = unsafe { CStr::from_ptr(info.dli_sname) }
-            .to_string_lossy()
-            .into_owned();
+        let symbol = oom::try_string(&unsafe { CStr::from_ptr(info.dli_sname) }.to_string_lossy());
         Site {
             module,
-            symbol: Some(symbol),
+            symbol,
             offset: Some((caller - info.dli_saddr as usize) as u64),
         }
     } else {
@@ -347,25 +350,32 @@ fn resolve(caller: usize) -> Site {
 }
 
 /// The loader names the main program by `argv[0]` (maybe relative, maybe
-/// empty); reports want a full path.
-fn module_path(name: String) -> String {
+/// empty); reports want a full path. `None` out of memory.
+fn module_path(name: &str) -> Option<String> {
     if name.starts_with('/') {
-        return name;
+        return oom::try_string(name);
     }
     let exe = program();
-    let base = |p: &str| p.rsplit('/').next().unwrap_or(p).to_string();
-    if name.is_empty() || base(&name) == base(&exe) {
-        exe
+    if name.is_empty() || name.rsplit('/').next() == exe.rsplit('/').next() {
+        Some(exe)
     } else {
-        name
+        oom::try_string(name)
     }
 }
 
-/// `/proc/self/exe`.
+/// `/proc/self/exe` (empty when unknown or out of memory).
 fn program() -> String {
-    std::fs::read_link("/proc/self/exe")
-        .map(|p| p.to_string_lossy().into_owned())
-        .unwrap_or_default()
+    let mut buf = [0u8; 4096];
+    // SAFETY: the buffer is valid for its length; readlink adds no NUL.
+    let n = unsafe {
+        libc::readlink(
+            c"/proc/self/exe".as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    let path = &buf[..n.max(0) as usize];
+    oom::try_string(&String::from_utf8_lossy(path)).unwrap_or_default()
 }
 
 /// Frames of a recorded backtrace, from the program's call down (the
@@ -574,8 +584,18 @@ impl fmt::Display for Counts {
     }
 }
 
-fn plural(n: usize, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
+/// "1 object", "2 objects".
+struct Plural(usize, &'static str, &'static str);
+
+impl fmt::Display for Plural {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Plural(n, one, many) = *self;
+        write!(f, "{n} {}", if n == 1 { one } else { many })
+    }
+}
+
+fn plural(n: usize, one: &'static str, many: &'static str) -> Plural {
+    Plural(n, one, many)
 }
 
 fn is_pd(o: &Obj) -> bool {
@@ -637,7 +657,10 @@ impl Tally {
         }
         self.loud.add_obj(o);
         if self.oldest.len() < TEXT_LIMIT {
-            self.oldest.push(Aged(*o));
+            // Out of memory it is counted, not listed.
+            if oom::fallibly(|| self.oldest.try_reserve(1)).is_some() {
+                self.oldest.push(Aged(*o));
+            }
         } else if self.oldest.peek().is_some_and(|top| age(o) < age(&top.0)) {
             self.oldest.pop();
             self.oldest.push(Aged(*o));
@@ -648,15 +671,21 @@ impl Tally {
 /// Appends the listed objects as a tree: each PD (listed, or fetched as the
 /// parent of a listed object) followed by the listed objects on it, then
 /// the rest, oldest first; then a line counting what was not listed.
-fn tree(out: &mut String, tally: &Tally, indent: &str, sup: &mut Suppressor) {
-    let mut listed: Vec<Obj> = tally.oldest.iter().map(|a| a.0).collect();
+fn tree(out: &mut oom::Text, tally: &Tally, indent: &str, sup: &mut Suppressor) {
+    // The listed objects and, at most as many, the parents they hang under.
+    let mut listed: Vec<Obj> = Vec::new();
+    if oom::fallibly(|| listed.try_reserve_exact(2 * tally.oldest.len())).is_none() {
+        out.truncated = true;
+        return;
+    }
+    listed.extend(tally.oldest.iter().map(|a| a.0));
     let mut shown = Counts::default();
     listed.iter().for_each(|o| shown.add_obj(o));
     // Parents not listed themselves: fetch them so their children hang
     // under them (only if they belong to the same context, closed or not).
-    let mut parents: Vec<Obj> = Vec::new();
-    for o in listed.iter().filter(|o| on_pd(o)) {
-        if listed.iter().chain(&parents).any(|p| p.addr == o.parent) {
+    for i in 0..listed.len() {
+        let o = listed[i];
+        if !on_pd(&o) || listed.iter().any(|p| p.addr == o.parent) {
             continue;
         }
         if let Some(p) = objects::get(o.parent)
@@ -665,19 +694,17 @@ fn tree(out: &mut String, tally: &Tally, indent: &str, sup: &mut Suppressor) {
             if sup.obj(&p).is_none() {
                 shown.add_obj(&p);
             }
-            parents.push(p);
+            listed.push(p);
         }
     }
-    listed.extend(parents);
     listed.sort_by_key(age);
-    let pds: Vec<usize> = listed.iter().filter(|o| is_pd(o)).map(|o| o.addr).collect();
-    let under = |o: &Obj| on_pd(o) && pds.contains(&o.parent);
-    let line = |out: &mut String, o: &Obj, depth: &str, sup: &mut Suppressor| {
+    let under = |o: &Obj| on_pd(o) && listed.iter().any(|p| is_pd(p) && p.addr == o.parent);
+    let line = |out: &mut oom::Text, o: &Obj, depth: &str, sup: &mut Suppressor| {
         let _ = write!(out, "\n{indent}{depth}{}", Brief(o));
         if on_pd(o) && depth.is_empty() && o.parent != 0 {
             let _ = write!(out, " on pd {:#x}", o.parent);
         }
-        out.push_str(&why_text(sup.obj(o)));
+        let _ = write!(out, "{}", why_text(sup.obj(o)));
         if let Some(frames) = frames(o) {
             for fr in frames.iter().take(32) {
                 let _ = write!(out, "\n{indent}{depth}      {fr}");
@@ -702,15 +729,24 @@ fn tree(out: &mut String, tally: &Tally, indent: &str, sup: &mut Suppressor) {
     }
 }
 
-/// "on rxe0 (guid 0002c90300445566)".
-fn device_text(info: Option<&ContextInfo>) -> String {
-    match info.and_then(|i| i.device_name.as_deref()) {
-        Some(name) => match info.and_then(|i| i.guid) {
-            Some(g) => format!(" on {name} (guid {:016x})", u64::from_be(g)),
-            None => format!(" on {name}"),
-        },
-        None => String::new(),
+/// " on rxe0 (guid 0002c90300445566)".
+struct DeviceText<'a>(Option<&'a ContextInfo>);
+
+impl fmt::Display for DeviceText<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let info = self.0;
+        match info.and_then(|i| i.device_name.as_deref()) {
+            Some(name) => match info.and_then(|i| i.guid) {
+                Some(g) => write!(f, " on {name} (guid {:016x})", u64::from_be(g)),
+                None => write!(f, " on {name}"),
+            },
+            None => Ok(()),
+        }
     }
+}
+
+fn device_text(info: Option<&ContextInfo>) -> DeviceText<'_> {
+    DeviceText(info)
 }
 
 // --- suppressions --------------------------------------------------------------------
@@ -888,17 +924,24 @@ impl Suppressor {
         if SUPPRESSIONS.is_empty() && DEFAULTS.is_empty() {
             return None;
         }
-        *self.cache.entry((kind, caller)).or_insert_with(|| {
-            let s = site(caller);
-            // The user's rules first: they name the reason themselves.
-            if SUPPRESSIONS.iter().any(|x| x.matches(kind, &s, &[])) {
-                return Some(Why::User);
-            }
+        if let Some(why) = self.cache.get(&(kind, caller)) {
+            return *why;
+        }
+        let s = site(caller);
+        // The user's rules first: they name the reason themselves.
+        let why = if SUPPRESSIONS.iter().any(|x| x.matches(kind, &s, &[])) {
+            Some(Why::User)
+        } else {
             DEFAULTS
                 .iter()
                 .find(|x| x.matches(kind, &s, &[]))
                 .and_then(|x| x.owner.map(Why::Kept))
-        })
+        };
+        // Out of memory it is decided again next time, not cached.
+        if oom::quietly(|| self.cache.try_reserve(1)).is_some() {
+            self.cache.insert((kind, caller), why);
+        }
+        why
     }
 
     fn obj(&mut self, o: &Obj) -> Option<Why> {
@@ -935,7 +978,11 @@ impl Quiet {
             Why::User => self.user += 1,
             Why::Kept(owner) => match self.kept.iter_mut().find(|(o, _)| *o == owner) {
                 Some((_, n)) => *n += 1,
-                None => self.kept.push((owner, 1)),
+                None => {
+                    if oom::fallibly(|| self.kept.try_reserve(1)).is_some() {
+                        self.kept.push((owner, 1));
+                    }
+                }
             },
         }
     }
@@ -964,12 +1011,20 @@ impl fmt::Display for Quiet {
 }
 
 /// " (suppressed)" or " (kept by librdmacm, suppressed by default)".
-fn why_text(why: Option<Why>) -> String {
-    match why {
-        None => String::new(),
-        Some(Why::User) => " (suppressed)".into(),
-        Some(Why::Kept(owner)) => format!(" (kept by {owner}, suppressed by default)"),
+struct WhyText(Option<Why>);
+
+impl fmt::Display for WhyText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            None => Ok(()),
+            Some(Why::User) => f.write_str(" (suppressed)"),
+            Some(Why::Kept(owner)) => write!(f, " (kept by {owner}, suppressed by default)"),
+        }
     }
+}
+
+fn why_text(why: Option<Why>) -> WhyText {
+    WhyText(why)
 }
 
 // --- the report at close --------------------------------------------------------------------
@@ -994,6 +1049,7 @@ pub fn context_closing(ctx: usize) {
 /// stay tracked as zombies.
 pub fn context_closed(ctx: usize) {
     let talk = crate::log::enabled(Level::Info) || crate::log::enabled(Level::Warn);
+    let dropped = oom::dropped();
     let mut sup = Suppressor::new();
     let mut tally = Tally::default();
     let n = objects::finish_close(ctx, |o| {
@@ -1020,18 +1076,38 @@ pub fn context_closed(ctx: usize) {
         );
         return;
     }
-    let mut text = format!(
+    // The headline needs no memory; the tree under it may not fit.
+    crate::log!(
+        Level::Warn,
         "leak: ibv_close_device({ctx:#x}){}: {} created on this context {} never destroyed ({loud}). \
          They stay allocated and unusable; destroying them now fails with EINVAL:",
         device_text(info.as_ref()),
         plural(loud.total(), "object", "objects"),
         if loud.total() == 1 { "was" } else { "were" },
     );
+    let mut text = oom::Text::default();
     tree(&mut text, &tally, "  ", &mut sup);
     if tally.quiet.total() > 0 {
         let _ = write!(text, "\n  ({:#}, not shown)", tally.quiet);
     }
-    crate::log::block(Level::Warn, &text);
+    log_lines(&text);
+    say_if_truncated(dropped);
+}
+
+/// Logs text made of `\n`-led lines, one log line each.
+fn log_lines(text: &oom::Text) {
+    crate::log::block(
+        Level::Warn,
+        text.text.strip_prefix('\n').unwrap_or(&text.text),
+    );
+}
+
+/// After a report: if memory ran out while it was made, it says so (the
+/// log line needs no memory).
+fn say_if_truncated(dropped_before: usize) {
+    if oom::dropped() != dropped_before {
+        crate::log!(Level::Warn, "report truncated: out of memory");
+    }
 }
 
 // --- the report at exit ----------------------------------------------------------------------
@@ -1091,6 +1167,8 @@ struct Inventory<'a> {
     index: HashMap<(usize, bool), usize>,
     loud: Counts,
     quiet: Quiet,
+    /// [`oom::dropped`] before the inventory was taken.
+    dropped: usize,
 }
 
 impl<'a> Inventory<'a> {
@@ -1106,17 +1184,24 @@ impl<'a> Inventory<'a> {
             index: HashMap::new(),
             loud: Counts::default(),
             quiet: Quiet::default(),
+            dropped: oom::dropped(),
         };
+        // Out of memory, what cannot be held is counted but not listed
+        // (the report then says it is truncated).
         for (ctx, c) in all.iter().filter(|(_, c)| c.open) {
             let quiet = sup.site("context", c.caller);
             inv.count("context", quiet);
-            inv.open.push((*ctx, c, quiet));
+            if oom::fallibly(|| inv.open.try_reserve(1)).is_some() {
+                inv.open.push((*ctx, c, quiet));
+            }
             inv.group(*ctx, false, Some(c), How::Open);
         }
         for l in devices::live_lists() {
             let quiet = sup.site("device_list", l.caller);
             inv.count("device_list", quiet);
-            inv.lists.push((l, quiet));
+            if oom::fallibly(|| inv.lists.try_reserve(1)).is_some() {
+                inv.lists.push((l, quiet));
+            }
         }
         for (ctx, c) in zombies.iter().rev() {
             // The last context closed at an address owns its zombies.
@@ -1124,28 +1209,26 @@ impl<'a> Inventory<'a> {
                 inv.group(*ctx, true, Some(c), How::Closed);
             }
         }
-        let mut strays: Vec<(usize, bool)> = Vec::new();
         objects::for_each(|o| {
             let quiet = sup.obj(o);
             inv.count(o.kind().name(), quiet);
             let key = (o.ctx, o.is_zombie());
             let i = match inv.index.get(&key) {
-                Some(&i) => i,
-                None => {
-                    strays.push(key);
-                    inv.group(
-                        o.ctx,
-                        o.is_zombie(),
-                        None,
-                        if o.is_zombie() {
-                            How::Closed
-                        } else {
-                            How::Foreign
-                        },
-                    )
-                }
+                Some(&i) => Some(i),
+                None => inv.group(
+                    o.ctx,
+                    o.is_zombie(),
+                    None,
+                    if o.is_zombie() {
+                        How::Closed
+                    } else {
+                        How::Foreign
+                    },
+                ),
             };
-            inv.groups[i].tally.add(o, quiet);
+            if let Some(i) = i {
+                inv.groups[i].tally.add(o, quiet);
+            }
         });
         inv
     }
@@ -1164,7 +1247,9 @@ impl<'a> Inventory<'a> {
         zombie: bool,
         info: Option<&'a ContextInfo>,
         how: How,
-    ) -> usize {
+    ) -> Option<usize> {
+        oom::fallibly(|| self.groups.try_reserve(1))?;
+        oom::fallibly(|| self.index.try_reserve(1))?;
         self.groups.push(Group {
             ctx,
             info,
@@ -1172,7 +1257,7 @@ impl<'a> Inventory<'a> {
             tally: Tally::default(),
         });
         self.index.insert((ctx, zombie), self.groups.len() - 1);
-        self.groups.len() - 1
+        Some(self.groups.len() - 1)
     }
 
     /// The context an object is reported under.
@@ -1203,14 +1288,22 @@ pub fn at_exit() {
 
     if leaked && crate::log::enabled(Level::Warn) {
         let loud = inv.loud;
-        let mut text = format!(
+        struct NotLeaks<'a>(&'a Quiet);
+        impl fmt::Display for NotLeaks<'_> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                match self.0.total() {
+                    0 => Ok(()),
+                    _ => write!(f, "; not leaks: {}", self.0),
+                }
+            }
+        }
+        crate::log!(
+            Level::Warn,
             "leak report at exit: {} never freed ({loud}){}:",
             plural(loud.total(), "thing was", "things were"),
-            match inv.quiet.total() {
-                0 => String::new(),
-                _ => format!("; not leaks: {}", inv.quiet),
-            }
+            NotLeaks(&inv.quiet)
         );
+        let mut text = oom::Text::default();
         for g in &inv.groups {
             let owned = g.tally.loud;
             let ctx = g.ctx;
@@ -1269,7 +1362,7 @@ pub fn at_exit() {
                 site(l.caller)
             );
         }
-        crate::log::block(Level::Warn, &text);
+        log_lines(&text);
     } else if inv.quiet.total() > 0 {
         crate::log!(
             Level::Info,
@@ -1288,6 +1381,8 @@ pub fn at_exit() {
             );
         }
     }
+
+    say_if_truncated(inv.dropped);
 
     if let (true, Some(code)) = (leaked, config::get().leak_exitcode) {
         // Destructors run before stdio is flushed at exit, and _exit skips
@@ -1549,6 +1644,21 @@ fn json_created(
     out.push(b'}');
 }
 
+/// The JSON writer's buffer and the length at which it is written out:
+/// ~1 MiB (a million objects make ~400 MB), less when memory is short.
+/// Each object fits in the room kept past the mark.
+fn json_buffer() -> (Vec<u8>, usize) {
+    let mut out = Vec::new();
+    for flush in [1 << 20, 64 << 10, 8 << 10] {
+        let room = flush + flush / 4;
+        if oom::quietly(|| out.try_reserve_exact(room)).is_some() {
+            return (out, flush);
+        }
+    }
+    // Nothing to spare: one object at a time, on the shim's reserve.
+    (out, 0)
+}
+
 /// Writes the JSON document (see `docs/leak-report.schema.json`) to a
 /// temporary file renamed into place, so a reader never sees half of it.
 fn write_json(template: &OsString, inv: &Inventory, sup: &mut Suppressor) -> std::io::Result<()> {
@@ -1575,8 +1685,7 @@ fn write_json(template: &OsString, inv: &Inventory, sup: &mut Suppressor) -> std
     let clock = Clock::now();
     // Formatted straight into one large buffer, written when full: a
     // million objects make ~400 MB.
-    const FLUSH: usize = 1 << 20;
-    let mut out: Vec<u8> = Vec::with_capacity(FLUSH + 64 * 1024);
+    let (mut out, flush) = json_buffer();
 
     out.extend_from_slice(b"{\"schema\":");
     json_str(&mut out, SCHEMA);
@@ -1702,13 +1811,18 @@ fn write_json(template: &OsString, inv: &Inventory, sup: &mut Suppressor) -> std
             if o.is_zombie() { "close" } else { "exit" },
             sup.obj(o),
         );
-        if out.len() >= FLUSH {
+        if out.len() >= flush {
             failed = file.write_all(&out);
             out.clear();
         }
     });
     failed?;
-    out.extend_from_slice(b"\n]}\n");
+    out.extend_from_slice(b"\n],\"truncated\":");
+    match oom::dropped() != inv.dropped {
+        true => json_str(&mut out, "out of memory"),
+        false => out.extend_from_slice(b"null"),
+    }
+    out.extend_from_slice(b"}\n");
     file.write_all(&out)?;
     drop(file);
     if replace {
@@ -1858,8 +1972,9 @@ mod tests {
         assert_eq!(tally.loud.total(), 303);
         assert_eq!(tally.quiet.total(), 1);
         assert_eq!(tally.oldest.len(), TEXT_LIMIT);
-        let mut text = String::new();
-        tree(&mut text, &tally, "  ", &mut sup);
+        let mut t = oom::Text::default();
+        tree(&mut t, &tally, "  ", &mut sup);
+        let text = t.text;
         let lines: Vec<&str> = text.lines().skip(1).collect();
         assert!(lines[0].starts_with("  pd 0x100 "), "{text}");
         assert!(lines[1].starts_with("    mr 0x1000 "), "{text}");
@@ -1878,8 +1993,9 @@ mod tests {
         [cq, stray, pd, objs[3]]
             .iter()
             .for_each(|o| tally.add(o, None));
-        let mut text = String::new();
-        tree(&mut text, &tally, "", &mut sup);
+        let mut t = oom::Text::default();
+        tree(&mut t, &tally, "", &mut sup);
+        let text = t.text;
         let lines: Vec<&str> = text
             .lines()
             .skip(1)
