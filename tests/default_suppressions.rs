@@ -245,6 +245,39 @@ fn on_the_real_libibverbs_a_correct_rdmacm_program_is_clean() {
 }
 
 #[test]
+fn on_the_real_libibverbs_libfabric_and_ucx_are_clean() {
+    let tb = Testbed::new();
+    for (prog, args) in [("fi_info", &["-p", "verbs"][..]), ("ucx_info", &["-d"][..])] {
+        // The program's own status here (fi_info finds no usable verbs
+        // device: the test bed's cannot be opened).
+        let mut own = tb.command(prog);
+        hermetic(&mut own)
+            .env("SYSFS_PATH", tb.sysfs_path())
+            .args(args);
+        let own = run(&mut own);
+        let mut cmd = tb.command(launcher());
+        hermetic(&mut cmd)
+            .env("SYSFS_PATH", tb.sysfs_path())
+            .args(["--fail-on-leak", "--", prog])
+            .args(args);
+        let out = run(&mut cmd);
+        assert_eq!(
+            out.status.code(),
+            own.status.code(),
+            "{}",
+            describe(&cmd, &out)
+        );
+        let s = summary(&out);
+        assert_eq!(s.len(), 1, "{}", describe(&cmd, &out));
+        assert!(
+            s[0].starts_with("ibv-shim: no RDMA resources leaked"),
+            "{}",
+            describe(&cmd, &out)
+        );
+    }
+}
+
+#[test]
 fn real_programs_on_libfabric_and_ucx_are_clean() {
     for (prog, args) in [("fi_info", &["-p", "verbs"][..]), ("ucx_info", &["-d"][..])] {
         let mut cmd = Command::new(launcher());
