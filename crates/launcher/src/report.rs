@@ -153,6 +153,8 @@ pub struct Report {
     pub totals: Vec<(String, u64)>,
     /// `None` when the document has no `objects` array.
     pub objects: Option<Vec<Object>>,
+    /// Why the report is incomplete (`out of memory`), if it is.
+    pub truncated: Option<String>,
 }
 
 /// One leaked object.
@@ -199,6 +201,7 @@ impl Report {
             leaked: doc.get("leaked").and_then(Value::as_bool),
             totals,
             objects,
+            truncated: text_field(doc.get("truncated")),
         })
     }
 
@@ -213,10 +216,11 @@ impl Report {
     }
 
     /// The leaked objects by kind, suppressed ones left out: counted from
-    /// `objects`, or taken from `totals` when there is no `objects` array.
+    /// `objects`, or taken from `totals` when there is no `objects` array
+    /// or it is incomplete (a truncated report).
     pub fn counts(&self) -> Vec<(String, u64)> {
         match &self.objects {
-            Some(objects) => {
+            Some(objects) if self.truncated.is_none() => {
                 let mut counts: Vec<(String, u64)> = Vec::new();
                 for o in objects.iter().filter(|o| !o.suppressed) {
                     match counts.iter_mut().find(|(k, _)| *k == o.kind) {
@@ -226,7 +230,7 @@ impl Report {
                 }
                 counts
             }
-            None => self
+            _ => self
                 .totals
                 .iter()
                 .filter(|(_, n)| *n > 0)

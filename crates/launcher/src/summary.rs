@@ -121,6 +121,12 @@ pub fn lines(input: &Input) -> Vec<String> {
     for (path, why) in input.unreadable {
         say(format!("cannot read the report {}: {why}", path.display()));
     }
+    for r in input.reports {
+        if let Some(why) = &r.truncated {
+            let pid = r.pid.map_or("?".to_string(), |p| p.to_string());
+            say(format!("the report of pid {pid} is truncated: {why}"));
+        }
+    }
     let named = subject(input);
     let program = named.as_str();
     let reports = input.reports;
@@ -235,10 +241,9 @@ pub fn lines(input: &Input) -> Vec<String> {
                     unlisted += 1;
                 }
             }
-            // A report with totals but no object list adds what it cannot list.
-            if r.objects.is_none() {
-                unlisted += total(&r.counts());
-            }
+            // A report with totals but no (or an incomplete) object list
+            // adds what it cannot list.
+            unlisted += total(&r.counts()).saturating_sub(objects.len() as u64);
         }
         if unlisted > 0 && listed > 0 {
             say(format!("  ... and {unlisted} more"));
@@ -659,6 +664,25 @@ mod tests {
         assert!(
             got[0].starts_with("ibv-shim: leaky leaked 5 RDMA objects"),
             "{got:?}"
+        );
+    }
+
+    #[test]
+    fn a_truncated_report_says_so() {
+        let r = report(
+            r#"{"pid":5,"leaked":true,"totals":{"pd":1},"objects":[],"truncated":"out of memory"}"#,
+        );
+        assert_eq!(
+            summary(&[r], (0, Reason::Program), None)[..2],
+            [
+                "ibv-shim: the report of pid 5 is truncated: out of memory",
+                "ibv-shim: ./leaky leaked 1 RDMA object: 1 pd"
+            ]
+        );
+        let r = report(r#"{"pid":5,"leaked":false,"objects":[],"truncated":null}"#);
+        assert_eq!(
+            summary(&[r], (0, Reason::Program), None),
+            ["ibv-shim: no RDMA resources leaked"]
         );
     }
 
