@@ -866,11 +866,12 @@ fn a_program_killed_before_its_report_is_named_with_the_signal() {
     );
 
     // Through a wrapper that kills it with SIGTERM: named after the
-    // program that used verbs, not the wrapper.
+    // program that used verbs, not the wrapper. (5 s: time enough, on a
+    // loaded machine, to reach its first verbs call.)
     let (cmd, output) = on_sim(
         &[],
         Path::new("/usr/bin/timeout"),
-        &["1", prog.to_str().unwrap(), "sleep"],
+        &["5", prog.to_str().unwrap(), "sleep"],
     );
     let context = describe(&cmd, &output);
     assert_eq!(code(&output), Some(124), "timeout's own status: {context}");
