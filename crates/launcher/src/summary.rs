@@ -257,8 +257,10 @@ pub fn lines(input: &Input) -> Vec<String> {
                     .iter()
                     .any(|s| input.child.map(u64::from) == Some(s.pid)) =>
         {
+            // The launcher's own child, which a wrapper may be.
             say(format!(
-                "{program} was killed by {}; exit status {code}",
+                "{} was killed by {}; exit status {code}",
+                input.program,
                 signal_name(sig)
             ))
         }
