@@ -904,3 +904,63 @@ fn a_program_run_through_a_wrapper_is_named_after_itself() {
         "{context}"
     );
 }
+
+/// Runs `ends HOW` under the launcher, sends the launcher SIGTERM (which it
+/// passes on) once the program has made its verbs calls, and returns the
+/// program's pid and the launcher's output.
+fn terminate(how: &str) -> (u32, Output) {
+    use std::io::BufRead;
+    let prog = ends();
+    built("libibv_sim.so");
+    let mut cmd = launcher(&["--sim-devices", "mlx5_0", "--", prog.to_str().unwrap(), how]);
+    let mut child = cmd
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once it printed its pid it has made its verbs calls (it then sleeps
+    // 60 s at most: no hang).
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let pid: u32 = line.trim().strip_prefix("pid ").unwrap().parse().unwrap();
+    let kill = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    (pid, child.wait_with_output().unwrap())
+}
+
+#[test]
+fn a_program_terminated_under_the_launcher_still_dies_of_the_signal() {
+    let name = ends().file_name().unwrap().to_str().unwrap().to_string();
+    let (pid, out) = terminate("sleep");
+    // Its death is the signal's, as without the shim's handler: 128 + 15.
+    assert_eq!(code(&out), Some(143), "{}", stderr(&out));
+    assert_eq!(
+        summary(&out),
+        [format!(
+            "ibv-shim: {name} (pid {pid}) was killed by signal 15 (SIGTERM) before writing its report"
+        )],
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_sigterm_handler_of_the_program_s_own_is_left_alone() {
+    let name = ends().file_name().unwrap().to_str().unwrap().to_string();
+    let (pid, out) = terminate("handler");
+    assert_eq!(code(&out), Some(9), "its handler ran: {}", stderr(&out));
+    assert_eq!(
+        summary(&out),
+        [format!(
+            "ibv-shim: {name} (pid {pid}) used verbs but wrote no report: it did not exit normally (killed, or _exit) or is still running"
+        )],
+        "{}",
+        stderr(&out)
+    );
+}

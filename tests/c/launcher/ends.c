@@ -3,7 +3,8 @@
  *   exit   returns from main;
  *   sleep  sleeps 60 s (to be killed by a wrapper such as timeout);
  *   kill   kills itself with SIGKILL;
- *   fork   forks a child that allocates a PD of its own; both return.
+ *   fork   forks a child that allocates a PD of its own; both return;
+ *   handler  sets its own SIGTERM handler first (it _exits 9), then sleeps.
  * Prints "pid N" (and "child N") first. */
 #include <infiniband/verbs.h>
 #include <signal.h>
@@ -12,11 +13,21 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+static void own_handler(int sig)
+{
+	(void)sig;
+	_exit(9);
+}
+
 int main(int argc, char **argv)
 {
 	const char *how = argc > 1 ? argv[1] : "exit";
-	struct ibv_device **list = ibv_get_device_list(NULL);
+	struct ibv_device **list;
 	struct ibv_context *ctx;
+
+	if (!strcmp(how, "handler"))
+		signal(SIGTERM, own_handler);
+	list = ibv_get_device_list(NULL);
 
 	if (!list || !list[0]) {
 		fprintf(stderr, "no device\n");
@@ -29,7 +40,7 @@ int main(int argc, char **argv)
 	}
 	printf("pid %d\n", (int)getpid());
 	fflush(stdout);
-	if (!strcmp(how, "sleep")) {
+	if (!strcmp(how, "sleep") || !strcmp(how, "handler")) {
 		sleep(60);
 	} else if (!strcmp(how, "kill")) {
 		raise(SIGKILL);
