@@ -921,7 +921,14 @@ impl Suppressor {
     }
 
     fn site(&mut self, kind: &'static str, caller: usize) -> Option<Why> {
-        if SUPPRESSIONS.is_empty() && DEFAULTS.is_empty() {
+        // The usual case (no rules of the user's, none of the built-in
+        // ones for this kind) costs no lookup per object: a report may
+        // walk a million of them.
+        if SUPPRESSIONS.is_empty()
+            && !DEFAULTS
+                .iter()
+                .any(|x| x.kind.as_deref().map_or(true, |k| k == kind))
+        {
             return None;
         }
         if let Some(why) = self.cache.get(&(kind, caller)) {
