@@ -1017,6 +1017,18 @@ impl fmt::Display for Quiet {
     }
 }
 
+/// "; not leaks: 3 kept by librdmacm (suppressed by default)", or nothing.
+struct NotLeaks<'a>(&'a Quiet);
+
+impl fmt::Display for NotLeaks<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0.total() {
+            0 => Ok(()),
+            _ => write!(f, "; not leaks: {}", self.0),
+        }
+    }
+}
+
 /// " (suppressed)" or " (kept by librdmacm, suppressed by default)".
 struct WhyText(Option<Why>);
 
@@ -1295,15 +1307,6 @@ pub fn at_exit() {
 
     if leaked && crate::log::enabled(Level::Warn) {
         let loud = inv.loud;
-        struct NotLeaks<'a>(&'a Quiet);
-        impl fmt::Display for NotLeaks<'_> {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                match self.0.total() {
-                    0 => Ok(()),
-                    _ => write!(f, "; not leaks: {}", self.0),
-                }
-            }
-        }
         crate::log!(
             Level::Warn,
             "leak report at exit: {} never freed ({loud}){}:",
