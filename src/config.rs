@@ -32,8 +32,13 @@ pub struct Config {
     pub leak_exitcode: Option<i32>,
     /// `IBV_SHIM_SUPPRESS`: a file of leak suppressions.
     pub suppress: Option<OsString>,
+    /// `IBV_SHIM_STATUS_DIR` (set by the launcher): each process that uses
+    /// verbs notes itself there (`<pid>.started`).
+    pub status_dir: Option<OsString>,
     /// `IBV_SHIM_BACKTRACE=1`: record a full backtrace at each creation.
     pub backtrace: bool,
+    /// `IBV_SHIM_DEFAULT_SUPPRESSIONS=0` turns the built-in suppressions off.
+    pub default_suppressions: bool,
     /// Set when the process runs in secure-execution mode.
     pub secure: bool,
     /// Problems found while reading the options, logged once the logger runs.
@@ -72,6 +77,7 @@ impl Config {
         let library = path("IBV_SHIM_LIBRARY");
         let report = path("IBV_SHIM_REPORT");
         let suppress = path("IBV_SHIM_SUPPRESS");
+        let status_dir = path("IBV_SHIM_STATUS_DIR");
         let cwd = std::env::current_dir().ok();
         let mut absolute = |name: &str, v: OsString| -> OsString {
             let bytes = v.as_bytes();
@@ -94,6 +100,7 @@ impl Config {
             .and_then(|v| CString::new(v.into_vec()).ok());
         let report = report.map(|v| absolute("IBV_SHIM_REPORT", v));
         let suppress = suppress.map(|v| absolute("IBV_SHIM_SUPPRESS", v));
+        let status_dir = status_dir.map(|v| absolute("IBV_SHIM_STATUS_DIR", v));
 
         let log_level = match var("IBV_SHIM_LOG") {
             None => Level::Warn,
@@ -116,6 +123,7 @@ impl Config {
                 }
             });
         let backtrace = var("IBV_SHIM_BACKTRACE").is_some_and(|v| v != "0");
+        let default_suppressions = !var("IBV_SHIM_DEFAULT_SUPPRESSIONS").is_some_and(|v| v == "0");
         Config {
             log_level,
             log_file,
@@ -123,7 +131,9 @@ impl Config {
             report,
             leak_exitcode,
             suppress,
+            status_dir,
             backtrace,
+            default_suppressions,
             secure,
             problems,
         }

@@ -15,6 +15,7 @@
 //! - [`registry`]: side tables of what the real library handed out
 //! - [`report`]: leak reports
 //! - [`lifecycle`]: fork and exit
+//! - [`oom`]: the allocator that never aborts the host process
 
 // Internal: only `exports` makes the header.
 /// cbindgen:ignore
@@ -36,6 +37,9 @@ pub mod lifecycle;
 /// cbindgen:ignore
 #[macro_use]
 pub mod log;
+// Internal: only `exports` makes the header.
+/// cbindgen:ignore
+pub mod oom;
 // Internal: only `exports` makes the header.
 /// cbindgen:ignore
 pub mod real;

@@ -12,7 +12,10 @@
 //!   (`IBV_SHIM_LEAK_EXITCODE`). Only a process that used verbs reports.
 //! - Suppressions (`IBV_SHIM_SUPPRESS`): `leak:<kind>:<pattern>` lines; a
 //!   suppressed object is still in the JSON (`"suppressed": true`) but is
-//!   not a leak for `leaked` or the exit code.
+//!   not a leak for `leaked` or the exit code. Built-in ones
+//!   (`default_suppressions.txt`, off with `IBV_SHIM_DEFAULT_SUPPRESSIONS=0`)
+//!   cover what a library keeps for the process's life on purpose, matched
+//!   by the creating call's module only, and name it (`"kept_by"`).
 //!
 //! Creation sites are kept as bare return addresses and resolved with
 //! `dladdr` only here, once per distinct address.
@@ -22,7 +25,7 @@ use std::ffi::{c_void, CStr, OsString};
 use std::fmt::{self, Write as _};
 use std::io::Write as _;
 use std::os::unix::ffi::OsStringExt;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use once_cell::sync::Lazy;
 use parking_lot::Mutex;
@@ -31,6 +34,7 @@ use verbs_abi::ibv_device;
 use crate::config;
 use crate::exports::resources::{AH_VIA, MR_VIA};
 use crate::log::Level;
+use crate::oom;
 use crate::real::RealFn;
 use crate::registry::contexts::{self, ContextInfo};
 use crate::registry::devices::{self, LiveList};
@@ -47,19 +51,202 @@ pub const SCHEMA: &str = "ibv-shim/leak-report/1";
 
 static USED: AtomicBool = AtomicBool::new(false);
 
+/// When this process (or forked child) first used verbs, in nanoseconds of
+/// `CLOCK_REALTIME_COARSE`, the clock file modification times come from:
+/// a report file modified since then was written by another process.
+static SINCE: AtomicU64 = AtomicU64::new(0);
+
 /// Marks this process as a verbs user (called by every export that
 /// forwards a call): only such a process writes a report.
 #[inline(always)]
 pub fn note_use() {
     // Read first: after the first call this is a load of a line no one writes.
-    if !USED.load(Ordering::Relaxed) {
-        USED.store(true, Ordering::Relaxed);
+    if !USED.load(Ordering::Relaxed) && !USED.swap(true, Ordering::Relaxed) {
+        first_use();
     }
 }
 
 /// After `fork()`, in the child: it has used nothing yet.
 pub fn after_fork_in_child() {
     USED.store(false, Ordering::Relaxed);
+}
+
+fn coarse_now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid out-pointer; the clock always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The first verbs call of this process: note the time, and tell the
+/// launcher (`IBV_SHIM_STATUS_DIR`) that this process uses verbs, so that
+/// if it dies before writing its report the launcher can say so and name
+/// it. No allocation: the marker is formatted on the stack.
+#[cold]
+#[inline(never)]
+fn first_use() {
+    let saved = crate::guard::Errno::save();
+    SINCE.store(coarse_now_ns(), Ordering::Relaxed);
+    if let Some(dir) = &config::get().status_dir {
+        let mut text = [0u8; 4200];
+        // SAFETY: getpid cannot fail.
+        let pid = crate::log::Dec::new(unsafe { libc::getpid() } as u64);
+        let mut len = pid.as_bytes().len();
+        text[..len].copy_from_slice(pid.as_bytes());
+        text[len] = b' ';
+        len += 1;
+        // SAFETY: the buffer has 4096 bytes free at `len`; readlink adds no NUL.
+        let exe = unsafe {
+            libc::readlink(
+                c"/proc/self/exe".as_ptr(),
+                text[len..].as_mut_ptr().cast(),
+                4096,
+            )
+        };
+        len += exe.max(0) as usize;
+        text[len] = b'\n';
+        write_status(dir.as_encoded_bytes(), b".started", &text[..len + 1]);
+        catch_termination();
+    }
+    saved.restore();
+}
+
+/// Writes `<dir>/<pid><suffix>` holding `body`, allocation-free and
+/// async-signal-safe (it also runs in a signal handler).
+fn write_status(dir: &[u8], suffix: &[u8], body: &[u8]) {
+    // SAFETY: getpid cannot fail.
+    let pid = crate::log::Dec::new(unsafe { libc::getpid() } as u64);
+    let mut path = [0u8; 4096];
+    if dir.len() + 1 + pid.as_bytes().len() + suffix.len() >= path.len() {
+        return;
+    }
+    let mut n = 0;
+    for part in [dir, b"/", pid.as_bytes(), suffix] {
+        path[n..n + part.len()].copy_from_slice(part);
+        n += part.len();
+    }
+    // SAFETY: path is NUL-terminated (zeroed past `n`); O_NOFOLLOW refuses
+    // a symlink planted at the name.
+    let fd = unsafe {
+        libc::open(
+            path.as_ptr().cast(),
+            libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            0o600 as libc::c_uint,
+        )
+    };
+    if fd >= 0 {
+        // SAFETY: fd is ours; body is valid for its length.
+        unsafe {
+            libc::write(fd, body.as_ptr().cast(), body.len());
+            libc::close(fd);
+        }
+    }
+}
+
+/// The signals that end a process that has no handler for them, and that
+/// a wrapper (`timeout`) or a user sends.
+const TERMINATION: [libc::c_int; 3] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP];
+
+/// Under the launcher only: for each of [`TERMINATION`] still at its
+/// default action, a handler that notes the signal (`<pid>.signal`) and
+/// dies of it as the default action would, so the launcher can say what
+/// killed a process it did not start itself (`ibv-shim -- timeout 20
+/// prog`). A disposition the program set is left alone, and a handler it
+/// sets later replaces this one.
+fn catch_termination() {
+    for sig in TERMINATION {
+        // SAFETY: sigaction is plain data; all-zero is a valid value; the
+        // handler only calls async-signal-safe functions.
+        unsafe {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(sig, std::ptr::null(), &mut old) != 0
+                || old.sa_sigaction != libc::SIG_DFL
+            {
+                continue;
+            }
+            let mut new: libc::sigaction = std::mem::zeroed();
+            new.sa_sigaction = on_termination as extern "C" fn(libc::c_int) as usize;
+            new.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut new.sa_mask);
+            libc::sigaction(sig, &new, std::ptr::null_mut());
+        }
+    }
+}
+
+extern "C" fn on_termination(sig: libc::c_int) {
+    let saved = crate::guard::Errno::save();
+    if let Some(dir) = &config::get().status_dir {
+        let n = crate::log::Dec::new(sig as u64);
+        let mut body = [b'\n'; 24];
+        body[..n.as_bytes().len()].copy_from_slice(n.as_bytes());
+        write_status(
+            dir.as_encoded_bytes(),
+            b".signal",
+            &body[..n.as_bytes().len() + 1],
+        );
+    }
+    // Die of it as if no handler had been set: the default action again,
+    // and the signal (blocked while this handler runs) delivered as soon
+    // as it returns.
+    // SAFETY: signal and raise are async-signal-safe.
+    unsafe {
+        libc::signal(sig, libc::SIG_DFL);
+        libc::raise(sig);
+    }
+    saved.restore();
+}
+
+/// Where this process writes its report: `IBV_SHIM_REPORT` with `%p` as
+/// the pid. A name without `%p` is shared by every process of the program
+/// (a forked child, a program run by another): when another process has
+/// written its report there since this one started using verbs, this one
+/// adds its pid to the name (`r.json` -> `r.<pid>.json`) and warns, rather
+/// than replace that report.
+fn report_path(template: &OsString) -> std::ffi::CString {
+    let path = config::expand_pid(template);
+    if template.as_encoded_bytes().windows(2).any(|w| w == b"%p") {
+        return path;
+    }
+    // SAFETY: stat is plain data; all-zero is a valid value.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: path is NUL-terminated; st is a valid out-pointer.
+    if unsafe { libc::lstat(path.as_ptr(), &mut st) } != 0
+        || st.st_mode & libc::S_IFMT != libc::S_IFREG
+    {
+        return path;
+    }
+    let mtime = st.st_mtime as u64 * 1_000_000_000 + st.st_mtime_nsec as u64;
+    if mtime < SINCE.load(Ordering::Relaxed) {
+        // An old report, from before this process used verbs.
+        return path;
+    }
+    let mine = config::expand_pid(&OsString::from_vec(with_pid(template.as_encoded_bytes())));
+    crate::log!(
+        Level::Warn,
+        "IBV_SHIM_REPORT={}: another process wrote its report there while this one ran; \
+         this process's report is {} (put %p in the name for one report per process)",
+        template.to_string_lossy(),
+        mine.to_string_lossy()
+    );
+    mine
+}
+
+/// `dir/r.json` -> `dir/r.%p.json`; `dir/r` -> `dir/r.%p`.
+fn with_pid(path: &[u8]) -> Vec<u8> {
+    let base = path.iter().rposition(|&b| b == b'/').map_or(0, |i| i + 1);
+    let at = match path[base..].iter().rposition(|&b| b == b'.') {
+        // Not a leading dot (a hidden file's name is not an extension).
+        Some(dot) if dot > 0 => base + dot,
+        _ => path.len(),
+    };
+    let mut out = Vec::with_capacity(path.len() + 3);
+    out.extend_from_slice(&path[..at]);
+    out.extend_from_slice(b".%p");
+    out.extend_from_slice(&path[at..]);
+    out
 }
 
 // --- creation sites -------------------------------------------------------------------
@@ -93,6 +280,7 @@ static SITES: Lazy<Mutex<HashMap<usize, Site>>> = Lazy::new(|| Mutex::new(HashMa
 pub fn init() {
     Lazy::force(&SITES);
     Lazy::force(&SUPPRESSIONS);
+    Lazy::force(&DEFAULTS);
 }
 
 /// `fork()` prepare: a report being written in another thread holds the
@@ -116,7 +304,11 @@ pub fn site(caller: usize) -> Site {
         return s.clone();
     }
     let s = resolve(caller);
-    SITES.lock().insert(caller, s.clone());
+    // Out of memory the site is resolved again next time, not cached.
+    let mut sites = SITES.lock();
+    if oom::fallibly(|| sites.try_reserve(1)).is_some() {
+        sites.insert(caller, s.clone());
+    }
     s
 }
 
@@ -133,21 +325,19 @@ fn resolve(caller: usize) -> Site {
             offset: Some(caller as u64),
         };
     }
-    let module = (!info.dli_fname.is_null()).then(|| {
-        // SAFETY: dladdr filled it with a C string owned by the loader.
-        let name = unsafe { CStr::from_ptr(info.dli_fname) }
-            .to_string_lossy()
-            .into_owned();
-        module_path(name)
-    });
+    let module = (!info.dli_fname.is_null())
+        .then(|| {
+            // SAFETY: dladdr filled it with a C string owned by the loader.
+            let name = unsafe { CStr::from_ptr(info.dli_fname) }.to_string_lossy();
+            module_path(&name)
+        })
+        .flatten();
     if !info.dli_sname.is_null() && !info.dli_saddr.is_null() {
         // SAFETY: as above.
-        let symbol = unsafe { CStr::from_ptr(info.dli_sname) }
-            .to_string_lossy()
-            .into_owned();
+        let symbol = oom::try_string(&unsafe { CStr::from_ptr(info.dli_sname) }.to_string_lossy());
         Site {
             module,
-            symbol: Some(symbol),
+            symbol,
             offset: Some((caller - info.dli_saddr as usize) as u64),
         }
     } else {
@@ -160,25 +350,32 @@ fn resolve(caller: usize) -> Site {
 }
 
 /// The loader names the main program by `argv[0]` (maybe relative, maybe
-/// empty); reports want a full path.
-fn module_path(name: String) -> String {
+/// empty); reports want a full path. `None` out of memory.
+fn module_path(name: &str) -> Option<String> {
     if name.starts_with('/') {
-        return name;
+        return oom::try_string(name);
     }
     let exe = program();
-    let base = |p: &str| p.rsplit('/').next().unwrap_or(p).to_string();
-    if name.is_empty() || base(&name) == base(&exe) {
-        exe
+    if name.is_empty() || name.rsplit('/').next() == exe.rsplit('/').next() {
+        Some(exe)
     } else {
-        name
+        oom::try_string(name)
     }
 }
 
-/// `/proc/self/exe`.
+/// `/proc/self/exe` (empty when unknown or out of memory).
 fn program() -> String {
-    std::fs::read_link("/proc/self/exe")
-        .map(|p| p.to_string_lossy().into_owned())
-        .unwrap_or_default()
+    let mut buf = [0u8; 4096];
+    // SAFETY: the buffer is valid for its length; readlink adds no NUL.
+    let n = unsafe {
+        libc::readlink(
+            c"/proc/self/exe".as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    let path = &buf[..n.max(0) as usize];
+    oom::try_string(&String::from_utf8_lossy(path)).unwrap_or_default()
 }
 
 /// Frames of a recorded backtrace, from the program's call down (the
@@ -387,8 +584,18 @@ impl fmt::Display for Counts {
     }
 }
 
-fn plural(n: usize, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
+/// "1 object", "2 objects".
+struct Plural(usize, &'static str, &'static str);
+
+impl fmt::Display for Plural {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Plural(n, one, many) = *self;
+        write!(f, "{n} {}", if n == 1 { one } else { many })
+    }
+}
+
+fn plural(n: usize, one: &'static str, many: &'static str) -> Plural {
+    Plural(n, one, many)
 }
 
 fn is_pd(o: &Obj) -> bool {
@@ -437,20 +644,23 @@ impl Ord for Aged {
 #[derive(Default)]
 struct Tally {
     loud: Counts,
-    quiet: usize,
+    quiet: Quiet,
     /// A max-heap of the oldest seen so far.
     oldest: BinaryHeap<Aged>,
 }
 
 impl Tally {
-    fn add(&mut self, o: &Obj, quiet: bool) {
-        if quiet {
-            self.quiet += 1;
+    fn add(&mut self, o: &Obj, quiet: Option<Why>) {
+        if let Some(why) = quiet {
+            self.quiet.add(why);
             return;
         }
         self.loud.add_obj(o);
         if self.oldest.len() < TEXT_LIMIT {
-            self.oldest.push(Aged(*o));
+            // Out of memory it is counted, not listed.
+            if oom::fallibly(|| self.oldest.try_reserve(1)).is_some() {
+                self.oldest.push(Aged(*o));
+            }
         } else if self.oldest.peek().is_some_and(|top| age(o) < age(&top.0)) {
             self.oldest.pop();
             self.oldest.push(Aged(*o));
@@ -461,38 +671,40 @@ impl Tally {
 /// Appends the listed objects as a tree: each PD (listed, or fetched as the
 /// parent of a listed object) followed by the listed objects on it, then
 /// the rest, oldest first; then a line counting what was not listed.
-fn tree(out: &mut String, tally: &Tally, indent: &str, sup: &mut Suppressor) {
-    let mut listed: Vec<Obj> = tally.oldest.iter().map(|a| a.0).collect();
+fn tree(out: &mut oom::Text, tally: &Tally, indent: &str, sup: &mut Suppressor) {
+    // The listed objects and, at most as many, the parents they hang under.
+    let mut listed: Vec<Obj> = Vec::new();
+    if oom::fallibly(|| listed.try_reserve_exact(2 * tally.oldest.len())).is_none() {
+        out.truncated = true;
+        return;
+    }
+    listed.extend(tally.oldest.iter().map(|a| a.0));
     let mut shown = Counts::default();
     listed.iter().for_each(|o| shown.add_obj(o));
     // Parents not listed themselves: fetch them so their children hang
     // under them (only if they belong to the same context, closed or not).
-    let mut parents: Vec<Obj> = Vec::new();
-    for o in listed.iter().filter(|o| on_pd(o)) {
-        if listed.iter().chain(&parents).any(|p| p.addr == o.parent) {
+    for i in 0..listed.len() {
+        let o = listed[i];
+        if !on_pd(&o) || listed.iter().any(|p| p.addr == o.parent) {
             continue;
         }
         if let Some(p) = objects::get(o.parent)
             .filter(|p| is_pd(p) && p.ctx == o.ctx && p.is_zombie() == o.is_zombie())
         {
-            if !sup.obj(&p) {
+            if sup.obj(&p).is_none() {
                 shown.add_obj(&p);
             }
-            parents.push(p);
+            listed.push(p);
         }
     }
-    listed.extend(parents);
     listed.sort_by_key(age);
-    let pds: Vec<usize> = listed.iter().filter(|o| is_pd(o)).map(|o| o.addr).collect();
-    let under = |o: &Obj| on_pd(o) && pds.contains(&o.parent);
-    let line = |out: &mut String, o: &Obj, depth: &str, sup: &mut Suppressor| {
+    let under = |o: &Obj| on_pd(o) && listed.iter().any(|p| is_pd(p) && p.addr == o.parent);
+    let line = |out: &mut oom::Text, o: &Obj, depth: &str, sup: &mut Suppressor| {
         let _ = write!(out, "\n{indent}{depth}{}", Brief(o));
         if on_pd(o) && depth.is_empty() && o.parent != 0 {
             let _ = write!(out, " on pd {:#x}", o.parent);
         }
-        if sup.obj(o) {
-            out.push_str(" (suppressed)");
-        }
+        let _ = write!(out, "{}", why_text(sup.obj(o)));
         if let Some(frames) = frames(o) {
             for fr in frames.iter().take(32) {
                 let _ = write!(out, "\n{indent}{depth}      {fr}");
@@ -517,15 +729,24 @@ fn tree(out: &mut String, tally: &Tally, indent: &str, sup: &mut Suppressor) {
     }
 }
 
-/// "on rxe0 (guid 0002c90300445566)".
-fn device_text(info: Option<&ContextInfo>) -> String {
-    match info.and_then(|i| i.device_name.as_deref()) {
-        Some(name) => match info.and_then(|i| i.guid) {
-            Some(g) => format!(" on {name} (guid {:016x})", u64::from_be(g)),
-            None => format!(" on {name}"),
-        },
-        None => String::new(),
+/// " on rxe0 (guid 0002c90300445566)".
+struct DeviceText<'a>(Option<&'a ContextInfo>);
+
+impl fmt::Display for DeviceText<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let info = self.0;
+        match info.and_then(|i| i.device_name.as_deref()) {
+            Some(name) => match info.and_then(|i| i.guid) {
+                Some(g) => write!(f, " on {name} (guid {:016x})", u64::from_be(g)),
+                None => write!(f, " on {name}"),
+            },
+            None => Ok(()),
+        }
     }
+}
+
+fn device_text(info: Option<&ContextInfo>) -> DeviceText<'_> {
+    DeviceText(info)
 }
 
 // --- suppressions --------------------------------------------------------------------
@@ -536,15 +757,44 @@ pub struct Suppression {
     /// `None` for `*`.
     pub kind: Option<String>,
     pub pattern: String,
+    /// For a built-in rule: the library that keeps such objects on purpose
+    /// (the rule then matches the creation site's module only).
+    pub owner: Option<&'static str>,
+}
+
+/// Why an object left allocated is not a leak.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Why {
+    /// A rule of `IBV_SHIM_SUPPRESS`.
+    User,
+    /// A built-in rule: this library keeps it for the life of the process.
+    Kept(&'static str),
+}
+
+/// The built-in rules (`leak:KIND:MODULE  LIBRARY  why`), shared with the
+/// launcher's `--list-default-suppressions`.
+pub const DEFAULT_SUPPRESSIONS: &str = include_str!("default_suppressions.txt");
+
+/// The built-in rules, parsed; a malformed line is a bug caught by a test.
+pub fn default_suppressions() -> Vec<Suppression> {
+    DEFAULT_SUPPRESSIONS
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .filter_map(|l| {
+            let mut words = l.split_whitespace();
+            let (rule, owner) = (words.next()?, words.next()?);
+            let (mut list, _) = parse_suppressions(rule);
+            let mut s = list.pop()?;
+            s.owner = Some(owner);
+            Some(s)
+        })
+        .collect()
 }
 
 /// Parses a suppressions file; bad lines are returned as problems.
 pub fn parse_suppressions(text: &str) -> (Vec<Suppression>, Vec<String>) {
     let (mut out, mut problems) = (Vec::new(), Vec::new());
-    let kinds: Vec<&str> = ["context", "device_list"]
-        .into_iter()
-        .chain(Kind::ALL.iter().map(|k| k.name()))
-        .collect();
     for (n, line) in text.lines().enumerate() {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
@@ -555,17 +805,18 @@ pub fn parse_suppressions(text: &str) -> (Vec<Suppression>, Vec<String>) {
             .and_then(|rest| rest.split_once(':'));
         match parsed {
             Some((kind, pattern))
-                if !pattern.is_empty() && (kind == "*" || kinds.contains(&kind)) =>
+                if !pattern.is_empty() && (kind == "*" || KINDS.contains(&kind)) =>
             {
                 out.push(Suppression {
                     kind: (kind != "*").then(|| kind.to_string()),
                     pattern: pattern.to_string(),
+                    owner: None,
                 })
             }
             _ => problems.push(format!(
                 "line {}: {line:?} is not leak:<kind>:<pattern> with kind one of *, {}",
                 n + 1,
-                kinds.join(", ")
+                KINDS.join(", ")
             )),
         }
     }
@@ -609,6 +860,10 @@ impl Suppression {
                 return true;
             }
         }
+        if self.owner.is_some() {
+            // A library's own objects are those its own code created.
+            return false;
+        }
         if site.symbol.as_deref().is_some_and(m) {
             return true;
         }
@@ -643,10 +898,19 @@ static SUPPRESSIONS: Lazy<Vec<Suppression>> = Lazy::new(|| {
     }
 });
 
+/// The built-in rules in force (none with `IBV_SHIM_DEFAULT_SUPPRESSIONS=0`).
+static DEFAULTS: Lazy<Vec<Suppression>> = Lazy::new(|| {
+    if config::get().default_suppressions {
+        default_suppressions()
+    } else {
+        Vec::new()
+    }
+});
+
 /// Decides suppression, once per kind and creation site (objects with a
-/// backtrace are matched one by one).
+/// backtrace are matched one by one against the user's rules).
 struct Suppressor {
-    cache: HashMap<(&'static str, usize), bool>,
+    cache: HashMap<(&'static str, usize), Option<Why>>,
 }
 
 impl Suppressor {
@@ -656,31 +920,130 @@ impl Suppressor {
         }
     }
 
-    fn site(&mut self, kind: &'static str, caller: usize) -> bool {
-        let list = &*SUPPRESSIONS;
-        if list.is_empty() {
-            return false;
+    fn site(&mut self, kind: &'static str, caller: usize) -> Option<Why> {
+        // The usual case (no rules of the user's, none of the built-in
+        // ones for this kind) costs no lookup per object: a report may
+        // walk a million of them.
+        if SUPPRESSIONS.is_empty()
+            && !DEFAULTS
+                .iter()
+                .any(|x| x.kind.as_deref().map_or(true, |k| k == kind))
+        {
+            return None;
         }
-        *self.cache.entry((kind, caller)).or_insert_with(|| {
-            let s = site(caller);
-            list.iter().any(|x| x.matches(kind, &s, &[]))
-        })
+        if let Some(why) = self.cache.get(&(kind, caller)) {
+            return *why;
+        }
+        let s = site(caller);
+        // The user's rules first: they name the reason themselves.
+        let why = if SUPPRESSIONS.iter().any(|x| x.matches(kind, &s, &[])) {
+            Some(Why::User)
+        } else {
+            DEFAULTS
+                .iter()
+                .find(|x| x.matches(kind, &s, &[]))
+                .and_then(|x| x.owner.map(Why::Kept))
+        };
+        // Out of memory it is decided again next time, not cached.
+        if oom::quietly(|| self.cache.try_reserve(1)).is_some() {
+            self.cache.insert((kind, caller), why);
+        }
+        why
     }
 
-    fn obj(&mut self, o: &Obj) -> bool {
-        if SUPPRESSIONS.is_empty() {
-            return false;
+    fn obj(&mut self, o: &Obj) -> Option<Why> {
+        if SUPPRESSIONS.is_empty() && DEFAULTS.is_empty() {
+            return None;
         }
         match frames(o) {
             Some(frames) => {
                 let s = site(o.caller);
-                SUPPRESSIONS
+                if SUPPRESSIONS
                     .iter()
                     .any(|x| x.matches(o.kind().name(), &s, &frames))
+                {
+                    return Some(Why::User);
+                }
+                self.site(o.kind().name(), o.caller)
             }
             None => self.site(o.kind().name(), o.caller),
         }
     }
+}
+
+/// Objects left allocated that are not leaks, by why.
+#[derive(Clone, Default)]
+struct Quiet {
+    user: usize,
+    /// By library, in the order first seen.
+    kept: Vec<(&'static str, usize)>,
+}
+
+impl Quiet {
+    fn add(&mut self, why: Why) {
+        match why {
+            Why::User => self.user += 1,
+            Why::Kept(owner) => match self.kept.iter_mut().find(|(o, _)| *o == owner) {
+                Some((_, n)) => *n += 1,
+                None => {
+                    if oom::fallibly(|| self.kept.try_reserve(1)).is_some() {
+                        self.kept.push((owner, 1));
+                    }
+                }
+            },
+        }
+    }
+
+    fn total(&self) -> usize {
+        self.user + self.kept.iter().map(|(_, n)| n).sum::<usize>()
+    }
+}
+
+/// "2 suppressed by IBV_SHIM_SUPPRESS, 3 kept by librdmacm (suppressed by
+/// default)"; `{:#}` says "2 more suppressed ...".
+impl fmt::Display for Quiet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let more = if f.alternate() { " more" } else { "" };
+        let mut sep = "";
+        if self.user > 0 {
+            write!(f, "{}{more} suppressed by IBV_SHIM_SUPPRESS", self.user)?;
+            sep = ", ";
+        }
+        for (owner, n) in &self.kept {
+            write!(f, "{sep}{n}{more} kept by {owner} (suppressed by default)")?;
+            sep = ", ";
+        }
+        Ok(())
+    }
+}
+
+/// "; not leaks: 3 kept by librdmacm (suppressed by default)", or nothing.
+struct NotLeaks<'a>(&'a Quiet);
+
+impl fmt::Display for NotLeaks<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0.total() {
+            0 => Ok(()),
+            _ => write!(f, "; not leaks: {}", self.0),
+        }
+    }
+}
+
+/// " (suppressed)" or " (kept by librdmacm, suppressed by default)".
+struct WhyText(Option<Why>);
+
+impl fmt::Display for WhyText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            None => Ok(()),
+            Some(Why::User) => f.write_str(" (suppressed)"),
+            Some(Why::Kept(owner)) => write!(f, " (kept by {owner}, suppressed by default)"),
+        }
+    }
+}
+
+fn why_text(why: Option<Why>) -> WhyText {
+    WhyText(why)
 }
 
 // --- the report at close --------------------------------------------------------------------
@@ -705,6 +1068,7 @@ pub fn context_closing(ctx: usize) {
 /// stay tracked as zombies.
 pub fn context_closed(ctx: usize) {
     let talk = crate::log::enabled(Level::Info) || crate::log::enabled(Level::Warn);
+    let dropped = oom::dropped();
     let mut sup = Suppressor::new();
     let mut tally = Tally::default();
     let n = objects::finish_close(ctx, |o| {
@@ -724,28 +1088,45 @@ pub fn context_closed(ctx: usize) {
     if loud.total() == 0 {
         crate::log!(
             Level::Info,
-            "ibv_close_device({ctx:#x}){}: {} left allocated, all suppressed by IBV_SHIM_SUPPRESS",
+            "ibv_close_device({ctx:#x}){}: {} left allocated, none a leak: {}",
             device_text(info.as_ref()),
-            plural(tally.quiet, "object", "objects")
+            plural(tally.quiet.total(), "object", "objects"),
+            tally.quiet
         );
         return;
     }
-    let mut text = format!(
+    // The headline needs no memory; the tree under it may not fit.
+    crate::log!(
+        Level::Warn,
         "leak: ibv_close_device({ctx:#x}){}: {} created on this context {} never destroyed ({loud}). \
          They stay allocated and unusable; destroying them now fails with EINVAL:",
         device_text(info.as_ref()),
         plural(loud.total(), "object", "objects"),
         if loud.total() == 1 { "was" } else { "were" },
     );
+    let mut text = oom::Text::default();
     tree(&mut text, &tally, "  ", &mut sup);
-    if tally.quiet > 0 {
-        let _ = write!(
-            text,
-            "\n  ({} more suppressed by IBV_SHIM_SUPPRESS, not shown)",
-            tally.quiet
-        );
+    if tally.quiet.total() > 0 {
+        let _ = write!(text, "\n  ({:#}, not shown)", tally.quiet);
     }
-    crate::log::block(Level::Warn, &text);
+    log_lines(&text);
+    say_if_truncated(dropped);
+}
+
+/// Logs text made of `\n`-led lines, one log line each.
+fn log_lines(text: &oom::Text) {
+    crate::log::block(
+        Level::Warn,
+        text.text.strip_prefix('\n').unwrap_or(&text.text),
+    );
+}
+
+/// After a report: if memory ran out while it was made, it says so (the
+/// log line needs no memory).
+fn say_if_truncated(dropped_before: usize) {
+    if oom::dropped() != dropped_before {
+        crate::log!(Level::Warn, "report truncated: out of memory");
+    }
 }
 
 // --- the report at exit ----------------------------------------------------------------------
@@ -795,16 +1176,18 @@ struct Group<'a> {
 
 /// What the exit report covers, gathered in one pass over the table.
 struct Inventory<'a> {
-    /// Contexts never closed (and whether suppressed).
-    open: Vec<(usize, &'a ContextInfo, bool)>,
-    /// Device lists never freed (and whether suppressed).
-    lists: Vec<(LiveList, bool)>,
+    /// Contexts never closed (and why not a leak, if not).
+    open: Vec<(usize, &'a ContextInfo, Option<Why>)>,
+    /// Device lists never freed (and why not a leak, if not).
+    lists: Vec<(LiveList, Option<Why>)>,
     /// Objects by (context, zombie): open contexts in opening order, then
     /// zombies by closed context, then contexts this process never opened.
     groups: Vec<Group<'a>>,
     index: HashMap<(usize, bool), usize>,
     loud: Counts,
-    quiet: usize,
+    quiet: Quiet,
+    /// [`oom::dropped`] before the inventory was taken.
+    dropped: usize,
 }
 
 impl<'a> Inventory<'a> {
@@ -819,18 +1202,25 @@ impl<'a> Inventory<'a> {
             groups: Vec::new(),
             index: HashMap::new(),
             loud: Counts::default(),
-            quiet: 0,
+            quiet: Quiet::default(),
+            dropped: oom::dropped(),
         };
+        // Out of memory, what cannot be held is counted but not listed
+        // (the report then says it is truncated).
         for (ctx, c) in all.iter().filter(|(_, c)| c.open) {
             let quiet = sup.site("context", c.caller);
             inv.count("context", quiet);
-            inv.open.push((*ctx, c, quiet));
+            if oom::fallibly(|| inv.open.try_reserve(1)).is_some() {
+                inv.open.push((*ctx, c, quiet));
+            }
             inv.group(*ctx, false, Some(c), How::Open);
         }
         for l in devices::live_lists() {
             let quiet = sup.site("device_list", l.caller);
             inv.count("device_list", quiet);
-            inv.lists.push((l, quiet));
+            if oom::fallibly(|| inv.lists.try_reserve(1)).is_some() {
+                inv.lists.push((l, quiet));
+            }
         }
         for (ctx, c) in zombies.iter().rev() {
             // The last context closed at an address owns its zombies.
@@ -838,35 +1228,33 @@ impl<'a> Inventory<'a> {
                 inv.group(*ctx, true, Some(c), How::Closed);
             }
         }
-        let mut strays: Vec<(usize, bool)> = Vec::new();
         objects::for_each(|o| {
             let quiet = sup.obj(o);
             inv.count(o.kind().name(), quiet);
             let key = (o.ctx, o.is_zombie());
             let i = match inv.index.get(&key) {
-                Some(&i) => i,
-                None => {
-                    strays.push(key);
-                    inv.group(
-                        o.ctx,
-                        o.is_zombie(),
-                        None,
-                        if o.is_zombie() {
-                            How::Closed
-                        } else {
-                            How::Foreign
-                        },
-                    )
-                }
+                Some(&i) => Some(i),
+                None => inv.group(
+                    o.ctx,
+                    o.is_zombie(),
+                    None,
+                    if o.is_zombie() {
+                        How::Closed
+                    } else {
+                        How::Foreign
+                    },
+                ),
             };
-            inv.groups[i].tally.add(o, quiet);
+            if let Some(i) = i {
+                inv.groups[i].tally.add(o, quiet);
+            }
         });
         inv
     }
 
-    fn count(&mut self, kind: &str, quiet: bool) {
-        if quiet {
-            self.quiet += 1;
+    fn count(&mut self, kind: &str, quiet: Option<Why>) {
+        if let Some(why) = quiet {
+            self.quiet.add(why);
         } else {
             self.loud.add(kind);
         }
@@ -878,7 +1266,9 @@ impl<'a> Inventory<'a> {
         zombie: bool,
         info: Option<&'a ContextInfo>,
         how: How,
-    ) -> usize {
+    ) -> Option<usize> {
+        oom::fallibly(|| self.groups.try_reserve(1))?;
+        oom::fallibly(|| self.index.try_reserve(1))?;
         self.groups.push(Group {
             ctx,
             info,
@@ -886,7 +1276,7 @@ impl<'a> Inventory<'a> {
             tally: Tally::default(),
         });
         self.index.insert((ctx, zombie), self.groups.len() - 1);
-        self.groups.len() - 1
+        Some(self.groups.len() - 1)
     }
 
     /// The context an object is reported under.
@@ -917,21 +1307,24 @@ pub fn at_exit() {
 
     if leaked && crate::log::enabled(Level::Warn) {
         let loud = inv.loud;
-        let mut text = format!(
+        crate::log!(
+            Level::Warn,
             "leak report at exit: {} never freed ({loud}){}:",
             plural(loud.total(), "thing was", "things were"),
-            match inv.quiet {
-                0 => String::new(),
-                n => format!("; {n} more suppressed by IBV_SHIM_SUPPRESS"),
-            }
+            NotLeaks(&inv.quiet)
         );
+        let mut text = oom::Text::default();
         for g in &inv.groups {
             let owned = g.tally.loud;
             let ctx = g.ctx;
             match (g.how, g.info) {
                 (How::Open, Some(c)) => {
-                    let quiet = inv.open.iter().any(|(k, _, q)| *k == ctx && *q);
-                    if quiet && owned.total() == 0 {
+                    let quiet = inv
+                        .open
+                        .iter()
+                        .find(|(k, _, _)| *k == ctx)
+                        .and_then(|(_, _, q)| *q);
+                    if quiet.is_some() && owned.total() == 0 {
                         continue;
                     }
                     let _ = write!(
@@ -940,7 +1333,7 @@ pub fn at_exit() {
                         device_text(g.info),
                         c.tid,
                         site(c.caller),
-                        if quiet { " (suppressed)" } else { "" }
+                        why_text(quiet)
                     );
                     if owned.total() > 0 {
                         let _ = write!(
@@ -969,7 +1362,7 @@ pub fn at_exit() {
             }
             tree(&mut text, &g.tally, "    ", &mut sup);
         }
-        for (l, _) in inv.lists.iter().filter(|(_, quiet)| !quiet) {
+        for (l, _) in inv.lists.iter().filter(|(_, quiet)| quiet.is_none()) {
             let _ = write!(
                 text,
                 "\n  device list {:#x} ({}) from ibv_get_device_list by thread {} at {} was never freed",
@@ -979,12 +1372,13 @@ pub fn at_exit() {
                 site(l.caller)
             );
         }
-        crate::log::block(Level::Warn, &text);
-    } else if inv.quiet > 0 {
+        log_lines(&text);
+    } else if inv.quiet.total() > 0 {
         crate::log!(
             Level::Info,
-            "exit: {} leaked, all suppressed by IBV_SHIM_SUPPRESS",
-            plural(inv.quiet, "thing", "things")
+            "exit: {} left allocated, none a leak: {}",
+            plural(inv.quiet.total(), "thing", "things"),
+            inv.quiet
         );
     }
 
@@ -997,6 +1391,8 @@ pub fn at_exit() {
             );
         }
     }
+
+    say_if_truncated(inv.dropped);
 
     if let (true, Some(code)) = (leaked, config::get().leak_exitcode) {
         // Destructors run before stdio is flushed at exit, and _exit skips
@@ -1258,20 +1654,32 @@ fn json_created(
     out.push(b'}');
 }
 
+/// The JSON writer's buffer and the length at which it is written out:
+/// ~1 MiB (a million objects make ~400 MB), less when memory is short.
+/// Each object fits in the room kept past the mark.
+fn json_buffer() -> (Vec<u8>, usize) {
+    let mut out = Vec::new();
+    for flush in [1 << 20, 64 << 10, 8 << 10] {
+        let room = flush + flush / 4;
+        if oom::quietly(|| out.try_reserve_exact(room)).is_some() {
+            return (out, flush);
+        }
+    }
+    // Nothing to spare: one object at a time, on the shim's reserve.
+    (out, 0)
+}
+
 /// Writes the JSON document (see `docs/leak-report.schema.json`) to a
 /// temporary file renamed into place, so a reader never sees half of it.
 fn write_json(template: &OsString, inv: &Inventory, sup: &mut Suppressor) -> std::io::Result<()> {
-    let path = std::path::PathBuf::from(OsString::from_vec(
-        config::expand_pid(template).into_bytes(),
-    ));
+    let path = std::path::PathBuf::from(OsString::from_vec(report_path(template).into_bytes()));
     // Written beside and renamed into place, so a reader never sees half of
     // it and nothing is written through a link (see `files`).
     let mut file = crate::files::AtomicFile::create(path.as_os_str())?;
     let clock = Clock::now();
     // Formatted straight into one large buffer, written when full: a
     // million objects make ~400 MB.
-    const FLUSH: usize = 1 << 20;
-    let mut out: Vec<u8> = Vec::with_capacity(FLUSH + 64 * 1024);
+    let (mut out, flush) = json_buffer();
 
     out.extend_from_slice(b"{\"schema\":");
     json_str(&mut out, SCHEMA);
@@ -1308,14 +1716,19 @@ fn write_json(template: &OsString, inv: &Inventory, sup: &mut Suppressor) -> std
         json_key(out, "handle", false);
         json_hex(out, handle as u64, false);
     };
-    let end = |out: &mut Vec<u8>, found: &str, quiet: bool| {
+    let end = |out: &mut Vec<u8>, found: &str, quiet: Option<Why>| {
         out.extend_from_slice(b",\"found\":\"");
         out.extend_from_slice(found.as_bytes());
-        out.extend_from_slice(if quiet {
-            b"\",\"suppressed\":true}"
+        out.extend_from_slice(if quiet.is_some() {
+            b"\",\"suppressed\":true,\"kept_by\":"
         } else {
-            b"\",\"suppressed\":false}"
+            b"\",\"suppressed\":false,\"kept_by\":"
         });
+        match quiet {
+            Some(Why::Kept(owner)) => json_str(out, owner),
+            _ => out.extend_from_slice(b"null"),
+        }
+        out.push(b'}');
     };
     for (ctx, c, quiet) in &inv.open {
         start(&mut out, "context", *ctx);
@@ -1392,13 +1805,18 @@ fn write_json(template: &OsString, inv: &Inventory, sup: &mut Suppressor) -> std
             if o.is_zombie() { "close" } else { "exit" },
             sup.obj(o),
         );
-        if out.len() >= FLUSH {
+        if out.len() >= flush {
             failed = file.write_all(&out);
             out.clear();
         }
     });
     failed?;
-    out.extend_from_slice(b"\n]}\n");
+    out.extend_from_slice(b"\n],\"truncated\":");
+    match oom::dropped() != inv.dropped {
+        true => json_str(&mut out, "out of memory"),
+        false => out.extend_from_slice(b"null"),
+    }
+    out.extend_from_slice(b"}\n");
     file.write_all(&out)?;
     file.commit()
 }
@@ -1442,6 +1860,53 @@ mod tests {
             &[]
         ));
         assert!(s[1].matches("qp", &Site::default(), &["main (x.c:3)".into()]));
+    }
+
+    #[test]
+    fn the_default_rules_parse_and_match_only_their_library_s_own_calls() {
+        let d = default_suppressions();
+        let rules = DEFAULT_SUPPRESSIONS
+            .lines()
+            .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+            .count();
+        assert_eq!(d.len(), rules, "a built-in rule did not parse");
+        assert!(d.iter().all(|s| s.owner == Some("librdmacm")));
+        let rdmacm = Site {
+            module: Some("/lib/x86_64-linux-gnu/librdmacm.so.1".into()),
+            symbol: None,
+            offset: Some(0x5c43),
+        };
+        let program = Site {
+            module: Some("/tmp/rping".into()),
+            symbol: Some("librdmacm.so.1".into()),
+            offset: Some(1),
+        };
+        for kind in ["context", "device_list", "pd"] {
+            assert!(d.iter().any(|s| s.matches(kind, &rdmacm, &[])), "{kind}");
+            // The program's own objects, whatever its symbols are called.
+            assert!(!d.iter().any(|s| s.matches(kind, &program, &[])), "{kind}");
+        }
+        for kind in ["mr", "cq", "qp", "comp_channel"] {
+            assert!(!d.iter().any(|s| s.matches(kind, &rdmacm, &[])), "{kind}");
+        }
+        let mut q = Quiet::default();
+        q.add(Why::Kept("librdmacm"));
+        q.add(Why::User);
+        q.add(Why::Kept("librdmacm"));
+        assert_eq!(
+            q.to_string(),
+            "1 suppressed by IBV_SHIM_SUPPRESS, 2 kept by librdmacm (suppressed by default)"
+        );
+    }
+
+    #[test]
+    fn a_shared_report_name_gets_the_pid_before_its_extension() {
+        let w = |p: &str| String::from_utf8(with_pid(p.as_bytes())).unwrap();
+        assert_eq!(w("/t/r.json"), "/t/r.%p.json");
+        assert_eq!(w("/t/report"), "/t/report.%p");
+        assert_eq!(w("/t.d/report"), "/t.d/report.%p");
+        assert_eq!(w("/t/.hidden"), "/t/.hidden.%p");
+        assert_eq!(w("r.x.json"), "r.x.%p.json");
     }
 
     #[test]
@@ -1492,13 +1957,14 @@ mod tests {
         }
         let mut tally = Tally::default();
         let mut sup = Suppressor::new();
-        objs.iter().for_each(|o| tally.add(o, false));
-        tally.add(&Obj::new(Kind::Ah, 0x500, 1, 0x100, 0, 1), true);
+        objs.iter().for_each(|o| tally.add(o, None));
+        tally.add(&Obj::new(Kind::Ah, 0x500, 1, 0x100, 0, 1), Some(Why::User));
         assert_eq!(tally.loud.total(), 303);
-        assert_eq!(tally.quiet, 1);
+        assert_eq!(tally.quiet.total(), 1);
         assert_eq!(tally.oldest.len(), TEXT_LIMIT);
-        let mut text = String::new();
-        tree(&mut text, &tally, "  ", &mut sup);
+        let mut t = oom::Text::default();
+        tree(&mut t, &tally, "  ", &mut sup);
+        let text = t.text;
         let lines: Vec<&str> = text.lines().skip(1).collect();
         assert!(lines[0].starts_with("  pd 0x100 "), "{text}");
         assert!(lines[1].starts_with("    mr 0x1000 "), "{text}");
@@ -1516,9 +1982,10 @@ mod tests {
         let mut tally = Tally::default();
         [cq, stray, pd, objs[3]]
             .iter()
-            .for_each(|o| tally.add(o, false));
-        let mut text = String::new();
-        tree(&mut text, &tally, "", &mut sup);
+            .for_each(|o| tally.add(o, None));
+        let mut t = oom::Text::default();
+        tree(&mut t, &tally, "", &mut sup);
+        let text = t.text;
         let lines: Vec<&str> = text
             .lines()
             .skip(1)

@@ -39,7 +39,9 @@ fn launcher_exe() -> PathBuf {
 
 /// The variables the launcher sets or reads: removed from the tests'
 /// environment so each test gives only its own.
-const SHIM_VARS: [&str; 10] = [
+const SHIM_VARS: [&str; 12] = [
+    "IBV_SHIM_STATUS_DIR",
+    "IBV_SHIM_DEFAULT_SUPPRESSIONS",
     "LD_PRELOAD",
     "LD_LIBRARY_PATH",
     "IBV_SHIM_LOG",
@@ -476,8 +478,10 @@ write 1003 '{"schema":"ibv-shim/leak-report/1","pid":1003,"program":"forker","le
 exit "${1:-0}"
 "#;
 
+/// Named after the program that used verbs (`forker`), not the shell that
+/// ran it.
 const FORKER_SUMMARY: [&str; 6] = [
-    "ibv-shim: sh leaked 3 RDMA objects in 2 of 3 processes: 1 pd, 1 mr, 1 context (1 suppressed)",
+    "ibv-shim: forker leaked 3 RDMA objects in 2 of 3 processes: 1 pd, 1 mr, 1 context (1 suppressed)",
     "ibv-shim:   pid 1001 (forker): 1 pd, 1 context",
     "ibv-shim:     pd           0x10 on mlx5_0, created at forker:main+0x20 (orphaned at close)",
     "ibv-shim:     context      0x1 on mlx5_0, created at forker:main+0x10 (still live at exit)",
@@ -775,5 +779,188 @@ fn a_kept_report_from_the_sim_follows_the_contract() {
         summary(&output).last(),
         Some(&format!("ibv-shim: full report: {}", files[0].display())),
         "{context}"
+    );
+}
+
+/// `tests/c/launcher/ends.c`: uses verbs, then ends as its argument says.
+fn ends() -> PathBuf {
+    cc(
+        "ends",
+        &[&repo_dir().join("tests/c/launcher/ends.c")],
+        &["-libverbs"],
+    )
+}
+
+/// The pids the program printed (`pid N`, `child N`).
+fn printed_pid(output: &Output, what: &str) -> u32 {
+    stdout(output)
+        .lines()
+        .find_map(|l| l.strip_prefix(what)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no `{what} N` in stdout:\n{}", stdout(output)))
+}
+
+#[test]
+fn a_forked_child_never_replaces_its_parents_report_at_a_fixed_name() {
+    let prog = ends();
+    let dir = TempDir::new("launcher-fixed-report");
+    let fixed = dir.join("r.json");
+    let (cmd, output) = on_sim(
+        &[
+            "--report",
+            fixed.to_str().unwrap(),
+            "--log-file",
+            dir.join("log").to_str().unwrap(),
+        ],
+        &prog,
+        &["fork"],
+    );
+    let context = describe(&cmd, &output);
+    assert_eq!(code(&output), Some(0), "{context}");
+    let (parent, child) = (printed_pid(&output, "pid"), printed_pid(&output, "child"));
+    // The child exits first and takes the name; the parent, finding a
+    // report written since it started, adds its pid.
+    let read = |p: PathBuf| -> serde_json::Value {
+        let text = std::fs::read_to_string(&p)
+            .unwrap_or_else(|e| panic!("{}: {e}\n{context}", p.display()));
+        serde_json::from_str(&text).unwrap()
+    };
+    assert_eq!(read(fixed.clone())["pid"], child, "{context}");
+    assert_eq!(
+        read(dir.join(format!("r.{parent}.json")))["pid"],
+        parent,
+        "{context}"
+    );
+    let log = std::fs::read_to_string(dir.join("log")).unwrap();
+    assert!(
+        log.lines().any(|l| l.contains(" WARN ")
+            && l.contains("another process wrote its report there")
+            && l.contains(&format!("r.{parent}.json"))),
+        "{log}"
+    );
+    // And the summary covers both.
+    assert_eq!(
+        summary(&output).first(),
+        Some(&header(
+            &prog,
+            "leaked 4 RDMA objects in 2 processes: 2 pd, 1 context, 1 device_list"
+        )),
+        "{context}"
+    );
+}
+
+#[test]
+fn a_program_killed_before_its_report_is_named_with_the_signal() {
+    let prog = ends();
+    let name = prog.file_name().unwrap().to_str().unwrap().to_string();
+    // Killed directly: the launcher's own child.
+    let (cmd, output) = on_sim(&[], &prog, &["kill"]);
+    let context = describe(&cmd, &output);
+    assert_eq!(code(&output), Some(137), "{context}");
+    let pid = printed_pid(&output, "pid");
+    assert_eq!(
+        summary(&output),
+        [format!(
+            "ibv-shim: {name} (pid {pid}) was killed by signal 9 (SIGKILL) before writing its report"
+        )],
+        "{context}"
+    );
+
+    // Through a wrapper that kills it with SIGTERM: named after the
+    // program that used verbs, not the wrapper. (5 s: time enough, on a
+    // loaded machine, to reach its first verbs call.)
+    let (cmd, output) = on_sim(
+        &[],
+        Path::new("/usr/bin/timeout"),
+        &["5", prog.to_str().unwrap(), "sleep"],
+    );
+    let context = describe(&cmd, &output);
+    assert_eq!(code(&output), Some(124), "timeout's own status: {context}");
+    let pid = printed_pid(&output, "pid");
+    assert_eq!(
+        summary(&output),
+        [format!(
+            "ibv-shim: {name} (pid {pid}) was killed by signal 15 (SIGTERM) before writing its report"
+        )],
+        "{context}"
+    );
+}
+
+#[test]
+fn a_program_run_through_a_wrapper_is_named_after_itself() {
+    let prog = ends();
+    let name = prog.file_name().unwrap().to_str().unwrap().to_string();
+    let (cmd, output) = on_sim(
+        &[],
+        Path::new("/usr/bin/timeout"),
+        &["20", prog.to_str().unwrap()],
+    );
+    let context = describe(&cmd, &output);
+    assert_eq!(code(&output), Some(0), "{context}");
+    assert_eq!(
+        summary(&output).first(),
+        Some(&format!(
+            "ibv-shim: {name} leaked 3 RDMA objects: 1 pd, 1 context, 1 device_list"
+        )),
+        "{context}"
+    );
+}
+
+/// Runs `ends HOW` under the launcher, sends the launcher SIGTERM (which it
+/// passes on) once the program has made its verbs calls, and returns the
+/// program's pid and the launcher's output.
+fn terminate(how: &str) -> (u32, Output) {
+    use std::io::BufRead;
+    let prog = ends();
+    built("libibv_sim.so");
+    let mut cmd = launcher(&["--sim-devices", "mlx5_0", "--", prog.to_str().unwrap(), how]);
+    let mut child = cmd
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once it printed its pid it has made its verbs calls (it then sleeps
+    // 60 s at most: no hang).
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let pid: u32 = line.trim().strip_prefix("pid ").unwrap().parse().unwrap();
+    let kill = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    (pid, child.wait_with_output().unwrap())
+}
+
+#[test]
+fn a_program_terminated_under_the_launcher_still_dies_of_the_signal() {
+    let name = ends().file_name().unwrap().to_str().unwrap().to_string();
+    let (pid, out) = terminate("sleep");
+    // Its death is the signal's, as without the shim's handler: 128 + 15.
+    assert_eq!(code(&out), Some(143), "{}", stderr(&out));
+    assert_eq!(
+        summary(&out),
+        [format!(
+            "ibv-shim: {name} (pid {pid}) was killed by signal 15 (SIGTERM) before writing its report"
+        )],
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_sigterm_handler_of_the_program_s_own_is_left_alone() {
+    let name = ends().file_name().unwrap().to_str().unwrap().to_string();
+    let (pid, out) = terminate("handler");
+    assert_eq!(code(&out), Some(9), "its handler ran: {}", stderr(&out));
+    assert_eq!(
+        summary(&out),
+        [format!(
+            "ibv-shim: {name} (pid {pid}) used verbs but wrote no report: it did not exit normally (killed, or _exit) or is still running"
+        )],
+        "{}",
+        stderr(&out)
     );
 }

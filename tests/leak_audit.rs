@@ -1085,6 +1085,13 @@ fn reports_match_the_schema() {
         shim_run(&leaky, &["keep"], &[("IBV_SHIM_BACKTRACE", "1")]),
     );
     add("clean", shim_run(&prog("clean"), &[], &[]));
+    // Objects librdmacm keeps: suppressed by default, with "kept_by".
+    let rdmacm = cc(
+        "keep_devices",
+        &[&repo_dir().join("tests/c/rdmacm/keep_devices.c")],
+        &["-lrdmacm"],
+    );
+    add("rdmacm", shim_run(&rdmacm, &[], &[]));
     add("fork", shim_run(&prog("fork"), &[], &[]));
     add(
         "imports",

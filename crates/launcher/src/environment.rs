@@ -34,6 +34,16 @@ pub const SIM_SONAME: &str = "libibverbs.so.1";
 pub struct Plan {
     pub vars: Vec<(OsString, OsString)>,
     pub report: ReportLocation,
+    /// The launcher's private directory (`IBV_SHIM_STATUS_DIR`, and the
+    /// reports unless they are kept elsewhere), removed after the summary.
+    pub private: PathBuf,
+}
+
+impl Plan {
+    /// Removes the private directory.
+    pub fn cleanup(&self) {
+        let _ = std::fs::remove_dir_all(&self.private);
+    }
 }
 
 /// Where the launcher's executable is, for its defaults.
@@ -193,7 +203,7 @@ pub fn plan(
     o: &Options,
     shim: &Path,
     sim_dir: Option<&Path>,
-    private_report_dir: impl FnOnce() -> Result<PathBuf, SetupError>,
+    private_dir: impl FnOnce() -> Result<PathBuf, SetupError>,
     inherited: impl Fn(&str) -> Option<OsString>,
 ) -> Result<Plan, SetupError> {
     let mut vars: Vec<(OsString, OsString)> = Vec::new();
@@ -227,6 +237,9 @@ pub fn plan(
     if o.backtrace {
         set("IBV_SHIM_BACKTRACE", "1".into());
     }
+    if o.no_default_suppressions {
+        set("IBV_SHIM_DEFAULT_SUPPRESSIONS", "0".into());
+    }
     if let Some(lib) = &o.library {
         // A bare name is for dlopen's own search; a path is made absolute.
         let lib = if lib.as_bytes().contains(&b'/') {
@@ -236,14 +249,22 @@ pub fn plan(
         };
         set("IBV_SHIM_LIBRARY", lib);
     }
+    let private = private_dir()?;
     let inherited_report = inherited("IBV_SHIM_REPORT").filter(|r| !r.is_empty());
     let report = match (&o.report, inherited_report) {
         (Some(path), _) => ReportLocation::kept(absolute(Path::new(path))),
         (None, Some(path)) => ReportLocation::kept(absolute(Path::new(&path))),
-        (None, None) => ReportLocation::private(private_report_dir()?),
+        (None, None) => ReportLocation::private(private.clone()),
     };
     set("IBV_SHIM_REPORT", report.template().into_os_string());
-    Ok(Plan { vars, report })
+    // Each process that uses verbs notes itself there: the launcher can
+    // then name one that died before writing its report.
+    set("IBV_SHIM_STATUS_DIR", private.clone().into_os_string());
+    Ok(Plan {
+        vars,
+        report,
+        private,
+    })
 }
 
 /// The leak exit code the program runs with: `--leak-exitcode` /
@@ -361,6 +382,7 @@ mod tests {
             report: Some("/r.%p.json".into()),
             leak_exitcode: Some(23),
             suppress: Some("/s.supp".into()),
+            no_default_suppressions: true,
             backtrace: true,
             sim: true,
             sim_devices: Some("rxe0".into()),
@@ -371,7 +393,7 @@ mod tests {
             &o,
             Path::new("/s/libibv_shim.so"),
             Some(Path::new("/t/sim")),
-            || panic!("no private dir when --report is given"),
+            || Ok(PathBuf::from("/tmp/ibv-shim.1.x")),
             env(&[("LD_PRELOAD", "/a.so"), ("LD_LIBRARY_PATH", "/lib")]),
         )
         .unwrap();
@@ -385,8 +407,10 @@ mod tests {
             ("IBV_SHIM_LEAK_EXITCODE", "23"),
             ("IBV_SHIM_SUPPRESS", "/s.supp"),
             ("IBV_SHIM_BACKTRACE", "1"),
+            ("IBV_SHIM_DEFAULT_SUPPRESSIONS", "0"),
             ("IBV_SHIM_LIBRARY", "libibverbs.so.1"),
             ("IBV_SHIM_REPORT", "/r.%p.json"),
+            ("IBV_SHIM_STATUS_DIR", "/tmp/ibv-shim.1.x"),
         ];
         for (k, val) in want {
             assert_eq!(v.get(k).map(String::as_str), Some(val), "{k}");
@@ -406,7 +430,8 @@ mod tests {
         )
         .unwrap();
         let v = vars(&plan);
-        assert_eq!(v.len(), 2, "{v:?}");
+        assert_eq!(v.len(), 3, "{v:?}");
+        assert_eq!(v["IBV_SHIM_STATUS_DIR"], "/tmp/ibv-shim.1.x");
         assert_eq!(v["LD_PRELOAD"], "/s/libibv_shim.so");
         assert_eq!(
             v["IBV_SHIM_REPORT"],
@@ -424,7 +449,8 @@ mod tests {
             ..opts()
         };
         let cwd = std::env::current_dir().unwrap();
-        let plan = plan(&o, Path::new("/s.so"), None, || unreachable!(), env(&[])).unwrap();
+        let private = || Ok(PathBuf::from("/p"));
+        let plan = plan(&o, Path::new("/s.so"), None, private, env(&[])).unwrap();
         let v = vars(&plan);
         assert_eq!(
             Path::new(&v["IBV_SHIM_REPORT"]),
@@ -440,7 +466,7 @@ mod tests {
             &opts(),
             Path::new("/s.so"),
             None,
-            || unreachable!(),
+            || Ok(PathBuf::from("/p")),
             env(&[("IBV_SHIM_REPORT", "/keep/r.%p.json")]),
         )
         .unwrap();

@@ -12,6 +12,7 @@ mod environment;
 mod options;
 mod report;
 mod run;
+mod status;
 mod summary;
 
 use std::ffi::OsString;
@@ -69,6 +70,12 @@ fn launch(args: impl IntoIterator<Item = OsString>) -> i32 {
                 .write_all(options::version().as_bytes());
             return 0;
         }
+        Ok(Command::ListDefaultSuppressions) => {
+            let _ = std::io::stdout()
+                .lock()
+                .write_all(options::DEFAULT_SUPPRESSIONS.as_bytes());
+            return 0;
+        }
         Ok(Command::Run(o)) => o,
         Err(e) => {
             to_stderr(&format!(
@@ -107,14 +114,14 @@ fn run_program(o: &Options) -> Result<i32, Failure> {
     let leak_exitcode = environment::leak_exitcode(o, inherited);
     let before = plan.report.before();
 
-    let status = run::run(&program, &o.program, &o.args, &plan.vars);
-    let status = match status {
-        Ok(s) => s,
+    let ran = match run::run(&program, &o.program, &o.args, &plan.vars) {
+        Ok(r) => r,
         Err(e) => {
-            plan.report.cleanup();
+            plan.cleanup();
             return Err(e.into());
         }
     };
+    let started = status::read(&plan.private);
 
     let files = plan.report.written_since(&before);
     let mut reports: Vec<Report> = Vec::new();
@@ -126,7 +133,7 @@ fn run_program(o: &Options) -> Result<i32, Failure> {
         }
     }
     let leaked = reports.iter().any(Report::has_leaks);
-    let exit = summary::exit_status(status, leak_exitcode, leaked);
+    let exit = summary::exit_status(ran.status, leak_exitcode, leaked);
     if !o.quiet {
         let program = o.program.to_string_lossy();
         let kept = (!plan.report.is_private()).then_some(files.as_slice());
@@ -137,11 +144,13 @@ fn run_program(o: &Options) -> Result<i32, Failure> {
             kept,
             exit,
             leak_exitcode,
+            started: &started,
+            child: ran.pid.into(),
         });
         let mut text = lines.join("\n");
         text.push('\n');
         to_stderr(&text);
     }
-    plan.report.cleanup();
+    plan.cleanup();
     Ok(exit.0)
 }

@@ -23,6 +23,8 @@ pub enum Command {
     Help,
     /// `-V` / `--version`.
     Version,
+    /// `--list-default-suppressions`.
+    ListDefaultSuppressions,
     /// Run a program.
     Run(Box<Options>),
 }
@@ -42,6 +44,8 @@ pub struct Options {
     pub suppress: Option<OsString>,
     /// `--backtrace`.
     pub backtrace: bool,
+    /// `--no-default-suppressions`.
+    pub no_default_suppressions: bool,
     /// `--sim`, or implied by `--sim-devices` or `--sim-dir`.
     pub sim: bool,
     /// `--sim-devices LIST`.
@@ -155,6 +159,14 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, UsageE
                 fail_on_leak = true;
             }
             "--suppress" => o.suppress = Some(value_of("FILE", false)?),
+            "--no-default-suppressions" => {
+                flag(&inline)?;
+                o.no_default_suppressions = true;
+            }
+            "--list-default-suppressions" => {
+                flag(&inline)?;
+                return Ok(Command::ListDefaultSuppressions);
+            }
             "--backtrace" => {
                 flag(&inline)?;
                 o.backtrace = true;
@@ -228,7 +240,10 @@ option sets is inherited unchanged):
   --log-file PATH      write the shim's log to PATH instead of stderr; %p in
                        PATH becomes the pid. Sets IBV_SHIM_LOG_FILE.
   --report PATH        keep the JSON leak report at PATH (%p = pid: use it
-                       when the program forks, each process writes its own).
+                       when the program forks, each process writes its own;
+                       without %p, a process that finds another's report
+                       written there since it started writes
+                       NAME.<pid>.EXT instead, with a warning).
                        Sets IBV_SHIM_REPORT. Without it the launcher reads an
                        inherited IBV_SHIM_REPORT, or else has the reports
                        written to a private temporary directory
@@ -240,6 +255,14 @@ option sets is inherited unchanged):
   --suppress FILE      leak suppressions (by kind and creation-site module or
                        symbol), for objects kept on purpose; they are counted
                        as suppressed, not as leaks. Sets IBV_SHIM_SUPPRESS.
+  --no-default-suppressions
+                       report the objects libraries keep for the life of the
+                       process on purpose (librdmacm's contexts and device
+                       list) as leaks too; by default they are shown as
+                       'kept by LIBRARY (suppressed by default)'.
+                       Sets IBV_SHIM_DEFAULT_SUPPRESSIONS=0.
+  --list-default-suppressions
+                       print the built-in suppressions and exit.
   --backtrace          record a full backtrace at each creation, not just the
                        calling function. Sets IBV_SHIM_BACKTRACE=1.
   --sim                run on the simulated RDMA devices (no hardware needed):
@@ -270,8 +293,15 @@ finds them.
 Summary: one line with the number of leaked objects by kind (and how many
 were suppressed), then up to 10 of them: kind, handle, device and creation
 site (module:symbol+offset). A program that forks is summarised over all of
-its processes' reports. 'made no verbs calls' means that no process wrote a
-report: none used verbs (or, setuid, the shim ignored IBV_SHIM_REPORT).
+its processes' reports, and named after the program that used verbs when
+that is not the one given (a wrapper: ibv-shim -- timeout 20 prog). Each
+process notes its first verbs call in the launcher's private directory
+(IBV_SHIM_STATUS_DIR), so one that dies before writing its report is named,
+with the signal that killed it ('prog (pid N) was killed by signal 15
+(SIGTERM) before writing its report'; under the launcher the shim notes
+SIGTERM, SIGINT and SIGHUP where the program left them at their default).
+'made no verbs calls' means that no process used verbs (or, setuid, the
+shim ignored the launcher's variables).
 
 Exit status:
   the program's exit status; 128+N if it was killed by signal N.
@@ -291,6 +321,10 @@ sends them to the program too) and passes SIGTERM and SIGHUP on to it.
         leak = DEFAULT_LEAK_EXITCODE,
     )
 }
+
+/// The shim's built-in suppressions (the file it compiles in), printed by
+/// `--list-default-suppressions`.
+pub const DEFAULT_SUPPRESSIONS: &str = include_str!("../../../src/default_suppressions.txt");
 
 /// `ibv-shim --version`.
 pub fn version() -> String {
@@ -339,6 +373,7 @@ mod tests {
             "--leak-exitcode",
             "42",
             "--suppress=s.supp",
+            "--no-default-suppressions",
             "--backtrace",
             "--sim-devices",
             "mlx5_0,rxe0",
@@ -359,6 +394,7 @@ mod tests {
                 report: Some("r.json".into()),
                 leak_exitcode: Some(42),
                 suppress: Some("s.supp".into()),
+                no_default_suppressions: true,
                 backtrace: true,
                 sim: true,
                 sim_devices: Some("mlx5_0,rxe0".into()),
@@ -447,6 +483,9 @@ mod tests {
             "--leak-exitcode",
             "--fail-on-leak",
             "--suppress",
+            "--no-default-suppressions",
+            "--list-default-suppressions",
+            "IBV_SHIM_DEFAULT_SUPPRESSIONS",
             "--backtrace",
             "--sim ",
             "--sim-devices",

@@ -4,7 +4,7 @@
 //! `{"schema", "pid", "program", "leaked", "totals": {kind: n},
 //!   "objects": [{"kind", "handle", "context", "device", "guid", "parent",
 //!   "fields", "created": {"thread", "time", "module", "symbol", "offset",
-//!   "backtrace"}, "found": "close"|"exit", "suppressed"}]}`.
+//!   "backtrace"}, "found": "close"|"exit", "suppressed", "kept_by"}]}`.
 //! Every field is read defensively: a missing or mistyped one is `None`,
 //! never an error, so a report from a newer or older shim still summarises.
 
@@ -71,20 +71,20 @@ impl ReportLocation {
         };
         let dir = self.template.parent().unwrap_or(Path::new("/"));
         let pattern = name.as_bytes();
-        if !pattern.windows(2).any(|w| w == b"%p") {
-            return if self.template.is_file() {
-                vec![self.template.clone()]
-            } else {
-                Vec::new()
-            };
-        }
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return Vec::new();
+        // Without `%p` every process writes the one name, but one that
+        // finds another's report written there since it started adds its
+        // pid (`r.json` -> `r.<pid>.json`) rather than replace it.
+        let (fixed, pattern) = match pattern.windows(2).any(|w| w == b"%p") {
+            true => (None, pattern.to_vec()),
+            false => (Some(&self.template), with_pid(pattern)),
         };
-        let mut found: Vec<PathBuf> = entries
+        let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
             .filter_map(Result::ok)
-            .filter(|e| matches_pid_pattern(pattern, e.file_name().as_bytes()))
+            .filter(|e| matches_pid_pattern(&pattern, e.file_name().as_bytes()))
             .map(|e| e.path())
+            .chain(fixed.cloned())
             .filter(|p| p.is_file())
             .collect();
         found.sort();
@@ -109,18 +109,21 @@ impl ReportLocation {
             .filter(|p| identity(p).is_some_and(|id| !before.0.contains(&(p.clone(), id))))
             .collect()
     }
-
-    /// Removes the private directory, if there is one.
-    pub fn cleanup(&self) {
-        if let Some(dir) = &self.private {
-            let _ = std::fs::remove_dir_all(dir);
-        }
-    }
 }
 
 fn identity(p: &Path) -> Option<Identity> {
     let m = std::fs::metadata(p).ok()?;
     Some(Identity(m.ino(), m.size(), m.mtime(), m.mtime_nsec()))
+}
+
+/// `r.json` -> `r.%p.json`, `r` -> `r.%p`: the name the shim falls back to
+/// (see `report_path` in the shim).
+fn with_pid(name: &[u8]) -> Vec<u8> {
+    let at = match name.iter().rposition(|&b| b == b'.') {
+        Some(dot) if dot > 0 => dot,
+        _ => name.len(),
+    };
+    [&name[..at], b".%p", &name[at..]].concat()
 }
 
 /// Whether `name` is `pattern` with each `%p` replaced by one or more digits.
@@ -150,6 +153,8 @@ pub struct Report {
     pub totals: Vec<(String, u64)>,
     /// `None` when the document has no `objects` array.
     pub objects: Option<Vec<Object>>,
+    /// Why the report is incomplete (`out of memory`), if it is.
+    pub truncated: Option<String>,
 }
 
 /// One leaked object.
@@ -165,6 +170,8 @@ pub struct Object {
     /// `close` or `exit`.
     pub found: Option<String>,
     pub suppressed: bool,
+    /// The library that keeps it on purpose (a built-in suppression).
+    pub kept_by: Option<String>,
 }
 
 impl Report {
@@ -194,6 +201,7 @@ impl Report {
             leaked: doc.get("leaked").and_then(Value::as_bool),
             totals,
             objects,
+            truncated: text_field(doc.get("truncated")),
         })
     }
 
@@ -208,10 +216,11 @@ impl Report {
     }
 
     /// The leaked objects by kind, suppressed ones left out: counted from
-    /// `objects`, or taken from `totals` when there is no `objects` array.
+    /// `objects`, or taken from `totals` when there is no `objects` array
+    /// or it is incomplete (a truncated report).
     pub fn counts(&self) -> Vec<(String, u64)> {
         match &self.objects {
-            Some(objects) => {
+            Some(objects) if self.truncated.is_none() => {
                 let mut counts: Vec<(String, u64)> = Vec::new();
                 for o in objects.iter().filter(|o| !o.suppressed) {
                     match counts.iter_mut().find(|(k, _)| *k == o.kind) {
@@ -221,7 +230,7 @@ impl Report {
                 }
                 counts
             }
-            None => self
+            _ => self
                 .totals
                 .iter()
                 .filter(|(_, n)| *n > 0)
@@ -230,11 +239,27 @@ impl Report {
         }
     }
 
-    /// How many leaked objects were suppressed.
+    /// How many leaked objects were suppressed by the user's rules.
     pub fn suppressed(&self) -> u64 {
-        self.objects
-            .as_ref()
-            .map_or(0, |o| o.iter().filter(|o| o.suppressed).count() as u64)
+        self.objects.as_ref().map_or(0, |o| {
+            o.iter()
+                .filter(|o| o.suppressed && o.kept_by.is_none())
+                .count() as u64
+        })
+    }
+
+    /// Objects kept on purpose by a library (built-in suppressions), by
+    /// library in the order first listed.
+    pub fn kept(&self) -> Vec<(String, u64)> {
+        let mut kept: Vec<(String, u64)> = Vec::new();
+        for o in self.objects.iter().flatten().filter(|o| o.suppressed) {
+            let Some(owner) = &o.kept_by else { continue };
+            match kept.iter_mut().find(|(k, _)| k == owner) {
+                Some((_, n)) => *n += 1,
+                None => kept.push((owner.clone(), 1)),
+            }
+        }
+        kept
     }
 
     /// Whether the process leaked: the report's verdict, else whether any
@@ -263,6 +288,7 @@ impl Object {
                 .get("suppressed")
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
+            kept_by: text_field(o.get("kept_by")),
         })
     }
 
@@ -382,17 +408,23 @@ mod tests {
         let single = ReportLocation::kept(dir.join("other.json"));
         assert_eq!(single.candidates(), [dir.join("other.json")]);
         assert!(single.written_since(&single.before()).is_empty());
+        // A fixed name and the reports that could not take it.
+        std::fs::write(dir.join("other.77.json"), "x").unwrap();
+        std::fs::write(dir.join("other.x.json"), "x").unwrap();
+        assert_eq!(
+            single.candidates(),
+            [dir.join("other.77.json"), dir.join("other.json")]
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
-    fn the_private_directory_is_removed() {
+    fn private_reports_are_named_by_pid() {
         let dir = crate::environment::private_dir().unwrap();
         let loc = ReportLocation::private(dir.clone());
         assert_eq!(loc.template(), dir.join("ibv-shim-report.%p.json"));
         std::fs::write(dir.join("ibv-shim-report.9.json"), "{}").unwrap();
         assert_eq!(loc.candidates(), [dir.join("ibv-shim-report.9.json")]);
-        loc.cleanup();
-        assert!(!dir.exists());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -152,6 +152,13 @@ impl Drop for Signals {
     }
 }
 
+/// How the program ran: its pid and how it ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ran {
+    pub pid: u32,
+    pub status: Status,
+}
+
 /// Runs `program` (found by [`resolve`], shown to it as `argv0`) with
 /// `args` and the extra variables `vars`, stdio inherited, and waits.
 pub fn run(
@@ -159,7 +166,7 @@ pub fn run(
     argv0: &OsStr,
     args: &[OsString],
     vars: &[(OsString, OsString)],
-) -> Result<Status, NotRun> {
+) -> Result<Ran, NotRun> {
     let mut cmd = Command::new(program);
     cmd.arg0(argv0).args(args);
     for (k, v) in vars {
@@ -205,10 +212,14 @@ pub fn run(
         status: 125,
         message: format!("waiting for {}: {e}", argv0.to_string_lossy()),
     })?;
-    Ok(match (status.code(), status.signal()) {
+    let status = match (status.code(), status.signal()) {
         (Some(code), _) => Status::Exited(code),
         (None, Some(sig)) => Status::Signaled(sig),
         (None, None) => Status::Exited(125),
+    };
+    Ok(Ran {
+        pid: pid as u32,
+        status,
     })
 }
 
@@ -250,8 +261,11 @@ mod tests {
     #[test]
     fn exit_codes_and_signals_come_back() {
         let sh = Path::new("/bin/sh");
-        let run_sh =
-            |script: &str| run(sh, OsStr::new("sh"), &["-c".into(), script.into()], &[]).unwrap();
+        let run_sh = |script: &str| {
+            run(sh, OsStr::new("sh"), &["-c".into(), script.into()], &[])
+                .unwrap()
+                .status
+        };
         assert_eq!(run_sh("exit 7"), Status::Exited(7));
         assert_eq!(run_sh("kill -KILL $$"), Status::Signaled(9));
         // The child does not inherit an ignored SIGINT from the launcher.
@@ -269,6 +283,6 @@ mod tests {
             &vars,
         )
         .unwrap();
-        assert_eq!(st, Status::Exited(0));
+        assert_eq!(st.status, Status::Exited(0));
     }
 }

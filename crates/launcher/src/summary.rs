@@ -13,6 +13,7 @@
 use std::path::PathBuf;
 
 use crate::report::{Object, Report};
+use crate::status::Started;
 
 /// How many leaked objects the summary lists.
 pub const MAX_OBJECT_LINES: usize = 10;
@@ -81,6 +82,36 @@ pub struct Input<'a> {
     pub exit: (i32, Reason),
     /// The leak exit code in force, if any.
     pub leak_exitcode: Option<u8>,
+    /// The processes that used verbs (those that wrote a report, and those
+    /// that died before they could).
+    pub started: &'a [Started],
+    /// The pid of the program the launcher started.
+    pub child: Option<u32>,
+}
+
+/// A file name without its directory.
+fn base(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// What to call the program: the process that used verbs when that is
+/// not the program the user named (a wrapper: `timeout 20 prog`), else the
+/// program as named.
+fn subject(input: &Input) -> String {
+    let mut used = input
+        .reports
+        .iter()
+        .map(|r| r.program.as_deref().unwrap_or_default())
+        .chain(input.started.iter().map(|s| s.program.as_str()))
+        .map(base);
+    match used.next() {
+        Some(first)
+            if !first.is_empty() && used.all(|p| p == first) && first != base(input.program) =>
+        {
+            first.to_string()
+        }
+        _ => input.program.to_string(),
+    }
 }
 
 /// The summary's lines, each starting with [`PREFIX`], without newlines.
@@ -90,17 +121,60 @@ pub fn lines(input: &Input) -> Vec<String> {
     for (path, why) in input.unreadable {
         say(format!("cannot read the report {}: {why}", path.display()));
     }
-    let program = input.program;
+    for r in input.reports {
+        if let Some(why) = &r.truncated {
+            let pid = r.pid.map_or("?".to_string(), |p| p.to_string());
+            say(format!("the report of pid {pid} is truncated: {why}"));
+        }
+    }
+    let named = subject(input);
+    let program = named.as_str();
     let reports = input.reports;
+    // Processes that used verbs but wrote no report: they never reached
+    // their exit (killed, `_exit`, or still running).
+    let lost: Vec<&Started> = input
+        .started
+        .iter()
+        .filter(|s| !reports.iter().any(|r| r.pid == Some(s.pid)))
+        .collect();
+    for s in &lost {
+        let name = match s.program.as_str() {
+            "" => "a process".to_string(),
+            p => base(p).to_string(),
+        };
+        let signal = s.signal.or(match input.exit.1 {
+            Reason::Signal(sig) if input.child.map(u64::from) == Some(s.pid) => Some(sig),
+            _ => None,
+        });
+        match signal {
+            Some(sig) => say(format!(
+                "{name} (pid {}) was killed by {} before writing its report",
+                s.pid,
+                signal_name(sig)
+            )),
+            None => say(format!(
+                "{name} (pid {}) used verbs but wrote no report: it did not exit normally \
+                 (killed, or _exit) or is still running",
+                s.pid
+            )),
+        }
+    }
     let leaking: Vec<&Report> = reports.iter().filter(|r| total(&r.counts()) > 0).collect();
     let counts = merge(reports.iter().map(Report::counts));
     let leaked = total(&counts);
     let suppressed: u64 = reports.iter().map(Report::suppressed).sum();
-    let suppressed_note = if suppressed > 0 {
+    let kept_by_libraries = merge_kept(reports);
+    let mut suppressed_note = if suppressed > 0 {
         format!(" ({suppressed} suppressed)")
     } else {
         String::new()
     };
+    for (owner, n) in &kept_by_libraries {
+        suppressed_note.push_str(&format!(
+            "; {} kept by {owner} (suppressed by default)",
+            plural(*n, "object", "objects")
+        ));
+    }
 
     let unreadable_note = if input.unreadable.is_empty() {
         ""
@@ -110,7 +184,7 @@ pub fn lines(input: &Input) -> Vec<String> {
     if reports.is_empty() {
         match input.exit.1 {
             // The lines above already say what there is.
-            _ if !input.unreadable.is_empty() => {}
+            _ if !input.unreadable.is_empty() || !lost.is_empty() => {}
             Reason::Signal(sig) => say(format!(
                 "{program} was killed by {}; no leak report was written",
                 signal_name(sig)
@@ -167,10 +241,9 @@ pub fn lines(input: &Input) -> Vec<String> {
                     unlisted += 1;
                 }
             }
-            // A report with totals but no object list adds what it cannot list.
-            if r.objects.is_none() {
-                unlisted += total(&r.counts());
-            }
+            // A report with totals but no (or an incomplete) object list
+            // adds what it cannot list.
+            unlisted += total(&r.counts()).saturating_sub(objects.len() as u64);
         }
         if unlisted > 0 && listed > 0 {
             say(format!("  ... and {unlisted} more"));
@@ -178,10 +251,19 @@ pub fn lines(input: &Input) -> Vec<String> {
     }
 
     match input.exit {
-        (code, Reason::Signal(sig)) if !reports.is_empty() => say(format!(
-            "{program} was killed by {}; exit status {code}",
-            signal_name(sig)
-        )),
+        (code, Reason::Signal(sig))
+            if !reports.is_empty()
+                && !lost
+                    .iter()
+                    .any(|s| input.child.map(u64::from) == Some(s.pid)) =>
+        {
+            // The launcher's own child, which a wrapper may be.
+            say(format!(
+                "{} was killed by {}; exit status {code}",
+                input.program,
+                signal_name(sig)
+            ))
+        }
         (code, Reason::Leak) => say(format!(
             "exit status {code}: the program leaked (--leak-exitcode {})",
             input.leak_exitcode.map_or(code, i32::from)
@@ -227,6 +309,18 @@ fn object_line(o: &Object) -> String {
         _ => {}
     }
     s
+}
+
+/// Objects kept on purpose by libraries, over all reports, by library.
+fn merge_kept(reports: &[Report]) -> Vec<(String, u64)> {
+    let mut kept: Vec<(String, u64)> = Vec::new();
+    for (owner, n) in reports.iter().flat_map(Report::kept) {
+        match kept.iter_mut().find(|(k, _)| *k == owner) {
+            Some((_, m)) => *m += n,
+            None => kept.push((owner, n)),
+        }
+    }
+    kept
 }
 
 /// Adds per-process counts together, in [`KIND_ORDER`].
@@ -344,6 +438,8 @@ mod tests {
             kept: None,
             exit,
             leak_exitcode: leak,
+            started: &[],
+            child: None,
         })
     }
 
@@ -373,6 +469,8 @@ mod tests {
             kept: Some(&kept),
             exit: (23, Reason::Leak),
             leak_exitcode: Some(23),
+            started: &[],
+            child: None,
         });
         let tail = &got[got.len() - 2..];
         assert_eq!(
@@ -395,6 +493,14 @@ mod tests {
         assert_eq!(
             summary(&[report(only_suppressed)], (0, Reason::Program), None),
             ["ibv-shim: no RDMA resources leaked (2 suppressed)"]
+        );
+        let kept = r#"{"leaked":false,"objects":[
+            {"kind":"device_list","suppressed":true,"kept_by":"librdmacm"},
+            {"kind":"context","suppressed":true,"kept_by":"librdmacm"},
+            {"kind":"pd","suppressed":true,"kept_by":null}]}"#;
+        assert_eq!(
+            summary(&[report(kept)], (0, Reason::Program), None),
+            ["ibv-shim: no RDMA resources leaked (1 suppressed); 2 objects kept by librdmacm (suppressed by default)"]
         );
     }
 
@@ -461,6 +567,8 @@ mod tests {
             kept: None,
             exit: (0, Reason::Program),
             leak_exitcode: None,
+            started: &[],
+            child: None,
         });
         assert_eq!(
             got[..2],
@@ -477,6 +585,8 @@ mod tests {
             kept: None,
             exit: (0, Reason::Program),
             leak_exitcode: None,
+            started: &[],
+            child: None,
         });
         assert_eq!(only_bad.len(), 1, "{only_bad:?}");
         let clean = report(r#"{"pid":9,"leaked":false,"objects":[]}"#);
@@ -487,10 +597,94 @@ mod tests {
             kept: None,
             exit: (0, Reason::Program),
             leak_exitcode: None,
+            started: &[],
+            child: None,
         });
         assert_eq!(
             partly[1],
             "ibv-shim: no RDMA resources leaked in the reports that could be read"
+        );
+    }
+
+    #[test]
+    fn a_process_that_died_before_its_report_is_named_with_its_signal() {
+        let run = |started: &[Started], exit, child| {
+            lines(&Input {
+                program: "timeout",
+                reports: &[],
+                unreadable: &[],
+                kept: None,
+                exit,
+                leak_exitcode: None,
+                started,
+                child,
+            })
+        };
+        let prog = |signal| Started {
+            pid: 42,
+            program: "/opt/bin/rping".into(),
+            signal,
+        };
+        // Through a wrapper: the shim saw the signal.
+        assert_eq!(
+            run(&[prog(Some(15))], (124, Reason::Program), Some(41)),
+            ["ibv-shim: rping (pid 42) was killed by signal 15 (SIGTERM) before writing its report"]
+        );
+        // The launcher's own child: its wait status says.
+        assert_eq!(
+            run(&[prog(None)], (137, Reason::Signal(9)), Some(42)),
+            ["ibv-shim: rping (pid 42) was killed by signal 9 (SIGKILL) before writing its report"]
+        );
+        assert_eq!(
+            run(&[prog(None)], (0, Reason::Program), Some(41)),
+            ["ibv-shim: rping (pid 42) used verbs but wrote no report: it did not exit normally (killed, or _exit) or is still running"]
+        );
+        // A report from the program a wrapper ran is named after it.
+        let r = report(r#"{"pid":42,"program":"/opt/bin/rping","leaked":false,"objects":[]}"#);
+        let got = lines(&Input {
+            program: "timeout",
+            reports: &[r],
+            unreadable: &[],
+            kept: None,
+            exit: (0, Reason::Program),
+            leak_exitcode: None,
+            started: &[prog(None)],
+            child: Some(41),
+        });
+        assert_eq!(got, ["ibv-shim: no RDMA resources leaked"]);
+        let r = report(ONE_PROCESS);
+        let got = lines(&Input {
+            program: "timeout",
+            reports: &[r],
+            unreadable: &[],
+            kept: None,
+            exit: (0, Reason::Program),
+            leak_exitcode: None,
+            started: &[],
+            child: Some(41),
+        });
+        assert!(
+            got[0].starts_with("ibv-shim: leaky leaked 5 RDMA objects"),
+            "{got:?}"
+        );
+    }
+
+    #[test]
+    fn a_truncated_report_says_so() {
+        let r = report(
+            r#"{"pid":5,"leaked":true,"totals":{"pd":1},"objects":[],"truncated":"out of memory"}"#,
+        );
+        assert_eq!(
+            summary(&[r], (0, Reason::Program), None)[..2],
+            [
+                "ibv-shim: the report of pid 5 is truncated: out of memory",
+                "ibv-shim: ./leaky leaked 1 RDMA object: 1 pd"
+            ]
+        );
+        let r = report(r#"{"pid":5,"leaked":false,"objects":[],"truncated":null}"#);
+        assert_eq!(
+            summary(&[r], (0, Reason::Program), None),
+            ["ibv-shim: no RDMA resources leaked"]
         );
     }
 

@@ -1,0 +1,74 @@
+/* Runs out of memory between setting up and tearing down: opens the first
+ * device (and, with "leak", allocates a PD it never frees), then limits its
+ * address space to what it has (RLIMIT_AS) and takes every byte malloc can
+ * still give, so that any allocation after this fails. Then it closes the
+ * context, gives the memory back only to report, and returns 5 from main:
+ * the shim's reports at close and at exit must run in a process that has
+ * no memory left, and never abort it. Prints "closed N" and "no memory". */
+#include <infiniband/verbs.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+/* The memory taken, as a linked list through the blocks themselves. */
+static void *hoard;
+
+static long vm_size(void)
+{
+	FILE *f = fopen("/proc/self/statm", "r");
+	long pages = 0;
+
+	if (!f || fscanf(f, "%ld", &pages) != 1)
+		exit(2);
+	fclose(f);
+	return pages * 4096;
+}
+
+static void take_everything(void)
+{
+	for (size_t size = 1 << 20; size >= sizeof(void *); size /= 2) {
+		void **p;
+
+		while ((p = malloc(size))) {
+			*p = hoard;
+			hoard = p;
+		}
+	}
+}
+
+int main(int argc, char **argv)
+{
+	int leak = argc > 1 && !strcmp(argv[1], "leak");
+	struct ibv_device **list = ibv_get_device_list(NULL);
+	struct ibv_context *ctx;
+	struct rlimit rl;
+	int rc;
+
+	if (!list || !list[0]) {
+		fprintf(stderr, "no device\n");
+		return 2;
+	}
+	ctx = ibv_open_device(list[0]);
+	if (!ctx) {
+		perror("ibv_open_device");
+		return 2;
+	}
+	if (leak && !ibv_alloc_pd(ctx)) {
+		perror("ibv_alloc_pd");
+		return 2;
+	}
+	/* stdout's buffer, before there is no memory for it. */
+	setvbuf(stdout, NULL, _IONBF, 0);
+	rl.rlim_cur = rl.rlim_max = vm_size() + 64 * 1024;
+	if (setrlimit(RLIMIT_AS, &rl)) {
+		perror("setrlimit");
+		return 2;
+	}
+	take_everything();
+	printf("no memory\n");
+	rc = ibv_close_device(ctx);
+	printf("closed %d\n", rc);
+	ibv_free_device_list(list);
+	return 5;
+}
