@@ -14,11 +14,25 @@
 //!   linear probing, load at most 3/4, backward-shift deletion. A probe
 //!   never reads a record, growth rehashes from the slots alone, and with no
 //!   tombstones probe lengths never degrade.
-//! - Memory per object: 64 (record) + 8 / load (index: 10.7 to 21.3 bytes as
-//!   the load swings between 3/4 and 3/8 across doublings) = 75 to 86 bytes.
-//! - A failed allocation never fails the program's call: the object is then
-//!   simply not tracked (with one warning). Nor is an address that cannot
+//! - Each shard also keeps, per context, a doubly-linked list of that
+//!   context's records in the shard (12-byte links in a slab parallel to
+//!   the records, which also hold the key, so a list walk yields whole
+//!   objects). `ibv_close_device` walks only the closing context's lists:
+//!   its cost is the context's own objects plus one visit per shard, not
+//!   every object of the process.
+//! - Memory per object: 64 (record) + 12 (link) + 8 / load (index: 10.7 to
+//!   21.3 bytes as the load swings between 3/4 and 3/8 across doublings) =
+//!   87 to 98 bytes.
+//! - Every allocation is fallible (`try_reserve`, `alloc_zeroed` checked):
+//!   out of memory never fails the program's call nor aborts it. The object
+//!   is then not tracked, with one warning, and counted ([`untracked`]) so
+//!   that a report can say it is incomplete. Nor is an address that cannot
 //!   be a key (not 8-aligned, or above 2^47), which no allocator hands out.
+//! - After `fork()` the child keeps every record it inherited (so that it
+//!   still refuses a destroy of the parent's zombies), but each shard
+//!   remembers where its inherited slab slots end: the child's reports
+//!   ([`for_each`]) show only what the child created. Nothing is rewritten
+//!   at fork time, so a large table costs the child no copied pages.
 //!
 //! The exports take a record out *before* forwarding a destroy and put it
 //! back if the destroy fails (see `exports::resources`). That order means a
@@ -29,9 +43,10 @@
 use std::alloc::{alloc_zeroed, Layout};
 use std::backtrace::Backtrace;
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use parking_lot::Mutex;
+use super::lock::{self, mutex, Mutex};
 
 /// Number of shards (a power of two). A thread's working set is a handful
 /// of addresses; with 256 shards two threads seldom share a lock.
@@ -260,8 +275,73 @@ fn hash(addr: usize) -> u64 {
 /// Index slot layout: `addr >> 3` (44 bits: user addresses are below 2^47
 /// and objects are 8-aligned) above the slab index + 1 (20 bits); 0 = empty.
 const IDX_BITS: u32 = 20;
-/// Records per shard: 256 shards x 1M = 268M objects.
-const MAX_RECS: u32 = (1 << IDX_BITS) - 1;
+/// Records per shard: 256 shards x 1M = 268M objects. (The two highest
+/// 20-bit values are the list sentinels below.)
+const MAX_RECS: u32 = (1 << IDX_BITS) - 3;
+/// List link sentinels (20 bits): no neighbour; not in any list.
+const NIL: u32 = (1 << IDX_BITS) - 1;
+const UNLISTED: u32 = (1 << IDX_BITS) - 2;
+const LOW20: u32 = (1 << IDX_BITS) - 1;
+
+/// A record's place in its context's list, and its key (so that a list
+/// walk knows each object's address). 12 bytes:
+/// `prev:20 | key_hi:12`, `next:20`, `key_lo:32` (key = `addr >> 3`).
+#[derive(Clone, Copy, Default)]
+#[repr(C)]
+struct Link {
+    prev: u32,
+    next: u32,
+    key: u32,
+}
+
+const _: () = assert!(std::mem::size_of::<Link>() == 12);
+
+impl Link {
+    fn new(addr: usize, prev: u32, next: u32) -> Link {
+        let key = addr as u64 >> 3;
+        Link {
+            prev: prev | ((key >> 32) as u32) << IDX_BITS,
+            next,
+            key: key as u32,
+        }
+    }
+
+    fn prev(&self) -> u32 {
+        self.prev & LOW20
+    }
+
+    fn set_prev(&mut self, p: u32) {
+        self.prev = (self.prev & !LOW20) | p;
+    }
+
+    fn addr(&self) -> usize {
+        ((((self.prev >> IDX_BITS) as u64) << 32 | self.key as u64) << 3) as usize
+    }
+}
+
+/// The hash of a context address, for the per-shard list heads.
+#[derive(Default)]
+struct AddrHasher(u64);
+
+impl Hasher for AddrHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ b as u64).wrapping_mul(HASH_MUL);
+        }
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.0 = (n as u64).wrapping_mul(HASH_MUL);
+    }
+
+    fn finish(&self) -> u64 {
+        // The product's high bits are the well-mixed ones; hashbrown wants
+        // both ends.
+        self.0 ^ self.0 >> 29
+    }
+}
+
+type Heads = HashMap<usize, u32, BuildHasherDefault<AddrHasher>>;
 
 /// Can `addr` be a key? (Others are not tracked; no allocator returns them.)
 #[inline]
@@ -297,10 +377,18 @@ struct Table {
     slots: Vec<u64>,
     len: usize,
     chunks: Vec<Box<[Rec]>>,
+    /// The records' list links, chunked exactly as `chunks`.
+    links: Vec<Box<[Link]>>,
     /// Head of the free list of slab slots (linked through `Rec::a`).
     free: u32,
     /// Slab slots handed out so far (the rest of the last chunk is unused).
     used: u32,
+    /// Slab slots below this were handed out before the last `fork()` (in
+    /// the child: the parent's records). They are never recycled, so a
+    /// record is the child's own exactly when its slot is at or above it.
+    inherited: u32,
+    /// First record of each context's list in this shard.
+    heads: Option<Heads>,
 }
 
 impl Table {
@@ -309,9 +397,91 @@ impl Table {
             slots: Vec::new(),
             len: 0,
             chunks: Vec::new(),
+            links: Vec::new(),
             free: NO_FREE,
             used: 0,
+            inherited: 0,
+            heads: None,
         }
+    }
+
+    #[inline]
+    fn link(&self, i: u32) -> &Link {
+        let (c, o) = chunk_of(i);
+        &self.links[c][o]
+    }
+
+    #[inline]
+    fn link_mut(&mut self, i: u32) -> &mut Link {
+        let (c, o) = chunk_of(i);
+        &mut self.links[c][o]
+    }
+
+    /// Makes room for `ctx`'s list head, so that [`Table::list`] cannot fail.
+    fn reserve_head(&mut self, ctx: usize) -> Result<(), ()> {
+        let heads = self.heads.get_or_insert_with(Heads::default);
+        if heads.contains_key(&ctx) {
+            return Ok(());
+        }
+        heads.try_reserve(1).map_err(|_| ())
+    }
+
+    /// Puts record `i` (of object `addr`) at the head of `ctx`'s list.
+    /// [`Table::reserve_head`] must have made room.
+    fn list(&mut self, i: u32, addr: usize, ctx: usize) {
+        let heads = self.heads.get_or_insert_with(Heads::default);
+        let next = heads.insert(ctx, i).unwrap_or(NIL);
+        *self.link_mut(i) = Link::new(addr, NIL, next);
+        if next != NIL {
+            self.link_mut(next).set_prev(i);
+        }
+    }
+
+    /// Takes record `i` out of its context's list (if it is in one).
+    fn unlist(&mut self, i: u32) {
+        let (prev, next) = {
+            let l = self.link(i);
+            (l.prev(), l.next)
+        };
+        if prev == UNLISTED {
+            return;
+        }
+        if next != NIL {
+            self.link_mut(next).set_prev(prev);
+        }
+        if prev != NIL {
+            self.link_mut(prev).next = next;
+        } else {
+            let ctx = self.rec(i).ctx;
+            if let Some(heads) = self.heads.as_mut() {
+                if next == NIL {
+                    heads.remove(&ctx);
+                } else if let Some(h) = heads.get_mut(&ctx) {
+                    *h = next;
+                }
+            }
+        }
+        self.link_mut(i).set_prev(UNLISTED);
+    }
+
+    /// The records of `ctx`'s list in this shard.
+    fn list_of(&self, ctx: usize) -> Vec<u32> {
+        let mut out = Vec::new();
+        let mut i = self
+            .heads
+            .as_ref()
+            .and_then(|h| h.get(&ctx))
+            .copied()
+            .unwrap_or(NIL);
+        while i != NIL {
+            if out.try_reserve(1).is_err() {
+                out_of_memory();
+                break;
+            }
+            out.push(i);
+            i = self.link(i).next;
+        }
+        out
     }
 
     #[inline]
@@ -353,16 +523,17 @@ impl Table {
         }
     }
 
-    fn new_chunk(len: usize) -> Option<Box<[Rec]>> {
-        let layout = Layout::array::<Rec>(len).ok()?;
+    /// A zeroed chunk of `len` records or links; None when out of memory.
+    fn new_chunk<T: Zeroable>(len: usize) -> Option<Box<[T]>> {
+        let layout = Layout::array::<T>(len).ok()?;
         // SAFETY: the layout has a non-zero size.
-        let p = unsafe { alloc_zeroed(layout) }.cast::<Rec>();
+        let p = unsafe { alloc_zeroed(layout) }.cast::<T>();
         if p.is_null() {
             return None;
         }
-        // SAFETY: p is a fresh, zeroed allocation of `len` records with the
-        // layout Box<[Rec]> frees with; all-zero bytes are a valid Rec (it
-        // is integers only).
+        // SAFETY: p is a fresh, zeroed allocation of `len` T with the
+        // layout Box<[T]> frees with; all-zero bytes are a valid T (the
+        // Zeroable types are integers only).
         Some(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, len)) })
     }
 
@@ -378,13 +549,21 @@ impl Table {
         let n = self.chunks.len();
         if self.used as usize == FIRST_CHUNK * ((1 << n) - 1) {
             self.chunks.try_reserve(1).ok()?;
-            self.chunks.push(Self::new_chunk(FIRST_CHUNK << n)?);
+            self.links.try_reserve(1).ok()?;
+            let recs = Self::new_chunk::<Rec>(FIRST_CHUNK << n)?;
+            let links = Self::new_chunk::<Link>(FIRST_CHUNK << n)?;
+            self.chunks.push(recs);
+            self.links.push(links);
         }
         self.used += 1;
         Some(self.used - 1)
     }
 
     fn free_rec(&mut self, i: u32) {
+        // An inherited slot is never recycled (see `inherited`).
+        if i < self.inherited {
+            return;
+        }
         self.rec_mut(i).a = self.free as u64;
         self.free = i;
     }
@@ -410,18 +589,22 @@ impl Table {
     }
 
     /// Inserts `obj`, replacing (and returning) a stale record at the same
-    /// address. `Err` when memory ran out (the object is not tracked).
-    fn insert(&mut self, obj: &Obj) -> Result<Option<Obj>, ()> {
-        if let Some(pos) = self.find(obj.addr) {
-            let old = self.at(pos);
-            self.set(pos, obj);
-            return Ok(Some(old));
+    /// address. False when memory ran out (the object is not tracked; a
+    /// stale record is still returned, and gone).
+    fn insert(&mut self, obj: &Obj) -> (Option<Obj>, bool) {
+        // A stale record goes and the object comes as new: it may be on
+        // another context's list, or inherited.
+        let stale = self.find(obj.addr).map(|pos| self.remove_at(pos));
+        if self.reserve_head(obj.ctx).is_err()
+            || ((self.len + 1) * 4 > self.slots.len() * 3 && !self.grow())
+        {
+            return (stale, false);
         }
-        if (self.len + 1) * 4 > self.slots.len() * 3 && !self.grow() {
-            return Err(());
-        }
-        let idx = self.alloc_rec().ok_or(())?;
+        let Some(idx) = self.alloc_rec() else {
+            return (stale, false);
+        };
         *self.rec_mut(idx) = Rec::of(obj);
+        self.list(idx, obj.addr, obj.ctx);
         let mask = self.slots.len() - 1;
         let mut i = self.home(obj.addr);
         while self.slots[i] != 0 {
@@ -429,7 +612,7 @@ impl Table {
         }
         self.slots[i] = (obj.addr as u64 >> 3) << IDX_BITS | (idx as u64 + 1);
         self.len += 1;
-        Ok(None)
+        (stale, true)
     }
 
     /// The object in index slot `pos` (non-empty).
@@ -439,7 +622,8 @@ impl Table {
         self.rec(slot_idx(s)).obj(slot_addr(s))
     }
 
-    /// Rewrites the record in index slot `pos` (non-empty).
+    /// Rewrites the record in index slot `pos` (non-empty); its context
+    /// must not change.
     #[inline]
     fn set(&mut self, pos: usize, obj: &Obj) {
         let idx = slot_idx(self.slots[pos]);
@@ -450,7 +634,9 @@ impl Table {
     /// back the entries of the probe run after it.
     fn remove_at(&mut self, pos: usize) -> Obj {
         let obj = self.at(pos);
-        self.free_rec(slot_idx(self.slots[pos]));
+        let idx = slot_idx(self.slots[pos]);
+        self.unlist(idx);
+        self.free_rec(idx);
         let mask = self.slots.len() - 1;
         let mut hole = pos;
         let mut j = pos;
@@ -479,29 +665,82 @@ impl Table {
 
     /// The used slots' contents in slab order, so that the records behind
     /// them are then read sequentially (a scan of a million objects in
-    /// index order would be a million cache misses).
-    fn in_slab_order(&self, into: &mut Vec<u64>) {
+    /// index order would be a million cache misses); only this process's
+    /// own records unless `inherited`. False when out of memory.
+    fn in_slab_order(&self, into: &mut Vec<u64>, inherited: bool) -> bool {
         into.clear();
-        into.extend(self.slots.iter().copied().filter(|&s| s != 0));
+        if into.try_reserve(self.len).is_err() {
+            return false;
+        }
+        let own = if inherited { 0 } else { self.inherited };
+        into.extend(
+            self.slots
+                .iter()
+                .copied()
+                .filter(|&s| s != 0 && slot_idx(s) >= own),
+        );
         into.sort_unstable_by_key(|&s| s & IDX_MASK);
+        true
     }
 }
+
+/// Types a chunk may be made of by zeroing memory: integers only.
+trait Zeroable: Copy {}
+impl Zeroable for Rec {}
+impl Zeroable for Link {}
 
 #[repr(align(128))]
 struct Shard(Mutex<Table>);
 
-static TABLE: [Shard; SHARDS] = [const { Shard(Mutex::new(Table::new())) }; SHARDS];
+static TABLE: [Shard; SHARDS] = [const { Shard(mutex(Table::new())) }; SHARDS];
+
+/// Per shard, a 64-bit summary of the contexts that have a list there (bit
+/// `ctx_bit(ctx)`; set when a list is made, cleared when the shard has no
+/// list left), changed only under the shard's lock and read without it: a
+/// close skips the shards whose summary lacks its bit, so closing a clean
+/// context costs 256 loads from 32 cache lines, whatever else is tracked.
+static CTX_BITS: [AtomicU64; SHARDS] = [const { AtomicU64::new(0) }; SHARDS];
+
+#[inline]
+fn ctx_bit(ctx: usize) -> u64 {
+    1 << ((ctx as u64).wrapping_mul(HASH_MUL) >> 58)
+}
+
+#[inline]
+fn shard_index(addr: usize) -> usize {
+    (hash(addr) >> (64 - SHARD_BITS)) as usize
+}
+
+/// Keeps shard `i`'s summary right after a change to its lists (the
+/// caller holds its lock): `ctx` got a list, or a list went.
+#[inline]
+fn summarize(i: usize, t: &Table, ctx: usize) {
+    let bits = &CTX_BITS[i];
+    if t.heads.as_ref().map_or(true, |h| h.is_empty()) {
+        if bits.load(Ordering::Relaxed) != 0 {
+            bits.store(0, Ordering::Release);
+        }
+    } else if t.heads.as_ref().is_some_and(|h| h.contains_key(&ctx))
+        && bits.load(Ordering::Relaxed) & ctx_bit(ctx) == 0
+    {
+        bits.fetch_or(ctx_bit(ctx), Ordering::Release);
+    }
+}
 
 /// Records flagged [`FLAG_ZOMBIE`]: while 0 (every well-behaved program),
 /// the use-after-close checks on object verbs cost one shared read.
 static ZOMBIES: AtomicUsize = AtomicUsize::new(0);
 
+/// Objects the real library created that are not in the table because
+/// memory ran out (see [`untracked`]).
+static UNTRACKED: AtomicUsize = AtomicUsize::new(0);
+
 /// Backtraces of creations (`IBV_SHIM_BACKTRACE=1`, opt-in and slow).
-static BACKTRACES: Mutex<Option<HashMap<usize, Backtrace>>> = Mutex::new(None);
+static BACKTRACES: Mutex<Option<HashMap<usize, Backtrace>>> = mutex(None);
 
 #[inline]
 fn shard(addr: usize) -> &'static Mutex<Table> {
-    &TABLE[(hash(addr) >> (64 - SHARD_BITS)) as usize].0
+    &TABLE[shard_index(addr)].0
 }
 
 /// Records a new object; a stale record at the same address (an object
@@ -512,23 +751,34 @@ pub fn insert(obj: Obj) -> bool {
     if !keyable(obj.addr) {
         return false;
     }
-    let result = shard(obj.addr).lock().insert(&obj);
-    match result {
-        Ok(None) => true,
-        Ok(Some(stale)) => {
-            if stale.is_zombie() {
-                ZOMBIES.fetch_sub(1, Ordering::Relaxed);
-            }
-            if stale.flags() & FLAG_BACKTRACE != 0 && obj.flags() & FLAG_BACKTRACE == 0 {
-                take_backtrace(stale.addr);
-            }
-            true
+    let i = shard_index(obj.addr);
+    let (stale, ok) = {
+        let mut t = TABLE[i].0.lock();
+        let r = t.insert(&obj);
+        summarize(i, &t, obj.ctx);
+        r
+    };
+    if let Some(stale) = stale {
+        if stale.is_zombie() {
+            ZOMBIES.fetch_sub(1, Ordering::Relaxed);
         }
-        Err(()) => {
-            out_of_memory();
-            false
+        if stale.flags() & FLAG_BACKTRACE != 0 && obj.flags() & FLAG_BACKTRACE == 0 {
+            take_backtrace(stale.addr);
         }
     }
+    // A live object at this address is not the one destroyed there before.
+    unbury(obj.addr);
+    if !ok {
+        UNTRACKED.fetch_add(1, Ordering::Relaxed);
+        out_of_memory();
+    }
+    ok
+}
+
+/// How many objects the real library handed out that the shim could not
+/// track for want of memory: when not 0, the reports are incomplete.
+pub fn untracked() -> usize {
+    UNTRACKED.load(Ordering::Relaxed)
 }
 
 #[cold]
@@ -574,16 +824,21 @@ pub fn take(addr: usize, kinds: Kinds) -> Taken {
         Taken::OtherKind(obj)
     } else {
         t.remove_at(pos);
+        summarize(shard_index(addr), &t, obj.ctx);
         Taken::Removed(obj)
     }
 }
 
 /// Puts back a record [`take`] removed, after the real destroy failed.
 pub fn restore(obj: Obj) {
-    let mut t = shard(obj.addr).lock();
+    let i = shard_index(obj.addr);
+    let mut t = TABLE[i].0.lock();
     // The object still exists, so nobody can have recorded its address since.
-    if t.find(obj.addr).is_none() && t.insert(&obj).is_err() {
+    let ok = t.find(obj.addr).is_some() || t.insert(&obj).1;
+    summarize(i, &t, obj.ctx);
+    if !ok {
         drop(t);
+        UNTRACKED.fetch_add(1, Ordering::Relaxed);
         out_of_memory();
     }
 }
@@ -606,7 +861,10 @@ pub fn update(addr: usize, f: impl FnOnce(&mut Obj)) -> bool {
     match t.find(addr) {
         Some(pos) => {
             let mut obj = t.at(pos);
+            let ctx = obj.ctx;
             f(&mut obj);
+            // The context is what the record's list says: it stays.
+            obj.ctx = ctx;
             t.set(pos, &obj);
             true
         }
@@ -625,26 +883,40 @@ pub fn zombie(addr: usize) -> Option<Obj> {
 }
 
 /// Every record matching `pred`, shard by shard (each shard's lock is held
-/// only while it is scanned).
+/// only while it is scanned); stops early, with what it has, when memory
+/// runs out.
 pub fn collect(mut pred: impl FnMut(&Obj) -> bool) -> Vec<Obj> {
     let mut out = Vec::new();
     for s in &TABLE {
         let t = s.0.lock();
-        out.extend(t.occupied().map(|p| t.at(p)).filter(|o| pred(o)));
+        for o in t.occupied().map(|p| t.at(p)).filter(|o| pred(o)) {
+            if out.try_reserve(1).is_err() {
+                out_of_memory();
+                return out;
+            }
+            out.push(o);
+        }
     }
     out
 }
 
-/// Calls `f` with every tracked object, one shard at a time: the shard's
-/// objects are copied out (in slab order) and its lock released before `f`
-/// sees them, so `f` may use the table. Memory: one shard's objects.
+/// Calls `f` with every object this process tracks (not those inherited
+/// across `fork()`), one shard at a time: the shard's objects are copied
+/// out (in slab order) and its lock released before `f` sees them, so `f`
+/// may use the table. Memory: one shard's objects (a shard that cannot be
+/// copied for want of memory is skipped, and counted in [`untracked`]).
 pub fn for_each(mut f: impl FnMut(&Obj)) {
-    let (mut slots, mut buf) = (Vec::new(), Vec::new());
+    let (mut slots, mut buf) = (Vec::new(), Vec::<Obj>::new());
     for s in &TABLE {
         {
             let t = s.0.lock();
-            t.in_slab_order(&mut slots);
             buf.clear();
+            if !t.in_slab_order(&mut slots, false) || buf.try_reserve(slots.len()).is_err() {
+                UNTRACKED.fetch_add(t.len, Ordering::Relaxed);
+                drop(t);
+                out_of_memory();
+                continue;
+            }
             buf.extend(slots.iter().map(|&s| t.rec(slot_idx(s)).obj(slot_addr(s))));
         }
         buf.iter().for_each(&mut f);
@@ -656,32 +928,49 @@ pub fn count() -> usize {
     TABLE.iter().map(|s| s.0.lock().len).sum()
 }
 
-/// Applies `change` to the flags of every record of `ctx` for which `pick`
-/// holds, a shard at a time; shows each changed object (as it was before
-/// the change) to `f` with no lock held. Returns how many changed.
+/// Applies `change` to the flags of every record on `ctx`'s lists for which
+/// `pick` holds, a shard at a time; shows each changed object (as it was
+/// before the change) to `f` with no lock held, and takes it off its list
+/// when `unlist`. Returns how many changed. Costs the context's own objects
+/// plus one visit per shard.
 fn reflag(
     ctx: usize,
     pick: impl Fn(u8) -> bool,
     change: impl Fn(u8) -> u8,
+    unlist: bool,
     mut f: impl FnMut(&Obj),
 ) -> usize {
-    let (mut slots, mut buf) = (Vec::new(), Vec::new());
+    let mut buf: Vec<Obj> = Vec::new();
     let mut n = 0;
-    for s in &TABLE {
+    let bit = ctx_bit(ctx);
+    for (si, s) in TABLE.iter().enumerate() {
+        if CTX_BITS[si].load(Ordering::Acquire) & bit == 0 {
+            continue;
+        }
+        buf.clear();
         {
             let mut t = s.0.lock();
-            t.in_slab_order(&mut slots);
-            buf.clear();
-            for &slot in &slots {
-                let r = t.rec_mut(slot_idx(slot));
+            for i in t.list_of(ctx) {
+                let addr = t.link(i).addr();
+                let r = t.rec_mut(i);
                 let flags = (r.meta >> 48) as u8;
-                if r.ctx == ctx && pick(flags) {
-                    buf.push(r.obj(slot_addr(slot)));
+                if pick(flags) {
+                    let obj = r.obj(addr);
                     r.meta = (r.meta & !(0xffu64 << 48)) | (change(flags) as u64) << 48;
+                    if unlist {
+                        t.unlist(i);
+                    }
+                    n += 1;
+                    // Shown to `f` when there is memory to copy it out.
+                    if buf.try_reserve(1).is_ok() {
+                        buf.push(obj);
+                    }
                 }
             }
+            if unlist {
+                summarize(si, &t, ctx);
+            }
         }
-        n += buf.len();
         buf.iter().for_each(&mut f);
     }
     n
@@ -697,6 +986,7 @@ pub fn begin_close(ctx: usize) -> usize {
         ctx,
         |fl| fl & FLAG_ZOMBIE == 0,
         |fl| fl | FLAG_ZOMBIE | FLAG_CLOSING,
+        false,
         |_| {},
     );
     ZOMBIES.fetch_add(n, Ordering::Relaxed);
@@ -709,6 +999,7 @@ pub fn abort_close(ctx: usize) {
         ctx,
         |fl| fl & FLAG_CLOSING != 0,
         |fl| fl & !(FLAG_ZOMBIE | FLAG_CLOSING),
+        false,
         |_| {},
     );
     ZOMBIES.fetch_sub(n, Ordering::Relaxed);
@@ -716,9 +1007,17 @@ pub fn abort_close(ctx: usize) {
 
 /// After the real close succeeded: shows each object [`begin_close`]
 /// flagged to `f` (a shard at a time, with no lock held, like
-/// [`for_each`]); they stay tracked as zombies. Returns how many.
+/// [`for_each`]); they stay tracked as zombies, off the context's lists (a
+/// new context at the same address starts with empty lists). Returns how
+/// many.
 pub fn finish_close(ctx: usize, f: impl FnMut(&Obj)) -> usize {
-    reflag(ctx, |fl| fl & FLAG_CLOSING != 0, |fl| fl & !FLAG_CLOSING, f)
+    reflag(
+        ctx,
+        |fl| fl & FLAG_CLOSING != 0,
+        |fl| fl & !FLAG_CLOSING,
+        true,
+        f,
+    )
 }
 
 /// The tracked objects that keep `obj` from being destroyed: the MRs, QPs,
@@ -744,10 +1043,12 @@ pub fn holders(obj: &Obj) -> Vec<Obj> {
 
 /// Keeps the backtrace of the creation of `addr`.
 pub fn store_backtrace(addr: usize, bt: Backtrace) {
-    BACKTRACES
-        .lock()
-        .get_or_insert_with(HashMap::new)
-        .insert(addr, bt);
+    let mut map = BACKTRACES.lock();
+    let map = map.get_or_insert_with(HashMap::new);
+    // Out of memory: the object is reported with its caller only.
+    if map.try_reserve(1).is_ok() {
+        map.insert(addr, bt);
+    }
 }
 
 /// Forgets (and returns) the backtrace of `addr`.
@@ -779,6 +1080,15 @@ pub fn bury(addr: usize, kind: Kind) {
     grave(addr).store((addr as u64) << 8 | kind as u64, Ordering::Relaxed);
 }
 
+/// Forgets a destroy of `addr`: an object lives there again.
+#[inline]
+fn unbury(addr: usize) {
+    let g = grave(addr);
+    if g.load(Ordering::Relaxed) >> 8 == (addr as u64) & ((1 << 56) - 1) {
+        g.store(0, Ordering::Relaxed);
+    }
+}
+
 /// The kind `addr` had when it was last destroyed through the shim, if the
 /// graveyard still remembers it.
 pub fn buried(addr: usize) -> Option<Kind> {
@@ -792,29 +1102,29 @@ pub fn buried(addr: usize) -> Option<Kind> {
 
 pub(super) fn fork_lock() {
     for s in &TABLE {
-        std::mem::forget(s.0.lock());
+        lock::fork_hold(&s.0);
     }
-    std::mem::forget(BACKTRACES.lock());
+    lock::fork_hold(&BACKTRACES);
 }
 
 pub(super) fn fork_unlock(child: bool) {
-    for s in &TABLE {
-        // SAFETY: fork_lock took every shard lock on this thread and forgot the guards.
-        unsafe { s.0.force_unlock() };
-    }
-    // SAFETY: as above.
-    unsafe { BACKTRACES.force_unlock() };
-    if child {
-        // The child reports only what it creates itself.
+    if !child {
         for s in &TABLE {
-            *s.0.lock() = Table::new();
+            lock::fork_release(&s.0);
         }
-        *BACKTRACES.lock() = None;
-        ZOMBIES.store(0, Ordering::Relaxed);
-        for g in &GRAVEYARD {
-            g.store(0, Ordering::Relaxed);
-        }
+        lock::fork_release(&BACKTRACES);
+        return;
     }
+    // The child keeps what it inherited (zombies and the graveyard
+    // included: a destroy it must refuse in the parent it must refuse
+    // here), but reports only what it creates itself.
+    for s in &TABLE {
+        lock::fork_reset(&s.0);
+        let mut t = s.0.lock();
+        t.inherited = t.used;
+        t.free = NO_FREE;
+    }
+    lock::fork_reset(&BACKTRACES);
 }
 
 #[cfg(test)]
@@ -847,7 +1157,8 @@ mod tests {
             } else {
                 let mut o = obj(addr);
                 o.a = round;
-                let stale = t.insert(&o).unwrap();
+                let (stale, ok) = t.insert(&o);
+                assert!(ok);
                 assert_eq!(stale, model.insert(addr, o), "round {round}");
             }
             assert_eq!(t.len, model.len());
@@ -857,6 +1168,53 @@ mod tests {
         }
         assert_eq!(t.occupied().count(), model.len());
         assert!(t.len * 4 <= t.slots.len() * 3);
+    }
+
+    /// Every record in exactly the list of its context, through inserts,
+    /// stale replacements (with a change of context) and removals.
+    #[test]
+    fn lists_match_the_records() {
+        let mut t = Table::new();
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rnd = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let ctxs = [0x1000usize, 0x2000, 0x3000];
+        for _ in 0..50_000 {
+            let addr = 0x7f00_0000_0000 + (rnd() % 3000) as usize * 8;
+            if rnd() % 3 == 0 {
+                if let Some(p) = t.find(addr) {
+                    t.remove_at(p);
+                }
+            } else {
+                let mut o = obj(addr);
+                o.ctx = ctxs[(rnd() % 3) as usize];
+                assert!(t.insert(&o).1);
+            }
+        }
+        let mut listed = 0;
+        for &c in &ctxs {
+            for i in t.list_of(c) {
+                let addr = t.link(i).addr();
+                let pos = t.find(addr).expect("a listed record is in the index");
+                assert_eq!(slot_idx(t.slots[pos]), i);
+                assert_eq!(t.rec(i).ctx, c);
+                listed += 1;
+            }
+        }
+        assert_eq!(listed, t.len);
+    }
+
+    #[test]
+    fn link_keeps_the_whole_address() {
+        let addr = 0x7fff_ffff_fff8;
+        let mut l = Link::new(addr, 5, 7);
+        assert_eq!((l.addr(), l.prev(), l.next), (addr, 5, 7));
+        l.set_prev(UNLISTED);
+        assert_eq!((l.addr(), l.prev()), (addr, UNLISTED));
     }
 
     #[test]
