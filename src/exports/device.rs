@@ -101,7 +101,7 @@ pub unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *m
                 }
                 n += 1;
             }
-            devices::list_returned(devices::LiveList {
+            let tracked = devices::list_returned(devices::LiveList {
                 list: list as usize,
                 count: n,
                 tid: super::tid(),
@@ -109,6 +109,9 @@ pub unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *m
                 time_ms: registry::objects::now_ms(),
                 inherited: false,
             });
+            if !tracked {
+                devices::UNTRACKED_LISTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
             if let Some(h) = crate::real::handle() {
                 // SAFETY: the real library's handle is never closed.
                 unsafe { crate::forward::copy_objects(h) };
@@ -152,7 +155,9 @@ pub unsafe extern "C" fn ibv_free_device_list(list: *mut *mut ibv_device) {
             Err(why) => return set_errno(why.errno()),
         };
         let errno = Errno::save();
-        if !devices::list_freed(list as usize) {
+        // While some list went untracked for want of memory, an unknown
+        // list may be one of those: forwarded, not refused.
+        if !devices::list_freed(list as usize) && !devices::untracked_lists() {
             refuse(
                 format_args!("ibv_free_device_list(list={list:p}): double free, or not a list from ibv_get_device_list"),
                 libc::EINVAL,
@@ -308,6 +313,7 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_co
 /// one the shim never saw opened is refused with -1 and errno EINVAL.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
+    let caller = crate::caller!();
     boundary("ibv_close_device", -1, || {
         if context.is_null() {
             refuse(format_args!("ibv_close_device(context=NULL)"), libc::EINVAL);
@@ -323,15 +329,10 @@ pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
                 );
                 return -1;
             }
-            None => {
-                refuse(
-                    format_args!(
-                        "ibv_close_device(context={context:p}): not a context from ibv_open_device"
-                    ),
-                    libc::EINVAL,
-                );
-                return -1;
-            }
+            // A context opened where the shim does not see it is adopted
+            // (see `exports::bad_context`); garbage is refused.
+            None if super::bad_context("ibv_close_device", context, caller) => return -1,
+            None => {}
         }
         let real = match CLOSE_DEVICE.get() {
             Ok(f) => f,
@@ -344,17 +345,16 @@ pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
         let device = unsafe { (*context).device };
         // The leak reports name the device; it may be freed by the close.
         crate::report::context_closing(context as usize);
-        // Marked closed before the real close (see `contexts::closed`): a
-        // close racing with this one is refused instead of forwarded twice.
-        if !registry::contexts::closed(context as usize) {
+        // Marked closed, with its objects, before the real close (see
+        // `registry::begin_close`): a close racing with this one is refused
+        // instead of forwarded twice.
+        if registry::begin_close(context as usize) != registry::Closing::Proceed {
             refuse(
                 format_args!("ibv_close_device(context={context:p}): double close"),
                 libc::EINVAL,
             );
             return -1;
         }
-        // Its objects too, for the same reason (see `objects::begin_close`).
-        registry::objects::begin_close(context as usize);
         errno.restore();
         let call = Call::begin();
         // SAFETY: an open context from the real library, closed once.
@@ -363,8 +363,7 @@ pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
         if rc == 0 {
             crate::report::context_closed(context as usize);
         } else {
-            registry::objects::abort_close(context as usize);
-            registry::contexts::reopen(context as usize);
+            registry::abort_close(context as usize);
         }
         errno.restore();
         call.end(
