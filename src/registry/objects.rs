@@ -15,14 +15,15 @@
 //!   never reads a record, growth rehashes from the slots alone, and with no
 //!   tombstones probe lengths never degrade.
 //! - Each shard also keeps, per context, a doubly-linked list of that
-//!   context's records in the shard (12-byte links in a slab parallel to
-//!   the records, which also hold the key, so a list walk yields whole
+//!   context's records in the shard (8-byte links in a slab parallel to
+//!   the records; each record also packs its own key into the spare bits
+//!   of its context, parent and caller fields, so a list walk yields whole
 //!   objects). `ibv_close_device` walks only the closing context's lists:
 //!   its cost is the context's own objects plus one visit per shard, not
 //!   every object of the process.
-//! - Memory per object: 64 (record) + 12 (link) + 8 / load (index: 10.7 to
+//! - Memory per object: 64 (record) + 8 (link) + 8 / load (index: 10.7 to
 //!   21.3 bytes as the load swings between 3/4 and 3/8 across doublings) =
-//!   87 to 98 bytes.
+//!   83 to 94 bytes.
 //! - Every allocation is fallible (`try_reserve`, `alloc_zeroed` checked):
 //!   out of memory never fails the program's call nor aborts it. The object
 //!   is then not tracked, with one warning, and counted ([`untracked`]) so
@@ -204,14 +205,20 @@ impl Obj {
     }
 }
 
-/// An object as stored: an [`Obj`] without its address, which lives in the
-/// index slot. 64 bytes, one cache line.
+/// An object as stored. 64 bytes, one cache line. User addresses are below
+/// 2^47 and contexts and parents are 8-aligned, so `ctx >> 3`,
+/// `parent >> 3` (44 bits each) and `caller` (47 bits) leave room for the
+/// object's own key (`addr >> 3`, 44 bits: 20 + 20 + 4), which a list walk
+/// needs and the index slot alone would not give.
 #[derive(Clone, Copy, Default)]
 #[repr(C, align(64))]
 struct Rec {
-    ctx: usize,
-    parent: usize,
-    caller: usize,
+    /// `ctx >> 3 | key[0..20] << 44`
+    ctx_k: u64,
+    /// `parent >> 3 | key[20..40] << 44`
+    parent_k: u64,
+    /// `caller | key[40..44] << 47`
+    caller_k: u64,
     a: u64,
     b: u64,
     c: u64,
@@ -222,12 +229,23 @@ struct Rec {
 
 const _: () = assert!(std::mem::size_of::<Rec>() == 64);
 
+const LOW44: u64 = (1 << 44) - 1;
+const LOW47: u64 = (1 << 47) - 1;
+
+/// Can `o` be stored (see [`Rec`])? Always, for what a real library returns.
+#[inline]
+fn packable(o: &Obj) -> bool {
+    let fits = |p: usize| p & 7 == 0 && (p as u64) < 1 << 47;
+    fits(o.ctx) && fits(o.parent) && (o.caller as u64) < 1 << 47
+}
+
 impl Rec {
     fn of(o: &Obj) -> Rec {
+        let key = o.addr as u64 >> 3;
         Rec {
-            ctx: o.ctx,
-            parent: o.parent,
-            caller: o.caller,
+            ctx_k: (o.ctx as u64 >> 3) | (key & 0xf_ffff) << 44,
+            parent_k: (o.parent as u64 >> 3) | (key >> 20 & 0xf_ffff) << 44,
+            caller_k: o.caller as u64 | (key >> 40) << 47,
             a: o.a,
             b: o.b,
             c: o.c,
@@ -237,13 +255,24 @@ impl Rec {
         }
     }
 
-    fn obj(&self, addr: usize) -> Obj {
+    #[inline]
+    fn ctx(&self) -> usize {
+        ((self.ctx_k & LOW44) << 3) as usize
+    }
+
+    #[inline]
+    fn addr(&self) -> usize {
+        let key = self.ctx_k >> 44 | (self.parent_k >> 44) << 20 | (self.caller_k >> 47) << 40;
+        (key << 3) as usize
+    }
+
+    fn obj(&self) -> Obj {
         let r = *self;
         Obj {
-            addr,
-            ctx: r.ctx,
-            parent: r.parent,
-            caller: r.caller,
+            addr: r.addr(),
+            ctx: r.ctx(),
+            parent: ((r.parent_k & LOW44) << 3) as usize,
+            caller: (r.caller_k & LOW47) as usize,
             a: r.a,
             b: r.b,
             c: r.c,
@@ -281,43 +310,17 @@ const MAX_RECS: u32 = (1 << IDX_BITS) - 3;
 /// List link sentinels (20 bits): no neighbour; not in any list.
 const NIL: u32 = (1 << IDX_BITS) - 1;
 const UNLISTED: u32 = (1 << IDX_BITS) - 2;
-const LOW20: u32 = (1 << IDX_BITS) - 1;
 
-/// A record's place in its context's list, and its key (so that a list
-/// walk knows each object's address). 12 bytes:
-/// `prev:20 | key_hi:12`, `next:20`, `key_lo:32` (key = `addr >> 3`).
+/// A record's place in its context's list: slab indices of its
+/// neighbours, [`NIL`] at the ends, `prev` [`UNLISTED`] when in no list.
 #[derive(Clone, Copy, Default)]
 #[repr(C)]
 struct Link {
     prev: u32,
     next: u32,
-    key: u32,
 }
 
-const _: () = assert!(std::mem::size_of::<Link>() == 12);
-
-impl Link {
-    fn new(addr: usize, prev: u32, next: u32) -> Link {
-        let key = addr as u64 >> 3;
-        Link {
-            prev: prev | ((key >> 32) as u32) << IDX_BITS,
-            next,
-            key: key as u32,
-        }
-    }
-
-    fn prev(&self) -> u32 {
-        self.prev & LOW20
-    }
-
-    fn set_prev(&mut self, p: u32) {
-        self.prev = (self.prev & !LOW20) | p;
-    }
-
-    fn addr(&self) -> usize {
-        ((((self.prev >> IDX_BITS) as u64) << 32 | self.key as u64) << 3) as usize
-    }
-}
+const _: () = assert!(std::mem::size_of::<Link>() == 8);
 
 /// The hash of a context address, for the per-shard list heads.
 #[derive(Default)]
@@ -426,33 +429,30 @@ impl Table {
         heads.try_reserve(1).map_err(|_| ())
     }
 
-    /// Puts record `i` (of object `addr`) at the head of `ctx`'s list.
-    /// [`Table::reserve_head`] must have made room.
-    fn list(&mut self, i: u32, addr: usize, ctx: usize) {
+    /// Puts record `i` at the head of `ctx`'s list. [`Table::reserve_head`]
+    /// must have made room.
+    fn list(&mut self, i: u32, ctx: usize) {
         let heads = self.heads.get_or_insert_with(Heads::default);
         let next = heads.insert(ctx, i).unwrap_or(NIL);
-        *self.link_mut(i) = Link::new(addr, NIL, next);
+        *self.link_mut(i) = Link { prev: NIL, next };
         if next != NIL {
-            self.link_mut(next).set_prev(i);
+            self.link_mut(next).prev = i;
         }
     }
 
     /// Takes record `i` out of its context's list (if it is in one).
     fn unlist(&mut self, i: u32) {
-        let (prev, next) = {
-            let l = self.link(i);
-            (l.prev(), l.next)
-        };
+        let Link { prev, next } = *self.link(i);
         if prev == UNLISTED {
             return;
         }
         if next != NIL {
-            self.link_mut(next).set_prev(prev);
+            self.link_mut(next).prev = prev;
         }
         if prev != NIL {
             self.link_mut(prev).next = next;
         } else {
-            let ctx = self.rec(i).ctx;
+            let ctx = self.rec(i).ctx();
             if let Some(heads) = self.heads.as_mut() {
                 if next == NIL {
                     heads.remove(&ctx);
@@ -461,7 +461,7 @@ impl Table {
                 }
             }
         }
-        self.link_mut(i).set_prev(UNLISTED);
+        self.link_mut(i).prev = UNLISTED;
     }
 
     /// The records of `ctx`'s list in this shard.
@@ -604,7 +604,7 @@ impl Table {
             return (stale, false);
         };
         *self.rec_mut(idx) = Rec::of(obj);
-        self.list(idx, obj.addr, obj.ctx);
+        self.list(idx, obj.ctx);
         let mask = self.slots.len() - 1;
         let mut i = self.home(obj.addr);
         while self.slots[i] != 0 {
@@ -619,7 +619,7 @@ impl Table {
     #[inline]
     fn at(&self, pos: usize) -> Obj {
         let s = self.slots[pos];
-        self.rec(slot_idx(s)).obj(slot_addr(s))
+        self.rec(slot_idx(s)).obj()
     }
 
     /// Rewrites the record in index slot `pos` (non-empty); its context
@@ -748,7 +748,7 @@ fn shard(addr: usize) -> &'static Mutex<Table> {
 /// not be tracked (out of memory).
 #[inline]
 pub fn insert(obj: Obj) -> bool {
-    if !keyable(obj.addr) {
+    if !keyable(obj.addr) || !packable(&obj) {
         return false;
     }
     let i = shard_index(obj.addr);
@@ -860,11 +860,14 @@ pub fn update(addr: usize, f: impl FnOnce(&mut Obj)) -> bool {
     let mut t = shard(addr).lock();
     match t.find(addr) {
         Some(pos) => {
-            let mut obj = t.at(pos);
-            let ctx = obj.ctx;
+            let old = t.at(pos);
+            let mut obj = old;
             f(&mut obj);
             // The context is what the record's list says: it stays.
-            obj.ctx = ctx;
+            obj.ctx = old.ctx;
+            if !packable(&obj) {
+                obj.parent = old.parent;
+            }
             t.set(pos, &obj);
             true
         }
@@ -917,7 +920,7 @@ pub fn for_each(mut f: impl FnMut(&Obj)) {
                 out_of_memory();
                 continue;
             }
-            buf.extend(slots.iter().map(|&s| t.rec(slot_idx(s)).obj(slot_addr(s))));
+            buf.extend(slots.iter().map(|&s| t.rec(slot_idx(s)).obj()));
         }
         buf.iter().for_each(&mut f);
     }
@@ -951,11 +954,10 @@ fn reflag(
         {
             let mut t = s.0.lock();
             for i in t.list_of(ctx) {
-                let addr = t.link(i).addr();
                 let r = t.rec_mut(i);
                 let flags = (r.meta >> 48) as u8;
                 if pick(flags) {
-                    let obj = r.obj(addr);
+                    let obj = r.obj();
                     r.meta = (r.meta & !(0xffu64 << 48)) | (change(flags) as u64) << 48;
                     if unlist {
                         t.unlist(i);
@@ -1198,10 +1200,10 @@ mod tests {
         let mut listed = 0;
         for &c in &ctxs {
             for i in t.list_of(c) {
-                let addr = t.link(i).addr();
+                let addr = t.rec(i).addr();
                 let pos = t.find(addr).expect("a listed record is in the index");
                 assert_eq!(slot_idx(t.slots[pos]), i);
-                assert_eq!(t.rec(i).ctx, c);
+                assert_eq!(t.rec(i).ctx(), c);
                 listed += 1;
             }
         }
@@ -1209,12 +1211,35 @@ mod tests {
     }
 
     #[test]
-    fn link_keeps_the_whole_address() {
-        let addr = 0x7fff_ffff_fff8;
-        let mut l = Link::new(addr, 5, 7);
-        assert_eq!((l.addr(), l.prev(), l.next), (addr, 5, 7));
-        l.set_prev(UNLISTED);
-        assert_eq!((l.addr(), l.prev()), (addr, UNLISTED));
+    fn records_keep_every_field() {
+        for (addr, ctx, parent, caller) in [
+            (
+                0x7fff_ffff_fff8,
+                0x7fff_ffff_fff0,
+                0x7fff_0000_0008,
+                0x7fff_ffff_ffff,
+            ),
+            (0x8, 0x10, 0, 1),
+            (
+                0x5555_1234_5678,
+                0x5555_8765_4320,
+                0x5555_0000_1000,
+                0x5555_dead_beef,
+            ),
+        ] {
+            let mut o = Obj::new(Kind::Qp, addr, ctx, parent, caller, 77);
+            o.a = u64::MAX;
+            o.b = 1;
+            o.c = 2;
+            o.x = u32::MAX;
+            o.set_flag(FLAG_ZOMBIE);
+            assert!(packable(&o));
+            let r = Rec::of(&o);
+            assert_eq!(r.obj(), o);
+            assert_eq!((r.addr(), r.ctx()), (addr, ctx));
+        }
+        let odd = Obj::new(Kind::Pd, 0x1000, 0x1001, 0, 0, 1);
+        assert!(!packable(&odd) && !insert(odd));
     }
 
     #[test]
