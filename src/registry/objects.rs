@@ -426,6 +426,9 @@ impl Table {
         if heads.contains_key(&ctx) {
             return Ok(());
         }
+        if no_memory() {
+            return Err(());
+        }
         heads.try_reserve(1).map_err(|_| ())
     }
 
@@ -528,7 +531,7 @@ impl Table {
         let layout = Layout::array::<T>(len).ok()?;
         // SAFETY: the layout has a non-zero size.
         let p = unsafe { alloc_zeroed(layout) }.cast::<T>();
-        if p.is_null() {
+        if p.is_null() || no_memory() {
             return None;
         }
         // SAFETY: p is a fresh, zeroed allocation of `len` T with the
@@ -572,7 +575,7 @@ impl Table {
     fn grow(&mut self) -> bool {
         let cap = (self.slots.len() * 2).max(16);
         let mut slots: Vec<u64> = Vec::new();
-        if slots.try_reserve_exact(cap).is_err() {
+        if no_memory() || slots.try_reserve_exact(cap).is_err() {
             return false;
         }
         slots.resize(cap, 0);
@@ -682,6 +685,21 @@ impl Table {
         into.sort_unstable_by_key(|&s| s & IDX_MASK);
         true
     }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Unit tests: every registry allocation of this thread fails.
+    static NO_MEMORY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Fault injection for the unit tests (always false in the library).
+#[inline(always)]
+fn no_memory() -> bool {
+    #[cfg(test)]
+    return NO_MEMORY.with(|f| f.get());
+    #[cfg(not(test))]
+    false
 }
 
 /// Types a chunk may be made of by zeroing memory: integers only.
@@ -1208,6 +1226,46 @@ mod tests {
             }
         }
         assert_eq!(listed, t.len);
+    }
+
+    /// With every allocation failing, inserts that need memory fail cleanly
+    /// (counted, never a panic or an abort), the rest of the table is
+    /// intact, and tracking resumes when memory is back.
+    #[test]
+    fn out_of_memory_leaves_objects_untracked_and_counted() {
+        let mut t = Table::new();
+        let base = 0x6600_0000_0000usize;
+        for i in 0..100 {
+            assert!(t.insert(&obj(base + i * 8)).1);
+        }
+        NO_MEMORY.with(|f| f.set(true));
+        let mut failed = 0;
+        for i in 100..10_000 {
+            if !t.insert(&obj(base + i * 8)).1 {
+                failed += 1;
+            }
+        }
+        assert!(failed > 0, "some insert needed memory");
+        for i in 0..100 {
+            assert!(t.find(base + i * 8).is_some(), "an earlier record was lost");
+        }
+        assert_eq!(t.occupied().count(), t.len);
+        assert_eq!(
+            t.list_of(0x1000).len(),
+            t.len,
+            "every record on its context's list"
+        );
+        // Through the public entry point: a new context needs a list head.
+        let before = untracked();
+        let mut o = obj(0x6700_0000_0000);
+        o.ctx = 0x7777_0000_0000;
+        assert!(!insert(o));
+        assert_eq!(untracked(), before + 1);
+        assert_eq!(get(o.addr), None);
+        NO_MEMORY.with(|f| f.set(false));
+        assert!(insert(o));
+        assert_eq!(get(o.addr).map(|g| g.ctx), Some(o.ctx));
+        assert!(t.insert(&obj(base + 20_000 * 8)).1);
     }
 
     #[test]
