@@ -240,6 +240,7 @@ fn packable(o: &Obj) -> bool {
 }
 
 impl Rec {
+    #[inline]
     fn of(o: &Obj) -> Rec {
         let key = o.addr as u64 >> 3;
         Rec {
@@ -266,6 +267,7 @@ impl Rec {
         (key << 3) as usize
     }
 
+    #[inline]
     fn obj(&self) -> Obj {
         let r = *self;
         Obj {
@@ -421,9 +423,11 @@ impl Table {
     }
 
     /// Makes room for `ctx`'s list head, so that [`Table::list`] cannot fail.
+    #[inline]
     fn reserve_head(&mut self, ctx: usize) -> Result<(), ()> {
         let heads = self.heads.get_or_insert_with(Heads::default);
-        if heads.contains_key(&ctx) {
+        // Room for one more whatever the key: no lookup on the hot path.
+        if heads.len() < heads.capacity() || heads.contains_key(&ctx) {
             return Ok(());
         }
         if no_memory() {
@@ -433,17 +437,20 @@ impl Table {
     }
 
     /// Puts record `i` at the head of `ctx`'s list. [`Table::reserve_head`]
-    /// must have made room.
-    fn list(&mut self, i: u32, ctx: usize) {
+    /// must have made room. True when that list is new.
+    #[inline]
+    fn list(&mut self, i: u32, ctx: usize) -> bool {
         let heads = self.heads.get_or_insert_with(Heads::default);
         let next = heads.insert(ctx, i).unwrap_or(NIL);
         *self.link_mut(i) = Link { prev: NIL, next };
         if next != NIL {
             self.link_mut(next).prev = i;
         }
+        next == NIL
     }
 
     /// Takes record `i` out of its context's list (if it is in one).
+    #[inline]
     fn unlist(&mut self, i: u32) {
         let Link { prev, next } = *self.link(i);
         if prev == UNLISTED {
@@ -594,20 +601,22 @@ impl Table {
     /// Inserts `obj`, replacing (and returning) a stale record at the same
     /// address. False when memory ran out (the object is not tracked; a
     /// stale record is still returned, and gone).
-    fn insert(&mut self, obj: &Obj) -> (Option<Obj>, bool) {
+    /// The third value is true when the object started its context's list
+    /// in this shard.
+    fn insert(&mut self, obj: &Obj) -> (Option<Obj>, bool, bool) {
         // A stale record goes and the object comes as new: it may be on
         // another context's list, or inherited.
         let stale = self.find(obj.addr).map(|pos| self.remove_at(pos));
         if self.reserve_head(obj.ctx).is_err()
             || ((self.len + 1) * 4 > self.slots.len() * 3 && !self.grow())
         {
-            return (stale, false);
+            return (stale, false, false);
         }
         let Some(idx) = self.alloc_rec() else {
-            return (stale, false);
+            return (stale, false, false);
         };
         *self.rec_mut(idx) = Rec::of(obj);
-        self.list(idx, obj.ctx);
+        let new_list = self.list(idx, obj.ctx);
         let mask = self.slots.len() - 1;
         let mut i = self.home(obj.addr);
         while self.slots[i] != 0 {
@@ -615,7 +624,7 @@ impl Table {
         }
         self.slots[i] = (obj.addr as u64 >> 3) << IDX_BITS | (idx as u64 + 1);
         self.len += 1;
-        (stale, true)
+        (stale, true, new_list)
     }
 
     /// The object in index slot `pos` (non-empty).
@@ -635,6 +644,7 @@ impl Table {
 
     /// Removes the entry in index slot `pos`, closing the gap by shifting
     /// back the entries of the probe run after it.
+    #[inline]
     fn remove_at(&mut self, pos: usize) -> Obj {
         let obj = self.at(pos);
         let idx = slot_idx(self.slots[pos]);
@@ -730,17 +740,17 @@ fn shard_index(addr: usize) -> usize {
 }
 
 /// Keeps shard `i`'s summary right after a change to its lists (the
-/// caller holds its lock): `ctx` got a list, or a list went.
+/// caller holds its lock): `ctx` may have got a new list (`new_list`), or
+/// lists may have gone. No lookup: a bit is set when a list is made and
+/// all are cleared only when the shard has no list left.
 #[inline]
-fn summarize(i: usize, t: &Table, ctx: usize) {
+fn summarize(i: usize, t: &Table, ctx: usize, new_list: bool) {
     let bits = &CTX_BITS[i];
     if t.heads.as_ref().map_or(true, |h| h.is_empty()) {
         if bits.load(Ordering::Relaxed) != 0 {
             bits.store(0, Ordering::Release);
         }
-    } else if t.heads.as_ref().is_some_and(|h| h.contains_key(&ctx))
-        && bits.load(Ordering::Relaxed) & ctx_bit(ctx) == 0
-    {
+    } else if new_list && bits.load(Ordering::Relaxed) & ctx_bit(ctx) == 0 {
         bits.fetch_or(ctx_bit(ctx), Ordering::Release);
     }
 }
@@ -772,9 +782,9 @@ pub fn insert(obj: Obj) -> bool {
     let i = shard_index(obj.addr);
     let (stale, ok) = {
         let mut t = TABLE[i].0.lock();
-        let r = t.insert(&obj);
-        summarize(i, &t, obj.ctx);
-        r
+        let (stale, ok, new_list) = t.insert(&obj);
+        summarize(i, &t, obj.ctx, new_list);
+        (stale, ok)
     };
     if let Some(stale) = stale {
         if stale.is_zombie() {
@@ -842,7 +852,7 @@ pub fn take(addr: usize, kinds: Kinds) -> Taken {
         Taken::OtherKind(obj)
     } else {
         t.remove_at(pos);
-        summarize(shard_index(addr), &t, obj.ctx);
+        summarize(shard_index(addr), &t, obj.ctx, false);
         Taken::Removed(obj)
     }
 }
@@ -852,8 +862,14 @@ pub fn restore(obj: Obj) {
     let i = shard_index(obj.addr);
     let mut t = TABLE[i].0.lock();
     // The object still exists, so nobody can have recorded its address since.
-    let ok = t.find(obj.addr).is_some() || t.insert(&obj).1;
-    summarize(i, &t, obj.ctx);
+    let (ok, new_list) = match t.find(obj.addr) {
+        Some(_) => (true, false),
+        None => {
+            let (_, ok, new_list) = t.insert(&obj);
+            (ok, new_list)
+        }
+    };
+    summarize(i, &t, obj.ctx, new_list);
     if !ok {
         drop(t);
         UNTRACKED.fetch_add(1, Ordering::Relaxed);
@@ -988,7 +1004,7 @@ fn reflag(
                 }
             }
             if unlist {
-                summarize(si, &t, ctx);
+                summarize(si, &t, ctx, false);
             }
         }
         buf.iter().for_each(&mut f);
@@ -1177,7 +1193,7 @@ mod tests {
             } else {
                 let mut o = obj(addr);
                 o.a = round;
-                let (stale, ok) = t.insert(&o);
+                let (stale, ok, _) = t.insert(&o);
                 assert!(ok);
                 assert_eq!(stale, model.insert(addr, o), "round {round}");
             }
