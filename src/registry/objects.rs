@@ -392,8 +392,13 @@ struct Table {
     /// the child: the parent's records). They are never recycled, so a
     /// record is the child's own exactly when its slot is at or above it.
     inherited: u32,
-    /// First record of each context's list in this shard.
+    /// First record of each context's list in this shard, but for `hot`.
     heads: Option<Heads>,
+    /// The context used last (0: none) and the first record of its list
+    /// (NIL: empty), kept out of `heads`: a thread creating and destroying
+    /// on one context touches no hash table.
+    hot: usize,
+    hot_head: u32,
 }
 
 impl Table {
@@ -407,7 +412,28 @@ impl Table {
             used: 0,
             inherited: 0,
             heads: None,
+            hot: 0,
+            hot_head: NIL,
         }
+    }
+
+    /// The first record of `ctx`'s list in this shard (NIL: none).
+    #[inline]
+    fn head_of(&self, ctx: usize) -> u32 {
+        if ctx == self.hot && ctx != 0 {
+            return self.hot_head;
+        }
+        self.heads
+            .as_ref()
+            .and_then(|h| h.get(&ctx))
+            .copied()
+            .unwrap_or(NIL)
+    }
+
+    /// Does the shard have no list at all?
+    #[inline]
+    fn no_lists(&self) -> bool {
+        self.heads.as_ref().map_or(true, |h| h.is_empty()) && self.hot_head == NIL
     }
 
     #[inline]
@@ -422,12 +448,17 @@ impl Table {
         &mut self.links[c][o]
     }
 
-    /// Makes room for `ctx`'s list head, so that [`Table::list`] cannot fail.
+    /// Makes room for `ctx`'s list head, so that [`Table::list`] cannot
+    /// fail: nothing for the hot context, else room in `heads` for the hot
+    /// one it displaces.
     #[inline]
     fn reserve_head(&mut self, ctx: usize) -> Result<(), ()> {
+        if ctx == self.hot {
+            return Ok(());
+        }
         let heads = self.heads.get_or_insert_with(Heads::default);
-        // Room for one more whatever the key: no lookup on the hot path.
-        if heads.len() < heads.capacity() || heads.contains_key(&ctx) {
+        // Room for one more whatever the key.
+        if heads.len() < heads.capacity() {
             return Ok(());
         }
         if no_memory() {
@@ -436,12 +467,28 @@ impl Table {
         heads.try_reserve(1).map_err(|_| ())
     }
 
+    /// Makes `ctx` the hot context: the previous one goes back to `heads`
+    /// (for which [`Table::reserve_head`] made room), `ctx` comes out.
+    #[cold]
+    fn make_hot(&mut self, ctx: usize) {
+        let heads = self.heads.get_or_insert_with(Heads::default);
+        let head = heads.remove(&ctx).unwrap_or(NIL);
+        if self.hot != 0 && self.hot_head != NIL {
+            heads.insert(self.hot, self.hot_head);
+        }
+        self.hot = ctx;
+        self.hot_head = head;
+    }
+
     /// Puts record `i` at the head of `ctx`'s list. [`Table::reserve_head`]
     /// must have made room. True when that list is new.
     #[inline]
     fn list(&mut self, i: u32, ctx: usize) -> bool {
-        let heads = self.heads.get_or_insert_with(Heads::default);
-        let next = heads.insert(ctx, i).unwrap_or(NIL);
+        if ctx != self.hot {
+            self.make_hot(ctx);
+        }
+        let next = self.hot_head;
+        self.hot_head = i;
         *self.link_mut(i) = Link { prev: NIL, next };
         if next != NIL {
             self.link_mut(next).prev = i;
@@ -450,7 +497,7 @@ impl Table {
     }
 
     /// Takes record `i` out of its context's list (if it is in one).
-    #[inline]
+    #[inline(always)]
     fn unlist(&mut self, i: u32) {
         let Link { prev, next } = *self.link(i);
         if prev == UNLISTED {
@@ -463,7 +510,10 @@ impl Table {
             self.link_mut(prev).next = next;
         } else {
             let ctx = self.rec(i).ctx();
-            if let Some(heads) = self.heads.as_mut() {
+            if ctx == self.hot {
+                self.hot_head = next;
+            } else if let Some(heads) = self.heads.as_mut() {
+                // Never allocates: the hot context stays as it is.
                 if next == NIL {
                     heads.remove(&ctx);
                 } else if let Some(h) = heads.get_mut(&ctx) {
@@ -477,12 +527,7 @@ impl Table {
     /// The records of `ctx`'s list in this shard.
     fn list_of(&self, ctx: usize) -> Vec<u32> {
         let mut out = Vec::new();
-        let mut i = self
-            .heads
-            .as_ref()
-            .and_then(|h| h.get(&ctx))
-            .copied()
-            .unwrap_or(NIL);
+        let mut i = self.head_of(ctx);
         while i != NIL {
             if out.try_reserve(1).is_err() {
                 out_of_memory();
@@ -606,7 +651,11 @@ impl Table {
     fn insert(&mut self, obj: &Obj) -> (Option<Obj>, bool, bool) {
         // A stale record goes and the object comes as new: it may be on
         // another context's list, or inherited.
-        let stale = self.find(obj.addr).map(|pos| self.remove_at(pos));
+        let stale = self.find(obj.addr).map(|pos| {
+            let old = self.at(pos);
+            self.remove_at(pos);
+            old
+        });
         if self.reserve_head(obj.ctx).is_err()
             || ((self.len + 1) * 4 > self.slots.len() * 3 && !self.grow())
         {
@@ -644,9 +693,8 @@ impl Table {
 
     /// Removes the entry in index slot `pos`, closing the gap by shifting
     /// back the entries of the probe run after it.
-    #[inline]
-    fn remove_at(&mut self, pos: usize) -> Obj {
-        let obj = self.at(pos);
+    #[inline(always)]
+    fn remove_at(&mut self, pos: usize) {
         let idx = slot_idx(self.slots[pos]);
         self.unlist(idx);
         self.free_rec(idx);
@@ -668,7 +716,6 @@ impl Table {
         }
         self.slots[hole] = 0;
         self.len -= 1;
-        obj
     }
 
     /// Index slots in use.
@@ -746,7 +793,7 @@ fn shard_index(addr: usize) -> usize {
 #[inline]
 fn summarize(i: usize, t: &Table, ctx: usize, new_list: bool) {
     let bits = &CTX_BITS[i];
-    if t.heads.as_ref().map_or(true, |h| h.is_empty()) {
+    if t.no_lists() {
         if bits.load(Ordering::Relaxed) != 0 {
             bits.store(0, Ordering::Release);
         }
@@ -1188,7 +1235,11 @@ mod tests {
             // Few distinct, clustered addresses: long probe runs, many collisions.
             let addr = 0x5555_0000_0000 + (rnd() % 5000) as usize * 16;
             if rnd() % 3 == 0 {
-                let got = t.find(addr).map(|p| t.remove_at(p));
+                let got = t.find(addr).map(|p| {
+                    let o = t.at(p);
+                    t.remove_at(p);
+                    o
+                });
                 assert_eq!(got, model.remove(&addr), "round {round}");
             } else {
                 let mut o = obj(addr);
