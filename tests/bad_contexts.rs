@@ -158,3 +158,41 @@ fn closed_contexts_and_dead_objects_are_refused_and_hidden_contexts_adopted_on_t
         assert_warned(&mode, &text, &log);
     }
 }
+
+/// rdma-core's private `verbs_open_device` (how `mlx5dv_open_device` opens
+/// a context) is the shim's own export: called directly, it is forwarded to
+/// the real library with its result and errno unchanged (ENOENT on the test
+/// bed, where no uverbs driver answers), and logged.
+#[test]
+fn verbs_open_device_is_instrumented_and_forwarded_unchanged() {
+    let src = repo_dir().join("tests/c/bad/private_open.c");
+    let prog = cc("private_open", &[&src], &["-libverbs"]);
+    let tb = Testbed::new();
+    let direct = run(&mut tb.command(&prog));
+    let want = stdout(&direct);
+    assert!(want.contains("verbs_open_device -> NULL errno=2"), "{want}");
+    for mode in ["preload", "dropin"] {
+        let tmp = TempDir::new("private");
+        let mut cmd = tb.command(&prog);
+        cmd.env("IBV_SHIM_LOG", "debug")
+            .env("IBV_SHIM_LOG_FILE", tmp.join("log"));
+        if mode == "preload" {
+            cmd.env("LD_PRELOAD", shim_so());
+        } else {
+            let dir = tmp.join("dropin");
+            std::fs::create_dir_all(&dir).unwrap();
+            std::os::unix::fs::symlink(shim_so(), dir.join("libibverbs.so.1")).unwrap();
+            cmd.env("LD_LIBRARY_PATH", &dir).env(
+                "IBV_SHIM_LIBRARY",
+                "/usr/lib/x86_64-linux-gnu/libibverbs.so.1",
+            );
+        }
+        let out = run(&mut cmd);
+        let log = std::fs::read_to_string(tmp.join("log")).unwrap_or_default();
+        assert_eq!(stdout(&out), want, "{mode}: the result changed\n{log}");
+        assert!(
+            log.contains("verbs_open_device(device=") && log.contains("= NULL errno=ENOENT"),
+            "{mode}: the call was not seen by the shim\n{log}"
+        );
+    }
+}

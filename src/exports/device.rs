@@ -291,8 +291,10 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_co
             }
         };
         let call = Call::begin();
-        // SAFETY: device is one the real library handed out.
-        let ctx = unsafe { real(device) };
+        // SAFETY: device is one the real library handed out. Inside: the
+        // real open goes through verbs_open_device, which the shim also
+        // exports (see `exports::private`); this export records it.
+        let ctx = super::inside(|| unsafe { real(device) });
         let errno = Errno::save();
         if !ctx.is_null() {
             registry::contexts::opened(ctx as usize, device as usize, super::tid(), caller);

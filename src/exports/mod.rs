@@ -23,6 +23,8 @@ use crate::registry::{contexts, devices, objects};
 pub mod device;
 /// cbindgen:ignore
 pub mod dl;
+/// cbindgen:ignore
+pub mod private;
 pub mod query;
 pub mod resources;
 
