@@ -101,7 +101,8 @@ pub unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *m
                 }
                 n += 1;
             }
-            let tracked = devices::list_returned(devices::LiveList {
+            // Out of memory: counted as untracked (see `devices`).
+            devices::list_returned(devices::LiveList {
                 list: list as usize,
                 count: n,
                 tid: super::tid(),
@@ -109,9 +110,6 @@ pub unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *m
                 time_ms: registry::objects::now_ms(),
                 inherited: false,
             });
-            if !tracked {
-                devices::UNTRACKED_LISTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            }
             if let Some(h) = crate::real::handle() {
                 // SAFETY: the real library's handle is never closed.
                 unsafe { crate::forward::copy_objects(h) };

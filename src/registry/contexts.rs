@@ -135,9 +135,11 @@ fn add(ctx: usize, device: usize, tid: i32, caller: usize, imported: bool) -> bo
         guid: None,
         inherited: false,
     };
-    let mut map = CONTEXTS.lock();
-    let map = map.get_or_insert_with(HashMap::new);
+    let mut guard = CONTEXTS.lock();
+    let map = guard.get_or_insert_with(HashMap::new);
     if !map.contains_key(&ctx) && map.try_reserve(1).is_err() {
+        drop(guard);
+        super::objects::note_untracked();
         return false;
     }
     map.insert(ctx, info);

@@ -93,6 +93,9 @@ static LISTS: Mutex<Vec<LiveList>> = mutex(Vec::new());
 pub fn list_returned(list: LiveList) -> bool {
     let mut lists = LISTS.lock();
     if lists.try_reserve(1).is_err() {
+        drop(lists);
+        UNTRACKED_LISTS.fetch_add(1, Ordering::Relaxed);
+        super::objects::note_untracked();
         return false;
     }
     lists.push(list);

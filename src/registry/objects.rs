@@ -850,10 +850,19 @@ pub fn insert(obj: Obj) -> bool {
     ok
 }
 
-/// How many objects the real library handed out that the shim could not
-/// track for want of memory: when not 0, the reports are incomplete.
+/// How many objects (and contexts, device lists) the real library handed
+/// out that the shim could not track for want of memory: when not 0, the
+/// reports are incomplete.
 pub fn untracked() -> usize {
     UNTRACKED.load(Ordering::Relaxed)
+}
+
+/// A context or device list the registry could not record for want of
+/// memory: counted with the objects in [`untracked`].
+#[cold]
+pub fn note_untracked() {
+    UNTRACKED.fetch_add(1, Ordering::Relaxed);
+    out_of_memory();
 }
 
 #[cold]
