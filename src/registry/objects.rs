@@ -15,8 +15,9 @@
 //!   never reads a record, growth rehashes from the slots alone, and with no
 //!   tombstones probe lengths never degrade.
 //! - Each shard also keeps, per context, a doubly-linked list of that
-//!   context's records in the shard (8-byte links in a slab parallel to
-//!   the records; each record also packs its own key into the spare bits
+//!   context's records in the shard (8-byte links stored after the
+//!   records of each slab chunk; each record also packs its own key into
+//!   the spare bits
 //!   of its context, parent and caller fields, so a list walk yields whole
 //!   objects). `ibv_close_device` walks only the closing context's lists:
 //!   its cost is the context's own objects plus one visit per shard, not
@@ -381,9 +382,7 @@ struct Table {
     /// See [`IDX_BITS`]. Length is 0 or a power of two.
     slots: Vec<u64>,
     len: usize,
-    chunks: Vec<Box<[Rec]>>,
-    /// The records' list links, chunked exactly as `chunks`.
-    links: Vec<Box<[Link]>>,
+    chunks: Vec<Chunk>,
     /// Head of the free list of slab slots (linked through `Rec::a`).
     free: u32,
     /// Slab slots handed out so far (the rest of the last chunk is unused).
@@ -407,7 +406,6 @@ impl Table {
             slots: Vec::new(),
             len: 0,
             chunks: Vec::new(),
-            links: Vec::new(),
             free: NO_FREE,
             used: 0,
             inherited: 0,
@@ -439,13 +437,13 @@ impl Table {
     #[inline]
     fn link(&self, i: u32) -> &Link {
         let (c, o) = chunk_of(i);
-        &self.links[c][o]
+        &self.chunks[c].links()[o]
     }
 
     #[inline]
     fn link_mut(&mut self, i: u32) -> &mut Link {
         let (c, o) = chunk_of(i);
-        &mut self.links[c][o]
+        &mut self.chunks[c].links_mut()[o]
     }
 
     /// Makes room for `ctx`'s list head, so that [`Table::list`] cannot
@@ -542,13 +540,13 @@ impl Table {
     #[inline]
     fn rec(&self, i: u32) -> &Rec {
         let (c, o) = chunk_of(i);
-        &self.chunks[c][o]
+        &self.chunks[c].recs()[o]
     }
 
     #[inline]
     fn rec_mut(&mut self, i: u32) -> &mut Rec {
         let (c, o) = chunk_of(i);
-        &mut self.chunks[c][o]
+        &mut self.chunks[c].recs_mut()[o]
     }
 
     /// Home slot of `addr` (hash bits well below the top ones, which pick the shard).
@@ -578,20 +576,6 @@ impl Table {
         }
     }
 
-    /// A zeroed chunk of `len` records or links; None when out of memory.
-    fn new_chunk<T: Zeroable>(len: usize) -> Option<Box<[T]>> {
-        let layout = Layout::array::<T>(len).ok()?;
-        // SAFETY: the layout has a non-zero size.
-        let p = unsafe { alloc_zeroed(layout) }.cast::<T>();
-        if p.is_null() || no_memory() {
-            return None;
-        }
-        // SAFETY: p is a fresh, zeroed allocation of `len` T with the
-        // layout Box<[T]> frees with; all-zero bytes are a valid T (the
-        // Zeroable types are integers only).
-        Some(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(p, len)) })
-    }
-
     fn alloc_rec(&mut self) -> Option<u32> {
         if self.free != NO_FREE {
             let i = self.free;
@@ -604,11 +588,7 @@ impl Table {
         let n = self.chunks.len();
         if self.used as usize == FIRST_CHUNK * ((1 << n) - 1) {
             self.chunks.try_reserve(1).ok()?;
-            self.links.try_reserve(1).ok()?;
-            let recs = Self::new_chunk::<Rec>(FIRST_CHUNK << n)?;
-            let links = Self::new_chunk::<Link>(FIRST_CHUNK << n)?;
-            self.chunks.push(recs);
-            self.links.push(links);
+            self.chunks.push(Chunk::new(FIRST_CHUNK << n)?);
         }
         self.used += 1;
         Some(self.used - 1)
@@ -760,9 +740,79 @@ fn no_memory() -> bool {
 }
 
 /// Types a chunk may be made of by zeroing memory: integers only.
-trait Zeroable: Copy {}
-impl Zeroable for Rec {}
-impl Zeroable for Link {}
+/// A slab chunk: `len` records, then their `len` links, in one zeroed
+/// allocation (one allocation per chunk, as before the links existed, so
+/// the heap does not fragment between records and links).
+struct Chunk {
+    ptr: std::ptr::NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: a Chunk owns its allocation exclusively (like a Box<[u8]>); it is
+// only reached through the shard's mutex.
+unsafe impl Send for Chunk {}
+
+impl Chunk {
+    fn layout(len: usize) -> Option<Layout> {
+        let (layout, _) = Layout::array::<Rec>(len)
+            .ok()?
+            .extend(Layout::array::<Link>(len).ok()?)
+            .ok()?;
+        Some(layout)
+    }
+
+    /// None when out of memory.
+    fn new(len: usize) -> Option<Chunk> {
+        let layout = Self::layout(len)?;
+        if no_memory() {
+            return None;
+        }
+        // SAFETY: the layout has a non-zero size (len > 0).
+        let ptr = std::ptr::NonNull::new(unsafe { alloc_zeroed(layout) })?;
+        Some(Chunk { ptr, len })
+    }
+
+    fn recs(&self) -> &[Rec] {
+        // SAFETY: the allocation starts with `len` records (64-aligned, as
+        // the layout says); all-zero bytes are a valid Rec (integers only).
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().cast::<Rec>(), self.len) }
+    }
+
+    fn recs_mut(&mut self) -> &mut [Rec] {
+        // SAFETY: as in recs(); &mut self makes the access exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr().cast::<Rec>(), self.len) }
+    }
+
+    fn links(&self) -> &[Link] {
+        // SAFETY: the `len` links follow the records (64 * len bytes in,
+        // 4-aligned); all-zero bytes are a valid Link (integers only).
+        unsafe {
+            std::slice::from_raw_parts(
+                self.ptr.as_ptr().add(64 * self.len).cast::<Link>(),
+                self.len,
+            )
+        }
+    }
+
+    fn links_mut(&mut self) -> &mut [Link] {
+        // SAFETY: as in links(); &mut self makes the access exclusive.
+        unsafe {
+            std::slice::from_raw_parts_mut(
+                self.ptr.as_ptr().add(64 * self.len).cast::<Link>(),
+                self.len,
+            )
+        }
+    }
+}
+
+impl Drop for Chunk {
+    fn drop(&mut self) {
+        if let Some(layout) = Self::layout(self.len) {
+            // SAFETY: allocated in Chunk::new with this very layout.
+            unsafe { std::alloc::dealloc(self.ptr.as_ptr(), layout) };
+        }
+    }
+}
 
 #[repr(align(128))]
 struct Shard(Mutex<Table>);
@@ -1387,10 +1437,10 @@ mod tests {
         for i in 0..1000u32 {
             assert_eq!(t.alloc_rec(), Some(i));
             let (c, o) = chunk_of(i);
-            assert!(o < t.chunks[c].len());
+            assert!(o < t.chunks[c].len);
         }
         assert_eq!(t.chunks.len(), 6);
-        assert_eq!(t.chunks.iter().map(|c| c.len()).sum::<usize>(), 1008);
+        assert_eq!(t.chunks.iter().map(|c| c.len).sum::<usize>(), 1008);
     }
 
     #[test]
