@@ -170,7 +170,7 @@ VG="valgrind --tool=callgrind --callgrind-out-file=/dev/null"
 
 # ------------------------------------------------------------------- build
 say "building the C programs (gcc -O2, real verbs.h, -libverbs) in $W/bin"
-for p in device pairs scale threads datapath startup; do
+for p in device pairs scale close threads datapath startup; do
     gcc -O2 -Wall -Wextra -pthread -o "$W/bin/$p" "$BENCH/c/$p.c" -libverbs -ldl 2>>"$ERRLOG" ||
         say "gcc failed for $p.c (see below)"
 done
@@ -497,6 +497,38 @@ if [ "$HAVE_SHIM" = 1 ] && [ "$HAVE_SIM" = 1 ]; then
     jfig scale.log_bytes 3 "close-report log size" bytes "$lb" NA NA NA NA
     jfig scale.json_bytes 3 "JSON report size" bytes "$jb" NA NA NA NA
     md "| fill $SCALE_N MRs (whole loop) | $(f "$(st med scale direct fill_s)" 2) s | $(f "$(st med scale report fill_s)" 2) s | | | |"
+
+    # 3b. The close of a clean context with SCALE_N objects live on another
+    # context, against the same close with none: the registry walks only
+    # the closing context's objects. Then closes that each leak one PD.
+    say "3b. close: $SCALE_REPS repetitions x {direct, shim log off}, $SCALE_N live PDs elsewhere"
+    r=1
+    while [ $r -le "$SCALE_REPS" ]; do
+        run_rec close direct $r sim "$B/close" "$SCALE_N" 201
+        run_rec close off $r sim "$B/close" "$SCALE_N" 201
+        r=$((r + 1))
+    done
+    md ""
+    md "ibv_close_device of a clean context (it owns nothing), median of 201 closes, with no other object"
+    md "live and with $SCALE_N PDs live on another context; then closes that each leak one PD (the"
+    md "leaks stay tracked as zombies), first tenth against last tenth of 201 cycles:"
+    md ""
+    md "| | direct | shim (log off) | budget | verdict |"
+    md "| --- | ---: | ---: | --- | --- |"
+    c0d=$(st med close direct close_clean_ns_0) c0s=$(st med close off close_clean_ns_0)
+    cnd=$(st med close direct close_clean_ns_n) cns=$(st med close off close_clean_ns_n)
+    cr=$(st med close off close_ratio)
+    verdict=$(budget close.ratio "close of a clean context, $SCALE_N objects live elsewhere / none: <= 2x" "$cr" le 2)
+    md "| close, nothing else live | $(t "$c0d") | $(t "$c0s") | | |"
+    md "| close, $SCALE_N PDs live on another context | $(t "$cnd") | $(t "$cns") | | |"
+    md "| ratio ($SCALE_N live / none) | $(f "$(st med close direct close_ratio)" 2)x | $(f "$cr" 2)x | <= 2x | $verdict |"
+    md "| close leaking one PD, first tenth of the cycles | $(t "$(st med close direct leak_close_ns_first)") | $(t "$(st med close off leak_close_ns_first)") | | |"
+    md "| close leaking one PD, last tenth of the cycles | $(t "$(st med close direct leak_close_ns_last)") | $(t "$(st med close off leak_close_ns_last)") | | |"
+    jfig close.clean_0 3 "close of a clean context, nothing else live" ns "$c0s" "$c0d" "$(calc 'b - a' "$c0d" "$c0s")" NA "$(st list close off close_clean_ns_0)"
+    jfig close.clean_n 3 "close of a clean context, $SCALE_N PDs live elsewhere" ns "$cns" "$cnd" "$(calc 'b - a' "$cnd" "$cns")" NA "$(st list close off close_clean_ns_n)"
+    jfig close.ratio 3 "close with $SCALE_N live elsewhere / close with none" x "$cr" NA NA NA "$(st list close off close_ratio)"
+    printf 'bench: close of a clean context: %s ns with nothing live, %s ns with %s PDs live elsewhere: ratio %sx (budget <= 2x: %s)\n' \
+        "$c0s" "$cns" "$SCALE_N" "$cr" "$verdict" >&2
 else
     why=${SIM_WHY:-no shim}
     notrun 3 "$why"

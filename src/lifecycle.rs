@@ -3,9 +3,12 @@
 //! - fork: registered with `pthread_atfork` when the real library is first
 //!   loaded (a process that never calls verbs pays nothing). The prepare
 //!   handler takes the registry's locks so the child never inherits a table
-//!   mid-change; the child then starts with empty tables, so it reports only
-//!   what it creates itself (and nothing, writing no JSON, if it never calls
-//!   verbs), and reopens a `%p` log file.
+//!   mid-change; the parent releases them and the child resets them (each
+//!   is one futex word: no trace of a thread waiting in the parent survives
+//!   into the child, where that thread does not exist). The child keeps
+//!   what it inherited, marked as such, so it still refuses what was dead
+//!   in the parent, but reports only what it creates itself (and nothing,
+//!   writing no JSON, if it never calls verbs), and reopens a `%p` log file.
 //! - exit: the final report runs from a library destructor (`.fini_array`),
 //!   which glibc calls after the program's own `atexit` handlers, so objects
 //!   a program frees in its atexit cleanup are not reported as leaks.

@@ -101,6 +101,7 @@ pub unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *m
                 }
                 n += 1;
             }
+            // Out of memory: counted as untracked (see `devices`).
             devices::list_returned(devices::LiveList {
                 list: list as usize,
                 count: n,
@@ -152,7 +153,9 @@ pub unsafe extern "C" fn ibv_free_device_list(list: *mut *mut ibv_device) {
             Err(why) => return set_errno(why.errno()),
         };
         let errno = Errno::save();
-        if !devices::list_freed(list as usize) {
+        // While some list went untracked for want of memory, an unknown
+        // list may be one of those: forwarded, not refused.
+        if !devices::list_freed(list as usize) && !devices::untracked_lists() {
             refuse(
                 format_args!("ibv_free_device_list(list={list:p}): double free, or not a list from ibv_get_device_list"),
                 libc::EINVAL,
@@ -286,8 +289,10 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_co
             }
         };
         let call = Call::begin();
-        // SAFETY: device is one the real library handed out.
-        let ctx = unsafe { real(device) };
+        // SAFETY: device is one the real library handed out. Inside: the
+        // real open goes through verbs_open_device, which the shim also
+        // exports (see `exports::private`); this export records it.
+        let ctx = super::inside(|| unsafe { real(device) });
         let errno = Errno::save();
         if !ctx.is_null() {
             registry::contexts::opened(ctx as usize, device as usize, super::tid(), caller);
@@ -308,6 +313,7 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_co
 /// one the shim never saw opened is refused with -1 and errno EINVAL.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
+    let caller = crate::caller!();
     boundary("ibv_close_device", -1, || {
         if context.is_null() {
             refuse(format_args!("ibv_close_device(context=NULL)"), libc::EINVAL);
@@ -323,15 +329,10 @@ pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
                 );
                 return -1;
             }
-            None => {
-                refuse(
-                    format_args!(
-                        "ibv_close_device(context={context:p}): not a context from ibv_open_device"
-                    ),
-                    libc::EINVAL,
-                );
-                return -1;
-            }
+            // A context opened where the shim does not see it is adopted
+            // (see `exports::bad_context`); garbage is refused.
+            None if super::bad_context("ibv_close_device", context, caller) => return -1,
+            None => {}
         }
         let real = match CLOSE_DEVICE.get() {
             Ok(f) => f,
@@ -344,17 +345,16 @@ pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
         let device = unsafe { (*context).device };
         // The leak reports name the device; it may be freed by the close.
         crate::report::context_closing(context as usize);
-        // Marked closed before the real close (see `contexts::closed`): a
-        // close racing with this one is refused instead of forwarded twice.
-        if !registry::contexts::closed(context as usize) {
+        // Marked closed, with its objects, before the real close (see
+        // `registry::begin_close`): a close racing with this one is refused
+        // instead of forwarded twice.
+        if registry::begin_close(context as usize) != registry::Closing::Proceed {
             refuse(
                 format_args!("ibv_close_device(context={context:p}): double close"),
                 libc::EINVAL,
             );
             return -1;
         }
-        // Its objects too, for the same reason (see `objects::begin_close`).
-        registry::objects::begin_close(context as usize);
         errno.restore();
         let call = Call::begin();
         // SAFETY: an open context from the real library, closed once.
@@ -363,8 +363,7 @@ pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
         if rc == 0 {
             crate::report::context_closed(context as usize);
         } else {
-            registry::objects::abort_close(context as usize);
-            registry::contexts::reopen(context as usize);
+            registry::abort_close(context as usize);
         }
         errno.restore();
         call.end(

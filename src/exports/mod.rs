@@ -14,15 +14,17 @@ use std::cell::Cell;
 use std::ffi::{c_char, c_int, CStr};
 use std::fmt;
 
-use verbs_abi::ibv_device;
+use verbs_abi::{ibv_context, ibv_device};
 
 use crate::guard::{errno_name, Errno};
 use crate::log::{self, Dec, Hex, Level};
-use crate::registry::devices;
+use crate::registry::{contexts, devices, objects};
 
 pub mod device;
 /// cbindgen:ignore
 pub mod dl;
+/// cbindgen:ignore
+pub mod private;
 pub mod query;
 pub mod resources;
 
@@ -201,6 +203,137 @@ pub fn refuse(what: fmt::Arguments<'_>, errno: i32) {
         errno_name(errno)
     );
     crate::guard::set_errno(errno);
+}
+
+/// The first word at `addr`, read without risking a fault (the pointer may
+/// be freed or garbage): None when it is not readable.
+pub fn read_word(addr: usize) -> Option<usize> {
+    let mut word = 0usize;
+    let local = libc::iovec {
+        iov_base: std::ptr::addr_of_mut!(word).cast(),
+        iov_len: 8,
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut libc::c_void,
+        iov_len: 8,
+    };
+    // SAFETY: reads 8 bytes of our own address space into `word`; the
+    // kernel checks the remote range and fails with EFAULT instead of faulting.
+    let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+    (n == 8).then_some(word)
+}
+
+/// Checks the context argument of a verb (not NULL: the callers refuse
+/// that first). An open context passes with a few loads and no lock. A
+/// closed one, or one that is not a context at all, is refused: true, with
+/// a warning and errno EINVAL (the real library would crash on it). A
+/// context the shim never saw opened but whose `device` field is a device
+/// the real library handed out (opened by `mlx5dv_open_device` or another
+/// path the shim does not see) is adopted: tracked from now on, logged at
+/// info, and forwarded.
+#[inline]
+pub fn bad_context(func: &str, ctx: *mut ibv_context, caller: usize) -> bool {
+    if contexts::is_open_fast(ctx as usize) {
+        return false;
+    }
+    check_context(func, ctx, caller)
+}
+
+#[cold]
+#[inline(never)]
+fn check_context(func: &str, ctx: *mut ibv_context, caller: usize) -> bool {
+    let errno = Errno::save();
+    let addr = ctx as usize;
+    match contexts::get(addr).map(|c| c.open) {
+        Some(true) => false,
+        Some(false) => {
+            refuse(
+                format_args!(
+                    "use after close: {func}(context={ctx:p}): ibv_close_device already closed this \
+                     context (the real library would touch freed memory)"
+                ),
+                libc::EINVAL,
+            );
+            true
+        }
+        None => match read_word(addr) {
+            // `device` is the first field of struct ibv_context.
+            Some(dev) if dev != 0 && devices::is_known(dev as *const ibv_device) => {
+                contexts::opened(addr, dev, tid(), caller);
+                crate::log!(
+                    Level::Info,
+                    "{func}(context={ctx:p}): a context of {} the shim did not see opened (a provider's \
+                     own open, e.g. mlx5dv_open_device): tracked from now on",
+                    Dev(dev as *const ibv_device)
+                );
+                errno.restore();
+                false
+            }
+            _ => {
+                refuse(
+                    format_args!(
+                        "{func}(context={ctx:p}): not a context the real library handed out"
+                    ),
+                    libc::EINVAL,
+                );
+                true
+            }
+        },
+    }
+}
+
+/// Checks an object argument (a PD, CQ, QP, ...): refused, with a warning
+/// and errno EINVAL, when the shim knows it dead: its context was closed
+/// (a zombie), or it was destroyed through the shim and nothing lives at
+/// its address now. Objects the shim never saw (made by inline verbs) pass.
+/// One shared load, and one load of the destroyed-address memory, while no
+/// context was closed with objects on it.
+#[inline]
+pub fn dead(func: &str, arg: &str, addr: usize) -> bool {
+    if let Some(o) = objects::zombie(addr) {
+        use_after_close(func, arg, &o);
+        return true;
+    }
+    match objects::buried(addr) {
+        Some(kind) => destroyed(func, arg, addr, kind),
+        None => false,
+    }
+}
+
+#[cold]
+pub fn use_after_close(func: &str, arg: &str, o: &objects::Obj) {
+    crate::log!(
+        Level::Warn,
+        "use after close: {func}({arg}={:#x}): this {} was created on context {:#x}, which ibv_close_device \
+         already closed; not forwarded (the real library would touch freed memory); errno=EINVAL",
+        o.addr,
+        o.kind().name(),
+        o.ctx
+    );
+    crate::guard::set_errno(libc::EINVAL);
+}
+
+/// `addr` was destroyed through the shim: refuse it unless an object lives
+/// there again (tracked, or made behind the shim's back: its first word,
+/// the context, is an open context).
+#[cold]
+#[inline(never)]
+fn destroyed(func: &str, arg: &str, addr: usize, kind: objects::Kind) -> bool {
+    if objects::get(addr).is_some() {
+        return false;
+    }
+    if matches!(read_word(addr), Some(ctx) if contexts::is_open(ctx)) {
+        return false;
+    }
+    refuse(
+        format_args!(
+            "use after destroy: {func}({arg}={addr:#x}): this {} was already destroyed \
+             (the real library would read freed memory)",
+            kind.name()
+        ),
+        libc::EINVAL,
+    );
+    true
 }
 
 /// A device as the log shows it: address, name, and GUID as `ibv_devices`

@@ -18,9 +18,7 @@ use verbs_abi::{
 
 use super::{inside, nested, Call, Ptr, Rc};
 use crate::guard::{boundary, set_errno, Errno};
-use crate::log::Level;
 use crate::real::{RealFn, Unavailable};
-use crate::registry::objects;
 
 type QueryDevice = unsafe extern "C" fn(*mut ibv_context, *mut ibv_device_attr) -> c_int;
 type QueryPort = unsafe extern "C" fn(*mut ibv_context, u8, *mut _compat_ibv_port_attr) -> c_int;
@@ -67,21 +65,11 @@ fn unavailable_minus1(why: Unavailable) -> c_int {
     -1
 }
 
-/// An object of a closed context (see the module docs); logs and sets errno.
+/// An object the shim knows dead: of a closed context, or destroyed (see
+/// `exports::dead`); logs and sets errno.
+#[inline]
 fn zombie(func: &str, arg: &str, addr: usize) -> bool {
-    let Some(o) = objects::zombie(addr) else {
-        return false;
-    };
-    crate::log!(
-        Level::Warn,
-        "use after close: {func}({arg}={addr:#x}): this {} was created on context {:#x}, which \
-         ibv_close_device already closed; not forwarded (the real library would touch freed memory); \
-         errno=EINVAL",
-        o.kind().name(),
-        o.ctx
-    );
-    set_errno(libc::EINVAL);
-    true
+    super::dead(func, arg, addr)
 }
 
 /// Fills `device_attr` with the device's capabilities. Returns 0 on success
@@ -91,6 +79,7 @@ pub unsafe extern "C" fn ibv_query_device(
     context: *mut ibv_context,
     device_attr: *mut ibv_device_attr,
 ) -> c_int {
+    let caller = crate::caller!();
     boundary("ibv_query_device", libc::EIO, || {
         if context.is_null() {
             return super::null_argument("ibv_query_device", "context", libc::EINVAL);
@@ -102,6 +91,9 @@ pub unsafe extern "C" fn ibv_query_device(
         if nested() {
             // SAFETY: forwarded unchanged.
             return unsafe { real(context, device_attr) };
+        }
+        if super::bad_context("ibv_query_device", context, caller) {
+            return libc::EINVAL;
         }
         let call = Call::begin();
         // SAFETY: forwarded unchanged.
@@ -129,6 +121,7 @@ pub unsafe extern "C" fn ibv_query_port(
     port_num: u8,
     port_attr: *mut _compat_ibv_port_attr,
 ) -> c_int {
+    let caller = crate::caller!();
     boundary("ibv_query_port", libc::EIO, || {
         if context.is_null() {
             return super::null_argument("ibv_query_port", "context", libc::EINVAL);
@@ -140,6 +133,9 @@ pub unsafe extern "C" fn ibv_query_port(
         if nested() {
             // SAFETY: forwarded unchanged.
             return unsafe { real(context, port_num, port_attr) };
+        }
+        if super::bad_context("ibv_query_port", context, caller) {
+            return libc::EINVAL;
         }
         let call = Call::begin();
         // SAFETY: forwarded unchanged.
@@ -166,6 +162,7 @@ pub unsafe extern "C" fn ibv_query_gid(
     index: c_int,
     gid: *mut ibv_gid,
 ) -> c_int {
+    let caller = crate::caller!();
     boundary("ibv_query_gid", -1, || {
         if context.is_null() {
             return super::null_argument("ibv_query_gid", "context", -1);
@@ -177,6 +174,9 @@ pub unsafe extern "C" fn ibv_query_gid(
         if nested() {
             // SAFETY: forwarded unchanged.
             return unsafe { real(context, port_num, index, gid) };
+        }
+        if super::bad_context("ibv_query_gid", context, caller) {
+            return -1;
         }
         let call = Call::begin();
         // SAFETY: forwarded unchanged.
@@ -203,6 +203,7 @@ pub unsafe extern "C" fn ibv_query_pkey(
     index: c_int,
     pkey: *mut u16,
 ) -> c_int {
+    let caller = crate::caller!();
     boundary("ibv_query_pkey", -1, || {
         if context.is_null() {
             return super::null_argument("ibv_query_pkey", "context", -1);
@@ -214,6 +215,9 @@ pub unsafe extern "C" fn ibv_query_pkey(
         if nested() {
             // SAFETY: forwarded unchanged.
             return unsafe { real(context, port_num, index, pkey) };
+        }
+        if super::bad_context("ibv_query_pkey", context, caller) {
+            return -1;
         }
         let call = Call::begin();
         // SAFETY: forwarded unchanged.
@@ -477,6 +481,7 @@ pub unsafe extern "C" fn ibv_get_async_event(
     context: *mut ibv_context,
     event: *mut ibv_async_event,
 ) -> c_int {
+    let caller = crate::caller!();
     boundary("ibv_get_async_event", -1, || {
         if context.is_null() {
             return super::null_argument("ibv_get_async_event", "context", -1);
@@ -488,6 +493,9 @@ pub unsafe extern "C" fn ibv_get_async_event(
         if nested() {
             // SAFETY: forwarded unchanged.
             return unsafe { real(context, event) };
+        }
+        if super::bad_context("ibv_get_async_event", context, caller) {
+            return -1;
         }
         let call = Call::begin();
         // SAFETY: forwarded unchanged; it may block, holding no lock of the shim.

@@ -184,31 +184,14 @@ fn track(mut obj: Obj) {
     errno.restore();
 }
 
-/// Refuses a verb on an object whose context was closed (a use after close).
-/// Free while no context has been closed with objects still on it.
+/// Refuses a verb on an object the shim knows dead: its context was closed
+/// (a use after close) or it was destroyed (see `exports::dead`).
 #[inline]
 fn zombie(func: &str, arg: &str, addr: usize) -> bool {
-    match objects::zombie(addr) {
-        Some(o) => {
-            use_after_close(func, arg, &o);
-            true
-        }
-        None => false,
-    }
+    super::dead(func, arg, addr)
 }
 
-#[cold]
-fn use_after_close(func: &str, arg: &str, o: &Obj) {
-    crate::log!(
-        Level::Warn,
-        "use after close: {func}({arg}={:#x}): this {} was created on context {:#x}, which ibv_close_device \
-         already closed; not forwarded (the real library would touch freed memory); errno=EINVAL",
-        o.addr,
-        o.kind().name(),
-        o.ctx
-    );
-    set_errno(libc::EINVAL);
-}
+use super::use_after_close;
 
 /// A destroy verb, for the shared destroy path.
 struct Destroy {
@@ -222,23 +205,7 @@ struct Destroy {
     void: bool,
 }
 
-/// The first word of `addr`, read without risking a fault (the pointer may
-/// be freed or garbage).
-fn read_word(addr: usize) -> Option<usize> {
-    let mut word = 0usize;
-    let local = libc::iovec {
-        iov_base: ptr::addr_of_mut!(word).cast(),
-        iov_len: 8,
-    };
-    let remote = libc::iovec {
-        iov_base: addr as *mut c_void,
-        iov_len: 8,
-    };
-    // SAFETY: reads 8 bytes of our own address space into `word`; the
-    // kernel checks the remote range and fails with EFAULT instead of faulting.
-    let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
-    (n == 8).then_some(word)
-}
+use super::read_word;
 
 /// A destroy of a pointer the table does not hold. Returns true to refuse
 /// it (a double destroy), false to forward it unchanged.
@@ -401,6 +368,9 @@ pub unsafe extern "C" fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd 
     boundary("ibv_alloc_pd", ptr::null_mut(), || {
         if context.is_null() {
             return super::null_argument("ibv_alloc_pd", "context", ptr::null_mut());
+        }
+        if !nested() && super::bad_context("ibv_alloc_pd", context, caller) {
+            return ptr::null_mut();
         }
         let real = match ALLOC_PD.get() {
             Ok(f) => f,
@@ -777,6 +747,9 @@ pub unsafe extern "C" fn ibv_create_comp_channel(
         if context.is_null() {
             return super::null_argument("ibv_create_comp_channel", "context", ptr::null_mut());
         }
+        if !nested() && super::bad_context("ibv_create_comp_channel", context, caller) {
+            return ptr::null_mut();
+        }
         let real = match CREATE_COMP_CHANNEL.get() {
             Ok(f) => f,
             Err(why) => return unavailable(why),
@@ -846,6 +819,9 @@ pub unsafe extern "C" fn ibv_create_cq(
     boundary("ibv_create_cq", ptr::null_mut(), || {
         if context.is_null() {
             return super::null_argument("ibv_create_cq", "context", ptr::null_mut());
+        }
+        if !nested() && super::bad_context("ibv_create_cq", context, caller) {
+            return ptr::null_mut();
         }
         let real = match CREATE_CQ.get() {
             Ok(f) => f,
@@ -1294,6 +1270,9 @@ pub unsafe extern "C" fn ibv_import_pd(context: *mut ibv_context, pd_handle: u32
     boundary("ibv_import_pd", ptr::null_mut(), || {
         if context.is_null() {
             return super::null_argument("ibv_import_pd", "context", ptr::null_mut());
+        }
+        if !nested() && super::bad_context("ibv_import_pd", context, caller) {
+            return ptr::null_mut();
         }
         let real = match IMPORT_PD.get() {
             Ok(f) => f,

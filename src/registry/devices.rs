@@ -8,8 +8,9 @@
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use parking_lot::Mutex;
 use verbs_abi::ibv_device;
+
+use super::lock::{self, mutex, Mutex};
 
 const MAX_DEVICES: usize = 256;
 
@@ -26,7 +27,7 @@ const EMPTY: Slot = Slot {
 };
 static DEVICES: [Slot; MAX_DEVICES] = [EMPTY; MAX_DEVICES];
 static COUNT: AtomicUsize = AtomicUsize::new(0);
-static ADD: Mutex<()> = Mutex::new(());
+static ADD: Mutex<()> = mutex(());
 
 fn slot(device: *const ibv_device) -> Option<&'static Slot> {
     let n = COUNT.load(Ordering::Acquire).min(MAX_DEVICES);
@@ -85,11 +86,30 @@ pub struct LiveList {
     pub inherited: bool,
 }
 
-static LISTS: Mutex<Vec<LiveList>> = Mutex::new(Vec::new());
+static LISTS: Mutex<Vec<LiveList>> = mutex(Vec::new());
 
-pub fn list_returned(list: LiveList) {
-    LISTS.lock().push(list);
+/// False when it could not be tracked (out of memory): it is then freed
+/// unchecked, as a list the shim never saw.
+pub fn list_returned(list: LiveList) -> bool {
+    let mut lists = LISTS.lock();
+    if lists.try_reserve(1).is_err() {
+        drop(lists);
+        UNTRACKED_LISTS.fetch_add(1, Ordering::Relaxed);
+        super::objects::note_untracked();
+        return false;
+    }
+    lists.push(list);
+    true
 }
+
+/// A list the shim could not track (out of memory) is being freed: true
+/// while such lists exist, so that the free is forwarded, not refused.
+pub fn untracked_lists() -> bool {
+    UNTRACKED_LISTS.load(Ordering::Relaxed) > 0
+}
+
+/// Lists handed out but not tracked for want of memory.
+pub static UNTRACKED_LISTS: AtomicUsize = AtomicUsize::new(0);
 
 /// Forgets a list; false when it is not a live list (double free, or not
 /// from `ibv_get_device_list`).
@@ -117,19 +137,19 @@ pub fn live_lists() -> Vec<LiveList> {
 /// `fork()` protocol (see `registry::fork_prepare`): hold the locks across
 /// the fork so the child never inherits a half-made change.
 pub(super) fn fork_lock() {
-    std::mem::forget(ADD.lock());
-    std::mem::forget(LISTS.lock());
+    lock::fork_hold(&ADD);
+    lock::fork_hold(&LISTS);
 }
 
 /// Releases what `fork_lock` took; in the child, the parent's lists are
 /// marked inherited: the child may free them, but they are not its leaks.
 pub(super) fn fork_unlock(child: bool) {
-    // SAFETY: fork_lock took both locks on this thread and forgot the guards.
-    unsafe {
-        ADD.force_unlock();
-        LISTS.force_unlock();
+    if !child {
+        lock::fork_release(&ADD);
+        lock::fork_release(&LISTS);
+        return;
     }
-    if child {
-        LISTS.lock().iter_mut().for_each(|l| l.inherited = true);
-    }
+    lock::fork_reset(&ADD);
+    lock::fork_reset(&LISTS);
+    LISTS.lock().iter_mut().for_each(|l| l.inherited = true);
 }

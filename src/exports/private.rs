@@ -1,0 +1,64 @@
+//! rdma-core's private entry points (`IBVERBS_PRIVATE_34`, for the provider
+//! plugins) that the shim must see: `verbs_open_device`, through which a
+//! provider's own open (`mlx5dv_open_device`) makes a context without
+//! passing through `ibv_open_device`. Recording it there keeps such a
+//! context open in the registry across a close and a reopen at the same
+//! address, which the first-use adoption of `exports::bad_context` cannot
+//! tell from a use after close. Not in the C header: it is not a verb.
+
+use std::ffi::c_void;
+use std::ptr;
+
+use verbs_abi::{ibv_context, ibv_device};
+
+use super::{inside, nested, tid, Call, Dev, Ptr};
+use crate::guard::{boundary, set_errno, Errno};
+use crate::real::RealFn;
+use crate::registry::{contexts, devices};
+
+type VerbsOpenDevice = unsafe extern "C" fn(*mut ibv_device, *mut c_void) -> *mut ibv_context;
+
+static VERBS_OPEN_DEVICE: RealFn<VerbsOpenDevice> = RealFn::new(c"verbs_open_device");
+
+/// rdma-core's private open (`ibv_open_device` and the providers' direct
+/// opens call it). Forwarded unchanged; a context it returns is tracked.
+#[no_mangle]
+pub unsafe extern "C" fn verbs_open_device(
+    device: *mut ibv_device,
+    private_data: *mut c_void,
+) -> *mut ibv_context {
+    let caller = crate::caller!();
+    boundary("verbs_open_device", ptr::null_mut(), || {
+        let real = match VERBS_OPEN_DEVICE.get() {
+            Ok(f) => f,
+            Err(why) => {
+                set_errno(why.errno());
+                return ptr::null_mut();
+            }
+        };
+        // Inside the shim's ibv_open_device: that export records it.
+        if nested() {
+            // SAFETY: forwarded unchanged.
+            return unsafe { real(device, private_data) };
+        }
+        let call = Call::begin();
+        // SAFETY: forwarded unchanged.
+        let ctx = inside(|| unsafe { real(device, private_data) });
+        let errno = Errno::save();
+        if !ctx.is_null() {
+            devices::remember(device);
+            contexts::opened(ctx as usize, device as usize, tid(), caller);
+        }
+        errno.restore();
+        call.end(
+            format_args!(
+                "verbs_open_device(device={}, private_data={})",
+                Dev(device),
+                Ptr(private_data)
+            ),
+            format_args!("{}", Ptr(ctx)),
+            ctx.is_null(),
+        );
+        ctx
+    })
+}
