@@ -76,8 +76,9 @@ static void open_side(struct side *s)
 	s->lid = pa.lid;
 }
 
-/* A fresh RC QP of `s`, connected with the peer's through the socket. */
-static struct ibv_qp *connect_qp(struct side *s)
+/* A fresh RC QP of `s`, connected with the peer's through the socket;
+ * with `hold`, it stays in INIT until the peer says 'p' (posted). */
+static struct ibv_qp *connect_qp_hold(struct side *s, int hold)
 {
 	struct ibv_qp_init_attr ia = {
 		.send_cq = s->cq, .recv_cq = s->cq, .qp_type = IBV_QPT_RC,
@@ -95,6 +96,11 @@ static struct ibv_qp *connect_qp(struct side *s)
 						    IBV_ACCESS_REMOTE_ATOMIC };
 	CHECK(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
 					    IBV_QP_ACCESS_FLAGS) == 0);
+	if (hold) {
+		char c;
+		xrecv(&c, 1);
+		CHECK(c == 'p');
+	}
 	memset(&a, 0, sizeof a);
 	a.qp_state = IBV_QPS_RTR;
 	a.path_mtu = IBV_MTU_4096;
@@ -108,7 +114,7 @@ static struct ibv_qp *connect_qp(struct side *s)
 					    IBV_QP_MIN_RNR_TIMER) == 0);
 	memset(&a, 0, sizeof a);
 	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 10;
+	a.timeout = 14;
 	a.retry_cnt = 7;
 	a.rnr_retry = 7;
 	a.max_rd_atomic = 4;
@@ -120,6 +126,8 @@ static struct ibv_qp *connect_qp(struct side *s)
 	qp->qp_context = &last;
 	return qp;
 }
+
+static struct ibv_qp *connect_qp(struct side *s) { return connect_qp_hold(s, 0); }
 
 static struct ibv_wc wait_wc(struct ibv_cq *cq)
 {
@@ -226,6 +234,20 @@ static void requester(void)
 	struct ibv_qp *qp2 = connect_qp(&s);
 	CHECK(post(qp2, IBV_WR_RDMA_READ, s.buf, 4096, s.mr->lkey, p->ro_buf, p->ro_rkey) == 0);
 	CHECK(wait_wc(s.cq).status == IBV_WC_SUCCESS && s.buf[4095] == 0x77);
+	/* Requests that reach the responder while its QP is still in INIT
+	 * wait there for RTR (as retries would deliver them), in order. */
+	struct ibv_qp *qp3 = connect_qp(&s);
+	memset(s.buf, 0x5c, 64);
+	CHECK(post(qp3, IBV_WR_SEND, s.buf, 32, s.mr->lkey, 0, 0) == 0);
+	CHECK(post(qp3, IBV_WR_RDMA_WRITE, s.buf, 64, s.mr->lkey, p->buf + 4096, p->rkey) == 0);
+	xsend("p", 1);
+	wc = wait_wc(s.cq);
+	CHECK(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_SEND);
+	wc = wait_wc(s.cq);
+	CHECK(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RDMA_WRITE);
+	xrecv(&ok, 1);
+	CHECK(ok == 'y');
+	CHECK(ibv_destroy_qp(qp3) == 0);
 	/* The responder exits: the next request's retries run out. */
 	xsend("q", 1);
 	xrecv(&ok, 1);
@@ -285,11 +307,22 @@ static void responder(void)
 		}
 		(void)q;
 	}
-	xrecv(&c, 1);
-	CHECK(c == 'q');
 	/* The too-small receive completed in error on this side. */
 	wc = wait_wc(s.cq);
 	CHECK(wc.status == IBV_WC_LOC_LEN_ERR && wc.wr_id == 7);
+	/* Held in INIT while the requester posts. */
+	struct ibv_qp *q3 = connect_qp_hold(&s, 1);
+	(void)q3;
+	struct ibv_sge sge3 = { (uintptr_t)rbuf, 64, rmr->lkey };
+	struct ibv_recv_wr wr3 = { .wr_id = 33, .sg_list = &sge3, .num_sge = 1 }, *bad3;
+	CHECK(ibv_post_recv(q3, &wr3, &bad3) == 0);
+	wc = wait_wc(s.cq);
+	CHECK(wc.status == IBV_WC_SUCCESS && wc.wr_id == 33 && wc.byte_len == 32 && rbuf[31] == 0x5c);
+	/* The WRITE, posted after the SEND, landed too. */
+	CHECK(((volatile char *)s.buf)[4096 + 63] == 0x5c);
+	xsend("y", 1);
+	xrecv(&c, 1);
+	CHECK(c == 'q');
 	printf("responder: %d checks passed\n", checks);
 	fflush(stdout);
 	xsend("y", 1);
