@@ -554,3 +554,42 @@ fn qperf_measures_traffic_between_processes() {
     assert!(figures.len() >= tests.len(), "{t}");
     assert!(figures.iter().all(|&f| f > 0.0), "{t}");
 }
+
+/// The LID a pingpong printed as its own.
+fn local_lid(o: &Output) -> String {
+    text(o)
+        .lines()
+        .find(|l| l.contains("local address"))
+        .and_then(|l| l.split("LID ").nth(1))
+        .map(|l| l.split(',').next().unwrap_or("").to_string())
+        .unwrap_or_default()
+}
+
+/// Two processes on different simulated HCAs (mlx4_0 and mlx5_0, whose
+/// ports both ask for LID 1) get distinct fabric-wide LIDs, and the
+/// addresses they exchange reach each other.
+#[test]
+fn lids_are_fabric_wide_across_different_devices() {
+    let fab = fabric("lids");
+    let _g = FabricGuard(fab.clone());
+    let port = free_port().to_string();
+    let mut s = sim_command("ibv_rc_pingpong", &fab, "mlx4_0");
+    s.args(["-d", "mlx4_0", "-c", "-n", "50", "-p", &port]);
+    let mut server = start(s);
+    server.wait_listening(port.parse().unwrap());
+    let mut c = sim_command("ibv_rc_pingpong", &fab, "mlx5_0");
+    c.args(["-d", "mlx5_0", "-c", "-n", "50", "-p", &port, "127.0.0.1"]);
+    let o = run_unchecked(&mut c, Duration::from_secs(120));
+    let (so, st) = server.finish(Duration::from_secs(60));
+    let so = so.unwrap_or_else(|| panic!("server hung:\n{st}"));
+    assert!(
+        o.status.success() && so.status.success(),
+        "{}\n{st}",
+        describe(&c, &o)
+    );
+    let (a, b) = (local_lid(&o), local_lid(&so));
+    assert!(
+        !a.is_empty() && a != "0x0000" && a != b,
+        "LIDs {a} and {b}\n{st}"
+    );
+}

@@ -36,6 +36,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
+use crate::device::SimDevice;
 use ring::{Ring, CHUNK, RING_BYTES};
 use wire::Wire;
 
@@ -449,6 +450,8 @@ fn slot_alive(seg: &Segment, slot: usize) -> bool {
 /// This process's attachment.
 struct Attached {
     refs: usize,
+    /// Devices whose ports this process registered.
+    devices: Vec<usize>,
     slot: usize,
     token: u64,
     stop: Arc<AtomicBool>,
@@ -482,17 +485,11 @@ fn port_in_use(p: &Port) -> bool {
     p.owners.iter().any(|o| o.load(Ordering::Acquire) != 0)
 }
 
-/// Registers this process's InfiniBand ports; returns (device index,
-/// port, LID). Under the attach lock.
-fn register_ports(seg: &Segment, slot: usize) -> Vec<(usize, u32, u16)> {
+/// Registers the InfiniBand ports of a device this process opened;
+/// returns (port, LID). Under the attach lock.
+fn register_ports(seg: &Segment, slot: usize, d: &SimDevice) -> Vec<(u32, u16)> {
     let mut out = Vec::new();
-    let Ok(devs) = crate::device::devices() else {
-        return out;
-    };
-    for d in devs {
-        if d.is_ethernet() {
-            continue;
-        }
+    if !d.is_ethernet() {
         for port in 1..=u32::from(d.phys_ports()) {
             let guid = d.port_guid(port);
             let natural = d.natural_lid(port);
@@ -531,7 +528,7 @@ fn register_ports(seg: &Segment, slot: usize) -> Vec<(usize, u32, u16)> {
             };
             let p = seg.port(i);
             p.owners[slot / 64].fetch_or(bit, Ordering::AcqRel);
-            out.push((d.index, port, p.lid.load(Ordering::Acquire) as u16));
+            out.push((port, p.lid.load(Ordering::Acquire) as u16));
         }
     }
     out
@@ -540,7 +537,12 @@ fn register_ports(seg: &Segment, slot: usize) -> Vec<(usize, u32, u16)> {
 /// Under the attach lock: reclaims the slots of dead processes (crashed or
 /// killed), claims a free one and registers the ports.
 #[allow(clippy::type_complexity)]
-fn claim(seg: &Segment, pid: u32, start: u64) -> Option<(usize, u64, Vec<(usize, u32, u16)>)> {
+fn claim(
+    seg: &Segment,
+    pid: u32,
+    start: u64,
+    dev: &SimDevice,
+) -> Option<(usize, u64, Vec<(u32, u16)>)> {
     seg.reclaim_dead();
     let slot = (0..MAX_PROCS).find(|&i| seg.proc_(i).token.load(Ordering::Acquire) == 0)?;
     let gen = seg.hdr().next_gen.fetch_add(1, Ordering::AcqRel).max(1);
@@ -549,14 +551,27 @@ fn claim(seg: &Segment, pid: u32, start: u64) -> Option<(usize, u64, Vec<(usize,
     seg.ring(slot).reset();
     seg.proc_(slot).start.store(start, Ordering::Release);
     seg.proc_(slot).token.store(token, Ordering::Release);
-    let lids = register_ports(seg, slot);
+    let lids = register_ports(seg, slot, dev);
     Some((slot, token, lids))
 }
 
-/// Joins the fabric (the first open context) or counts one more user.
-pub fn attach() -> Result<(), String> {
+/// Joins the fabric (the first open context) or counts one more user;
+/// registers the ports of `dev` (a process uses the ports it opens).
+pub fn attach(dev: &'static SimDevice) -> Result<(), String> {
     let mut st = STATE.lock();
     if let Some(a) = st.as_mut() {
+        if !a.devices.contains(&dev.index) {
+            let Some(seg) = current() else {
+                return Err("the fabric segment is gone".into());
+            };
+            let slot = a.slot;
+            match seg.locked(|| register_ports(seg, slot, dev)) {
+                Ok(lids) => lids.into_iter().for_each(|(p, l)| dev.set_lid(p, l)),
+                Err(LockError::Stale) => return Err(format!("{} was removed", seg.path_str())),
+                Err(LockError::Other(e)) => return Err(e),
+            }
+            a.devices.push(dev.index);
+        }
         a.refs += 1;
         return Ok(());
     }
@@ -566,7 +581,7 @@ pub fn attach() -> Result<(), String> {
     let mut tries = 0;
     let (seg, claimed) = loop {
         let seg = segment()?;
-        match seg.locked(|| claim(seg, pid, start)) {
+        match seg.locked(|| claim(seg, pid, start, dev)) {
             Ok(c) => break (seg, c),
             Err(LockError::Stale) if tries < 10 => {
                 tries += 1;
@@ -582,10 +597,8 @@ pub fn attach() -> Result<(), String> {
             seg.path_str()
         ));
     };
-    if let Ok(devs) = crate::device::devices() {
-        for (d, port, lid) in lids {
-            devs[d].set_lid(port, lid);
-        }
+    for (port, lid) in lids {
+        dev.set_lid(port, lid);
     }
     // Whatever a forked parent left queued was not ours to send.
     OUTBOX.lock().clear();
@@ -603,6 +616,7 @@ pub fn attach() -> Result<(), String> {
         .ok();
     *st = Some(Attached {
         refs: 1,
+        devices: vec![dev.index],
         slot,
         token,
         stop,
