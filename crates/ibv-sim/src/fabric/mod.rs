@@ -32,7 +32,6 @@ use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::collections::{HashMap, VecDeque};
 use std::ffi::CString;
 use std::sync::Arc;
-use std::time::Duration;
 
 use parking_lot::Mutex;
 
@@ -935,7 +934,6 @@ fn run_engine(seg: &Segment, slot: usize, e: &mut Engine) -> bool {
 pub fn poll_progress() {
     let Some((seg, slot, _)) = me() else { return };
     let ring = seg.ring(slot);
-    ring.last_poll().store(now_ns(), Ordering::Relaxed);
     if ring.is_empty() && !crate::datapath::remote::busy() && OUTBOX.lock().is_empty() {
         return;
     }
@@ -957,12 +955,6 @@ fn progress_thread(stop: Arc<AtomicBool>) {
             continue;
         }
         let ring = seg.ring(slot);
-        let polled = ring.last_poll().load(Ordering::Relaxed);
-        if now_ns().saturating_sub(polled) < 2_000_000 {
-            // The program is polling: leave the ring to it, look again soon.
-            std::thread::sleep(Duration::from_micros(200));
-            continue;
-        }
         let busy = crate::datapath::remote::busy() || !OUTBOX.lock().is_empty();
         ring.wait(if busy { 1_000_000 } else { 100_000_000 });
     }

@@ -27,8 +27,7 @@ pub struct RingHdr {
     sleeping: AtomicU32,
     /// The futex word producers bump to wake the consumer.
     wake: AtomicU32,
-    /// When the owner's program thread last polled (ns, monotonic).
-    pub last_poll: AtomicU64,
+    _reserved: AtomicU64,
 }
 
 #[repr(C)]
@@ -75,10 +74,6 @@ impl Ring {
         unsafe { &*core::ptr::addr_of!((*self.slot(pos)).seq) }
     }
 
-    pub fn last_poll(&self) -> &AtomicU64 {
-        &self.hdr().last_poll
-    }
-
     /// Empties the ring for a new owner (under the segment's attach lock,
     /// when no live process uses it).
     pub fn reset(&self) {
@@ -86,7 +81,6 @@ impl Ring {
         h.enq.store(0, Ordering::Relaxed);
         h.deq.store(0, Ordering::Relaxed);
         h.sleeping.store(0, Ordering::Relaxed);
-        h.last_poll.store(0, Ordering::Relaxed);
         for i in 0..SLOTS as u64 {
             self.seq(i).store(i, Ordering::Release);
         }
