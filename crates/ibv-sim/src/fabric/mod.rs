@@ -788,7 +788,7 @@ pub fn send(d: Dest, wire: &mut Wire, payload: &[u8]) {
         wire.offset = off as u32;
         wire.len = n as u32;
         let chunk = &payload[off..off + n];
-        if queued || !target.push(wire, chunk) {
+        if queued || !target.push(token, wire, chunk) {
             queued = true;
             o.push_back((d, *wire, chunk.to_vec()));
         }
@@ -825,7 +825,7 @@ fn flush_outbox(seg: &Segment) -> bool {
         if full.contains(d) {
             return true;
         }
-        if seg.ring(d.slot as usize).push(w, data) {
+        if seg.ring(d.slot as usize).push(w.src_token, w, data) {
             did = true;
             return false;
         }
@@ -847,12 +847,15 @@ fn flush_outbox(seg: &Segment) -> bool {
 struct Engine {
     partial: HashMap<(u32, u32, bool), (Wire, Vec<u8>)>,
     next_deadline_check: u64,
+    /// The ring's head slot claimed but unpublished since (position, ns).
+    stall: Option<(u64, u64)>,
 }
 
 static ENGINE: once_cell::sync::Lazy<Mutex<Engine>> = once_cell::sync::Lazy::new(|| {
     Mutex::new(Engine {
         partial: HashMap::new(),
         next_deadline_check: 0,
+        stall: None,
     })
 });
 
@@ -925,8 +928,33 @@ fn run_engine(seg: &Segment, slot: usize, e: &mut Engine) -> bool {
     if now >= e.next_deadline_check {
         e.next_deadline_check = now + 1_000_000;
         crate::datapath::remote::check_deadlines();
+        unstall(seg, ring, e, now);
     }
     did
+}
+
+/// A producer killed between claiming a slot of our ring and publishing
+/// it would stall the ring for ever: once the head has been stuck for
+/// 100 ms and its claimer is known dead, skip the slot.
+fn unstall(seg: &Segment, ring: Ring, e: &mut Engine, now: u64) {
+    let Some((pos, claimer)) = ring.stalled_head() else {
+        e.stall = None;
+        return;
+    };
+    match e.stall {
+        Some((p, since)) if p == pos => {
+            if now.saturating_sub(since) < 100_000_000 || claimer == 0 {
+                return;
+            }
+            let slot =
+                (0..MAX_PROCS).find(|&i| seg.proc_(i).token.load(Ordering::Acquire) == claimer);
+            if slot.is_none_or(|i| !slot_alive(seg, i)) {
+                ring.skip_head(pos);
+                e.stall = None;
+            }
+        }
+        _ => e.stall = Some((pos, now)),
+    }
 }
 
 /// Runs the progress engine once from a program thread (`ibv_poll_cq`):
