@@ -2,7 +2,9 @@
 //! through one shared-memory segment so that their QPs reach each other.
 //!
 //! The segment is `/dev/shm/ibv-sim-<uid>-<name>` (`IBV_SIM_FABRIC`, default
-//! `default`), mode 0600, opened with `O_NOFOLLOW`. It holds:
+//! `default`; the temporary directory where there is no `/dev/shm`), mode
+//! 0600, opened with `O_NOFOLLOW`, refused unless a private regular file
+//! of this user. It holds:
 //!
 //! - a header (magic, version, layout) checked on every attach;
 //! - a table of process slots: a token (pid and a generation) and the
@@ -254,7 +256,18 @@ pub fn fabric_name() -> Result<String, String> {
 pub fn segment_path() -> Result<String, String> {
     // SAFETY: getuid cannot fail.
     let uid = unsafe { libc::getuid() };
-    Ok(format!("/dev/shm/ibv-sim-{uid}-{}", fabric_name()?))
+    // /dev/shm where there is one (containers may lack it): the temporary
+    // directory otherwise; the file's owner and mode are checked either way.
+    let dir = if std::path::Path::new("/dev/shm").is_dir() {
+        std::path::PathBuf::from("/dev/shm")
+    } else {
+        std::env::temp_dir()
+    };
+    Ok(format!(
+        "{}/ibv-sim-{uid}-{}",
+        dir.display(),
+        fabric_name()?
+    ))
 }
 
 /// The mapped segment (leaked: a mapping is never unmapped, so no thread
