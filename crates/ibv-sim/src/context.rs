@@ -130,7 +130,7 @@ pub fn owner_of(addr: usize, kind: Kind) -> Result<&'static SimContext, c_int> {
 /// `ibv_open_device`.
 pub fn open(dev: *mut ibv_device) -> Result<*mut ibv_context, c_int> {
     let sim_dev = device::lookup(dev).ok_or(libc::EINVAL)?;
-    if let Err(msg) = crate::fabric::attach() {
+    if let Err(msg) = crate::fabric::attach(sim_dev) {
         eprintln!("libibverbs (ibv-sim): {msg}");
         return Err(libc::EPROTO);
     }

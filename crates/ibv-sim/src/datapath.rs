@@ -425,7 +425,11 @@ fn drain(take: impl Fn() -> Option<(RecvWqe, Pending)>) {
 /// on its SRQ): used when `s` is reset or destroyed. Their senders see
 /// `IBV_WC_RETRY_EXC_ERR`, as when the peer vanishes.
 pub fn drop_pending_from(s: &QpShared) {
-    let mut failed: Vec<Pending> = s.st.lock().rq.pending.drain(..).collect();
+    let mut failed: Vec<Pending> = {
+        let mut g = s.st.lock();
+        remote::drop_early(&mut g);
+        g.rq.pending.drain(..).collect()
+    };
     if let Some(srq) = &s.srq {
         let mut g = srq.rq.lock();
         let (mine, rest): (Vec<Pending>, Vec<Pending>) =

@@ -93,6 +93,10 @@ pub struct QpInner {
     pub out: VecDeque<datapath::remote::Outstanding>,
     /// Sequence number of the next such request.
     pub next_seq: u64,
+    /// Requests from other processes that arrived before this QP could
+    /// receive (its peer was quicker to RTS): replayed, in order, when it
+    /// reaches RTR, as the requester's retries would deliver them.
+    pub early: VecDeque<(crate::fabric::wire::Wire, Vec<u8>)>,
 }
 
 /// The part of a QP the data path shares (peers find it by QP number).
@@ -144,6 +148,7 @@ impl QpShared {
     /// ERR: outstanding receives complete with `IBV_WC_WR_FLUSH_ERR`; a QP
     /// on an SRQ reports `IBV_EVENT_QP_LAST_WQE_REACHED` instead.
     fn flush_locked(&self, g: &mut QpInner) {
+        datapath::remote::drop_early(g);
         for e in g.out.drain(..) {
             self.send_cq
                 .push(datapath::flush_wc(e.wr_id, e.opcode, self.qp_num), true);
@@ -316,6 +321,7 @@ pub fn create(pd_ptr: *mut ibv_pd, init: &mut QpInit) -> Result<*mut ibv_qp, c_i
             mcast: Vec::new(),
             out: VecDeque::new(),
             next_seq: 0,
+            early: VecDeque::new(),
         }),
         events: EventCounter::default(),
         async_q: ctx.async_q.clone(),
@@ -554,6 +560,10 @@ pub fn modify(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, attr_mask: c_int) -> Resu
                     event_type: 5,
                     element: s.addr,
                 });
+            }
+            RTR | RTS if !g.early.is_empty() => {
+                drop(g);
+                datapath::remote::replay_early(s);
             }
             _ => {}
         }

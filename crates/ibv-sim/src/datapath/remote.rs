@@ -58,6 +58,9 @@ pub struct Outstanding {
     timeout: u64,
     /// The responder dropped it: fail at the deadline.
     doomed: bool,
+    /// The responder's QP was not ready: fail at the deadline unless
+    /// answered by then.
+    not_ready: bool,
     done: Option<c_int>,
 }
 
@@ -72,7 +75,8 @@ pub fn busy() -> bool {
 
 /// How long hardware retries before `IBV_WC_RETRY_EXC_ERR`: 4.096 us *
 /// 2^timeout per try, `retry_cnt` + 1 tries; `timeout` 0 (infinite) and
-/// very long values are capped, so a dead peer is always noticed.
+/// very long values are capped, so a dead peer is always noticed; very
+/// short ones are raised to 250 ms (processes are slower than HCAs).
 fn retry_ns(a: &QpAttrs) -> u64 {
     const CAP: u64 = 4_000_000_000;
     if a.timeout == 0 {
@@ -81,7 +85,7 @@ fn retry_ns(a: &QpAttrs) -> u64 {
     let per_try = 4096u64 << u32::from(a.timeout.min(31));
     per_try
         .saturating_mul(u64::from(a.retry_cnt.min(7)) + 1)
-        .clamp(1_000_000, CAP)
+        .clamp(250_000_000, CAP)
 }
 
 fn address(w: &mut Wire, a: &QpAttrs, slid: u16) {
@@ -178,6 +182,7 @@ pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr, signaled: bool,
             deadline: fabric::now_ns() + timeout,
             timeout,
             doomed: dest.is_none(),
+            not_ready: false,
             done: None,
         });
         // Sent under the QP's lock: a QP's requests stay in order.
@@ -271,6 +276,42 @@ fn reached(w: &Wire, dst: &QpShared, port: u8) -> bool {
 
 /// A request from another process, in the responder's progress engine.
 pub fn on_request(w: &Wire, data: &[u8]) {
+    handle_request(w, data, false);
+}
+
+/// Replays the requests that arrived before `s` could receive.
+pub fn replay_early(s: &QpShared) {
+    loop {
+        let Some((w, data)) = s.st.lock().early.pop_front() else {
+            return;
+        };
+        handle_request(&w, &data, true);
+    }
+}
+
+/// Drops the early requests of a QP that is reset, fails or goes away:
+/// their requesters' retries run out.
+pub fn drop_early(g: &mut qp::QpInner) {
+    for (w, _) in g.early.drain(..) {
+        reply(
+            &Peer {
+                dest: Dest {
+                    slot: w.src_slot,
+                    token: w.src_token,
+                },
+                qpn: w.src_qpn,
+                seq: w.seq,
+                reply: w.flags & flag::REPLY != 0,
+            },
+            WC_RETRY_EXC_ERR,
+        );
+    }
+    if g.early.capacity() > 0 {
+        g.early.shrink_to_fit();
+    }
+}
+
+fn handle_request(w: &Wire, data: &[u8], replayed: bool) {
     let peer = Peer {
         dest: Dest {
             slot: w.src_slot,
@@ -322,7 +363,25 @@ pub fn on_request(w: &Wire, data: &[u8]) {
         return;
     }
     let (ok, access) = {
-        let g = dst.st.lock();
+        let mut g = dst.st.lock();
+        // Not receiving yet (RESET / INIT), or behind such requests: wait
+        // for RTR. The requester's retries bound how long (`NOT_READY`).
+        let early = dst.qp_type == w.qp_type
+            && matches!(dst.qp_type, QPT_RC | QPT_UC)
+            && (g.state == crate::qp_state::RESET || g.state == crate::qp_state::INIT)
+            || (!replayed && !g.early.is_empty());
+        if early {
+            g.early.push_back((*w, data.to_vec()));
+            drop(g);
+            if peer.reply {
+                let mut r = Wire::zeroed();
+                r.kind = kind::NOT_READY;
+                r.dst_qpn = peer.qpn;
+                r.seq = peer.seq;
+                fabric::send(peer.dest, &mut r, &[]);
+            }
+            return;
+        }
         (
             dst.qp_type == w.qp_type
                 && matches!(dst.qp_type, QPT_RC | QPT_UC)
@@ -434,6 +493,9 @@ pub fn on_response(w: &Wire, data: &[u8]) {
         kind::ACK => e.done = Some(WC_SUCCESS),
         kind::NAK => e.done = Some(w.status),
         kind::DROP => e.doomed = true,
+        // Parked until the responder's QP reaches RTR: no more patience
+        // than the retries give.
+        kind::NOT_READY => e.not_ready = true,
         kind::READ_RESP => {
             e.done = Some(match scatter(pd, &e.sge, &[data]) {
                 Ok(()) => WC_SUCCESS,
@@ -463,7 +525,7 @@ pub fn check_deadlines() {
         let mut g = q.st.lock();
         if let Some(e) = g.out.front_mut() {
             if now >= e.deadline {
-                if e.doomed || !e.dest.is_some_and(fabric::alive) {
+                if e.doomed || e.not_ready || !e.dest.is_some_and(fabric::alive) {
                     e.done = Some(WC_RETRY_EXC_ERR);
                     complete_front(q, g);
                     continue;

@@ -2,7 +2,9 @@
 //! through one shared-memory segment so that their QPs reach each other.
 //!
 //! The segment is `/dev/shm/ibv-sim-<uid>-<name>` (`IBV_SIM_FABRIC`, default
-//! `default`), mode 0600, opened with `O_NOFOLLOW`. It holds:
+//! `default`; the temporary directory where there is no `/dev/shm`), mode
+//! 0600, opened with `O_NOFOLLOW`, refused unless a private regular file
+//! of this user. It holds:
 //!
 //! - a header (magic, version, layout) checked on every attach;
 //! - a table of process slots: a token (pid and a generation) and the
@@ -32,10 +34,10 @@ use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::collections::{HashMap, VecDeque};
 use std::ffi::CString;
 use std::sync::Arc;
-use std::time::Duration;
 
 use parking_lot::Mutex;
 
+use crate::device::SimDevice;
 use ring::{Ring, CHUNK, RING_BYTES};
 use wire::Wire;
 
@@ -254,7 +256,18 @@ pub fn fabric_name() -> Result<String, String> {
 pub fn segment_path() -> Result<String, String> {
     // SAFETY: getuid cannot fail.
     let uid = unsafe { libc::getuid() };
-    Ok(format!("/dev/shm/ibv-sim-{uid}-{}", fabric_name()?))
+    // /dev/shm where there is one (containers may lack it): the temporary
+    // directory otherwise; the file's owner and mode are checked either way.
+    let dir = if std::path::Path::new("/dev/shm").is_dir() {
+        std::path::PathBuf::from("/dev/shm")
+    } else {
+        std::env::temp_dir()
+    };
+    Ok(format!(
+        "{}/ibv-sim-{uid}-{}",
+        dir.display(),
+        fabric_name()?
+    ))
 }
 
 /// The mapped segment (leaked: a mapping is never unmapped, so no thread
@@ -449,6 +462,8 @@ fn slot_alive(seg: &Segment, slot: usize) -> bool {
 /// This process's attachment.
 struct Attached {
     refs: usize,
+    /// Devices whose ports this process registered.
+    devices: Vec<usize>,
     slot: usize,
     token: u64,
     stop: Arc<AtomicBool>,
@@ -482,17 +497,11 @@ fn port_in_use(p: &Port) -> bool {
     p.owners.iter().any(|o| o.load(Ordering::Acquire) != 0)
 }
 
-/// Registers this process's InfiniBand ports; returns (device index,
-/// port, LID). Under the attach lock.
-fn register_ports(seg: &Segment, slot: usize) -> Vec<(usize, u32, u16)> {
+/// Registers the InfiniBand ports of a device this process opened;
+/// returns (port, LID). Under the attach lock.
+fn register_ports(seg: &Segment, slot: usize, d: &SimDevice) -> Vec<(u32, u16)> {
     let mut out = Vec::new();
-    let Ok(devs) = crate::device::devices() else {
-        return out;
-    };
-    for d in devs {
-        if d.is_ethernet() {
-            continue;
-        }
+    if !d.is_ethernet() {
         for port in 1..=u32::from(d.phys_ports()) {
             let guid = d.port_guid(port);
             let natural = d.natural_lid(port);
@@ -531,7 +540,7 @@ fn register_ports(seg: &Segment, slot: usize) -> Vec<(usize, u32, u16)> {
             };
             let p = seg.port(i);
             p.owners[slot / 64].fetch_or(bit, Ordering::AcqRel);
-            out.push((d.index, port, p.lid.load(Ordering::Acquire) as u16));
+            out.push((port, p.lid.load(Ordering::Acquire) as u16));
         }
     }
     out
@@ -540,7 +549,12 @@ fn register_ports(seg: &Segment, slot: usize) -> Vec<(usize, u32, u16)> {
 /// Under the attach lock: reclaims the slots of dead processes (crashed or
 /// killed), claims a free one and registers the ports.
 #[allow(clippy::type_complexity)]
-fn claim(seg: &Segment, pid: u32, start: u64) -> Option<(usize, u64, Vec<(usize, u32, u16)>)> {
+fn claim(
+    seg: &Segment,
+    pid: u32,
+    start: u64,
+    dev: &SimDevice,
+) -> Option<(usize, u64, Vec<(u32, u16)>)> {
     seg.reclaim_dead();
     let slot = (0..MAX_PROCS).find(|&i| seg.proc_(i).token.load(Ordering::Acquire) == 0)?;
     let gen = seg.hdr().next_gen.fetch_add(1, Ordering::AcqRel).max(1);
@@ -549,14 +563,27 @@ fn claim(seg: &Segment, pid: u32, start: u64) -> Option<(usize, u64, Vec<(usize,
     seg.ring(slot).reset();
     seg.proc_(slot).start.store(start, Ordering::Release);
     seg.proc_(slot).token.store(token, Ordering::Release);
-    let lids = register_ports(seg, slot);
+    let lids = register_ports(seg, slot, dev);
     Some((slot, token, lids))
 }
 
-/// Joins the fabric (the first open context) or counts one more user.
-pub fn attach() -> Result<(), String> {
+/// Joins the fabric (the first open context) or counts one more user;
+/// registers the ports of `dev` (a process uses the ports it opens).
+pub fn attach(dev: &'static SimDevice) -> Result<(), String> {
     let mut st = STATE.lock();
     if let Some(a) = st.as_mut() {
+        if !a.devices.contains(&dev.index) {
+            let Some(seg) = current() else {
+                return Err("the fabric segment is gone".into());
+            };
+            let slot = a.slot;
+            match seg.locked(|| register_ports(seg, slot, dev)) {
+                Ok(lids) => lids.into_iter().for_each(|(p, l)| dev.set_lid(p, l)),
+                Err(LockError::Stale) => return Err(format!("{} was removed", seg.path_str())),
+                Err(LockError::Other(e)) => return Err(e),
+            }
+            a.devices.push(dev.index);
+        }
         a.refs += 1;
         return Ok(());
     }
@@ -566,7 +593,7 @@ pub fn attach() -> Result<(), String> {
     let mut tries = 0;
     let (seg, claimed) = loop {
         let seg = segment()?;
-        match seg.locked(|| claim(seg, pid, start)) {
+        match seg.locked(|| claim(seg, pid, start, dev)) {
             Ok(c) => break (seg, c),
             Err(LockError::Stale) if tries < 10 => {
                 tries += 1;
@@ -582,10 +609,8 @@ pub fn attach() -> Result<(), String> {
             seg.path_str()
         ));
     };
-    if let Ok(devs) = crate::device::devices() {
-        for (d, port, lid) in lids {
-            devs[d].set_lid(port, lid);
-        }
+    for (port, lid) in lids {
+        dev.set_lid(port, lid);
     }
     // Whatever a forked parent left queued was not ours to send.
     OUTBOX.lock().clear();
@@ -603,6 +628,7 @@ pub fn attach() -> Result<(), String> {
         .ok();
     *st = Some(Attached {
         refs: 1,
+        devices: vec![dev.index],
         slot,
         token,
         stop,
@@ -775,7 +801,7 @@ pub fn send(d: Dest, wire: &mut Wire, payload: &[u8]) {
         wire.offset = off as u32;
         wire.len = n as u32;
         let chunk = &payload[off..off + n];
-        if queued || !target.push(wire, chunk) {
+        if queued || !target.push(token, wire, chunk) {
             queued = true;
             o.push_back((d, *wire, chunk.to_vec()));
         }
@@ -806,14 +832,13 @@ fn flush_outbox(seg: &Segment) -> bool {
         NEXT_LIVENESS.store(now + 10_000_000, Ordering::Relaxed);
     }
     o.retain(|(d, w, data)| {
-        if dead.contains(d) || seg.proc_(d.slot as usize).token.load(Ordering::Acquire) != d.token
-        {
+        if dead.contains(d) || seg.proc_(d.slot as usize).token.load(Ordering::Acquire) != d.token {
             return false;
         }
         if full.contains(d) {
             return true;
         }
-        if seg.ring(d.slot as usize).push(w, data) {
+        if seg.ring(d.slot as usize).push(w.src_token, w, data) {
             did = true;
             return false;
         }
@@ -835,12 +860,15 @@ fn flush_outbox(seg: &Segment) -> bool {
 struct Engine {
     partial: HashMap<(u32, u32, bool), (Wire, Vec<u8>)>,
     next_deadline_check: u64,
+    /// The ring's head slot claimed but unpublished since (position, ns).
+    stall: Option<(u64, u64)>,
 }
 
 static ENGINE: once_cell::sync::Lazy<Mutex<Engine>> = once_cell::sync::Lazy::new(|| {
     Mutex::new(Engine {
         partial: HashMap::new(),
         next_deadline_check: 0,
+        stall: None,
     })
 });
 
@@ -913,8 +941,33 @@ fn run_engine(seg: &Segment, slot: usize, e: &mut Engine) -> bool {
     if now >= e.next_deadline_check {
         e.next_deadline_check = now + 1_000_000;
         crate::datapath::remote::check_deadlines();
+        unstall(seg, ring, e, now);
     }
     did
+}
+
+/// A producer killed between claiming a slot of our ring and publishing
+/// it would stall the ring for ever: once the head has been stuck for
+/// 100 ms and its claimer is known dead, skip the slot.
+fn unstall(seg: &Segment, ring: Ring, e: &mut Engine, now: u64) {
+    let Some((pos, claimer)) = ring.stalled_head() else {
+        e.stall = None;
+        return;
+    };
+    match e.stall {
+        Some((p, since)) if p == pos => {
+            if now.saturating_sub(since) < 100_000_000 || claimer == 0 {
+                return;
+            }
+            let slot =
+                (0..MAX_PROCS).find(|&i| seg.proc_(i).token.load(Ordering::Acquire) == claimer);
+            if slot.is_none_or(|i| !slot_alive(seg, i)) {
+                ring.skip_head(pos);
+                e.stall = None;
+            }
+        }
+        _ => e.stall = Some((pos, now)),
+    }
 }
 
 /// Runs the progress engine once from a program thread (`ibv_poll_cq`):
@@ -922,7 +975,6 @@ fn run_engine(seg: &Segment, slot: usize, e: &mut Engine) -> bool {
 pub fn poll_progress() {
     let Some((seg, slot, _)) = me() else { return };
     let ring = seg.ring(slot);
-    ring.last_poll().store(now_ns(), Ordering::Relaxed);
     if ring.is_empty() && !crate::datapath::remote::busy() && OUTBOX.lock().is_empty() {
         return;
     }
@@ -944,12 +996,6 @@ fn progress_thread(stop: Arc<AtomicBool>) {
             continue;
         }
         let ring = seg.ring(slot);
-        let polled = ring.last_poll().load(Ordering::Relaxed);
-        if now_ns().saturating_sub(polled) < 2_000_000 {
-            // The program is polling: leave the ring to it, look again soon.
-            std::thread::sleep(Duration::from_micros(200));
-            continue;
-        }
         let busy = crate::datapath::remote::busy() || !OUTBOX.lock().is_empty();
         ring.wait(if busy { 1_000_000 } else { 100_000_000 });
     }

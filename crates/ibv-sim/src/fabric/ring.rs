@@ -27,14 +27,15 @@ pub struct RingHdr {
     sleeping: AtomicU32,
     /// The futex word producers bump to wake the consumer.
     wake: AtomicU32,
-    /// When the owner's program thread last polled (ns, monotonic).
-    pub last_poll: AtomicU64,
+    _reserved: AtomicU64,
 }
 
 #[repr(C)]
 pub struct Slot {
     seq: AtomicU64,
-    _pad: u64,
+    /// The token of the producer that claimed the slot (0 once consumed):
+    /// lets the consumer skip a slot whose producer died before publishing.
+    claimer: AtomicU64,
     pub wire: Wire,
     pub data: [u8; CHUNK],
 }
@@ -70,13 +71,14 @@ impl Ring {
         (self.base + RING_HDR + (pos as usize % SLOTS) * SLOT_SIZE) as *mut Slot
     }
 
+    fn claimer(&self, pos: u64) -> &AtomicU64 {
+        // SAFETY: inside the ring (see `at`); the word is only accessed atomically.
+        unsafe { &*core::ptr::addr_of!((*self.slot(pos)).claimer) }
+    }
+
     fn seq(&self, pos: u64) -> &AtomicU64 {
         // SAFETY: inside the ring (see `at`); the word is only accessed atomically.
         unsafe { &*core::ptr::addr_of!((*self.slot(pos)).seq) }
-    }
-
-    pub fn last_poll(&self) -> &AtomicU64 {
-        &self.hdr().last_poll
     }
 
     /// Empties the ring for a new owner (under the segment's attach lock,
@@ -86,14 +88,14 @@ impl Ring {
         h.enq.store(0, Ordering::Relaxed);
         h.deq.store(0, Ordering::Relaxed);
         h.sleeping.store(0, Ordering::Relaxed);
-        h.last_poll.store(0, Ordering::Relaxed);
         for i in 0..SLOTS as u64 {
+            self.claimer(i).store(0, Ordering::Relaxed);
             self.seq(i).store(i, Ordering::Release);
         }
     }
 
-    /// Queues one message; false when the ring is full.
-    pub fn push(&self, wire: &Wire, data: &[u8]) -> bool {
+    /// Queues one message from the producer `token`; false when the ring is full.
+    pub fn push(&self, token: u64, wire: &Wire, data: &[u8]) -> bool {
         debug_assert!(data.len() <= CHUNK);
         let h = self.hdr();
         let mut pos = h.enq.load(Ordering::Relaxed);
@@ -116,6 +118,7 @@ impl Ring {
                 pos = h.enq.load(Ordering::Relaxed);
             }
         }
+        self.claimer(pos).store(token, Ordering::Release);
         let s = self.slot(pos);
         // SAFETY: the CAS above gave this producer slot `pos` until it
         // publishes it; the consumer does not read it before then.
@@ -158,9 +161,35 @@ impl Ring {
             let data = core::slice::from_raw_parts(core::ptr::addr_of!((*s).data).cast::<u8>(), n);
             f(wire, data)
         };
+        self.claimer(pos).store(0, Ordering::Relaxed);
         self.seq(pos).store(pos + SLOTS as u64, Ordering::Release);
         h.deq.store(pos + 1, Ordering::Relaxed);
         Some(r)
+    }
+
+    /// The oldest slot when it was claimed but not published: its
+    /// position and its producer's token (0: not known yet).
+    pub fn stalled_head(&self) -> Option<(u64, u64)> {
+        let h = self.hdr();
+        let pos = h.deq.load(Ordering::Relaxed);
+        if h.enq.load(Ordering::Acquire) <= pos || self.seq(pos).load(Ordering::Acquire) == pos + 1
+        {
+            return None;
+        }
+        Some((pos, self.claimer(pos).load(Ordering::Acquire)))
+    }
+
+    /// Frees the oldest slot without reading it: its producer died
+    /// between claiming and publishing it (the caller checked), so it
+    /// will never be published.
+    pub fn skip_head(&self, pos: u64) {
+        let h = self.hdr();
+        if h.deq.load(Ordering::Relaxed) != pos || self.seq(pos).load(Ordering::Acquire) != pos {
+            return;
+        }
+        self.claimer(pos).store(0, Ordering::Relaxed);
+        self.seq(pos).store(pos + SLOTS as u64, Ordering::Release);
+        h.deq.store(pos + 1, Ordering::Relaxed);
     }
 
     /// Wakes the consumer (to make it look at a stop flag).
@@ -211,4 +240,58 @@ fn futex_wait(word: &AtomicU32, expected: u32, timeout_ns: u64) {
             &ts as *const libc::timespec,
         )
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ring() -> (Vec<u64>, Ring) {
+        let mut mem = vec![0u64; RING_BYTES / 8];
+        // SAFETY: RING_BYTES of zeroed, 8-aligned memory that outlives the ring.
+        let r = unsafe { Ring::at(mem.as_mut_ptr() as usize) };
+        r.reset();
+        (mem, r)
+    }
+
+    fn msg(n: u32) -> Wire {
+        let mut w = Wire::zeroed();
+        w.seq = u64::from(n);
+        w.len = 4;
+        w
+    }
+
+    #[test]
+    fn messages_come_out_in_order_and_a_full_ring_refuses() {
+        let (_m, r) = ring();
+        for i in 0..SLOTS as u32 {
+            assert!(r.push(7, &msg(i), &i.to_le_bytes()));
+        }
+        assert!(!r.push(7, &msg(0), &[]));
+        for i in 0..SLOTS as u32 {
+            let got = r.pop(|w, d| (w.seq, d.to_vec())).unwrap();
+            assert_eq!(got, (u64::from(i), i.to_le_bytes().to_vec()));
+        }
+        assert!(r.pop(|_, _| ()).is_none() && r.is_empty());
+    }
+
+    #[test]
+    fn a_slot_claimed_by_a_producer_that_died_can_be_skipped() {
+        let (_m, r) = ring();
+        assert!(r.push(7, &msg(1), &[1, 0, 0, 0]));
+        // A producer (token 9) claims the next slot and dies before publishing.
+        let pos = r.hdr().enq.fetch_add(1, Ordering::AcqRel);
+        r.claimer(pos).store(9, Ordering::Release);
+        assert!(r.push(7, &msg(3), &[3, 0, 0, 0]));
+        assert_eq!(r.pop(|w, _| w.seq), Some(1));
+        assert_eq!(r.pop(|w, _| w.seq), None, "stalled behind the dead claim");
+        assert_eq!(r.stalled_head(), Some((pos, 9)));
+        r.skip_head(pos);
+        assert_eq!(r.pop(|w, _| w.seq), Some(3));
+        assert_eq!(r.stalled_head(), None);
+        // The skipped slot is usable again on the next lap.
+        for i in 0..SLOTS as u32 {
+            assert!(r.push(7, &msg(i), &[]));
+        }
+    }
 }

@@ -22,6 +22,9 @@ pub mod kind {
     /// The responder dropped the request silently (no such QP, not
     /// connected to us, wrong state): the requester's retries run out.
     pub const DROP: u32 = 20;
+    /// The responder's QP cannot receive yet (RESET / INIT): the request
+    /// waits there for RTR, the requester's retries bound how long.
+    pub const NOT_READY: u32 = 21;
 
     pub fn is_response(k: u32) -> bool {
         k >= ACK
