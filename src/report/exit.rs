@@ -1,20 +1,17 @@
 //! The report at exit: the log's listing, then the JSON document and the
 //! leak exit code.
 
-use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 
 use crate::config;
 use crate::log::Level;
-use crate::oom;
 use crate::registry::contexts;
 
 use super::close::guid_of;
-use super::inventory::{How, Inventory};
+use super::inventory::Inventory;
 use super::json::write_json;
-use super::site::site;
 use super::suppress::Suppressor;
-use super::text::{device_text, log_lines, plural, say_if_truncated, tree, why_text, NotLeaks};
+use super::text::{exit_listing, log_lines, plural, say_if_truncated, NotLeaks};
 use super::used::USED;
 
 /// The exit report (see the module docs); then the JSON document and the
@@ -43,66 +40,7 @@ pub fn at_exit() {
             plural(loud.total(), "thing was", "things were"),
             NotLeaks(&inv.quiet)
         );
-        let mut text = oom::Text::default();
-        for g in &inv.groups {
-            let owned = g.tally.loud;
-            let ctx = g.ctx;
-            match (g.how, g.info) {
-                (How::Open, Some(c)) => {
-                    let quiet = inv
-                        .open
-                        .iter()
-                        .find(|(k, _, _)| *k == ctx)
-                        .and_then(|(_, _, q)| *q);
-                    if quiet.is_some() && owned.total() == 0 {
-                        continue;
-                    }
-                    let _ = write!(
-                        text,
-                        "\n  context {ctx:#x}{} opened by thread {} at {} was never closed{}",
-                        device_text(g.info),
-                        c.tid,
-                        site(c.caller),
-                        why_text(quiet)
-                    );
-                    if owned.total() > 0 {
-                        let _ = write!(
-                            text,
-                            "; it still owns {} ({owned}):",
-                            plural(owned.total(), "object", "objects")
-                        );
-                    }
-                }
-                (How::Closed, _) if owned.total() > 0 => {
-                    let _ = write!(
-                        text,
-                        "\n  context {ctx:#x}{} was closed with {} still allocated ({owned}), reported at close:",
-                        device_text(g.info),
-                        plural(owned.total(), "object", "objects"),
-                    );
-                }
-                (How::Foreign, _) if owned.total() > 0 => {
-                    let _ = write!(
-                        text,
-                        "\n  context {ctx:#x} (not opened by this process) has {} never destroyed ({owned}):",
-                        plural(owned.total(), "object", "objects"),
-                    );
-                }
-                _ => continue,
-            }
-            tree(&mut text, &g.tally, "    ", &mut sup);
-        }
-        for (l, _) in inv.lists.iter().filter(|(_, quiet)| quiet.is_none()) {
-            let _ = write!(
-                text,
-                "\n  device list {:#x} ({}) from ibv_get_device_list by thread {} at {} was never freed",
-                l.list,
-                plural(l.count, "device", "devices"),
-                l.tid,
-                site(l.caller)
-            );
-        }
-        log_lines(&text);
+        log_lines(&exit_listing(&inv, &mut sup));
     } else if inv.quiet.total() > 0 {
         crate::log!(
             Level::Info,

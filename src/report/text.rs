@@ -9,7 +9,7 @@ use crate::oom;
 use crate::registry::contexts::ContextInfo;
 use crate::registry::objects::{self, Kind, Obj};
 
-use super::inventory::{age, Counts, Quiet, Tally, KINDS};
+use super::inventory::{age, Counts, How, Inventory, Quiet, Tally, KINDS};
 use super::site::{frames, site};
 use super::suppress::{Suppressor, Why};
 
@@ -291,6 +291,71 @@ pub(super) fn say_if_truncated(dropped_before: usize) {
     if oom::dropped() != dropped_before {
         crate::log!(Level::Warn, "report truncated: out of memory");
     }
+}
+
+/// The exit report's listing under its headline: each context with what
+/// it still owns, then the device lists never freed.
+pub(super) fn exit_listing(inv: &Inventory, sup: &mut Suppressor) -> oom::Text {
+    let mut text = oom::Text::default();
+    for g in &inv.groups {
+        let owned = g.tally.loud;
+        let ctx = g.ctx;
+        match (g.how, g.info) {
+            (How::Open, Some(c)) => {
+                let quiet = inv
+                    .open
+                    .iter()
+                    .find(|(k, _, _)| *k == ctx)
+                    .and_then(|(_, _, q)| *q);
+                if quiet.is_some() && owned.total() == 0 {
+                    continue;
+                }
+                let _ = write!(
+                    text,
+                    "\n  context {ctx:#x}{} opened by thread {} at {} was never closed{}",
+                    device_text(g.info),
+                    c.tid,
+                    site(c.caller),
+                    why_text(quiet)
+                );
+                if owned.total() > 0 {
+                    let _ = write!(
+                        text,
+                        "; it still owns {} ({owned}):",
+                        plural(owned.total(), "object", "objects")
+                    );
+                }
+            }
+            (How::Closed, _) if owned.total() > 0 => {
+                let _ = write!(
+                    text,
+                    "\n  context {ctx:#x}{} was closed with {} still allocated ({owned}), reported at close:",
+                    device_text(g.info),
+                    plural(owned.total(), "object", "objects"),
+                );
+            }
+            (How::Foreign, _) if owned.total() > 0 => {
+                let _ = write!(
+                    text,
+                    "\n  context {ctx:#x} (not opened by this process) has {} never destroyed ({owned}):",
+                    plural(owned.total(), "object", "objects"),
+                );
+            }
+            _ => continue,
+        }
+        tree(&mut text, &g.tally, "    ", sup);
+    }
+    for (l, _) in inv.lists.iter().filter(|(_, quiet)| quiet.is_none()) {
+        let _ = write!(
+            text,
+            "\n  device list {:#x} ({}) from ibv_get_device_list by thread {} at {} was never freed",
+            l.list,
+            plural(l.count, "device", "devices"),
+            l.tid,
+            site(l.caller)
+        );
+    }
+    text
 }
 
 #[cfg(test)]

@@ -806,8 +806,7 @@ fn flush_outbox(seg: &Segment) -> bool {
         NEXT_LIVENESS.store(now + 10_000_000, Ordering::Relaxed);
     }
     o.retain(|(d, w, data)| {
-        if dead.contains(d) || seg.proc_(d.slot as usize).token.load(Ordering::Acquire) != d.token
-        {
+        if dead.contains(d) || seg.proc_(d.slot as usize).token.load(Ordering::Acquire) != d.token {
             return false;
         }
         if full.contains(d) {
