@@ -8,6 +8,7 @@ use crate::oom;
 use crate::registry::contexts::ContextInfo;
 use crate::registry::devices::{self, LiveList};
 use crate::registry::objects::{self, Kind, Obj};
+use report_model::Kind as ReportKind;
 
 use super::suppress::{Suppressor, Why};
 
@@ -15,35 +16,32 @@ use super::suppress::{Suppressor, Why};
 /// JSON report has them all).
 pub(super) const TEXT_LIMIT: usize = 100;
 
-/// Kind names in report order.
-pub(super) const KINDS: [&str; 11] = [
-    "context",
-    "device_list",
-    "pd",
-    "mr",
-    "cq",
-    "comp_channel",
-    "srq",
-    "qp",
-    "ah",
-    "imported_pd",
-    "imported_mr",
-];
+/// The report's kind of a tracked object.
+pub(super) fn kind_of(o: &Obj) -> ReportKind {
+    match o.kind() {
+        Kind::Pd => ReportKind::Pd,
+        Kind::Mr => ReportKind::Mr,
+        Kind::Cq => ReportKind::Cq,
+        Kind::CompChannel => ReportKind::CompChannel,
+        Kind::Srq => ReportKind::Srq,
+        Kind::Qp => ReportKind::Qp,
+        Kind::Ah => ReportKind::Ah,
+        Kind::ImportedPd => ReportKind::ImportedPd,
+        Kind::ImportedMr => ReportKind::ImportedMr,
+    }
+}
 
 /// Counts by kind, shown as "1 pd, 2 mr".
 #[derive(Clone, Copy, Default)]
 pub(super) struct Counts(pub(super) [usize; 11]);
 
 impl Counts {
-    pub(super) fn add(&mut self, kind: &str) {
-        if let Some(i) = KINDS.iter().position(|k| *k == kind) {
-            self.0[i] += 1;
-        }
+    pub(super) fn add(&mut self, kind: ReportKind) {
+        self.0[kind.index()] += 1;
     }
 
     pub(super) fn add_obj(&mut self, o: &Obj) {
-        // Kind discriminants are 1..=9, after "context" and "device_list".
-        self.0[o.kind() as usize + 1] += 1;
+        self.add(kind_of(o));
     }
 
     pub(super) fn total(&self) -> usize {
@@ -56,13 +54,6 @@ impl Counts {
             .zip(other.0)
             .for_each(|(a, b)| *a = a.saturating_sub(b));
         c
-    }
-
-    pub(super) fn get(&self, kind: &str) -> usize {
-        KINDS
-            .iter()
-            .position(|k| *k == kind)
-            .map_or(0, |i| self.0[i])
     }
 }
 
@@ -206,16 +197,16 @@ impl<'a> Inventory<'a> {
         // Out of memory, what cannot be held is counted but not listed
         // (the report then says it is truncated).
         for (ctx, c) in all.iter().filter(|(_, c)| c.open) {
-            let quiet = sup.site("context", c.caller);
-            inv.count("context", quiet);
+            let quiet = sup.site(ReportKind::Context.name(), c.caller);
+            inv.count(ReportKind::Context, quiet);
             if oom::fallibly(|| inv.open.try_reserve(1)).is_some() {
                 inv.open.push((*ctx, c, quiet));
             }
             inv.group(*ctx, false, Some(c), How::Open);
         }
         for l in devices::live_lists() {
-            let quiet = sup.site("device_list", l.caller);
-            inv.count("device_list", quiet);
+            let quiet = sup.site(ReportKind::DeviceList.name(), l.caller);
+            inv.count(ReportKind::DeviceList, quiet);
             if oom::fallibly(|| inv.lists.try_reserve(1)).is_some() {
                 inv.lists.push((l, quiet));
             }
@@ -228,7 +219,7 @@ impl<'a> Inventory<'a> {
         }
         objects::for_each(|o| {
             let quiet = sup.obj(o);
-            inv.count(o.kind().name(), quiet);
+            inv.count(kind_of(o), quiet);
             let key = (o.ctx, o.is_zombie());
             let i = match inv.index.get(&key) {
                 Some(&i) => Some(i),
@@ -250,7 +241,7 @@ impl<'a> Inventory<'a> {
         inv
     }
 
-    pub(super) fn count(&mut self, kind: &str, quiet: Option<Why>) {
+    pub(super) fn count(&mut self, kind: ReportKind, quiet: Option<Why>) {
         if let Some(why) = quiet {
             self.quiet.add(why);
         } else {
@@ -292,14 +283,27 @@ mod tests {
     #[test]
     fn counts_are_in_report_order() {
         let mut c = Counts::default();
-        ["mr", "pd", "mr", "context"]
-            .into_iter()
-            .for_each(|k| c.add(k));
+        [
+            ReportKind::Mr,
+            ReportKind::Pd,
+            ReportKind::Mr,
+            ReportKind::Context,
+        ]
+        .into_iter()
+        .for_each(|k| c.add(k));
         assert_eq!(c.to_string(), "1 context, 1 pd, 2 mr");
         let mr = Obj::new(Kind::Mr, 16, 0, 0, 0, 1);
         let mut d = Counts::default();
         d.add_obj(&mr);
-        assert_eq!(d.get("mr"), 1);
+        assert_eq!(d.0[ReportKind::Mr.index()], 1);
         assert_eq!(d.to_string(), "1 mr");
+    }
+
+    #[test]
+    fn the_registry_s_kinds_are_named_as_the_report_model_names_them() {
+        for k in Kind::ALL {
+            let o = Obj::new(k, 16, 0, 0, 0, 1);
+            assert_eq!(kind_of(&o).name(), k.name());
+        }
     }
 }

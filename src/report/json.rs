@@ -11,12 +11,13 @@ use crate::oom;
 use crate::registry::contexts::ContextInfo;
 use crate::registry::objects::{self, Kind, Obj};
 
-use super::inventory::{Inventory, KINDS};
+use report_model::{Kind as ReportKind, SCHEMA};
+
+use super::inventory::{kind_of, Inventory};
 use super::site::{frames, program, site};
 use super::suppress::{Suppressor, Why};
 use super::text::qp_type;
 use super::used::report_path;
-use super::SCHEMA;
 
 /// Wall-clock seconds of a CLOCK_MONOTONIC_COARSE millisecond stamp.
 pub(super) struct Clock {
@@ -334,9 +335,9 @@ pub(super) fn write_json(
     });
     json_key(&mut out, "totals", false);
     out.push(b'{');
-    for (i, name) in KINDS.iter().enumerate() {
-        json_key(&mut out, name, i == 0);
-        json_u64(&mut out, inv.loud.get(name) as u64);
+    for (i, kind) in ReportKind::ALL.iter().enumerate() {
+        json_key(&mut out, kind.name(), i == 0);
+        json_u64(&mut out, inv.loud.0[kind.index()] as u64);
     }
     out.extend_from_slice(b"},\"objects\":[");
 
@@ -370,7 +371,7 @@ pub(super) fn write_json(
         out.push(b'}');
     };
     for (ctx, c, quiet) in &inv.open {
-        start(&mut out, "context", *ctx);
+        start(&mut out, ReportKind::Context.name(), *ctx);
         json_context(&mut out, *ctx, Some(c));
         out.extend_from_slice(b",\"parent\":null,\"fields\":");
         out.extend_from_slice(if c.imported {
@@ -389,7 +390,7 @@ pub(super) fn write_json(
         end(&mut out, "exit", *quiet);
     }
     for (l, quiet) in &inv.lists {
-        start(&mut out, "device_list", l.list);
+        start(&mut out, ReportKind::DeviceList.name(), l.list);
         json_context(&mut out, 0, None);
         out.extend_from_slice(b",\"parent\":null,\"fields\":{\"count\":");
         json_u64(&mut out, l.count as u64);
@@ -413,7 +414,7 @@ pub(super) fn write_json(
         if failed.is_err() {
             return;
         }
-        start(&mut out, o.kind().name(), o.addr);
+        start(&mut out, kind_of(o).name(), o.addr);
         let key = (o.ctx, o.is_zombie());
         if last_ctx != Some(key) {
             last_ctx = Some(key);
@@ -463,6 +464,22 @@ pub(super) fn write_json(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The `fields` written for each kind are the report model's for it
+    /// (which refuses a missing or an extra field).
+    #[test]
+    fn the_fields_of_each_kind_read_as_the_model_s() {
+        for kind in Kind::ALL {
+            let mut o = Obj::new(kind, 0x100, 0x10, 0x20, 0, 1);
+            (o.a, o.b, o.c, o.x) = (3, 4, 0x1_0000_0105, 6);
+            let mut v = Vec::new();
+            json_fields(&mut v, &o);
+            let fields: serde_json::Value = serde_json::from_slice(&v).unwrap();
+            let detail = report_model::Detail::from_fields(kind_of(&o), fields)
+                .unwrap_or_else(|e| panic!("{}: {e}", kind.name()));
+            assert_eq!(detail.kind().name(), kind.name());
+        }
+    }
 
     #[test]
     fn json_numbers() {

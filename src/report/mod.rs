@@ -40,9 +40,6 @@ pub use suppress::{
 pub use text::Brief;
 pub use used::{after_fork_in_child, note_use};
 
-/// The JSON document's schema name (`docs/leak-report.schema.json`).
-pub const SCHEMA: &str = "ibv-shim/leak-report/1";
-
 /// Initialises the report's lazy state up front (called before the fork
 /// handlers are registered), so that a `fork()` can never catch one of them
 /// half-initialised and leave the child waiting on it.

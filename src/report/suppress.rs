@@ -11,7 +11,8 @@ use crate::log::Level;
 use crate::oom;
 use crate::registry::objects::Obj;
 
-use super::inventory::KINDS;
+use report_model::Kind as ReportKind;
+
 use super::site::{frames, site, Site};
 
 /// One `leak:<kind>:<pattern>` line.
@@ -68,7 +69,8 @@ pub fn parse_suppressions(text: &str) -> (Vec<Suppression>, Vec<String>) {
             .and_then(|rest| rest.split_once(':'));
         match parsed {
             Some((kind, pattern))
-                if !pattern.is_empty() && (kind == "*" || KINDS.contains(&kind)) =>
+                if !pattern.is_empty()
+                    && (kind == "*" || ReportKind::from_name(kind).is_some()) =>
             {
                 out.push(Suppression {
                     kind: (kind != "*").then(|| kind.to_string()),
@@ -79,7 +81,7 @@ pub fn parse_suppressions(text: &str) -> (Vec<Suppression>, Vec<String>) {
             _ => problems.push(format!(
                 "line {}: {line:?} is not leak:<kind>:<pattern> with kind one of *, {}",
                 n + 1,
-                KINDS.join(", ")
+                ReportKind::NAMES.join(", ")
             )),
         }
     }

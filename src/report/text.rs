@@ -1,6 +1,7 @@
 //! The reports as text for the log: objects, counts, the tree of a
 //! context's objects, and why an object is not a leak.
 
+use std::borrow::Cow;
 use std::fmt::{self, Write as _};
 
 use crate::exports::resources::{AH_VIA, MR_VIA};
@@ -9,11 +10,13 @@ use crate::oom;
 use crate::registry::contexts::ContextInfo;
 use crate::registry::objects::{self, Kind, Obj};
 
-use super::inventory::{age, Counts, How, Inventory, Quiet, Tally, KINDS};
+use report_model::Kind as ReportKind;
+
+use super::inventory::{age, Counts, How, Inventory, Quiet, Tally};
 use super::site::{frames, site};
 use super::suppress::{Suppressor, Why};
 
-pub(super) fn qp_type(t: u8) -> String {
+pub(super) fn qp_type(t: u8) -> Cow<'static, str> {
     match t {
         2 => "RC".into(),
         3 => "UC".into(),
@@ -22,7 +25,7 @@ pub(super) fn qp_type(t: u8) -> String {
         9 => "XRC_SEND".into(),
         10 => "XRC_RECV".into(),
         0xff => "DRIVER".into(),
-        n => n.to_string(),
+        n => n.to_string().into(),
     }
 }
 
@@ -116,7 +119,7 @@ impl fmt::Display for Brief<'_> {
 impl fmt::Display for Counts {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut first = true;
-        for (k, n) in KINDS.iter().zip(self.0).filter(|(_, n)| *n > 0) {
+        for (k, n) in ReportKind::ALL.iter().zip(self.0).filter(|(_, n)| *n > 0) {
             write!(f, "{}{n} {k}", if first { "" } else { ", " })?;
             first = false;
         }

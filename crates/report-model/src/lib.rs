@@ -92,19 +92,22 @@ impl Serialize for Kind {
 impl<'de> Deserialize<'de> for Kind {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Kind, D::Error> {
         let name = Cow::<'de, str>::deserialize(d)?;
-        Kind::from_name(&name).ok_or_else(|| de::Error::unknown_variant(&name, &KIND_NAMES))
+        Kind::from_name(&name).ok_or_else(|| de::Error::unknown_variant(&name, &Kind::NAMES))
     }
 }
 
-const KIND_NAMES: [&str; 11] = {
-    let mut names = [""; 11];
-    let mut i = 0;
-    while i < names.len() {
-        names[i] = Kind::ALL[i].name();
-        i += 1;
-    }
-    names
-};
+impl Kind {
+    /// The names of [`Kind::ALL`].
+    pub const NAMES: [&'static str; 11] = {
+        let mut names = [""; 11];
+        let mut i = 0;
+        while i < names.len() {
+            names[i] = Kind::ALL[i].name();
+            i += 1;
+        }
+        names
+    };
+}
 
 /// A pointer as the program holds it: `"0x..."` (lowercase hex).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -341,6 +344,13 @@ impl Detail<'_> {
     }
 
     /// Reads the `fields` of an object of `kind`.
+    pub fn from_fields(
+        kind: Kind,
+        v: serde_json::Value,
+    ) -> Result<Detail<'static>, serde_json::Error> {
+        Detail::read(kind, v)
+    }
+
     fn read<E: de::Error>(kind: Kind, v: serde_json::Value) -> Result<Detail<'static>, E> {
         // The owned `Value` lends for any lifetime: read as `'static`.
         fn f<T: Deserialize<'static>>(v: serde_json::Value) -> Result<T, serde_json::Error> {
@@ -446,11 +456,12 @@ impl<'de: 'a, 'a> Deserialize<'de> for Object<'a> {
     }
 }
 
-/// One process's report. `O` is the object list: a `Vec` when read, a
-/// streaming walk of the shim's table when written.
+/// One process's report. `O` is the object list and `T` the truncation
+/// note: owned values when read; when the shim writes, a walk of its table
+/// streamed to the file, and a note decided only after that walk.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Report<'a, O = Vec<Object<'a>>> {
+pub struct Report<'a, O = Vec<Object<'a>>, T = Option<Cow<'a, str>>> {
     #[serde(borrow)]
     pub schema: Cow<'a, str>,
     pub pid: u32,
@@ -462,8 +473,8 @@ pub struct Report<'a, O = Vec<Object<'a>>> {
     pub totals: Totals,
     pub objects: O,
     /// Why the report is incomplete (`out of memory`), if it is.
-    #[serde(borrow, default)]
-    pub truncated: Option<Cow<'a, str>>,
+    #[serde(default)]
+    pub truncated: T,
 }
 
 #[cfg(test)]
