@@ -12,6 +12,8 @@
 
 use std::path::PathBuf;
 
+use report_model::Kind;
+
 use crate::report::{Object, Report};
 use crate::status::Started;
 
@@ -23,18 +25,18 @@ pub const PREFIX: &str = "ibv-shim: ";
 
 /// The order kinds are counted in: parents before children, as the
 /// contract lists them. Kinds not listed follow in alphabetical order.
-const KIND_ORDER: [&str; 11] = [
-    "pd",
-    "mr",
-    "cq",
-    "comp_channel",
-    "srq",
-    "qp",
-    "ah",
-    "imported_pd",
-    "imported_mr",
-    "context",
-    "device_list",
+const KIND_ORDER: [Kind; 11] = [
+    Kind::Pd,
+    Kind::Mr,
+    Kind::Cq,
+    Kind::CompChannel,
+    Kind::Srq,
+    Kind::Qp,
+    Kind::Ah,
+    Kind::ImportedPd,
+    Kind::ImportedMr,
+    Kind::Context,
+    Kind::DeviceList,
 ];
 
 /// How the program ended.
@@ -341,7 +343,7 @@ fn order(mut counts: Vec<(String, u64)>) -> Vec<(String, u64)> {
         let rank = |k: &str| {
             KIND_ORDER
                 .iter()
-                .position(|o| *o == k)
+                .position(|o| o.name() == k)
                 .unwrap_or(usize::MAX)
         };
         rank(a).cmp(&rank(b)).then_with(|| a.cmp(b))
