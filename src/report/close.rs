@@ -2,11 +2,9 @@
 
 use std::fmt::Write as _;
 
-use verbs_abi::ibv_device;
-
 use crate::log::Level;
 use crate::oom;
-use crate::real::RealFn;
+use crate::real::device_guid;
 use crate::registry::contexts;
 use crate::registry::objects;
 
@@ -14,20 +12,10 @@ use super::inventory::Tally;
 use super::suppress::Suppressor;
 use super::text::{device_text, log_lines, plural, say_if_truncated, tree};
 
-pub(super) type GetDeviceGuid = unsafe extern "C" fn(*mut ibv_device) -> u64;
-pub(super) static GET_DEVICE_GUID: RealFn<GetDeviceGuid> = RealFn::new(c"ibv_get_device_guid");
-
-/// The GUID of a device, from the real library (for the reports).
-pub(super) fn guid_of(device: *mut ibv_device) -> Option<u64> {
-    let f = GET_DEVICE_GUID.get().ok()?;
-    // SAFETY: device belongs to a context that is still open.
-    Some(unsafe { f(device) }).filter(|&g| g != 0)
-}
-
 /// Before `ibv_close_device(ctx)` is forwarded: remember the device's name
 /// and GUID for the reports (the device may be gone after the close).
 pub fn context_closing(ctx: usize) {
-    contexts::describe_device(ctx, guid_of);
+    contexts::describe_device(ctx, device_guid);
 }
 
 /// Called after a context closed successfully: reports its orphans, which

@@ -5,9 +5,9 @@ use std::sync::atomic::Ordering;
 
 use crate::config;
 use crate::log::Level;
+use crate::real::device_guid;
 use crate::registry::contexts;
 
-use super::close::guid_of;
 use super::inventory::Inventory;
 use super::json::write_json;
 use super::suppress::Suppressor;
@@ -23,7 +23,7 @@ pub fn at_exit() {
     // Read the device names while the open contexts still are.
     for (ctx, c) in contexts::all() {
         if c.open {
-            contexts::describe_device(ctx, guid_of);
+            contexts::describe_device(ctx, device_guid);
         }
     }
     let all = contexts::all();

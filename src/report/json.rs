@@ -11,7 +11,7 @@ use crate::oom;
 use crate::registry::contexts::ContextInfo;
 use crate::registry::objects::{self, Kind, Obj};
 
-use report_model::{Kind as ReportKind, SCHEMA};
+use report_model::{Address, Kind as ReportKind, SCHEMA};
 
 use super::inventory::{kind_of, Inventory};
 use super::site::{frames, program, site};
@@ -99,20 +99,8 @@ pub(super) fn json_hex(out: &mut Vec<u8>, v: u64, nullable: bool) {
         out.extend_from_slice(b"null");
         return;
     }
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut b = [0u8; 16];
-    let mut i = b.len();
-    let mut v = v;
-    loop {
-        i -= 1;
-        b[i] = HEX[(v & 15) as usize];
-        v >>= 4;
-        if v == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(b"\"0x");
-    out.extend_from_slice(&b[i..]);
+    out.push(b'"');
+    out.extend_from_slice(Address(v).format(&mut [0; 18]).as_bytes());
     out.push(b'"');
 }
 

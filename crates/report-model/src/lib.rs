@@ -120,24 +120,30 @@ impl Address {
     }
 }
 
-impl Serialize for Address {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        // Formatted on the stack: a million objects have several each.
+impl Address {
+    /// `0x...` in `buf`, without allocating (a million objects have
+    /// several addresses each).
+    pub fn format(self, buf: &mut [u8; 18]) -> &str {
         const HEX: &[u8; 16] = b"0123456789abcdef";
-        let mut b = [0u8; 18];
-        let mut i = b.len();
+        let mut i = buf.len();
         let mut v = self.0;
         loop {
             i -= 1;
-            b[i] = HEX[(v & 15) as usize];
+            buf[i] = HEX[(v & 15) as usize];
             v >>= 4;
             if v == 0 {
                 break;
             }
         }
-        b[i - 2..i].copy_from_slice(b"0x");
+        buf[i - 2..i].copy_from_slice(b"0x");
         // Only ASCII was written.
-        s.serialize_str(std::str::from_utf8(&b[i - 2..]).unwrap_or_default())
+        std::str::from_utf8(&buf[i - 2..]).unwrap_or_default()
+    }
+}
+
+impl Serialize for Address {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.format(&mut [0; 18]))
     }
 }
 
