@@ -129,7 +129,17 @@ pub(super) fn json_key(out: &mut Vec<u8>, key: &str, first: bool) {
 
 /// The `fields` object of a tracked object.
 pub(super) fn json_fields(out: &mut Vec<u8>, o: &Obj) {
-    let (lkey, rkey) = (o.c as u32 as u64, o.c >> 32);
+    // The registered range of an MR or an imported MR.
+    let range = |out: &mut Vec<u8>, first: bool| {
+        json_key(out, "addr", first);
+        json_hex(out, o.a, false);
+        json_key(out, "length", false);
+        json_u64(out, o.b);
+        json_key(out, "lkey", false);
+        json_u64(out, o.c as u32 as u64);
+        json_key(out, "rkey", false);
+        json_u64(out, o.c >> 32);
+    };
     out.push(b'{');
     match o.kind() {
         Kind::Pd | Kind::ImportedPd => {
@@ -137,14 +147,7 @@ pub(super) fn json_fields(out: &mut Vec<u8>, o: &Obj) {
             json_u64(out, o.a);
         }
         Kind::Mr => {
-            json_key(out, "addr", true);
-            json_hex(out, o.a, false);
-            json_key(out, "length", false);
-            json_u64(out, o.b);
-            json_key(out, "lkey", false);
-            json_u64(out, lkey);
-            json_key(out, "rkey", false);
-            json_u64(out, rkey);
+            range(out, true);
             json_key(out, "access", false);
             json_u64(out, o.x as u64);
             json_key(out, "via", false);
@@ -198,14 +201,7 @@ pub(super) fn json_fields(out: &mut Vec<u8>, o: &Obj) {
         Kind::ImportedMr => {
             json_key(out, "handle", true);
             json_u64(out, o.x as u64);
-            json_key(out, "addr", false);
-            json_hex(out, o.a, false);
-            json_key(out, "length", false);
-            json_u64(out, o.b);
-            json_key(out, "lkey", false);
-            json_u64(out, lkey);
-            json_key(out, "rkey", false);
-            json_u64(out, rkey);
+            range(out, false);
         }
     }
     out.push(b'}');
