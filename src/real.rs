@@ -442,3 +442,14 @@ impl<F: Copy> RealFn<F> {
         self.name.to_str().unwrap_or("?")
     }
 }
+
+type GetDeviceGuid = unsafe extern "C" fn(*mut verbs_abi::ibv_device) -> u64;
+static GET_DEVICE_GUID: RealFn<GetDeviceGuid> = RealFn::new(c"ibv_get_device_guid");
+
+/// The GUID of a device, from the real library (for the reports, which
+/// call nothing of the real library themselves).
+pub(crate) fn device_guid(device: *mut verbs_abi::ibv_device) -> Option<u64> {
+    let f = GET_DEVICE_GUID.get().ok()?;
+    // SAFETY: device belongs to a context that is still open.
+    Some(unsafe { f(device) }).filter(|&g| g != 0)
+}

@@ -1152,4 +1152,15 @@ for f in sorted(glob.glob(os.path.join(sys.argv[2], "*.json"))):
             "{name}: expected {want}\n{text}"
         );
     }
+    // The launcher reads them with the report model's types: each real
+    // report reads, and writes back the same document; the bad one fails.
+    for (name, doc) in &docs {
+        let text = doc.to_string();
+        let read = serde_json::from_str::<report_model::Report>(&text);
+        match (name.as_str(), read) {
+            ("bad", r) => assert!(r.is_err(), "bad: read as the model"),
+            (_, Err(e)) => panic!("{name}: not the report model: {e}\n{text}"),
+            (_, Ok(r)) => assert_eq!(&serde_json::to_value(&r).unwrap(), doc, "{name}"),
+        }
+    }
 }

@@ -5,8 +5,10 @@
 //!   "objects": [{"kind", "handle", "context", "device", "guid", "parent",
 //!   "fields", "created": {"thread", "time", "module", "symbol", "offset",
 //!   "backtrace"}, "found": "close"|"exit", "suppressed", "kept_by"}]}`.
-//! Every field is read defensively: a missing or mistyped one is `None`,
-//! never an error, so a report from a newer or older shim still summarises.
+//! A report is read with the shim's own types (`report_model`); one that
+//! does not fit them (a newer or older shim's, or a damaged one) is read
+//! field by field instead: a missing or mistyped field is `None`, never an
+//! error, so it still summarises.
 
 use std::collections::HashSet;
 use std::os::unix::ffi::OsStrExt;
@@ -178,6 +180,9 @@ impl Report {
     /// Reads a report from `text`. Only a document that is not a JSON
     /// object is an error.
     pub fn parse(text: &str) -> Result<Report, String> {
+        if let Ok(r) = serde_json::from_str::<report_model::Report>(text) {
+            return Ok(Report::from(r));
+        }
         let v: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
         let Some(doc) = v.as_object() else {
             return Err("not a JSON object".into());
@@ -268,6 +273,54 @@ impl Report {
         self.leaked
             .unwrap_or_else(|| self.counts().iter().any(|(_, n)| *n > 0))
     }
+}
+
+impl From<report_model::Report<'_>> for Report {
+    fn from(r: report_model::Report<'_>) -> Report {
+        let mut totals: Vec<(String, u64)> = report_model::Kind::ALL
+            .iter()
+            .map(|k| (k.name().to_string(), r.totals.get(*k)))
+            .collect();
+        // As the field-by-field reader has them: by name.
+        totals.sort();
+        Report {
+            pid: Some(r.pid.into()),
+            program: nonempty(Some(&r.program)),
+            leaked: Some(r.leaked),
+            totals,
+            objects: Some(r.objects.iter().map(Object::from).collect()),
+            truncated: nonempty(r.truncated.as_deref()),
+        }
+    }
+}
+
+impl From<&report_model::Object<'_>> for Object {
+    fn from(o: &report_model::Object<'_>) -> Object {
+        let hex = |a: report_model::Address| format!("{:#x}", a.0);
+        Object {
+            kind: o.kind().name().to_string(),
+            handle: Some(hex(o.handle)),
+            device: nonempty(o.device.as_deref()),
+            parent: o.parent.map(hex),
+            module: nonempty(o.created.module.as_deref()),
+            symbol: nonempty(o.created.symbol.as_deref()),
+            offset: o.created.offset,
+            found: Some(
+                match o.found {
+                    report_model::Found::Close => "close",
+                    report_model::Found::Exit => "exit",
+                }
+                .to_string(),
+            ),
+            suppressed: o.suppressed,
+            kept_by: nonempty(o.kept_by.as_deref()),
+        }
+    }
+}
+
+/// Text as [`text_field`] reads it: empty is `None`.
+fn nonempty(s: Option<&str>) -> Option<String> {
+    s.filter(|s| !s.is_empty()).map(str::to_string)
 }
 
 impl Object {
@@ -383,6 +436,31 @@ mod tests {
         let empty = Report::parse("{}").unwrap();
         assert!(!empty.has_leaks());
         assert!(empty.counts().is_empty());
+    }
+
+    /// A report as the shim writes it is read with the report model, and
+    /// reads as the field-by-field reader reads it.
+    #[test]
+    fn a_shim_report_reads_the_same_both_ways() {
+        let text = r#"{"schema":"ibv-shim/leak-report/1","pid":77,"program":"/bin/p","leaked":true,
+          "totals":{"context":1,"device_list":0,"pd":1,"mr":0,"cq":0,"comp_channel":0,"srq":0,"qp":1,"ah":0,"imported_pd":0,"imported_mr":0},
+          "objects":[
+          {"kind":"context","handle":"0x5000","context":"0x5000","device":"rxe0","guid":"0002c90300445566","parent":null,"fields":{"imported":false},"created":{"thread":77,"time":1732900000.5,"module":"/bin/p","symbol":"main","offset":28,"backtrace":null},"found":"exit","suppressed":false,"kept_by":null},
+          {"kind":"pd","handle":"0x100","context":"0x5000","device":"rxe0","guid":null,"parent":null,"fields":{"handle":1},"created":{"thread":77,"time":1732900000.5,"module":"/lib/librdmacm.so.1","symbol":null,"offset":4096,"backtrace":null},"found":"close","suppressed":true,"kept_by":"librdmacm"},
+          {"kind":"qp","handle":"0x600","context":"0x5000","device":"","guid":null,"parent":"0x100","fields":{"qp_num":17,"qp_type":"RC","send_cq":"0x300","recv_cq":null,"srq":null},"created":{"thread":78,"time":null,"module":null,"symbol":null,"offset":null,"backtrace":["main (p.c:3)"]},"found":"exit","suppressed":false,"kept_by":null}
+          ],"truncated":null}"#;
+        let strict: report_model::Report = serde_json::from_str(text).unwrap();
+        let r = Report::parse(text).unwrap();
+        assert_eq!(r, Report::from(strict));
+        // The field-by-field reader, on the same document made unfit for
+        // the model by one unknown field.
+        let loose = Report::parse(&text.replacen("\"pid\"", "\"new\":1,\"pid\"", 1)).unwrap();
+        assert_eq!(r, loose);
+        assert_eq!(
+            r.counts(),
+            [("context".to_string(), 1), ("qp".to_string(), 1)]
+        );
+        assert_eq!(r.kept(), [("librdmacm".to_string(), 1)]);
     }
 
     #[test]

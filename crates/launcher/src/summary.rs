@@ -12,6 +12,8 @@
 
 use std::path::PathBuf;
 
+use report_model::Kind;
+
 use crate::report::{Object, Report};
 use crate::status::Started;
 
@@ -22,20 +24,12 @@ pub const MAX_OBJECT_LINES: usize = 10;
 pub const PREFIX: &str = "ibv-shim: ";
 
 /// The order kinds are counted in: parents before children, as the
-/// contract lists them. Kinds not listed follow in alphabetical order.
-const KIND_ORDER: [&str; 11] = [
-    "pd",
-    "mr",
-    "cq",
-    "comp_channel",
-    "srq",
-    "qp",
-    "ah",
-    "imported_pd",
-    "imported_mr",
-    "context",
-    "device_list",
-];
+/// contract lists them, then contexts and device lists (the model's order
+/// with its first two last). Kinds not known follow in alphabetical order.
+fn rank(kind: &str) -> usize {
+    let n = Kind::ALL.len();
+    Kind::from_name(kind).map_or(usize::MAX, |k| (k.index() + n - 2) % n)
+}
 
 /// How the program ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -323,7 +317,7 @@ fn merge_kept(reports: &[Report]) -> Vec<(String, u64)> {
     kept
 }
 
-/// Adds per-process counts together, in [`KIND_ORDER`].
+/// Adds per-process counts together, in [`rank`] order.
 fn merge(all: impl Iterator<Item = Vec<(String, u64)>>) -> Vec<(String, u64)> {
     let mut counts: Vec<(String, u64)> = Vec::new();
     for (kind, n) in all.flatten() {
@@ -337,15 +331,7 @@ fn merge(all: impl Iterator<Item = Vec<(String, u64)>>) -> Vec<(String, u64)> {
 
 fn order(mut counts: Vec<(String, u64)>) -> Vec<(String, u64)> {
     counts.retain(|(_, n)| *n > 0);
-    counts.sort_by(|(a, _), (b, _)| {
-        let rank = |k: &str| {
-            KIND_ORDER
-                .iter()
-                .position(|o| *o == k)
-                .unwrap_or(usize::MAX)
-        };
-        rank(a).cmp(&rank(b)).then_with(|| a.cmp(b))
-    });
+    counts.sort_by(|(a, _), (b, _)| rank(a).cmp(&rank(b)).then_with(|| a.cmp(b)));
     counts
 }
 

@@ -1,0 +1,683 @@
+//! The leak report's model: one definition of the object kinds and of the
+//! JSON document (schema `ibv-shim/leak-report/1`,
+//! `docs/leak-report.schema.json`), written by the shim at exit and read
+//! back by the launcher with these same types.
+//!
+//! The types borrow their text (`Cow`) so that the shim can stream a
+//! million objects without copying a string per object.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::ser::{SerializeMap, SerializeStruct, Serializer};
+use serde::{Deserialize, Serialize};
+
+/// The document's `schema`.
+pub const SCHEMA: &str = "ibv-shim/leak-report/1";
+
+/// What a reported object is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    /// A context never closed.
+    Context,
+    /// A list from `ibv_get_device_list` never freed.
+    DeviceList,
+    Pd,
+    Mr,
+    Cq,
+    CompChannel,
+    Srq,
+    Qp,
+    Ah,
+    ImportedPd,
+    ImportedMr,
+}
+
+impl Kind {
+    /// Every kind, in the order the reports count them.
+    pub const ALL: [Kind; 11] = [
+        Kind::Context,
+        Kind::DeviceList,
+        Kind::Pd,
+        Kind::Mr,
+        Kind::Cq,
+        Kind::CompChannel,
+        Kind::Srq,
+        Kind::Qp,
+        Kind::Ah,
+        Kind::ImportedPd,
+        Kind::ImportedMr,
+    ];
+
+    /// The kind's name in reports, suppression rules and the schema.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Kind::Context => "context",
+            Kind::DeviceList => "device_list",
+            Kind::Pd => "pd",
+            Kind::Mr => "mr",
+            Kind::Cq => "cq",
+            Kind::CompChannel => "comp_channel",
+            Kind::Srq => "srq",
+            Kind::Qp => "qp",
+            Kind::Ah => "ah",
+            Kind::ImportedPd => "imported_pd",
+            Kind::ImportedMr => "imported_mr",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| k.name() == name)
+    }
+
+    /// Its place in [`Kind::ALL`].
+    pub const fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Serialize for Kind {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for Kind {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Kind, D::Error> {
+        let name = Cow::<'de, str>::deserialize(d)?;
+        Kind::from_name(&name).ok_or_else(|| de::Error::unknown_variant(&name, &Kind::NAMES))
+    }
+}
+
+impl Kind {
+    /// The names of [`Kind::ALL`].
+    pub const NAMES: [&'static str; 11] = {
+        let mut names = [""; 11];
+        let mut i = 0;
+        while i < names.len() {
+            names[i] = Kind::ALL[i].name();
+            i += 1;
+        }
+        names
+    };
+}
+
+/// A pointer as the program holds it: `"0x..."` (lowercase hex).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Address(pub u64);
+
+impl Address {
+    /// `None` for a null pointer (an `addressOrNull` in the schema).
+    pub fn or_null(v: u64) -> Option<Address> {
+        (v != 0).then_some(Address(v))
+    }
+}
+
+impl Address {
+    /// `0x...` in `buf`, without allocating (a million objects have
+    /// several addresses each).
+    pub fn format(self, buf: &mut [u8; 18]) -> &str {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut i = buf.len();
+        let mut v = self.0;
+        loop {
+            i -= 1;
+            buf[i] = HEX[(v & 15) as usize];
+            v >>= 4;
+            if v == 0 {
+                break;
+            }
+        }
+        buf[i - 2..i].copy_from_slice(b"0x");
+        // Only ASCII was written.
+        std::str::from_utf8(&buf[i - 2..]).unwrap_or_default()
+    }
+}
+
+impl Serialize for Address {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.format(&mut [0; 18]))
+    }
+}
+
+impl<'de> Deserialize<'de> for Address {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Address, D::Error> {
+        let text = Cow::<'de, str>::deserialize(d)?;
+        text.strip_prefix("0x")
+            .and_then(|h| u64::from_str_radix(h, 16).ok())
+            .map(Address)
+            .ok_or_else(|| de::Error::invalid_value(de::Unexpected::Str(&text), &"0x and hex"))
+    }
+}
+
+/// Objects that are not suppressed, by kind (indexed by [`Kind::index`]);
+/// in the JSON every kind is present.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Totals(pub [u64; 11]);
+
+impl Totals {
+    pub fn get(&self, kind: Kind) -> u64 {
+        self.0[kind.index()]
+    }
+}
+
+impl Serialize for Totals {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(Kind::ALL.len()))?;
+        for k in Kind::ALL {
+            map.serialize_entry(k.name(), &self.get(k))?;
+        }
+        map.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for Totals {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Totals, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Totals;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("counts by kind")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Totals, A::Error> {
+                let mut t = Totals::default();
+                while let Some((k, n)) = m.next_entry::<Kind, u64>()? {
+                    t.0[k.index()] = n;
+                }
+                Ok(t)
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// When the object was found left allocated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Found {
+    /// At `ibv_close_device` of its context (then a zombie).
+    Close,
+    /// At exit.
+    Exit,
+}
+
+/// Where and when an object was created.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Created<'a> {
+    /// Kernel thread id of the creating thread.
+    pub thread: i32,
+    /// Seconds since the Unix epoch (millisecond resolution).
+    pub time: Option<f64>,
+    #[serde(borrow)]
+    pub module: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    pub symbol: Option<Cow<'a, str>>,
+    /// From the symbol, else from the module's load address.
+    pub offset: Option<u64>,
+    /// `symbol (file:line)` frames, with `IBV_SHIM_BACKTRACE`.
+    #[serde(borrow)]
+    pub backtrace: Option<Vec<Cow<'a, str>>>,
+}
+
+/// The identifying fields of each kind (the `fields` object).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Detail<'a> {
+    Context(ContextFields),
+    DeviceList(DeviceListFields),
+    Pd(PdFields),
+    Mr(MrFields<'a>),
+    Cq(CqFields),
+    CompChannel(CompChannelFields),
+    Srq(SrqFields),
+    Qp(QpFields<'a>),
+    Ah(AhFields<'a>),
+    ImportedPd(PdFields),
+    ImportedMr(ImportedMrFields),
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContextFields {
+    /// Made by `ibv_import_device`.
+    pub imported: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceListFields {
+    pub count: u64,
+}
+
+/// A PD, or an imported PD.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PdFields {
+    pub handle: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MrFields<'a> {
+    pub addr: Address,
+    pub length: u64,
+    pub lkey: u32,
+    pub rkey: u32,
+    pub access: u32,
+    /// The call that registered it (`ibv_reg_mr`, ...).
+    #[serde(borrow)]
+    pub via: Cow<'a, str>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CqFields {
+    pub cqe: i32,
+    pub comp_vector: i32,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompChannelFields {
+    pub fd: i32,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SrqFields {
+    pub max_wr: u32,
+    pub max_sge: u32,
+    pub srq_limit: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QpFields<'a> {
+    pub qp_num: u32,
+    /// `IBV_QPT_*` without the prefix, or the number of an unknown type.
+    #[serde(borrow)]
+    pub qp_type: Cow<'a, str>,
+    pub send_cq: Option<Address>,
+    pub recv_cq: Option<Address>,
+    pub srq: Option<Address>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AhFields<'a> {
+    pub dlid: u32,
+    pub port_num: u32,
+    pub sl: u32,
+    pub is_global: bool,
+    /// `ibv_create_ah` or `ibv_create_ah_from_wc`.
+    #[serde(borrow)]
+    pub via: Cow<'a, str>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ImportedMrFields {
+    pub handle: u32,
+    pub addr: Address,
+    pub length: u64,
+    pub lkey: u32,
+    pub rkey: u32,
+}
+
+impl Detail<'_> {
+    pub fn kind(&self) -> Kind {
+        match self {
+            Detail::Context(_) => Kind::Context,
+            Detail::DeviceList(_) => Kind::DeviceList,
+            Detail::Pd(_) => Kind::Pd,
+            Detail::Mr(_) => Kind::Mr,
+            Detail::Cq(_) => Kind::Cq,
+            Detail::CompChannel(_) => Kind::CompChannel,
+            Detail::Srq(_) => Kind::Srq,
+            Detail::Qp(_) => Kind::Qp,
+            Detail::Ah(_) => Kind::Ah,
+            Detail::ImportedPd(_) => Kind::ImportedPd,
+            Detail::ImportedMr(_) => Kind::ImportedMr,
+        }
+    }
+
+    /// Reads the `fields` of an object of `kind`.
+    pub fn from_fields(
+        kind: Kind,
+        v: serde_json::Value,
+    ) -> Result<Detail<'static>, serde_json::Error> {
+        Detail::read(kind, v)
+    }
+
+    fn read<E: de::Error>(kind: Kind, v: serde_json::Value) -> Result<Detail<'static>, E> {
+        // The owned `Value` lends for any lifetime: read as `'static`.
+        fn f<T: Deserialize<'static>>(v: serde_json::Value) -> Result<T, serde_json::Error> {
+            T::deserialize(v)
+        }
+        Ok(match kind {
+            Kind::Context => Detail::Context(f(v).map_err(E::custom)?),
+            Kind::DeviceList => Detail::DeviceList(f(v).map_err(E::custom)?),
+            Kind::Pd => Detail::Pd(f(v).map_err(E::custom)?),
+            Kind::Mr => Detail::Mr(f(v).map_err(E::custom)?),
+            Kind::Cq => Detail::Cq(f(v).map_err(E::custom)?),
+            Kind::CompChannel => Detail::CompChannel(f(v).map_err(E::custom)?),
+            Kind::Srq => Detail::Srq(f(v).map_err(E::custom)?),
+            Kind::Qp => Detail::Qp(f(v).map_err(E::custom)?),
+            Kind::Ah => Detail::Ah(f(v).map_err(E::custom)?),
+            Kind::ImportedPd => Detail::ImportedPd(f(v).map_err(E::custom)?),
+            Kind::ImportedMr => Detail::ImportedMr(f(v).map_err(E::custom)?),
+        })
+    }
+}
+
+/// One thing that was never freed. `kind` in the JSON is its detail's.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Object<'a> {
+    /// Its address (for a context or device list, its own).
+    pub handle: Address,
+    /// The context it was created on (`None` for a device list).
+    pub context: Option<Address>,
+    /// The context's device name, e.g. `mlx5_0`.
+    pub device: Option<Cow<'a, str>>,
+    /// The device's GUID, 16 hex digits.
+    pub guid: Option<Cow<'a, str>>,
+    /// The PD it sits on, or a CQ's completion channel.
+    pub parent: Option<Address>,
+    pub detail: Detail<'a>,
+    pub created: Created<'a>,
+    pub found: Found,
+    pub suppressed: bool,
+    /// The library that keeps it on purpose (a built-in suppression).
+    pub kept_by: Option<Cow<'a, str>>,
+}
+
+impl Object<'_> {
+    pub fn kind(&self) -> Kind {
+        self.detail.kind()
+    }
+}
+
+impl Serialize for Object<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = s.serialize_struct("Object", 11)?;
+        o.serialize_field("kind", &self.kind())?;
+        o.serialize_field("handle", &self.handle)?;
+        o.serialize_field("context", &self.context)?;
+        o.serialize_field("device", &self.device)?;
+        o.serialize_field("guid", &self.guid)?;
+        o.serialize_field("parent", &self.parent)?;
+        o.serialize_field("fields", &self.detail)?;
+        o.serialize_field("created", &self.created)?;
+        o.serialize_field("found", &self.found)?;
+        o.serialize_field("suppressed", &self.suppressed)?;
+        o.serialize_field("kept_by", &self.kept_by)?;
+        o.end()
+    }
+}
+
+/// An object as it is in the JSON, before its `fields` are read by kind.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawObject<'a> {
+    kind: Kind,
+    handle: Address,
+    context: Option<Address>,
+    #[serde(borrow)]
+    device: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    guid: Option<Cow<'a, str>>,
+    parent: Option<Address>,
+    fields: serde_json::Value,
+    #[serde(borrow)]
+    created: Created<'a>,
+    found: Found,
+    suppressed: bool,
+    #[serde(borrow, default)]
+    kept_by: Option<Cow<'a, str>>,
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Object<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Object<'a>, D::Error> {
+        let r = RawObject::deserialize(d)?;
+        Ok(Object {
+            handle: r.handle,
+            context: r.context,
+            device: r.device,
+            guid: r.guid,
+            parent: r.parent,
+            detail: Detail::read(r.kind, r.fields)?,
+            created: r.created,
+            found: r.found,
+            suppressed: r.suppressed,
+            kept_by: r.kept_by,
+        })
+    }
+}
+
+/// One process's report. `O` is the object list and `T` the truncation
+/// note: owned values when read; when the shim writes, a walk of its table
+/// streamed to the file, and a note decided only after that walk.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Report<'a, O = Vec<Object<'a>>, T = Option<Cow<'a, str>>> {
+    #[serde(borrow)]
+    pub schema: Cow<'a, str>,
+    pub pid: u32,
+    /// The executable (`/proc/self/exe`).
+    #[serde(borrow)]
+    pub program: Cow<'a, str>,
+    /// An object is not suppressed: what `IBV_SHIM_LEAK_EXITCODE` acts on.
+    pub leaked: bool,
+    pub totals: Totals,
+    pub objects: O,
+    /// Why the report is incomplete (`out of memory`), if it is.
+    #[serde(default)]
+    pub truncated: T,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Report<'static> {
+        let created = |module: &'static str| Created {
+            thread: 42,
+            time: Some(1732900000.125),
+            module: Some(module.into()),
+            symbol: Some("main".into()),
+            offset: Some(0x1c),
+            backtrace: None,
+        };
+        let on_ctx = |handle: u64, parent: u64, detail: Detail<'static>| Object {
+            handle: Address(handle),
+            context: Some(Address(0x5000)),
+            device: Some("rxe0".into()),
+            guid: Some("0002c90300445566".into()),
+            parent: Address::or_null(parent),
+            detail,
+            created: created("/bin/prog"),
+            found: Found::Exit,
+            suppressed: false,
+            kept_by: None,
+        };
+        let mut objects = vec![
+            on_ctx(
+                0x5000,
+                0,
+                Detail::Context(ContextFields { imported: false }),
+            ),
+            Object {
+                context: None,
+                device: None,
+                guid: None,
+                suppressed: true,
+                kept_by: Some("librdmacm".into()),
+                created: Created {
+                    time: None,
+                    ..created("/lib/librdmacm.so.1")
+                },
+                ..on_ctx(0x6000, 0, Detail::DeviceList(DeviceListFields { count: 2 }))
+            },
+            on_ctx(0x100, 0, Detail::Pd(PdFields { handle: 3 })),
+            on_ctx(0x110, 0, Detail::ImportedPd(PdFields { handle: 4 })),
+            on_ctx(
+                0x200,
+                0x100,
+                Detail::Mr(MrFields {
+                    addr: Address(0x7f00_0000_1000),
+                    length: 4096,
+                    lkey: 1,
+                    rkey: 2,
+                    access: 7,
+                    via: "ibv_reg_mr".into(),
+                }),
+            ),
+            on_ctx(
+                0x210,
+                0x110,
+                Detail::ImportedMr(ImportedMrFields {
+                    handle: 9,
+                    addr: Address(0x1000),
+                    length: 1,
+                    lkey: 5,
+                    rkey: 6,
+                }),
+            ),
+            on_ctx(
+                0x300,
+                0x400,
+                Detail::Cq(CqFields {
+                    cqe: -1,
+                    comp_vector: 0,
+                }),
+            ),
+            on_ctx(0x400, 0, Detail::CompChannel(CompChannelFields { fd: 7 })),
+            on_ctx(
+                0x500,
+                0x100,
+                Detail::Srq(SrqFields {
+                    max_wr: 16,
+                    max_sge: 1,
+                    srq_limit: 0,
+                }),
+            ),
+            on_ctx(
+                0x600,
+                0x100,
+                Detail::Qp(QpFields {
+                    qp_num: 0x11,
+                    qp_type: "RC".into(),
+                    send_cq: Some(Address(0x300)),
+                    recv_cq: None,
+                    srq: None,
+                }),
+            ),
+            on_ctx(
+                0x700,
+                0x100,
+                Detail::Ah(AhFields {
+                    dlid: 1,
+                    port_num: 1,
+                    sl: 0,
+                    is_global: true,
+                    via: "ibv_create_ah".into(),
+                }),
+            ),
+        ];
+        objects[4].found = Found::Close;
+        objects[4].created.backtrace = Some(vec!["main (prog.c:3)".into()]);
+        let mut totals = Totals::default();
+        objects
+            .iter()
+            .filter(|o| !o.suppressed)
+            .for_each(|o| totals.0[o.kind().index()] += 1);
+        Report {
+            schema: SCHEMA.into(),
+            pid: 1234,
+            program: "/bin/prog".into(),
+            leaked: true,
+            totals,
+            objects,
+            truncated: None,
+        }
+    }
+
+    #[test]
+    fn a_report_reads_back_as_written() {
+        let r = sample();
+        // Every kind is covered.
+        let kinds: Vec<Kind> = r.objects.iter().map(Object::kind).collect();
+        assert!(Kind::ALL.iter().all(|k| kinds.contains(k)), "{kinds:?}");
+        let text = serde_json::to_string(&r).unwrap();
+        let back: Report = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, r);
+        assert_eq!(serde_json::to_string(&back).unwrap(), text);
+        // The JSON is as the schema names it.
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["objects"][4]["kind"], "mr");
+        assert_eq!(v["objects"][4]["fields"]["addr"], "0x7f0000001000");
+        assert_eq!(v["objects"][4]["parent"], "0x100");
+        assert_eq!(v["objects"][0]["parent"], serde_json::Value::Null);
+        assert_eq!(v["totals"]["device_list"], 0);
+        assert_eq!(v["totals"]["pd"], 1);
+    }
+
+    #[test]
+    fn fields_that_do_not_fit_the_kind_are_refused() {
+        let r = sample();
+        let mut v = serde_json::to_value(&r).unwrap();
+        v["objects"][2]["kind"] = "cq".into();
+        let read =
+            |v: &serde_json::Value| serde_json::from_str::<Report>(&v.to_string()).map(|_| ());
+        assert!(read(&v).is_err());
+        v["objects"][2]["kind"] = "rocket".into();
+        assert!(read(&v).is_err());
+        v["objects"][2]["kind"] = "pd".into();
+        assert!(read(&v).is_ok());
+    }
+
+    /// The schema's kinds, its `totals` and its `fields.<kind>`
+    /// definitions are exactly [`Kind::ALL`].
+    #[test]
+    fn the_schema_s_kinds_are_the_model_s() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../docs/leak-report.schema.json"
+        );
+        let schema: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let mut ours: Vec<&str> = Kind::ALL.iter().map(|k| k.name()).collect();
+        ours.sort();
+        let sorted = |v: &serde_json::Value| {
+            let mut names: Vec<String> = v
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|n| n.as_str().unwrap().to_string())
+                .collect();
+            names.sort();
+            names
+        };
+        assert_eq!(sorted(&schema["$defs"]["kind"]["enum"]), ours);
+        assert_eq!(sorted(&schema["properties"]["totals"]["required"]), ours);
+        let mut fields: Vec<&str> = schema["$defs"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .filter_map(|k| k.strip_prefix("fields."))
+            .collect();
+        fields.sort();
+        assert_eq!(fields, ours);
+        for k in Kind::ALL {
+            assert_eq!(Kind::from_name(k.name()), Some(k));
+        }
+    }
+}

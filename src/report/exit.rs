@@ -1,0 +1,74 @@
+//! The report at exit: the log's listing, then the JSON document and the
+//! leak exit code.
+
+use std::sync::atomic::Ordering;
+
+use crate::config;
+use crate::log::Level;
+use crate::real::device_guid;
+use crate::registry::contexts;
+
+use super::inventory::Inventory;
+use super::json::write_json;
+use super::suppress::Suppressor;
+use super::text::{exit_listing, log_lines, plural, say_if_truncated, NotLeaks};
+use super::used::USED;
+
+/// The exit report (see the module docs); then the JSON document and the
+/// leak exit code.
+pub fn at_exit() {
+    if !USED.load(Ordering::Relaxed) {
+        return;
+    }
+    // Read the device names while the open contexts still are.
+    for (ctx, c) in contexts::all() {
+        if c.open {
+            contexts::describe_device(ctx, device_guid);
+        }
+    }
+    let all = contexts::all();
+    let zombies = contexts::zombies();
+    let mut sup = Suppressor::new();
+    let inv = Inventory::take(&all, &zombies, &mut sup);
+    let leaked = inv.loud.total() > 0;
+
+    if leaked && crate::log::enabled(Level::Warn) {
+        let loud = inv.loud;
+        crate::log!(
+            Level::Warn,
+            "leak report at exit: {} never freed ({loud}){}:",
+            plural(loud.total(), "thing was", "things were"),
+            NotLeaks(&inv.quiet)
+        );
+        log_lines(&exit_listing(&inv, &mut sup));
+    } else if inv.quiet.total() > 0 {
+        crate::log!(
+            Level::Info,
+            "exit: {} left allocated, none a leak: {}",
+            plural(inv.quiet.total(), "thing", "things"),
+            inv.quiet
+        );
+    }
+
+    if let Some(path) = &config::get().report {
+        if let Err(e) = write_json(path, &inv, &mut sup) {
+            crate::log!(
+                Level::Error,
+                "IBV_SHIM_REPORT={}: cannot write the report: {e}",
+                path.to_string_lossy()
+            );
+        }
+    }
+
+    say_if_truncated(inv.dropped);
+
+    if let (true, Some(code)) = (leaked, config::get().leak_exitcode) {
+        // Destructors run before stdio is flushed at exit, and _exit skips
+        // the flush: flush the program's output first.
+        // SAFETY: fflush(NULL) flushes every stream; _exit never returns.
+        unsafe {
+            libc::fflush(std::ptr::null_mut());
+            libc::_exit(code);
+        }
+    }
+}
