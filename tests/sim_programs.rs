@@ -339,7 +339,8 @@ fn ib_read_lat_old_post_send() {
 /// coming it must answer them without going to sleep on its ring's futex
 /// before each one (a futex wake-up per round trip made the typical
 /// latency 8-35 us on a loaded 2-core machine instead of ~2 us). Counted
-/// with strace: the server's futex calls over 1000 round trips.
+/// with strace: the server's futex calls (all threads) over 1000 round
+/// trips.
 #[test]
 fn ib_read_lat_passive_side_answers_without_sleeping_per_request() {
     let dir = std::env::temp_dir().join(format!("sim-progs-futex-{}", std::process::id()));
@@ -365,7 +366,10 @@ fn ib_read_lat_passive_side_answers_without_sleeping_per_request() {
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| panic!("no strace summary:\n{summary}\n{}", c.text));
     assert!(
-        calls < 250,
+        // The old code made one per round trip (1004); the new one makes
+        // a few, and some hundreds when a loaded machine preempts the
+        // client for longer than the progress thread's look-again window.
+        calls < 600,
         "the server made {calls} futex calls in 1000 READ round trips:\n{summary}"
     );
 }
