@@ -335,6 +335,7 @@ pub fn get_event(
     }
     // SAFETY: live channel.
     let chan = unsafe { &*(ch as *const SimChannel) };
+    crate::fabric::blocking();
     let addr = chan.q.pop(|addr| {
         // SAFETY: the entry was not blanked, so the CQ has not passed the
         // purge in `destroy` and is still allocated.

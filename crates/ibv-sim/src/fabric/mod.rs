@@ -933,6 +933,15 @@ pub fn poll_progress() {
     }
 }
 
+/// The program is about to block on a completion channel: its progress
+/// thread must no longer take it for a polling program and nap between
+/// looks (each event would wait out the nap).
+pub fn blocking() {
+    if let Some((seg, slot, _)) = me() {
+        seg.ring(slot).last_poll().store(0, Ordering::Relaxed);
+    }
+}
+
 /// How long the progress thread keeps looking at its ring after the last
 /// message before it sleeps: a peer in a request loop (the passive side of
 /// `ib_read_lat`, `ib_write_bw`) is answered at once instead of after a
