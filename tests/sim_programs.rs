@@ -68,8 +68,8 @@ fn listening(port: u16) -> bool {
 /// A started process whose output is collected by two threads.
 struct Proc {
     child: Child,
-    out: JoinHandle<Vec<u8>>,
-    err: JoinHandle<Vec<u8>>,
+    out: Option<JoinHandle<Vec<u8>>>,
+    err: Option<JoinHandle<Vec<u8>>>,
     what: String,
 }
 
@@ -88,8 +88,8 @@ fn spawn(mut cmd: Command) -> Proc {
             v
         })
     };
-    let out = read(Box::new(child.stdout.take().unwrap()));
-    let err = read(Box::new(child.stderr.take().unwrap()));
+    let out = Some(read(Box::new(child.stdout.take().unwrap())));
+    let err = Some(read(Box::new(child.stderr.take().unwrap())));
     Proc {
         child,
         out,
@@ -140,9 +140,9 @@ impl Proc {
             }
             std::thread::sleep(Duration::from_millis(10));
         };
-        let take = |h: &mut JoinHandle<Vec<u8>>| {
-            let h = std::mem::replace(h, std::thread::spawn(Vec::new));
-            String::from_utf8_lossy(&h.join().unwrap_or_default()).into_owned()
+        let take = |h: &mut Option<JoinHandle<Vec<u8>>>| {
+            let v = h.take().map(|h| h.join().unwrap_or_default());
+            String::from_utf8_lossy(&v.unwrap_or_default()).into_owned()
         };
         let (o, e) = (take(&mut self.out), take(&mut self.err));
         Done {
