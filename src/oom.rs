@@ -68,10 +68,19 @@ pub fn fallibly<T, E>(reserve: impl FnOnce() -> Result<T, E>) -> Option<T> {
 /// [`fallibly`] for a request whose failure loses nothing (the caller
 /// tries a smaller one): not counted.
 pub fn quietly<T, E>(reserve: impl FnOnce() -> Result<T, E>) -> Option<T> {
-    let was = FALLIBLE.with(|f| f.replace(true));
-    let r = reserve();
-    FALLIBLE.with(|f| f.set(was));
-    r.ok()
+    without_reserve(reserve).ok()
+}
+
+/// Runs `f` with the reserve out of its reach: a failed allocation in it
+/// fails (`try_reserve` says so) instead of drawing on the reserve. For
+/// code that has its own answer to running out, like the registry (which
+/// then leaves the object untracked and counts it): it must not drain the
+/// reserve that the reports need.
+pub fn without_reserve<R>(f: impl FnOnce() -> R) -> R {
+    let was = FALLIBLE.with(|flag| flag.replace(true));
+    let r = f();
+    FALLIBLE.with(|flag| flag.set(was));
+    r
 }
 
 /// The reserve, unless the request is a fallible one.

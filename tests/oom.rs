@@ -110,3 +110,29 @@ fn a_leak_found_out_of_memory_is_reported_truncated() {
     let (context, out, _) = run_tight(&["leak"], &[("IBV_SHIM_LEAK_EXITCODE", "23")]);
     assert_eq!(out.status.code(), Some(23), "{context}");
 }
+
+#[test]
+fn objects_created_with_no_memory_left_make_the_report_incomplete() {
+    // 250,000 PDs after memory ran out: more than the emergency reserve
+    // can track. Each is still created (the call is forwarded); the ones
+    // the registry could not record are counted, and the reports say they
+    // are incomplete instead of claiming a full list.
+    let (context, out, report) = run_tight(&["many"], &[]);
+    assert_eq!(out.status.code(), Some(5), "its own status: {context}");
+    assert_eq!(stdout(&out), "no memory\nclosed 0\n", "{context}");
+    let err = stderr(&out);
+    assert!(!err.contains("memory allocation of"), "{context}");
+    assert!(
+        err.lines().any(|l| l.contains(" WARN report incomplete: ")
+            && l.ends_with("created while memory ran out and never tracked")),
+        "{context}"
+    );
+    let report = report.expect("a report, even out of memory");
+    assert_eq!(report["truncated"], "out of memory", "{report}");
+    // Nor does the close read as clean.
+    assert!(
+        err.lines()
+            .any(|l| l.contains(" WARN ibv_close_device(") && l.contains("): report incomplete: ")),
+        "{context}"
+    );
+}

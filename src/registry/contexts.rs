@@ -137,7 +137,7 @@ fn add(ctx: usize, device: usize, tid: i32, caller: usize, imported: bool) -> bo
     };
     let mut guard = CONTEXTS.lock();
     let map = guard.get_or_insert_with(HashMap::new);
-    if !map.contains_key(&ctx) && map.try_reserve(1).is_err() {
+    if !map.contains_key(&ctx) && crate::oom::without_reserve(|| map.try_reserve(1)).is_err() {
         drop(guard);
         super::objects::note_untracked();
         return false;

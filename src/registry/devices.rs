@@ -92,7 +92,7 @@ static LISTS: Mutex<Vec<LiveList>> = mutex(Vec::new());
 /// unchecked, as a list the shim never saw.
 pub fn list_returned(list: LiveList) -> bool {
     let mut lists = LISTS.lock();
-    if lists.try_reserve(1).is_err() {
+    if crate::oom::without_reserve(|| lists.try_reserve(1)).is_err() {
         drop(lists);
         UNTRACKED_LISTS.fetch_add(1, Ordering::Relaxed);
         super::objects::note_untracked();

@@ -462,7 +462,7 @@ impl Table {
         if no_memory() {
             return Err(());
         }
-        heads.try_reserve(1).map_err(|_| ())
+        crate::oom::without_reserve(|| heads.try_reserve(1)).map_err(|_| ())
     }
 
     /// Makes `ctx` the hot context: the previous one goes back to `heads`
@@ -587,8 +587,13 @@ impl Table {
         }
         let n = self.chunks.len();
         if self.used as usize == FIRST_CHUNK * ((1 << n) - 1) {
-            self.chunks.try_reserve(1).ok()?;
-            self.chunks.push(Chunk::new(FIRST_CHUNK << n)?);
+            // The registry's growth never draws on the emergency reserve:
+            // out of memory, the object goes untracked (and counted).
+            let chunk = crate::oom::without_reserve(|| {
+                self.chunks.try_reserve(1).ok()?;
+                Chunk::new(FIRST_CHUNK << n)
+            })?;
+            self.chunks.push(chunk);
         }
         self.used += 1;
         Some(self.used - 1)
@@ -607,7 +612,7 @@ impl Table {
     fn grow(&mut self) -> bool {
         let cap = (self.slots.len() * 2).max(16);
         let mut slots: Vec<u64> = Vec::new();
-        if no_memory() || slots.try_reserve_exact(cap).is_err() {
+        if no_memory() || crate::oom::without_reserve(|| slots.try_reserve_exact(cap)).is_err() {
             return false;
         }
         slots.resize(cap, 0);
@@ -1188,7 +1193,7 @@ pub fn store_backtrace(addr: usize, bt: Backtrace) {
     let mut map = BACKTRACES.lock();
     let map = map.get_or_insert_with(HashMap::new);
     // Out of memory: the object is reported with its caller only.
-    if map.try_reserve(1).is_ok() {
+    if crate::oom::without_reserve(|| map.try_reserve(1)).is_ok() {
         map.insert(addr, bt);
     }
 }

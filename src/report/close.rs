@@ -31,6 +31,7 @@ pub fn context_closed(ctx: usize) {
         }
     });
     if n == 0 {
+        say_if_untracked(ctx);
         return;
     }
     contexts::entomb(ctx);
@@ -65,4 +66,18 @@ pub fn context_closed(ctx: usize) {
     }
     log_lines(&text);
     say_if_truncated(dropped);
+    say_if_untracked(ctx);
+}
+
+/// Out of memory, the registry may have left objects of this context
+/// untracked: a close that found nothing (or less) must not read as clean.
+fn say_if_untracked(ctx: usize) {
+    let untracked = objects::untracked();
+    if untracked > 0 {
+        crate::log!(
+            Level::Warn,
+            "ibv_close_device({ctx:#x}): report incomplete: {untracked} objects of this process \
+             were created while memory ran out and never tracked; some may be this context's"
+        );
+    }
 }

@@ -61,6 +61,13 @@ pub fn at_exit() {
     }
 
     say_if_truncated(inv.dropped);
+    let untracked = crate::registry::objects::untracked();
+    if untracked > 0 {
+        crate::log!(
+            Level::Warn,
+            "report incomplete: {untracked} objects, contexts or device lists were created while memory ran out and never tracked"
+        );
+    }
 
     if let (true, Some(code)) = (leaked, config::get().leak_exitcode) {
         // Destructors run before stdio is flushed at exit, and _exit skips

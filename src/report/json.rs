@@ -436,7 +436,8 @@ pub(super) fn write_json(
     });
     failed?;
     out.extend_from_slice(b"\n],\"truncated\":");
-    match oom::dropped() != inv.dropped {
+    // Also when the registry could not record something: the list is short.
+    match oom::dropped() != inv.dropped || crate::registry::objects::untracked() > 0 {
         true => json_str(&mut out, "out of memory"),
         false => out.extend_from_slice(b"null"),
     }

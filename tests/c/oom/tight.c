@@ -4,7 +4,9 @@
  * still give, so that any allocation after this fails. Then it closes the
  * context, gives the memory back only to report, and returns 5 from main:
  * the shim's reports at close and at exit must run in a process that has
- * no memory left, and never abort it. Prints "closed N" and "no memory". */
+ * no memory left, and never abort it. Prints "closed N" and "no memory".
+ * With "many", it then allocates 250,000 PDs with no memory left, more
+ * than the shim's emergency reserve can track. */
 #include <infiniband/verbs.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +42,7 @@ static void take_everything(void)
 int main(int argc, char **argv)
 {
 	int leak = argc > 1 && !strcmp(argv[1], "leak");
+	int many = argc > 1 && !strcmp(argv[1], "many");
 	struct ibv_device **list = ibv_get_device_list(NULL);
 	struct ibv_context *ctx;
 	struct rlimit rl;
@@ -67,6 +70,11 @@ int main(int argc, char **argv)
 	}
 	take_everything();
 	printf("no memory\n");
+	for (int i = 0; many && i < 250000; i++)
+		if (!ibv_alloc_pd(ctx)) {
+			perror("ibv_alloc_pd");
+			return 2;
+		}
 	rc = ibv_close_device(ctx);
 	printf("closed %d\n", rc);
 	ibv_free_device_list(list);
