@@ -47,12 +47,12 @@ extern "C" fn prepare() {
 
 extern "C" fn parent() {
     crate::registry::fork_parent();
-    crate::report::fork_unlock();
+    crate::report::fork_unlock(false);
 }
 
 extern "C" fn child() {
     crate::registry::fork_child();
-    crate::report::fork_unlock();
+    crate::report::fork_unlock(true);
     crate::exports::after_fork_in_child();
     crate::report::after_fork_in_child();
     crate::real::after_fork_in_child();

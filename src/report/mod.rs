@@ -52,11 +52,13 @@ pub fn init() {
 /// `fork()` prepare: a report being written in another thread holds the
 /// creation-site cache; the child must not inherit it locked.
 pub fn fork_lock() {
-    std::mem::forget(site::SITES.lock());
+    crate::registry::lock::fork_hold(&site::SITES);
 }
 
-/// `fork()` parent and child: release what `fork_lock` took.
-pub fn fork_unlock() {
-    // SAFETY: fork_lock took the lock on this thread and forgot the guard.
-    unsafe { site::SITES.force_unlock() };
+/// `fork()`: the parent releases what `fork_lock` took, the child resets it.
+pub fn fork_unlock(child: bool) {
+    match child {
+        true => crate::registry::lock::fork_reset(&site::SITES),
+        false => crate::registry::lock::fork_release(&site::SITES),
+    }
 }

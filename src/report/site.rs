@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use std::ffi::{c_void, CStr};
 use std::fmt::{self, Write as _};
 
+use crate::registry::lock::{mutex, Mutex};
 use once_cell::sync::Lazy;
-use parking_lot::Mutex;
 
 use crate::oom;
 use crate::registry::objects::{self, Obj, FLAG_BACKTRACE};
@@ -32,8 +32,9 @@ impl fmt::Display for Site {
     }
 }
 
-pub(super) static SITES: Lazy<Mutex<HashMap<usize, Site>>> =
-    Lazy::new(|| Mutex::new(HashMap::new()));
+// The registry's fork-resettable lock: a fork() while another thread
+// resolves a site must not leave the child waiting on this one.
+pub(super) static SITES: Lazy<Mutex<HashMap<usize, Site>>> = Lazy::new(|| mutex(HashMap::new()));
 
 /// The creation site of a return address (cached).
 pub fn site(caller: usize) -> Site {
