@@ -24,9 +24,9 @@ use verbs_abi::{ibv_ah, ibv_cq, ibv_qp, ibv_recv_wr, ibv_send_wr, ibv_sge, ibv_s
 use crate::ah::SimAh;
 use crate::cq;
 use crate::mr::{self, LOCAL_WRITE, REMOTE_ATOMIC, REMOTE_READ, REMOTE_WRITE};
-use crate::qp::{self, QpAttrs, QpShared};
+use crate::qp::{self, QpAttrs, QpShared, QPS};
 use crate::qp_state::{ERR, QPT_RC, QPT_UC, QPT_UD, RTS, SQE};
-use crate::registry::{self, Kind, QPS};
+use crate::registry::{self, Kind};
 use crate::srq;
 
 pub mod remote;

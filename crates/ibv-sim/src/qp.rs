@@ -20,7 +20,7 @@ use crate::device::{limits, SimDevice};
 use crate::events::{async_kind, AsyncEvent, EventCounter, EventQueue};
 use crate::pd::{self, SimPd};
 use crate::qp_state::{self, mask, ERR, INIT, QPT_RC, QPT_UC, QPT_UD, RESET, RTR, RTS, SQD, SQE};
-use crate::registry::{self, Entry, Kind, OBJECTS, QPS};
+use crate::registry::{self, Entry, Kind, Sharded, OBJECTS};
 use crate::srq::{self, SimSrq, SrqShared};
 
 /// Attributes a QP was given by `ibv_modify_qp` (enums kept as `c_int`).
@@ -186,6 +186,9 @@ pub type McastGroups = HashMap<[u8; 16], Vec<Arc<QpShared>>>;
 
 /// Multicast groups: GID -> attached QPs.
 pub static MCAST: Lazy<Mutex<McastGroups>> = Lazy::new(|| Mutex::new(HashMap::new()));
+
+/// QPs by QP number (the data path finds the peer here).
+pub static QPS: Lazy<Sharded<u32, Arc<QpShared>>> = Lazy::new(Sharded::new);
 
 static NEXT_QPN: AtomicU32 = AtomicU32::new(0x100);
 
@@ -750,7 +753,7 @@ pub fn attach_mcast(qp: *mut ibv_qp, gid: *const [u8; 16], lid: u16) -> Result<(
     }
     st.mcast.push((g, lid));
     drop(st);
-    let shared = registry::QPS.get(s.qp_num).ok_or(libc::EINVAL)?;
+    let shared = QPS.get(s.qp_num).ok_or(libc::EINVAL)?;
     MCAST.lock().entry(g).or_default().push(shared);
     Ok(())
 }
