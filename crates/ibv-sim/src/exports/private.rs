@@ -130,7 +130,7 @@ pub unsafe extern "C" fn verbs_open_device(
         if !private_data.is_null() {
             return Err(libc::EOPNOTSUPP);
         }
-        context::open(device)
+        context::open(device, super::ops::install)
     })
 }
 
