@@ -9,6 +9,9 @@
 //! `tests/c/bad/contexts.c` runs on the real rdma-core in the test bed
 //! (garbage contexts: no context opens there) and on the sim (closed
 //! contexts, dead objects, adoption), preloaded and drop-in.
+//!
+//! Also: two threads closing one context forward one close; NULL object
+//! arguments of create and query verbs are refused, not crashed on.
 
 mod common;
 
@@ -195,4 +198,136 @@ fn verbs_open_device_is_instrumented_and_forwarded_unchanged() {
             "{mode}: the call was not seen by the shim\n{log}"
         );
     }
+}
+
+const RACING_CLOSE: &str = r#"
+#include <infiniband/verbs.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+static pthread_barrier_t go;
+static struct ibv_context *ctx;
+static int rc[2], err[2];
+static void *closer(void *arg) {
+    int i = (int)(long)arg;
+    pthread_barrier_wait(&go);
+    rc[i] = ibv_close_device(ctx);
+    err[i] = errno;
+    return NULL;
+}
+int main(void) {
+    int n = 0;
+    struct ibv_device **list = ibv_get_device_list(&n);
+    if (!list || n < 1) { printf("no devices\n"); return 1; }
+    for (int round = 0; round < 300; round++) {
+        ctx = ibv_open_device(list[0]);
+        if (!ctx) { printf("open failed\n"); return 1; }
+        pthread_t t[2];
+        pthread_barrier_init(&go, NULL, 2);
+        for (long i = 0; i < 2; i++) pthread_create(&t[i], NULL, closer, (void *)i);
+        for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+        pthread_barrier_destroy(&go);
+        int ok = (rc[0] == 0) + (rc[1] == 0);
+        int refused = (rc[0] == -1 && err[0] == EINVAL) + (rc[1] == -1 && err[1] == EINVAL);
+        if (ok != 1 || refused != 1) {
+            printf("round %d: rc %d/%d errno %d/%d\n", round, rc[0], rc[1], err[0], err[1]);
+            return 1;
+        }
+    }
+    ibv_free_device_list(list);
+    printf("ok\n");
+    return 0;
+}
+"#;
+
+#[test]
+fn two_threads_closing_one_context_forward_one_close() {
+    let dir = TempDir::new("close");
+    let prog = cc_text(&dir, "close", RACING_CLOSE, &["-libverbs", "-pthread"]);
+    let mut cmd = Command::new(&prog);
+    cmd.env("LD_LIBRARY_PATH", sim_dir())
+        .env("LD_PRELOAD", shim_so())
+        .env("IBV_SHIM_LOG", "warn")
+        .env_remove("IBV_SHIM_LOG_FILE")
+        .env_remove("IBV_SHIM_LIBRARY");
+    let out = run(&mut cmd);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "ok",
+        "{}",
+        describe(&cmd, &out)
+    );
+    assert!(out.status.success(), "{}", describe(&cmd, &out));
+    // The sim survives a second close and fails it; rdma-core frees the
+    // context twice. So the shim itself must refuse the loser every round.
+    let refused = String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .filter(|l| l.contains("double close (not forwarded"))
+        .count();
+    assert_eq!(refused, 300, "{}", describe(&cmd, &out));
+}
+
+const NULL_OBJECTS: &str = r#"
+#include <infiniband/verbs.h>
+#include <errno.h>
+#include <stdio.h>
+#define SHOW(expr) do { errno = 0; long r_ = (long)(expr); printf("%s %s %d\n", #expr, r_ == 0 ? "0" : r_ == -1 ? "-1" : r_ == EINVAL ? "EINVAL" : "other", errno); } while (0)
+int main(void) {
+    struct ibv_port_attr port;
+    struct ibv_device_attr dev;
+    union ibv_gid gid;
+    struct ibv_qp_attr qa;
+    struct ibv_qp_init_attr qia = {0};
+    SHOW(ibv_alloc_pd(NULL));
+    SHOW(ibv_reg_mr(NULL, &port, sizeof(port), IBV_ACCESS_LOCAL_WRITE));
+    SHOW(ibv_create_cq(NULL, 16, NULL, NULL, 0));
+    SHOW(ibv_create_comp_channel(NULL));
+    SHOW(ibv_create_qp(NULL, &qia));
+    SHOW(ibv_query_device(NULL, &dev));
+    SHOW(ibv_query_gid(NULL, 1, 0, &gid));
+    SHOW(ibv_modify_qp(NULL, &qa, IBV_QP_STATE));
+    (void)port;
+    return 0;
+}
+"#;
+
+/// rdma-core dereferences the object argument of a create or query verb:
+/// NULL crashes the program without the shim. Under the shim it is refused
+/// with the verb's failure value and errno EINVAL, and a warning.
+#[test]
+fn null_object_arguments_are_refused_not_crashed_on() {
+    let dir = TempDir::new("null");
+    let prog = cc_text(&dir, "null", NULL_OBJECTS, &["-libverbs"]);
+    let mut cmd = Command::new(&prog);
+    cmd.env("LD_PRELOAD", shim_so())
+        .env_remove("IBV_SHIM_LIBRARY")
+        .env_remove("IBV_SHIM_LOG");
+    let out = run(&mut cmd);
+    let text = stdout(&out);
+    for (call, want) in [
+        ("ibv_alloc_pd(NULL)", "0 22"),
+        ("ibv_create_cq(NULL, 16, NULL, NULL, 0)", "0 22"),
+        ("ibv_create_comp_channel(NULL)", "0 22"),
+        ("ibv_create_qp(NULL, &qia)", "0 22"),
+        ("ibv_query_device(NULL, &dev)", "EINVAL 22"),
+        ("ibv_query_gid(NULL, 1, 0, &gid)", "-1 22"),
+        ("ibv_modify_qp(NULL, &qa, IBV_QP_STATE)", "EINVAL 22"),
+    ] {
+        assert!(
+            text.lines().any(|l| l == format!("{call} {want}")),
+            "{call}: want `{want}`\n{}",
+            describe(&cmd, &out)
+        );
+    }
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("ibv_reg_mr(NULL") && l.ends_with(" 0 22")),
+        "{}",
+        describe(&cmd, &out)
+    );
+    let warnings = stderr(&out)
+        .lines()
+        .filter(|l| l.contains(" WARN ") && l.contains("=NULL) (not forwarded"))
+        .count();
+    assert_eq!(warnings, 8, "{}", describe(&cmd, &out));
 }

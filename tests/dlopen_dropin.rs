@@ -16,6 +16,10 @@
 //! from the real library's own files, or from the program's own output
 //! (addresses); nothing is hard-coded but the contract.
 //!
+//! Also: `dlclose()` of the drop-in shim does not run the exit report in
+//! the middle of the program (`-z nodelete`), and a library dlopened by path
+//! in preload mode is the one forwarded to.
+//!
 //! Needs root (test bed), gcc, binutils, libibverbs-dev, ibverbs-utils,
 //! ibverbs-providers, and a built shim and sim (`make test`).
 
@@ -1399,4 +1403,94 @@ fn the_real_librarys_data_object_reaches_the_plugins_in_both_modes() {
         "the variable made no difference: {plain_values:?}"
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+const DLCLOSE: &str = r#"
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdio.h>
+int main(void) {
+    void *h = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h) { printf("dlopen: %s\n", dlerror()); return 1; }
+    void **(*list)(int *) = (void **(*)(int *))dlvsym(h, "ibv_get_device_list", "IBVERBS_1.1");
+    if (!list) { printf("dlvsym failed\n"); return 1; }
+    int n = 0;
+    if (!list(&n)) { printf("no list\n"); return 1; }  /* leaked on purpose */
+    dlclose(h);
+    printf("after dlclose\n");
+    fflush(stdout);
+    return 0;
+}
+"#;
+
+#[test]
+fn dlclose_of_the_dropin_shim_does_not_run_the_exit_report_mid_program() {
+    let dir = TempDir::new("dlclose");
+    let prog = cc_text(&dir, "dlclose", DLCLOSE, &["-ldl"]);
+    let mut cmd = Command::new(&prog);
+    cmd.env("LD_LIBRARY_PATH", dropin(&dir))
+        .env("IBV_SHIM_LIBRARY", sim_lib())
+        .env("IBV_SHIM_LEAK_EXITCODE", "23")
+        .env_remove("LD_PRELOAD");
+    let out = run(&mut cmd);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("after dlclose"),
+        "the program was stopped at dlclose\n{}",
+        describe(&cmd, &out)
+    );
+    // The leaked list is still reported, at the real exit.
+    assert_eq!(out.status.code(), Some(23), "{}", describe(&cmd, &out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("leak report at exit"));
+}
+
+const DLOPEN_BY_PATH: &str = r#"
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+    (void)argc;
+    /* A probe first: nothing has loaded libibverbs yet. */
+    void *probe = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_NOLOAD);
+    printf("probe %s\n", probe ? "loaded" : "not loaded");
+    void *h = dlopen(argv[1], RTLD_NOW);
+    if (!h) { printf("dlopen: %s\n", dlerror()); return 1; }
+    void **(*list)(int *) = (void **(*)(int *))dlvsym(h, "ibv_get_device_list", "IBVERBS_1.1");
+    const char *(*name)(void *) = (const char *(*)(void *))dlvsym(h, "ibv_get_device_name", "IBVERBS_1.1");
+    int n = -1;
+    void **l = list(&n);
+    printf("%d devices", l ? n : -1);
+    for (int i = 0; l && i < n; i++) printf(" %s", name(l[i]));
+    printf("\n");
+    return 0;
+}
+"#;
+
+/// Preload mode: a program that dlopens a verbs library by path (a private
+/// rdma-core, here the sim) gets that library behind the shim, not whatever
+/// `libibverbs.so.1` the search path holds; and an `RTLD_NOLOAD` probe
+/// answers as it would without the shim.
+#[test]
+fn a_verbs_library_dlopened_by_path_is_the_one_forwarded_to() {
+    let dir = TempDir::new("bypath");
+    let prog = cc_text(&dir, "bypath", DLOPEN_BY_PATH, &["-ldl"]);
+    let mut cmd = Command::new(&prog);
+    cmd.arg(sim_lib())
+        .env("IBV_SIM_DEVICES", "mlx5_0,rxe0")
+        .env("LD_PRELOAD", shim_so())
+        .env("IBV_SHIM_LOG", "debug")
+        .env_remove("LD_LIBRARY_PATH")
+        .env_remove("IBV_SHIM_LIBRARY");
+    let out = run(&mut cmd);
+    assert_eq!(
+        stdout(&out).trim(),
+        "probe not loaded\n2 devices mlx5_0 rxe0",
+        "{}",
+        describe(&cmd, &out)
+    );
+    assert!(
+        stderr(&out).contains("ibv_get_device_list("),
+        "{}",
+        describe(&cmd, &out)
+    );
 }

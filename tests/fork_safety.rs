@@ -11,6 +11,7 @@
 //!   context the parent closed or that the parent destroyed, and a use of
 //!   the closed context, may destroy the parent's live PD, and reports only
 //!   what it created itself.
+//! - A child may close the contexts and free the device lists it inherited.
 //!
 //! C programs: `tests/c/fork/`. Needs gcc, libibverbs-dev, root (test bed)
 //! and a built shim and sim (`make test`).
@@ -201,4 +202,91 @@ fn a_child_keeps_what_it_inherited_and_reports_only_its_own() {
             "{mode:?}: the child reports {objects:?}, expected only its own PD {own}\n{report:#}"
         );
     }
+}
+
+const FORK_INHERITED: &str = r#"
+#include <infiniband/verbs.h>
+#include <errno.h>
+#include <stdio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+int main(void) {
+    int n = 0;
+    struct ibv_device **list = ibv_get_device_list(&n);
+    if (!list || n < 1) { printf("no devices\n"); return 1; }
+    struct ibv_context *ctx = ibv_open_device(list[0]);
+    if (!ctx) { printf("open failed\n"); return 1; }
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        /* The child closes and frees what it inherited: legitimate calls. */
+        errno = 0;
+        int rc = ibv_close_device(ctx);
+        printf("child close=%d errno=%d\n", rc, errno);
+        ibv_free_device_list(list);
+        printf("child freed the list\n");
+        fflush(stdout);
+        _exit(0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    printf("parent: child exited %d\n", WEXITSTATUS(status));
+    /* The parent keeps and cleans up its own. */
+    printf("parent close=%d\n", ibv_close_device(ctx));
+    ibv_free_device_list(list);
+    return 0;
+}
+"#;
+
+/// A forked child may close the contexts and free the device lists it
+/// inherited (they used to be refused as unknown), and they are not its leaks.
+#[test]
+fn a_forked_child_may_close_what_it_inherited() {
+    let dir = TempDir::new("fork");
+    let prog = cc_text(&dir, "fork", FORK_INHERITED, &["-libverbs"]);
+    let reports = dir.join("reports");
+    std::fs::create_dir_all(&reports).unwrap();
+    let mut cmd = Command::new(&prog);
+    cmd.env("LD_LIBRARY_PATH", sim_dir())
+        .env("IBV_SIM_DEVICES", "mlx5_0")
+        .env("LD_PRELOAD", shim_so())
+        .env("IBV_SHIM_REPORT", reports.join("report.%p.json"))
+        .env("IBV_SHIM_LEAK_EXITCODE", "23")
+        .env_remove("IBV_SHIM_LIBRARY");
+    let out = run(&mut cmd);
+    let text = stdout(&out);
+    assert!(
+        text.contains("child close=0 errno=0"),
+        "{}",
+        describe(&cmd, &out)
+    );
+    assert!(
+        text.contains("child freed the list"),
+        "{}",
+        describe(&cmd, &out)
+    );
+    assert!(
+        text.contains("parent: child exited 0"),
+        "{}",
+        describe(&cmd, &out)
+    );
+    assert!(text.contains("parent close=0"), "{}", describe(&cmd, &out));
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&cmd, &out));
+    assert!(
+        !stderr(&out).contains("not a context") && !stderr(&out).contains("double free"),
+        "the child's calls were refused\n{}",
+        describe(&cmd, &out)
+    );
+    // Each process that used verbs wrote a report; none leaked.
+    let mut docs = 0;
+    for e in std::fs::read_dir(&reports).unwrap().flatten() {
+        let doc = std::fs::read_to_string(e.path()).unwrap();
+        assert!(
+            doc.contains("\"leaked\":false"),
+            "{}: {doc}",
+            e.path().display()
+        );
+        docs += 1;
+    }
+    assert!(docs >= 1, "no report written\n{}", describe(&cmd, &out));
 }

@@ -127,8 +127,12 @@ pub fn owner_of(addr: usize, kind: Kind) -> Result<&'static SimContext, c_int> {
     Ok(unsafe { &*(ctx as *const SimContext) })
 }
 
-/// `ibv_open_device`.
-pub fn open(dev: *mut ibv_device) -> Result<*mut ibv_context, c_int> {
+/// `ibv_open_device`. `tables` fills the context's function tables (the
+/// callers pass `exports::ops::install`, which lives above this module).
+pub fn open(
+    dev: *mut ibv_device,
+    tables: fn(&mut verbs_context),
+) -> Result<*mut ibv_context, c_int> {
     let sim_dev = device::lookup(dev).ok_or(libc::EINVAL)?;
     if let Err(msg) = crate::fabric::attach(sim_dev) {
         eprintln!("libibverbs (ibv-sim): {msg}");
@@ -145,25 +149,13 @@ pub fn open(dev: *mut ibv_device) -> Result<*mut ibv_context, c_int> {
     // PTHREAD_MUTEX_INITIALIZER on glibc): all-zero is a valid value.
     let mut vctx: verbs_context = unsafe { core::mem::zeroed() };
     vctx.sz = core::mem::size_of::<verbs_context>();
-    vctx.query_port = Some(crate::exports::ops::sim_query_port);
-    vctx.query_device_ex = Some(crate::exports::ops::sim_query_device_ex);
-    vctx.query_rt_values = Some(crate::exports::ops::sim_query_rt_values);
-    vctx.create_qp_ex = Some(crate::exports::ops::sim_create_qp_ex);
-    vctx.create_srq_ex = Some(crate::exports::ops::sim_create_srq_ex);
-    crate::ext::install(&mut vctx);
+    tables(&mut vctx);
     let c = &mut vctx.context;
     c.device = dev;
     c.cmd_fd = cmd_fd;
     c.async_fd = async_q.fd();
     c.num_comp_vectors = limits::NUM_COMP_VECTORS;
     c.abi_compat = VERBS_ABI_IS_EXTENDED;
-    c.ops.poll_cq = Some(crate::exports::ops::sim_poll_cq);
-    c.ops.req_notify_cq = Some(crate::exports::ops::sim_req_notify_cq);
-    c.ops.post_send = Some(crate::exports::ops::sim_post_send);
-    c.ops.post_recv = Some(crate::exports::ops::sim_post_recv);
-    c.ops.post_srq_recv = Some(crate::exports::ops::sim_post_srq_recv);
-    // Memory windows are not simulated: alloc_mw / bind_mw / dealloc_mw
-    // stay NULL, so the inline ibv_alloc_mw fails with EOPNOTSUPP.
     let sim = Box::new(SimContext {
         vctx,
         dev: sim_dev,

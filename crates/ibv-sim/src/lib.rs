@@ -14,18 +14,25 @@
 //! | `config` | `IBV_SIM_DEVICES`, device families |
 //! | `device` | the device table, device / port / GID / P_Key attributes |
 //! | `sysfs` | the sysfs files of simulated devices (`ibv_read_sysfs_file`) |
-//! | `registry` | live objects by address, QPs by number, MRs by key |
+//! | `registry` | live objects by address (`OBJECTS`), the sharded map the tables use |
 //! | `context` | `struct verbs_context`, open / close, per-context state, fds |
 //! | `events` | event queues on real fds (completion channels, async events) |
-//! | `pd`, `mr`, `cq`, `srq`, `qp`, `ah` | one resource kind each |
+//! | `pd`, `mr`, `cq`, `srq`, `qp`, `ah` | one resource kind each; `mr::KEYS` (MRs by key) and `qp::QPS` (QPs by number) |
+//! | `qp::modify`, `qp::mcast` | `ibv_modify_qp` and its checks; multicast attachment |
 //! | `qp_state` | the kernel's QP state machine and attribute masks |
-//! | `datapath` | post / poll, execution of work requests (same process: directly) |
+//! | `datapath` | post / poll entry points, completion and opcode constants |
+//! | `datapath::recv` | receive queues (QP and SRQ), delivery of messages, RNR waits |
+//! | `datapath::memory` | memory access through lkeys and rkeys |
+//! | `datapath::execute` | executing a send work request (same process: directly) |
 //! | `datapath::remote` | work requests to and from QPs of other processes |
-//! | `fabric` | the shared-memory fabric between processes: QP numbers, LIDs, rings, progress |
+//! | `fabric` | the shared-memory fabric between processes: the segment and its layout |
+//! | `fabric::attach`, `fabric::qpn` | liveness, attach / detach, ports and LIDs; fabric-wide QP numbers |
+//! | `fabric::progress`, `fabric::ring`, `fabric::wire` | sending and the progress engine; the rings; the message format |
 //! | `ext` | the extended verbs: `ibv_create_qp_ex` + `ibv_wr_*`, `ibv_create_cq_ex` + poll cursor, `ibv_query_device_ex` |
 //! | `fork` | `ibv_fork_init` state |
 //! | `strings` | `*_str` helpers, rate conversions |
-//! | `exports` | the exported symbols, each behind the panic boundary |
+//! | `exports` | the exported symbols, each behind the panic boundary; `exports::ops::install` fills a context's function tables |
+//! | `exports::private`, `exports::private_cmd` | `IBVERBS_PRIVATE_34` for provider plugins; its `ibv_cmd_*` kernel commands |
 //! | `guard` | that panic boundary, errno |
 #![allow(non_camel_case_types)]
 // The internal verbs take the C API's raw pointers as they come and check

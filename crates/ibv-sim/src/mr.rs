@@ -5,13 +5,17 @@ use core::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
+use once_cell::sync::Lazy;
 use parking_lot::Mutex;
 use verbs_abi::{ibv_mr, ibv_pd};
 
 use crate::context::{self, SimContext};
 use crate::fork;
 use crate::pd::{self, SimPd};
-use crate::registry::{self, Entry, Kind, KEYS, OBJECTS};
+use crate::registry::{self, Entry, Kind, Sharded, OBJECTS};
+
+/// MRs by key (lkey == rkey).
+pub static KEYS: Lazy<Sharded<u32, Arc<MrShared>>> = Lazy::new(Sharded::new);
 
 /// `ibv_access_flags` bits.
 pub const LOCAL_WRITE: u32 = 1;

@@ -6,18 +6,15 @@
 //!   CQ, channel, SRQ, QP, AH) by address, with its kind and owning
 //!   context. Verbs validate their arguments here before dereferencing
 //!   them, so a stale or foreign pointer is an `EINVAL`, not a crash.
-//! - [`QPS`]: QPs by QP number (the loopback data path finds the peer).
-//! - [`KEYS`]: MRs by key (lkey == rkey).
+//!
+//! The tables of QPs by number and MRs by key are `qp::QPS` and `mr::KEYS`,
+//! built on [`Sharded`].
 
 use std::collections::HashMap;
 use std::hash::Hash;
-use std::sync::Arc;
 
 use once_cell::sync::Lazy;
 use parking_lot::Mutex;
-
-use crate::mr::MrShared;
-use crate::qp::QpShared;
 
 const SHARDS: usize = 64;
 
@@ -120,8 +117,6 @@ pub struct Entry {
 }
 
 pub static OBJECTS: Lazy<Sharded<usize, Entry>> = Lazy::new(Sharded::new);
-pub static QPS: Lazy<Sharded<u32, Arc<QpShared>>> = Lazy::new(Sharded::new);
-pub static KEYS: Lazy<Sharded<u32, Arc<MrShared>>> = Lazy::new(Sharded::new);
 
 /// The owning context of a live object of kind `kind` at `addr`.
 pub fn owner(addr: usize, kind: Kind) -> Option<usize> {

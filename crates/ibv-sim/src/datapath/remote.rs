@@ -30,9 +30,9 @@ use super::{
 use crate::fabric::wire::{flag, kind, Wire};
 use crate::fabric::{self, Dest};
 use crate::mr::{REMOTE_ATOMIC, REMOTE_READ, REMOTE_WRITE};
+use crate::qp::QPS;
 use crate::qp::{self, QpAttrs, QpShared};
 use crate::qp_state::{QPT_RC, QPT_UC, QPT_UD};
-use crate::registry::QPS;
 
 /// The requester of a message received from another process.
 pub struct Peer {

@@ -95,7 +95,7 @@ pub unsafe extern "C" fn ibv_get_device_index(dev: *mut ibv_device) -> c_int {
 
 #[no_mangle]
 pub unsafe extern "C" fn ibv_open_device(dev: *mut ibv_device) -> *mut ibv_context {
-    guard::ptr(|| context::open(dev))
+    guard::ptr(|| context::open(dev, super::ops::install))
 }
 
 #[no_mangle]

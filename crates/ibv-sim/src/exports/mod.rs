@@ -20,5 +20,6 @@ pub mod ext;
 pub mod misc;
 pub mod ops;
 pub mod private;
+pub mod private_cmd;
 pub mod resources;
 pub mod unsupported;

@@ -1,0 +1,286 @@
+//! Execution of a send work request of an RTS QP: the connected peer,
+//! the provider's checks, RC / UC operations and UD sends.
+
+use super::*;
+
+/// The connected peer of an RC / UC QP: it must exist, be of the same
+/// type, be able to receive, point back at us, and be reachable at the
+/// address we were given.
+pub(super) fn connected_peer(src: &QpShared, a: &QpAttrs) -> Option<(Arc<QpShared>, u32)> {
+    let dst = QPS.get(a.dest_qp_num)?;
+    if dst.qp_type != src.qp_type {
+        return None;
+    }
+    let g = dst.st.lock();
+    if !qp::can_receive(g.state) || g.attrs.dest_qp_num != src.qp_num {
+        return None;
+    }
+    if !reaches(&a.ah, &dst, u32::from(g.attrs.port_num)) {
+        return None;
+    }
+    let access = g.attrs.access;
+    drop(g);
+    Some((dst, access))
+}
+
+/// Whether an address vector reaches `port` of `dst`'s device.
+pub(crate) fn reaches(ah: &verbs_abi::ibv_ah_attr, dst: &QpShared, port: u32) -> bool {
+    if !dst.dev.port_valid(port) {
+        return false;
+    }
+    if dst.dev.is_ethernet() || dst.dev.is_iwarp() {
+        if ah.is_global == 0 {
+            return false;
+        }
+        // SAFETY: reading the raw bytes of a GID union.
+        let dgid = unsafe { ah.grh.dgid.raw };
+        (0..dst.dev.gid_tbl_len() as u32)
+            .any(|i| matches!(dst.dev.gid(port, i), Ok(Some((g, _))) if g == dgid))
+    } else {
+        ah.dlid == dst.dev.lid(port)
+    }
+}
+
+/// Checks a send work request the way the provider does before queueing it.
+pub(super) fn check_send(s: &QpShared, w: &SendWr) -> Result<(), c_int> {
+    if w.num_sge < 0 || w.num_sge as u32 > s.cap.max_send_sge.max(1) {
+        return Err(libc::EINVAL);
+    }
+    if w.flags & SEND_INLINE != 0 && total_len(&w.sge) > u64::from(s.cap.max_inline_data) {
+        return Err(libc::EINVAL);
+    }
+    let ok = match s.qp_type {
+        QPT_RC => {
+            matches!(
+                w.opcode,
+                WR_RDMA_WRITE | WR_RDMA_WRITE_WITH_IMM | WR_SEND | WR_SEND_WITH_IMM | WR_RDMA_READ
+            ) || (s.dev.family.atomics
+                && matches!(w.opcode, WR_ATOMIC_CMP_AND_SWP | WR_ATOMIC_FETCH_AND_ADD))
+        }
+        QPT_UC => matches!(
+            w.opcode,
+            WR_RDMA_WRITE | WR_RDMA_WRITE_WITH_IMM | WR_SEND | WR_SEND_WITH_IMM
+        ),
+        QPT_UD => matches!(w.opcode, WR_SEND | WR_SEND_WITH_IMM),
+        _ => false,
+    };
+    if !ok {
+        return Err(libc::EINVAL);
+    }
+    if s.qp_type == QPT_UD && !registry::is_live(w.ah as usize, Kind::Ah) {
+        return Err(libc::EINVAL);
+    }
+    Ok(())
+}
+
+/// Port MTU in bytes of a path MTU code.
+pub(super) fn mtu_bytes(code: c_int) -> usize {
+    128usize << code.clamp(1, 5)
+}
+
+/// Executes one send work request of an RTS QP.
+pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr) {
+    let signaled = s.sq_sig_all || w.flags & SEND_SIGNALED != 0;
+    let opcode = wc_opcode_of(w.opcode);
+    let done = |status: c_int, len: u32| complete_send(s, w.wr_id, signaled, opcode, status, len);
+    let inline = w.flags & SEND_INLINE != 0;
+    let slid = s.dev.lid(u32::from(a.port_num.max(1)));
+    let with_imm = matches!(w.opcode, WR_SEND_WITH_IMM | WR_RDMA_WRITE_WITH_IMM);
+
+    if s.qp_type == QPT_UD {
+        return execute_ud(s, a, w, signaled, slid);
+    }
+    if QPS.get(a.dest_qp_num).is_none() {
+        // Not ours: the fabric decides whether anybody answers.
+        return remote::execute(s, a, w, signaled, slid);
+    }
+    let Some((dst, dst_access)) = connected_peer(s, a) else {
+        // Nobody answers: RC retries and gives up; UC just loses the message.
+        return done(
+            if s.qp_type == QPT_RC {
+                WC_RETRY_EXC_ERR
+            } else {
+                WC_SUCCESS
+            },
+            0,
+        );
+    };
+    let msg_for = |payload: Vec<u8>, write_imm_len: Option<u32>| Message {
+        src: Origin::Local(s.clone()),
+        src_qpn: s.qp_num,
+        payload,
+        imm: with_imm.then_some(w.imm),
+        write_imm_len,
+        solicited: w.flags & SEND_SOLICITED != 0,
+        grh: None,
+        grh_valid: false,
+        slid,
+        sl: a.ah.sl,
+        wr_id: w.wr_id,
+        signaled,
+        send_opcode: opcode,
+    };
+    match w.opcode {
+        WR_SEND | WR_SEND_WITH_IMM => match gather(s, &w.sge, inline) {
+            Ok(p) => deliver(&dst, msg_for(p, None), a.rnr_retry == 7),
+            Err(st) => done(st, 0),
+        },
+        WR_RDMA_WRITE | WR_RDMA_WRITE_WITH_IMM => {
+            let data = match gather(s, &w.sge, inline) {
+                Ok(d) => d,
+                Err(st) => return done(st, 0),
+            };
+            if !data.is_empty() {
+                match remote(
+                    &dst,
+                    dst_access,
+                    w.rkey,
+                    w.remote_addr,
+                    data.len() as u64,
+                    REMOTE_WRITE,
+                ) {
+                    Ok(host) => copy_bytes(data.as_ptr() as usize, host, data.len()),
+                    Err(st) => return done(st, 0),
+                }
+            }
+            if w.opcode == WR_RDMA_WRITE_WITH_IMM {
+                let n = data.len() as u32;
+                deliver(&dst, msg_for(Vec::new(), Some(n)), a.rnr_retry == 7);
+            } else {
+                done(WC_SUCCESS, data.len() as u32);
+            }
+        }
+        WR_RDMA_READ => {
+            let len = total_len(&w.sge);
+            let host = if len == 0 {
+                0
+            } else {
+                match remote(&dst, dst_access, w.rkey, w.remote_addr, len, REMOTE_READ) {
+                    Ok(h) => h,
+                    Err(st) => return done(st, 0),
+                }
+            };
+            let mut data = vec![0u8; len as usize];
+            copy_bytes(host, data.as_mut_ptr() as usize, len as usize);
+            match scatter(s.pd, &w.sge, &[&data]) {
+                Ok(()) => done(WC_SUCCESS, len as u32),
+                Err(st) => done(st, 0),
+            }
+        }
+        WR_ATOMIC_CMP_AND_SWP | WR_ATOMIC_FETCH_AND_ADD => {
+            if !w.remote_addr.is_multiple_of(8) || total_len(&w.sge) < 8 {
+                return done(WC_REM_INV_REQ_ERR, 0);
+            }
+            let host = match remote(&dst, dst_access, w.rkey, w.remote_addr, 8, REMOTE_ATOMIC) {
+                Ok(h) => h,
+                Err(st) => return done(st, 0),
+            };
+            // SAFETY: 8 aligned bytes inside a registered MR with atomic access.
+            let cell = unsafe { &*(host as *const AtomicU64) };
+            let old = if w.opcode == WR_ATOMIC_CMP_AND_SWP {
+                match cell.compare_exchange(
+                    w.compare_add,
+                    w.swap,
+                    Ordering::SeqCst,
+                    Ordering::SeqCst,
+                ) {
+                    Ok(v) | Err(v) => v,
+                }
+            } else {
+                cell.fetch_add(w.compare_add, Ordering::SeqCst)
+            };
+            match scatter(s.pd, &w.sge, &[&old.to_ne_bytes()]) {
+                Ok(()) => done(WC_SUCCESS, 8),
+                Err(st) => done(st, 0),
+            }
+        }
+        _ => done(WC_REM_INV_REQ_ERR, 0),
+    }
+}
+
+pub(super) fn execute_ud(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr, signaled: bool, slid: u16) {
+    let done = |status: c_int| complete_send(s, w.wr_id, signaled, WC_SEND, status, 0);
+    let payload = match gather(s, &w.sge, w.flags & SEND_INLINE != 0) {
+        Ok(p) => p,
+        Err(st) => return done(st),
+    };
+    let port = u32::from(a.port_num.max(1));
+    let mtu = s
+        .dev
+        .port_attr(port)
+        .map_or(4096, |p| mtu_bytes(p.active_mtu as c_int));
+    if payload.len() > mtu {
+        return done(WC_LOC_LEN_ERR);
+    }
+    // SAFETY: the AH was checked live when the request was posted.
+    let ah = unsafe { &*(w.ah as *const SimAh) }.attr;
+    let qkey = if w.remote_qkey & 0x8000_0000 != 0 {
+        a.qkey
+    } else {
+        w.remote_qkey
+    };
+    let grh = (ah.is_global != 0).then(|| {
+        let mut g = [0u8; GRH_LEN];
+        let flow =
+            (6u32 << 28) | (u32::from(ah.grh.traffic_class) << 20) | (ah.grh.flow_label & 0xfffff);
+        g[0..4].copy_from_slice(&flow.to_be_bytes());
+        g[4..6].copy_from_slice(&(payload.len() as u16).to_be_bytes());
+        g[6] = 0x1b;
+        g[7] = ah.grh.hop_limit;
+        if let Ok(Some((sgid, _))) = s
+            .dev
+            .gid(u32::from(ah.port_num), u32::from(ah.grh.sgid_index))
+        {
+            g[8..24].copy_from_slice(&sgid);
+        }
+        // SAFETY: reading the raw bytes of a GID union.
+        g[24..40].copy_from_slice(&unsafe { ah.grh.dgid.raw });
+        g
+    });
+    if w.remote_qpn != 0x00ff_ffff && QPS.get(w.remote_qpn).is_none() {
+        remote::send_ud(s, &w, &ah, qkey, slid, grh, &payload);
+        return done(WC_SUCCESS);
+    }
+    let targets: Vec<Arc<QpShared>> = if w.remote_qpn == 0x00ff_ffff {
+        // SAFETY: reading the raw bytes of a GID union.
+        let dgid = unsafe { ah.grh.dgid.raw };
+        qp::MCAST
+            .lock()
+            .get(&dgid)
+            .map(|v| v.iter().filter(|q| q.qp_num != s.qp_num).cloned().collect())
+            .unwrap_or_default()
+    } else {
+        QPS.get(w.remote_qpn).into_iter().collect()
+    };
+    for dst in targets {
+        let g = dst.st.lock();
+        let ok = dst.qp_type == QPT_UD
+            && qp::can_receive(g.state)
+            && g.attrs.qkey == qkey
+            && (w.remote_qpn == 0x00ff_ffff || reaches(&ah, &dst, u32::from(g.attrs.port_num)));
+        drop(g);
+        if !ok {
+            continue;
+        }
+        let msg = Message {
+            src: Origin::Local(s.clone()),
+            src_qpn: s.qp_num,
+            payload: payload.clone(),
+            imm: (w.opcode == WR_SEND_WITH_IMM).then_some(w.imm),
+            write_imm_len: None,
+            solicited: w.flags & SEND_SOLICITED != 0,
+            grh: Some(grh.unwrap_or([0u8; GRH_LEN])),
+            grh_valid: grh.is_some(),
+            slid,
+            sl: ah.sl,
+            wr_id: 0,
+            signaled: false,
+            send_opcode: WC_SEND,
+        };
+        // No receive posted: the datagram is dropped.
+        if let Taken::Wqe(wqe, m) = take_wqe(&dst, msg, false) {
+            land(&dst, wqe, &m);
+        }
+    }
+    done(WC_SUCCESS);
+}

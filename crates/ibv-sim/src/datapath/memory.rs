@@ -1,0 +1,115 @@
+//! Memory access through keys: local (lkey) and remote (rkey) checks,
+//! gathering a payload and scattering it.
+
+use super::*;
+
+pub(crate) fn copy_bytes(src: usize, dst: usize, n: usize) {
+    if n > 0 {
+        // SAFETY: both ranges were checked against registered MRs (or are
+        // the program's inline buffers); they may overlap on loopback.
+        unsafe { core::ptr::copy(src as *const u8, dst as *mut u8, n) };
+    }
+}
+
+/// Host address of `[addr, addr + len)` through the local key `lkey`.
+pub(super) fn local(pd: usize, lkey: u32, addr: u64, len: u64, need: u32) -> Result<usize, c_int> {
+    let m = mr::by_key(lkey).ok_or(WC_LOC_PROT_ERR)?;
+    let info = *m.info.lock();
+    if info.pd != pd || info.access & need != need {
+        return Err(WC_LOC_PROT_ERR);
+    }
+    info.host(addr, len).ok_or(WC_LOC_PROT_ERR)
+}
+
+/// Host address of remote memory through `rkey`, as the responder checks it.
+pub(crate) fn remote(
+    dst: &QpShared,
+    dst_access: u32,
+    rkey: u32,
+    addr: u64,
+    len: u64,
+    need: u32,
+) -> Result<usize, c_int> {
+    if dst_access & need == 0 {
+        return Err(WC_REM_ACCESS_ERR);
+    }
+    let m = mr::by_key(rkey).ok_or(WC_REM_ACCESS_ERR)?;
+    let info = *m.info.lock();
+    if info.pd != dst.pd || info.access & need == 0 {
+        return Err(WC_REM_ACCESS_ERR);
+    }
+    info.host(addr, len).ok_or(WC_REM_ACCESS_ERR)
+}
+
+/// Reads a work request's scatter/gather list.
+pub(super) fn sges(list: *const ibv_sge, n: c_int) -> Vec<ibv_sge> {
+    if list.is_null() || n <= 0 {
+        return Vec::new();
+    }
+    // SAFETY: the program passes num_sge readable entries.
+    unsafe { core::slice::from_raw_parts(list, n as usize) }.to_vec()
+}
+
+pub(crate) fn total_len(s: &[ibv_sge]) -> u64 {
+    s.iter().map(|e| u64::from(e.length)).sum()
+}
+
+/// Gathers the payload of a send / write (through lkeys, or inline).
+pub(crate) fn gather(src: &QpShared, list: &[ibv_sge], inline: bool) -> Result<Vec<u8>, c_int> {
+    let mut out = Vec::with_capacity(total_len(list) as usize);
+    for e in list {
+        if e.length == 0 {
+            continue;
+        }
+        let host = if inline {
+            e.addr as usize
+        } else {
+            local(src.pd, e.lkey, e.addr, u64::from(e.length), 0)?
+        };
+        let at = out.len();
+        out.resize(at + e.length as usize, 0);
+        copy_bytes(host, out[at..].as_mut_ptr() as usize, e.length as usize);
+    }
+    Ok(out)
+}
+
+/// Scatters `data` through a receive (or read response) scatter list of
+/// `owner`: `LOC_LEN_ERR` when it does not fit, `LOC_PROT_ERR` on a bad key.
+pub(crate) fn scatter(owner_pd: usize, list: &[ibv_sge], data: &[&[u8]]) -> Result<(), c_int> {
+    let need: u64 = data.iter().map(|d| d.len() as u64).sum();
+    if need > total_len(list) {
+        return Err(WC_LOC_LEN_ERR);
+    }
+    // Resolve every target first, then copy.
+    let mut targets = Vec::with_capacity(list.len());
+    let mut left = need;
+    for e in list {
+        if left == 0 {
+            break;
+        }
+        let n = u64::from(e.length).min(left);
+        if n == 0 {
+            continue;
+        }
+        targets.push((local(owner_pd, e.lkey, e.addr, n, LOCAL_WRITE)?, n as usize));
+        left -= n;
+    }
+    let mut src = data.iter().flat_map(|d| d.chunks(1 << 30)).peekable();
+    let mut cur: &[u8] = src.next().unwrap_or(&[]);
+    for (mut dst, mut room) in targets {
+        while room > 0 {
+            while cur.is_empty() {
+                match src.next() {
+                    Some(c) => cur = c,
+                    None => return Ok(()),
+                }
+            }
+            let n = room.min(cur.len());
+            copy_bytes(cur.as_ptr() as usize, dst, n);
+            cur = &cur[n..];
+            dst += n;
+            room -= n;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,338 @@
+//! The data path: `post_send`, `post_recv`, `post_srq_recv`, `poll_cq`,
+//! `req_notify_cq`, and execution of work requests between QPs of this
+//! process (on the same or another simulated device). Work requests for
+//! QPs of other processes go through [`remote`] and the fabric.
+//!
+//! A send is executed when it is posted: the payload is gathered through
+//! the sender's lkeys, the peer QP is found by QP number (and must be
+//! connected back, with an address that reaches its port), and the data is
+//! scattered through the peer's receive WQE or written / read / updated
+//! through its rkey, with the access checks real hardware makes. Errors
+//! produce the completion statuses hardware would (`IBV_WC_REM_ACCESS_ERR`,
+//! `IBV_WC_LOC_PROT_ERR`, `IBV_WC_RNR_RETRY_EXC_ERR`, `IBV_WC_RETRY_EXC_ERR`,
+//! ...) and move the QP to the error state. A send that finds no receive
+//! WQE waits for one when `rnr_retry` is 7 (infinite), as hardware retries.
+//!
+//! This module: the verbs' entry points (post, poll, notify) and the
+//! completion / opcode constants. `recv`: receive queues and delivery;
+//! `memory`: access through lkeys and rkeys; `execute`: executing a send;
+//! [`remote`]: the same across processes.
+
+use core::ffi::c_int;
+use core::ptr::{addr_of, addr_of_mut};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use verbs_abi::{ibv_ah, ibv_cq, ibv_qp, ibv_recv_wr, ibv_send_wr, ibv_sge, ibv_srq, ibv_wc};
+
+use crate::ah::SimAh;
+use crate::cq;
+use crate::mr::{self, LOCAL_WRITE, REMOTE_ATOMIC, REMOTE_READ, REMOTE_WRITE};
+use crate::qp::{self, QpAttrs, QpShared, QPS};
+use crate::qp_state::{ERR, QPT_RC, QPT_UC, QPT_UD, RTS, SQE};
+use crate::registry::{self, Kind};
+use crate::srq;
+
+mod execute;
+mod memory;
+mod recv;
+pub mod remote;
+
+pub(crate) use execute::*;
+pub(crate) use memory::*;
+pub use recv::*;
+
+/// `ibv_wc_opcode`.
+pub const WC_SEND: c_int = 0;
+pub const WC_RDMA_WRITE: c_int = 1;
+pub const WC_RDMA_READ: c_int = 2;
+pub const WC_COMP_SWAP: c_int = 3;
+pub const WC_FETCH_ADD: c_int = 4;
+pub const WC_RECV: c_int = 128;
+pub const WC_RECV_RDMA_WITH_IMM: c_int = 129;
+
+/// `ibv_wc_status`.
+pub const WC_SUCCESS: c_int = 0;
+pub const WC_LOC_LEN_ERR: c_int = 1;
+pub const WC_LOC_PROT_ERR: c_int = 4;
+pub const WC_WR_FLUSH_ERR: c_int = 5;
+pub const WC_REM_INV_REQ_ERR: c_int = 9;
+pub const WC_REM_ACCESS_ERR: c_int = 10;
+pub const WC_REM_OP_ERR: c_int = 11;
+pub const WC_RETRY_EXC_ERR: c_int = 12;
+pub const WC_RNR_RETRY_EXC_ERR: c_int = 13;
+
+/// `ibv_wr_opcode`.
+pub const WR_RDMA_WRITE: c_int = 0;
+pub const WR_RDMA_WRITE_WITH_IMM: c_int = 1;
+pub const WR_SEND: c_int = 2;
+pub const WR_SEND_WITH_IMM: c_int = 3;
+pub const WR_RDMA_READ: c_int = 4;
+pub const WR_ATOMIC_CMP_AND_SWP: c_int = 5;
+pub const WR_ATOMIC_FETCH_AND_ADD: c_int = 6;
+
+/// `ibv_send_flags`.
+pub const SEND_SIGNALED: u32 = 1 << 1;
+pub const SEND_SOLICITED: u32 = 1 << 2;
+pub const SEND_INLINE: u32 = 1 << 3;
+
+/// `ibv_wc_flags`.
+const WC_GRH: u32 = 1;
+const WC_WITH_IMM: u32 = 1 << 1;
+
+/// Size of the GRH that precedes every UD receive.
+pub const GRH_LEN: usize = 40;
+
+/// A completion with every other field zero.
+pub fn wc(wr_id: u64, status: c_int, opcode: c_int, qp_num: u32) -> ibv_wc {
+    // SAFETY: ibv_wc is plain data; zero is IBV_WC_SUCCESS / IBV_WC_SEND.
+    let mut w: ibv_wc = unsafe { core::mem::zeroed() };
+    w.wr_id = wr_id;
+    w.qp_num = qp_num;
+    // SAFETY: the callers pass members of ibv_wc_status / ibv_wc_opcode.
+    unsafe {
+        addr_of_mut!(w.status).cast::<c_int>().write(status);
+        addr_of_mut!(w.opcode).cast::<c_int>().write(opcode);
+    }
+    w
+}
+
+/// A flushed work request's completion.
+pub fn flush_wc(wr_id: u64, opcode: c_int, qp_num: u32) -> ibv_wc {
+    wc(wr_id, WC_WR_FLUSH_ERR, opcode, qp_num)
+}
+
+/// The fields of an `ibv_send_wr`, read without forming Rust enums.
+pub struct SendWr {
+    pub wr_id: u64,
+    pub sge: Vec<ibv_sge>,
+    pub num_sge: c_int,
+    pub opcode: c_int,
+    pub flags: u32,
+    pub imm: u32,
+    pub remote_addr: u64,
+    pub rkey: u32,
+    pub compare_add: u64,
+    pub swap: u64,
+    pub ah: *mut ibv_ah,
+    pub remote_qpn: u32,
+    pub remote_qkey: u32,
+}
+
+/// # Safety
+/// `w` must point at a readable `ibv_send_wr` whose `sg_list` holds `num_sge` entries.
+unsafe fn read_send_wr(w: *const ibv_send_wr) -> SendWr {
+    // SAFETY: guaranteed by the caller; the union members are plain data
+    // read as the opcode's member (all-integer or pointer fields).
+    unsafe {
+        let num_sge = (*w).num_sge;
+        SendWr {
+            wr_id: (*w).wr_id,
+            sge: sges((*w).sg_list, num_sge),
+            num_sge,
+            opcode: addr_of!((*w).opcode).cast::<c_int>().read(),
+            flags: (*w).send_flags,
+            imm: (*w).imm_data,
+            remote_addr: (*w).wr.rdma.remote_addr,
+            rkey: match addr_of!((*w).opcode).cast::<c_int>().read() {
+                WR_ATOMIC_CMP_AND_SWP | WR_ATOMIC_FETCH_AND_ADD => (*w).wr.atomic.rkey,
+                _ => (*w).wr.rdma.rkey,
+            },
+            compare_add: (*w).wr.atomic.compare_add,
+            swap: (*w).wr.atomic.swap,
+            ah: (*w).wr.ud.ah,
+            remote_qpn: (*w).wr.ud.remote_qpn,
+            remote_qkey: (*w).wr.ud.remote_qkey,
+        }
+    }
+}
+
+pub(crate) fn wc_opcode_of(wr_opcode: c_int) -> c_int {
+    match wr_opcode {
+        WR_RDMA_WRITE | WR_RDMA_WRITE_WITH_IMM => WC_RDMA_WRITE,
+        WR_RDMA_READ => WC_RDMA_READ,
+        WR_ATOMIC_CMP_AND_SWP => WC_COMP_SWAP,
+        WR_ATOMIC_FETCH_AND_ADD => WC_FETCH_ADD,
+        _ => WC_SEND,
+    }
+}
+
+/// Posts one send work request on a QP: checked as the provider checks
+/// it (`Err(errno)` when refused), then executed (a QP of this process:
+/// at once; of another: through the fabric) or flushed in the error
+/// states. Its completion goes to the QP's send CQ (`CqShared::push`).
+/// The entry point for every post API (`ibv_post_send`, `ibv_wr_*`).
+pub fn post_one(s: &Arc<QpShared>, w: SendWr) -> Result<(), c_int> {
+    let (state, attrs) = {
+        let g = s.st.lock();
+        (g.state, g.attrs)
+    };
+    match state {
+        RTS => check_send(s, &w).map(|()| execute(s, &attrs, w)),
+        ERR | SQE => check_send(s, &w).map(|()| {
+            s.send_cq
+                .push(flush_wc(w.wr_id, wc_opcode_of(w.opcode), s.qp_num), true)
+        }),
+        // RESET, INIT, RTR, SQD: the send queue is not processing.
+        _ => Err(libc::EINVAL),
+    }
+}
+
+/// `ibv_post_send`.
+pub fn post_send(qp: *mut ibv_qp, wr: *mut ibv_send_wr, bad: *mut *mut ibv_send_wr) -> c_int {
+    if qp.is_null() {
+        return libc::EINVAL;
+    }
+    // SAFETY: the program passes a QP it created (the inline verb reached
+    // the sim through this QP's context).
+    let s = &unsafe { qp::unchecked(qp) }.shared;
+    let mut cur = wr;
+    while !cur.is_null() {
+        // SAFETY: a work request of the program's list.
+        let w = unsafe { read_send_wr(cur) };
+        // SAFETY: as above.
+        let next = unsafe { (*cur).next };
+        if let Err(e) = post_one(s, w) {
+            if !bad.is_null() {
+                // SAFETY: bad points at the program's out pointer.
+                unsafe { *bad = cur };
+            }
+            return e;
+        }
+        cur = next;
+    }
+    0
+}
+
+/// # Safety
+/// `w` must point at a readable `ibv_recv_wr`.
+unsafe fn read_recv_wr(w: *const ibv_recv_wr) -> (u64, c_int, Vec<ibv_sge>) {
+    // SAFETY: guaranteed by the caller.
+    unsafe { ((*w).wr_id, (*w).num_sge, sges((*w).sg_list, (*w).num_sge)) }
+}
+
+/// Posts a list of receives to `q` (a QP's or an SRQ's queue).
+fn post_recv_list(
+    wr: *mut ibv_recv_wr,
+    bad: *mut *mut ibv_recv_wr,
+    mut push: impl FnMut(u64, c_int, Vec<ibv_sge>) -> Result<(), c_int>,
+) -> c_int {
+    let mut cur = wr;
+    while !cur.is_null() {
+        // SAFETY: a work request of the program's list.
+        let (wr_id, n, list) = unsafe { read_recv_wr(cur) };
+        if let Err(e) = push(wr_id, n, list) {
+            if !bad.is_null() {
+                // SAFETY: bad points at the program's out pointer.
+                unsafe { *bad = cur };
+            }
+            return e;
+        }
+        // SAFETY: as above.
+        cur = unsafe { (*cur).next };
+    }
+    0
+}
+
+/// `ibv_post_recv`.
+pub fn post_recv(qp: *mut ibv_qp, wr: *mut ibv_recv_wr, bad: *mut *mut ibv_recv_wr) -> c_int {
+    if qp.is_null() {
+        return libc::EINVAL;
+    }
+    // SAFETY: a QP the program created (see post_send).
+    let s = &unsafe { qp::unchecked(qp) }.shared;
+    if s.srq.is_some() {
+        if !bad.is_null() {
+            // SAFETY: bad points at the program's out pointer.
+            unsafe { *bad = wr };
+        }
+        return libc::EINVAL;
+    }
+    let r = post_recv_list(wr, bad, |wr_id, n, list| {
+        let mut g = s.st.lock();
+        if !qp::can_post_recv(g.state) {
+            return Err(libc::EINVAL);
+        }
+        if n < 0 || n as u32 > g.rq.max_sge.max(1) {
+            return Err(libc::EINVAL);
+        }
+        if g.state == ERR {
+            drop(g);
+            s.recv_cq.push(flush_wc(wr_id, WC_RECV, s.qp_num), true);
+            return Ok(());
+        }
+        if g.rq.wqes.len() >= g.rq.max_wr as usize {
+            return Err(libc::ENOMEM);
+        }
+        g.rq.wqes.push_back(RecvWqe { wr_id, sge: list });
+        Ok(())
+    });
+    drain(|| {
+        let mut g = s.st.lock();
+        if g.rq.wqes.is_empty() || g.rq.pending.is_empty() {
+            return None;
+        }
+        let w = g.rq.wqes.pop_front()?;
+        let p = g.rq.pending.pop_front()?;
+        Some((w, p))
+    });
+    r
+}
+
+/// `ibv_post_srq_recv`.
+pub fn post_srq_recv(srq: *mut ibv_srq, wr: *mut ibv_recv_wr, bad: *mut *mut ibv_recv_wr) -> c_int {
+    if srq.is_null() {
+        return libc::EINVAL;
+    }
+    // SAFETY: an SRQ the program created.
+    let s = &unsafe { srq::unchecked(srq) }.shared;
+    let r = post_recv_list(wr, bad, |wr_id, n, list| {
+        let mut g = s.rq.lock();
+        if n < 0 || n as u32 > g.rq.max_sge {
+            return Err(libc::EINVAL);
+        }
+        if g.rq.wqes.len() >= g.rq.max_wr as usize {
+            return Err(libc::ENOMEM);
+        }
+        g.rq.wqes.push_back(RecvWqe { wr_id, sge: list });
+        Ok(())
+    });
+    drain(|| {
+        let mut g = s.rq.lock();
+        if g.rq.wqes.is_empty() || g.rq.pending.is_empty() {
+            return None;
+        }
+        let w = g.rq.wqes.pop_front()?;
+        let p = g.rq.pending.pop_front()?;
+        s.after_take(&mut g);
+        Some((w, p))
+    });
+    r
+}
+
+/// `ibv_poll_cq`.
+pub fn poll_cq(cq: *mut ibv_cq, n: c_int, out: *mut ibv_wc) -> c_int {
+    if cq.is_null() || n < 0 || (n > 0 && out.is_null()) {
+        return -libc::EINVAL;
+    }
+    if n == 0 {
+        return 0;
+    }
+    // What other processes sent us lands now (busy polling is the fast
+    // path). Every poll API calls this before reading its CQ.
+    crate::fabric::poll_progress();
+    // SAFETY: a CQ the program created.
+    let c = unsafe { cq::unchecked(cq) };
+    c.shared.poll(out, n as usize) as c_int
+}
+
+/// `ibv_req_notify_cq`.
+pub fn req_notify_cq(cq: *mut ibv_cq, solicited_only: c_int) -> c_int {
+    if cq.is_null() {
+        return libc::EINVAL;
+    }
+    // SAFETY: a CQ the program created.
+    unsafe { cq::unchecked(cq) }.shared.arm(solicited_only != 0);
+    0
+}

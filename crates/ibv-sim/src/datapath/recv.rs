@@ -1,0 +1,247 @@
+//! Receive queues (of QPs and SRQs) and the delivery of messages to them:
+//! landing in a receive WQE, parking a message until one is posted (the
+//! sender's RNR wait), and completing the sender.
+
+use super::*;
+
+/// A posted receive.
+pub struct RecvWqe {
+    pub wr_id: u64,
+    pub sge: Vec<ibv_sge>,
+}
+
+/// A message waiting for a receive WQE (the sender's RNR retries).
+pub struct Pending {
+    pub(super) dst: Arc<QpShared>,
+    pub(super) msg: Message,
+}
+
+/// A receive queue (of a QP or an SRQ) and the messages waiting on it.
+pub struct RecvQueue {
+    pub wqes: VecDeque<RecvWqe>,
+    pub max_wr: u32,
+    pub max_sge: u32,
+    pub pending: VecDeque<Pending>,
+}
+
+impl RecvQueue {
+    pub fn new(max_wr: u32, max_sge: u32) -> Self {
+        RecvQueue {
+            wqes: VecDeque::new(),
+            max_wr,
+            max_sge,
+            pending: VecDeque::new(),
+        }
+    }
+}
+
+/// Who sent a message, and so who learns how it ended.
+pub enum Origin {
+    /// A QP of this process: its completion is pushed directly.
+    Local(Arc<QpShared>),
+    /// A QP of another process: it gets a response over the fabric.
+    Remote(remote::Peer),
+}
+
+/// A message on its way to a receive WQE.
+pub struct Message {
+    pub(super) src: Origin,
+    pub(super) src_qpn: u32,
+    pub(super) payload: Vec<u8>,
+    pub(super) imm: Option<u32>,
+    /// RDMA write with immediate: nothing to scatter, `byte_len` is this.
+    pub(super) write_imm_len: Option<u32>,
+    pub(super) solicited: bool,
+    /// UD: the 40 bytes that precede the payload in the receive buffer.
+    pub(super) grh: Option<[u8; GRH_LEN]>,
+    /// UD: whether those bytes are a real GRH (`IBV_WC_GRH`).
+    pub(super) grh_valid: bool,
+    pub(super) slid: u16,
+    pub(super) sl: u8,
+    /// The sender's work request, completed when the message lands.
+    pub(super) wr_id: u64,
+    pub(super) signaled: bool,
+    pub(super) send_opcode: c_int,
+}
+
+/// Completes the sender's work request; errors move the sender to ERR
+/// (RC) or SQE (UC, UD).
+pub(crate) fn complete_send(
+    src: &QpShared,
+    wr_id: u64,
+    signaled: bool,
+    opcode: c_int,
+    status: c_int,
+    byte_len: u32,
+) {
+    if status != WC_SUCCESS || signaled {
+        let mut w = wc(wr_id, status, opcode, src.qp_num);
+        w.byte_len = byte_len;
+        src.send_cq.push(w, status != WC_SUCCESS);
+    }
+    if status != WC_SUCCESS {
+        src.fail(if src.qp_type == QPT_RC { ERR } else { SQE });
+    }
+}
+
+/// Tells a message's sender how it ended.
+pub(super) fn complete_msg(msg: &Message, status: c_int, byte_len: u32) {
+    match &msg.src {
+        Origin::Local(s) => complete_send(
+            s,
+            msg.wr_id,
+            msg.signaled,
+            msg.send_opcode,
+            status,
+            byte_len,
+        ),
+        Origin::Remote(p) => remote::reply(p, status),
+    }
+}
+
+/// Lands a message in a receive WQE of `dst`; returns the sender's status.
+pub(crate) fn land(dst: &QpShared, wqe: RecvWqe, msg: &Message) -> c_int {
+    let grh: &[u8] = msg.grh.as_ref().map_or(&[], |g| &g[..]);
+    let (result, byte_len) = match msg.write_imm_len {
+        Some(n) => (Ok(()), n),
+        None => (
+            scatter(dst.pd, &wqe.sge, &[grh, &msg.payload]),
+            (grh.len() + msg.payload.len()) as u32,
+        ),
+    };
+    let opcode = if msg.write_imm_len.is_some() {
+        WC_RECV_RDMA_WITH_IMM
+    } else {
+        WC_RECV
+    };
+    match result {
+        Ok(()) => {
+            let mut w = wc(wqe.wr_id, WC_SUCCESS, opcode, dst.qp_num);
+            w.byte_len = byte_len;
+            w.src_qp = msg.src_qpn;
+            w.slid = msg.slid;
+            w.sl = msg.sl;
+            if let Some(imm) = msg.imm {
+                w.imm_data = imm;
+                w.wc_flags |= WC_WITH_IMM;
+            }
+            if msg.grh_valid {
+                w.wc_flags |= WC_GRH;
+            }
+            dst.recv_cq.push(w, msg.solicited);
+            WC_SUCCESS
+        }
+        Err(status) => {
+            dst.recv_cq
+                .push(wc(wqe.wr_id, status, opcode, dst.qp_num), true);
+            if dst.qp_type == QPT_UD {
+                // Unreliable: the sender never learns.
+                return WC_SUCCESS;
+            }
+            dst.fail(ERR);
+            if status == WC_LOC_LEN_ERR {
+                WC_REM_INV_REQ_ERR
+            } else {
+                WC_REM_OP_ERR
+            }
+        }
+    }
+}
+
+pub(super) enum Taken {
+    Wqe(RecvWqe, Message),
+    Parked,
+    None(Message),
+}
+
+/// Takes a receive WQE of `dst` for `msg`, or parks `msg` until one is
+/// posted (`wait`), atomically with respect to posters.
+pub(super) fn take_wqe(dst: &Arc<QpShared>, msg: Message, wait: bool) -> Taken {
+    // RC is in order: behind a parked message, the next one parks too.
+    if let Some(s) = &dst.srq {
+        let mut g = s.rq.lock();
+        let behind = wait && g.rq.pending.iter().any(|p| p.dst.qp_num == dst.qp_num);
+        if let Some(w) = (!behind).then(|| g.rq.wqes.pop_front()).flatten() {
+            s.after_take(&mut g);
+            return Taken::Wqe(w, msg);
+        }
+        if wait {
+            g.rq.pending.push_back(Pending {
+                dst: dst.clone(),
+                msg,
+            });
+            return Taken::Parked;
+        }
+        return Taken::None(msg);
+    }
+    let mut g = dst.st.lock();
+    let behind = wait && !g.rq.pending.is_empty();
+    if let Some(w) = (!behind).then(|| g.rq.wqes.pop_front()).flatten() {
+        return Taken::Wqe(w, msg);
+    }
+    if wait {
+        g.rq.pending.push_back(Pending {
+            dst: dst.clone(),
+            msg,
+        });
+        return Taken::Parked;
+    }
+    Taken::None(msg)
+}
+
+/// Delivers `msg` to `dst` and completes the sender, now or (RNR wait) later.
+pub(crate) fn deliver(dst: &Arc<QpShared>, msg: Message, rnr_wait: bool) {
+    match take_wqe(dst, msg, rnr_wait) {
+        Taken::Wqe(w, msg) => finish(dst, w, msg),
+        Taken::Parked => {}
+        Taken::None(msg) => {
+            let status = if dst.qp_type == QPT_UD {
+                WC_SUCCESS
+            } else {
+                WC_RNR_RETRY_EXC_ERR
+            };
+            complete_msg(&msg, status, 0);
+        }
+    }
+}
+
+pub(super) fn finish(dst: &QpShared, w: RecvWqe, msg: Message) {
+    let status = land(dst, w, &msg);
+    let len = msg.write_imm_len.unwrap_or(msg.payload.len() as u32);
+    let byte_len = if msg.send_opcode == WC_RDMA_WRITE {
+        len
+    } else {
+        0
+    };
+    complete_msg(&msg, status, byte_len);
+}
+
+/// Delivers parked messages now that receives were posted.
+pub(super) fn drain(take: impl Fn() -> Option<(RecvWqe, Pending)>) {
+    while let Some((w, p)) = take() {
+        finish(&p.dst, w, p.msg);
+    }
+}
+
+/// Fails the messages parked on `s`'s receive queue (or destined to `s`
+/// on its SRQ): used when `s` is reset or destroyed. Their senders see
+/// `IBV_WC_RETRY_EXC_ERR`, as when the peer vanishes.
+pub fn drop_pending_from(s: &QpShared) {
+    let mut failed: Vec<Pending> = {
+        let mut g = s.st.lock();
+        remote::drop_early(&mut g);
+        g.rq.pending.drain(..).collect()
+    };
+    if let Some(srq) = &s.srq {
+        let mut g = srq.rq.lock();
+        let (mine, rest): (Vec<Pending>, Vec<Pending>) =
+            g.rq.pending
+                .drain(..)
+                .partition(|p| p.dst.qp_num == s.qp_num);
+        g.rq.pending.extend(rest);
+        failed.extend(mine);
+    }
+    for p in failed {
+        complete_msg(&p.msg, WC_RETRY_EXC_ERR, 0);
+    }
+}
