@@ -1287,6 +1287,19 @@ impl<'a> Inventory<'a> {
     }
 }
 
+/// Said instead of the exit report when the process exits from a signal
+/// handler that interrupted a verbs call (see `lifecycle`). Allocates
+/// nothing: the heap may be halfway through a change.
+pub fn skipped_at_exit() {
+    if USED.load(Ordering::Relaxed) {
+        crate::log!(
+            Level::Warn,
+            "no leak report at exit: the process exited from a signal handler that \
+             interrupted a verbs call, whose state (and the heap's) may be half changed"
+        );
+    }
+}
+
 /// The exit report (see the module docs); then the JSON document and the
 /// leak exit code.
 pub fn at_exit() {

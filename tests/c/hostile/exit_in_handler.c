@@ -1,16 +1,21 @@
-/* A program whose signal handler calls exit() while the process is already
- * exiting, as qperf's does: when the other side of its connection fails,
+/* A program whose signal handler calls exit() at a moment it does not
+ * choose, as qperf's does: when the other side of its connection fails,
  * SIGURG runs a handler that prints the remote error and calls exit(1),
- * even when this side has failed too and is already inside exit().
+ * whatever the process is doing, even when it is already inside exit().
  *
- *   exit_in_handler DIR
+ *   exit_in_handler report DIR   leak the device list, then ask the kernel
+ *                                (dnotify) for SIGIO as soon as a file is
+ *                                created in DIR, and return 0 from main.
+ *                                The shim's exit report is the only thing
+ *                                that creates a file there, so the handler
+ *                                runs while the report is being written.
+ *   exit_in_handler call DIR     ask for SIGIO as soon as a file in DIR is
+ *                                read, then call ibv_get_device_list: with
+ *                                DIR a sysfs directory the real library
+ *                                reads, the handler runs inside that call.
  *
- * Leaks its device list (what qperf leaks on a failed open), asks the kernel
- * (dnotify) to send SIGIO as soon as a file is created in DIR, and returns
- * 0 from main. The shim's exit report is the only thing that creates a file
- * in DIR, so the handler runs exactly while the report is being written,
- * and calls exit(1). Prints "ok" (flushed) before returning, and "handler"
- * (with write) from the handler. */
+ * Prints "ok" (flushed) before returning from main, and "handler" (with
+ * write) from the handler, which calls exit(1). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -32,12 +37,33 @@ static void on_sigio(int sig)
 	exit(1);
 }
 
+static int notify(const char *path, unsigned long events)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_sigio;
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGIO, &sa, NULL) != 0) {
+		perror("sigaction");
+		return -1;
+	}
+	int dir = open(path, O_RDONLY | O_DIRECTORY);
+	if (dir < 0 || fcntl(dir, F_NOTIFY, events) != 0) {
+		perror(path);
+		return -1;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
-	if (argc != 2) {
-		fprintf(stderr, "usage: exit_in_handler DIR\n");
+	if (argc != 3 || (strcmp(argv[1], "report") && strcmp(argv[1], "call"))) {
+		fprintf(stderr, "usage: exit_in_handler report|call DIR\n");
 		return 2;
 	}
+	int during_call = !strcmp(argv[1], "call");
+	if (during_call && notify(argv[2], DN_ACCESS) != 0)
+		return 2;
 	int n = 0;
 	struct ibv_device **list = ibv_get_device_list(&n);
 	if (!list) {
@@ -45,20 +71,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	/* The list is not freed: the one leak the shim must report. */
-
-	struct sigaction sa;
-	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = on_sigio;
-	sigemptyset(&sa.sa_mask);
-	if (sigaction(SIGIO, &sa, NULL) != 0) {
-		perror("sigaction");
+	if (!during_call && notify(argv[2], DN_CREATE) != 0)
 		return 2;
-	}
-	int dir = open(argv[1], O_RDONLY | O_DIRECTORY);
-	if (dir < 0 || fcntl(dir, F_NOTIFY, DN_CREATE) != 0) {
-		perror(argv[1]);
-		return 2;
-	}
 	printf("ok\n");
 	fflush(stdout);
 	return 0;
