@@ -1289,9 +1289,10 @@ impl<'a> Inventory<'a> {
 
 /// Said instead of the exit report when the process exits from a signal
 /// handler that interrupted a verbs call (see `lifecycle`). Allocates
-/// nothing: the heap may be halfway through a change.
+/// nothing: the heap may be halfway through a change, so the line is left
+/// out when the log file is not open yet.
 pub fn skipped_at_exit() {
-    if USED.load(Ordering::Relaxed) {
+    if USED.load(Ordering::Relaxed) && crate::log::writable_without_allocating() {
         crate::log!(
             Level::Warn,
             "no leak report at exit: the process exited from a signal handler that \
