@@ -5,6 +5,7 @@
 //! function's documented failure value with errno set. Panics are bugs in
 //! the shim; the message goes to the log at ERROR.
 
+use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::log::Level;
@@ -33,10 +34,27 @@ pub fn set_errno(value: i32) {
     unsafe { *libc::__errno_location() = value };
 }
 
+thread_local! {
+    /// Boundaries this thread is inside: an export's body (the forwarded
+    /// call, the shim's bookkeeping) or the shim's own start-up and exit.
+    static INSIDE: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Is this thread inside one of the shim's boundaries? At exit it means
+/// `exit()` was called from a signal handler that interrupted a verbs call
+/// (qperf's SIGURG handler does): the real library, the shim's tables and
+/// malloc may all be halfway through a change.
+pub fn inside_boundary() -> bool {
+    INSIDE.with(|n| n.get() != 0)
+}
+
 /// Runs an export's body; a panic becomes `on_panic` with errno `EIO`.
 #[inline(always)]
 pub fn boundary<T>(name: &'static str, on_panic: T, body: impl FnOnce() -> T) -> T {
-    match catch_unwind(AssertUnwindSafe(body)) {
+    INSIDE.with(|n| n.set(n.get() + 1));
+    let result = catch_unwind(AssertUnwindSafe(body));
+    INSIDE.with(|n| n.set(n.get() - 1));
+    match result {
         Ok(v) => v,
         Err(payload) => {
             let msg = payload

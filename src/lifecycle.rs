@@ -11,7 +11,9 @@
 //!   writing no JSON, if it never calls verbs), and reopens a `%p` log file.
 //! - exit: the final report runs from a library destructor (`.fini_array`),
 //!   which glibc calls after the program's own `atexit` handlers, so objects
-//!   a program frees in its atexit cleanup are not reported as leaks.
+//!   a program frees in its atexit cleanup are not reported as leaks. The
+//!   exiting thread's signals are held back meanwhile, so a handler that
+//!   calls `exit()` again cannot end the process halfway through the report.
 
 use std::sync::Once;
 
@@ -62,7 +64,62 @@ extern "C" fn child() {
 // Only referenced from `.fini_array`, which test builds leave out.
 #[cfg_attr(test, allow(dead_code))]
 extern "C" fn at_exit() {
+    let _held = HeldSignals::block();
+    if crate::guard::inside_boundary() {
+        // exit() from a signal handler that interrupted a verbs call: the
+        // report would allocate and lock what the interrupted call may hold
+        // (seen: glibc aborting in malloc). One line, no allocation.
+        crate::report::skipped_at_exit();
+        return;
+    }
     crate::guard::boundary("exit report", (), crate::report::at_exit);
+}
+
+/// The exiting thread's asynchronous signals, held back while the exit
+/// report is written and delivered as soon as it is done.
+///
+/// Programs call `exit()` from signal handlers, also while they are already
+/// exiting: qperf's SIGURG handler prints the other side's error and calls
+/// `exit(1)`. glibc's nested `exit` finds the exit handlers (the shim's
+/// destructor among them) already taken by the outer one and ends the
+/// process with `_exit`, in the middle of the report: the JSON temporary
+/// is never renamed into place. Held back, the signal reaches the same
+/// handler a few milliseconds later, and the process ends as it would have.
+/// Faults (SIGSEGV, ...) are never held: one raised while blocked kills the
+/// process outright instead of reaching its handler.
+struct HeldSignals(libc::sigset_t);
+
+impl HeldSignals {
+    fn block() -> HeldSignals {
+        // SAFETY: sigset_t is plain data filled in by sigfillset/sigdelset
+        // before use; pthread_sigmask only changes this thread's mask (glibc
+        // never blocks its own internal signals) and writes the old one.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigfillset(&mut set);
+            for sig in [
+                libc::SIGSEGV,
+                libc::SIGBUS,
+                libc::SIGFPE,
+                libc::SIGILL,
+                libc::SIGTRAP,
+                libc::SIGSYS,
+            ] {
+                libc::sigdelset(&mut set, sig);
+            }
+            let mut old: libc::sigset_t = std::mem::zeroed();
+            libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
+            HeldSignals(old)
+        }
+    }
+}
+
+impl Drop for HeldSignals {
+    fn drop(&mut self) {
+        // SAFETY: restores the mask saved by `block`; a signal that arrived
+        // meanwhile is delivered on return, to the program's own handler.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.0, std::ptr::null_mut()) };
+    }
 }
 
 #[cfg(not(test))]

@@ -184,6 +184,21 @@ fn output() -> Option<i32> {
     reopen(fd)
 }
 
+/// Can a line be written without allocating? Yes when the output is open
+/// already, or is stderr; opening a log file expands its name on the heap.
+pub fn writable_without_allocating() -> bool {
+    if config::get().log_file.is_none() {
+        return true;
+    }
+    let fd = FD.load(Ordering::Acquire);
+    fd >= 0
+        && Identity::of(fd)
+            == Some(Identity {
+                dev: FD_DEV.load(Ordering::Relaxed),
+                ino: FD_INO.load(Ordering::Relaxed),
+            })
+}
+
 /// Opens the output: on first use, for a `%p` file after fork, and when
 /// the program closed the descriptor (or closed it and reused the number).
 /// A stale descriptor is never closed: its number may be the program's now.

@@ -14,6 +14,20 @@ use super::suppress::Suppressor;
 use super::text::{exit_listing, log_lines, plural, say_if_truncated, NotLeaks};
 use super::used::USED;
 
+/// Said instead of the exit report when the process exits from a signal
+/// handler that interrupted a verbs call (see `lifecycle`). Allocates
+/// nothing: the heap may be halfway through a change, so the line is left
+/// out when the log file is not open yet.
+pub fn skipped_at_exit() {
+    if USED.load(Ordering::Relaxed) && crate::log::writable_without_allocating() {
+        crate::log!(
+            Level::Warn,
+            "no leak report at exit: the process exited from a signal handler that \
+             interrupted a verbs call, whose state (and the heap's) may be half changed"
+        );
+    }
+}
+
 /// The exit report (see the module docs); then the JSON document and the
 /// leak exit code.
 pub fn at_exit() {
