@@ -32,6 +32,12 @@ pub mod forward;
 pub mod guard;
 // Internal: only `exports` makes the header.
 /// cbindgen:ignore
+pub mod errno;
+// Internal: only `exports` makes the header.
+/// cbindgen:ignore
+pub mod thread;
+// Internal: only `exports` makes the header.
+/// cbindgen:ignore
 pub mod lifecycle;
 // Internal: only `exports` makes the header.
 /// cbindgen:ignore

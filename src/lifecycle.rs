@@ -53,11 +53,28 @@ extern "C" fn parent() {
 extern "C" fn child() {
     crate::registry::fork_child();
     crate::report::fork_unlock();
-    crate::exports::after_fork_in_child();
+    crate::thread::after_fork_in_child();
     crate::report::after_fork_in_child();
     crate::real::after_fork_in_child();
     crate::log::after_fork_in_child();
 }
+
+/// Hooks [`on_first_load`] into the real library's loader as the shim is
+/// loaded (`real` does not call this module: no dependency cycle). A load
+/// that came first (a verbs call from an earlier constructor) gets the
+/// handlers now.
+// Only referenced from `.init_array`, which test builds leave out.
+#[cfg_attr(test, allow(dead_code))]
+extern "C" fn at_load() {
+    if crate::real::set_first_load_hook(on_first_load) {
+        crate::guard::boundary("start-up", (), on_first_load);
+    }
+}
+
+#[cfg(not(test))]
+#[used]
+#[link_section = ".init_array"]
+static INIT: extern "C" fn() = at_load;
 
 // Only referenced from `.fini_array`, which test builds leave out.
 #[cfg_attr(test, allow(dead_code))]

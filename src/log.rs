@@ -400,10 +400,10 @@ fn now() -> (i64, i64) {
 /// Writes one line at `level` (the caller has checked `enabled`). errno is
 /// left as it was.
 pub fn line(level: Level, args: fmt::Arguments<'_>) {
-    let saved = crate::guard::Errno::save();
+    let saved = crate::errno::Errno::save();
     let mut b = LineBuf::new();
     let (secs, micros) = now();
-    let (pid, tid) = (pid(), crate::exports::tid());
+    let (pid, tid) = (pid(), crate::thread::tid());
     // The prefix by hand: core::fmt's padded integers cost more than the
     // rest of a typical line.
     b.push(b"ibv-shim ");

@@ -54,7 +54,7 @@ fn load_slow() -> Option<*mut c_void> {
                 // A panic here must not leave STATE at LOADING: every other
                 // thread would then spin in this loop for ever.
                 let loaded = std::panic::catch_unwind(|| {
-                    crate::lifecycle::on_first_load();
+                    first_load_hook();
                     load()
                 })
                 .unwrap_or(None);
@@ -78,6 +78,28 @@ fn load_slow() -> Option<*mut c_void> {
                 libc::sched_yield();
             },
         }
+    }
+}
+
+/// What runs once, in the loading thread, just before the real library is
+/// loaded: `lifecycle` registers its fork handlers there (a process that
+/// never calls verbs pays nothing). Set by `lifecycle` when the shim is
+/// loaded, so this module does not depend on it; 0 = none.
+static FIRST_LOAD_HOOK: AtomicUsize = AtomicUsize::new(0);
+
+/// Sets the hook run before the real library is first loaded. Returns
+/// whether a load has already started (then the caller runs it itself).
+pub fn set_first_load_hook(hook: fn()) -> bool {
+    FIRST_LOAD_HOOK.store(hook as usize, Ordering::Release);
+    STATE.load(Ordering::Acquire) != UNLOADED
+}
+
+fn first_load_hook() {
+    let p = FIRST_LOAD_HOOK.load(Ordering::Acquire);
+    if p != 0 {
+        // SAFETY: the slot only ever holds a `fn()` (set_first_load_hook).
+        let hook = unsafe { std::mem::transmute::<usize, fn()>(p) };
+        hook();
     }
 }
 
@@ -412,7 +434,7 @@ impl<F: Copy> RealFn<F> {
         // Loading the library and dlvsym may leave errno changed (a failed
         // stat or dlopen of a candidate): the program's errno must reach the
         // real call untouched. The error paths set errno themselves.
-        let saved = crate::guard::Errno::save();
+        let saved = crate::errno::Errno::save();
         let r = self.resolve_inner();
         saved.restore();
         r
@@ -442,3 +464,65 @@ impl<F: Copy> RealFn<F> {
         self.name.to_str().unwrap_or("?")
     }
 }
+
+impl From<Unavailable> for crate::guard::Refused {
+    #[inline]
+    fn from(why: Unavailable) -> Self {
+        crate::guard::Refused(why.errno())
+    }
+}
+
+/// Declares functions of the real library, in one table per file:
+///
+/// ```ignore
+/// real_fns! {
+///     AllocPd = fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd;
+/// }
+/// ```
+///
+/// makes a type `AllocPd` whose `get()` resolves `ibv_alloc_pd` at the
+/// version the real library gives it by default (`version_of`, generated
+/// from its ABI at build time; the shim's own export of the same name gets
+/// that version from `build.rs` too), one atomic load once resolved, and
+/// whose `call(..)` forwards.
+///
+/// The safety contract, stated once for every forwarded call: `call` is
+/// only used by exports, passing the arguments their C caller gave them
+/// (unchanged, or the values the C API documents for that argument) to the
+/// real function of the same name and C signature (the signature here is
+/// checked against the real `verbs.h` by the header and layout tests). Such
+/// a call is exactly as safe as the program's own call of the export, whose
+/// contract is the C API's and the program's to keep.
+macro_rules! real_fns {
+    ($( $ty:ident = fn $name:ident($($arg:ident: $t:ty),* $(,)?) $(-> $ret:ty)?; )*) => {$(
+        #[derive(Clone, Copy)]
+        struct $ty(unsafe extern "C" fn($($t),*) $(-> $ret)?);
+
+        #[allow(dead_code)]
+        impl $ty {
+            /// The real function, or why it cannot be called.
+            #[inline(always)]
+            fn get() -> Result<Self, $crate::real::Unavailable> {
+                static REAL: $crate::real::RealFn<unsafe extern "C" fn($($t),*) $(-> $ret)?> =
+                    $crate::real::RealFn::new(
+                        match std::ffi::CStr::from_bytes_with_nul(
+                            concat!(stringify!($name), "\0").as_bytes(),
+                        ) {
+                            Ok(name) => name,
+                            Err(_) => panic!("a function name has no NUL"),
+                        },
+                    );
+                REAL.get().map($ty)
+            }
+
+            /// Forwards to the real function.
+            #[inline(always)]
+            fn call(self, $($arg: $t),*) $(-> $ret)? {
+                // SAFETY: the contract of `real_fns!`: an export's own
+                // arguments, to the real function of the same signature.
+                unsafe { (self.0)($($arg),*) }
+            }
+        }
+    )*};
+}
+pub(crate) use real_fns;
