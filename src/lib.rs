@@ -41,6 +41,9 @@ pub mod thread;
 pub mod lifecycle;
 // Internal: only `exports` makes the header.
 /// cbindgen:ignore
+pub mod level;
+// Internal: only `exports` makes the header.
+/// cbindgen:ignore
 #[macro_use]
 pub mod log;
 // Internal: only `exports` makes the header.

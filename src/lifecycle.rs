@@ -59,22 +59,37 @@ extern "C" fn child() {
     crate::log::after_fork_in_child();
 }
 
-/// Hooks [`on_first_load`] into the real library's loader as the shim is
-/// loaded (`real` does not call this module: no dependency cycle). A load
-/// that came first (a verbs call from an earlier constructor) gets the
-/// handlers now.
+/// As the shim is loaded: reads the options before the program can change
+/// directory (later calls to `config::get` see the same values), opens the
+/// log, and hooks [`on_first_load`] into the real library's loader (`real`
+/// depends on neither this module nor `forward`). A load that came first
+/// (a verbs call from an earlier constructor) gets the handlers now.
 // Only referenced from `.init_array`, which test builds leave out.
 #[cfg_attr(test, allow(dead_code))]
 extern "C" fn at_load() {
-    if crate::real::set_first_load_hook(on_first_load) {
-        crate::guard::boundary("start-up", (), on_first_load);
-    }
+    crate::guard::boundary("start-up", (), || {
+        crate::config::load();
+        crate::log::at_load();
+        if crate::real::set_load_hooks(on_first_load, after_load) {
+            on_first_load();
+            if let Some(h) = crate::real::handle() {
+                after_load(h);
+            }
+        }
+    });
 }
 
 #[cfg(not(test))]
 #[used]
 #[link_section = ".init_array"]
 static INIT: extern "C" fn() = at_load;
+
+/// After the real library is loaded: the shim's copies of its exported
+/// data objects (see `forward::copy_objects`).
+fn after_load(h: *mut std::ffi::c_void) {
+    // SAFETY: `real` passes the handle it just loaded, never closed.
+    unsafe { crate::forward::copy_objects(h) };
+}
 
 // Only referenced from `.fini_array`, which test builds leave out.
 #[cfg_attr(test, allow(dead_code))]

@@ -54,7 +54,7 @@ fn load_slow() -> Option<*mut c_void> {
                 // A panic here must not leave STATE at LOADING: every other
                 // thread would then spin in this loop for ever.
                 let loaded = std::panic::catch_unwind(|| {
-                    first_load_hook();
+                    before_load();
                     load()
                 })
                 .unwrap_or(None);
@@ -81,25 +81,38 @@ fn load_slow() -> Option<*mut c_void> {
     }
 }
 
-/// What runs once, in the loading thread, just before the real library is
-/// loaded: `lifecycle` registers its fork handlers there (a process that
-/// never calls verbs pays nothing). Set by `lifecycle` when the shim is
-/// loaded, so this module does not depend on it; 0 = none.
-static FIRST_LOAD_HOOK: AtomicUsize = AtomicUsize::new(0);
+/// What runs once, in the loading thread, around the first load of the
+/// real library: before it, `lifecycle` registers its fork handlers (a
+/// process that never calls verbs pays nothing); after it, `forward` copies
+/// the library's data objects. Set by `lifecycle` when the shim is loaded,
+/// so this module depends on neither; 0 = none.
+static BEFORE_LOAD: AtomicUsize = AtomicUsize::new(0);
+static AFTER_LOAD: AtomicUsize = AtomicUsize::new(0);
 
-/// Sets the hook run before the real library is first loaded. Returns
-/// whether a load has already started (then the caller runs it itself).
-pub fn set_first_load_hook(hook: fn()) -> bool {
-    FIRST_LOAD_HOOK.store(hook as usize, Ordering::Release);
+/// Sets the hooks run before and after the real library is first loaded
+/// (`after` gets the handle, which is never closed). Returns whether a load
+/// has already started (then the caller runs them itself).
+pub fn set_load_hooks(before: fn(), after: fn(*mut c_void)) -> bool {
+    BEFORE_LOAD.store(before as usize, Ordering::Release);
+    AFTER_LOAD.store(after as usize, Ordering::Release);
     STATE.load(Ordering::Acquire) != UNLOADED
 }
 
-fn first_load_hook() {
-    let p = FIRST_LOAD_HOOK.load(Ordering::Acquire);
+fn before_load() {
+    let p = BEFORE_LOAD.load(Ordering::Acquire);
     if p != 0 {
-        // SAFETY: the slot only ever holds a `fn()` (set_first_load_hook).
+        // SAFETY: the slot only ever holds a `fn()` (set_load_hooks).
         let hook = unsafe { std::mem::transmute::<usize, fn()>(p) };
         hook();
+    }
+}
+
+fn after_load(h: *mut c_void) {
+    let p = AFTER_LOAD.load(Ordering::Acquire);
+    if p != 0 {
+        // SAFETY: the slot only ever holds a `fn(*mut c_void)` (set_load_hooks).
+        let hook = unsafe { std::mem::transmute::<usize, fn(*mut c_void)>(p) };
+        hook(h);
     }
 }
 
@@ -345,8 +358,7 @@ fn load() -> Option<*mut c_void> {
             if crate::log::enabled(Level::Info) {
                 crate::log!(Level::Info, "forwarding to {}", describe(h));
             }
-            // SAFETY: h was just loaded and is never closed.
-            unsafe { crate::forward::copy_objects(h) };
+            after_load(h);
             Some(h)
         }
         None => {
