@@ -160,6 +160,36 @@ mod tests {
     }
 
     #[test]
+    fn the_return_type_decides_the_failure_value() {
+        set_errno(0);
+        let p = export("t", || -> Result<*mut u8, Refused> {
+            Err(Refused(libc::EINVAL))
+        });
+        assert!(p.is_null());
+        assert_eq!(Errno::save().0, libc::EINVAL);
+        assert_eq!(
+            export("t", || -> Result<ErrnoCode, Refused> {
+                Err(Refused(libc::ENOSYS))
+            }),
+            libc::ENOSYS
+        );
+        assert_eq!(
+            export("t", || -> Result<MinusOne, Refused> {
+                Err(Refused(libc::EOPNOTSUPP))
+            }),
+            -1
+        );
+        assert_eq!(Errno::save().0, libc::EOPNOTSUPP);
+        assert_eq!(
+            export("t", || -> Result<ErrnoCode, Refused> { panic!("boom") }),
+            libc::EIO
+        );
+        set_errno(7);
+        assert_eq!(export("t", || Ok(MinusOne(3))), 3);
+        assert_eq!(Errno::save().0, 7, "success leaves errno alone");
+    }
+
+    #[test]
     fn errno_round_trips() {
         set_errno(libc::ENOENT);
         let e = Errno::save();

@@ -375,6 +375,7 @@ fn load() -> Option<*mut c_void> {
 fn describe(h: *mut c_void) -> String {
     // SAFETY: h is a live handle; the names are NUL-terminated.
     let sym = unsafe { libc::dlvsym(h, c"ibv_get_device_list".as_ptr(), c"IBVERBS_1.1".as_ptr()) };
+    // SAFETY: an all-zero Dl_info is valid; dladdr only writes it.
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
     // SAFETY: sym is an address in h (or NULL, which dladdr rejects).
     if !sym.is_null() && unsafe { libc::dladdr(sym, &mut info) } != 0 && !info.dli_fname.is_null() {
