@@ -11,7 +11,7 @@ use std::fmt;
 use verbs_abi::{ibv_context, ibv_mr, ibv_pd, ibv_qp};
 
 use super::{
-    alive, context_ok, inside, nested, not_null, read_word, tid, use_after_close, Call, Ptr, Rc,
+    alive, context_ok, inside, nested, not_null, read_word, tid, use_after_close, Call, Ptr,
 };
 use crate::config;
 use crate::guard::{set_errno, Errno, Refused};
@@ -233,16 +233,16 @@ pub fn destroy<T>(
     }
     errno.restore();
     if d.void {
-        call.end(
-            format_args!("{}({}={})", d.func, d.arg, Ptr(addr as *const c_void)),
-            format_args!("void"),
-            false,
-        );
+        call.end_void(format_args!(
+            "{}({}={})",
+            d.func,
+            d.arg,
+            Ptr(addr as *const c_void)
+        ));
     } else {
-        call.end(
+        call.end_errno(
             format_args!("{}({}={})", d.func, d.arg, Ptr(addr as *const c_void)),
-            format_args!("{}", Rc(rc)),
-            false,
+            rc,
         );
     }
     Ok(rc)

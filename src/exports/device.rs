@@ -148,11 +148,7 @@ pub unsafe extern "C" fn ibv_free_device_list(list: *mut *mut ibv_device) {
         let call = Call::begin();
         // A live list from the real ibv_get_device_list, freed once.
         real.call(list);
-        call.end(
-            format_args!("ibv_free_device_list(list={})", Ptr(list)),
-            format_args!("void"),
-            false,
-        );
+        call.end_void(format_args!("ibv_free_device_list(list={})", Ptr(list)));
         Ok(())
     })
 }
@@ -307,14 +303,13 @@ pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
             registry::abort_close(context as usize);
         }
         errno.restore();
-        call.end(
+        call.end_minus_one(
             format_args!(
                 "ibv_close_device(context={} on {})",
                 Ptr(context),
                 Dev(device)
             ),
-            format_args!("{rc}"),
-            rc != 0,
+            rc,
         );
         Ok(MinusOne(rc))
     })

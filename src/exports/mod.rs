@@ -93,6 +93,24 @@ impl Call {
         }
     }
 
+    /// [`Call::end`] for a verb that returns 0 or an errno value.
+    #[inline(always)]
+    pub fn end_errno(&self, call: fmt::Arguments<'_>, rc: c_int) {
+        self.end(call, format_args!("{}", Rc(rc)), false);
+    }
+
+    /// [`Call::end`] for a verb that returns 0, or -1 with errno.
+    #[inline(always)]
+    pub fn end_minus_one(&self, call: fmt::Arguments<'_>, rc: c_int) {
+        self.end(call, format_args!("{rc}"), rc != 0);
+    }
+
+    /// [`Call::end`] for a `void` verb.
+    #[inline(always)]
+    pub fn end_void(&self, call: fmt::Arguments<'_>) {
+        self.end(call, format_args!("void"), false);
+    }
+
     #[cold]
     #[inline(never)]
     fn log(start: u64, call: fmt::Arguments<'_>, result: fmt::Arguments<'_>, failed: bool) {

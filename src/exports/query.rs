@@ -16,7 +16,7 @@ use verbs_abi::{
     ibv_gid, ibv_qp, ibv_qp_attr, ibv_qp_init_attr, ibv_srq, ibv_srq_attr,
 };
 
-use super::{alive, context_ok, forward, not_null, Ptr, Rc};
+use super::{alive, context_ok, forward, not_null, Ptr};
 use crate::guard::{export, Errno, ErrnoCode, MinusOne};
 use crate::real::real_fns;
 
@@ -58,14 +58,13 @@ pub unsafe extern "C" fn ibv_query_device(
             || context_ok("ibv_query_device", context, caller),
             || real.call(context, device_attr),
             |call, rc| {
-                call.end(
+                call.end_errno(
                     format_args!(
                         "ibv_query_device(context={}, device_attr={})",
                         Ptr(context),
                         Ptr(device_attr)
                     ),
-                    format_args!("{}", Rc(*rc)),
-                    false,
+                    *rc,
                 )
             },
         )
@@ -91,14 +90,13 @@ pub unsafe extern "C" fn ibv_query_port(
             || context_ok("ibv_query_port", context, caller),
             || real.call(context, port_num, port_attr),
             |call, rc| {
-                call.end(
+                call.end_errno(
                     format_args!(
                         "ibv_query_port(context={}, port_num={port_num}, port_attr={})",
                         Ptr(context),
                         Ptr(port_attr)
                     ),
-                    format_args!("{}", Rc(*rc)),
-                    false,
+                    *rc,
                 )
             },
         )
@@ -123,14 +121,13 @@ pub unsafe extern "C" fn ibv_query_gid(
             || context_ok("ibv_query_gid", context, caller),
             || real.call(context, port_num, index, gid),
             |call, rc| {
-                call.end(
+                call.end_minus_one(
                     format_args!(
                         "ibv_query_gid(context={}, port_num={port_num}, index={index}, gid={})",
                         Ptr(context),
                         Ptr(gid)
                     ),
-                    format_args!("{rc}"),
-                    *rc != 0,
+                    *rc,
                 )
             },
         )
@@ -155,14 +152,13 @@ pub unsafe extern "C" fn ibv_query_pkey(
             || context_ok("ibv_query_pkey", context, caller),
             || real.call(context, port_num, index, pkey),
             |call, rc| {
-                call.end(
+                call.end_minus_one(
                     format_args!(
                         "ibv_query_pkey(context={}, port_num={port_num}, index={index}, pkey={})",
                         Ptr(context),
                         Ptr(pkey)
                     ),
-                    format_args!("{rc}"),
-                    *rc != 0,
+                    *rc,
                 )
             },
         )
@@ -198,14 +194,13 @@ pub unsafe extern "C" fn ibv_modify_qp(
                     unsafe { addr_of!((*attr).qp_state).cast::<c_int>().read() }
                 };
                 errno.restore();
-                call.end(
+                call.end_errno(
                     format_args!(
                         "ibv_modify_qp(qp={}, attr={}, attr_mask={attr_mask:#x}, qp_state={state})",
                         Ptr(qp),
                         Ptr(attr)
                     ),
-                    format_args!("{}", Rc(*rc)),
-                    false,
+                    *rc,
                 );
             },
         )
@@ -230,15 +225,14 @@ pub unsafe extern "C" fn ibv_query_qp(
             || alive("ibv_query_qp", "qp", qp as usize),
             || real.call(qp, attr, attr_mask, init_attr),
             |call, rc| {
-                call.end(
+                call.end_errno(
                     format_args!(
                         "ibv_query_qp(qp={}, attr={}, attr_mask={attr_mask:#x}, init_attr={})",
                         Ptr(qp),
                         Ptr(attr),
                         Ptr(init_attr)
                     ),
-                    format_args!("{}", Rc(*rc)),
-                    false,
+                    *rc,
                 )
             },
         )
@@ -262,14 +256,13 @@ pub unsafe extern "C" fn ibv_modify_srq(
             || alive("ibv_modify_srq", "srq", srq as usize),
             || real.call(srq, srq_attr, srq_attr_mask),
             |call, rc| {
-                call.end(
+                call.end_errno(
                     format_args!(
                         "ibv_modify_srq(srq={}, srq_attr={}, srq_attr_mask={srq_attr_mask:#x})",
                         Ptr(srq),
                         Ptr(srq_attr)
                     ),
-                    format_args!("{}", Rc(*rc)),
-                    false,
+                    *rc,
                 )
             },
         )
@@ -289,14 +282,13 @@ pub unsafe extern "C" fn ibv_query_srq(srq: *mut ibv_srq, srq_attr: *mut ibv_srq
             || alive("ibv_query_srq", "srq", srq as usize),
             || real.call(srq, srq_attr),
             |call, rc| {
-                call.end(
+                call.end_errno(
                     format_args!(
                         "ibv_query_srq(srq={}, srq_attr={})",
                         Ptr(srq),
                         Ptr(srq_attr)
                     ),
-                    format_args!("{}", Rc(*rc)),
-                    false,
+                    *rc,
                 )
             },
         )
@@ -348,11 +340,10 @@ pub unsafe extern "C" fn ibv_ack_cq_events(cq: *mut ibv_cq, nevents: c_uint) {
             || alive("ibv_ack_cq_events", "cq", cq as usize),
             || real.call(cq, nevents),
             |call, ()| {
-                call.end(
-                    format_args!("ibv_ack_cq_events(cq={}, nevents={nevents})", Ptr(cq)),
-                    format_args!("void"),
-                    false,
-                )
+                call.end_void(format_args!(
+                    "ibv_ack_cq_events(cq={}, nevents={nevents})",
+                    Ptr(cq)
+                ))
             },
         )
     })
@@ -407,13 +398,7 @@ pub unsafe extern "C" fn ibv_ack_async_event(event: *mut ibv_async_event) {
         forward(
             unchecked,
             || real.call(event),
-            |call, ()| {
-                call.end(
-                    format_args!("ibv_ack_async_event(event={})", Ptr(event)),
-                    format_args!("void"),
-                    false,
-                )
-            },
+            |call, ()| call.end_void(format_args!("ibv_ack_async_event(event={})", Ptr(event))),
         )
     })
 }
@@ -430,10 +415,9 @@ fn mcast(
         || alive(func, "qp", qp as usize),
         real,
         |call, rc| {
-            call.end(
+            call.end_errno(
                 format_args!("{func}(qp={}, gid={}, lid={lid:#x})", Ptr(qp), Ptr(gid)),
-                format_args!("{}", Rc(*rc)),
-                false,
+                *rc,
             )
         },
     )
@@ -471,13 +455,7 @@ pub unsafe extern "C" fn ibv_fork_init() -> c_int {
         forward(
             unchecked,
             || real.call(),
-            |call, rc| {
-                call.end(
-                    format_args!("ibv_fork_init()"),
-                    format_args!("{}", Rc(*rc)),
-                    false,
-                )
-            },
+            |call, rc| call.end_errno(format_args!("ibv_fork_init()"), *rc),
         )
         .map(ErrnoCode)
     })

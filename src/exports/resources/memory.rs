@@ -251,15 +251,14 @@ pub unsafe extern "C" fn ibv_rereg_mr(
                     });
                     errno.restore();
                 }
-                call.end(
+                call.end_minus_one(
                     format_args!(
                         "ibv_rereg_mr(mr={}, flags={flags:#x}, pd={}, addr={}, length={length}, access={access:#x})",
                         Ptr(mr),
                         Ptr(pd),
                         Ptr(addr)
                     ),
-                    format_args!("{rc}"),
-                    rc != 0,
+                    rc,
                 );
             },
         )

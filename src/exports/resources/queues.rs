@@ -11,7 +11,7 @@ use verbs_abi::{
 use super::super::create_destroy::{
     context_of_pd, create, destroy, on_context, record, track, Destroy, QpResult,
 };
-use super::super::{alive, forward, not_null, Ptr, Rc};
+use super::super::{alive, forward, not_null, Ptr};
 use crate::guard::{export, Errno, ErrnoCode};
 use crate::real::real_fns;
 use crate::registry::objects::{self, Kind};
@@ -137,11 +137,7 @@ pub unsafe extern "C" fn ibv_resize_cq(cq: *mut ibv_cq, cqe: c_int) -> c_int {
                     objects::update(cq as usize, |o| o.x = actual);
                     errno.restore();
                 }
-                call.end(
-                    format_args!("ibv_resize_cq(cq={}, cqe={cqe})", Ptr(cq)),
-                    format_args!("{}", Rc(rc)),
-                    false,
-                );
+                call.end_errno(format_args!("ibv_resize_cq(cq={}, cqe={cqe})", Ptr(cq)), rc);
             },
         )
         .map(ErrnoCode)
