@@ -15,7 +15,7 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
 use once_cell::sync::Lazy;
 
-use crate::log::Level;
+use crate::level::Level;
 
 /// Every option the shim reads. The README documents each one.
 #[derive(Debug)]
@@ -140,21 +140,11 @@ impl Config {
     }
 }
 
-/// Reads the options as the shim is loaded, before the program can change
-/// directory; later calls to [`get`] see the same values.
-// Only referenced from `.init_array`, which test builds leave out.
-#[cfg_attr(test, allow(dead_code))]
-extern "C" fn at_load() {
-    crate::guard::boundary("start-up", (), || {
-        Lazy::force(&CONFIG);
-        crate::log::at_load();
-    });
+/// Reads the options now (the first call parses them); `lifecycle` calls
+/// it as the shim is loaded, before the program can change directory.
+pub fn load() {
+    Lazy::force(&CONFIG);
 }
-
-#[cfg(not(test))]
-#[used]
-#[link_section = ".init_array"]
-static AT_LOAD: extern "C" fn() = at_load;
 
 /// Expands `%p` in a path template to the current pid.
 pub fn expand_pid(template: &OsString) -> CString {

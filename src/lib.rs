@@ -17,6 +17,10 @@
 //! - [`lifecycle`]: fork and exit
 //! - [`oom`]: the allocator that never aborts the host process
 
+// Every `unsafe` block states why it is sound; the forwarded calls share
+// one contract, stated on `real::real_fns!`.
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 // Internal: only `exports` makes the header.
 /// cbindgen:ignore
 pub mod config;
@@ -32,7 +36,16 @@ pub mod forward;
 pub mod guard;
 // Internal: only `exports` makes the header.
 /// cbindgen:ignore
+pub mod errno;
+// Internal: only `exports` makes the header.
+/// cbindgen:ignore
+pub mod thread;
+// Internal: only `exports` makes the header.
+/// cbindgen:ignore
 pub mod lifecycle;
+// Internal: only `exports` makes the header.
+/// cbindgen:ignore
+pub mod level;
 // Internal: only `exports` makes the header.
 /// cbindgen:ignore
 #[macro_use]

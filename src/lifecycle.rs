@@ -55,10 +55,42 @@ extern "C" fn parent() {
 extern "C" fn child() {
     crate::registry::fork_child();
     crate::report::fork_unlock(true);
-    crate::exports::after_fork_in_child();
+    crate::thread::after_fork_in_child();
     crate::report::after_fork_in_child();
     crate::real::after_fork_in_child();
     crate::log::after_fork_in_child();
+}
+
+/// As the shim is loaded: reads the options before the program can change
+/// directory (later calls to `config::get` see the same values), opens the
+/// log, and hooks [`on_first_load`] into the real library's loader (`real`
+/// depends on neither this module nor `forward`). A load that came first
+/// (a verbs call from an earlier constructor) gets the handlers now.
+// Only referenced from `.init_array`, which test builds leave out.
+#[cfg_attr(test, allow(dead_code))]
+extern "C" fn at_load() {
+    crate::guard::boundary("start-up", (), || {
+        crate::config::load();
+        crate::log::at_load();
+        if crate::real::set_load_hooks(on_first_load, after_load) {
+            on_first_load();
+            if let Some(h) = crate::real::handle() {
+                after_load(h);
+            }
+        }
+    });
+}
+
+#[cfg(not(test))]
+#[used]
+#[link_section = ".init_array"]
+static INIT: extern "C" fn() = at_load;
+
+/// After the real library is loaded: the shim's copies of its exported
+/// data objects (see `forward::copy_objects`).
+fn after_load(h: *mut std::ffi::c_void) {
+    // SAFETY: `real` passes the handle it just loaded, never closed.
+    unsafe { crate::forward::copy_objects(h) };
 }
 
 // Only referenced from `.fini_array`, which test builds leave out.

@@ -22,42 +22,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicU8, Ordering};
 use crate::config;
 use crate::files::Identity;
 
-/// Log levels, most severe first.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-#[repr(u8)]
-pub enum Level {
-    Off = 0,
-    Error = 1,
-    Warn = 2,
-    Info = 3,
-    Debug = 4,
-    Trace = 5,
-}
-
-impl Level {
-    pub fn parse(s: &str) -> Option<Level> {
-        Some(match s.trim().to_ascii_lowercase().as_str() {
-            "off" | "none" | "0" => Level::Off,
-            "error" => Level::Error,
-            "warn" | "warning" => Level::Warn,
-            "info" => Level::Info,
-            "debug" => Level::Debug,
-            "trace" | "all" => Level::Trace,
-            _ => return None,
-        })
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            Level::Off => "OFF",
-            Level::Error => "ERROR",
-            Level::Warn => "WARN",
-            Level::Info => "INFO",
-            Level::Debug => "DEBUG",
-            Level::Trace => "TRACE",
-        }
-    }
-}
+pub use crate::level::Level;
 
 const UNSET: u8 = u8::MAX;
 static LEVEL: AtomicU8 = AtomicU8::new(UNSET);
@@ -415,10 +380,10 @@ fn now() -> (i64, i64) {
 /// Writes one line at `level` (the caller has checked `enabled`). errno is
 /// left as it was.
 pub fn line(level: Level, args: fmt::Arguments<'_>) {
-    let saved = crate::guard::Errno::save();
+    let saved = crate::errno::Errno::save();
     let mut b = LineBuf::new();
     let (secs, micros) = now();
-    let (pid, tid) = (pid(), crate::exports::tid());
+    let (pid, tid) = (pid(), crate::thread::tid());
     // The prefix by hand: core::fmt's padded integers cost more than the
     // rest of a typical line.
     b.push(b"ibv-shim ");

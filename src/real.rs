@@ -54,7 +54,7 @@ fn load_slow() -> Option<*mut c_void> {
                 // A panic here must not leave STATE at LOADING: every other
                 // thread would then spin in this loop for ever.
                 let loaded = std::panic::catch_unwind(|| {
-                    crate::lifecycle::on_first_load();
+                    before_load();
                     load()
                 })
                 .unwrap_or(None);
@@ -78,6 +78,41 @@ fn load_slow() -> Option<*mut c_void> {
                 libc::sched_yield();
             },
         }
+    }
+}
+
+/// What runs once, in the loading thread, around the first load of the
+/// real library: before it, `lifecycle` registers its fork handlers (a
+/// process that never calls verbs pays nothing); after it, `forward` copies
+/// the library's data objects. Set by `lifecycle` when the shim is loaded,
+/// so this module depends on neither; 0 = none.
+static BEFORE_LOAD: AtomicUsize = AtomicUsize::new(0);
+static AFTER_LOAD: AtomicUsize = AtomicUsize::new(0);
+
+/// Sets the hooks run before and after the real library is first loaded
+/// (`after` gets the handle, which is never closed). Returns whether a load
+/// has already started (then the caller runs them itself).
+pub fn set_load_hooks(before: fn(), after: fn(*mut c_void)) -> bool {
+    BEFORE_LOAD.store(before as usize, Ordering::Release);
+    AFTER_LOAD.store(after as usize, Ordering::Release);
+    STATE.load(Ordering::Acquire) != UNLOADED
+}
+
+fn before_load() {
+    let p = BEFORE_LOAD.load(Ordering::Acquire);
+    if p != 0 {
+        // SAFETY: the slot only ever holds a `fn()` (set_load_hooks).
+        let hook = unsafe { std::mem::transmute::<usize, fn()>(p) };
+        hook();
+    }
+}
+
+fn after_load(h: *mut c_void) {
+    let p = AFTER_LOAD.load(Ordering::Acquire);
+    if p != 0 {
+        // SAFETY: the slot only ever holds a `fn(*mut c_void)` (set_load_hooks).
+        let hook = unsafe { std::mem::transmute::<usize, fn(*mut c_void)>(p) };
+        hook(h);
     }
 }
 
@@ -323,8 +358,7 @@ fn load() -> Option<*mut c_void> {
             if crate::log::enabled(Level::Info) {
                 crate::log!(Level::Info, "forwarding to {}", describe(h));
             }
-            // SAFETY: h was just loaded and is never closed.
-            unsafe { crate::forward::copy_objects(h) };
+            after_load(h);
             Some(h)
         }
         None => {
@@ -341,6 +375,7 @@ fn load() -> Option<*mut c_void> {
 fn describe(h: *mut c_void) -> String {
     // SAFETY: h is a live handle; the names are NUL-terminated.
     let sym = unsafe { libc::dlvsym(h, c"ibv_get_device_list".as_ptr(), c"IBVERBS_1.1".as_ptr()) };
+    // SAFETY: an all-zero Dl_info is valid; dladdr only writes it.
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
     // SAFETY: sym is an address in h (or NULL, which dladdr rejects).
     if !sym.is_null() && unsafe { libc::dladdr(sym, &mut info) } != 0 && !info.dli_fname.is_null() {
@@ -412,7 +447,7 @@ impl<F: Copy> RealFn<F> {
         // Loading the library and dlvsym may leave errno changed (a failed
         // stat or dlopen of a candidate): the program's errno must reach the
         // real call untouched. The error paths set errno themselves.
-        let saved = crate::guard::Errno::save();
+        let saved = crate::errno::Errno::save();
         let r = self.resolve_inner();
         saved.restore();
         r
@@ -453,3 +488,65 @@ pub(crate) fn device_guid(device: *mut verbs_abi::ibv_device) -> Option<u64> {
     // SAFETY: device belongs to a context that is still open.
     Some(unsafe { f(device) }).filter(|&g| g != 0)
 }
+
+impl From<Unavailable> for crate::guard::Refused {
+    #[inline]
+    fn from(why: Unavailable) -> Self {
+        crate::guard::Refused(why.errno())
+    }
+}
+
+/// Declares functions of the real library, in one table per file:
+///
+/// ```ignore
+/// real_fns! {
+///     AllocPd = fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd;
+/// }
+/// ```
+///
+/// makes a type `AllocPd` whose `get()` resolves `ibv_alloc_pd` at the
+/// version the real library gives it by default (`version_of`, generated
+/// from its ABI at build time; the shim's own export of the same name gets
+/// that version from `build.rs` too), one atomic load once resolved, and
+/// whose `call(..)` forwards.
+///
+/// The safety contract, stated once for every forwarded call: `call` is
+/// only used by exports, passing the arguments their C caller gave them
+/// (unchanged, or the values the C API documents for that argument) to the
+/// real function of the same name and C signature (the signature here is
+/// checked against the real `verbs.h` by the header and layout tests). Such
+/// a call is exactly as safe as the program's own call of the export, whose
+/// contract is the C API's and the program's to keep.
+macro_rules! real_fns {
+    ($( $ty:ident = fn $name:ident($($arg:ident: $t:ty),* $(,)?) $(-> $ret:ty)?; )*) => {$(
+        #[derive(Clone, Copy)]
+        struct $ty(unsafe extern "C" fn($($t),*) $(-> $ret)?);
+
+        #[allow(dead_code)]
+        impl $ty {
+            /// The real function, or why it cannot be called.
+            #[inline(always)]
+            fn get() -> Result<Self, $crate::real::Unavailable> {
+                static REAL: $crate::real::RealFn<unsafe extern "C" fn($($t),*) $(-> $ret)?> =
+                    $crate::real::RealFn::new(
+                        match std::ffi::CStr::from_bytes_with_nul(
+                            concat!(stringify!($name), "\0").as_bytes(),
+                        ) {
+                            Ok(name) => name,
+                            Err(_) => panic!("a function name has no NUL"),
+                        },
+                    );
+                REAL.get().map($ty)
+            }
+
+            /// Forwards to the real function.
+            #[inline(always)]
+            fn call(self, $($arg: $t),*) $(-> $ret)? {
+                // SAFETY: the contract of `real_fns!`: an export's own
+                // arguments, to the real function of the same signature.
+                unsafe { (self.0)($($arg),*) }
+            }
+        }
+    )*};
+}
+pub(crate) use real_fns;

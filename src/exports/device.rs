@@ -6,30 +6,23 @@
 //! each call is logged at debug.
 
 use std::ffi::{c_char, c_int};
-use std::ptr;
 
 use verbs_abi::{__be64, ibv_context, ibv_device};
 
 use super::{refuse, Call, Dev, Ptr, Str};
-use crate::guard::{boundary, set_errno, Errno};
-use crate::real::RealFn;
+use crate::guard::{export, Errno, MinusOne, Refused};
+use crate::real::real_fns;
 use crate::registry::{self, devices};
 
-type GetDeviceList = unsafe extern "C" fn(*mut c_int) -> *mut *mut ibv_device;
-type FreeDeviceList = unsafe extern "C" fn(*mut *mut ibv_device);
-type GetDeviceName = unsafe extern "C" fn(*mut ibv_device) -> *const c_char;
-type GetDeviceGuid = unsafe extern "C" fn(*mut ibv_device) -> __be64;
-type GetDeviceIndex = unsafe extern "C" fn(*mut ibv_device) -> c_int;
-type OpenDevice = unsafe extern "C" fn(*mut ibv_device) -> *mut ibv_context;
-type CloseDevice = unsafe extern "C" fn(*mut ibv_context) -> c_int;
-
-static GET_DEVICE_LIST: RealFn<GetDeviceList> = RealFn::new(c"ibv_get_device_list");
-static FREE_DEVICE_LIST: RealFn<FreeDeviceList> = RealFn::new(c"ibv_free_device_list");
-static GET_DEVICE_NAME: RealFn<GetDeviceName> = RealFn::new(c"ibv_get_device_name");
-static GET_DEVICE_GUID: RealFn<GetDeviceGuid> = RealFn::new(c"ibv_get_device_guid");
-static GET_DEVICE_INDEX: RealFn<GetDeviceIndex> = RealFn::new(c"ibv_get_device_index");
-static OPEN_DEVICE: RealFn<OpenDevice> = RealFn::new(c"ibv_open_device");
-static CLOSE_DEVICE: RealFn<CloseDevice> = RealFn::new(c"ibv_close_device");
+real_fns! {
+    GetDeviceList = fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *mut ibv_device;
+    FreeDeviceList = fn ibv_free_device_list(list: *mut *mut ibv_device);
+    GetDeviceName = fn ibv_get_device_name(device: *mut ibv_device) -> *const c_char;
+    GetDeviceGuid = fn ibv_get_device_guid(device: *mut ibv_device) -> __be64;
+    GetDeviceIndex = fn ibv_get_device_index(device: *mut ibv_device) -> c_int;
+    OpenDevice = fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_context;
+    CloseDevice = fn ibv_close_device(context: *mut ibv_context) -> c_int;
+}
 
 /// The devices of a list, for the log.
 struct DevList<'a>(&'a [*mut ibv_device]);
@@ -46,24 +39,23 @@ impl std::fmt::Display for DevList<'_> {
 /// Checks a device argument: NULL and pointers the real library never
 /// handed out are refused with EINVAL instead of crashing in rdma-core.
 #[inline(always)]
-fn bad_device(func: &str, device: *mut ibv_device) -> bool {
+fn device_ok(func: &str, device: *mut ibv_device) -> Result<(), Refused> {
     if !device.is_null() && devices::is_known(device) {
-        return false;
+        return Ok(());
     }
-    refuse_device(func, device);
-    true
+    Err(refuse_device(func, device))
 }
 
 #[cold]
 #[inline(never)]
-fn refuse_device(func: &str, device: *mut ibv_device) {
+fn refuse_device(func: &str, device: *mut ibv_device) -> Refused {
     if device.is_null() {
-        refuse(format_args!("{func}(device=NULL)"), libc::EINVAL);
+        refuse(format_args!("{func}(device=NULL)"), libc::EINVAL)
     } else {
         refuse(
             format_args!("{func}(device={device:p}): not a device from ibv_get_device_list"),
             libc::EINVAL,
-        );
+        )
     }
 }
 
@@ -74,17 +66,11 @@ fn refuse_device(func: &str, device: *mut ibv_device) {
 #[no_mangle]
 pub unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *mut ibv_device {
     let caller = crate::caller!();
-    boundary("ibv_get_device_list", ptr::null_mut(), || {
-        let real = match GET_DEVICE_LIST.get() {
-            Ok(f) => f,
-            Err(why) => {
-                set_errno(why.errno());
-                return ptr::null_mut();
-            }
-        };
+    export("ibv_get_device_list", || {
+        let real = GetDeviceList::get()?;
         let call = Call::begin();
-        // SAFETY: forwarded unchanged; num_devices may be NULL, as rdma-core allows.
-        let list = unsafe { real(num_devices) };
+        // num_devices may be NULL, as rdma-core allows.
+        let list = real.call(num_devices);
         let errno = Errno::save();
         if !list.is_null() {
             let mut n = 0;
@@ -94,9 +80,9 @@ pub unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *m
                 let dev = unsafe { *list.add(n) };
                 devices::remember(dev);
                 if call.logging() && devices::cached_guid(dev).is_none() {
-                    if let Ok(guid) = GET_DEVICE_GUID.get() {
-                        // SAFETY: dev is a device of the list just returned.
-                        devices::cache_guid(dev, unsafe { guid(dev) });
+                    if let Ok(guid) = GetDeviceGuid::get() {
+                        // dev is a device of the list just returned.
+                        devices::cache_guid(dev, guid.call(dev));
                     }
                 }
                 n += 1;
@@ -132,7 +118,7 @@ pub unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *m
             );
         }
         errno.restore();
-        list
+        Ok(list)
     })
 }
 
@@ -141,36 +127,29 @@ pub unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *m
 /// such a list is refused with a warning (rdma-core would crash).
 #[no_mangle]
 pub unsafe extern "C" fn ibv_free_device_list(list: *mut *mut ibv_device) {
-    boundary("ibv_free_device_list", (), || {
+    export("ibv_free_device_list", || {
         if list.is_null() {
-            return refuse(
+            return Err(refuse(
                 format_args!("ibv_free_device_list(list=NULL)"),
                 libc::EINVAL,
-            );
+            ));
         }
-        let real = match FREE_DEVICE_LIST.get() {
-            Ok(f) => f,
-            Err(why) => return set_errno(why.errno()),
-        };
+        let real = FreeDeviceList::get()?;
         let errno = Errno::save();
         // While some list went untracked for want of memory, an unknown
         // list may be one of those: forwarded, not refused.
         if !devices::list_freed(list as usize) && !devices::untracked_lists() {
-            refuse(
+            return Err(refuse(
                 format_args!("ibv_free_device_list(list={list:p}): double free, or not a list from ibv_get_device_list"),
                 libc::EINVAL,
-            );
-            return;
+            ));
         }
         errno.restore();
         let call = Call::begin();
-        // SAFETY: a live list from the real ibv_get_device_list, freed once.
-        unsafe { real(list) };
-        call.end(
-            format_args!("ibv_free_device_list(list={})", Ptr(list)),
-            format_args!("void"),
-            false,
-        );
+        // A live list from the real ibv_get_device_list, freed once.
+        real.call(list);
+        call.end_void(format_args!("ibv_free_device_list(list={})", Ptr(list)));
+        Ok(())
     })
 }
 
@@ -178,20 +157,12 @@ pub unsafe extern "C" fn ibv_free_device_list(list: *mut *mut ibv_device) {
 /// or NULL with errno EINVAL for NULL or an unknown device.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_get_device_name(device: *mut ibv_device) -> *const c_char {
-    boundary("ibv_get_device_name", ptr::null(), || {
-        if bad_device("ibv_get_device_name", device) {
-            return ptr::null();
-        }
-        let real = match GET_DEVICE_NAME.get() {
-            Ok(f) => f,
-            Err(why) => {
-                set_errno(why.errno());
-                return ptr::null();
-            }
-        };
+    export("ibv_get_device_name", || {
+        device_ok("ibv_get_device_name", device)?;
+        let real = GetDeviceName::get()?;
         let call = Call::begin();
-        // SAFETY: device is one the real library handed out.
-        let name = unsafe { real(device) };
+        // device is one the real library handed out.
+        let name = real.call(device);
         if call.logging() {
             call.end(
                 format_args!("ibv_get_device_name(device={})", Dev(device)),
@@ -199,7 +170,7 @@ pub unsafe extern "C" fn ibv_get_device_name(device: *mut ibv_device) -> *const 
                 name.is_null(),
             );
         }
-        name
+        Ok(name)
     })
 }
 
@@ -208,20 +179,11 @@ pub unsafe extern "C" fn ibv_get_device_name(device: *mut ibv_device) -> *const 
 /// many open files; EINVAL: NULL or unknown device).
 #[no_mangle]
 pub unsafe extern "C" fn ibv_get_device_guid(device: *mut ibv_device) -> __be64 {
-    boundary("ibv_get_device_guid", 0, || {
-        if bad_device("ibv_get_device_guid", device) {
-            return 0;
-        }
-        let real = match GET_DEVICE_GUID.get() {
-            Ok(f) => f,
-            Err(why) => {
-                set_errno(why.errno());
-                return 0;
-            }
-        };
+    export("ibv_get_device_guid", || {
+        device_ok("ibv_get_device_guid", device)?;
+        let real = GetDeviceGuid::get()?;
         let call = Call::begin();
-        // SAFETY: device is one the real library handed out.
-        let guid = unsafe { real(device) };
+        let guid = real.call(device);
         if call.logging() {
             let errno = Errno::save();
             if guid != 0 {
@@ -237,7 +199,7 @@ pub unsafe extern "C" fn ibv_get_device_guid(device: *mut ibv_device) -> __be64 
                 guid == 0,
             );
         }
-        guid
+        Ok(guid)
     })
 }
 
@@ -246,20 +208,11 @@ pub unsafe extern "C" fn ibv_get_device_guid(device: *mut ibv_device) -> __be64 
 /// or an unknown device.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_get_device_index(device: *mut ibv_device) -> c_int {
-    boundary("ibv_get_device_index", -1, || {
-        if bad_device("ibv_get_device_index", device) {
-            return -1;
-        }
-        let real = match GET_DEVICE_INDEX.get() {
-            Ok(f) => f,
-            Err(why) => {
-                set_errno(why.errno());
-                return -1;
-            }
-        };
+    export("ibv_get_device_index", || {
+        device_ok("ibv_get_device_index", device)?;
+        let real = GetDeviceIndex::get()?;
         let call = Call::begin();
-        // SAFETY: device is one the real library handed out.
-        let index = unsafe { real(device) };
+        let index = real.call(device);
         if call.logging() {
             call.end(
                 format_args!("ibv_get_device_index(device={})", Dev(device)),
@@ -267,7 +220,7 @@ pub unsafe extern "C" fn ibv_get_device_index(device: *mut ibv_device) -> c_int 
                 false,
             );
         }
-        index
+        Ok(MinusOne(index))
     })
 }
 
@@ -277,22 +230,13 @@ pub unsafe extern "C" fn ibv_get_device_index(device: *mut ibv_device) -> c_int 
 #[no_mangle]
 pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_context {
     let caller = crate::caller!();
-    boundary("ibv_open_device", ptr::null_mut(), || {
-        if bad_device("ibv_open_device", device) {
-            return ptr::null_mut();
-        }
-        let real = match OPEN_DEVICE.get() {
-            Ok(f) => f,
-            Err(why) => {
-                set_errno(why.errno());
-                return ptr::null_mut();
-            }
-        };
+    export("ibv_open_device", || {
+        device_ok("ibv_open_device", device)?;
+        let real = OpenDevice::get()?;
         let call = Call::begin();
-        // SAFETY: device is one the real library handed out. Inside: the
-        // real open goes through verbs_open_device, which the shim also
-        // exports (see `exports::private`); this export records it.
-        let ctx = super::inside(|| unsafe { real(device) });
+        // Inside: the real open goes through verbs_open_device, which the
+        // shim also exports (see `exports::private`); this export records it.
+        let ctx = super::inside(|| real.call(device));
         let errno = Errno::save();
         if !ctx.is_null() {
             registry::contexts::opened(ctx as usize, device as usize, super::tid(), caller);
@@ -303,7 +247,7 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_co
             format_args!("{}", Ptr(ctx)),
             ctx.is_null(),
         );
-        ctx
+        Ok(ctx)
     })
 }
 
@@ -314,33 +258,27 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_co
 #[no_mangle]
 pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
     let caller = crate::caller!();
-    boundary("ibv_close_device", -1, || {
+    export("ibv_close_device", || {
         if context.is_null() {
-            refuse(format_args!("ibv_close_device(context=NULL)"), libc::EINVAL);
-            return -1;
+            return Err(refuse(
+                format_args!("ibv_close_device(context=NULL)"),
+                libc::EINVAL,
+            ));
         }
         let errno = Errno::save();
         match registry::contexts::get(context as usize) {
             Some(c) if c.open => {}
             Some(_) => {
-                refuse(
+                return Err(refuse(
                     format_args!("ibv_close_device(context={context:p}): double close"),
                     libc::EINVAL,
-                );
-                return -1;
+                ));
             }
             // A context opened where the shim does not see it is adopted
-            // (see `exports::bad_context`); garbage is refused.
-            None if super::bad_context("ibv_close_device", context, caller) => return -1,
-            None => {}
+            // (see `exports::context_ok`); garbage is refused.
+            None => super::context_ok("ibv_close_device", context, caller)?,
         }
-        let real = match CLOSE_DEVICE.get() {
-            Ok(f) => f,
-            Err(why) => {
-                set_errno(why.errno());
-                return -1;
-            }
-        };
+        let real = CloseDevice::get()?;
         // SAFETY: an open context; its device field is valid until close.
         let device = unsafe { (*context).device };
         // The leak reports name the device; it may be freed by the close.
@@ -349,16 +287,15 @@ pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
         // `registry::begin_close`): a close racing with this one is refused
         // instead of forwarded twice.
         if registry::begin_close(context as usize) != registry::Closing::Proceed {
-            refuse(
+            return Err(refuse(
                 format_args!("ibv_close_device(context={context:p}): double close"),
                 libc::EINVAL,
-            );
-            return -1;
+            ));
         }
         errno.restore();
         let call = Call::begin();
-        // SAFETY: an open context from the real library, closed once.
-        let rc = unsafe { real(context) };
+        // An open context from the real library, closed once.
+        let rc = real.call(context);
         let errno = Errno::save();
         if rc == 0 {
             crate::report::context_closed(context as usize);
@@ -366,16 +303,15 @@ pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
             registry::abort_close(context as usize);
         }
         errno.restore();
-        call.end(
+        call.end_minus_one(
             format_args!(
                 "ibv_close_device(context={} on {})",
                 Ptr(context),
                 Dev(device)
             ),
-            format_args!("{rc}"),
-            rc != 0,
+            rc,
         );
-        rc
+        Ok(MinusOne(rc))
     })
 }
 

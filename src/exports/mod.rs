@@ -10,16 +10,16 @@
 //! C reader, so clippy's `# Safety` section rule does not apply here.
 #![allow(clippy::missing_safety_doc)]
 
-use std::cell::Cell;
 use std::ffi::{c_char, c_int, CStr};
 use std::fmt;
 
 use verbs_abi::{ibv_context, ibv_device};
 
-use crate::guard::{errno_name, Errno};
+use crate::guard::{errno_name, Errno, Refused};
 use crate::log::{self, Dec, Hex, Level};
 use crate::registry::{contexts, devices, objects};
 
+mod create_destroy;
 pub mod device;
 /// cbindgen:ignore
 pub mod dl;
@@ -93,6 +93,24 @@ impl Call {
         }
     }
 
+    /// [`Call::end`] for a verb that returns 0 or an errno value.
+    #[inline(always)]
+    pub fn end_errno(&self, call: fmt::Arguments<'_>, rc: c_int) {
+        self.end(call, format_args!("{}", Rc(rc)), false);
+    }
+
+    /// [`Call::end`] for a verb that returns 0, or -1 with errno.
+    #[inline(always)]
+    pub fn end_minus_one(&self, call: fmt::Arguments<'_>, rc: c_int) {
+        self.end(call, format_args!("{rc}"), rc != 0);
+    }
+
+    /// [`Call::end`] for a `void` verb.
+    #[inline(always)]
+    pub fn end_void(&self, call: fmt::Arguments<'_>) {
+        self.end(call, format_args!("void"), false);
+    }
+
     #[cold]
     #[inline(never)]
     fn log(start: u64, call: fmt::Arguments<'_>, result: fmt::Arguments<'_>, failed: bool) {
@@ -110,54 +128,28 @@ impl Call {
     }
 }
 
-/// Per-thread state of the exports: one thread-local, so one TLS lookup.
-struct ThreadState {
-    /// Cached `gettid()` (a system call); 0 = not read yet.
-    tid: Cell<i32>,
-    /// Forwarded calls this thread is inside (see [`nested`]).
-    depth: Cell<u32>,
-}
+pub use crate::thread::{inside, nested, tid};
 
-thread_local! {
-    static THREAD: ThreadState = const { ThreadState { tid: Cell::new(0), depth: Cell::new(0) } };
-}
-
-/// This thread's kernel thread id, read once per thread.
-#[inline]
-pub fn tid() -> i32 {
-    THREAD.with(|t| match t.tid.get() {
-        0 => {
-            // SAFETY: gettid cannot fail.
-            let tid = unsafe { libc::gettid() };
-            t.tid.set(tid);
-            tid
-        }
-        tid => tid,
-    })
-}
-
-/// Is this thread already inside a forwarded call? Then the real library
-/// is calling one of its own exported verbs, which the preloaded shim
-/// interposes (rdma-core's `ibv_reg_mr` calls `ibv_reg_mr_iova2`,
-/// `ibv_create_ah_from_wc` calls `ibv_create_ah`, both through its PLT). The
-/// outer export records and logs the object, so the inner one only forwards.
-#[inline]
-pub fn nested() -> bool {
-    THREAD.with(|t| t.depth.get() != 0)
-}
-
-/// Runs a forwarded call with this thread marked as inside the real library.
-#[inline]
-pub fn inside<R>(f: impl FnOnce() -> R) -> R {
-    THREAD.with(|t| t.depth.set(t.depth.get() + 1));
-    let r = f();
-    THREAD.with(|t| t.depth.set(t.depth.get() - 1));
-    r
-}
-
-/// After `fork()`, in the child: its one thread has a new id.
-pub fn after_fork_in_child() {
-    THREAD.with(|t| t.tid.set(0));
+/// The shape of every export that creates nothing: when the real library
+/// is calling its own export (see [`nested`]) it only forwards; otherwise
+/// `check` may refuse the call (a context or object known bad), then the
+/// forwarded call runs, marked as inside the real library, and `log` gets
+/// the result (a no-op unless debug logging is on). No lock is held while
+/// `forward` runs.
+#[inline(always)]
+pub fn forward<R>(
+    check: impl FnOnce() -> Result<(), Refused>,
+    forward: impl FnOnce() -> R,
+    log: impl FnOnce(&Call, &R),
+) -> Result<R, Refused> {
+    if nested() {
+        return Ok(forward());
+    }
+    check()?;
+    let call = Call::begin();
+    let r = inside(forward);
+    log(&call, &r);
+    Ok(r)
 }
 
 /// A verb's result that is 0 or an errno value, for the log: `0` or `16 (EBUSY)`.
@@ -186,23 +178,30 @@ impl fmt::Display for Micros {
 }
 
 /// A NULL object argument to a verb that would dereference it (rdma-core
-/// crashes): refused with a warning and errno EINVAL; `fail` is the verb's
-/// failure value (NULL, -1, or EINVAL itself for verbs that return errno).
+/// crashes) is refused with a warning and errno EINVAL.
+#[inline(always)]
+pub fn not_null<T>(func: &str, arg: &str, p: *const T) -> Result<(), Refused> {
+    if p.is_null() {
+        return Err(null_argument(func, arg));
+    }
+    Ok(())
+}
+
 #[cold]
 #[inline(never)]
-pub fn null_argument<T>(func: &str, arg: &str, fail: T) -> T {
-    refuse(format_args!("{func}({arg}=NULL)"), libc::EINVAL);
-    fail
+fn null_argument(func: &str, arg: &str) -> Refused {
+    refuse(format_args!("{func}({arg}=NULL)"), libc::EINVAL)
 }
 
 /// Logs a refused call (bad input) at warn and sets errno.
-pub fn refuse(what: fmt::Arguments<'_>, errno: i32) {
+pub fn refuse(what: fmt::Arguments<'_>, errno: i32) -> Refused {
     crate::log!(
         Level::Warn,
         "{what} (not forwarded; errno={})",
         errno_name(errno)
     );
     crate::guard::set_errno(errno);
+    Refused(errno)
 }
 
 /// The first word at `addr`, read without risking a fault (the pointer may
@@ -232,11 +231,11 @@ pub fn read_word(addr: usize) -> Option<usize> {
 /// path the shim does not see) is adopted: tracked from now on, logged at
 /// info, and forwarded.
 #[inline]
-pub fn bad_context(func: &str, ctx: *mut ibv_context, caller: usize) -> bool {
-    if contexts::is_open_fast(ctx as usize) {
-        return false;
+pub fn context_ok(func: &str, ctx: *mut ibv_context, caller: usize) -> Result<(), Refused> {
+    if contexts::is_open_fast(ctx as usize) || !check_context(func, ctx, caller) {
+        return Ok(());
     }
-    check_context(func, ctx, caller)
+    Err(Refused(libc::EINVAL))
 }
 
 #[cold]
@@ -289,19 +288,18 @@ fn check_context(func: &str, ctx: *mut ibv_context, caller: usize) -> bool {
 /// One shared load, and one load of the destroyed-address memory, while no
 /// context was closed with objects on it.
 #[inline]
-pub fn dead(func: &str, arg: &str, addr: usize) -> bool {
+pub fn alive(func: &str, arg: &str, addr: usize) -> Result<(), Refused> {
     if let Some(o) = objects::zombie(addr) {
-        use_after_close(func, arg, &o);
-        return true;
+        return Err(use_after_close(func, arg, &o));
     }
     match objects::buried(addr) {
-        Some(kind) => destroyed(func, arg, addr, kind),
-        None => false,
+        Some(kind) if destroyed(func, arg, addr, kind) => Err(Refused(libc::EINVAL)),
+        _ => Ok(()),
     }
 }
 
 #[cold]
-pub fn use_after_close(func: &str, arg: &str, o: &objects::Obj) {
+pub fn use_after_close(func: &str, arg: &str, o: &objects::Obj) -> Refused {
     crate::log!(
         Level::Warn,
         "use after close: {func}({arg}={:#x}): this {} was created on context {:#x}, which ibv_close_device \
@@ -311,6 +309,7 @@ pub fn use_after_close(func: &str, arg: &str, o: &objects::Obj) {
         o.ctx
     );
     crate::guard::set_errno(libc::EINVAL);
+    Refused(libc::EINVAL)
 }
 
 /// `addr` was destroyed through the shim: refuse it unless an object lives

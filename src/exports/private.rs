@@ -7,18 +7,17 @@
 //! tell from a use after close. Not in the C header: it is not a verb.
 
 use std::ffi::c_void;
-use std::ptr;
 
 use verbs_abi::{ibv_context, ibv_device};
 
 use super::{inside, nested, tid, Call, Dev, Ptr};
-use crate::guard::{boundary, set_errno, Errno};
-use crate::real::RealFn;
+use crate::guard::{export, Errno};
+use crate::real::real_fns;
 use crate::registry::{contexts, devices};
 
-type VerbsOpenDevice = unsafe extern "C" fn(*mut ibv_device, *mut c_void) -> *mut ibv_context;
-
-static VERBS_OPEN_DEVICE: RealFn<VerbsOpenDevice> = RealFn::new(c"verbs_open_device");
+real_fns! {
+    VerbsOpenDevice = fn verbs_open_device(device: *mut ibv_device, private_data: *mut c_void) -> *mut ibv_context;
+}
 
 /// rdma-core's private open (`ibv_open_device` and the providers' direct
 /// opens call it). Forwarded unchanged; a context it returns is tracked.
@@ -28,22 +27,14 @@ pub unsafe extern "C" fn verbs_open_device(
     private_data: *mut c_void,
 ) -> *mut ibv_context {
     let caller = crate::caller!();
-    boundary("verbs_open_device", ptr::null_mut(), || {
-        let real = match VERBS_OPEN_DEVICE.get() {
-            Ok(f) => f,
-            Err(why) => {
-                set_errno(why.errno());
-                return ptr::null_mut();
-            }
-        };
+    export("verbs_open_device", || {
+        let real = VerbsOpenDevice::get()?;
         // Inside the shim's ibv_open_device: that export records it.
         if nested() {
-            // SAFETY: forwarded unchanged.
-            return unsafe { real(device, private_data) };
+            return Ok(real.call(device, private_data));
         }
         let call = Call::begin();
-        // SAFETY: forwarded unchanged.
-        let ctx = inside(|| unsafe { real(device, private_data) });
+        let ctx = inside(|| real.call(device, private_data));
         let errno = Errno::save();
         if !ctx.is_null() {
             devices::remember(device);
@@ -59,6 +50,6 @@ pub unsafe extern "C" fn verbs_open_device(
             format_args!("{}", Ptr(ctx)),
             ctx.is_null(),
         );
-        ctx
+        Ok(ctx)
     })
 }

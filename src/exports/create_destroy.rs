@@ -1,0 +1,338 @@
+//! The create and destroy paths every verb of `resources` shares.
+//!
+//! A create is guard -> forward -> record -> log; a destroy is guard ->
+//! look up and take the record -> forward -> untrack (or put the record back
+//! if the destroy failed) -> log. No lock is held while the real function
+//! runs.
+
+use std::ffi::{c_int, c_void};
+use std::fmt;
+
+use verbs_abi::{ibv_context, ibv_mr, ibv_pd, ibv_qp};
+
+use super::{
+    alive, context_ok, inside, nested, not_null, read_word, tid, use_after_close, Call, Ptr,
+};
+use crate::config;
+use crate::guard::{set_errno, Errno, Refused};
+use crate::log::Level;
+use crate::registry::contexts;
+use crate::registry::objects::{self, Kind, Kinds, Obj, Taken, FLAG_BACKTRACE};
+
+/// The first checks of a verb on a context: NULL refused, then (unless the
+/// real library is calling its own export) a closed or unknown context.
+#[inline(always)]
+pub fn on_context(func: &str, context: *mut ibv_context, caller: usize) -> Result<(), Refused> {
+    not_null(func, "context", context)?;
+    if !nested() {
+        context_ok(func, context, caller)?;
+    }
+    Ok(())
+}
+
+/// A new object's record: `kind` at `obj`, on the context the real library
+/// wrote into it (else `context`), under `parent`, made at `caller`.
+#[inline]
+pub fn record<T>(
+    kind: Kind,
+    obj: *mut T,
+    context: *mut ibv_context,
+    parent: usize,
+    caller: usize,
+) -> Obj {
+    Obj::new(
+        kind,
+        obj as usize,
+        context_of(obj, context),
+        parent,
+        caller,
+        tid(),
+    )
+}
+
+/// The context an object was created on: its first field, set by the real
+/// library (every verbs object starts with `struct ibv_context *context`).
+pub fn context_of<T>(obj: *mut T, fallback: *mut ibv_context) -> usize {
+    // SAFETY: obj is a live object just returned by the real library.
+    let ctx = unsafe { obj.cast::<*mut ibv_context>().read() };
+    if ctx.is_null() {
+        fallback as usize
+    } else {
+        ctx as usize
+    }
+}
+
+/// The context of `pd`, read only after a create on it succeeded (so `pd`
+/// was a live PD).
+pub fn context_of_pd(pd: *mut ibv_pd) -> *mut ibv_context {
+    // SAFETY: the real library just created an object on this PD.
+    unsafe { (*pd).context }
+}
+
+/// The shape every create shares. `forward` calls the real verb; when the
+/// real library is calling one of its own exports (see [`nested`]) that is
+/// all. Otherwise a create on a parent of a closed context (`parent`: the
+/// verb, the argument's name and the parent's address) is refused as a use
+/// after close, and a non-NULL result is recorded by `record`; the call is
+/// logged by `log`. No lock is held while `forward` runs.
+pub fn create<T>(
+    parent: Option<(&str, &str, usize)>,
+    forward: impl FnOnce() -> *mut T,
+    record: impl FnOnce(*mut T),
+    log: impl FnOnce(&Call, *mut T),
+) -> Result<*mut T, Refused> {
+    if nested() {
+        return Ok(forward());
+    }
+    if let Some((func, arg, addr)) = parent {
+        alive(func, arg, addr)?;
+    }
+    let call = Call::begin();
+    let obj = inside(forward);
+    if !obj.is_null() {
+        record(obj);
+    }
+    log(&call, obj);
+    Ok(obj)
+}
+
+/// Records a new object (and, with `IBV_SHIM_BACKTRACE=1`, how it was
+/// reached). errno is left as it was.
+#[inline]
+pub fn track(mut obj: Obj) {
+    let errno = Errno::save();
+    if config::get().backtrace {
+        obj.set_flag(FLAG_BACKTRACE);
+        objects::store_backtrace(obj.addr, std::backtrace::Backtrace::force_capture());
+    }
+    objects::insert(obj);
+    errno.restore();
+}
+
+/// A destroy verb, for the shared destroy path.
+pub struct Destroy {
+    pub func: &'static str,
+    pub arg: &'static str,
+    /// What it destroys, and what else it accepts (`ibv_dereg_mr` also
+    /// takes an imported MR).
+    pub kind: Kind,
+    pub kinds: Kinds,
+    /// Returns nothing (`ibv_unimport_*`).
+    pub void: bool,
+}
+
+impl Destroy {
+    /// A destroy verb that returns 0 or an errno value.
+    pub const fn new(func: &'static str, arg: &'static str, kind: Kind, kinds: Kinds) -> Destroy {
+        Destroy {
+            func,
+            arg,
+            kind,
+            kinds,
+            void: false,
+        }
+    }
+}
+
+/// A destroy of a pointer the table does not hold. Returns true to refuse
+/// it (a double destroy), false to forward it unchanged.
+#[cold]
+fn untracked(d: &Destroy, addr: usize) -> bool {
+    if addr == 0 {
+        crate::log!(
+            Level::Warn,
+            "{}({}=NULL): forwarding unchanged",
+            d.func,
+            d.arg
+        );
+        return false;
+    }
+    if let Some(kind) = objects::buried(addr) {
+        match read_word(addr) {
+            // Reused for an object created behind the shim's back.
+            Some(ctx) if contexts::is_open(ctx) => {}
+            _ => {
+                crate::log!(
+                    Level::Warn,
+                    "double destroy: {}({}={addr:#x}): this {} was already destroyed; not forwarded \
+                     (the real library would read freed memory); returning EINVAL",
+                    d.func,
+                    d.arg,
+                    kind.name()
+                );
+                return true;
+            }
+        }
+    }
+    crate::log!(
+        Level::Warn,
+        "{}({}={addr:#x}): not a {} the shim saw created (made by an inline verb, or destroyed long \
+         ago); forwarding unchanged",
+        d.func,
+        d.arg,
+        d.arg
+    );
+    false
+}
+
+/// The destroy path shared by every destroy verb: `forward` calls the real
+/// function and returns its result (0 or an errno value; 0 for void verbs).
+/// A use after close or a double destroy is refused with EINVAL.
+pub fn destroy<T>(
+    d: &Destroy,
+    obj: *mut T,
+    forward: impl FnOnce() -> c_int,
+) -> Result<c_int, Refused> {
+    let addr = obj as usize;
+    if nested() {
+        return Ok(forward());
+    }
+    let errno = Errno::save();
+    let taken = if addr == 0 {
+        Taken::Unknown
+    } else {
+        objects::take(addr, d.kinds)
+    };
+    match taken {
+        Taken::Zombie(o) => return Err(use_after_close(d.func, d.arg, &o)),
+        Taken::Unknown if untracked(d, addr) => {
+            set_errno(libc::EINVAL);
+            return Err(Refused(libc::EINVAL));
+        }
+        Taken::OtherKind(o) => crate::log!(
+            Level::Warn,
+            "{}({}={addr:#x}): that is a {}, not a {}; forwarding unchanged",
+            d.func,
+            d.arg,
+            o.kind().name(),
+            d.arg
+        ),
+        _ => {}
+    }
+    errno.restore();
+    let call = Call::begin();
+    let rc = inside(forward);
+    let errno = Errno::save();
+    match taken {
+        Taken::Removed(o) if rc == 0 => {
+            objects::bury(addr, o.kind());
+            if o.flags() & FLAG_BACKTRACE != 0 {
+                objects::take_backtrace(addr);
+            }
+        }
+        Taken::Removed(o) => {
+            objects::restore(o);
+            if rc == libc::EBUSY && crate::log::enabled(Level::Warn) {
+                busy(d, &o);
+            }
+        }
+        Taken::Unknown if rc == 0 && addr != 0 => {
+            objects::bury(addr, d.kind);
+        }
+        _ => {}
+    }
+    errno.restore();
+    if d.void {
+        call.end_void(format_args!(
+            "{}({}={})",
+            d.func,
+            d.arg,
+            Ptr(addr as *const c_void)
+        ));
+    } else {
+        call.end_errno(
+            format_args!("{}({}={})", d.func, d.arg, Ptr(addr as *const c_void)),
+            rc,
+        );
+    }
+    Ok(rc)
+}
+
+/// After EBUSY: names the tracked objects that still hold `o`.
+#[cold]
+fn busy(d: &Destroy, o: &Obj) {
+    let holders = objects::holders(o);
+    let mut names = String::new();
+    for h in holders.iter().take(10) {
+        use fmt::Write as _;
+        let _ = write!(
+            names,
+            "{}{}",
+            if names.is_empty() { "" } else { "; " },
+            crate::report::Brief(h)
+        );
+    }
+    if holders.len() > 10 {
+        names.push_str(&format!("; and {} more", holders.len() - 10));
+    }
+    if holders.is_empty() {
+        crate::log!(
+            Level::Warn,
+            "{}({}={:#x}) = EBUSY: still in use, by nothing the shim tracks (memory windows, or objects \
+             made by inline verbs); it stays allocated",
+            d.func,
+            d.arg,
+            o.addr
+        );
+    } else {
+        crate::log!(
+            Level::Warn,
+            "{}({}={:#x}) = EBUSY: still held by {} object{}: {names}; destroy {} first, then retry",
+            d.func,
+            d.arg,
+            o.addr,
+            holders.len(),
+            if holders.len() == 1 { "" } else { "s" },
+            if holders.len() == 1 { "it" } else { "them" }
+        );
+    }
+}
+
+/// Records an MR registered on `pd` by the verb `MR_VIA[via]`.
+pub fn track_mr(
+    mr: *mut ibv_mr,
+    pd: *mut ibv_pd,
+    addr: u64,
+    length: usize,
+    access: u32,
+    via: u8,
+    caller: usize,
+) {
+    let mut o = record(Kind::Mr, mr, context_of_pd(pd), pd as usize, caller);
+    o.a = addr;
+    o.b = length as u64;
+    // SAFETY: a live MR just returned by the real library.
+    o.c = unsafe { (*mr).lkey as u64 | ((*mr).rkey as u64) << 32 };
+    o.x = access;
+    o.set_sub(via);
+    track(o);
+}
+
+/// An MR result for the log: address and keys.
+pub struct MrResult(pub *mut ibv_mr);
+
+impl fmt::Display for MrResult {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_null() {
+            return f.write_str("NULL");
+        }
+        // SAFETY: a live MR just returned by the real library.
+        let (lkey, rkey) = unsafe { ((*self.0).lkey, (*self.0).rkey) };
+        write!(f, "{:p} (lkey={lkey:#x} rkey={rkey:#x})", self.0)
+    }
+}
+
+/// A QP result for the log: address and number.
+pub struct QpResult(pub *mut ibv_qp);
+
+impl fmt::Display for QpResult {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_null() {
+            return f.write_str("NULL");
+        }
+        // SAFETY: a live QP just returned by the real library.
+        write!(f, "{:p} (qp_num={:#x})", self.0, unsafe {
+            (*self.0).qp_num
+        })
+    }
+}
