@@ -288,7 +288,7 @@ fn busy(d: &Destroy, o: &Obj) {
     }
 }
 
-/// Records an MR registered on `pd` by the verb `MR_VIA[via]`.
+/// Records an MR registered on `pd` by the verb `objects::MR_VIA[via]`.
 pub fn track_mr(
     mr: *mut ibv_mr,
     pd: *mut ibv_pd,

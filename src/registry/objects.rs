@@ -286,6 +286,16 @@ impl Rec {
     }
 }
 
+/// `Obj::sub` of an MR: the verb that registered it.
+pub const MR_VIA: [&str; 4] = [
+    "ibv_reg_mr",
+    "ibv_reg_mr_iova",
+    "ibv_reg_mr_iova2",
+    "ibv_reg_dmabuf_mr",
+];
+/// `Obj::sub` of an AH: the verb that created it.
+pub const AH_VIA: [&str; 2] = ["ibv_create_ah", "ibv_create_ah_from_wc"];
+
 /// Milliseconds of CLOCK_MONOTONIC_COARSE: a few ns through the vDSO, and
 /// immune to wall-clock jumps. Reports convert it to wall-clock time.
 #[inline]

@@ -6,10 +6,10 @@ use std::ffi::OsString;
 use std::io::Write as _;
 use std::os::unix::ffi::OsStringExt;
 
-use crate::exports::resources::{AH_VIA, MR_VIA};
 use crate::oom;
 use crate::registry::contexts::ContextInfo;
 use crate::registry::objects::{self, Kind, Obj};
+use crate::registry::objects::{AH_VIA, MR_VIA};
 
 use report_model::{Address, Kind as ReportKind, SCHEMA};
 

@@ -4,11 +4,11 @@
 use std::borrow::Cow;
 use std::fmt::{self, Write as _};
 
-use crate::exports::resources::{AH_VIA, MR_VIA};
 use crate::log::Level;
 use crate::oom;
 use crate::registry::contexts::ContextInfo;
 use crate::registry::objects::{self, Kind, Obj};
+use crate::registry::objects::{AH_VIA, MR_VIA};
 
 use report_model::Kind as ReportKind;
 

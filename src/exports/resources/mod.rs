@@ -35,15 +35,5 @@ pub mod memory;
 pub mod queues;
 pub mod remote;
 
-/// `Obj::sub` of an MR: the verb that registered it.
-pub const MR_VIA: [&str; 4] = [
-    "ibv_reg_mr",
-    "ibv_reg_mr_iova",
-    "ibv_reg_mr_iova2",
-    "ibv_reg_dmabuf_mr",
-];
-/// `Obj::sub` of an AH: the verb that created it.
-pub const AH_VIA: [&str; 2] = ["ibv_create_ah", "ibv_create_ah_from_wc"];
-
 pub(crate) const PDS: Kinds = Kind::Pd.bit().or(Kind::ImportedPd);
 pub(crate) const MRS: Kinds = Kind::Mr.bit().or(Kind::ImportedMr);
