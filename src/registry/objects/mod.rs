@@ -1,0 +1,521 @@
+//! Live verbs objects (PDs, MRs, CQs, ...) in a side table keyed by address.
+//!
+//! Built for the budget of issue 5: at most 96 bytes and 100 ns per tracked
+//! object, flat from 1k to 1M live objects, and threads working on unrelated
+//! contexts never meeting on a lock or a shared counter.
+//!
+//! - [`SHARDS`] shards, picked by a multiplicative hash of the address, each
+//!   behind its own mutex on its own cache lines. Nothing global is written
+//!   on the create/destroy path.
+//! - In a shard, each object is one 64-byte record in a chunked slab (chunks
+//!   never move, so growing copies nothing), recycled through a free list,
+//!   and found through an open-addressing index of 8-byte slots that hold
+//!   the key itself (`addr >> 3`, 44 bits) and the slab index (20 bits):
+//!   linear probing, load at most 3/4, backward-shift deletion. A probe
+//!   never reads a record, growth rehashes from the slots alone, and with no
+//!   tombstones probe lengths never degrade.
+//! - Each shard also keeps, per context, a doubly-linked list of that
+//!   context's records in the shard (8-byte links stored after the
+//!   records of each slab chunk; each record also packs its own key into
+//!   the spare bits
+//!   of its context, parent and caller fields, so a list walk yields whole
+//!   objects). `ibv_close_device` walks only the closing context's lists:
+//!   its cost is the context's own objects plus one visit per shard, not
+//!   every object of the process.
+//! - Memory per object: 64 (record) + 8 (link) + 8 / load (index: 10.7 to
+//!   21.3 bytes as the load swings between 3/4 and 3/8 across doublings) =
+//!   83 to 94 bytes.
+//! - Every allocation is fallible (`try_reserve`, `alloc_zeroed` checked):
+//!   out of memory never fails the program's call nor aborts it. The object
+//!   is then not tracked, with one warning, and counted ([`untracked`]) so
+//!   that a report can say it is incomplete. Nor is an address that cannot
+//!   be a key (not 8-aligned, or above 2^47), which no allocator hands out.
+//! - After `fork()` the child keeps every record it inherited (so that it
+//!   still refuses a destroy of the parent's zombies), but each shard
+//!   remembers where its inherited slab slots end: the child's reports
+//!   ([`for_each`]) show only what the child created. Nothing is rewritten
+//!   at fork time, so a large table costs the child no copied pages.
+//!
+//! The exports take a record out *before* forwarding a destroy and put it
+//! back if the destroy fails (see `exports::resources`). That order means a
+//! concurrent create that gets the same address from the allocator (after
+//! the real destroy freed it) can never have its fresh record removed by the
+//! destroying thread, with no generation counter needed.
+
+mod chunk;
+mod record;
+mod table;
+
+pub use record::{
+    now_ms, Kind, Kinds, Obj, AH_VIA, FLAG_BACKTRACE, FLAG_CLOSING, FLAG_ZOMBIE, MR_VIA,
+};
+
+use std::backtrace::Backtrace;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use super::lock::{self, mutex, Mutex};
+use chunk::out_of_memory;
+use record::packable;
+use table::{hash, keyable, slot_idx, Table, HASH_MUL, NO_FREE};
+
+/// Number of shards (a power of two). A thread's working set is a handful
+/// of addresses; with 256 shards two threads seldom share a lock.
+pub const SHARDS: usize = 256;
+const SHARD_BITS: u32 = SHARDS.trailing_zeros();
+
+#[repr(align(128))]
+struct Shard(Mutex<Table>);
+
+static TABLE: [Shard; SHARDS] = [const { Shard(mutex(Table::new())) }; SHARDS];
+
+/// Per shard, a 64-bit summary of the contexts that have a list there (bit
+/// `ctx_bit(ctx)`; set when a list is made, cleared when the shard has no
+/// list left), changed only under the shard's lock and read without it: a
+/// close skips the shards whose summary lacks its bit, so closing a clean
+/// context costs 256 loads from 32 cache lines, whatever else is tracked.
+static CTX_BITS: [AtomicU64; SHARDS] = [const { AtomicU64::new(0) }; SHARDS];
+
+#[inline]
+fn ctx_bit(ctx: usize) -> u64 {
+    1 << ((ctx as u64).wrapping_mul(HASH_MUL) >> 58)
+}
+
+#[inline]
+fn shard_index(addr: usize) -> usize {
+    (hash(addr) >> (64 - SHARD_BITS)) as usize
+}
+
+/// Keeps shard `i`'s summary right after a change to its lists (the
+/// caller holds its lock): `ctx` may have got a new list (`new_list`), or
+/// lists may have gone. No lookup: a bit is set when a list is made and
+/// all are cleared only when the shard has no list left.
+#[inline]
+fn summarize(i: usize, t: &Table, ctx: usize, new_list: bool) {
+    let bits = &CTX_BITS[i];
+    if t.no_lists() {
+        if bits.load(Ordering::Relaxed) != 0 {
+            bits.store(0, Ordering::Release);
+        }
+    } else if new_list && bits.load(Ordering::Relaxed) & ctx_bit(ctx) == 0 {
+        bits.fetch_or(ctx_bit(ctx), Ordering::Release);
+    }
+}
+
+/// Records flagged [`FLAG_ZOMBIE`]: while 0 (every well-behaved program),
+/// the use-after-close checks on object verbs cost one shared read.
+static ZOMBIES: AtomicUsize = AtomicUsize::new(0);
+
+/// Objects the real library created that are not in the table because
+/// memory ran out (see [`untracked`]).
+static UNTRACKED: AtomicUsize = AtomicUsize::new(0);
+
+/// Backtraces of creations (`IBV_SHIM_BACKTRACE=1`, opt-in and slow).
+static BACKTRACES: Mutex<Option<HashMap<usize, Backtrace>>> = mutex(None);
+
+#[inline]
+fn shard(addr: usize) -> &'static Mutex<Table> {
+    &TABLE[shard_index(addr)].0
+}
+
+/// Records a new object; a stale record at the same address (an object
+/// freed behind the shim's back) is replaced. Returns false when it could
+/// not be tracked (out of memory).
+#[inline]
+pub fn insert(obj: Obj) -> bool {
+    if !keyable(obj.addr) || !packable(&obj) {
+        return false;
+    }
+    let i = shard_index(obj.addr);
+    let (stale, ok) = {
+        let mut t = TABLE[i].0.lock();
+        let (stale, ok, new_list) = t.insert(&obj);
+        summarize(i, &t, obj.ctx, new_list);
+        (stale, ok)
+    };
+    if let Some(stale) = stale {
+        if stale.is_zombie() {
+            ZOMBIES.fetch_sub(1, Ordering::Relaxed);
+        }
+        if stale.flags() & FLAG_BACKTRACE != 0 && obj.flags() & FLAG_BACKTRACE == 0 {
+            take_backtrace(stale.addr);
+        }
+    }
+    // A live object at this address is not the one destroyed there before.
+    unbury(obj.addr);
+    if !ok {
+        UNTRACKED.fetch_add(1, Ordering::Relaxed);
+        out_of_memory();
+    }
+    ok
+}
+
+/// How many objects (and contexts, device lists) the real library handed
+/// out that the shim could not track for want of memory: when not 0, the
+/// reports are incomplete.
+pub fn untracked() -> usize {
+    UNTRACKED.load(Ordering::Relaxed)
+}
+
+/// A context or device list the registry could not record for want of
+/// memory: counted with the objects in [`untracked`].
+#[cold]
+pub fn note_untracked() {
+    UNTRACKED.fetch_add(1, Ordering::Relaxed);
+    out_of_memory();
+}
+
+/// What [`take`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Taken {
+    /// Removed from the table; put it back with [`restore`] if the real
+    /// destroy fails.
+    Removed(Obj),
+    /// Its context was closed: left in the table, not to be forwarded.
+    Zombie(Obj),
+    /// Tracked as another kind: left in the table.
+    OtherKind(Obj),
+    /// Not tracked.
+    Unknown,
+}
+
+/// Takes the record of `addr` out of the table ahead of a destroy, unless
+/// it is a zombie or not one of `kinds`.
+#[inline]
+pub fn take(addr: usize, kinds: Kinds) -> Taken {
+    if !keyable(addr) {
+        return Taken::Unknown;
+    }
+    let mut t = shard(addr).lock();
+    let Some(pos) = t.find(addr) else {
+        return Taken::Unknown;
+    };
+    let obj = t.at(pos);
+    if obj.is_zombie() {
+        Taken::Zombie(obj)
+    } else if !kinds.contains(obj.kind()) {
+        Taken::OtherKind(obj)
+    } else {
+        t.remove_at(pos);
+        summarize(shard_index(addr), &t, obj.ctx, false);
+        Taken::Removed(obj)
+    }
+}
+
+/// Puts back a record [`take`] removed, after the real destroy failed.
+pub fn restore(obj: Obj) {
+    let i = shard_index(obj.addr);
+    let mut t = TABLE[i].0.lock();
+    // The object still exists, so nobody can have recorded its address since.
+    let (ok, new_list) = match t.find(obj.addr) {
+        Some(_) => (true, false),
+        None => {
+            let (_, ok, new_list) = t.insert(&obj);
+            (ok, new_list)
+        }
+    };
+    summarize(i, &t, obj.ctx, new_list);
+    if !ok {
+        drop(t);
+        UNTRACKED.fetch_add(1, Ordering::Relaxed);
+        out_of_memory();
+    }
+}
+
+/// The record of `addr`, if tracked.
+pub fn get(addr: usize) -> Option<Obj> {
+    if !keyable(addr) {
+        return None;
+    }
+    let t = shard(addr).lock();
+    t.find(addr).map(|pos| t.at(pos))
+}
+
+/// Changes the record of `addr` in place (resize, re-registration).
+pub fn update(addr: usize, f: impl FnOnce(&mut Obj)) -> bool {
+    if !keyable(addr) {
+        return false;
+    }
+    let mut t = shard(addr).lock();
+    match t.find(addr) {
+        Some(pos) => {
+            let old = t.at(pos);
+            let mut obj = old;
+            f(&mut obj);
+            // The context is what the record's list says: it stays.
+            obj.ctx = old.ctx;
+            if !packable(&obj) {
+                obj.parent = old.parent;
+            }
+            t.set(pos, &obj);
+            true
+        }
+        None => false,
+    }
+}
+
+/// The record of `addr` if it is a zombie (its context was closed). One
+/// shared atomic read while no zombie exists.
+#[inline]
+pub fn zombie(addr: usize) -> Option<Obj> {
+    if ZOMBIES.load(Ordering::Relaxed) == 0 || addr == 0 {
+        return None;
+    }
+    get(addr).filter(Obj::is_zombie)
+}
+
+/// Every record matching `pred`, shard by shard (each shard's lock is held
+/// only while it is scanned); stops early, with what it has, when memory
+/// runs out.
+pub fn collect(mut pred: impl FnMut(&Obj) -> bool) -> Vec<Obj> {
+    let mut out = Vec::new();
+    for s in &TABLE {
+        let t = s.0.lock();
+        for o in t.occupied().map(|p| t.at(p)).filter(|o| pred(o)) {
+            if out.try_reserve(1).is_err() {
+                out_of_memory();
+                return out;
+            }
+            out.push(o);
+        }
+    }
+    out
+}
+
+/// Calls `f` with every object this process tracks (not those inherited
+/// across `fork()`), one shard at a time: the shard's objects are copied
+/// out (in slab order) and its lock released before `f` sees them, so `f`
+/// may use the table. Memory: one shard's objects (a shard that cannot be
+/// copied for want of memory is skipped, and counted in [`untracked`]).
+pub fn for_each(mut f: impl FnMut(&Obj)) {
+    let (mut slots, mut buf) = (Vec::new(), Vec::<Obj>::new());
+    for s in &TABLE {
+        {
+            let t = s.0.lock();
+            buf.clear();
+            if !t.in_slab_order(&mut slots, false) || buf.try_reserve(slots.len()).is_err() {
+                UNTRACKED.fetch_add(t.len, Ordering::Relaxed);
+                drop(t);
+                out_of_memory();
+                continue;
+            }
+            buf.extend(slots.iter().map(|&s| t.rec(slot_idx(s)).obj()));
+        }
+        buf.iter().for_each(&mut f);
+    }
+}
+
+/// Number of tracked objects (a full scan of the shard headers).
+pub fn count() -> usize {
+    TABLE.iter().map(|s| s.0.lock().len).sum()
+}
+
+/// Applies `change` to the flags of every record on `ctx`'s lists for which
+/// `pick` holds, a shard at a time; shows each changed object (as it was
+/// before the change) to `f` with no lock held, and takes it off its list
+/// when `unlist`. Returns how many changed. Costs the context's own objects
+/// plus one visit per shard.
+fn reflag(
+    ctx: usize,
+    pick: impl Fn(u8) -> bool,
+    change: impl Fn(u8) -> u8,
+    unlist: bool,
+    mut f: impl FnMut(&Obj),
+) -> usize {
+    let mut buf: Vec<Obj> = Vec::new();
+    let mut n = 0;
+    let bit = ctx_bit(ctx);
+    for (si, s) in TABLE.iter().enumerate() {
+        if CTX_BITS[si].load(Ordering::Acquire) & bit == 0 {
+            continue;
+        }
+        buf.clear();
+        {
+            let mut t = s.0.lock();
+            for i in t.list_of(ctx) {
+                let r = t.rec_mut(i);
+                let flags = (r.meta >> 48) as u8;
+                if pick(flags) {
+                    let obj = r.obj();
+                    r.meta = (r.meta & !(0xffu64 << 48)) | (change(flags) as u64) << 48;
+                    if unlist {
+                        t.unlist(i);
+                    }
+                    n += 1;
+                    // Shown to `f` when there is memory to copy it out.
+                    if buf.try_reserve(1).is_ok() {
+                        buf.push(obj);
+                    }
+                }
+            }
+            if unlist {
+                summarize(si, &t, ctx, false);
+            }
+        }
+        buf.iter().for_each(&mut f);
+    }
+    n
+}
+
+/// Before the real `ibv_close_device(ctx)`: flags the context's live objects
+/// as zombies, so that nothing reaches a context being freed, and as
+/// closing. Flagging before the close (not after) means a new context that
+/// the allocator puts at the same address once the close has freed it never
+/// has its objects flagged. Returns how many were flagged.
+pub fn begin_close(ctx: usize) -> usize {
+    let n = reflag(
+        ctx,
+        |fl| fl & FLAG_ZOMBIE == 0,
+        |fl| fl | FLAG_ZOMBIE | FLAG_CLOSING,
+        false,
+        |_| {},
+    );
+    ZOMBIES.fetch_add(n, Ordering::Relaxed);
+    n
+}
+
+/// The real close failed: the objects [`begin_close`] flagged are live again.
+pub fn abort_close(ctx: usize) {
+    let n = reflag(
+        ctx,
+        |fl| fl & FLAG_CLOSING != 0,
+        |fl| fl & !(FLAG_ZOMBIE | FLAG_CLOSING),
+        false,
+        |_| {},
+    );
+    ZOMBIES.fetch_sub(n, Ordering::Relaxed);
+}
+
+/// After the real close succeeded: shows each object [`begin_close`]
+/// flagged to `f` (a shard at a time, with no lock held, like
+/// [`for_each`]); they stay tracked as zombies, off the context's lists (a
+/// new context at the same address starts with empty lists). Returns how
+/// many.
+pub fn finish_close(ctx: usize, f: impl FnMut(&Obj)) -> usize {
+    reflag(
+        ctx,
+        |fl| fl & FLAG_CLOSING != 0,
+        |fl| fl & !FLAG_CLOSING,
+        true,
+        f,
+    )
+}
+
+/// The tracked objects that keep `obj` from being destroyed: the MRs, QPs,
+/// SRQs and AHs of a PD, the QPs of a CQ or SRQ, the CQs of a channel.
+pub fn holders(obj: &Obj) -> Vec<Obj> {
+    let (addr, kind) = (obj.addr as u64, obj.kind());
+    collect(|o| match kind {
+        Kind::Pd | Kind::ImportedPd => {
+            o.parent == obj.addr
+                && matches!(
+                    o.kind(),
+                    Kind::Mr | Kind::Qp | Kind::Srq | Kind::Ah | Kind::ImportedMr
+                )
+        }
+        Kind::Cq => o.kind() == Kind::Qp && (o.a == addr || o.b == addr),
+        Kind::Srq => o.kind() == Kind::Qp && o.c == addr,
+        Kind::CompChannel => o.kind() == Kind::Cq && o.parent == obj.addr,
+        _ => false,
+    })
+}
+
+// --- backtraces (IBV_SHIM_BACKTRACE=1) --------------------------------------
+
+/// Keeps the backtrace of the creation of `addr`.
+pub fn store_backtrace(addr: usize, bt: Backtrace) {
+    let mut map = BACKTRACES.lock();
+    let map = map.get_or_insert_with(HashMap::new);
+    // Out of memory: the object is reported with its caller only.
+    if crate::oom::without_reserve(|| map.try_reserve(1)).is_ok() {
+        map.insert(addr, bt);
+    }
+}
+
+/// Forgets (and returns) the backtrace of `addr`.
+pub fn take_backtrace(addr: usize) -> Option<Backtrace> {
+    BACKTRACES.lock().as_mut()?.remove(&addr)
+}
+
+/// Runs `f` with the backtrace of `addr`, if one was recorded.
+pub fn with_backtrace<R>(addr: usize, f: impl FnOnce(&Backtrace) -> R) -> Option<R> {
+    BACKTRACES.lock().as_ref()?.get(&addr).map(f)
+}
+
+// --- recently destroyed addresses ---------------------------------------------
+
+/// Direct-mapped memory of addresses destroyed through the shim, so that a
+/// second destroy of the same pointer can be told from a pointer the shim
+/// never saw. Bounded (32 KiB); an old entry is simply overwritten.
+const GRAVES: usize = 4096;
+static GRAVEYARD: [AtomicU64; GRAVES] = [const { AtomicU64::new(0) }; GRAVES];
+
+#[inline]
+fn grave(addr: usize) -> &'static AtomicU64 {
+    &GRAVEYARD[(hash(addr) >> 52) as usize % GRAVES]
+}
+
+/// Remembers that `addr` (a `kind`) was destroyed.
+#[inline]
+pub fn bury(addr: usize, kind: Kind) {
+    grave(addr).store((addr as u64) << 8 | kind as u64, Ordering::Relaxed);
+}
+
+/// Forgets a destroy of `addr`: an object lives there again.
+#[inline]
+fn unbury(addr: usize) {
+    let g = grave(addr);
+    if g.load(Ordering::Relaxed) >> 8 == (addr as u64) & ((1 << 56) - 1) {
+        g.store(0, Ordering::Relaxed);
+    }
+}
+
+/// The kind `addr` had when it was last destroyed through the shim, if the
+/// graveyard still remembers it.
+pub fn buried(addr: usize) -> Option<Kind> {
+    let g = grave(addr).load(Ordering::Relaxed);
+    (g != 0 && g >> 8 == (addr as u64) & ((1 << 56) - 1))
+        .then(|| Kind::from_u8(g as u8))
+        .flatten()
+}
+
+// --- fork ----------------------------------------------------------------------
+
+pub(super) fn fork_lock() {
+    for s in &TABLE {
+        lock::fork_hold(&s.0);
+    }
+    lock::fork_hold(&BACKTRACES);
+}
+
+pub(super) fn fork_unlock(child: bool) {
+    if !child {
+        for s in &TABLE {
+            lock::fork_release(&s.0);
+        }
+        lock::fork_release(&BACKTRACES);
+        return;
+    }
+    // The child keeps what it inherited (zombies and the graveyard
+    // included: a destroy it must refuse in the parent it must refuse
+    // here), but reports only what it creates itself.
+    for s in &TABLE {
+        lock::fork_reset(&s.0);
+        let mut t = s.0.lock();
+        t.inherited = t.used;
+        t.free = NO_FREE;
+    }
+    lock::fork_reset(&BACKTRACES);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn graveyard_remembers_the_last_destroy() {
+        bury(0x7f00_dead_bee0, Kind::Cq);
+        assert_eq!(buried(0x7f00_dead_bee0), Some(Kind::Cq));
+        assert_eq!(buried(0x7f00_dead_bef0), None);
+    }
+}

@@ -1,0 +1,310 @@
+//! The object record: what a tracked object is (`Obj`, `Kind`, `Kinds`) and
+//! its packing into the 64-byte stored record (`Rec`).
+
+/// What a tracked object is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[repr(u8)]
+pub enum Kind {
+    Pd = 1,
+    Mr = 2,
+    Cq = 3,
+    CompChannel = 4,
+    Srq = 5,
+    Qp = 6,
+    Ah = 7,
+    ImportedPd = 8,
+    ImportedMr = 9,
+}
+
+impl Kind {
+    /// Every kind, in report order.
+    pub const ALL: [Kind; 9] = [
+        Kind::Pd,
+        Kind::Mr,
+        Kind::Cq,
+        Kind::CompChannel,
+        Kind::Srq,
+        Kind::Qp,
+        Kind::Ah,
+        Kind::ImportedPd,
+        Kind::ImportedMr,
+    ];
+
+    /// The name used in reports and suppressions.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Pd => "pd",
+            Kind::Mr => "mr",
+            Kind::Cq => "cq",
+            Kind::CompChannel => "comp_channel",
+            Kind::Srq => "srq",
+            Kind::Qp => "qp",
+            Kind::Ah => "ah",
+            Kind::ImportedPd => "imported_pd",
+            Kind::ImportedMr => "imported_mr",
+        }
+    }
+
+    pub(super) fn from_u8(v: u8) -> Option<Kind> {
+        Kind::ALL.get((v as usize).wrapping_sub(1)).copied()
+    }
+
+    /// This kind as a bit of a [`Kinds`] set.
+    pub const fn bit(self) -> Kinds {
+        Kinds(1 << self as u16)
+    }
+}
+
+/// A set of kinds (what a destroy verb accepts).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Kinds(u16);
+
+impl Kinds {
+    pub const fn or(self, k: Kind) -> Kinds {
+        Kinds(self.0 | k.bit().0)
+    }
+
+    pub fn contains(self, k: Kind) -> bool {
+        self.0 & k.bit().0 != 0
+    }
+}
+
+/// The record's context was closed: a destroy would touch freed memory.
+pub const FLAG_ZOMBIE: u8 = 1;
+/// A backtrace of the creation is in the side map.
+pub const FLAG_BACKTRACE: u8 = 2;
+/// Flagged a zombie by an `ibv_close_device` still under way: cleared when
+/// that close is reported ([`finish_close`](super::finish_close)) or undone
+/// ([`abort_close`](super::abort_close)).
+pub const FLAG_CLOSING: u8 = 4;
+
+/// One tracked object, as the table hands it out. The meaning of `a`,
+/// `b`, `c`, `x` and `sub` depends on the kind (see `exports::resources`,
+/// which fills them, and `report`, which prints them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Obj {
+    /// The object's address (the key).
+    pub addr: usize,
+    /// `struct ibv_context *` it was created on.
+    pub ctx: usize,
+    /// The PD (MR, QP, SRQ, AH, imported MR) or completion channel (CQ).
+    pub parent: usize,
+    /// Return address of the creating call (the creation site).
+    pub caller: usize,
+    pub a: u64,
+    pub b: u64,
+    pub c: u64,
+    /// Creating thread.
+    pub tid: u32,
+    pub x: u32,
+    /// `time_ms:40 | kind:8 | flags:8 | sub:8`.
+    meta: u64,
+}
+
+impl Obj {
+    /// A record for a new object created now by this thread.
+    #[inline]
+    pub fn new(kind: Kind, addr: usize, ctx: usize, parent: usize, caller: usize, tid: i32) -> Obj {
+        Obj {
+            addr,
+            ctx,
+            parent,
+            caller,
+            tid: tid as u32,
+            meta: (now_ms() & ((1 << 40) - 1)) | (kind as u64) << 40,
+            ..Obj::default()
+        }
+    }
+
+    pub fn kind(&self) -> Kind {
+        Kind::from_u8((self.meta >> 40) as u8).unwrap_or(Kind::Pd)
+    }
+
+    /// Creation time, CLOCK_MONOTONIC_COARSE milliseconds (see [`now_ms`]).
+    pub fn time_ms(&self) -> u64 {
+        self.meta & ((1 << 40) - 1)
+    }
+
+    pub fn flags(&self) -> u8 {
+        (self.meta >> 48) as u8
+    }
+
+    pub fn set_flag(&mut self, flag: u8) {
+        self.meta |= (flag as u64) << 48;
+    }
+
+    pub fn is_zombie(&self) -> bool {
+        self.flags() & FLAG_ZOMBIE != 0
+    }
+
+    /// A small kind-specific value (QP type, which verb made an MR or AH).
+    pub fn sub(&self) -> u8 {
+        (self.meta >> 56) as u8
+    }
+
+    pub fn set_sub(&mut self, v: u8) {
+        self.meta = (self.meta & !(0xff << 56)) | (v as u64) << 56;
+    }
+}
+
+/// An object as stored. 64 bytes, one cache line. User addresses are below
+/// 2^47 and contexts and parents are 8-aligned, so `ctx >> 3`,
+/// `parent >> 3` (44 bits each) and `caller` (47 bits) leave room for the
+/// object's own key (`addr >> 3`, 44 bits: 20 + 20 + 4), which a list walk
+/// needs and the index slot alone would not give.
+#[derive(Clone, Copy, Default)]
+#[repr(C, align(64))]
+pub(super) struct Rec {
+    /// `ctx >> 3 | key[0..20] << 44`
+    ctx_k: u64,
+    /// `parent >> 3 | key[20..40] << 44`
+    parent_k: u64,
+    /// `caller | key[40..44] << 47`
+    caller_k: u64,
+    pub(super) a: u64,
+    b: u64,
+    c: u64,
+    tid: u32,
+    x: u32,
+    pub(super) meta: u64,
+}
+
+const _: () = assert!(std::mem::size_of::<Rec>() == 64);
+
+const LOW44: u64 = (1 << 44) - 1;
+const LOW47: u64 = (1 << 47) - 1;
+
+/// Can `o` be stored (see [`Rec`])? Always, for what a real library returns.
+#[inline]
+pub(super) fn packable(o: &Obj) -> bool {
+    let fits = |p: usize| p & 7 == 0 && (p as u64) < 1 << 47;
+    fits(o.ctx) && fits(o.parent) && (o.caller as u64) < 1 << 47
+}
+
+impl Rec {
+    #[inline]
+    pub(super) fn of(o: &Obj) -> Rec {
+        let key = o.addr as u64 >> 3;
+        Rec {
+            ctx_k: (o.ctx as u64 >> 3) | (key & 0xf_ffff) << 44,
+            parent_k: (o.parent as u64 >> 3) | (key >> 20 & 0xf_ffff) << 44,
+            caller_k: o.caller as u64 | (key >> 40) << 47,
+            a: o.a,
+            b: o.b,
+            c: o.c,
+            tid: o.tid,
+            x: o.x,
+            meta: o.meta,
+        }
+    }
+
+    #[inline]
+    pub(super) fn ctx(&self) -> usize {
+        ((self.ctx_k & LOW44) << 3) as usize
+    }
+
+    #[inline]
+    pub(super) fn addr(&self) -> usize {
+        let key = self.ctx_k >> 44 | (self.parent_k >> 44) << 20 | (self.caller_k >> 47) << 40;
+        (key << 3) as usize
+    }
+
+    #[inline]
+    pub(super) fn obj(&self) -> Obj {
+        let r = *self;
+        Obj {
+            addr: r.addr(),
+            ctx: r.ctx(),
+            parent: ((r.parent_k & LOW44) << 3) as usize,
+            caller: (r.caller_k & LOW47) as usize,
+            a: r.a,
+            b: r.b,
+            c: r.c,
+            tid: r.tid,
+            x: r.x,
+            meta: r.meta,
+        }
+    }
+}
+
+/// `Obj::sub` of an MR: the verb that registered it.
+pub const MR_VIA: [&str; 4] = [
+    "ibv_reg_mr",
+    "ibv_reg_mr_iova",
+    "ibv_reg_mr_iova2",
+    "ibv_reg_dmabuf_mr",
+];
+/// `Obj::sub` of an AH: the verb that created it.
+pub const AH_VIA: [&str; 2] = ["ibv_create_ah", "ibv_create_ah_from_wc"];
+
+/// Milliseconds of CLOCK_MONOTONIC_COARSE: a few ns through the vDSO, and
+/// immune to wall-clock jumps. Reports convert it to wall-clock time.
+#[inline]
+pub fn now_ms() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid out-pointer; the clock always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+    ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::objects::insert;
+
+    #[test]
+    fn records_keep_every_field() {
+        for (addr, ctx, parent, caller) in [
+            (
+                0x7fff_ffff_fff8,
+                0x7fff_ffff_fff0,
+                0x7fff_0000_0008,
+                0x7fff_ffff_ffff,
+            ),
+            (0x8, 0x10, 0, 1),
+            (
+                0x5555_1234_5678,
+                0x5555_8765_4320,
+                0x5555_0000_1000,
+                0x5555_dead_beef,
+            ),
+        ] {
+            let mut o = Obj::new(Kind::Qp, addr, ctx, parent, caller, 77);
+            o.a = u64::MAX;
+            o.b = 1;
+            o.c = 2;
+            o.x = u32::MAX;
+            o.set_flag(FLAG_ZOMBIE);
+            assert!(packable(&o));
+            let r = Rec::of(&o);
+            assert_eq!(r.obj(), o);
+            assert_eq!((r.addr(), r.ctx()), (addr, ctx));
+        }
+        let odd = Obj::new(Kind::Pd, 0x1000, 0x1001, 0, 0, 1);
+        assert!(!packable(&odd) && !insert(odd));
+    }
+
+    #[test]
+    fn meta_fields_round_trip() {
+        let mut o = Obj::new(Kind::Qp, 1, 2, 3, 4, 99);
+        o.set_sub(0xff);
+        o.set_flag(FLAG_ZOMBIE);
+        assert_eq!(o.kind(), Kind::Qp);
+        assert_eq!(o.sub(), 0xff);
+        assert!(o.is_zombie());
+        assert_eq!(o.tid, 99);
+        assert!(o.time_ms() > 0);
+        assert_eq!(Kind::from_u8(0), None);
+        assert_eq!(Kind::from_u8(9), Some(Kind::ImportedMr));
+    }
+
+    #[test]
+    fn kinds_sets() {
+        let k = Kind::Mr.bit().or(Kind::ImportedMr);
+        assert!(k.contains(Kind::ImportedMr));
+        assert!(!k.contains(Kind::Pd));
+    }
+}
