@@ -137,12 +137,6 @@ impl Background {
     }
 }
 
-/// A TCP port nobody listens on right now.
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    l.local_addr().unwrap().port()
-}
-
 // ---- (a) the symbols ------------------------------------------------------
 
 #[test]

@@ -10,58 +10,16 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::net::TcpListener;
-use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{describe, run_unchecked, sim_dir};
+use common::{
+    describe, fabric_name, free_port, listening, run_unchecked, segment_path, sim_dir, FabricGuard,
+};
 
 /// A fabric name unique to this test run and call.
 fn fabric(tag: &str) -> String {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    format!(
-        "test-{}-{tag}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
-fn segment_path(fabric: &str) -> PathBuf {
-    // SAFETY: getuid cannot fail.
-    let uid = unsafe { libc::getuid() };
-    PathBuf::from(format!("/dev/shm/ibv-sim-{uid}-{fabric}"))
-}
-
-/// Removes the test's fabric segment when dropped.
-struct FabricGuard(String);
-
-impl Drop for FabricGuard {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(segment_path(&self.0));
-    }
-}
-
-/// A free TCP port (for the pingpong's address exchange).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
-/// Whether something listens on TCP `port` (from /proc/net/tcp{,6}).
-fn listening(port: u16) -> bool {
-    let want = format!(":{port:04X} ");
-    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|f| {
-        std::fs::read_to_string(f).is_ok_and(|t| {
-            t.lines().skip(1).any(|l| {
-                let cols: Vec<&str> = l.split_whitespace().collect();
-                cols.len() > 3 && format!("{} ", cols[1]).ends_with(&want) && cols[3] == "0A"
-            })
-        })
-    })
+    fabric_name("test", tag)
 }
 
 fn sim_command(prog: &str, fabric: &str, devices: &str) -> Command {

@@ -13,56 +13,17 @@
 mod common;
 
 use std::io::Read;
-use std::net::TcpListener;
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use common::sim_dir;
+use common::{fabric_name, free_port, listening, sim_dir, FabricGuard};
 
 const TIMEOUT: Duration = Duration::from_secs(90);
 
 /// A fabric name unique to this test run and call.
 fn fabric(tag: &str) -> String {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    format!(
-        "progs-{}-{tag}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
-/// Removes the test's fabric segment when dropped (also when a test fails).
-struct FabricGuard(String);
-
-impl Drop for FabricGuard {
-    fn drop(&mut self) {
-        // SAFETY: getuid cannot fail.
-        let uid = unsafe { libc::getuid() };
-        let _ = std::fs::remove_file(PathBuf::from(format!("/dev/shm/ibv-sim-{uid}-{}", self.0)));
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
-/// Whether something listens on TCP `port` (from /proc/net/tcp{,6}).
-fn listening(port: u16) -> bool {
-    let want = format!(":{port:04X}");
-    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|f| {
-        std::fs::read_to_string(f).is_ok_and(|t| {
-            t.lines().skip(1).any(|l| {
-                let cols: Vec<&str> = l.split_whitespace().collect();
-                cols.len() > 3 && cols[1].ends_with(&want) && cols[3] == "0A"
-            })
-        })
-    })
+    fabric_name("progs", tag)
 }
 
 /// A started process whose output is collected by two threads.

@@ -289,25 +289,6 @@ fn kill_tree(pid: u32) {
     unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
 }
 
-/// A free TCP port on 127.0.0.1 (bound, read, released).
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    l.local_addr().unwrap().port()
-}
-
-/// True once something listens on TCP `port` (any address, v4 or v6).
-fn listening(port: u16) -> bool {
-    let want = format!(":{port:04X}");
-    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|f| {
-        std::fs::read_to_string(f).is_ok_and(|text| {
-            text.lines().skip(1).any(|l| {
-                let w: Vec<&str> = l.split_whitespace().collect();
-                w.len() > 3 && w[1].ends_with(&want) && w[3] == "0A"
-            })
-        })
-    })
-}
-
 // ---------------------------------------------------------------------------
 // What one process did
 

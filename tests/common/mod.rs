@@ -16,7 +16,9 @@
 #![allow(dead_code)]
 
 mod cc;
+mod fabric;
 mod logs;
+mod net;
 mod paths;
 mod run;
 mod symbols;
@@ -26,7 +28,11 @@ mod testbed;
 #[allow(unused_imports)]
 pub use cc::*;
 #[allow(unused_imports)]
+pub use fabric::*;
+#[allow(unused_imports)]
 pub use logs::*;
+#[allow(unused_imports)]
+pub use net::*;
 #[allow(unused_imports)]
 pub use paths::*;
 #[allow(unused_imports)]
