@@ -21,6 +21,7 @@
 mod common;
 
 use common::*;
+use std::ffi::OsStr;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -481,6 +482,38 @@ fn a_daemon_that_closes_and_reuses_every_descriptor_gets_nothing_of_the_shim() {
 // Exit from a signal handler while exiting
 // ---------------------------------------------------------------------------
 
+/// Runs `exit_in_handler ARGS` on the test bed with the shim preloaded or
+/// as drop-in, its report at `report` and its log at `log` (level
+/// `level`); returns its output, the log, and a description for failures.
+#[allow(clippy::too_many_arguments)]
+fn run_exit_in_handler(
+    bed: &Testbed,
+    exe: &Path,
+    args: [&OsStr; 2],
+    report: &Path,
+    log: &Path,
+    level: &str,
+    dropin: bool,
+) -> (Output, String, String) {
+    let mut cmd = bed.command(exe);
+    cmd.args(args)
+        .env("IBV_SHIM_REPORT", report)
+        .env("IBV_SHIM_LOG_FILE", log)
+        .env("IBV_SHIM_LOG", level)
+        .env_remove("IBV_SHIM_LEAK_EXITCODE")
+        .env_remove("IBV_SHIM_SUPPRESS");
+    if dropin {
+        cmd.env("LD_LIBRARY_PATH", dropin_dir());
+    } else {
+        preload_shim(&mut cmd);
+    }
+    let out = run_bounded(&mut cmd);
+    let what = if dropin { "drop-in" } else { "preloaded" };
+    let log = std::fs::read_to_string(log).unwrap_or_default();
+    let show = format!("{what}\n{}\nshim log:\n{log}", describe(&cmd, &out));
+    (out, log, show)
+}
+
 /// qperf's SIGURG handler calls `exit(1)`, also when the process is already
 /// in `exit()`; glibc's nested `exit` then ends the process with `_exit`.
 /// When that signal came while the shim wrote its exit report, the report
@@ -501,24 +534,15 @@ fn an_exit_from_a_signal_handler_during_the_exit_report_keeps_the_report() {
         let tmp = TempDir::new("hostile-exit-in-handler");
         let dir = tmp.join("reports");
         std::fs::create_dir(&dir).unwrap();
-        let log = tmp.join("shim.log");
-        let mut cmd = bed.command(&exe);
-        cmd.arg("report")
-            .arg(&dir)
-            .env("IBV_SHIM_REPORT", dir.join("report.json"))
-            .env("IBV_SHIM_LOG_FILE", &log)
-            .env("IBV_SHIM_LOG", "warn")
-            .env_remove("IBV_SHIM_LEAK_EXITCODE")
-            .env_remove("IBV_SHIM_SUPPRESS");
-        if dropin {
-            cmd.env("LD_LIBRARY_PATH", dropin_dir());
-        } else {
-            preload_shim(&mut cmd);
-        }
-        let out = run_bounded(&mut cmd);
-        let what = if dropin { "drop-in" } else { "preloaded" };
-        let log = std::fs::read_to_string(&log).unwrap_or_default();
-        let show = format!("{what}\n{}\nshim log:\n{log}", describe(&cmd, &out));
+        let (out, log, show) = run_exit_in_handler(
+            &bed,
+            &exe,
+            [OsStr::new("report"), dir.as_os_str()],
+            &dir.join("report.json"),
+            &tmp.join("shim.log"),
+            "warn",
+            dropin,
+        );
         // The handler ran (the signal was held back, not lost) and its
         // exit(1) decided the status, as it would without the report.
         assert_eq!(stdout(&out), "ok\nhandler\n", "{show}");
@@ -564,28 +588,19 @@ fn an_exit_from_a_signal_handler_inside_a_verbs_call_skips_the_report() {
     assert!(sysfs.is_dir(), "{}", sysfs.display());
     for dropin in [false, true] {
         let tmp = TempDir::new("hostile-exit-in-call");
-        let log = tmp.join("shim.log");
-        let mut cmd = bed.command(&exe);
         // At info the log file is opened (the real library is named)
         // before the call: the line saying why there is no report is
         // written only to an open log, never by opening one (that
         // allocates).
-        cmd.arg("call")
-            .arg(&sysfs)
-            .env("IBV_SHIM_REPORT", tmp.join("report.json"))
-            .env("IBV_SHIM_LOG_FILE", &log)
-            .env("IBV_SHIM_LOG", "info")
-            .env_remove("IBV_SHIM_LEAK_EXITCODE")
-            .env_remove("IBV_SHIM_SUPPRESS");
-        if dropin {
-            cmd.env("LD_LIBRARY_PATH", dropin_dir());
-        } else {
-            preload_shim(&mut cmd);
-        }
-        let out = run_bounded(&mut cmd);
-        let what = if dropin { "drop-in" } else { "preloaded" };
-        let log = std::fs::read_to_string(&log).unwrap_or_default();
-        let show = format!("{what}\n{}\nshim log:\n{log}", describe(&cmd, &out));
+        let (out, log, show) = run_exit_in_handler(
+            &bed,
+            &exe,
+            [OsStr::new("call"), sysfs.as_os_str()],
+            &tmp.join("report.json"),
+            &tmp.join("shim.log"),
+            "info",
+            dropin,
+        );
         assert_eq!(stdout(&out), "handler\n", "{show}");
         assert_eq!(out.status.code(), Some(1), "{show}");
         assert!(
