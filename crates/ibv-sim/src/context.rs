@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, MutexGuard};
 use verbs_abi::{
-    ibv_context, ibv_device, ibv_device_attr, ibv_device_attr_ex, ibv_gid_entry, ibv_port_attr,
-    ibv_query_device_ex_input, ibv_values_ex, verbs_context, VERBS_ABI_IS_EXTENDED,
+    ibv_context, ibv_device, ibv_device_attr, ibv_gid_entry, ibv_port_attr, ibv_values_ex,
+    verbs_context, VERBS_ABI_IS_EXTENDED,
 };
 
 use crate::device::{self, limits, SimDevice};
@@ -215,34 +215,6 @@ pub fn query_device(ctx: *mut ibv_context, out: *mut ibv_device_attr) -> Result<
     let a = sim.dev.device_attr();
     // SAFETY: out is non-null and points at the caller's ibv_device_attr.
     unsafe { out.write(a) };
-    Ok(())
-}
-
-/// `verbs_context.query_device_ex`: fills `attr_size` bytes.
-pub fn query_device_ex(
-    ctx: *mut ibv_context,
-    input: *const ibv_query_device_ex_input,
-    attr: *mut ibv_device_attr_ex,
-    attr_size: usize,
-) -> Result<(), c_int> {
-    let sim = from_ibv(ctx)?;
-    // SAFETY: input, when given, points at the caller's input struct.
-    if !input.is_null() && unsafe { (*input).comp_mask } != 0 {
-        return Err(libc::EINVAL);
-    }
-    if attr.is_null() || attr_size < core::mem::size_of::<ibv_device_attr>() {
-        return Err(libc::EINVAL);
-    }
-    let a = sim.dev.device_attr_ex();
-    let n = attr_size.min(core::mem::size_of::<ibv_device_attr_ex>());
-    // SAFETY: the caller provides attr_size writable bytes at attr.
-    unsafe {
-        core::ptr::copy_nonoverlapping(
-            (&a as *const ibv_device_attr_ex).cast::<u8>(),
-            attr.cast(),
-            n,
-        )
-    };
     Ok(())
 }
 

@@ -8,9 +8,8 @@ core::arch::global_asm!(include_str!(concat!(env!("OUT_DIR"), "/symver_ops.s")))
 use core::ffi::c_int;
 
 use verbs_abi::{
-    ibv_context, ibv_cq, ibv_device_attr_ex, ibv_port_attr, ibv_qp, ibv_qp_init_attr_ex,
-    ibv_query_device_ex_input, ibv_recv_wr, ibv_send_wr, ibv_srq, ibv_srq_init_attr_ex,
-    ibv_values_ex, ibv_wc,
+    ibv_context, ibv_cq, ibv_port_attr, ibv_qp, ibv_qp_init_attr_ex, ibv_recv_wr, ibv_send_wr,
+    ibv_srq, ibv_srq_init_attr_ex, ibv_values_ex, ibv_wc,
 };
 
 use crate::guard;
@@ -21,7 +20,6 @@ use verbs_abi::verbs_context;
 /// functions, then the extended verbs' (`ext::install`).
 pub fn install(vctx: &mut verbs_context) {
     vctx.query_port = Some(sim_query_port);
-    vctx.query_device_ex = Some(sim_query_device_ex);
     vctx.query_rt_values = Some(sim_query_rt_values);
     vctx.create_qp_ex = Some(sim_create_qp_ex);
     vctx.create_srq_ex = Some(sim_create_srq_ex);
@@ -44,16 +42,6 @@ pub unsafe extern "C" fn sim_query_port(
     len: usize,
 ) -> c_int {
     guard::errval(|| context::query_port(ctx, port, attr.cast(), len))
-}
-
-/// `verbs_context.query_device_ex` (the inline `ibv_query_device_ex`).
-pub unsafe extern "C" fn sim_query_device_ex(
-    ctx: *mut ibv_context,
-    input: *const ibv_query_device_ex_input,
-    attr: *mut ibv_device_attr_ex,
-    attr_size: usize,
-) -> c_int {
-    guard::errval(|| context::query_device_ex(ctx, input, attr, attr_size))
 }
 
 /// `verbs_context.query_rt_values` (`ibv_query_rt_values_ex`).
