@@ -127,14 +127,16 @@ pub fn owner_of(addr: usize, kind: Kind) -> Result<&'static SimContext, c_int> {
     Ok(unsafe { &*(ctx as *const SimContext) })
 }
 
-/// `ibv_open_device`. `tables` fills the context's function tables (the
-/// callers pass `exports::ops::install`, which lives above this module).
+/// `ibv_open_device`. `tables` fills the context's function tables and
+/// `rx` takes what arrives from the fabric (the callers pass
+/// `exports::ops::install` and the data path's, which live above this module).
 pub fn open(
     dev: *mut ibv_device,
     tables: fn(&mut verbs_context),
+    rx: &'static crate::fabric::Receiver,
 ) -> Result<*mut ibv_context, c_int> {
     let sim_dev = device::lookup(dev).ok_or(libc::EINVAL)?;
-    if let Err(msg) = crate::fabric::attach(sim_dev) {
+    if let Err(msg) = crate::fabric::attach(sim_dev, rx) {
         eprintln!("libibverbs (ibv-sim): {msg}");
         return Err(libc::EPROTO);
     }

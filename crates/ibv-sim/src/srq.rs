@@ -8,10 +8,10 @@ use parking_lot::Mutex;
 use verbs_abi::{ibv_pd, ibv_srq, ibv_srq_attr};
 
 use crate::context::{self, SimContext};
-use crate::datapath::RecvQueue;
 use crate::device::limits;
 use crate::events::{async_kind, AsyncEvent, EventCounter, EventQueue};
 use crate::pd::{self, SimPd};
+use crate::recvq::RecvQueue;
 use crate::registry::{self, Entry, Kind, OBJECTS};
 
 /// `ibv_srq_attr_mask`.

@@ -19,18 +19,19 @@
 //! [`remote`]: the same across processes.
 
 use core::ffi::c_int;
-use core::ptr::{addr_of, addr_of_mut};
-use std::collections::VecDeque;
+use core::ptr::addr_of;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use verbs_abi::{ibv_ah, ibv_cq, ibv_qp, ibv_recv_wr, ibv_send_wr, ibv_sge, ibv_srq, ibv_wc};
 
+use crate::abi::*;
 use crate::ah::SimAh;
-use crate::cq;
+use crate::cq::{self, flush_wc, wc};
 use crate::mr::{self, LOCAL_WRITE, REMOTE_ATOMIC, REMOTE_READ, REMOTE_WRITE};
 use crate::qp::{self, QpAttrs, QpShared, QPS};
 use crate::qp_state::{ERR, QPT_RC, QPT_UC, QPT_UD, RTS, SQE};
+use crate::recvq::{Parked, RecvWqe};
 use crate::registry::{self, Kind};
 use crate::srq;
 
@@ -43,65 +44,8 @@ pub(crate) use execute::*;
 pub(crate) use memory::*;
 pub use recv::*;
 
-/// `ibv_wc_opcode`.
-pub const WC_SEND: c_int = 0;
-pub const WC_RDMA_WRITE: c_int = 1;
-pub const WC_RDMA_READ: c_int = 2;
-pub const WC_COMP_SWAP: c_int = 3;
-pub const WC_FETCH_ADD: c_int = 4;
-pub const WC_RECV: c_int = 128;
-pub const WC_RECV_RDMA_WITH_IMM: c_int = 129;
-
-/// `ibv_wc_status`.
-pub const WC_SUCCESS: c_int = 0;
-pub const WC_LOC_LEN_ERR: c_int = 1;
-pub const WC_LOC_PROT_ERR: c_int = 4;
-pub const WC_WR_FLUSH_ERR: c_int = 5;
-pub const WC_REM_INV_REQ_ERR: c_int = 9;
-pub const WC_REM_ACCESS_ERR: c_int = 10;
-pub const WC_REM_OP_ERR: c_int = 11;
-pub const WC_RETRY_EXC_ERR: c_int = 12;
-pub const WC_RNR_RETRY_EXC_ERR: c_int = 13;
-
-/// `ibv_wr_opcode`.
-pub const WR_RDMA_WRITE: c_int = 0;
-pub const WR_RDMA_WRITE_WITH_IMM: c_int = 1;
-pub const WR_SEND: c_int = 2;
-pub const WR_SEND_WITH_IMM: c_int = 3;
-pub const WR_RDMA_READ: c_int = 4;
-pub const WR_ATOMIC_CMP_AND_SWP: c_int = 5;
-pub const WR_ATOMIC_FETCH_AND_ADD: c_int = 6;
-
-/// `ibv_send_flags`.
-pub const SEND_SIGNALED: u32 = 1 << 1;
-pub const SEND_SOLICITED: u32 = 1 << 2;
-pub const SEND_INLINE: u32 = 1 << 3;
-
-/// `ibv_wc_flags`.
-const WC_GRH: u32 = 1;
-const WC_WITH_IMM: u32 = 1 << 1;
-
 /// Size of the GRH that precedes every UD receive.
 pub const GRH_LEN: usize = 40;
-
-/// A completion with every other field zero.
-pub fn wc(wr_id: u64, status: c_int, opcode: c_int, qp_num: u32) -> ibv_wc {
-    // SAFETY: ibv_wc is plain data; zero is IBV_WC_SUCCESS / IBV_WC_SEND.
-    let mut w: ibv_wc = unsafe { core::mem::zeroed() };
-    w.wr_id = wr_id;
-    w.qp_num = qp_num;
-    // SAFETY: the callers pass members of ibv_wc_status / ibv_wc_opcode.
-    unsafe {
-        addr_of_mut!(w.status).cast::<c_int>().write(status);
-        addr_of_mut!(w.opcode).cast::<c_int>().write(opcode);
-    }
-    w
-}
-
-/// A flushed work request's completion.
-pub fn flush_wc(wr_id: u64, opcode: c_int, qp_num: u32) -> ibv_wc {
-    wc(wr_id, WC_WR_FLUSH_ERR, opcode, qp_num)
-}
 
 /// The fields of an `ibv_send_wr`, read without forming Rust enums.
 pub struct SendWr {

@@ -15,16 +15,14 @@
 //! (`hca_core_clock` is 1 GHz, the clock `ibv_query_rt_values_ex` reads) and
 //! wall-clock ns.
 
-use core::cell::UnsafeCell;
 use core::ffi::{c_int, c_uint};
-use core::mem::{offset_of, size_of};
 use core::ptr::{addr_of, addr_of_mut};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 use parking_lot::lock_api::RawMutex as _;
 use verbs_abi::{ibv_context, ibv_cq, ibv_cq_ex, ibv_cq_init_attr_ex, ibv_poll_cq_attr, ibv_wc};
 
-use crate::cq::{self, SimCq};
+use crate::cq::{self, CqEx};
 use crate::{context, guard};
 
 /// `ibv_cq_init_attr_mask`.
@@ -46,56 +44,6 @@ pub const WITH_COMPLETION_TIMESTAMP_WALLCLOCK: u64 = 1 << 11;
 /// CVLAN, flow tag or tag matching).
 pub const SUPPORTED_WC_FLAGS: u64 =
     ((1 << 7) - 1) | WITH_COMPLETION_TIMESTAMP | WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
-
-/// Size of `ibv_cq_ex`'s fields after the `ibv_cq` ones.
-const C_TAIL: usize = size_of::<ibv_cq_ex>() - size_of::<ibv_cq>();
-
-/// The part of a sim CQ after its `ibv_cq`: the rest of `ibv_cq_ex`, then
-/// the cursor. Plain CQs carry it too, unused.
-#[repr(C)]
-pub struct CqEx {
-    /// `ibv_cq_ex` from `comp_mask` on: the table and the `status` and
-    /// `wr_id` the program reads, all written through `*mut ibv_cq_ex`.
-    _c: UnsafeCell<[u64; C_TAIL / 8]>,
-    /// The completion the cursor is on.
-    cur: UnsafeCell<ibv_wc>,
-    /// Device and wall-clock time (ns) at which `cur` was polled.
-    ts: UnsafeCell<(u64, u64)>,
-    /// `IBV_WC_EX_WITH_*` asked for at creation.
-    wc_flags: AtomicU64,
-    /// Serialises pollers between start_poll and end_poll.
-    lock: parking_lot::RawMutex,
-    locking: AtomicBool,
-    held: AtomicBool,
-}
-
-// `ibv_cq_ex_to_cq` is a cast: the tail must start where `ibv_cq_ex` goes
-// on after the `ibv_cq` fields.
-const _: () = assert!(offset_of!(SimCq, ex) == offset_of!(ibv_cq_ex, comp_mask));
-const _: () = assert!(offset_of!(ibv_cq_ex, comp_mask) == size_of::<ibv_cq>());
-const _: () = assert!(C_TAIL.is_multiple_of(8));
-
-impl CqEx {
-    /// The tail of a new CQ (plain until `create` below fills the table).
-    pub fn new() -> CqEx {
-        CqEx {
-            _c: UnsafeCell::new([0; C_TAIL / 8]),
-            // SAFETY: ibv_wc is plain data; zero is IBV_WC_SUCCESS / IBV_WC_SEND.
-            cur: UnsafeCell::new(unsafe { core::mem::zeroed() }),
-            ts: UnsafeCell::new((0, 0)),
-            wc_flags: AtomicU64::new(0),
-            lock: parking_lot::RawMutex::INIT,
-            locking: AtomicBool::new(false),
-            held: AtomicBool::new(false),
-        }
-    }
-}
-
-impl Default for CqEx {
-    fn default() -> Self {
-        CqEx::new()
-    }
-}
 
 /// `verbs_context.create_cq_ex` (the inline `ibv_create_cq_ex`).
 pub unsafe extern "C" fn sim_create_cq_ex(
