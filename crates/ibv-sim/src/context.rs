@@ -286,7 +286,7 @@ pub fn query_rt_values(ctx: *mut ibv_context, values: *mut ibv_values_ex) -> Res
     }
     // SAFETY: values points at the caller's struct.
     let v = unsafe { &mut *values };
-    const RAW_CLOCK: u32 = 1;
+    const RAW_CLOCK: u32 = verbs_abi::ibv_values_mask::IBV_VALUES_MASK_RAW_CLOCK as u32;
     if v.comp_mask & !RAW_CLOCK != 0 {
         return Err(libc::EINVAL);
     }

@@ -15,8 +15,8 @@ use crate::recvq::RecvQueue;
 use crate::registry::{self, Entry, Kind, OBJECTS};
 
 /// `ibv_srq_attr_mask`.
-pub const SRQ_MAX_WR: c_int = 1;
-pub const SRQ_LIMIT: c_int = 2;
+pub const SRQ_MAX_WR: c_int = verbs_abi::ibv_srq_attr_mask::IBV_SRQ_MAX_WR as c_int;
+pub const SRQ_LIMIT: c_int = verbs_abi::ibv_srq_attr_mask::IBV_SRQ_LIMIT as c_int;
 
 /// What the data path shares.
 pub struct SrqShared {

@@ -53,9 +53,10 @@ pub unsafe extern "C" fn sim_query_rt_values(
 }
 
 /// `ibv_srq_init_attr_mask` bits.
-const SRQ_INIT_TYPE: u32 = 1;
-const SRQ_INIT_PD: u32 = 1 << 1;
-const SRQ_INIT_KNOWN: u32 = (1 << 5) - 1;
+const SRQ_INIT_TYPE: u32 = verbs_abi::ibv_srq_init_attr_mask::IBV_SRQ_INIT_ATTR_TYPE as u32;
+const SRQ_INIT_PD: u32 = verbs_abi::ibv_srq_init_attr_mask::IBV_SRQ_INIT_ATTR_PD as u32;
+const SRQ_INIT_KNOWN: u32 =
+    verbs_abi::ibv_srq_init_attr_mask::IBV_SRQ_INIT_ATTR_RESERVED as u32 - 1;
 
 /// `verbs_context.create_srq_ex` (`ibv_create_srq_ex` beyond the plain case).
 pub unsafe extern "C" fn sim_create_srq_ex(

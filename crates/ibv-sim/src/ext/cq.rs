@@ -26,24 +26,28 @@ use crate::cq::{self, CqEx};
 use crate::{context, guard};
 
 /// `ibv_cq_init_attr_mask`.
-const INIT_MASK_FLAGS: u32 = 1;
-const INIT_MASK_PD: u32 = 1 << 1;
+const INIT_MASK_FLAGS: u32 = verbs_abi::ibv_cq_init_attr_mask::IBV_CQ_INIT_ATTR_MASK_FLAGS as u32;
+const INIT_MASK_PD: u32 = verbs_abi::ibv_cq_init_attr_mask::IBV_CQ_INIT_ATTR_MASK_PD as u32;
 /// `ibv_create_cq_attr_flags`.
 const SINGLE_THREADED: u32 = 1;
 /// `ibv_create_cq_wc_flags`.
-pub const WITH_BYTE_LEN: u64 = 1;
-pub const WITH_IMM: u64 = 1 << 1;
-pub const WITH_QP_NUM: u64 = 1 << 2;
-pub const WITH_SRC_QP: u64 = 1 << 3;
-pub const WITH_SLID: u64 = 1 << 4;
-pub const WITH_SL: u64 = 1 << 5;
-pub const WITH_DLID_PATH_BITS: u64 = 1 << 6;
-pub const WITH_COMPLETION_TIMESTAMP: u64 = 1 << 7;
-pub const WITH_COMPLETION_TIMESTAMP_WALLCLOCK: u64 = 1 << 11;
+pub const WITH_BYTE_LEN: u64 = verbs_abi::ibv_create_cq_wc_flags::IBV_WC_EX_WITH_BYTE_LEN as u64;
+pub const WITH_IMM: u64 = verbs_abi::ibv_create_cq_wc_flags::IBV_WC_EX_WITH_IMM as u64;
+pub const WITH_QP_NUM: u64 = verbs_abi::ibv_create_cq_wc_flags::IBV_WC_EX_WITH_QP_NUM as u64;
+pub const WITH_SRC_QP: u64 = verbs_abi::ibv_create_cq_wc_flags::IBV_WC_EX_WITH_SRC_QP as u64;
+pub const WITH_SLID: u64 = verbs_abi::ibv_create_cq_wc_flags::IBV_WC_EX_WITH_SLID as u64;
+pub const WITH_SL: u64 = verbs_abi::ibv_create_cq_wc_flags::IBV_WC_EX_WITH_SL as u64;
+pub const WITH_DLID_PATH_BITS: u64 =
+    verbs_abi::ibv_create_cq_wc_flags::IBV_WC_EX_WITH_DLID_PATH_BITS as u64;
+pub const WITH_COMPLETION_TIMESTAMP: u64 =
+    verbs_abi::ibv_create_cq_wc_flags::IBV_WC_EX_WITH_COMPLETION_TIMESTAMP as u64;
+pub const WITH_COMPLETION_TIMESTAMP_WALLCLOCK: u64 =
+    verbs_abi::ibv_create_cq_wc_flags::IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK as u64;
 /// What the sim can report: the standard fields and both timestamps (no
 /// CVLAN, flow tag or tag matching).
-pub const SUPPORTED_WC_FLAGS: u64 =
-    ((1 << 7) - 1) | WITH_COMPLETION_TIMESTAMP | WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
+pub const SUPPORTED_WC_FLAGS: u64 = (WITH_COMPLETION_TIMESTAMP - 1)
+    | WITH_COMPLETION_TIMESTAMP
+    | WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
 
 /// `verbs_context.create_cq_ex` (the inline `ibv_create_cq_ex`).
 pub unsafe extern "C" fn sim_create_cq_ex(

@@ -191,7 +191,7 @@ pub fn modify(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, attr_mask: c_int) -> Resu
             SQD if cur != SQD && g.attrs.en_sqd_async_notify != 0 => {
                 // Nothing is ever outstanding: the send queue is drained at once.
                 s.async_q.push(AsyncEvent {
-                    event_type: 5,
+                    event_type: async_kind::SQ_DRAINED,
                     element: s.addr,
                 });
             }
