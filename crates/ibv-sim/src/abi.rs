@@ -5,21 +5,16 @@
 
 use core::ffi::c_int;
 
-use verbs_abi::ibv_send_flags::*;
-use verbs_abi::ibv_wc_flags::*;
-use verbs_abi::ibv_wc_opcode::*;
-use verbs_abi::ibv_wc_status::*;
-use verbs_abi::ibv_wr_opcode::*;
-
-/// `NAME: type = ENUM_VALUE` for each pair.
+/// `const NAME: type = verbs_abi::ENUM::VALUE as type;` for each pair:
+/// `values!(pub c_int: ibv_wc_status { WC_SUCCESS = IBV_WC_SUCCESS, .. })`.
 macro_rules! values {
-    ($ty:ty: $($name:ident = $value:ident),* $(,)?) => {
-        $(pub const $name: $ty = $value as $ty;)*
+    ($vis:vis $ty:ty: $enum:ident { $($name:ident = $value:ident),* $(,)? }) => {
+        $($vis const $name: $ty = verbs_abi::$enum::$value as $ty;)*
     };
 }
+pub(crate) use values;
 
-// `ibv_wc_opcode`.
-values!(c_int:
+values!(pub c_int: ibv_wc_opcode {
     WC_SEND = IBV_WC_SEND,
     WC_RDMA_WRITE = IBV_WC_RDMA_WRITE,
     WC_RDMA_READ = IBV_WC_RDMA_READ,
@@ -27,10 +22,9 @@ values!(c_int:
     WC_FETCH_ADD = IBV_WC_FETCH_ADD,
     WC_RECV = IBV_WC_RECV,
     WC_RECV_RDMA_WITH_IMM = IBV_WC_RECV_RDMA_WITH_IMM,
-);
+});
 
-// `ibv_wc_status`.
-values!(c_int:
+values!(pub c_int: ibv_wc_status {
     WC_SUCCESS = IBV_WC_SUCCESS,
     WC_LOC_LEN_ERR = IBV_WC_LOC_LEN_ERR,
     WC_LOC_PROT_ERR = IBV_WC_LOC_PROT_ERR,
@@ -40,10 +34,9 @@ values!(c_int:
     WC_REM_OP_ERR = IBV_WC_REM_OP_ERR,
     WC_RETRY_EXC_ERR = IBV_WC_RETRY_EXC_ERR,
     WC_RNR_RETRY_EXC_ERR = IBV_WC_RNR_RETRY_EXC_ERR,
-);
+});
 
-// `ibv_wr_opcode`.
-values!(c_int:
+values!(pub c_int: ibv_wr_opcode {
     WR_RDMA_WRITE = IBV_WR_RDMA_WRITE,
     WR_RDMA_WRITE_WITH_IMM = IBV_WR_RDMA_WRITE_WITH_IMM,
     WR_SEND = IBV_WR_SEND,
@@ -51,19 +44,17 @@ values!(c_int:
     WR_RDMA_READ = IBV_WR_RDMA_READ,
     WR_ATOMIC_CMP_AND_SWP = IBV_WR_ATOMIC_CMP_AND_SWP,
     WR_ATOMIC_FETCH_AND_ADD = IBV_WR_ATOMIC_FETCH_AND_ADD,
-);
+});
 
-// `ibv_send_flags`.
-values!(u32:
+values!(pub u32: ibv_send_flags {
     SEND_FENCE = IBV_SEND_FENCE,
     SEND_SIGNALED = IBV_SEND_SIGNALED,
     SEND_SOLICITED = IBV_SEND_SOLICITED,
     SEND_INLINE = IBV_SEND_INLINE,
     SEND_IP_CSUM = IBV_SEND_IP_CSUM,
-);
+});
 
-// `ibv_wc_flags`.
-values!(u32:
+values!(pub u32: ibv_wc_flags {
     WC_GRH = IBV_WC_GRH,
     WC_WITH_IMM = IBV_WC_WITH_IMM,
-);
+});
