@@ -14,6 +14,9 @@ pub enum ibv_rx_hash_function_flags {
 /// Bits of `ibv_rx_hash_conf.rx_hash_fields_mask`: the header fields hashed.
 /// `IBV_RX_HASH_INNER` (bit 31) hashes the inner headers of a tunnel; it
 /// makes C's enum unsigned, hence the literal.
+// The mirror is of the 64-bit ABI only (pointer sizes are asserted
+// throughout), where this discriminant fits.
+#[allow(clippy::enum_clike_unportable_variant)]
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ibv_rx_hash_fields {
