@@ -564,30 +564,6 @@ fn perftest_build(perftest: &Path, umad_dir: &Path, out: &Path) -> String {
     sh
 }
 
-/// A server process whose output goes to files (no pipe to fill).
-struct Server {
-    child: std::process::Child,
-    out: PathBuf,
-}
-
-impl Server {
-    fn finish(mut self, timeout: Duration) -> (Option<std::process::ExitStatus>, String) {
-        let deadline = Instant::now() + timeout;
-        let status = loop {
-            if let Some(st) = self.child.try_wait().expect("wait") {
-                break Some(st);
-            }
-            if Instant::now() >= deadline {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                break None;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        };
-        (status, fs::read_to_string(&self.out).unwrap_or_default())
-    }
-}
-
 fn on_sim(prog: &Path, fabric: &str) -> Command {
     let mut c = Command::new(prog);
     c.env("LD_LIBRARY_PATH", sim_dir())
@@ -606,21 +582,18 @@ fn client_server(prog: &Path, args: &[&str]) -> String {
     let _g = FabricGuard(fab.clone());
     let port = free_port();
     let p = port.to_string();
-    let out = prog.with_extension("server.txt");
-    let file = fs::File::create(&out).unwrap();
-    let child = on_sim(prog, &fab)
-        .args(args)
-        .args(["-p", &p])
-        .stdout(file.try_clone().unwrap())
-        .stderr(file)
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {}: {e}", prog.display()));
-    let mut server = Server { child, out };
+    let mut server = on_sim(prog, &fab);
+    server.args(args).args(["-p", &p]);
+    // The server runs (under run_unchecked's timeout) in a thread of its own.
+    let server = std::thread::spawn(move || {
+        let out = run_unchecked(&mut server, Duration::from_secs(180));
+        (out.status.success(), describe(&server, &out))
+    });
     let deadline = Instant::now() + Duration::from_secs(30);
     while !listening(port) {
-        if let Ok(Some(st)) = server.child.try_wait() {
-            let (_, text) = server.finish(Duration::ZERO);
-            panic!("{name} server exited ({st}) before listening:\n{text}");
+        if server.is_finished() {
+            let (_, text) = server.join().expect("server thread");
+            panic!("{name} server exited before listening:\n{text}");
         }
         assert!(Instant::now() < deadline, "{name} server never listened");
         std::thread::sleep(Duration::from_millis(20));
@@ -628,10 +601,10 @@ fn client_server(prog: &Path, args: &[&str]) -> String {
     let mut client = on_sim(prog, &fab);
     client.args(args).args(["-p", &p, "127.0.0.1"]);
     let c = run_unchecked(&mut client, Duration::from_secs(120));
-    let (status, server_text) = server.finish(Duration::from_secs(60));
+    let (server_ok, server_text) = server.join().expect("server thread");
     assert!(
-        c.status.success() && status.is_some_and(|s| s.success()),
-        "{name} {args:?} on the sim failed\nclient:\n{}\nserver ({status:?}):\n{server_text}",
+        c.status.success() && server_ok,
+        "{name} {args:?} on the sim failed\nclient:\n{}\nserver:\n{server_text}",
         describe(&client, &c)
     );
     String::from_utf8_lossy(&c.stdout).into_owned() + &String::from_utf8_lossy(&c.stderr)
