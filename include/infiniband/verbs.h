@@ -10,6 +10,11 @@
 #ifndef INFINIBAND_VERBS_H
 #define INFINIBAND_VERBS_H
 
+/* Defined in the trailer (see there); declared first so that the function
+ * tables that take pointers to them name the same types. */
+struct ibv_wc;
+struct ibv_send_wr;
+
 #include <stdint.h>
 #include <stddef.h>
 #include <pthread.h>
@@ -1175,37 +1180,6 @@ struct ibv_mw_bind {
 };
 
 /**
- * A work completion, filled by `ibv_poll_cq`.
- */
-struct ibv_wc {
-    uint64_t wr_id;
-    /**
-     * Read as `c_int` (see the `device` module docs).
-     */
-    enum ibv_wc_status status;
-    /**
-     * Read as `c_int` (see the `device` module docs).
-     */
-    enum ibv_wc_opcode opcode;
-    uint32_t vendor_err;
-    uint32_t byte_len;
-    /**
-     * With `IBV_WC_WITH_IMM`: immediate data, network byte order; with `IBV_WC_WITH_INV`: the invalidated rkey (C's `invalidated_rkey`).
-     */
-    __be32 imm_data;
-    uint32_t qp_num;
-    uint32_t src_qp;
-    /**
-     * Bits of `ibv_wc_flags`.
-     */
-    unsigned int wc_flags;
-    uint16_t pkey_index;
-    uint16_t slid;
-    uint8_t sl;
-    uint8_t dlid_path_bits;
-};
-
-/**
  * One scatter/gather entry: a buffer inside a registered MR.
  */
 struct ibv_sge {
@@ -1225,119 +1199,6 @@ struct ibv_recv_wr {
     struct ibv_recv_wr *next;
     struct ibv_sge *sg_list;
     int num_sge;
-};
-
-/**
- * `ibv_send_wr.wr.rdma`: the remote side of an RDMA read or write.
- */
-struct ibv_send_wr_rdma {
-    uint64_t remote_addr;
-    uint32_t rkey;
-};
-
-/**
- * `ibv_send_wr.wr.atomic`: the operands of an atomic operation.
- */
-struct ibv_send_wr_atomic {
-    uint64_t remote_addr;
-    uint64_t compare_add;
-    uint64_t swap;
-    uint32_t rkey;
-};
-
-/**
- * An address handle.
- */
-struct ibv_ah {
-    struct ibv_context *context;
-    struct ibv_pd *pd;
-    uint32_t handle;
-};
-
-/**
- * `ibv_send_wr.wr.ud`: the destination of a UD send.
- */
-struct ibv_send_wr_ud {
-    struct ibv_ah *ah;
-    uint32_t remote_qpn;
-    uint32_t remote_qkey;
-};
-
-/**
- * `ibv_send_wr.wr`: opcode-specific arguments.
- */
-union ibv_send_wr_wr {
-    struct ibv_send_wr_rdma rdma;
-    struct ibv_send_wr_atomic atomic;
-    struct ibv_send_wr_ud ud;
-};
-
-/**
- * `ibv_send_wr.qp_type.xrc`: the remote SRQ of an XRC send.
- */
-struct ibv_send_wr_xrc {
-    uint32_t remote_srqn;
-};
-
-/**
- * `ibv_send_wr.qp_type`: QP-type-specific arguments.
- */
-union ibv_send_wr_qp_type {
-    struct ibv_send_wr_xrc xrc;
-};
-
-/**
- * `ibv_send_wr.bind_mw` in C: a type 2 memory window bind.
- */
-struct ibv_send_wr_bind_mw {
-    struct ibv_mw *mw;
-    uint32_t rkey;
-    struct ibv_mw_bind_info bind_info;
-};
-
-/**
- * `ibv_send_wr.tso` in C: the header of a TSO send.
- */
-struct ibv_send_wr_tso {
-    void *hdr;
-    uint16_t hdr_sz;
-    uint16_t mss;
-};
-
-/**
- * C's anonymous trailing union of `ibv_send_wr` (`wr.anon.bind_mw`, `wr.anon.tso`).
- */
-union ibv_send_wr_anon {
-    struct ibv_send_wr_bind_mw bind_mw;
-    struct ibv_send_wr_tso tso;
-};
-
-/**
- * A send work request (`ibv_post_send`); `next` chains a list.
- */
-struct ibv_send_wr {
-    uint64_t wr_id;
-    struct ibv_send_wr *next;
-    struct ibv_sge *sg_list;
-    int num_sge;
-    /**
-     * Read as `c_int` (see the `device` module docs).
-     */
-    enum ibv_wr_opcode opcode;
-    /**
-     * Bits of `ibv_send_flags`.
-     */
-    unsigned int send_flags;
-    /**
-     * Immediate data in network byte order; for `*_INV` opcodes, the rkey to invalidate (C's `invalidate_rkey`).
-     */
-    __be32 imm_data;
-    union ibv_send_wr_wr wr;
-    union ibv_send_wr_qp_type qp_type;
-    /**
-     * C's anonymous union: `bind_mw` or `tso`.
-     */
-    union ibv_send_wr_anon anon;
 };
 
 /**
@@ -1759,6 +1620,15 @@ struct ibv_srq_init_attr {
 };
 
 /**
+ * An address handle.
+ */
+struct ibv_ah {
+    struct ibv_context *context;
+    struct ibv_pd *pd;
+    uint32_t handle;
+};
+
+/**
  * The global routing header that precedes UD receives (first 40 bytes of the buffer).
  */
 struct ibv_grh {
@@ -1827,6 +1697,82 @@ struct ibv_port_attr {
  */
 struct ibv_xrcd {
     struct ibv_context *context;
+};
+
+/**
+ * `ibv_send_wr.wr.rdma`: the remote side of an RDMA read or write.
+ */
+struct ibv_send_wr_rdma {
+    uint64_t remote_addr;
+    uint32_t rkey;
+};
+
+/**
+ * `ibv_send_wr.wr.atomic`: the operands of an atomic operation.
+ */
+struct ibv_send_wr_atomic {
+    uint64_t remote_addr;
+    uint64_t compare_add;
+    uint64_t swap;
+    uint32_t rkey;
+};
+
+/**
+ * `ibv_send_wr.wr.ud`: the destination of a UD send.
+ */
+struct ibv_send_wr_ud {
+    struct ibv_ah *ah;
+    uint32_t remote_qpn;
+    uint32_t remote_qkey;
+};
+
+/**
+ * `ibv_send_wr.wr`: opcode-specific arguments.
+ */
+union ibv_send_wr_wr {
+    struct ibv_send_wr_rdma rdma;
+    struct ibv_send_wr_atomic atomic;
+    struct ibv_send_wr_ud ud;
+};
+
+/**
+ * `ibv_send_wr.qp_type.xrc`: the remote SRQ of an XRC send.
+ */
+struct ibv_send_wr_xrc {
+    uint32_t remote_srqn;
+};
+
+/**
+ * `ibv_send_wr.qp_type`: QP-type-specific arguments.
+ */
+union ibv_send_wr_qp_type {
+    struct ibv_send_wr_xrc xrc;
+};
+
+/**
+ * `ibv_send_wr.bind_mw` in C: a type 2 memory window bind.
+ */
+struct ibv_send_wr_bind_mw {
+    struct ibv_mw *mw;
+    uint32_t rkey;
+    struct ibv_mw_bind_info bind_info;
+};
+
+/**
+ * `ibv_send_wr.tso` in C: the header of a TSO send.
+ */
+struct ibv_send_wr_tso {
+    void *hdr;
+    uint16_t hdr_sz;
+    uint16_t mss;
+};
+
+/**
+ * C's anonymous trailing union of `ibv_send_wr` (`wr.anon.bind_mw`, `wr.anon.tso`).
+ */
+union ibv_send_wr_anon {
+    struct ibv_send_wr_bind_mw bind_mw;
+    struct ibv_send_wr_tso tso;
 };
 
 /**
@@ -3656,6 +3602,65 @@ static inline struct ibv_pd *ibv_alloc_parent_domain(struct ibv_context *context
     }
     return vctx->alloc_parent_domain(context, attr);
 }
+
+/* ---- Work requests and completions ------------------------------------ */
+
+/*
+ * struct ibv_wc and struct ibv_send_wr are written here rather than
+ * generated: C code names the members of their anonymous unions directly
+ * (wc.invalidated_rkey, wr.invalidate_rkey, wr.bind_mw, wr.tso), which
+ * cbindgen cannot emit. The Rust mirrors (crates/verbs-abi/src/work.rs)
+ * have the same layout; tests/layout.rs checks both against rdma-core's.
+ */
+
+/** One work completion, as ibv_poll_cq fills it. */
+struct ibv_wc {
+    uint64_t wr_id;
+    enum ibv_wc_status status;
+    enum ibv_wc_opcode opcode;
+    uint32_t vendor_err;
+    uint32_t byte_len;
+    /* Which member is valid depends on wc_flags: IBV_WC_WITH_IMM or IBV_WC_WITH_INV. */
+    union {
+        /** The immediate data sent with the message, network byte order. */
+        __be32 imm_data;
+        /** The rkey a send-with-invalidate invalidated here. */
+        uint32_t invalidated_rkey;
+    };
+    uint32_t qp_num;
+    uint32_t src_qp;
+    /** Bits of enum ibv_wc_flags. */
+    unsigned int wc_flags;
+    uint16_t pkey_index;
+    uint16_t slid;
+    uint8_t sl;
+    uint8_t dlid_path_bits;
+};
+
+/** A send work request, for ibv_post_send; wr and qp_type carry per-opcode arguments. */
+struct ibv_send_wr {
+    uint64_t wr_id;
+    struct ibv_send_wr *next;
+    struct ibv_sge *sg_list;
+    int num_sge;
+    enum ibv_wr_opcode opcode;
+    /** Bits of enum ibv_send_flags. */
+    unsigned int send_flags;
+    /* Which member is used depends on the opcode: *_WITH_IMM or *_INV. */
+    union {
+        /** Immediate data, network byte order. */
+        __be32 imm_data;
+        /** The rkey the receiver invalidates. */
+        uint32_t invalidate_rkey;
+    };
+    union ibv_send_wr_wr wr;
+    union ibv_send_wr_qp_type qp_type;
+    /* A type 2 memory window bind (IBV_WR_BIND_MW) or a TSO send (IBV_WR_TSO). */
+    union {
+        struct ibv_send_wr_bind_mw bind_mw;
+        struct ibv_send_wr_tso tso;
+    };
+};
 
 /* ---- Completion queues ------------------------------------------------- */
 
