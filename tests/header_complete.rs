@@ -7,6 +7,8 @@
 //!   `verbs_api.h` it includes) defines after preprocessing, and nothing else
 //!   (the synthetic names of tests/layout/anonymous.txt excepted). Values,
 //!   layouts and prototypes are tests/layout.rs's business.
+//! - `every_declared_function_is_exported`: each prototype of the header
+//!   resolves to an export of the shim, the sim and rdma-core's library.
 //! - `rdma_core_examples_and_perftest_build_on_our_header_alone`: rdma-core
 //!   44's `libibverbs/examples` (device_list, uc/ud/srq/xsrq_pingpong with
 //!   pingpong.c) and perftest (every program of its Makefile.am), unchanged,
@@ -31,7 +33,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{describe, fabric_name, free_port, listening, run_unchecked, sim_dir, FabricGuard};
+use common::{
+    describe, dynamic_symbols, fabric_name, free_port, listening, real_libibverbs, run_unchecked,
+    shim_so, sim_dir, sim_lib, FabricGuard,
+};
 
 /// The files of rdma-core's header that ours replaces.
 const REAL_FILES: [&str; 2] = [
@@ -149,7 +154,18 @@ fn is_ident(t: &str) -> bool {
 /// struct/union/enum tags, enum constants, and functions (declared or
 /// defined), as C code using the header can name them.
 fn defined_identifiers(text: &str) -> BTreeSet<String> {
+    scan(text).0
+}
+
+/// [`defined_identifiers`], and apart the functions only declared (the
+/// prototypes, which must resolve to a library's export; inline definitions
+/// need none).
+fn scan(text: &str) -> (BTreeSet<String>, BTreeSet<String>) {
     let mut names = BTreeSet::new();
+    let mut prototypes = BTreeSet::new();
+    // The function the current file-scope declaration names, until its `;`
+    // (a prototype) or `{` (a definition).
+    let mut pending: Option<&str> = None;
     let mut code = String::new();
     for line in text.lines() {
         if let Some(rest) = line.trim_start().strip_prefix("#define ") {
@@ -185,7 +201,12 @@ fn defined_identifiers(text: &str) -> BTreeSet<String> {
                 i = enum_constants(&toks, i + 2, &mut names);
                 continue;
             }
-            "{" => depth += 1,
+            "{" => {
+                if depth == 0 && parens == 0 {
+                    pending = None;
+                }
+                depth += 1;
+            }
             "}" => {
                 depth = depth.saturating_sub(1);
                 if depth == 0 && parens == 0 {
@@ -194,7 +215,12 @@ fn defined_identifiers(text: &str) -> BTreeSet<String> {
             }
             "(" => parens += 1,
             ")" => parens = parens.saturating_sub(1),
-            ";" if depth == 0 && parens == 0 => named = false,
+            ";" if depth == 0 && parens == 0 => {
+                named = false;
+                if let Some(f) = pending.take() {
+                    prototypes.insert(f.to_string());
+                }
+            }
             _ if depth == 0
                 && parens == 0
                 && !named
@@ -204,12 +230,13 @@ fn defined_identifiers(text: &str) -> BTreeSet<String> {
             {
                 names.insert(t.to_string());
                 named = true;
+                pending = Some(t);
             }
             _ => {}
         }
         i += 1;
     }
-    names
+    (names, prototypes)
 }
 
 /// Records the constants of an enum body starting at `toks[i]`; returns the
@@ -315,6 +342,54 @@ fn same_identifiers_as_real_verbs_h() {
         show(&extra),
         unused.len(),
         show(&unused)
+    );
+}
+
+/// Every function the header declares (rather than defines inline) is an
+/// export of the shim, of the sim and (but for the shim's own) of rdma-core's
+/// library: a program that calls it links and runs with any of the three.
+#[test]
+fn every_declared_function_is_exported() {
+    let dir = scratch("exports");
+    let include = root().join("include");
+    let text = preprocessed(&dir, Some(&include), &[include.join("infiniband/verbs.h")]);
+    let (_, declared) = scan(&text);
+    for name in ["ibv_open_device", "ibv_wc_status_str", "_ibv_query_gid_ex"] {
+        assert!(
+            declared.contains(name),
+            "the scan missed the prototype of {name}"
+        );
+    }
+    assert!(
+        !declared.contains("ibv_poll_cq"),
+        "ibv_poll_cq is inline, not a prototype"
+    );
+    let mut problems = Vec::new();
+    for (what, lib) in [
+        ("the shim", shim_so()),
+        ("the sim", sim_lib()),
+        ("rdma-core", real_libibverbs()),
+    ] {
+        let exported: BTreeSet<String> = dynamic_symbols(&lib)
+            .into_iter()
+            .filter(|s| !s.undefined && s.default)
+            .map(|s| s.name)
+            .collect();
+        for f in &declared {
+            let own = SHIM_OWN.contains(&f.as_str());
+            if !exported.contains(f) && !(own && what != "the shim") {
+                problems.push(format!(
+                    "{f}: declared, but {what} ({}) does not export it",
+                    lib.display()
+                ));
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "{} problem(s):\n  {}",
+        problems.len(),
+        problems.join("\n  ")
     );
 }
 
