@@ -410,15 +410,23 @@ fn source_cache() -> PathBuf {
     base.join("ibv-shim/src")
 }
 
-/// A source tree from the cache; panics with what to do when it is absent.
-fn source(name: &str) -> PathBuf {
-    let dir = source_cache().join(name);
-    assert!(
-        dir.join(".complete").exists(),
-        "{}: missing; `make deps` downloads Debian's {name} sources into it",
-        dir.display()
-    );
-    dir
+/// A source tree from the cache, the first of `names` that scripts/deps.sh
+/// unpacked (Debian 12's version first; the next Debian release's when a
+/// mirror no longer serves Debian 12's tarball); panics with what to do
+/// when none is there.
+fn source(names: &[&str]) -> PathBuf {
+    let cache = source_cache();
+    for name in names {
+        let dir = cache.join(name);
+        if dir.join(".complete").exists() {
+            eprintln!("sources: {}", dir.display());
+            return dir;
+        }
+    }
+    panic!(
+        "none of {names:?} is in {}; `make deps` downloads Debian's sources into it",
+        cache.display()
+    )
 }
 
 /// perftest's `config.h`: what its configure script defines, decided by the
@@ -614,7 +622,12 @@ fn perftest_build(perftest: &Path, umad_dir: &Path, out: &Path) -> String {
     )
     .unwrap();
     let mut objs = String::new();
-    for lib in PERFTEST_LIB {
+    // perftest 25 moved its memory back ends into files of their own.
+    let backends = ["host_memory", "mmap_memory"]
+        .into_iter()
+        .filter(|f| src.join(format!("{f}.c")).exists());
+    let lib_sources: Vec<&str> = PERFTEST_LIB.into_iter().chain(backends).collect();
+    for lib in lib_sources.iter().copied() {
         let obj = out.join(format!("{lib}.o"));
         writeln!(
             sh,
@@ -731,8 +744,8 @@ fn sim_supports_xrc(dir: &Path) -> bool {
 
 #[test]
 fn rdma_core_examples_and_perftest_build_on_our_header_alone() {
-    let rdma_core = source("rdma-core-44.0");
-    let perftest = source("perftest-4.5+0.17");
+    let rdma_core = source(&["rdma-core-44.0", "rdma-core-56.1"]);
+    let perftest = source(&["perftest-4.5+0.17", "perftest-25.01.0+0.80"]);
     let dir = scratch("programs");
     let (ex_out, pt_out, umad) = (dir.join("examples"), dir.join("perftest"), dir.join("umad"));
     for d in [&ex_out, &pt_out, &umad.join("infiniband")] {
