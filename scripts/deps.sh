@@ -33,3 +33,57 @@ if [ "$(cbindgen --version 2>/dev/null)" != "cbindgen $CBINDGEN_VERSION" ]; then
     echo "deps: installing cbindgen $CBINDGEN_VERSION"
     cargo install --quiet --locked --force cbindgen --version "$CBINDGEN_VERSION"
 fi
+
+# Sources that tests/header_complete.rs compiles against the shim's header:
+# rdma-core 44's libibverbs/examples and perftest, the versions Debian 12
+# ships, from Debian's archive. The orig tarballs are pinned by SHA-256 (the
+# values of their .dsc files) and unpacked into a cache outside the
+# repository (IBV_SHIM_SRC_CACHE, default ~/.cache/ibv-shim/src), one
+# directory each, marked complete by a .complete file. A failed download
+# is reported, not fatal: only that test needs them.
+SRC_CACHE=${IBV_SHIM_SRC_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ibv-shim/src}
+DEBIAN_POOL=${DEBIAN_POOL:-http://deb.debian.org/debian/pool/main}
+
+fetch_source() { # dir pool-path sha256
+    dir=$SRC_CACHE/$1
+    [ -e "$dir/.complete" ] && return 0
+    if ! command -v curl >/dev/null; then
+        echo "deps: curl is missing: cannot download $2" >&2
+        return 1
+    fi
+    mkdir -p "$SRC_CACHE"
+    tarball=$SRC_CACHE/${2##*/}
+    echo "deps: downloading $DEBIAN_POOL/$2"
+    if ! curl -fsSL --retry 2 -o "$tarball.part" "$DEBIAN_POOL/$2"; then
+        echo "deps: cannot download $DEBIAN_POOL/$2" \
+            "(tests/header_complete.rs needs it or its fallback; or unpack it into $dir and touch $dir/.complete)" >&2
+        rm -f "$tarball.part"
+        return 1
+    fi
+    if ! echo "$3  $tarball.part" | sha256sum -c --quiet -; then
+        echo "deps: $2 does not match its pinned SHA-256; not used" >&2
+        rm -f "$tarball.part"
+        return 1
+    fi
+    rm -rf "$dir" && mkdir -p "$dir"
+    tar -xzf "$tarball.part" -C "$dir" --strip-components=1
+    rm -f "$tarball.part"
+    touch "$dir/.complete"
+}
+
+# Debian 12's versions first. A mirror that follows the current release
+# may no longer serve them (seen: deb.debian.org answering 404 for both while
+# serving Debian 13's); then Debian 13's, also pinned: rdma-core 56.1's
+# examples (identical to 44's but for 4 lines of xsrq_pingpong.c) and
+# perftest 25.01 (its memory back ends in files of their own). The test
+# uses the first present and prints which.
+fetch_source rdma-core-44.0 r/rdma-core/rdma-core_44.0.orig.tar.gz \
+    25d6601e60f27bbcd75e07fe340400cb80e6c3c487679700535385cfc9d9858b ||
+    fetch_source rdma-core-56.1 r/rdma-core/rdma-core_56.1.orig.tar.gz \
+        63ce7f2baa7242c2dbc76375dac957c420187dd27f8c5e148efc07971ee522a8 ||
+    echo "deps: no rdma-core sources: tests/header_complete.rs will fail" >&2
+fetch_source perftest-4.5+0.17 p/perftest/perftest_4.5+0.17.orig.tar.gz \
+    86fc75af293a75ac7e15fed7cc5adf628e660d8992835c0ac8b91d500b63aa5f ||
+    fetch_source perftest-25.01.0+0.80 p/perftest/perftest_25.01.0+0.80.orig.tar.gz \
+        54e86b131f0b06862b8b9cd692739737295463cfef467bdda5f5aa3dae8c5b05 ||
+    echo "deps: no perftest sources: tests/header_complete.rs will fail" >&2

@@ -204,6 +204,19 @@ fn expr_path(expr: &str) -> Option<(String, Vec<String>)> {
     ))
 }
 
+/// The generated header's `#define`s that stand for a number (or a pointer
+/// constant), each name once: attribute macros (`__attribute_const`) and the
+/// C++ spelling of a macro defined for both languages are left out.
+fn value_defines(h: &Header) -> Vec<&str> {
+    let mut seen = BTreeSet::new();
+    h.defines
+        .iter()
+        .filter(|(_, v)| !v.contains("__attribute__") && !v.contains("std::"))
+        .filter(|(name, _)| seen.insert(name.as_str()))
+        .map(|(name, _)| name.as_str())
+        .collect()
+}
+
 // ---------------------------------------------------------------------------
 // The probe: numbers from the generated header
 // ---------------------------------------------------------------------------
@@ -239,8 +252,8 @@ fn measure(ours: &Header, dir: &Path) -> Measured {
             "    printf(\"A\\t{tag}\\t%zu\\t%zu\\n\", sizeof({tag}), _Alignof({tag}));"
         )
         .unwrap();
-        for m in &agg.members {
-            let name = &m.name;
+        // Anonymous nested members as C names them (`spec.eth`).
+        for name in agg.flat_names() {
             writeln!(
                 c,
                 "    printf(\"M\\t{tag}\\t{name}\\t%zu\\t%zu\\n\", offsetof({tag}, {name}), sizeof((({tag} *)0)->{name}));"
@@ -261,7 +274,7 @@ fn measure(ours: &Header, dir: &Path) -> Measured {
             writeln!(c, "    printf(\"V\\t{k}\\t%lld\\n\", (long long)({k}));").unwrap();
         }
     }
-    for (name, _) in &ours.defines {
+    for name in value_defines(ours) {
         writeln!(
             c,
             "    printf(\"V\\t{name}\\t%lld\\n\", (long long)({name}));"
@@ -457,6 +470,14 @@ impl<'a> Comparison<'a> {
                     &format!("{tag}: alignment is {align}"),
                 );
                 for m in &agg.members {
+                    if let (true, Some(inner)) = (m.name.is_empty(), &m.nested) {
+                        // An unnamed union/struct in place: C names its members.
+                        for k in inner.flat_names() {
+                            let (koff, ksize) = self.measured.member(&tag, &k);
+                            self.member_check(&t, &tag, &k, koff, ksize);
+                        }
+                        continue;
+                    }
                     let (off, msize) = self.measured.member(&tag, &m.name);
                     if let Some(anon) = self.anonymous_member_type(&m.ty, &agg.name) {
                         // C code names the anonymous union's members directly.
@@ -540,9 +561,10 @@ impl<'a> Comparison<'a> {
         };
         let mut ours = BTreeSet::new();
         for m in &agg.members {
-            match self.anonymous_member_type(&m.ty, &agg.name) {
-                Some(anon) => ours.extend(anon.members.iter().map(|k| k.name.clone())),
-                None => {
+            match (self.anonymous_member_type(&m.ty, &agg.name), &m.nested) {
+                (Some(anon), _) => ours.extend(anon.members.iter().map(|k| k.name.clone())),
+                (None, Some(inner)) if m.name.is_empty() => ours.extend(inner.flat_names()),
+                (None, _) => {
                     ours.insert(m.name.clone());
                 }
             }
@@ -589,7 +611,17 @@ impl<'a> Comparison<'a> {
                             .collect();
                         let theirs: BTreeSet<&str> =
                             real.constants.iter().map(String::as_str).collect();
+                        // A Rust enum cannot repeat a value (the ESP flags' zero
+                        // defaults): such a constant may be a `#define` instead,
+                        // whose value is checked below.
+                        let defined: BTreeSet<&str> = value_defines(self.ours)
+                            .into_iter()
+                            .map(|d| resolve_alias(self.real, d))
+                            .collect();
                         for missing in theirs.difference(&ours) {
+                            if defined.contains(missing) {
+                                continue;
+                            }
                             self.problems.push(format!(
                                 "{label}: constant {missing} of the real verbs.h is not mirrored"
                             ));
@@ -613,7 +645,7 @@ impl<'a> Comparison<'a> {
                 );
             }
         }
-        for (name, _) in &self.ours.defines {
+        for name in value_defines(self.ours) {
             let v = self.measured.values[name];
             self.checks.check(
                 &format!("(long long)({name}) == {v}LL"),
@@ -708,6 +740,41 @@ fn generated_header_matches_real_verbs_h() {
             cmp.problems.push(format!(
                 "{tag}: only declared (incomplete) in {GENERATED}, but the real verbs.h defines it, \
                  so C code using it would not compile: mirror its members"
+            ));
+        }
+    }
+    // The other direction: every struct, union and enum rdma-core's verbs.h
+    // itself defines is in ours (and so measured above); the constants of
+    // its untagged enums are there as constants or macros.
+    let own = parse_header(REAL_HEADER, &read_real_header());
+    let our_constants: BTreeSet<&str> = ours
+        .enums
+        .iter()
+        .flat_map(|e| e.constants.iter().map(String::as_str))
+        .chain(ours.defines.iter().map(|(n, _)| n.as_str()))
+        .collect();
+    for agg in own.aggregates.iter().filter(|a| !a.name.is_empty()) {
+        if ours.aggregate(agg.kind, &agg.name).is_none() {
+            cmp.problems.push(format!(
+                "{}: defined in {REAL_HEADER}, missing from {GENERATED}",
+                agg.tag()
+            ));
+        }
+    }
+    for e in &own.enums {
+        if !e.name.is_empty() && ours.enum_named(&e.name).is_none() {
+            cmp.problems.push(format!(
+                "enum {}: defined in {REAL_HEADER}, missing from {GENERATED}",
+                e.name
+            ));
+        }
+        for k in e
+            .constants
+            .iter()
+            .filter(|k| !our_constants.contains(k.as_str()))
+        {
+            cmp.problems.push(format!(
+                "{k}: defined in {REAL_HEADER}, missing from {GENERATED}"
             ));
         }
     }

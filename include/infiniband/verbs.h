@@ -10,6 +10,11 @@
 #ifndef INFINIBAND_VERBS_H
 #define INFINIBAND_VERBS_H
 
+/* Defined in the trailer (see there); declared first so that the function
+ * tables that take pointers to them name the same types. */
+struct ibv_wc;
+struct ibv_send_wr;
+
 #include <stdint.h>
 #include <stddef.h>
 #include <pthread.h>
@@ -54,6 +59,67 @@
 #define IBV_DEVICE_PCI_WRITE_END_PADDING (1ull << 36)
 
 
+
+/**
+ * Tunnel mode, the default (0), beside `IBV_FLOW_ACTION_ESP_FLAGS_TRANSPORT`.
+ */
+#define IBV_FLOW_ACTION_ESP_FLAGS_TUNNEL 0
+
+/**
+ * Decryption, the default (0), beside `IBV_FLOW_ACTION_ESP_FLAGS_ENCRYPT`.
+ */
+#define IBV_FLOW_ACTION_ESP_FLAGS_DECRYPT 0
+
+/**
+ * The work-completion fields every extended CQ can report
+ * (byte length, immediate, QP number, source QP, SLID, SL, path bits).
+ */
+#define IBV_WC_STANDARD_FLAGS 127
+
+/**
+ * Every `ibv_create_cq_wc_flags` bit `ibv_create_cq_ex` knows.
+ */
+#define IBV_CREATE_CQ_SUP_WC_FLAGS 4095
+
+/**
+ * `flags` of `ibv_advise_mr`: wait until the advice has been acted on.
+ */
+#define IBV_ADVISE_MR_FLAG_FLUSH (1 << 0)
+
+/**
+ * `ibv_port_attr.flags` bit: the port needs a GRH on every packet.
+ */
+#define IBV_QPF_GRH_REQUIRED (1 << 0)
+
+/**
+ * The first access flag a device may ignore when it lacks the feature.
+ */
+#define IBV_ACCESS_OPTIONAL_FIRST (1 << 20)
+
+/**
+ * All the optional access flags (bits 20 to 29).
+ */
+#define IBV_ACCESS_OPTIONAL_RANGE 1072693248
+
+/**
+ * Length of a MAC address (`ibv_resolve_eth_l2_from_gid`).
+ */
+#define ETHERNET_LL_SIZE 6
+
+/**
+ * The lowest UDP source port RoCE v2 uses.
+ */
+#define IB_ROCE_UDP_ENCAP_VALID_PORT_MIN 49152
+
+/**
+ * The highest UDP source port RoCE v2 uses.
+ */
+#define IB_ROCE_UDP_ENCAP_VALID_PORT_MAX 65535
+
+/**
+ * The bits of a GRH flow label.
+ */
+#define IB_GRH_FLOWLABEL_MASK 1048575
 
 /**
  * Shift of `IBV_WC_IP_CSUM_OK` in `ibv_wc.wc_flags`.
@@ -105,11 +171,30 @@ enum ibv_counter_description {
 };
 
 /**
+ * Bits of `ibv_modify_cq_attr.attr_mask`.
+ */
+enum ibv_cq_attr_mask {
+    IBV_CQ_ATTR_MODERATE = (1 << 0),
+    IBV_CQ_ATTR_RESERVED = (1 << 1),
+};
+
+/**
  * Bits of `ibv_cq_init_attr_ex.comp_mask`.
  */
 enum ibv_cq_init_attr_mask {
     IBV_CQ_INIT_ATTR_MASK_FLAGS = (1 << 0),
     IBV_CQ_INIT_ATTR_MASK_PD = (1 << 1),
+};
+
+/**
+ * Bits of `ibv_cq_init_attr_ex.flags`.
+ */
+enum ibv_create_cq_attr_flags {
+    /**
+     * Only one thread polls the CQ, so the provider may skip its lock.
+     */
+    IBV_CREATE_CQ_ATTR_SINGLE_THREADED = (1 << 0),
+    IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN = (1 << 1),
 };
 
 /**
@@ -161,6 +246,13 @@ enum ibv_device_cap_flags {
 };
 
 /**
+ * Bits of `ibv_alloc_dm_attr.comp_mask`.
+ */
+enum ibv_dm_mask {
+    IBV_DM_MASK_HANDLE = (1 << 0),
+};
+
+/**
  * Asynchronous event kinds (`ibv_async_event.event_type`).
  */
 enum ibv_event_type {
@@ -187,6 +279,54 @@ enum ibv_event_type {
 };
 
 /**
+ * Bits of `ibv_flow_action_esp.flags`. Each bit chooses between two modes;
+ * C names both, and the zero-valued defaults that a Rust enum cannot repeat
+ * (tunnel, decrypt) are the constants below it.
+ */
+enum ibv_flow_action_esp_flags {
+    IBV_FLOW_ACTION_ESP_FLAGS_INLINE_CRYPTO = 0,
+    IBV_FLOW_ACTION_ESP_FLAGS_FULL_OFFLOAD = 1,
+    IBV_FLOW_ACTION_ESP_FLAGS_TRANSPORT = (1 << 1),
+    IBV_FLOW_ACTION_ESP_FLAGS_ENCRYPT = (1 << 2),
+    IBV_FLOW_ACTION_ESP_FLAGS_ESN_NEW_WINDOW = (1 << 3),
+};
+
+/**
+ * The keying material protocol of an ESP action (`keymat_proto`).
+ */
+enum ibv_flow_action_esp_keymat {
+    IBV_FLOW_ACTION_ESP_KEYMAT_AES_GCM = 0,
+};
+
+/**
+ * How the AES-GCM initialisation vector is generated.
+ */
+enum ibv_flow_action_esp_keymat_aes_gcm_iv_algo {
+    /**
+     * From a sequence counter.
+     */
+    IBV_FLOW_ACTION_IV_ALGO_SEQ = 0,
+};
+
+/**
+ * Bits of `ibv_flow_action_esp_attr.comp_mask`.
+ */
+enum ibv_flow_action_esp_mask {
+    /**
+     * `esn` is valid.
+     */
+    IBV_FLOW_ACTION_ESP_MASK_ESN = (1 << 0),
+};
+
+/**
+ * The anti-replay protection of an ESP action (`replay_proto`).
+ */
+enum ibv_flow_action_esp_replay {
+    IBV_FLOW_ACTION_ESP_REPLAY_NONE = 0,
+    IBV_FLOW_ACTION_ESP_REPLAY_BMP = 1,
+};
+
+/**
  * Kind of flow steering rule.
  */
 enum ibv_flow_attr_type {
@@ -194,6 +334,42 @@ enum ibv_flow_attr_type {
     IBV_FLOW_ATTR_ALL_DEFAULT = 1,
     IBV_FLOW_ATTR_MC_DEFAULT = 2,
     IBV_FLOW_ATTR_SNIFFER = 3,
+};
+
+/**
+ * Bits of `ibv_flow_attr.flags`.
+ */
+enum ibv_flow_flags {
+    /**
+     * Matching packets still reach the normal receive path too.
+     */
+    IBV_FLOW_ATTR_FLAGS_DONT_TRAP = (1 << 1),
+    /**
+     * The rule applies to transmitted packets.
+     */
+    IBV_FLOW_ATTR_FLAGS_EGRESS = (1 << 2),
+};
+
+/**
+ * What a flow spec matches or does (its `type` field); `IBV_FLOW_SPEC_INNER`
+ * may be or-ed in to match inside a tunnel.
+ */
+enum ibv_flow_spec_type {
+    IBV_FLOW_SPEC_ETH = 32,
+    IBV_FLOW_SPEC_IPV4 = 48,
+    IBV_FLOW_SPEC_IPV6 = 49,
+    IBV_FLOW_SPEC_IPV4_EXT = 50,
+    IBV_FLOW_SPEC_ESP = 52,
+    IBV_FLOW_SPEC_TCP = 64,
+    IBV_FLOW_SPEC_UDP = 65,
+    IBV_FLOW_SPEC_VXLAN_TUNNEL = 80,
+    IBV_FLOW_SPEC_GRE = 81,
+    IBV_FLOW_SPEC_MPLS = 96,
+    IBV_FLOW_SPEC_INNER = 256,
+    IBV_FLOW_SPEC_ACTION_TAG = 4096,
+    IBV_FLOW_SPEC_ACTION_DROP = 4097,
+    IBV_FLOW_SPEC_ACTION_HANDLE = 4098,
+    IBV_FLOW_SPEC_ACTION_COUNT = 4099,
 };
 
 /**
@@ -212,6 +388,13 @@ enum ibv_gid_type {
     IBV_GID_TYPE_IB = 0,
     IBV_GID_TYPE_ROCE_V1 = 1,
     IBV_GID_TYPE_ROCE_V2 = 2,
+};
+
+/**
+ * Bits of `ibv_rwq_ind_table_init_attr.comp_mask` (none defined yet).
+ */
+enum ibv_ind_table_init_attr_mask {
+    IBV_CREATE_IND_TABLE_RESERVED = (1 << 0),
 };
 
 /**
@@ -274,6 +457,46 @@ enum ibv_odp_transport_cap_bits {
     IBV_ODP_SUPPORT_READ = (1 << 3),
     IBV_ODP_SUPPORT_ATOMIC = (1 << 4),
     IBV_ODP_SUPPORT_SRQ_RECV = (1 << 5),
+};
+
+/**
+ * Bits of `ibv_ops_wr.flags`.
+ */
+enum ibv_ops_flags {
+    IBV_OPS_SIGNALED = (1 << 0),
+    IBV_OPS_TM_SYNC = (1 << 1),
+};
+
+/**
+ * `ibv_ops_wr.opcode`: tag-matching list operations on an SRQ.
+ */
+enum ibv_ops_wr_opcode {
+    IBV_WR_TAG_ADD = 0,
+    IBV_WR_TAG_DEL = 1,
+    IBV_WR_TAG_SYNC = 2,
+};
+
+/**
+ * Bits of `ibv_parent_domain_init_attr.comp_mask`.
+ */
+enum ibv_parent_domain_init_attr_mask {
+    /**
+     * `alloc` and `free` are valid.
+     */
+    IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS = (1 << 0),
+    /**
+     * `pd_context` is valid.
+     */
+    IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT = (1 << 1),
+};
+
+/**
+ * Bits of `ibv_pci_atomic_caps`' fields: the operand sizes supported.
+ */
+enum ibv_pci_atomic_op_size {
+    IBV_PCI_ATOMIC_OPERATION_4_BYTE_SIZE_SUP = (1 << 0),
+    IBV_PCI_ATOMIC_OPERATION_8_BYTE_SIZE_SUP = (1 << 1),
+    IBV_PCI_ATOMIC_OPERATION_16_BYTE_SIZE_SUP = (1 << 2),
 };
 
 /**
@@ -371,6 +594,25 @@ enum ibv_qp_create_flags {
 };
 
 /**
+ * Bits of `ibv_qp_init_attr_ex.send_ops_flags`: the `ibv_wr_*` operations
+ * the extended QP must support.
+ */
+enum ibv_qp_create_send_ops_flags {
+    IBV_QP_EX_WITH_RDMA_WRITE = (1 << 0),
+    IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM = (1 << 1),
+    IBV_QP_EX_WITH_SEND = (1 << 2),
+    IBV_QP_EX_WITH_SEND_WITH_IMM = (1 << 3),
+    IBV_QP_EX_WITH_RDMA_READ = (1 << 4),
+    IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP = (1 << 5),
+    IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD = (1 << 6),
+    IBV_QP_EX_WITH_LOCAL_INV = (1 << 7),
+    IBV_QP_EX_WITH_BIND_MW = (1 << 8),
+    IBV_QP_EX_WITH_SEND_WITH_INV = (1 << 9),
+    IBV_QP_EX_WITH_TSO = (1 << 10),
+    IBV_QP_EX_WITH_ATOMIC_WRITE = (1 << 12),
+};
+
+/**
  * Bits of `ibv_qp_init_attr_ex.comp_mask`.
  */
 enum ibv_qp_init_attr_mask {
@@ -381,6 +623,17 @@ enum ibv_qp_init_attr_mask {
     IBV_QP_INIT_ATTR_IND_TABLE = (1 << 4),
     IBV_QP_INIT_ATTR_RX_HASH = (1 << 5),
     IBV_QP_INIT_ATTR_SEND_OPS_FLAGS = (1 << 6),
+};
+
+/**
+ * Bits of `ibv_qp_open_attr.comp_mask`.
+ */
+enum ibv_qp_open_attr_mask {
+    IBV_QP_OPEN_ATTR_NUM = (1 << 0),
+    IBV_QP_OPEN_ATTR_XRCD = (1 << 1),
+    IBV_QP_OPEN_ATTR_CONTEXT = (1 << 2),
+    IBV_QP_OPEN_ATTR_TYPE = (1 << 3),
+    IBV_QP_OPEN_ATTR_RESERVED = (1 << 4),
 };
 
 /**
@@ -441,6 +694,26 @@ enum ibv_rate {
 };
 
 /**
+ * Bits of `ibv_device_attr_ex.raw_packet_caps`.
+ */
+enum ibv_raw_packet_caps {
+    IBV_RAW_PACKET_CAP_CVLAN_STRIPPING = (1 << 0),
+    IBV_RAW_PACKET_CAP_SCATTER_FCS = (1 << 1),
+    IBV_RAW_PACKET_CAP_IP_CSUM = (1 << 2),
+    IBV_RAW_PACKET_CAP_DELAY_DROP = (1 << 3),
+};
+
+/**
+ * `flags` of `ibv_read_counters`.
+ */
+enum ibv_read_counters_flags {
+    /**
+     * A cached value will do; the provider need not ask the device.
+     */
+    IBV_READ_COUNTERS_ATTR_PREFER_CACHED = (1 << 0),
+};
+
+/**
  * Negative results of `ibv_rereg_mr`, saying whether the old MR is still usable.
  */
 enum ibv_rereg_mr_err_code {
@@ -459,6 +732,31 @@ enum ibv_rereg_mr_flags {
     IBV_REREG_MR_CHANGE_PD = (1 << 1),
     IBV_REREG_MR_CHANGE_ACCESS = (1 << 2),
     IBV_REREG_MR_FLAGS_SUPPORTED = ((1 << 3) - 1),
+};
+
+/**
+ * Bits of `ibv_rx_hash_conf.rx_hash_fields_mask`: the header fields hashed.
+ * `IBV_RX_HASH_INNER` (bit 31) hashes the inner headers of a tunnel; it
+ * makes C's enum unsigned, hence the literal.
+ */
+enum ibv_rx_hash_fields {
+    IBV_RX_HASH_SRC_IPV4 = (1 << 0),
+    IBV_RX_HASH_DST_IPV4 = (1 << 1),
+    IBV_RX_HASH_SRC_IPV6 = (1 << 2),
+    IBV_RX_HASH_DST_IPV6 = (1 << 3),
+    IBV_RX_HASH_SRC_PORT_TCP = (1 << 4),
+    IBV_RX_HASH_DST_PORT_TCP = (1 << 5),
+    IBV_RX_HASH_SRC_PORT_UDP = (1 << 6),
+    IBV_RX_HASH_DST_PORT_UDP = (1 << 7),
+    IBV_RX_HASH_IPSEC_SPI = (1 << 8),
+    IBV_RX_HASH_INNER = 2147483648,
+};
+
+/**
+ * Bits of `ibv_rx_hash_conf.rx_hash_function`.
+ */
+enum ibv_rx_hash_function_flags {
+    IBV_RX_HASH_FUNC_TOEPLITZ = (1 << 0),
 };
 
 /**
@@ -499,6 +797,16 @@ enum ibv_srq_type {
     IBV_SRQT_BASIC = 0,
     IBV_SRQT_XRC = 1,
     IBV_SRQT_TM = 2,
+};
+
+/**
+ * Bits of `ibv_tm_caps.flags`.
+ */
+enum ibv_tm_cap_flags {
+    /**
+     * Tag matching works on RC QPs.
+     */
+    IBV_TM_CAP_RC = (1 << 0),
 };
 
 /**
@@ -590,6 +898,38 @@ enum ibv_wc_status {
 };
 
 /**
+ * Bits of `ibv_wq_attr.attr_mask`: which fields `ibv_modify_wq` applies.
+ */
+enum ibv_wq_attr_mask {
+    IBV_WQ_ATTR_STATE = (1 << 0),
+    IBV_WQ_ATTR_CURR_STATE = (1 << 1),
+    IBV_WQ_ATTR_FLAGS = (1 << 2),
+    IBV_WQ_ATTR_RESERVED = (1 << 3),
+};
+
+/**
+ * Bits of `ibv_wq_init_attr.create_flags` and `ibv_wq_attr.flags`.
+ */
+enum ibv_wq_flags {
+    IBV_WQ_FLAGS_CVLAN_STRIPPING = (1 << 0),
+    IBV_WQ_FLAGS_SCATTER_FCS = (1 << 1),
+    IBV_WQ_FLAGS_DELAY_DROP = (1 << 2),
+    IBV_WQ_FLAGS_PCI_WRITE_END_PADDING = (1 << 3),
+    IBV_WQ_FLAGS_RESERVED = (1 << 4),
+};
+
+/**
+ * Bits of `ibv_wq_init_attr.comp_mask`.
+ */
+enum ibv_wq_init_attr_mask {
+    /**
+     * `create_flags` is valid.
+     */
+    IBV_WQ_INIT_ATTR_FLAGS = (1 << 0),
+    IBV_WQ_INIT_ATTR_RESERVED = (1 << 1),
+};
+
+/**
  * State of a receive work queue.
  */
 enum ibv_wq_state {
@@ -623,6 +963,21 @@ enum ibv_wr_opcode {
     IBV_WR_TSO = 10,
     IBV_WR_DRIVER1 = 11,
     IBV_WR_ATOMIC_WRITE = 15,
+};
+
+/**
+ * Bits of `ibv_xrcd_init_attr.comp_mask`.
+ */
+enum ibv_xrcd_init_attr_mask {
+    /**
+     * `fd` is valid: the XRC domain is shared through that file.
+     */
+    IBV_XRCD_INIT_ATTR_FD = (1 << 0),
+    /**
+     * `oflags` is valid (`O_CREAT`, `O_EXCL`).
+     */
+    IBV_XRCD_INIT_ATTR_OFLAGS = (1 << 1),
+    IBV_XRCD_INIT_ATTR_RESERVED = (1 << 2),
 };
 
 /**
@@ -825,37 +1180,6 @@ struct ibv_mw_bind {
 };
 
 /**
- * A work completion, filled by `ibv_poll_cq`.
- */
-struct ibv_wc {
-    uint64_t wr_id;
-    /**
-     * Read as `c_int` (see the `device` module docs).
-     */
-    enum ibv_wc_status status;
-    /**
-     * Read as `c_int` (see the `device` module docs).
-     */
-    enum ibv_wc_opcode opcode;
-    uint32_t vendor_err;
-    uint32_t byte_len;
-    /**
-     * With `IBV_WC_WITH_IMM`: immediate data, network byte order; with `IBV_WC_WITH_INV`: the invalidated rkey (C's `invalidated_rkey`).
-     */
-    __be32 imm_data;
-    uint32_t qp_num;
-    uint32_t src_qp;
-    /**
-     * Bits of `ibv_wc_flags`.
-     */
-    unsigned int wc_flags;
-    uint16_t pkey_index;
-    uint16_t slid;
-    uint8_t sl;
-    uint8_t dlid_path_bits;
-};
-
-/**
  * One scatter/gather entry: a buffer inside a registered MR.
  */
 struct ibv_sge {
@@ -875,119 +1199,6 @@ struct ibv_recv_wr {
     struct ibv_recv_wr *next;
     struct ibv_sge *sg_list;
     int num_sge;
-};
-
-/**
- * `ibv_send_wr.wr.rdma`: the remote side of an RDMA read or write.
- */
-struct ibv_send_wr_rdma {
-    uint64_t remote_addr;
-    uint32_t rkey;
-};
-
-/**
- * `ibv_send_wr.wr.atomic`: the operands of an atomic operation.
- */
-struct ibv_send_wr_atomic {
-    uint64_t remote_addr;
-    uint64_t compare_add;
-    uint64_t swap;
-    uint32_t rkey;
-};
-
-/**
- * An address handle.
- */
-struct ibv_ah {
-    struct ibv_context *context;
-    struct ibv_pd *pd;
-    uint32_t handle;
-};
-
-/**
- * `ibv_send_wr.wr.ud`: the destination of a UD send.
- */
-struct ibv_send_wr_ud {
-    struct ibv_ah *ah;
-    uint32_t remote_qpn;
-    uint32_t remote_qkey;
-};
-
-/**
- * `ibv_send_wr.wr`: opcode-specific arguments.
- */
-union ibv_send_wr_wr {
-    struct ibv_send_wr_rdma rdma;
-    struct ibv_send_wr_atomic atomic;
-    struct ibv_send_wr_ud ud;
-};
-
-/**
- * `ibv_send_wr.qp_type.xrc`: the remote SRQ of an XRC send.
- */
-struct ibv_send_wr_xrc {
-    uint32_t remote_srqn;
-};
-
-/**
- * `ibv_send_wr.qp_type`: QP-type-specific arguments.
- */
-union ibv_send_wr_qp_type {
-    struct ibv_send_wr_xrc xrc;
-};
-
-/**
- * `ibv_send_wr.bind_mw` in C: a type 2 memory window bind.
- */
-struct ibv_send_wr_bind_mw {
-    struct ibv_mw *mw;
-    uint32_t rkey;
-    struct ibv_mw_bind_info bind_info;
-};
-
-/**
- * `ibv_send_wr.tso` in C: the header of a TSO send.
- */
-struct ibv_send_wr_tso {
-    void *hdr;
-    uint16_t hdr_sz;
-    uint16_t mss;
-};
-
-/**
- * C's anonymous trailing union of `ibv_send_wr` (`wr.anon.bind_mw`, `wr.anon.tso`).
- */
-union ibv_send_wr_anon {
-    struct ibv_send_wr_bind_mw bind_mw;
-    struct ibv_send_wr_tso tso;
-};
-
-/**
- * A send work request (`ibv_post_send`); `next` chains a list.
- */
-struct ibv_send_wr {
-    uint64_t wr_id;
-    struct ibv_send_wr *next;
-    struct ibv_sge *sg_list;
-    int num_sge;
-    /**
-     * Read as `c_int` (see the `device` module docs).
-     */
-    enum ibv_wr_opcode opcode;
-    /**
-     * Bits of `ibv_send_flags`.
-     */
-    unsigned int send_flags;
-    /**
-     * Immediate data in network byte order; for `*_INV` opcodes, the rkey to invalidate (C's `invalidate_rkey`).
-     */
-    __be32 imm_data;
-    union ibv_send_wr_wr wr;
-    union ibv_send_wr_qp_type qp_type;
-    /**
-     * C's anonymous union: `bind_mw` or `tso`.
-     */
-    union ibv_send_wr_anon anon;
 };
 
 /**
@@ -1409,6 +1620,15 @@ struct ibv_srq_init_attr {
 };
 
 /**
+ * An address handle.
+ */
+struct ibv_ah {
+    struct ibv_context *context;
+    struct ibv_pd *pd;
+    uint32_t handle;
+};
+
+/**
  * The global routing header that precedes UD receives (first 40 bytes of the buffer).
  */
 struct ibv_grh {
@@ -1477,6 +1697,82 @@ struct ibv_port_attr {
  */
 struct ibv_xrcd {
     struct ibv_context *context;
+};
+
+/**
+ * `ibv_send_wr.wr.rdma`: the remote side of an RDMA read or write.
+ */
+struct ibv_send_wr_rdma {
+    uint64_t remote_addr;
+    uint32_t rkey;
+};
+
+/**
+ * `ibv_send_wr.wr.atomic`: the operands of an atomic operation.
+ */
+struct ibv_send_wr_atomic {
+    uint64_t remote_addr;
+    uint64_t compare_add;
+    uint64_t swap;
+    uint32_t rkey;
+};
+
+/**
+ * `ibv_send_wr.wr.ud`: the destination of a UD send.
+ */
+struct ibv_send_wr_ud {
+    struct ibv_ah *ah;
+    uint32_t remote_qpn;
+    uint32_t remote_qkey;
+};
+
+/**
+ * `ibv_send_wr.wr`: opcode-specific arguments.
+ */
+union ibv_send_wr_wr {
+    struct ibv_send_wr_rdma rdma;
+    struct ibv_send_wr_atomic atomic;
+    struct ibv_send_wr_ud ud;
+};
+
+/**
+ * `ibv_send_wr.qp_type.xrc`: the remote SRQ of an XRC send.
+ */
+struct ibv_send_wr_xrc {
+    uint32_t remote_srqn;
+};
+
+/**
+ * `ibv_send_wr.qp_type`: QP-type-specific arguments.
+ */
+union ibv_send_wr_qp_type {
+    struct ibv_send_wr_xrc xrc;
+};
+
+/**
+ * `ibv_send_wr.bind_mw` in C: a type 2 memory window bind.
+ */
+struct ibv_send_wr_bind_mw {
+    struct ibv_mw *mw;
+    uint32_t rkey;
+    struct ibv_mw_bind_info bind_info;
+};
+
+/**
+ * `ibv_send_wr.tso` in C: the header of a TSO send.
+ */
+struct ibv_send_wr_tso {
+    void *hdr;
+    uint16_t hdr_sz;
+    uint16_t mss;
+};
+
+/**
+ * C's anonymous trailing union of `ibv_send_wr` (`wr.anon.bind_mw`, `wr.anon.tso`).
+ */
+union ibv_send_wr_anon {
+    struct ibv_send_wr_bind_mw bind_mw;
+    struct ibv_send_wr_tso tso;
 };
 
 /**
@@ -2226,6 +2522,307 @@ struct verbs_context {
     struct ibv_context context;
 };
 
+/**
+ * Ethernet header fields to match; `vlan_tag` is laid out as 802.1Q's TCI.
+ */
+struct ibv_flow_eth_filter {
+    uint8_t dst_mac[6];
+    uint8_t src_mac[6];
+    uint16_t ether_type;
+    uint16_t vlan_tag;
+};
+
+/**
+ * An Ethernet match (`IBV_FLOW_SPEC_ETH`).
+ */
+struct ibv_flow_spec_eth {
+    /**
+     * `enum ibv_flow_spec_type`.
+     */
+    int type;
+    uint16_t size;
+    struct ibv_flow_eth_filter val;
+    struct ibv_flow_eth_filter mask;
+};
+
+/**
+ * IPv4 addresses to match.
+ */
+struct ibv_flow_ipv4_filter {
+    uint32_t src_ip;
+    uint32_t dst_ip;
+};
+
+/**
+ * An IPv4 address match (`IBV_FLOW_SPEC_IPV4`).
+ */
+struct ibv_flow_spec_ipv4 {
+    /**
+     * `enum ibv_flow_spec_type`.
+     */
+    int type;
+    uint16_t size;
+    struct ibv_flow_ipv4_filter val;
+    struct ibv_flow_ipv4_filter mask;
+};
+
+/**
+ * IPv4 addresses plus protocol, TOS, TTL and flags to match.
+ */
+struct ibv_flow_ipv4_ext_filter {
+    uint32_t src_ip;
+    uint32_t dst_ip;
+    uint8_t proto;
+    uint8_t tos;
+    uint8_t ttl;
+    uint8_t flags;
+};
+
+/**
+ * An extended IPv4 match (`IBV_FLOW_SPEC_IPV4_EXT`).
+ */
+struct ibv_flow_spec_ipv4_ext {
+    /**
+     * `enum ibv_flow_spec_type`.
+     */
+    int type;
+    uint16_t size;
+    struct ibv_flow_ipv4_ext_filter val;
+    struct ibv_flow_ipv4_ext_filter mask;
+};
+
+/**
+ * IPv6 header fields to match.
+ */
+struct ibv_flow_ipv6_filter {
+    uint8_t src_ip[16];
+    uint8_t dst_ip[16];
+    uint32_t flow_label;
+    uint8_t next_hdr;
+    uint8_t traffic_class;
+    uint8_t hop_limit;
+};
+
+/**
+ * An IPv6 match (`IBV_FLOW_SPEC_IPV6`).
+ */
+struct ibv_flow_spec_ipv6 {
+    /**
+     * `enum ibv_flow_spec_type`.
+     */
+    int type;
+    uint16_t size;
+    struct ibv_flow_ipv6_filter val;
+    struct ibv_flow_ipv6_filter mask;
+};
+
+/**
+ * ESP security parameter index and sequence number to match.
+ */
+struct ibv_flow_esp_filter {
+    uint32_t spi;
+    uint32_t seq;
+};
+
+/**
+ * An ESP match (`IBV_FLOW_SPEC_ESP`).
+ */
+struct ibv_flow_spec_esp {
+    /**
+     * `enum ibv_flow_spec_type`.
+     */
+    int type;
+    uint16_t size;
+    struct ibv_flow_esp_filter val;
+    struct ibv_flow_esp_filter mask;
+};
+
+/**
+ * TCP or UDP ports to match.
+ */
+struct ibv_flow_tcp_udp_filter {
+    uint16_t dst_port;
+    uint16_t src_port;
+};
+
+/**
+ * A TCP or UDP port match (`IBV_FLOW_SPEC_TCP`, `IBV_FLOW_SPEC_UDP`).
+ */
+struct ibv_flow_spec_tcp_udp {
+    /**
+     * `enum ibv_flow_spec_type`.
+     */
+    int type;
+    uint16_t size;
+    struct ibv_flow_tcp_udp_filter val;
+    struct ibv_flow_tcp_udp_filter mask;
+};
+
+/**
+ * GRE header fields to match: the first 16 bits of the header (checksum,
+ * key and sequence-present bits, version), the protocol and the key.
+ */
+struct ibv_flow_gre_filter {
+    uint16_t c_ks_res0_ver;
+    uint16_t protocol;
+    uint32_t key;
+};
+
+/**
+ * A GRE match (`IBV_FLOW_SPEC_GRE`).
+ */
+struct ibv_flow_spec_gre {
+    /**
+     * `enum ibv_flow_spec_type`.
+     */
+    int type;
+    uint16_t size;
+    struct ibv_flow_gre_filter val;
+    struct ibv_flow_gre_filter mask;
+};
+
+/**
+ * One whole MPLS label entry (label, traffic class, bottom-of-stack, TTL).
+ */
+struct ibv_flow_mpls_filter {
+    uint32_t label;
+};
+
+/**
+ * An MPLS match (`IBV_FLOW_SPEC_MPLS`).
+ */
+struct ibv_flow_spec_mpls {
+    /**
+     * `enum ibv_flow_spec_type`.
+     */
+    int type;
+    uint16_t size;
+    struct ibv_flow_mpls_filter val;
+    struct ibv_flow_mpls_filter mask;
+};
+
+/**
+ * A tunnel identifier (the VXLAN VNI) to match.
+ */
+struct ibv_flow_tunnel_filter {
+    uint32_t tunnel_id;
+};
+
+/**
+ * A tunnel match (`IBV_FLOW_SPEC_VXLAN_TUNNEL`).
+ */
+struct ibv_flow_spec_tunnel {
+    /**
+     * `enum ibv_flow_spec_type`.
+     */
+    int type;
+    uint16_t size;
+    struct ibv_flow_tunnel_filter val;
+    struct ibv_flow_tunnel_filter mask;
+};
+
+/**
+ * Action: mark matching packets with `tag_id` (read back as the flow tag
+ * of the completion).
+ */
+struct ibv_flow_spec_action_tag {
+    /**
+     * `enum ibv_flow_spec_type`.
+     */
+    int type;
+    uint16_t size;
+    uint32_t tag_id;
+};
+
+/**
+ * Action: drop matching packets.
+ */
+struct ibv_flow_spec_action_drop {
+    /**
+     * `enum ibv_flow_spec_type`.
+     */
+    int type;
+    uint16_t size;
+};
+
+/**
+ * Action: apply a flow action object (ESP, ...) to matching packets.
+ */
+struct ibv_flow_spec_action_handle {
+    /**
+     * `enum ibv_flow_spec_type`.
+     */
+    int type;
+    uint16_t size;
+    const struct ibv_flow_action *action;
+};
+
+/**
+ * Action: count matching packets in a counters object.
+ */
+struct ibv_flow_spec_counter_action {
+    /**
+     * `enum ibv_flow_spec_type`.
+     */
+    int type;
+    uint16_t size;
+    struct ibv_counters *counters;
+};
+
+/**
+ * The common start of every spec: its type and size.
+ */
+struct ibv_flow_spec_hdr {
+    /**
+     * `enum ibv_flow_spec_type`.
+     */
+    int type;
+    uint16_t size;
+};
+
+/**
+ * The anonymous union inside `struct ibv_flow_spec`: any one spec.
+ */
+union ibv_flow_spec_union {
+    struct ibv_flow_spec_hdr hdr;
+    struct ibv_flow_spec_eth eth;
+    struct ibv_flow_spec_ipv4 ipv4;
+    struct ibv_flow_spec_tcp_udp tcp_udp;
+    struct ibv_flow_spec_ipv4_ext ipv4_ext;
+    struct ibv_flow_spec_ipv6 ipv6;
+    struct ibv_flow_spec_esp esp;
+    struct ibv_flow_spec_tunnel tunnel;
+    struct ibv_flow_spec_gre gre;
+    struct ibv_flow_spec_mpls mpls;
+    struct ibv_flow_spec_action_tag flow_tag;
+    struct ibv_flow_spec_action_drop drop;
+    struct ibv_flow_spec_action_handle handle;
+    struct ibv_flow_spec_counter_action flow_count;
+};
+
+/**
+ * AES-GCM keying material (`keymat_ptr` when `keymat_proto` is
+ * `IBV_FLOW_ACTION_ESP_KEYMAT_AES_GCM`).
+ */
+struct ibv_flow_action_esp_keymat_aes_gcm {
+    uint64_t iv;
+    /**
+     * `enum ibv_flow_action_esp_keymat_aes_gcm_iv_algo`.
+     */
+    uint32_t iv_algo;
+    uint32_t salt;
+    uint32_t icv_len;
+    uint32_t key_len;
+    uint32_t aes_key[8];
+};
+
+/**
+ * Bitmap anti-replay parameters: the window size.
+ */
+struct ibv_flow_action_esp_replay_bmp {
+    uint32_t size;
+};
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -2587,9 +3184,512 @@ void ibv_unimport_mr(struct ibv_mr *mr);
 #endif  // __cplusplus
 
 /*
- * Data-path verbs that rdma-core defines inline: they call the provider
- * through the context's ops table and never reach an exported symbol.
+ * What rdma-core's verbs.h defines in C itself rather than as types and
+ * exported functions: macros, prototypes of exported functions the shim
+ * forwards by trampoline (no Rust declaration to generate them from), and
+ * the verbs it defines static inline. The inline verbs call the provider
+ * through the context's ops table or the extended table (struct
+ * verbs_context) and never reach an exported symbol, except where noted.
  */
+
+#ifdef __cplusplus
+#include <limits>
+extern "C" {
+#endif
+
+#if __GNUC__ >= 3
+/** Marks a function whose result depends only on its arguments. */
+#define __attribute_const __attribute__((const))
+#else
+#define __attribute_const
+#endif
+
+/** This header also stands for <infiniband/verbs_api.h>. */
+#define VERBS_API_H
+
+/**
+ * A pointer member that is 64 bits wide on every ABI: the pointer shares
+ * an 8-byte aligned union with a `_name##_data_u64` integer view.
+ */
+#define RDMA_UAPI_PTR(_type, _name)                                                               \
+    union {                                                                                    \
+        _type _name;                                                                           \
+        __aligned_u64 _name##_data_u64;                                                        \
+    }
+
+/** Whether a struct of size sz (as a provider declared it) reaches member fld. */
+#define vext_field_avail(type, fld, sz) (offsetof(type, fld) < (sz))
+
+/** abi_compat of an ibv_context that is the tail of a struct verbs_context. */
+#ifdef __cplusplus
+#define __VERBS_ABI_IS_EXTENDED ((void *)std::numeric_limits<uintptr_t>::max())
+#else
+#define __VERBS_ABI_IS_EXTENDED ((void *)UINTPTR_MAX)
+#endif
+
+/** Tells the parent-domain allocator hooks to let the provider allocate. */
+#define IBV_ALLOCATOR_USE_DEFAULT ((void *)-1)
+
+/* ---- Exported functions of libibverbs (forwarded by the shim) ---------- */
+
+/** A fixed English name for a completion status, e.g. for error messages. */
+const char *ibv_wc_status_str(enum ibv_wc_status status);
+
+/** A fixed English name for a node type ("channel adapter", ...). */
+const char *ibv_node_type_str(enum ibv_node_type node_type);
+
+/** A fixed English name for a port state ("PORT_ACTIVE", ...). */
+const char *ibv_port_state_str(enum ibv_port_state port_state);
+
+/** A fixed English name for an asynchronous event type. */
+const char *ibv_event_type_str(enum ibv_event_type event);
+
+/** The rate as a multiple of 2.5 Gb/s, or -1 for a rate that is not one. */
+int __attribute_const ibv_rate_to_mult(enum ibv_rate rate);
+
+/** The enum ibv_rate for a multiple of 2.5 Gb/s (IBV_RATE_MAX if none). */
+enum ibv_rate __attribute_const mult_to_ibv_rate(int mult);
+
+/** The rate in Mb/s, or -1 for an unknown rate. */
+int __attribute_const ibv_rate_to_mbps(enum ibv_rate rate);
+
+/** The enum ibv_rate for a speed in Mb/s (IBV_RATE_MAX if none). */
+enum ibv_rate __attribute_const mbps_to_ibv_rate(int mbps);
+
+/**
+ * One GID table entry; entry_size is sizeof(*entry) as the caller compiled
+ * it (ibv_query_gid_ex passes it). 0 or an errno value.
+ */
+int _ibv_query_gid_ex(struct ibv_context *context, uint32_t port_num, uint32_t gid_index,
+                      struct ibv_gid_entry *entry, uint32_t flags, size_t entry_size);
+
+/**
+ * Fills up to max_entries GID entries of every port; returns how many, or
+ * a negative errno value. entry_size as for _ibv_query_gid_ex.
+ */
+ssize_t _ibv_query_gid_table(struct ibv_context *context, struct ibv_gid_entry *entries,
+                             size_t max_entries, uint32_t flags, size_t entry_size);
+
+/** The index of a P_Key (network byte order) in the port's table, or -1. */
+int ibv_get_pkey_index(struct ibv_context *context, uint8_t port_num, __be16 pkey);
+
+/** Imports device memory by its kernel handle on an imported context. */
+struct ibv_dm *ibv_import_dm(struct ibv_context *context, uint32_t dm_handle);
+
+/** Releases imported device memory; the memory itself stays with its owner. */
+void ibv_unimport_dm(struct ibv_dm *dm);
+
+/**
+ * Builds the address handle attributes that answer a received UD message
+ * (its completion and, when it had one, its GRH). 0 or -1.
+ */
+int ibv_init_ah_from_wc(struct ibv_context *context, uint8_t port_num, struct ibv_wc *wc,
+                        struct ibv_grh *grh, struct ibv_ah_attr *ah_attr);
+
+/** Whether fork protection is off, on, or not needed (IBV_FORK_UNNEEDED). */
+enum ibv_fork_status ibv_is_fork_initialized(void);
+
+/** The extended QP of a QP created with send_ops_flags (ibv_wr_* verbs). */
+struct ibv_qp_ex *ibv_qp_to_qp_ex(struct ibv_qp *qp);
+
+/** Reads the QP's enhanced connection establishment options. 0 or errno. */
+int ibv_query_ece(struct ibv_qp *qp, struct ibv_ece *ece);
+
+/** Sets the QP's enhanced connection establishment options. 0 or errno. */
+int ibv_set_ece(struct ibv_qp *qp, struct ibv_ece *ece);
+
+/**
+ * Whether received data of operation op lands in memory in order (1), or
+ * only when its completion is seen (0).
+ */
+int ibv_query_qp_data_in_order(struct ibv_qp *qp, enum ibv_wr_opcode op, uint32_t flags);
+
+/** The MAC address and VLAN for the destination GID of a RoCE address. */
+int ibv_resolve_eth_l2_from_gid(struct ibv_context *context, struct ibv_ah_attr *attr,
+                                uint8_t eth_mac[ETHERNET_LL_SIZE], uint16_t *vid);
+
+/* ---- The extended context ---------------------------------------------- */
+
+/** The struct verbs_context around ctx, or NULL for an old-style context. */
+static inline struct verbs_context *verbs_get_ctx(struct ibv_context *ctx)
+{
+    if (ctx->abi_compat != __VERBS_ABI_IS_EXTENDED)
+        return NULL;
+    return (struct verbs_context *)((uint8_t *)ctx - offsetof(struct verbs_context, context));
+}
+
+/**
+ * The extended context of ctx when its provider's table is long enough to
+ * hold member op and op is set; NULL otherwise.
+ */
+#define verbs_get_ctx_op(ctx, op)                                                                 \
+    ({                                                                                         \
+        struct verbs_context *__vctx = verbs_get_ctx(ctx);                                     \
+        (!__vctx || __vctx->sz < sizeof(*__vctx) - offsetof(struct verbs_context, op) ||       \
+         !__vctx->op)                                                                          \
+            ? NULL                                                                             \
+            : __vctx;                                                                          \
+    })
+
+/* ---- Ports and GIDs ---------------------------------------------------- */
+
+/*
+ * ibv_query_port() as rdma-core's verbs.h has it: a macro over an inline
+ * that asks an extended context for its query_port, which takes the port
+ * attributes' size, and only calls the exported ibv_query_port (old layout)
+ * for an old-style context. So, as with the real header, the shim sees this
+ * verb only for old-style contexts.
+ */
+static inline int ___ibv_query_port(struct ibv_context *context, uint8_t port_num,
+                                    struct ibv_port_attr *port_attr)
+{
+    struct verbs_context *vctx = verbs_get_ctx_op(context, query_port);
+
+    if (vctx)
+        return vctx->query_port(context, port_num, port_attr, sizeof(*port_attr));
+    memset(port_attr, 0, sizeof(*port_attr));
+    return ibv_query_port(context, port_num, (struct _compat_ibv_port_attr *)port_attr);
+}
+
+#define ibv_query_port(context, port_num, port_attr) \
+    ___ibv_query_port(context, port_num, port_attr)
+
+/** One GID table entry (through the exported _ibv_query_gid_ex). */
+static inline int ibv_query_gid_ex(struct ibv_context *context, uint32_t port_num,
+                                   uint32_t gid_index, struct ibv_gid_entry *entry, uint32_t flags)
+{
+    return _ibv_query_gid_ex(context, port_num, gid_index, entry, flags, sizeof(*entry));
+}
+
+/** The GID tables of all ports (through the exported _ibv_query_gid_table). */
+static inline ssize_t ibv_query_gid_table(struct ibv_context *context,
+                                          struct ibv_gid_entry *entries, size_t max_entries,
+                                          uint32_t flags)
+{
+    return _ibv_query_gid_table(context, entries, max_entries, flags, sizeof(*entries));
+}
+
+/**
+ * Extended device attributes. Falls back to the exported ibv_query_device
+ * (filling orig_attr, the rest zeroed) when the provider has no
+ * query_device_ex or says it is not supported. 0 or an errno value.
+ */
+static inline int ibv_query_device_ex(struct ibv_context *context,
+                                      const struct ibv_query_device_ex_input *input,
+                                      struct ibv_device_attr_ex *attr)
+{
+    struct verbs_context *vctx;
+    int ret;
+
+    if (input && input->comp_mask)
+        return EINVAL;
+    vctx = verbs_get_ctx_op(context, query_device_ex);
+    if (vctx) {
+        ret = vctx->query_device_ex(context, input, attr, sizeof(*attr));
+        if (ret != EOPNOTSUPP && ret != ENOSYS)
+            return ret;
+    }
+    memset(attr, 0, sizeof(*attr));
+    return ibv_query_device(context, &attr->orig_attr);
+}
+
+/** The device's clock and other run-time values. 0 or an errno value. */
+static inline int ibv_query_rt_values_ex(struct ibv_context *context,
+                                         struct ibv_values_ex *values)
+{
+    struct verbs_context *vctx = verbs_get_ctx_op(context, query_rt_values);
+
+    return vctx ? vctx->query_rt_values(context, values) : EOPNOTSUPP;
+}
+
+/* ---- Memory ------------------------------------------------------------ */
+
+/*
+ * ibv_reg_mr() and ibv_reg_mr_iova() as rdma-core's verbs.h has them: with
+ * access flags known at compile time to need none of the optional bits,
+ * the exported ibv_reg_mr / ibv_reg_mr_iova is called; otherwise
+ * ibv_reg_mr_iova2, which passes the optional bits on.
+ */
+__attribute__((__always_inline__)) static inline struct ibv_mr *
+__ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, unsigned int access,
+             int is_access_const)
+{
+    if (is_access_const && !(access & IBV_ACCESS_OPTIONAL_RANGE))
+        return ibv_reg_mr(pd, addr, length, (int)access);
+    return ibv_reg_mr_iova2(pd, addr, length, (uintptr_t)addr, access);
+}
+
+#define ibv_reg_mr(pd, addr, length, access) \
+    __ibv_reg_mr(pd, addr, length, access,   \
+                 __builtin_constant_p(((access) & IBV_ACCESS_OPTIONAL_RANGE) == 0))
+
+__attribute__((__always_inline__)) static inline struct ibv_mr *
+__ibv_reg_mr_iova(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova,
+                  unsigned int access, int is_access_const)
+{
+    if (is_access_const && !(access & IBV_ACCESS_OPTIONAL_RANGE))
+        return ibv_reg_mr_iova(pd, addr, length, iova, (int)access);
+    return ibv_reg_mr_iova2(pd, addr, length, iova, access);
+}
+
+#define ibv_reg_mr_iova(pd, addr, length, iova, access) \
+    __ibv_reg_mr_iova(pd, addr, length, iova, access,   \
+                      __builtin_constant_p(((access) & IBV_ACCESS_OPTIONAL_RANGE) == 0))
+
+/** An MR that discards writes and reads as zeros. NULL with errno on failure. */
+static inline struct ibv_mr *ibv_alloc_null_mr(struct ibv_pd *pd)
+{
+    struct verbs_context *vctx = verbs_get_ctx_op(pd->context, alloc_null_mr);
+
+    if (!vctx) {
+        errno = EOPNOTSUPP;
+        return NULL;
+    }
+    return vctx->alloc_null_mr(pd);
+}
+
+/** Prefetch advice for an on-demand-paging MR range. 0 or an errno value. */
+static inline int ibv_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice,
+                                uint32_t flags, struct ibv_sge *sg_list, uint32_t num_sge)
+{
+    struct verbs_context *vctx = verbs_get_ctx_op(pd->context, advise_mr);
+
+    return vctx ? vctx->advise_mr(pd, advice, flags, sg_list, num_sge) : EOPNOTSUPP;
+}
+
+/** Allocates device memory. NULL with errno on failure. */
+static inline struct ibv_dm *ibv_alloc_dm(struct ibv_context *context,
+                                          struct ibv_alloc_dm_attr *attr)
+{
+    struct verbs_context *vctx = verbs_get_ctx_op(context, alloc_dm);
+
+    if (!vctx) {
+        errno = EOPNOTSUPP;
+        return NULL;
+    }
+    return vctx->alloc_dm(context, attr);
+}
+
+/** Frees device memory. 0 or an errno value. */
+static inline int ibv_free_dm(struct ibv_dm *dm)
+{
+    struct verbs_context *vctx = verbs_get_ctx_op(dm->context, free_dm);
+
+    return vctx ? vctx->free_dm(dm) : EOPNOTSUPP;
+}
+
+/** Copies length bytes from host memory into device memory at dm_offset. */
+static inline int ibv_memcpy_to_dm(struct ibv_dm *dm, uint64_t dm_offset, const void *host_addr,
+                                   size_t length)
+{
+    return dm->memcpy_to_dm(dm, dm_offset, host_addr, length);
+}
+
+/** Copies length bytes from device memory at dm_offset into host memory. */
+static inline int ibv_memcpy_from_dm(void *host_addr, struct ibv_dm *dm, uint64_t dm_offset,
+                                     size_t length)
+{
+    return dm->memcpy_from_dm(host_addr, dm, dm_offset, length);
+}
+
+/** Registers a range of device memory as an MR. NULL with errno on failure. */
+static inline struct ibv_mr *ibv_reg_dm_mr(struct ibv_pd *pd, struct ibv_dm *dm,
+                                           uint64_t dm_offset, size_t length, unsigned int access)
+{
+    struct verbs_context *vctx = verbs_get_ctx_op(pd->context, reg_dm_mr);
+
+    if (!vctx) {
+        errno = EOPNOTSUPP;
+        return NULL;
+    }
+    return vctx->reg_dm_mr(pd, dm, dm_offset, length, access);
+}
+
+/** Allocates a memory window of the given type. NULL with errno on failure. */
+static inline struct ibv_mw *ibv_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
+{
+    if (!pd->context->ops.alloc_mw) {
+        errno = EOPNOTSUPP;
+        return NULL;
+    }
+    return pd->context->ops.alloc_mw(pd, type);
+}
+
+/** Frees a memory window. 0 or an errno value. */
+static inline int ibv_dealloc_mw(struct ibv_mw *mw)
+{
+    return mw->context->ops.dealloc_mw(mw);
+}
+
+/** The next rkey for a window: the low 8 bits (the key tag) advance, wrapping. */
+static inline uint32_t ibv_inc_rkey(uint32_t rkey)
+{
+    return (rkey & ~(uint32_t)0xff) | ((rkey + 1) & 0xff);
+}
+
+/**
+ * Posts a bind of a type 1 memory window to an MR range. EINVAL for
+ * another window type or a range without an MR, EPERM when the MR and the
+ * window belong to different PDs.
+ */
+static inline int ibv_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mw_bind *mw_bind)
+{
+    struct ibv_mw_bind_info *info = &mw_bind->bind_info;
+
+    if (mw->type != IBV_MW_TYPE_1)
+        return EINVAL;
+    if (!info->mr && (info->addr || info->length))
+        return EINVAL;
+    if (info->mr && info->mr->pd != mw->pd)
+        return EPERM;
+    return mw->context->ops.bind_mw(qp, mw, mw_bind);
+}
+
+/* ---- Domains ----------------------------------------------------------- */
+
+/** Opens (or, with fd and O_CREAT, creates) an XRC domain. NULL with errno on failure. */
+static inline struct ibv_xrcd *ibv_open_xrcd(struct ibv_context *context,
+                                             struct ibv_xrcd_init_attr *xrcd_init_attr)
+{
+    struct verbs_context *vctx = verbs_get_ctx_op(context, open_xrcd);
+
+    if (!vctx) {
+        errno = EOPNOTSUPP;
+        return NULL;
+    }
+    return vctx->open_xrcd(context, xrcd_init_attr);
+}
+
+/** Closes an XRC domain. 0 or an errno value. */
+static inline int ibv_close_xrcd(struct ibv_xrcd *xrcd)
+{
+    return verbs_get_ctx(xrcd->context)->close_xrcd(xrcd);
+}
+
+/** Allocates a thread domain. NULL with errno on failure. */
+static inline struct ibv_td *ibv_alloc_td(struct ibv_context *context,
+                                          struct ibv_td_init_attr *init_attr)
+{
+    struct verbs_context *vctx = verbs_get_ctx_op(context, alloc_td);
+
+    if (!vctx) {
+        errno = EOPNOTSUPP;
+        return NULL;
+    }
+    return vctx->alloc_td(context, init_attr);
+}
+
+/** Frees a thread domain. 0 or an errno value. */
+static inline int ibv_dealloc_td(struct ibv_td *td)
+{
+    struct verbs_context *vctx = verbs_get_ctx_op(td->context, dealloc_td);
+
+    return vctx ? vctx->dealloc_td(td) : EOPNOTSUPP;
+}
+
+/**
+ * Allocates a parent domain: a PD bound to a thread domain and, optionally,
+ * the caller's allocators. Freed with ibv_dealloc_pd. NULL with errno on failure.
+ */
+static inline struct ibv_pd *ibv_alloc_parent_domain(struct ibv_context *context,
+                                                     struct ibv_parent_domain_init_attr *attr)
+{
+    struct verbs_context *vctx = verbs_get_ctx_op(context, alloc_parent_domain);
+
+    if (!vctx) {
+        errno = EOPNOTSUPP;
+        return NULL;
+    }
+    return vctx->alloc_parent_domain(context, attr);
+}
+
+/* ---- Work requests and completions ------------------------------------ */
+
+/*
+ * struct ibv_wc and struct ibv_send_wr are written here rather than
+ * generated: C code names the members of their anonymous unions directly
+ * (wc.invalidated_rkey, wr.invalidate_rkey, wr.bind_mw, wr.tso), which
+ * cbindgen cannot emit. The Rust mirrors (crates/verbs-abi/src/work.rs)
+ * have the same layout; tests/layout.rs checks both against rdma-core's.
+ */
+
+/** One work completion, as ibv_poll_cq fills it. */
+struct ibv_wc {
+    uint64_t wr_id;
+    enum ibv_wc_status status;
+    enum ibv_wc_opcode opcode;
+    uint32_t vendor_err;
+    uint32_t byte_len;
+    /* Which member is valid depends on wc_flags: IBV_WC_WITH_IMM or IBV_WC_WITH_INV. */
+    union {
+        /** The immediate data sent with the message, network byte order. */
+        __be32 imm_data;
+        /** The rkey a send-with-invalidate invalidated here. */
+        uint32_t invalidated_rkey;
+    };
+    uint32_t qp_num;
+    uint32_t src_qp;
+    /** Bits of enum ibv_wc_flags. */
+    unsigned int wc_flags;
+    uint16_t pkey_index;
+    uint16_t slid;
+    uint8_t sl;
+    uint8_t dlid_path_bits;
+};
+
+/** A send work request, for ibv_post_send; wr and qp_type carry per-opcode arguments. */
+struct ibv_send_wr {
+    uint64_t wr_id;
+    struct ibv_send_wr *next;
+    struct ibv_sge *sg_list;
+    int num_sge;
+    enum ibv_wr_opcode opcode;
+    /** Bits of enum ibv_send_flags. */
+    unsigned int send_flags;
+    /* Which member is used depends on the opcode: *_WITH_IMM or *_INV. */
+    union {
+        /** Immediate data, network byte order. */
+        __be32 imm_data;
+        /** The rkey the receiver invalidates. */
+        uint32_t invalidate_rkey;
+    };
+    union ibv_send_wr_wr wr;
+    union ibv_send_wr_qp_type qp_type;
+    /* A type 2 memory window bind (IBV_WR_BIND_MW) or a TSO send (IBV_WR_TSO). */
+    union {
+        struct ibv_send_wr_bind_mw bind_mw;
+        struct ibv_send_wr_tso tso;
+    };
+};
+
+/* ---- Completion queues ------------------------------------------------- */
+
+/** Creates an extended CQ (polled with ibv_start_poll). NULL with errno on failure. */
+static inline struct ibv_cq_ex *ibv_create_cq_ex(struct ibv_context *context,
+                                                 struct ibv_cq_init_attr_ex *cq_attr)
+{
+    struct verbs_context *vctx = verbs_get_ctx_op(context, create_cq_ex);
+
+    if (!vctx) {
+        errno = EOPNOTSUPP;
+        return NULL;
+    }
+    return vctx->create_cq_ex(context, cq_attr);
+}
+
+/** The plain CQ an extended CQ starts with (for ibv_destroy_cq, events, ...). */
+static inline struct ibv_cq *ibv_cq_ex_to_cq(struct ibv_cq_ex *cq)
+{
+    return (struct ibv_cq *)cq;
+}
+
+/** Changes a CQ's moderation (count and period). 0 or an errno value. */
+static inline int ibv_modify_cq(struct ibv_cq *cq, struct ibv_modify_cq_attr *attr)
+{
+    struct verbs_context *vctx = verbs_get_ctx_op(cq->context, modify_cq);
+
+    return vctx ? vctx->modify_cq(cq, attr) : EOPNOTSUPP;
+}
 
 /** Polls a CQ for up to num_entries completions; returns how many, or < 0 on error. */
 static inline int ibv_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc)
@@ -2601,6 +3701,221 @@ static inline int ibv_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc 
 static inline int ibv_req_notify_cq(struct ibv_cq *cq, int solicited_only)
 {
     return cq->context->ops.req_notify_cq(cq, solicited_only);
+}
+
+/**
+ * Starts polling an extended CQ: 0 when a completion is current (read it
+ * with ibv_wc_read_*, status and wr_id in the CQ), ENOENT when the CQ is
+ * empty (then do not call ibv_end_poll), another errno value on error.
+ */
+static inline int ibv_start_poll(struct ibv_cq_ex *cq, struct ibv_poll_cq_attr *attr)
+{
+    return cq->start_poll(cq, attr);
+}
+
+/** Moves to the next completion; 0, ENOENT when there is none, or an errno value. */
+static inline int ibv_next_poll(struct ibv_cq_ex *cq)
+{
+    return cq->next_poll(cq);
+}
+
+/** Ends a poll that ibv_start_poll began successfully. */
+static inline void ibv_end_poll(struct ibv_cq_ex *cq)
+{
+    cq->end_poll(cq);
+}
+
+/** The current completion's opcode. */
+static inline enum ibv_wc_opcode ibv_wc_read_opcode(struct ibv_cq_ex *cq)
+{
+    return cq->read_opcode(cq);
+}
+
+/** The current completion's vendor error. */
+static inline uint32_t ibv_wc_read_vendor_err(struct ibv_cq_ex *cq)
+{
+    return cq->read_vendor_err(cq);
+}
+
+/** The current completion's byte count. */
+static inline uint32_t ibv_wc_read_byte_len(struct ibv_cq_ex *cq)
+{
+    return cq->read_byte_len(cq);
+}
+
+/** The current completion's immediate data (network byte order). */
+static inline __be32 ibv_wc_read_imm_data(struct ibv_cq_ex *cq)
+{
+    return cq->read_imm_data(cq);
+}
+
+/** The rkey a received send-with-invalidate invalidated (shares the immediate's slot). */
+static inline uint32_t ibv_wc_read_invalidated_rkey(struct ibv_cq_ex *cq)
+{
+    return (uint32_t)cq->read_imm_data(cq);
+}
+
+/** The number of the QP the current completion belongs to. */
+static inline uint32_t ibv_wc_read_qp_num(struct ibv_cq_ex *cq)
+{
+    return cq->read_qp_num(cq);
+}
+
+/** The remote QP number of the current (UD) completion. */
+static inline uint32_t ibv_wc_read_src_qp(struct ibv_cq_ex *cq)
+{
+    return cq->read_src_qp(cq);
+}
+
+/** The current completion's ibv_wc_flags. */
+static inline unsigned int ibv_wc_read_wc_flags(struct ibv_cq_ex *cq)
+{
+    return cq->read_wc_flags(cq);
+}
+
+/** The source LID of the current (UD) completion. */
+static inline uint32_t ibv_wc_read_slid(struct ibv_cq_ex *cq)
+{
+    return cq->read_slid(cq);
+}
+
+/** The service level of the current (UD) completion. */
+static inline uint8_t ibv_wc_read_sl(struct ibv_cq_ex *cq)
+{
+    return cq->read_sl(cq);
+}
+
+/** The destination LID path bits of the current (UD) completion. */
+static inline uint8_t ibv_wc_read_dlid_path_bits(struct ibv_cq_ex *cq)
+{
+    return cq->read_dlid_path_bits(cq);
+}
+
+/** The current completion's time stamp in device clock ticks. */
+static inline uint64_t ibv_wc_read_completion_ts(struct ibv_cq_ex *cq)
+{
+    return cq->read_completion_ts(cq);
+}
+
+/** The current completion's time stamp in nanoseconds of wall-clock time. */
+static inline uint64_t ibv_wc_read_completion_wallclock_ns(struct ibv_cq_ex *cq)
+{
+    return cq->read_completion_wallclock_ns(cq);
+}
+
+/** The customer VLAN stripped from the current completion's packet. */
+static inline uint16_t ibv_wc_read_cvlan(struct ibv_cq_ex *cq)
+{
+    return cq->read_cvlan(cq);
+}
+
+/** The flow tag a steering rule put on the current completion's packet. */
+static inline uint32_t ibv_wc_read_flow_tag(struct ibv_cq_ex *cq)
+{
+    return cq->read_flow_tag(cq);
+}
+
+/** The tag-matching information of the current completion. */
+static inline void ibv_wc_read_tm_info(struct ibv_cq_ex *cq, struct ibv_wc_tm_info *tm_info)
+{
+    cq->read_tm_info(cq, tm_info);
+}
+
+/* ---- Shared receive queues --------------------------------------------- */
+
+/**
+ * Creates an SRQ of any type. A basic SRQ that needs only a PD goes to the
+ * exported ibv_create_srq; the rest to the provider. NULL with errno on failure.
+ */
+static inline struct ibv_srq *ibv_create_srq_ex(struct ibv_context *context,
+                                                struct ibv_srq_init_attr_ex *srq_init_attr_ex)
+{
+    struct verbs_context *vctx;
+    uint32_t mask = srq_init_attr_ex->comp_mask;
+    uint32_t plain = IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_TYPE;
+
+    if (!(mask & ~plain) && (mask & IBV_SRQ_INIT_ATTR_PD) &&
+        (!(mask & IBV_SRQ_INIT_ATTR_TYPE) || srq_init_attr_ex->srq_type == IBV_SRQT_BASIC))
+        return ibv_create_srq(srq_init_attr_ex->pd, (struct ibv_srq_init_attr *)srq_init_attr_ex);
+    vctx = verbs_get_ctx_op(context, create_srq_ex);
+    if (!vctx) {
+        errno = EOPNOTSUPP;
+        return NULL;
+    }
+    return vctx->create_srq_ex(context, srq_init_attr_ex);
+}
+
+/** The number of an XRC SRQ, which XRC senders address. 0 or an errno value. */
+static inline int ibv_get_srq_num(struct ibv_srq *srq, uint32_t *srq_num)
+{
+    struct verbs_context *vctx = verbs_get_ctx_op(srq->context, get_srq_num);
+
+    return vctx ? vctx->get_srq_num(srq, srq_num) : EOPNOTSUPP;
+}
+
+/** Posts a list of receive work requests to an SRQ. */
+static inline int ibv_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *recv_wr,
+                                    struct ibv_recv_wr **bad_recv_wr)
+{
+    return srq->context->ops.post_srq_recv(srq, recv_wr, bad_recv_wr);
+}
+
+/** Posts tag-matching list operations to a TM SRQ; *bad_op is the first not posted. */
+static inline int ibv_post_srq_ops(struct ibv_srq *srq, struct ibv_ops_wr *op,
+                                   struct ibv_ops_wr **bad_op)
+{
+    struct verbs_context *vctx = verbs_get_ctx_op(srq->context, post_srq_ops);
+
+    return vctx ? vctx->post_srq_ops(srq, op, bad_op) : EOPNOTSUPP;
+}
+
+/* ---- Queue pairs ------------------------------------------------------- */
+
+/**
+ * Creates a QP with extended attributes. With only a PD (comp_mask ==
+ * IBV_QP_INIT_ATTR_PD) this is the exported ibv_create_qp; anything else
+ * goes to the provider. NULL with errno on failure.
+ */
+static inline struct ibv_qp *ibv_create_qp_ex(struct ibv_context *context,
+                                              struct ibv_qp_init_attr_ex *qp_init_attr_ex)
+{
+    struct verbs_context *vctx;
+
+    if (qp_init_attr_ex->comp_mask == IBV_QP_INIT_ATTR_PD)
+        return ibv_create_qp(qp_init_attr_ex->pd, (struct ibv_qp_init_attr *)qp_init_attr_ex);
+    vctx = verbs_get_ctx_op(context, create_qp_ex);
+    if (!vctx) {
+        errno = EOPNOTSUPP;
+        return NULL;
+    }
+    return vctx->create_qp_ex(context, qp_init_attr_ex);
+}
+
+/** Opens an existing XRC target QP by number in this process. NULL with errno on failure. */
+static inline struct ibv_qp *ibv_open_qp(struct ibv_context *context,
+                                         struct ibv_qp_open_attr *qp_open_attr)
+{
+    struct verbs_context *vctx = verbs_get_ctx_op(context, open_qp);
+
+    if (!vctx) {
+        errno = EOPNOTSUPP;
+        return NULL;
+    }
+    return vctx->open_qp(context, qp_open_attr);
+}
+
+/** Sets a send queue's rate limit (packet pacing). 0 or an errno value. */
+static inline int ibv_modify_qp_rate_limit(struct ibv_qp *qp, struct ibv_qp_rate_limit_attr *attr)
+{
+    struct verbs_context *vctx = verbs_get_ctx_op(qp->context, modify_qp_rate_limit);
+
+    return vctx ? vctx->modify_qp_rate_limit(qp, attr) : EOPNOTSUPP;
+}
+
+/** Whether bit qpt of a supported_qpts mask is set. */
+static inline int ibv_is_qpt_supported(uint32_t caps, enum ibv_qp_type qpt)
+{
+    return (caps >> qpt) & 1;
 }
 
 /** Posts a list of send work requests; on failure *bad_wr is the first one not posted. */
@@ -2617,35 +3932,347 @@ static inline int ibv_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr,
     return qp->context->ops.post_recv(qp, wr, bad_wr);
 }
 
-/** Posts a list of receive work requests to an SRQ. */
-static inline int ibv_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *recv_wr,
-                                    struct ibv_recv_wr **bad_recv_wr)
-{
-    return srq->context->ops.post_srq_recv(srq, recv_wr, bad_recv_wr);
-}
-
 /*
- * ibv_query_port() as rdma-core's verbs.h has it: a macro over an inline
- * that asks an extended context (struct verbs_context, marked by
- * abi_compat == UINTPTR_MAX) for its query_port, which takes the port
- * attributes' size, and only calls the exported ibv_query_port (old layout)
- * for an old-style context. So, as with the real header, the shim sees this
- * verb only for old-style contexts.
+ * Building work requests on an extended QP: ibv_wr_start, then for each
+ * request one operation (ibv_wr_send, ibv_wr_rdma_write, ...) followed by
+ * the setters it needs (ibv_wr_set_sge, ibv_wr_set_ud_addr, ...), then
+ * ibv_wr_complete to post them all, or ibv_wr_abort to drop them. wr_id
+ * and wr_flags of the ibv_qp_ex apply to the next operation.
  */
-static inline int ___ibv_query_port(struct ibv_context *context, uint8_t port_num,
-                                    struct ibv_port_attr *port_attr)
-{
-    struct verbs_context *vctx = NULL;
 
-    if (context->abi_compat == (void *)UINTPTR_MAX)
-        vctx = (struct verbs_context *)((char *)context - offsetof(struct verbs_context, context));
-    if (vctx && vctx->sz >= sizeof(*vctx) - offsetof(struct verbs_context, query_port) &&
-        vctx->query_port)
-        return vctx->query_port(context, port_num, port_attr, sizeof(*port_attr));
-    memset(port_attr, 0, sizeof(*port_attr));
-    return ibv_query_port(context, port_num, (struct _compat_ibv_port_attr *)port_attr);
+/** Adds an atomic compare-and-swap of the 8 bytes at remote_addr. */
+static inline void ibv_wr_atomic_cmp_swp(struct ibv_qp_ex *qp, uint32_t rkey,
+                                         uint64_t remote_addr, uint64_t compare, uint64_t swap)
+{
+    qp->wr_atomic_cmp_swp(qp, rkey, remote_addr, compare, swap);
 }
 
-#define ibv_query_port(context, port_num, port_attr) ___ibv_query_port(context, port_num, port_attr)
+/** Adds an atomic fetch-and-add on the 8 bytes at remote_addr. */
+static inline void ibv_wr_atomic_fetch_add(struct ibv_qp_ex *qp, uint32_t rkey,
+                                           uint64_t remote_addr, uint64_t add)
+{
+    qp->wr_atomic_fetch_add(qp, rkey, remote_addr, add);
+}
+
+/** Adds a bind of a type 2 memory window, giving it rkey. */
+static inline void ibv_wr_bind_mw(struct ibv_qp_ex *qp, struct ibv_mw *mw, uint32_t rkey,
+                                  const struct ibv_mw_bind_info *bind_info)
+{
+    qp->wr_bind_mw(qp, mw, rkey, bind_info);
+}
+
+/** Adds a local invalidation of an rkey. */
+static inline void ibv_wr_local_inv(struct ibv_qp_ex *qp, uint32_t invalidate_rkey)
+{
+    qp->wr_local_inv(qp, invalidate_rkey);
+}
+
+/** Adds an RDMA read from remote_addr. */
+static inline void ibv_wr_rdma_read(struct ibv_qp_ex *qp, uint32_t rkey, uint64_t remote_addr)
+{
+    qp->wr_rdma_read(qp, rkey, remote_addr);
+}
+
+/** Adds an RDMA write to remote_addr. */
+static inline void ibv_wr_rdma_write(struct ibv_qp_ex *qp, uint32_t rkey, uint64_t remote_addr)
+{
+    qp->wr_rdma_write(qp, rkey, remote_addr);
+}
+
+/** Adds an RDMA write with immediate data. */
+static inline void ibv_wr_rdma_write_imm(struct ibv_qp_ex *qp, uint32_t rkey,
+                                         uint64_t remote_addr, __be32 imm_data)
+{
+    qp->wr_rdma_write_imm(qp, rkey, remote_addr, imm_data);
+}
+
+/** Adds a send. */
+static inline void ibv_wr_send(struct ibv_qp_ex *qp)
+{
+    qp->wr_send(qp);
+}
+
+/** Adds a send with immediate data. */
+static inline void ibv_wr_send_imm(struct ibv_qp_ex *qp, __be32 imm_data)
+{
+    qp->wr_send_imm(qp, imm_data);
+}
+
+/** Adds a send that invalidates invalidate_rkey at the receiver. */
+static inline void ibv_wr_send_inv(struct ibv_qp_ex *qp, uint32_t invalidate_rkey)
+{
+    qp->wr_send_inv(qp, invalidate_rkey);
+}
+
+/** Adds a TCP segmentation offload send with the given header and MSS. */
+static inline void ibv_wr_send_tso(struct ibv_qp_ex *qp, void *hdr, uint16_t hdr_sz, uint16_t mss)
+{
+    qp->wr_send_tso(qp, hdr, hdr_sz, mss);
+}
+
+/** Sets the destination of the current UD request. */
+static inline void ibv_wr_set_ud_addr(struct ibv_qp_ex *qp, struct ibv_ah *ah,
+                                      uint32_t remote_qpn, uint32_t remote_qkey)
+{
+    qp->wr_set_ud_addr(qp, ah, remote_qpn, remote_qkey);
+}
+
+/** Sets the remote SRQ number of the current XRC request. */
+static inline void ibv_wr_set_xrc_srqn(struct ibv_qp_ex *qp, uint32_t remote_srqn)
+{
+    qp->wr_set_xrc_srqn(qp, remote_srqn);
+}
+
+/** Gives the current request its data inline, copied now. */
+static inline void ibv_wr_set_inline_data(struct ibv_qp_ex *qp, void *addr, size_t length)
+{
+    qp->wr_set_inline_data(qp, addr, length);
+}
+
+/** Gives the current request inline data gathered from several buffers. */
+static inline void ibv_wr_set_inline_data_list(struct ibv_qp_ex *qp, size_t num_buf,
+                                               const struct ibv_data_buf *buf_list)
+{
+    qp->wr_set_inline_data_list(qp, num_buf, buf_list);
+}
+
+/** Gives the current request one scatter/gather entry. */
+static inline void ibv_wr_set_sge(struct ibv_qp_ex *qp, uint32_t lkey, uint64_t addr,
+                                  uint32_t length)
+{
+    qp->wr_set_sge(qp, lkey, addr, length);
+}
+
+/** Gives the current request a list of scatter/gather entries. */
+static inline void ibv_wr_set_sge_list(struct ibv_qp_ex *qp, size_t num_sge,
+                                       const struct ibv_sge *sg_list)
+{
+    qp->wr_set_sge_list(qp, num_sge, sg_list);
+}
+
+/** Begins a batch of work requests. */
+static inline void ibv_wr_start(struct ibv_qp_ex *qp)
+{
+    qp->wr_start(qp);
+}
+
+/** Posts the batch begun by ibv_wr_start. 0 or an errno value. */
+static inline int ibv_wr_complete(struct ibv_qp_ex *qp)
+{
+    return qp->wr_complete(qp);
+}
+
+/** Drops the batch begun by ibv_wr_start. */
+static inline void ibv_wr_abort(struct ibv_qp_ex *qp)
+{
+    qp->wr_abort(qp);
+}
+
+/** Adds an atomic write of the 8 bytes at atomic_wr to remote_addr. */
+static inline void ibv_wr_atomic_write(struct ibv_qp_ex *qp, uint32_t rkey, uint64_t remote_addr,
+                                       const void *atomic_wr)
+{
+    qp->wr_atomic_write(qp, rkey, remote_addr, atomic_wr);
+}
+
+/* ---- Work queues and RSS ----------------------------------------------- */
+
+/**
+ * Creates a receive work queue and readies the fields the library owns
+ * (its context, event count, lock). NULL with errno on failure.
+ */
+static inline struct ibv_wq *ibv_create_wq(struct ibv_context *context,
+                                           struct ibv_wq_init_attr *wq_init_attr)
+{
+    struct verbs_context *vctx = verbs_get_ctx_op(context, create_wq);
+    struct ibv_wq *wq;
+
+    if (!vctx) {
+        errno = EOPNOTSUPP;
+        return NULL;
+    }
+    wq = vctx->create_wq(context, wq_init_attr);
+    if (wq) {
+        wq->wq_context = wq_init_attr->wq_context;
+        wq->events_completed = 0;
+        pthread_mutex_init(&wq->mutex, NULL);
+        pthread_cond_init(&wq->cond, NULL);
+    }
+    return wq;
+}
+
+/** Changes a work queue's state or flags. 0 or an errno value. */
+static inline int ibv_modify_wq(struct ibv_wq *wq, struct ibv_wq_attr *wq_attr)
+{
+    struct verbs_context *vctx = verbs_get_ctx_op(wq->context, modify_wq);
+
+    return vctx ? vctx->modify_wq(wq, wq_attr) : EOPNOTSUPP;
+}
+
+/** Destroys a work queue. 0 or an errno value. */
+static inline int ibv_destroy_wq(struct ibv_wq *wq)
+{
+    struct verbs_context *vctx = verbs_get_ctx_op(wq->context, destroy_wq);
+
+    return vctx ? vctx->destroy_wq(wq) : EOPNOTSUPP;
+}
+
+/** Posts a list of receive work requests to a work queue. */
+static inline int ibv_post_wq_recv(struct ibv_wq *wq, struct ibv_recv_wr *recv_wr,
+                                   struct ibv_recv_wr **bad_recv_wr)
+{
+    return wq->post_recv(wq, recv_wr, bad_recv_wr);
+}
+
+/** Creates an indirection table of work queues for an RSS QP. NULL with errno on failure. */
+static inline struct ibv_rwq_ind_table *
+ibv_create_rwq_ind_table(struct ibv_context *context, struct ibv_rwq_ind_table_init_attr *init_attr)
+{
+    struct verbs_context *vctx = verbs_get_ctx_op(context, create_rwq_ind_table);
+
+    if (!vctx) {
+        errno = EOPNOTSUPP;
+        return NULL;
+    }
+    return vctx->create_rwq_ind_table(context, init_attr);
+}
+
+/** Destroys an indirection table. 0 or an errno value. */
+static inline int ibv_destroy_rwq_ind_table(struct ibv_rwq_ind_table *rwq_ind_table)
+{
+    struct verbs_context *vctx = verbs_get_ctx_op(rwq_ind_table->context, destroy_rwq_ind_table);
+
+    return vctx ? vctx->destroy_rwq_ind_table(rwq_ind_table) : EOPNOTSUPP;
+}
+
+/* ---- Flow steering and flow actions ------------------------------------ */
+
+/**
+ * Room for any one flow spec (the Rust mirror's ibv_flow_spec_union, here
+ * unnamed so that C code reaches spec.eth, spec.ipv4, ... directly).
+ */
+struct ibv_flow_spec {
+    union {
+        struct ibv_flow_spec_hdr hdr;
+        struct ibv_flow_spec_eth eth;
+        struct ibv_flow_spec_ipv4 ipv4;
+        struct ibv_flow_spec_tcp_udp tcp_udp;
+        struct ibv_flow_spec_ipv4_ext ipv4_ext;
+        struct ibv_flow_spec_ipv6 ipv6;
+        struct ibv_flow_spec_esp esp;
+        struct ibv_flow_spec_tunnel tunnel;
+        struct ibv_flow_spec_gre gre;
+        struct ibv_flow_spec_mpls mpls;
+        struct ibv_flow_spec_action_tag flow_tag;
+        struct ibv_flow_spec_action_drop drop;
+        struct ibv_flow_spec_action_handle handle;
+        struct ibv_flow_spec_counter_action flow_count;
+    };
+};
+
+/** Attaches a steering rule (flow attributes followed by specs) to a QP. NULL with errno on failure. */
+static inline struct ibv_flow *ibv_create_flow(struct ibv_qp *qp, struct ibv_flow_attr *flow)
+{
+    struct verbs_context *vctx = verbs_get_ctx_op(qp->context, ibv_create_flow);
+
+    if (!vctx) {
+        errno = EOPNOTSUPP;
+        return NULL;
+    }
+    return vctx->ibv_create_flow(qp, flow);
+}
+
+/** Removes a steering rule. 0 or an errno value. */
+static inline int ibv_destroy_flow(struct ibv_flow *flow_id)
+{
+    struct verbs_context *vctx = verbs_get_ctx_op(flow_id->context, ibv_destroy_flow);
+
+    return vctx ? vctx->ibv_destroy_flow(flow_id) : EOPNOTSUPP;
+}
+
+/** Creates an ESP (IPsec) flow action. NULL with errno on failure. */
+static inline struct ibv_flow_action *
+ibv_create_flow_action_esp(struct ibv_context *ctx, struct ibv_flow_action_esp_attr *esp)
+{
+    struct verbs_context *vctx = verbs_get_ctx_op(ctx, create_flow_action_esp);
+
+    if (!vctx) {
+        errno = EOPNOTSUPP;
+        return NULL;
+    }
+    return vctx->create_flow_action_esp(ctx, esp);
+}
+
+/** Changes an ESP flow action. 0 or an errno value. */
+static inline int ibv_modify_flow_action_esp(struct ibv_flow_action *action,
+                                             struct ibv_flow_action_esp_attr *esp)
+{
+    struct verbs_context *vctx = verbs_get_ctx_op(action->context, modify_flow_action_esp);
+
+    return vctx ? vctx->modify_flow_action_esp(action, esp) : EOPNOTSUPP;
+}
+
+/** Destroys a flow action. 0 or an errno value. */
+static inline int ibv_destroy_flow_action(struct ibv_flow_action *action)
+{
+    struct verbs_context *vctx = verbs_get_ctx_op(action->context, destroy_flow_action);
+
+    return vctx ? vctx->destroy_flow_action(action) : EOPNOTSUPP;
+}
+
+/** The RoCE v2 UDP source port derived from a 20-bit GRH flow label. */
+static inline uint16_t ibv_flow_label_to_udp_sport(uint32_t fl)
+{
+    uint32_t low = fl & 0x03FFF;
+    uint32_t high = fl & 0xFC000;
+
+    return (uint16_t)((low ^ (high >> 14)) | IB_ROCE_UDP_ENCAP_VALID_PORT_MIN);
+}
+
+/* ---- Counters ---------------------------------------------------------- */
+
+/** Creates a counters object. NULL with errno on failure. */
+static inline struct ibv_counters *ibv_create_counters(struct ibv_context *context,
+                                                       struct ibv_counters_init_attr *init_attr)
+{
+    struct verbs_context *vctx = verbs_get_ctx_op(context, create_counters);
+
+    if (!vctx) {
+        errno = EOPNOTSUPP;
+        return NULL;
+    }
+    return vctx->create_counters(context, init_attr);
+}
+
+/** Destroys a counters object. 0 or an errno value. */
+static inline int ibv_destroy_counters(struct ibv_counters *counters)
+{
+    struct verbs_context *vctx = verbs_get_ctx_op(counters->context, destroy_counters);
+
+    return vctx ? vctx->destroy_counters(counters) : EOPNOTSUPP;
+}
+
+/** Binds a counter of the object to what a flow counts. 0 or an errno value. */
+static inline int ibv_attach_counters_point_flow(struct ibv_counters *counters,
+                                                 struct ibv_counter_attach_attr *attr,
+                                                 struct ibv_flow *flow)
+{
+    struct verbs_context *vctx = verbs_get_ctx_op(counters->context, attach_counters_point_flow);
+
+    return vctx ? vctx->attach_counters_point_flow(counters, attr, flow) : EOPNOTSUPP;
+}
+
+/** Reads up to ncounters values of the object. 0 or an errno value. */
+static inline int ibv_read_counters(struct ibv_counters *counters, uint64_t *counters_value,
+                                    uint32_t ncounters, uint32_t flags)
+{
+    struct verbs_context *vctx = verbs_get_ctx_op(counters->context, read_counters);
+
+    return vctx ? vctx->read_counters(counters, counters_value, ncounters, flags) : EOPNOTSUPP;
+}
+
+#ifdef __cplusplus
+}  // extern "C"
+#endif
 
 #endif /* INFINIBAND_VERBS_H */

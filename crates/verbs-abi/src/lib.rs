@@ -10,12 +10,18 @@
 
 pub mod device;
 pub mod extended;
+pub mod flow;
+pub mod masks;
 pub mod resources;
+pub mod rss;
 pub mod work;
 
 pub use device::*;
 pub use extended::*;
+pub use flow::*;
+pub use masks::*;
 pub use resources::*;
+pub use rss::*;
 pub use work::*;
 
 /// Compile-time layout assertion: `assert_layout!(T, size, align; field => offset, ...)`.

@@ -4,13 +4,16 @@
 //! can only emit named types, so each gets one (`ibv_send_wr_wr`, ...) while
 //! the member keeps C's name, and C code such as `wr.wr.rdma.rkey` compiles
 //! unchanged against the generated header. Two anonymous members cannot
-//! keep their C spelling:
+//! keep their C spelling in Rust:
 //!
 //! - `ibv_wc` and `ibv_send_wr`'s `imm_data` / `invalidate(d)_rkey` union of
-//!   two `u32` is a plain `imm_data` field: same bytes, and `wc.imm_data`,
-//!   the common spelling, still compiles.
+//!   two `u32` is a plain `imm_data` field (same bytes).
 //! - `ibv_send_wr`'s trailing `bind_mw` / `tso` union is the member `anon`
 //!   (`wr.anon.bind_mw.mw`).
+//!
+//! The C header has C's spelling: cbindgen.toml's trailer writes `struct
+//! ibv_wc` and `struct ibv_send_wr` with their anonymous unions, and the
+//! layout test holds them to these mirrors and to rdma-core's.
 //!
 //! Enum-typed fields must be read as `c_int`, never as the Rust enum (see
 //! the `device` module docs). Numbers in `assert_layout!` come from a C
