@@ -40,6 +40,7 @@ pub mod limits {
     pub const MAX_SRQ_SGE: i32 = 31;
     pub const MAX_INLINE_DATA: u32 = 512;
     pub const NUM_COMP_VECTORS: i32 = 8;
+    pub const MAX_MW: i32 = 1 << 16;
     /// Clock of completion timestamps, kHz (1 GHz: one tick per ns).
     pub const HCA_CORE_CLOCK_KHZ: u64 = 1_000_000;
 }
@@ -55,6 +56,9 @@ const CAP_RC_RNR_NAK_GEN: u32 = 1 << 12;
 /// `IBV_DEVICE_SRQ_RESIZE`.
 pub const CAP_SRQ_RESIZE: u32 = 1 << 13;
 const CAP_N_NOTIFY_CQ: u32 = 1 << 14;
+/// Memory windows (`objects::mw`): type 1, and type 2B (bound to a QP).
+const CAP_MEM_WINDOW: u32 = 1 << 17;
+const CAP_MEM_WINDOW_TYPE_2B: u32 = 1 << 24;
 
 /// The `ibv_device` handed to programs; its address is stable for the process.
 pub struct DeviceCell(UnsafeCell<ibv_device>);
@@ -123,7 +127,9 @@ impl SimDevice {
             | CAP_PORT_ACTIVE_EVENT
             | CAP_SYS_IMAGE_GUID
             | CAP_RC_RNR_NAK_GEN
-            | CAP_N_NOTIFY_CQ;
+            | CAP_N_NOTIFY_CQ
+            | CAP_MEM_WINDOW
+            | CAP_MEM_WINDOW_TYPE_2B;
         if self.family.srq_resize {
             f |= CAP_SRQ_RESIZE;
         }
@@ -161,8 +167,7 @@ impl SimDevice {
         } else {
             ibv_atomic_cap::IBV_ATOMIC_NONE
         };
-        // Memory windows are not simulated.
-        a.max_mw = 0;
+        a.max_mw = limits::MAX_MW;
         a.max_mcast_grp = if self.family.ud { MAX_MCAST_GRP } else { 0 };
         a.max_mcast_qp_attach = if self.family.ud {
             MAX_MCAST_QP_ATTACH
@@ -189,6 +194,7 @@ impl SimDevice {
         a.hca_core_clock = limits::HCA_CORE_CLOCK_KHZ;
         a.device_cap_flags_ex = u64::from(self.device_cap_flags());
         a.phys_port_cnt_ex = u32::from(self.phys_ports());
+        a.max_dm_size = crate::objects::dm::MAX_DM_SIZE;
         a
     }
 

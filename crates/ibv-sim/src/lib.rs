@@ -29,6 +29,7 @@
 //! | `fabric::attach`, `fabric::qpn` | liveness, attach / detach, ports and LIDs; fabric-wide QP numbers |
 //! | `fabric::progress`, `fabric::ring`, `fabric::wire` | sending and the progress engine; the rings; the message format |
 //! | `ext` | the extended verbs: `ibv_create_qp_ex` + `ibv_wr_*`, `ibv_create_cq_ex` + poll cursor, `ibv_query_device_ex` |
+//! | `objects` | issue 12's objects, one module each: memory windows, XRC domains, device memory, thread / parent domains |
 //! | `fork` | `ibv_fork_init` state |
 //! | `strings` | `*_str` helpers, rate conversions |
 //! | `exports` | the exported symbols, each behind the panic boundary; `exports::ops::install` fills a context's function tables |
@@ -53,6 +54,7 @@ pub mod fabric;
 pub mod fork;
 pub mod guard;
 pub mod mr;
+pub mod objects;
 pub mod pd;
 pub mod qp;
 pub mod qp_state;

@@ -53,7 +53,14 @@ pub(super) fn check_send(s: &QpShared, w: &SendWr) -> Result<(), c_int> {
         QPT_RC => {
             matches!(
                 w.opcode,
-                WR_RDMA_WRITE | WR_RDMA_WRITE_WITH_IMM | WR_SEND | WR_SEND_WITH_IMM | WR_RDMA_READ
+                WR_RDMA_WRITE
+                    | WR_RDMA_WRITE_WITH_IMM
+                    | WR_SEND
+                    | WR_SEND_WITH_IMM
+                    | WR_RDMA_READ
+                    | WR_LOCAL_INV
+                    | WR_BIND_MW
+                    | WR_SEND_WITH_INV
             ) || (s.dev.family.atomics
                 && matches!(w.opcode, WR_ATOMIC_CMP_AND_SWP | WR_ATOMIC_FETCH_AND_ADD))
         }
@@ -87,6 +94,10 @@ pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr) {
     let slid = s.dev.lid(u32::from(a.port_num.max(1)));
     let with_imm = matches!(w.opcode, WR_SEND_WITH_IMM | WR_RDMA_WRITE_WITH_IMM);
 
+    if matches!(w.opcode, WR_BIND_MW | WR_LOCAL_INV) {
+        let (opcode, status) = crate::objects::mw::execute_local(s, &w);
+        return complete_send(s, w.wr_id, signaled, opcode, status, 0);
+    }
     if s.qp_type == QPT_UD {
         return execute_ud(s, a, w, signaled, slid);
     }
@@ -110,6 +121,7 @@ pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr) {
         src_qpn: s.qp_num,
         payload,
         imm: with_imm.then_some(w.imm),
+        inv: (w.opcode == WR_SEND_WITH_INV).then_some(w.rkey),
         write_imm_len,
         solicited: w.flags & SEND_SOLICITED != 0,
         grh: None,
@@ -121,7 +133,7 @@ pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr) {
         send_opcode: opcode,
     };
     match w.opcode {
-        WR_SEND | WR_SEND_WITH_IMM => match gather(s, &w.sge, inline) {
+        WR_SEND | WR_SEND_WITH_IMM | WR_SEND_WITH_INV => match gather(s, &w.sge, inline) {
             Ok(p) => deliver(&dst, msg_for(p, None), a.rnr_retry == 7),
             Err(st) => done(st, 0),
         },
@@ -267,6 +279,7 @@ pub(super) fn execute_ud(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr, signaled: bo
             src_qpn: s.qp_num,
             payload: payload.clone(),
             imm: (w.opcode == WR_SEND_WITH_IMM).then_some(w.imm),
+            inv: None,
             write_imm_len: None,
             solicited: w.flags & SEND_SOLICITED != 0,
             grh: Some(grh.unwrap_or([0u8; GRH_LEN])),

@@ -71,6 +71,9 @@ pub const WR_SEND_WITH_IMM: c_int = 3;
 pub const WR_RDMA_READ: c_int = 4;
 pub const WR_ATOMIC_CMP_AND_SWP: c_int = 5;
 pub const WR_ATOMIC_FETCH_AND_ADD: c_int = 6;
+pub const WR_LOCAL_INV: c_int = 7;
+pub const WR_BIND_MW: c_int = 8;
+pub const WR_SEND_WITH_INV: c_int = 9;
 
 /// `ibv_send_flags`.
 pub const SEND_SIGNALED: u32 = 1 << 1;
@@ -80,6 +83,7 @@ pub const SEND_INLINE: u32 = 1 << 3;
 /// `ibv_wc_flags`.
 const WC_GRH: u32 = 1;
 const WC_WITH_IMM: u32 = 1 << 1;
+const WC_WITH_INV: u32 = 1 << 3;
 
 /// Size of the GRH that precedes every UD receive.
 pub const GRH_LEN: usize = 40;
@@ -118,6 +122,10 @@ pub struct SendWr {
     pub ah: *mut ibv_ah,
     pub remote_qpn: u32,
     pub remote_qkey: u32,
+    /// `IBV_WR_BIND_MW` (and `ibv_bind_mw`): what to bind; `rkey` is the
+    /// window's new rkey. (`IBV_WR_LOCAL_INV` / `SEND_WITH_INV`: `rkey` is
+    /// the one to invalidate.)
+    pub bind: Option<crate::objects::mw::BindReq>,
 }
 
 /// # Safety
@@ -137,6 +145,8 @@ unsafe fn read_send_wr(w: *const ibv_send_wr) -> SendWr {
             remote_addr: (*w).wr.rdma.remote_addr,
             rkey: match addr_of!((*w).opcode).cast::<c_int>().read() {
                 WR_ATOMIC_CMP_AND_SWP | WR_ATOMIC_FETCH_AND_ADD => (*w).wr.atomic.rkey,
+                WR_LOCAL_INV | WR_SEND_WITH_INV => (*w).imm_data,
+                WR_BIND_MW => (*w).anon.bind_mw.rkey,
                 _ => (*w).wr.rdma.rkey,
             },
             compare_add: (*w).wr.atomic.compare_add,
@@ -144,6 +154,17 @@ unsafe fn read_send_wr(w: *const ibv_send_wr) -> SendWr {
             ah: (*w).wr.ud.ah,
             remote_qpn: (*w).wr.ud.remote_qpn,
             remote_qkey: (*w).wr.ud.remote_qkey,
+            bind: (addr_of!((*w).opcode).cast::<c_int>().read() == WR_BIND_MW).then(|| {
+                let b = (*w).anon.bind_mw;
+                crate::objects::mw::BindReq {
+                    mw: b.mw as usize,
+                    mr: b.bind_info.mr as usize,
+                    addr: b.bind_info.addr,
+                    len: b.bind_info.length,
+                    access: b.bind_info.mw_access_flags,
+                    ty: crate::objects::mw::TYPE_2,
+                }
+            }),
         }
     }
 }
@@ -154,6 +175,8 @@ pub(crate) fn wc_opcode_of(wr_opcode: c_int) -> c_int {
         WR_RDMA_READ => WC_RDMA_READ,
         WR_ATOMIC_CMP_AND_SWP => WC_COMP_SWAP,
         WR_ATOMIC_FETCH_AND_ADD => WC_FETCH_ADD,
+        WR_BIND_MW => crate::objects::mw::WC_BIND_MW,
+        WR_LOCAL_INV => crate::objects::mw::WC_LOCAL_INV,
         _ => WC_SEND,
     }
 }

@@ -49,6 +49,8 @@ pub struct Message {
     pub(super) src_qpn: u32,
     pub(super) payload: Vec<u8>,
     pub(super) imm: Option<u32>,
+    /// Send with invalidate: the responder's rkey to invalidate.
+    pub(super) inv: Option<u32>,
     /// RDMA write with immediate: nothing to scatter, `byte_len` is this.
     pub(super) write_imm_len: Option<u32>,
     pub(super) solicited: bool,
@@ -104,6 +106,14 @@ pub(crate) fn land(dst: &QpShared, wqe: RecvWqe, msg: &Message) -> c_int {
     let grh: &[u8] = msg.grh.as_ref().map_or(&[], |g| &g[..]);
     let (result, byte_len) = match msg.write_imm_len {
         Some(n) => (Ok(()), n),
+        // A window of ours that is not bound with that rkey: a protection
+        // error here, a remote operation error at the sender.
+        None if msg
+            .inv
+            .is_some_and(|k| !crate::objects::mw::invalidate(dst.pd, k)) =>
+        {
+            (Err(WC_LOC_PROT_ERR), 0)
+        }
         None => (
             scatter(dst.pd, &wqe.sge, &[grh, &msg.payload]),
             (grh.len() + msg.payload.len()) as u32,
@@ -124,6 +134,11 @@ pub(crate) fn land(dst: &QpShared, wqe: RecvWqe, msg: &Message) -> c_int {
             if let Some(imm) = msg.imm {
                 w.imm_data = imm;
                 w.wc_flags |= WC_WITH_IMM;
+            }
+            if let Some(k) = msg.inv {
+                // `wc.invalidated_rkey` shares the immediate's bytes.
+                w.imm_data = k;
+                w.wc_flags |= WC_WITH_INV;
             }
             if msg.grh_valid {
                 w.wc_flags |= WC_GRH;

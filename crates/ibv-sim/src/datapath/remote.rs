@@ -115,6 +115,9 @@ pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr, signaled: bool,
     }
     wire.remote_addr = w.remote_addr;
     wire.rkey = w.rkey;
+    if w.opcode == super::WR_SEND_WITH_INV {
+        wire.flags |= flag::INV;
+    }
     let (k, payload, byte_len) = match w.opcode {
         WR_RDMA_READ => {
             let len = total_len(&w.sge);
@@ -334,6 +337,7 @@ fn handle_request(w: &Wire, data: &[u8], replayed: bool) {
         src_qpn: w.src_qpn,
         payload,
         imm: (w.flags & flag::IMM != 0).then_some(w.imm),
+        inv: (w.flags & flag::INV != 0).then_some(w.rkey),
         write_imm_len,
         solicited: w.flags & flag::SOLICITED != 0,
         grh: None,

@@ -24,14 +24,13 @@ pub fn install(vctx: &mut verbs_context) {
     vctx.create_qp_ex = Some(sim_create_qp_ex);
     vctx.create_srq_ex = Some(sim_create_srq_ex);
     crate::ext::install(vctx);
+    crate::objects::install(vctx);
     let c = &mut vctx.context;
     c.ops.poll_cq = Some(sim_poll_cq);
     c.ops.req_notify_cq = Some(sim_req_notify_cq);
     c.ops.post_send = Some(sim_post_send);
     c.ops.post_recv = Some(sim_post_recv);
     c.ops.post_srq_recv = Some(sim_post_srq_recv);
-    // Memory windows are not simulated: alloc_mw / bind_mw / dealloc_mw
-    // stay NULL, so the inline ibv_alloc_mw fails with EOPNOTSUPP.
 }
 
 /// `verbs_context.query_port` (the `ibv_query_port` macro).

@@ -28,7 +28,7 @@ use parking_lot::lock_api::RawMutex as _;
 use parking_lot::Mutex;
 use verbs_abi::{
     ibv_ah, ibv_context, ibv_data_buf, ibv_mw, ibv_mw_bind_info, ibv_qp, ibv_qp_cap, ibv_qp_ex,
-    ibv_qp_init_attr_ex, ibv_send_wr, ibv_sge,
+    ibv_qp_init_attr_ex, ibv_send_wr, ibv_send_wr_bind_mw, ibv_sge,
 };
 
 use crate::device::limits;
@@ -49,6 +49,9 @@ const WITH_SEND_WITH_IMM: u64 = 1 << 3;
 const WITH_RDMA_READ: u64 = 1 << 4;
 const WITH_ATOMIC_CMP_AND_SWP: u64 = 1 << 5;
 const WITH_ATOMIC_FETCH_AND_ADD: u64 = 1 << 6;
+const WITH_LOCAL_INV: u64 = 1 << 7;
+const WITH_BIND_MW: u64 = 1 << 8;
+const WITH_SEND_WITH_INV: u64 = 1 << 9;
 
 /// `ibv_wr_opcode`.
 const WR_RDMA_WRITE: c_int = 0;
@@ -58,6 +61,9 @@ const WR_SEND_WITH_IMM: c_int = 3;
 const WR_RDMA_READ: c_int = 4;
 const WR_ATOMIC_CMP_AND_SWP: c_int = 5;
 const WR_ATOMIC_FETCH_AND_ADD: c_int = 6;
+const WR_LOCAL_INV: c_int = 7;
+const WR_BIND_MW: c_int = 8;
+const WR_SEND_WITH_INV: c_int = 9;
 
 /// `ibv_send_flags`: `IBV_SEND_INLINE`, and what `wr_flags` may carry
 /// (FENCE, SIGNALED, SOLICITED, IP_CSUM): whether data is inline is the
@@ -154,6 +160,8 @@ struct Wr {
     /// The one scatter entry that points at inline data (the data path
     /// reads inline entries by address).
     inline_sge: ibv_sge,
+    /// `ibv_wr_bind_mw`: the window and what to bind it to.
+    bind: Option<(*mut ibv_mw, ibv_mw_bind_info)>,
 }
 
 /// `verbs_context.create_qp_ex`: with send ops, an extended QP; otherwise
@@ -188,12 +196,19 @@ pub unsafe extern "C" fn sim_create_qp_ex(
             0
         };
         let allowed = match qp_type {
-            QPT_RC => send | write | WITH_RDMA_READ | atomics,
+            QPT_RC => {
+                send | write
+                    | WITH_RDMA_READ
+                    | atomics
+                    | WITH_LOCAL_INV
+                    | WITH_BIND_MW
+                    | WITH_SEND_WITH_INV
+            }
             QPT_UC => send | write,
             QPT_UD => send,
             _ => 0,
         };
-        // Memory windows, invalidation, TSO and atomic write are not simulated.
+        // TSO and atomic write are not simulated.
         if send_ops & !allowed != 0 {
             return Err(libc::EOPNOTSUPP);
         }
@@ -315,6 +330,7 @@ fn op(x: *mut ibv_qp_ex, opcode: c_int, fill: impl FnOnce(&mut Wr)) {
                 length: 0,
                 lkey: 0,
             },
+            bind: None,
         };
         fill(&mut w);
         b.wrs.push(w);
@@ -452,6 +468,15 @@ fn post(q: *mut ibv_qp, b: &mut Batch) -> c_int {
                     r.wr.atomic.rkey = w.rkey;
                     r.wr.atomic.compare_add = w.compare_add;
                     r.wr.atomic.swap = w.swap;
+                }
+                WR_BIND_MW => {
+                    if let Some((mw, info)) = w.bind {
+                        r.anon.bind_mw = ibv_send_wr_bind_mw {
+                            mw,
+                            rkey: w.rkey,
+                            bind_info: info,
+                        };
+                    }
                 }
                 _ if w.ah != 0 => {
                     r.wr.ud.ah = w.ah as *mut ibv_ah;
@@ -622,26 +647,36 @@ unsafe extern "C" fn wr_set_inline_data_list(
     })
 }
 
+/// A type 2 bind (`objects::mw` executes it).
+unsafe extern "C" fn wr_bind_mw(
+    x: *mut ibv_qp_ex,
+    mw: *mut ibv_mw,
+    rkey: u32,
+    info: *const ibv_mw_bind_info,
+) {
+    if info.is_null() {
+        return fail(x, libc::EINVAL);
+    }
+    // SAFETY: info points at the caller's struct (plain data), copied now.
+    let info = unsafe { info.read() };
+    op(x, WR_BIND_MW, |w| {
+        w.rkey = rkey;
+        w.bind = Some((mw, info));
+    })
+}
+
+/// The rkey to invalidate travels where `ibv_send_wr` keeps it, in `imm_data`.
+unsafe extern "C" fn wr_local_inv(x: *mut ibv_qp_ex, rkey: u32) {
+    op(x, WR_LOCAL_INV, |w| w.imm = rkey)
+}
+
+unsafe extern "C" fn wr_send_inv(x: *mut ibv_qp_ex, rkey: u32) {
+    op(x, WR_SEND_WITH_INV, |w| w.imm = rkey)
+}
+
 // Operations the sim does not simulate: `ibv_create_qp_ex` refuses their
 // send ops, and a program that calls them anyway gets EOPNOTSUPP from
 // `ibv_wr_complete` instead of a jump through NULL.
-
-unsafe extern "C" fn wr_bind_mw(
-    x: *mut ibv_qp_ex,
-    _mw: *mut ibv_mw,
-    _rkey: u32,
-    _info: *const ibv_mw_bind_info,
-) {
-    fail(x, libc::EOPNOTSUPP)
-}
-
-unsafe extern "C" fn wr_local_inv(x: *mut ibv_qp_ex, _rkey: u32) {
-    fail(x, libc::EOPNOTSUPP)
-}
-
-unsafe extern "C" fn wr_send_inv(x: *mut ibv_qp_ex, _rkey: u32) {
-    fail(x, libc::EOPNOTSUPP)
-}
 
 unsafe extern "C" fn wr_send_tso(x: *mut ibv_qp_ex, _hdr: *mut c_void, _hdr_sz: u16, _mss: u16) {
     fail(x, libc::EOPNOTSUPP)

@@ -318,7 +318,7 @@ pub fn create(pd_ptr: *mut ibv_pd, init: &mut QpInit) -> Result<*mut ibv_qp, c_i
         qp_num,
         qp_type: init.qp_type,
         dev: ctx.dev,
-        pd: pd_ptr as usize,
+        pd: pd.base(),
         sq_sig_all: init.sq_sig_all != 0,
         cap: *cap,
         send_cq: send_cq.shared.clone(),
