@@ -51,3 +51,11 @@ fn run_c(name: &str) {
 fn memory_windows() {
     run_c("obj_mw");
 }
+
+/// XRC domains (private and file-named), thread domains, parent domains
+/// (used as PDs in the data path), device memory (copies and an MR on it
+/// in the data path), each with the kernel's errno on misuse.
+#[test]
+fn domains_and_device_memory() {
+    run_c("obj_domains");
+}

@@ -19,7 +19,7 @@ struct side {
 	uint64_t buf[512];
 };
 
-static void setup(struct side *s, struct ibv_device *dev, int mr_access)
+static inline void setup(struct side *s, struct ibv_device *dev, int mr_access)
 {
 	struct ibv_port_attr pa;
 	s->ctx = ibv_open_device(dev);
@@ -35,7 +35,7 @@ static void setup(struct side *s, struct ibv_device *dev, int mr_access)
 	CHECK(s->pd && s->cq && s->mr && s->qp);
 }
 
-static void connect_rc(struct side *s, struct side *peer)
+static inline void connect_rc(struct side *s, struct side *peer)
 {
 	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RESET };
 	CHECK(ibv_modify_qp(s->qp, &a, IBV_QP_STATE) == 0);
@@ -67,7 +67,7 @@ static void connect_rc(struct side *s, struct side *peer)
 }
 
 /* After an error completion: both QPs back to RTS, CQs drained. */
-static void reconnect(struct side *a, struct side *b)
+static inline void reconnect(struct side *a, struct side *b)
 {
 	struct ibv_wc wc;
 	connect_rc(a, b);
@@ -79,7 +79,7 @@ static void reconnect(struct side *a, struct side *b)
 }
 
 /* One completion, waiting up to 5 s (the fabric may be another process). */
-static struct ibv_wc poll_one(struct ibv_cq *cq)
+static inline struct ibv_wc poll_one(struct ibv_cq *cq)
 {
 	struct ibv_wc wc;
 	struct timespec t0, t;
@@ -95,7 +95,7 @@ static struct ibv_wc poll_one(struct ibv_cq *cq)
 }
 
 /* Posts one signaled RDMA work request (WRITE / READ / atomic) or send. */
-static int post_rdma(struct side *s, enum ibv_wr_opcode op, uint64_t id, void *addr, uint32_t len,
+static inline int post_rdma(struct side *s, enum ibv_wr_opcode op, uint64_t id, void *addr, uint32_t len,
 		     uint32_t lkey, uint64_t raddr, uint32_t rkey)
 {
 	struct ibv_sge sge = { .addr = (uintptr_t)addr, .length = len, .lkey = lkey };
@@ -115,7 +115,7 @@ static int post_rdma(struct side *s, enum ibv_wr_opcode op, uint64_t id, void *a
 }
 
 /* The status of one RDMA work request from a to b. */
-static enum ibv_wc_status rdma(struct side *a, enum ibv_wr_opcode op, void *addr, uint32_t len,
+static inline enum ibv_wc_status rdma(struct side *a, enum ibv_wr_opcode op, void *addr, uint32_t len,
 			       uint64_t raddr, uint32_t rkey)
 {
 	CHECK(post_rdma(a, op, 7, addr, len, a->mr->lkey, raddr, rkey) == 0);
@@ -124,7 +124,7 @@ static enum ibv_wc_status rdma(struct side *a, enum ibv_wr_opcode op, void *addr
 	return wc.status;
 }
 
-static void post_recv(struct side *s, uint64_t id, void *addr, uint32_t len)
+static inline void post_recv(struct side *s, uint64_t id, void *addr, uint32_t len)
 {
 	struct ibv_sge sge = { .addr = (uintptr_t)addr, .length = len, .lkey = s->mr->lkey };
 	struct ibv_recv_wr wr = { .wr_id = id, .sg_list = &sge, .num_sge = 1 }, *bad = NULL;
