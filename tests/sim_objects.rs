@@ -5,12 +5,16 @@
 //! the objects' behaviour and the errno of each misuse, and prints
 //! "checks passed".
 //!
-//! Needs gcc, libibverbs-dev and a built sim (`make test`).
+//! The real `ibv_xsrq_pingpong` (ibverbs-utils) runs between processes on
+//! the sim's fabric: XRC domains, XRC SRQs, XRC send and receive QPs.
+//!
+//! Needs gcc, libibverbs-dev, ibverbs-utils and a built sim (`make test`).
 
 mod common;
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use common::*;
 
@@ -58,4 +62,74 @@ fn memory_windows() {
 #[test]
 fn domains_and_device_memory() {
     run_c("obj_domains");
+}
+
+/// Runs `ibv_xsrq_pingpong` as a server for `clients` and as that many
+/// clients (each with `args`), on a fabric of its own; every process must
+/// print "success" and exit 0.
+fn xsrq_pingpong(clients: usize, args: &[&str]) {
+    let fab = fabric_name("objects", "xsrq");
+    let _g = FabricGuard(fab.clone());
+    let dir = TempDir::new("xsrq");
+    let port = free_port().to_string();
+    let cmd = |name: &str| {
+        let mut c = on_sim("ibv_xsrq_pingpong");
+        c.env("IBV_SIM_FABRIC", &fab)
+            .env("IBV_SIM_DEVICES", "mlx5_0")
+            .args(["-p", &port])
+            .args(args)
+            .current_dir(dir.path());
+        let out = std::fs::File::create(dir.join(name)).expect("output file");
+        c.stdout(out.try_clone().expect("dup")).stderr(out);
+        c
+    };
+    let n = clients.to_string();
+    let server = cmd("server")
+        .args(["-c", &n])
+        .spawn()
+        .expect("start server");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !listening(port.parse().unwrap()) {
+        assert!(Instant::now() < deadline, "the server never listened");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut procs: Vec<(String, std::process::Child)> = (0..clients)
+        .map(|i| {
+            let name = format!("client{i}");
+            let c = cmd(&name).arg("127.0.0.1").spawn().expect("start client");
+            (name, c)
+        })
+        .collect();
+    procs.push(("server".into(), server));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for (name, p) in &mut procs {
+        let status = loop {
+            if let Some(st) = p.try_wait().expect("wait") {
+                break Some(st);
+            }
+            if Instant::now() > deadline {
+                let _ = p.kill();
+                let _ = p.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let text = std::fs::read_to_string(dir.join(&*name)).unwrap_or_default();
+        assert!(
+            status.is_some_and(|s| s.success()) && text.contains("success"),
+            "ibv_xsrq_pingpong {name} {args:?}: {status:?}\n{text}"
+        );
+    }
+}
+
+/// The unmodified `ibv_xsrq_pingpong`: one client, polling.
+#[test]
+fn xsrq_pingpong_between_processes() {
+    xsrq_pingpong(1, &[]);
+}
+
+/// Two clients sharing the server's XRC SRQ, more messages, CQ events.
+#[test]
+fn xsrq_pingpong_two_clients_with_events() {
+    xsrq_pingpong(2, &["-n", "20", "-e"]);
 }

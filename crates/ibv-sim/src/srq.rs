@@ -207,6 +207,7 @@ pub fn destroy(srq: *mut ibv_srq) -> Result<(), c_int> {
     let mut st = ctx.lock();
     // SAFETY: the SRQ's PD is live (it counts this SRQ as a user).
     unsafe { &*s.pd }.users.fetch_sub(1, Ordering::Relaxed);
+    crate::objects::xrc::srq_gone(addr);
     st.children -= 1;
     drop(st);
     // SAFETY: allocated by Box in `create`, unregistered above.

@@ -30,7 +30,7 @@ use crate::ah::SimAh;
 use crate::cq;
 use crate::mr::{self, LOCAL_WRITE, REMOTE_ATOMIC, REMOTE_READ, REMOTE_WRITE};
 use crate::qp::{self, QpAttrs, QpShared, QPS};
-use crate::qp_state::{ERR, QPT_RC, QPT_UC, QPT_UD, RTS, SQE};
+use crate::qp_state::{ERR, QPT_RC, QPT_UC, QPT_UD, QPT_XRC_RECV, QPT_XRC_SEND, RTS, SQE};
 use crate::registry::{self, Kind};
 use crate::srq;
 
@@ -126,6 +126,8 @@ pub struct SendWr {
     /// window's new rkey. (`IBV_WR_LOCAL_INV` / `SEND_WITH_INV`: `rkey` is
     /// the one to invalidate.)
     pub bind: Option<crate::objects::mw::BindReq>,
+    /// XRC send QPs: the remote XRC SRQ (`qp_type.xrc.remote_srqn`).
+    pub xrc_srqn: u32,
 }
 
 /// # Safety
@@ -154,6 +156,7 @@ unsafe fn read_send_wr(w: *const ibv_send_wr) -> SendWr {
             ah: (*w).wr.ud.ah,
             remote_qpn: (*w).wr.ud.remote_qpn,
             remote_qkey: (*w).wr.ud.remote_qkey,
+            xrc_srqn: (*w).qp_type.xrc.remote_srqn,
             bind: (addr_of!((*w).opcode).cast::<c_int>().read() == WR_BIND_MW).then(|| {
                 let b = (*w).anon.bind_mw;
                 crate::objects::mw::BindReq {
@@ -167,6 +170,30 @@ unsafe fn read_send_wr(w: *const ibv_send_wr) -> SendWr {
             }),
         }
     }
+}
+
+/// Whether a QP of type `src` talks to one of type `dst` (connected types:
+/// the same type, or an XRC send QP to an XRC receive QP).
+pub(crate) fn peers(src: c_int, dst: c_int) -> bool {
+    matches!(
+        (src, dst),
+        (QPT_RC, QPT_RC) | (QPT_UC, QPT_UC) | (QPT_XRC_SEND, QPT_XRC_RECV)
+    )
+}
+
+/// Where a message to `dst` lands: for an XRC receive QP, the XRC SRQ of
+/// its domain numbered `srqn` (`Err`: the requester's status); else the
+/// QP's own queue (`None`).
+pub(crate) fn xrc_target(
+    dst: &QpShared,
+    srqn: u32,
+) -> Result<Option<Arc<crate::objects::xrc::XrcSrq>>, c_int> {
+    if dst.qp_type != QPT_XRC_RECV {
+        return Ok(None);
+    }
+    crate::objects::xrc::target(dst.xrc_domain, srqn)
+        .map(Some)
+        .ok_or(WC_REM_INV_REQ_ERR)
 }
 
 pub(crate) fn wc_opcode_of(wr_opcode: c_int) -> c_int {

@@ -53,6 +53,7 @@ pub unsafe extern "C" fn sim_query_rt_values(
 
 /// `ibv_qp_init_attr_mask` bits.
 const QP_INIT_PD: u32 = 1;
+const QP_INIT_XRCD: u32 = 1 << 1;
 const QP_INIT_CREATE_FLAGS: u32 = 1 << 2;
 const QP_INIT_KNOWN: u32 = (1 << 7) - 1;
 
@@ -68,28 +69,43 @@ pub unsafe extern "C" fn sim_create_qp_ex(
         }
         // SAFETY: attr points at the caller's ibv_qp_init_attr_ex, whose
         // leading fields are an ibv_qp_init_attr.
-        let (mask, pd_ptr, flags, mut init) = unsafe {
+        let (mask, pd_ptr, flags, xrcd, mut init) = unsafe {
             (
                 (*attr).comp_mask,
                 (*attr).pd,
                 (*attr).create_flags,
+                (*attr).xrcd,
                 qp::QpInit::from_attr(attr.cast()),
             )
         };
-        if mask & !QP_INIT_KNOWN != 0 || mask & QP_INIT_PD == 0 {
+        // An XRC receive QP names its XRC domain instead of a PD.
+        let xrc_recv = init.qp_type == crate::qp_state::QPT_XRC_RECV;
+        let needed = if xrc_recv { QP_INIT_XRCD } else { QP_INIT_PD };
+        if mask & !QP_INIT_KNOWN != 0 || mask & needed == 0 {
             return Err(libc::EINVAL);
         }
-        // XRC, TSO and RSS are not simulated (send ops: see ext::qp).
-        if mask & !(QP_INIT_PD | QP_INIT_CREATE_FLAGS) != 0
+        // TSO and RSS are not simulated (send ops: see ext::qp).
+        if mask & !(QP_INIT_PD | QP_INIT_XRCD | QP_INIT_CREATE_FLAGS) != 0
             || (mask & QP_INIT_CREATE_FLAGS != 0 && flags != 0)
         {
             return Err(libc::EOPNOTSUPP);
         }
-        let (pctx, _) = pd::get(pd_ptr)?;
-        if !core::ptr::eq(pctx, sim) {
-            return Err(libc::EINVAL);
+        if xrc_recv {
+            init.xrcd = xrcd;
+        } else {
+            let (pctx, _) = pd::get(pd_ptr)?;
+            if !core::ptr::eq(pctx, sim) {
+                return Err(libc::EINVAL);
+            }
         }
-        let q = qp::create(pd_ptr, &mut init)?;
+        let q = qp::create(
+            if xrc_recv {
+                core::ptr::null_mut()
+            } else {
+                pd_ptr
+            },
+            &mut init,
+        )?;
         // SAFETY: as above.
         unsafe { (*attr).cap = init.cap };
         Ok(q)
@@ -99,7 +115,12 @@ pub unsafe extern "C" fn sim_create_qp_ex(
 /// `ibv_srq_init_attr_mask` bits.
 const SRQ_INIT_TYPE: u32 = 1;
 const SRQ_INIT_PD: u32 = 1 << 1;
+const SRQ_INIT_XRCD: u32 = 1 << 2;
+const SRQ_INIT_CQ: u32 = 1 << 3;
 const SRQ_INIT_KNOWN: u32 = (1 << 5) - 1;
+/// `ibv_srq_type`.
+const SRQT_BASIC: c_int = 0;
+const SRQT_XRC: c_int = 1;
 
 /// `verbs_context.create_srq_ex` (`ibv_create_srq_ex` beyond the plain case).
 pub unsafe extern "C" fn sim_create_srq_ex(
@@ -112,19 +133,32 @@ pub unsafe extern "C" fn sim_create_srq_ex(
             return Err(libc::EINVAL);
         }
         // SAFETY: attr points at the caller's struct; the enum is read as an int.
-        let (mask, ty, pd_ptr) = unsafe {
+        let (mask, ty, pd_ptr, xrcd, cq) = unsafe {
             (
                 (*attr).comp_mask,
                 core::ptr::addr_of!((*attr).srq_type).cast::<c_int>().read(),
                 (*attr).pd,
+                (*attr).xrcd,
+                (*attr).cq,
             )
         };
         if mask & !SRQ_INIT_KNOWN != 0 || mask & SRQ_INIT_PD == 0 {
             return Err(libc::EINVAL);
         }
-        if mask & SRQ_INIT_TYPE != 0 && ty != 0 {
-            // XRC and tag-matching SRQs are not simulated.
-            return Err(libc::EOPNOTSUPP);
+        let ty = if mask & SRQ_INIT_TYPE != 0 {
+            ty
+        } else {
+            SRQT_BASIC
+        };
+        match ty {
+            SRQT_BASIC => {}
+            // An XRC SRQ needs its domain and CQ.
+            SRQT_XRC if mask & (SRQ_INIT_XRCD | SRQ_INIT_CQ) != SRQ_INIT_XRCD | SRQ_INIT_CQ => {
+                return Err(libc::EINVAL)
+            }
+            SRQT_XRC => {}
+            // Tag-matching SRQs are not simulated.
+            _ => return Err(libc::EOPNOTSUPP),
         }
         let (pctx, _) = pd::get(pd_ptr)?;
         if !core::ptr::eq(pctx, sim) {
@@ -132,6 +166,9 @@ pub unsafe extern "C" fn sim_create_srq_ex(
         }
         // SAFETY: as above.
         let (srq_context, a) = unsafe { ((*attr).srq_context, &mut (*attr).attr) };
+        if ty == SRQT_XRC {
+            return crate::objects::xrc::create_srq(sim, pd_ptr, xrcd, cq, srq_context, a);
+        }
         srq::create(pd_ptr, srq_context, a)
     })
 }

@@ -7,6 +7,7 @@
 //! | --- | --- | --- |
 //! | `mw` | memory windows, binding, invalidation, rkey checks | `ops.alloc_mw` / `bind_mw` / `dealloc_mw` |
 //! | `xrcd` | XRC domains | `open_xrcd` / `close_xrcd` |
+//! | `xrc` | XRC SRQs, where XRC sends land (XRC QPs are `qp`'s) | `create_srq_ex`, `get_srq_num` |
 //! | `dm` | device memory, `ibv_reg_dm_mr` | `alloc_dm` / `free_dm` / `reg_dm_mr` |
 //! | `domain` | thread domains, parent domains | `alloc_td` / `dealloc_td` / `alloc_parent_domain` |
 //!
@@ -20,6 +21,7 @@
 pub mod dm;
 pub mod domain;
 pub mod mw;
+pub mod xrc;
 pub mod xrcd;
 
 use core::ffi::c_int;
@@ -37,6 +39,7 @@ pub fn install(vctx: &mut verbs_context) {
     xrcd::install(vctx);
     dm::install(vctx);
     domain::install(vctx);
+    xrc::install(vctx);
 }
 
 /// A live object of `kind` at `p` and its context.

@@ -222,6 +222,7 @@ fn bind_wr(wr_id: u64, flags: u32, rkey: u32, req: BindReq) -> SendWr {
         ah: core::ptr::null_mut(),
         remote_qpn: 0,
         remote_qkey: 0,
+        xrc_srqn: 0,
         bind: Some(req),
     }
 }

@@ -113,8 +113,10 @@ pub struct QpShared {
     pub qp_num: u32,
     pub qp_type: c_int,
     pub dev: &'static SimDevice,
-    /// Address of the SimPd.
+    /// Address of the SimPd (0: an XRC receive QP, which has none).
     pub pd: usize,
+    /// An XRC receive QP's domain (`SimXrcd::domain`; 0 otherwise).
+    pub xrc_domain: usize,
     pub sq_sig_all: bool,
     pub cap: ibv_qp_cap,
     pub send_cq: Arc<CqShared>,
@@ -186,6 +188,8 @@ pub struct SimQp {
     send_cq: *const SimCq,
     recv_cq: *const SimCq,
     srq: *const SimSrq,
+    /// `IBV_QPT_XRC_RECV`: its XRC domain (NULL otherwise).
+    xrcd: *const crate::objects::xrcd::SimXrcd,
 }
 
 /// Members of each multicast group, by GID.
@@ -224,6 +228,8 @@ pub struct QpInit {
     pub cap: ibv_qp_cap,
     pub qp_type: c_int,
     pub sq_sig_all: c_int,
+    /// `IBV_QPT_XRC_RECV`: its XRC domain (`IBV_QP_INIT_ATTR_XRCD`).
+    pub xrcd: *mut verbs_abi::ibv_xrcd,
 }
 
 impl QpInit {
@@ -242,6 +248,7 @@ impl QpInit {
                 cap: (*a).cap,
                 qp_type: addr_of!((*a).qp_type).cast::<c_int>().read(),
                 sq_sig_all: (*a).sq_sig_all,
+                xrcd: core::ptr::null_mut(),
             }
         }
     }
@@ -256,18 +263,46 @@ fn cq_of(ctx: &SimContext, cq: *mut ibv_cq) -> Result<&'static SimCq, c_int> {
 }
 
 /// `ibv_create_qp`; writes the granted capacities back into `init.cap`.
+/// XRC receive QPs have no PD, CQs or queues of their own (each message
+/// names the XRC SRQ it lands in, `objects::xrc`); XRC send QPs no receive
+/// side.
 pub fn create(pd_ptr: *mut ibv_pd, init: &mut QpInit) -> Result<*mut ibv_qp, c_int> {
-    let (ctx, pd) = pd::get(pd_ptr)?;
+    let xrc_recv = init.qp_type == qp_state::QPT_XRC_RECV;
+    let (ctx, pd, xrcd) = if xrc_recv {
+        let (c, x) = crate::objects::xrcd::get(init.xrcd)?;
+        (c, None, Some(x))
+    } else {
+        let (c, p) = pd::get(pd_ptr)?;
+        (c, Some(p), None)
+    };
     let fam = ctx.dev.family;
     match init.qp_type {
-        QPT_RC => {}
+        QPT_RC | qp_state::QPT_XRC_SEND | qp_state::QPT_XRC_RECV => {}
         QPT_UC if fam.uc => {}
         QPT_UD if fam.ud => {}
         QPT_UC | QPT_UD => return Err(libc::EOPNOTSUPP),
-        qp_state::QPT_RAW_PACKET | qp_state::QPT_XRC_SEND | qp_state::QPT_XRC_RECV => {
-            return Err(libc::EOPNOTSUPP)
-        }
+        qp_state::QPT_RAW_PACKET => return Err(libc::EOPNOTSUPP),
         _ => return Err(libc::EINVAL),
+    }
+    let no_recv = matches!(
+        init.qp_type,
+        qp_state::QPT_XRC_SEND | qp_state::QPT_XRC_RECV
+    );
+    if no_recv {
+        init.cap.max_recv_wr = 0;
+        init.cap.max_recv_sge = 0;
+        if !init.srq.is_null() {
+            return Err(libc::EINVAL);
+        }
+    }
+    if xrc_recv {
+        init.cap = ibv_qp_cap {
+            max_send_wr: 0,
+            max_recv_wr: 0,
+            max_send_sge: 0,
+            max_recv_sge: 0,
+            max_inline_data: 0,
+        };
     }
     let cap = &mut init.cap;
     if cap.max_send_wr > limits::MAX_QP_WR as u32
@@ -282,11 +317,27 @@ pub fn create(pd_ptr: *mut ibv_pd, init: &mut QpInit) -> Result<*mut ibv_qp, c_i
         return Err(libc::EINVAL);
     }
     let mut st = ctx.lock_open()?;
-    if !registry::is_live(pd_ptr as usize, Kind::Pd) {
+    let live = match xrcd {
+        Some(_) => registry::is_live(init.xrcd as usize, Kind::Xrcd),
+        None => registry::is_live(pd_ptr as usize, Kind::Pd),
+    };
+    if !live {
         return Err(libc::EINVAL);
     }
-    let send_cq = cq_of(ctx, init.send_cq)?;
-    let recv_cq = cq_of(ctx, init.recv_cq)?;
+    let send_cq = if xrc_recv {
+        None
+    } else {
+        Some(cq_of(ctx, init.send_cq)?)
+    };
+    let recv_cq = if no_recv {
+        None
+    } else {
+        Some(cq_of(ctx, init.recv_cq)?)
+    };
+    // Queues that never complete anything still need a CQ to name.
+    let unused_cq = || cq::CqShared::unused(ctx.async_q.clone());
+    let send_shared = send_cq.map_or_else(unused_cq, |c| c.shared.clone());
+    let recv_shared = recv_cq.map_or_else(|| send_shared.clone(), |c| c.shared.clone());
     let srq: Option<&SimSrq> = if init.srq.is_null() {
         None
     } else {
@@ -318,11 +369,12 @@ pub fn create(pd_ptr: *mut ibv_pd, init: &mut QpInit) -> Result<*mut ibv_qp, c_i
         qp_num,
         qp_type: init.qp_type,
         dev: ctx.dev,
-        pd: pd.base(),
+        pd: pd.map_or(0, |p| p.base()),
+        xrc_domain: xrcd.map_or(0, |x| x.domain),
         sq_sig_all: init.sq_sig_all != 0,
         cap: *cap,
-        send_cq: send_cq.shared.clone(),
-        recv_cq: recv_cq.shared.clone(),
+        send_cq: send_shared,
+        recv_cq: recv_shared,
         srq: srq.map(|s| s.shared.clone()),
         st: Mutex::new(QpInner {
             state: RESET,
@@ -354,15 +406,28 @@ pub fn create(pd_ptr: *mut ibv_pd, init: &mut QpInit) -> Result<*mut ibv_qp, c_i
             .cast::<c_int>()
             .write(init.qp_type);
         addr_of_mut!((*raw).shared).write(shared.clone());
-        addr_of_mut!((*raw).pd).write(pd);
-        addr_of_mut!((*raw).send_cq).write(send_cq);
-        addr_of_mut!((*raw).recv_cq).write(recv_cq);
+        addr_of_mut!((*raw).pd).write(pd.map_or(core::ptr::null(), |p| p as *const SimPd));
+        addr_of_mut!((*raw).send_cq)
+            .write(send_cq.map_or(core::ptr::null(), |c| c as *const SimCq));
+        addr_of_mut!((*raw).recv_cq)
+            .write(recv_cq.map_or(core::ptr::null(), |c| c as *const SimCq));
+        addr_of_mut!((*raw).xrcd).write(xrcd.map_or(core::ptr::null(), |x| x as *const _));
         addr_of_mut!((*raw).srq).write(srq.map_or(core::ptr::null(), |s| s as *const SimSrq));
         Box::into_raw(b.assume_init())
     };
-    pd.users.fetch_add(1, Ordering::Relaxed);
-    send_cq.users.fetch_add(1, Ordering::Relaxed);
-    recv_cq.users.fetch_add(1, Ordering::Relaxed);
+    for users in [
+        pd.map(|p| &p.users),
+        send_cq.map(|c| &c.users),
+        recv_cq.map(|c| &c.users),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        users.fetch_add(1, Ordering::Relaxed);
+    }
+    if let Some(x) = xrcd {
+        x.users.take();
+    }
     if let Some(s) = srq {
         s.users.fetch_add(1, Ordering::Relaxed);
     }
@@ -516,11 +581,20 @@ pub fn destroy(qp: *mut ibv_qp) -> Result<(), c_int> {
     s.send_cq.remove_qp(s.qp_num);
     s.recv_cq.remove_qp(s.qp_num);
     let mut st = ctx.lock();
-    // SAFETY: the QP's PD, CQs and SRQ are live: the QP counts as their user.
+    // SAFETY: the QP's PD, CQs, SRQ and XRC domain (those it has) are
+    // live: the QP counts as their user.
     unsafe {
-        (*q.pd).users.fetch_sub(1, Ordering::Relaxed);
-        (*q.send_cq).users.fetch_sub(1, Ordering::Relaxed);
-        (*q.recv_cq).users.fetch_sub(1, Ordering::Relaxed);
+        if let Some(p) = q.pd.as_ref() {
+            p.users.fetch_sub(1, Ordering::Relaxed);
+        }
+        for c in [q.send_cq, q.recv_cq] {
+            if let Some(c) = c.as_ref() {
+                c.users.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+        if let Some(x) = q.xrcd.as_ref() {
+            x.users.give();
+        }
         if !q.srq.is_null() {
             (*q.srq).users.fetch_sub(1, Ordering::Relaxed);
         }
