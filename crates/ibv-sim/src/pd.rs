@@ -19,6 +19,9 @@ pub struct SimPd {
     pub base: usize,
     /// A parent domain's TD (0 otherwise), released with it.
     pub td: usize,
+    /// What freeing it gives back (a parent domain: its PD and TD), run
+    /// under the context lock.
+    pub release: Option<fn(&SimPd)>,
 }
 
 impl SimPd {
@@ -47,6 +50,7 @@ pub fn alloc(ctx: *mut ibv_context) -> Result<*mut ibv_pd, c_int> {
         users: AtomicU32::new(0),
         base: 0,
         td: 0,
+        release: None,
     });
     let raw = Box::into_raw(b);
     // SAFETY: raw is fresh; a plain PD is its own protection domain.
@@ -74,7 +78,9 @@ pub fn dealloc(pd: *mut ibv_pd) -> Result<(), c_int> {
     }
     OBJECTS.remove(pd as usize);
     st.children -= 1;
-    crate::objects::domain::release(p);
+    if let Some(f) = p.release {
+        f(p);
+    }
     drop(st);
     // SAFETY: allocated by Box in `alloc`, just unregistered under the lock.
     drop(unsafe { Box::from_raw(pd as *mut SimPd) });

@@ -95,7 +95,7 @@ pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr) {
     let with_imm = matches!(w.opcode, WR_SEND_WITH_IMM | WR_RDMA_WRITE_WITH_IMM);
 
     if matches!(w.opcode, WR_BIND_MW | WR_LOCAL_INV) {
-        let (opcode, status) = crate::objects::mw::execute_local(s, &w);
+        let (opcode, status) = crate::mw::execute_local(s, w.bind.as_ref(), w.rkey);
         return complete_send(s, w.wr_id, signaled, opcode, status, 0);
     }
     if s.qp_type == QPT_UD {

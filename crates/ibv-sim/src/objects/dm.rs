@@ -6,18 +6,15 @@
 //! it is not freed (`EBUSY`).
 
 use core::ffi::{c_int, c_uint, c_void};
-use std::collections::HashMap;
 
 use parking_lot::Mutex;
 use verbs_abi::{ibv_alloc_dm_attr, ibv_context, ibv_dm, ibv_mr, ibv_pd, verbs_context};
 
-use super::Users;
 use crate::mr::{self, LOCAL_WRITE, REMOTE_ATOMIC, REMOTE_READ, REMOTE_WRITE, ZERO_BASED};
 use crate::registry::Kind;
-use crate::{context, guard, objects};
+use crate::{child, context, guard};
 
-/// What the simulated devices offer (`ibv_device_attr_ex.max_dm_size`).
-pub const MAX_DM_SIZE: u64 = 256 * 1024;
+use crate::device::limits::MAX_DM_SIZE;
 
 /// Access flags an MR on device memory may have (mlx5's, plus the
 /// optional range the kernel ignores).
@@ -30,13 +27,23 @@ pub struct SimDm {
     pub dm: ibv_dm,
     base: usize,
     len: usize,
-    /// MRs registered on it.
-    users: Users,
+    /// The keys of the MRs registered on it: while one is still
+    /// registered (`mr::by_key`; keys are never reused), it is in use.
+    mrs: Mutex<Vec<u32>>,
 }
 
-/// MRs on device memory (MR address -> DM address), to give the DM back
-/// its use when the MR is deregistered.
-static MRS: Mutex<Option<HashMap<usize, usize>>> = Mutex::new(None);
+impl SimDm {
+    /// `EBUSY` while an MR on it is registered.
+    fn idle(&self) -> Result<(), c_int> {
+        let mut keys = self.mrs.lock();
+        keys.retain(|k| mr::by_key(*k).is_some());
+        if keys.is_empty() {
+            Ok(())
+        } else {
+            Err(libc::EBUSY)
+        }
+    }
+}
 
 pub(super) fn install(vctx: &mut verbs_context) {
     vctx.alloc_dm = Some(sim_alloc_dm);
@@ -74,7 +81,7 @@ pub unsafe extern "C" fn sim_alloc_dm(
         if base == libc::MAP_FAILED {
             return Err(libc::ENOMEM);
         }
-        let r = objects::create(sim, Kind::Dm, |st| {
+        let r = child::create(sim, Kind::Dm, |st| {
             Ok(SimDm {
                 dm: ibv_dm {
                     context: sim.ibv(),
@@ -85,7 +92,7 @@ pub unsafe extern "C" fn sim_alloc_dm(
                 },
                 base: base as usize,
                 len: a.length,
-                users: Users::default(),
+                mrs: Mutex::new(Vec::new()),
             })
         });
         if r.is_err() {
@@ -101,8 +108,8 @@ pub unsafe extern "C" fn sim_alloc_dm(
 pub unsafe extern "C" fn sim_free_dm(dm: *mut ibv_dm) -> c_int {
     guard::errval(|| {
         let mut region = (0, 0);
-        objects::destroy(dm.cast::<SimDm>(), Kind::Dm, |d| {
-            d.users.idle()?;
+        child::destroy(dm.cast::<SimDm>(), Kind::Dm, |d| {
+            d.idle()?;
             region = (d.base, d.len);
             Ok(())
         })?;
@@ -114,7 +121,7 @@ pub unsafe extern "C" fn sim_free_dm(dm: *mut ibv_dm) -> c_int {
 
 /// The host range `[offset, offset + len)` of a live DM: `EFAULT` outside it.
 fn range(dm: *mut ibv_dm, offset: u64, len: usize) -> Result<usize, c_int> {
-    let (_, d) = objects::get(dm.cast::<SimDm>(), Kind::Dm)?;
+    let (_, d) = child::get(dm.cast::<SimDm>(), Kind::Dm)?;
     let end = offset.checked_add(len as u64).ok_or(libc::EFAULT)?;
     if end > d.len as u64 {
         return Err(libc::EFAULT);
@@ -167,31 +174,15 @@ pub unsafe extern "C" fn sim_reg_dm_mr(
     access: c_uint,
 ) -> *mut ibv_mr {
     guard::ptr(|| {
-        let (dctx, d) = objects::get(dm.cast::<SimDm>(), Kind::Dm)?;
+        let (dctx, d) = child::get(dm.cast::<SimDm>(), Kind::Dm)?;
         let (pctx, _) = crate::pd::get(pd)?;
         if !core::ptr::eq(dctx, pctx) || access & !DM_ACCESS != 0 || access & ZERO_BASED == 0 {
             return Err(libc::EINVAL);
         }
         let host = range(dm, offset, len).map_err(|_| libc::EINVAL)?;
         let m = mr::reg(pd, host as *mut c_void, len, 0, access)?;
-        d.users.take();
-        MRS.lock()
-            .get_or_insert_with(HashMap::new)
-            .insert(m as usize, dm as usize);
+        // SAFETY: m was just registered and is not yet returned.
+        d.mrs.lock().push(unsafe { (*m).lkey });
         Ok(m)
     })
-}
-
-/// Called by `mr::dereg` for every MR it frees: an MR on device memory
-/// gives the DM back its use.
-pub fn mr_gone(m: usize) {
-    let mut g = MRS.lock();
-    let Some(map) = g.as_mut() else { return };
-    if let Some(dm) = map.remove(&m) {
-        // SAFETY: the DM is live: it counts this MR as a user.
-        unsafe { &*(dm as *const SimDm) }.users.give();
-    }
-    if map.is_empty() {
-        *g = None;
-    }
 }

@@ -11,10 +11,10 @@ use verbs_abi::{
     ibv_context, ibv_parent_domain_init_attr, ibv_pd, ibv_td, ibv_td_init_attr, verbs_context,
 };
 
-use super::Users;
+use crate::child::Users;
 use crate::pd::{self, SimPd};
 use crate::registry::{self, Kind};
-use crate::{context, guard, objects};
+use crate::{child, context, guard};
 
 /// `ibv_parent_domain_init_attr_mask`.
 const PD_ATTR_ALLOCATORS: u32 = 1;
@@ -45,7 +45,7 @@ pub unsafe extern "C" fn sim_alloc_td(
         if attr.is_null() || unsafe { (*attr).comp_mask } != 0 {
             return Err(libc::EINVAL);
         }
-        let td = objects::create(sim, Kind::Td, |_| {
+        let td = child::create(sim, Kind::Td, |_| {
             Ok(SimTd {
                 td: ibv_td { context: sim.ibv() },
                 users: Users::default(),
@@ -58,7 +58,7 @@ pub unsafe extern "C" fn sim_alloc_td(
 /// `verbs_context.dealloc_td` (the inline `ibv_dealloc_td`): `EBUSY`
 /// while a parent domain uses it.
 pub unsafe extern "C" fn sim_dealloc_td(td: *mut ibv_td) -> c_int {
-    guard::errval(|| objects::destroy(td.cast::<SimTd>(), Kind::Td, |t| t.users.idle()))
+    guard::errval(|| child::destroy(td.cast::<SimTd>(), Kind::Td, |t| t.users.idle()))
 }
 
 /// `verbs_context.alloc_parent_domain` (the inline `ibv_alloc_parent_domain`).
@@ -87,12 +87,12 @@ pub unsafe extern "C" fn sim_alloc_parent_domain(
         let td = if a.td.is_null() {
             None
         } else {
-            Some(objects::get(a.td.cast::<SimTd>(), Kind::Td)?)
+            Some(child::get(a.td.cast::<SimTd>(), Kind::Td)?)
         };
         if td.is_some_and(|(tctx, _)| !core::ptr::eq(tctx, sim)) {
             return Err(libc::EINVAL);
         }
-        let p = objects::create(sim, Kind::Pd, |st| {
+        let p = child::create(sim, Kind::Pd, |st| {
             if !registry::is_live(a.pd as usize, Kind::Pd)
                 || (td.is_some() && !registry::is_live(a.td as usize, Kind::Td))
             {
@@ -110,18 +110,16 @@ pub unsafe extern "C" fn sim_alloc_parent_domain(
                 users: AtomicU32::new(0),
                 base: a.pd as usize,
                 td: a.td as usize,
+                release: Some(release),
             })
         })?;
         Ok(p.cast())
     })
 }
 
-/// Called by `pd::dealloc` (under the context lock) for every PD it frees:
-/// a parent domain gives back its PD and TD.
-pub fn release(p: &SimPd) {
-    if p.base == p as *const SimPd as usize {
-        return;
-    }
+/// A parent domain's `SimPd::release` (`pd::dealloc` runs it under the
+/// context lock): gives back its PD and TD.
+fn release(p: &SimPd) {
     // SAFETY: the wrapped PD is live: it counts this parent domain as a user.
     unsafe { &*(p.base as *const SimPd) }
         .users

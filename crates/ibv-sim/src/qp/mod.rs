@@ -2,6 +2,7 @@
 //! and the state changes the data path triggers (errors, flushes).
 //! `modify`: `ibv_modify_qp` and its checks; `mcast`: multicast attachment.
 
+pub mod ex;
 mod mcast;
 mod modify;
 
@@ -17,16 +18,20 @@ use std::sync::Arc;
 use once_cell::sync::Lazy;
 use parking_lot::Mutex;
 use verbs_abi::{
-    ibv_ah_attr, ibv_cq, ibv_pd, ibv_qp, ibv_qp_attr, ibv_qp_cap, ibv_qp_init_attr, ibv_srq,
+    ibv_ah_attr, ibv_context, ibv_cq, ibv_pd, ibv_qp, ibv_qp_attr, ibv_qp_cap, ibv_qp_init_attr,
+    ibv_qp_init_attr_ex, ibv_qp_init_attr_mask, ibv_sge, ibv_srq,
 };
 
+use crate::abi::{WC_RECV, WC_RETRY_EXC_ERR};
 use crate::context::{self, SimContext};
 use crate::cq::{self, CqShared, SimCq};
-use crate::datapath::{self, RecvQueue};
 use crate::device::{limits, SimDevice};
 use crate::events::{async_kind, AsyncEvent, EventCounter, EventQueue};
+use crate::fabric::wire::Wire;
+use crate::fabric::{Dest, Peer};
 use crate::pd::{self, SimPd};
 use crate::qp_state::{self, mask, ERR, INIT, QPT_RC, QPT_UC, QPT_UD, RESET, RTR, RTS, SQD, SQE};
+use crate::recvq::{Parked, RecvQueue};
 use crate::registry::{self, Entry, Kind, Sharded, OBJECTS};
 use crate::srq::{self, SimSrq, SrqShared};
 
@@ -97,13 +102,47 @@ pub struct QpInner {
     /// Multicast groups attached (`ibv_attach_mcast`).
     pub mcast: Vec<([u8; 16], u16)>,
     /// RC requests to other processes waiting for their responses, in order.
-    pub out: VecDeque<datapath::remote::Outstanding>,
+    pub out: VecDeque<Outstanding>,
     /// Sequence number of the next such request.
     pub next_seq: u64,
     /// Requests from other processes that arrived before this QP could
     /// receive (its peer was quicker to RTS): replayed, in order, when it
     /// reaches RTR, as the requester's retries would deliver them.
-    pub early: VecDeque<(crate::fabric::wire::Wire, Vec<u8>)>,
+    pub early: VecDeque<(Wire, Vec<u8>)>,
+}
+
+impl QpInner {
+    /// Drops the early requests of a QP that is reset, fails or goes
+    /// away: their requesters' retries run out.
+    pub fn drop_early(&mut self) {
+        for (w, _) in self.early.drain(..) {
+            Peer::of(&w).reply(WC_RETRY_EXC_ERR);
+        }
+        if self.early.capacity() > 0 {
+            self.early.shrink_to_fit();
+        }
+    }
+}
+
+/// An RC work request of ours waiting for its response.
+pub struct Outstanding {
+    pub seq: u64,
+    pub wr_id: u64,
+    pub signaled: bool,
+    pub opcode: c_int,
+    /// Where READ / atomic results go.
+    pub sge: Vec<ibv_sge>,
+    /// The byte count of a successful completion.
+    pub byte_len: u32,
+    pub dest: Option<Dest>,
+    pub deadline: u64,
+    pub timeout: u64,
+    /// The responder dropped it: fail at the deadline.
+    pub doomed: bool,
+    /// The responder's QP was not ready: fail at the deadline unless
+    /// answered by then.
+    pub not_ready: bool,
+    pub done: Option<c_int>,
 }
 
 /// The part of a QP the data path shares (peers find it by QP number).
@@ -157,16 +196,14 @@ impl QpShared {
     /// ERR: outstanding receives complete with `IBV_WC_WR_FLUSH_ERR`; a QP
     /// on an SRQ reports `IBV_EVENT_QP_LAST_WQE_REACHED` instead.
     fn flush_locked(&self, g: &mut QpInner) {
-        datapath::remote::drop_early(g);
+        g.drop_early();
         for e in g.out.drain(..) {
             self.send_cq
-                .push(datapath::flush_wc(e.wr_id, e.opcode, self.qp_num), true);
+                .push(cq::flush_wc(e.wr_id, e.opcode, self.qp_num), true);
         }
         for w in g.rq.wqes.drain(..) {
-            self.recv_cq.push(
-                datapath::flush_wc(w.wr_id, datapath::WC_RECV, self.qp_num),
-                true,
-            );
+            self.recv_cq
+                .push(cq::flush_wc(w.wr_id, WC_RECV, self.qp_num), true);
         }
         if self.srq.is_some() {
             self.async_q.push(AsyncEvent {
@@ -182,14 +219,14 @@ impl QpShared {
 pub struct SimQp {
     pub qp: ibv_qp,
     /// Must follow `qp`: with it, an `ibv_qp_ex` (see `ext::qp`); valid all-zero.
-    pub ex: crate::ext::qp::QpEx,
+    pub ex: ex::QpEx,
     pub shared: Arc<QpShared>,
     pd: *const SimPd,
     send_cq: *const SimCq,
     recv_cq: *const SimCq,
     srq: *const SimSrq,
     /// `IBV_QPT_XRC_RECV`: its XRC domain (NULL otherwise).
-    xrcd: *const crate::objects::xrcd::SimXrcd,
+    xrcd: *const crate::xrcd::SimXrcd,
 }
 
 /// Members of each multicast group, by GID.
@@ -269,7 +306,7 @@ fn cq_of(ctx: &SimContext, cq: *mut ibv_cq) -> Result<&'static SimCq, c_int> {
 pub fn create(pd_ptr: *mut ibv_pd, init: &mut QpInit) -> Result<*mut ibv_qp, c_int> {
     let xrc_recv = init.qp_type == qp_state::QPT_XRC_RECV;
     let (ctx, pd, xrcd) = if xrc_recv {
-        let (c, x) = crate::objects::xrcd::get(init.xrcd)?;
+        let (c, x) = crate::xrcd::get(init.xrcd)?;
         (c, None, Some(x))
     } else {
         let (c, p) = pd::get(pd_ptr)?;
@@ -573,7 +610,7 @@ pub fn destroy(qp: *mut ibv_qp) -> Result<(), c_int> {
         g.rq.wqes.clear();
         g.out.clear();
     }
-    datapath::drop_pending_from(s);
+    drop_pending_from(s);
     let addr = qp as usize;
     ctx.async_q
         .purge(|e| e.element == addr && e.event_type != async_kind::CQ_ERR);
@@ -604,6 +641,79 @@ pub fn destroy(qp: *mut ibv_qp) -> Result<(), c_int> {
     // SAFETY: allocated by Box in `create`, unregistered above.
     drop(unsafe { Box::from_raw(qp as *mut SimQp) });
     Ok(())
+}
+
+/// `ibv_qp_init_attr_mask` bits.
+const INIT_PD: u32 = ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_PD as u32;
+const INIT_CREATE_FLAGS: u32 = ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_CREATE_FLAGS as u32;
+const INIT_XRCD: u32 = ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_XRCD as u32;
+/// Every bit up to `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`.
+const INIT_KNOWN: u32 = (ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS as u32) * 2 - 1;
+
+/// `ibv_create_qp_ex` of a plain QP (`ext::qp` adds send ops on top).
+pub fn create_ex(
+    ctx: *mut ibv_context,
+    attr: *mut ibv_qp_init_attr_ex,
+) -> Result<*mut ibv_qp, c_int> {
+    let sim = context::from_ibv(ctx)?;
+    if attr.is_null() {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: attr points at the caller's ibv_qp_init_attr_ex, whose
+    // leading fields are an ibv_qp_init_attr.
+    let (mask, pd_ptr, flags, xrcd, mut init) = unsafe {
+        (
+            (*attr).comp_mask,
+            (*attr).pd,
+            (*attr).create_flags,
+            (*attr).xrcd,
+            QpInit::from_attr(attr.cast()),
+        )
+    };
+    // An XRC receive QP names its XRC domain instead of a PD.
+    let xrc_recv = init.qp_type == qp_state::QPT_XRC_RECV;
+    let needed = if xrc_recv { INIT_XRCD } else { INIT_PD };
+    if mask & !INIT_KNOWN != 0 || mask & needed == 0 {
+        return Err(libc::EINVAL);
+    }
+    // TSO and RSS are not simulated (send ops: see ext::qp).
+    if mask & !(INIT_PD | INIT_XRCD | INIT_CREATE_FLAGS) != 0
+        || (mask & INIT_CREATE_FLAGS != 0 && flags != 0)
+    {
+        return Err(libc::EOPNOTSUPP);
+    }
+    if xrc_recv {
+        init.xrcd = xrcd;
+        let q = create(core::ptr::null_mut(), &mut init)?;
+        // SAFETY: as above.
+        unsafe { (*attr).cap = init.cap };
+        return Ok(q);
+    }
+    let (pctx, _) = pd::get(pd_ptr)?;
+    if !core::ptr::eq(pctx, sim) {
+        return Err(libc::EINVAL);
+    }
+    let q = create(pd_ptr, &mut init)?;
+    // SAFETY: as above.
+    unsafe { (*attr).cap = init.cap };
+    Ok(q)
+}
+
+/// Fails the messages parked on `s`'s receive queue (or destined to `s`
+/// on its SRQ): used when `s` is reset or destroyed. Their senders see
+/// `IBV_WC_RETRY_EXC_ERR`, as when the peer vanishes.
+pub fn drop_pending_from(s: &QpShared) {
+    let mut failed: Vec<Box<dyn Parked>> = {
+        let mut g = s.st.lock();
+        g.drop_early();
+        g.rq.pending.drain(..).collect()
+    };
+    if let Some(srq) = &s.srq {
+        failed.extend(srq.rq.lock().rq.take_pending_of(s.qp_num));
+    }
+    for p in failed {
+        p.fail();
+    }
 }
 
 /// States in which a QP accepts incoming messages.

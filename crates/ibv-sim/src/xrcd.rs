@@ -5,6 +5,10 @@
 //! not and `O_CREAT` is missing). A domain in use by XRC SRQs or QPs is
 //! not closed (`EBUSY`).
 
+// The table entries' safety contract is the C API contract of the inline
+// verb that calls them.
+#![allow(clippy::missing_safety_doc)]
+
 use core::ffi::c_int;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -12,9 +16,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use parking_lot::Mutex;
 use verbs_abi::{ibv_context, ibv_xrcd, ibv_xrcd_init_attr, verbs_context};
 
-use super::Users;
+use crate::child::Users;
 use crate::registry::Kind;
-use crate::{context, guard, objects};
+use crate::{child, context, guard};
 
 /// `ibv_xrcd_init_attr_mask`.
 const ATTR_FD: u32 = 1;
@@ -47,7 +51,7 @@ pub(super) fn install(vctx: &mut verbs_context) {
 
 /// A live XRC domain and its context.
 pub fn get(x: *mut ibv_xrcd) -> Result<(&'static context::SimContext, &'static SimXrcd), c_int> {
-    objects::get(x.cast::<SimXrcd>(), Kind::Xrcd)
+    child::get(x.cast::<SimXrcd>(), Kind::Xrcd)
 }
 
 /// `verbs_context.open_xrcd` (the inline `ibv_open_xrcd`).
@@ -80,7 +84,7 @@ pub unsafe extern "C" fn sim_open_xrcd(
             Some((stat.st_dev, stat.st_ino))
         };
         let domain = attach(inode, a.oflags)?;
-        let r = objects::create(sim, Kind::Xrcd, |_| {
+        let r = child::create(sim, Kind::Xrcd, |_| {
             Ok(SimXrcd {
                 xrcd: ibv_xrcd { context: sim.ibv() },
                 domain,
@@ -138,7 +142,7 @@ fn detach(inode: Option<Inode>) {
 /// while XRC SRQs or QPs use the domain.
 pub unsafe extern "C" fn sim_close_xrcd(x: *mut ibv_xrcd) -> c_int {
     guard::errval(|| {
-        objects::destroy(x.cast::<SimXrcd>(), Kind::Xrcd, |d| {
+        child::destroy(x.cast::<SimXrcd>(), Kind::Xrcd, |d| {
             d.users.idle()?;
             detach(d.inode);
             Ok(())

@@ -8,6 +8,10 @@
 //! on the SRQ's CQ with the receive QP's number, and scatters it through
 //! the SRQ's PD.
 
+// The table entries' safety contract is the C API contract of the inline
+// verb that calls them.
+#![allow(clippy::missing_safety_doc)]
+
 use core::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -15,10 +19,10 @@ use std::sync::Arc;
 use once_cell::sync::Lazy;
 use verbs_abi::{ibv_srq, ibv_srq_attr, verbs_context};
 
-use super::xrcd::{self, SimXrcd};
 use crate::cq::{self, CqShared, SimCq};
 use crate::registry::Sharded;
 use crate::srq::{self, SrqShared};
+use crate::xrcd::{self, SimXrcd};
 use crate::{context, guard};
 
 /// An XRC SRQ's part the data path uses.
@@ -90,12 +94,14 @@ pub fn create_srq(
         }),
     );
     BY_ADDR.insert(s as usize, num);
+    // SAFETY: as above; written before the program has the SRQ.
+    unsafe { (*s.cast::<srq::SimSrq>()).release = Some(srq_gone) };
     Ok(s)
 }
 
-/// Called by `srq::destroy` (under the context lock) for every SRQ it
-/// frees: an XRC SRQ gives its domain and CQ back.
-pub fn srq_gone(srq: usize) {
+/// An XRC SRQ's `SimSrq::release` (`srq::destroy` runs it under the
+/// context lock): gives its domain and CQ back.
+fn srq_gone(srq: usize) {
     let Some(num) = BY_ADDR.remove(srq) else {
         return;
     };
