@@ -133,3 +133,10 @@ fn xsrq_pingpong_between_processes() {
 fn xsrq_pingpong_two_clients_with_events() {
     xsrq_pingpong(2, &["-n", "20", "-e"]);
 }
+
+/// Receive WQs (state machine, posting), RWQ indirection tables, flow
+/// steering rules, flow actions and counters as control-path objects.
+#[test]
+fn wqs_flows_and_counters() {
+    run_c("obj_control");
+}

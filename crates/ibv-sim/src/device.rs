@@ -43,6 +43,10 @@ pub mod limits {
     pub const MAX_MW: i32 = 1 << 16;
     /// Device memory per allocation (`max_dm_size`), bytes.
     pub const MAX_DM_SIZE: u64 = 256 * 1024;
+    /// Receive WQs, and RWQ indirection tables (of up to 1 << 8 entries).
+    pub const MAX_WQ: u32 = 1 << 14;
+    pub const MAX_RWQ_IND_TABLES: u32 = 64;
+    pub const LOG_MAX_RWQ_IND_TABLE_SIZE: u32 = 8;
     /// Clock of completion timestamps, kHz (1 GHz: one tick per ns).
     pub const HCA_CORE_CLOCK_KHZ: u64 = 1_000_000;
 }
@@ -199,6 +203,10 @@ impl SimDevice {
         a.device_cap_flags_ex = u64::from(self.device_cap_flags());
         a.phys_port_cnt_ex = u32::from(self.phys_ports());
         a.max_dm_size = limits::MAX_DM_SIZE;
+        // WQs and indirection tables exist as objects; no QP type does RSS.
+        a.max_wq_type_rq = limits::MAX_WQ;
+        a.rss_caps.max_rwq_indirection_tables = limits::MAX_RWQ_IND_TABLES;
+        a.rss_caps.max_rwq_indirection_table_size = 1 << limits::LOG_MAX_RWQ_IND_TABLE_SIZE;
         a
     }
 

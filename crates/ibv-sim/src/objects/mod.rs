@@ -10,6 +10,9 @@
 //! | `crate::xrc` | XRC SRQs, where XRC sends land (XRC QPs are `qp`'s) | `create_srq_ex`, `get_srq_num` |
 //! | `dm` | device memory, `ibv_reg_dm_mr` | `alloc_dm` / `free_dm` / `reg_dm_mr` |
 //! | `domain` | thread domains, parent domains | `alloc_td` / `dealloc_td` / `alloc_parent_domain` |
+//! | `flow` | flow steering rules, flow actions (ESP) | `ibv_create_flow` / `ibv_destroy_flow`, `create` / `modify` / `destroy_flow_action(_esp)` |
+//! | `counters` | flow counters | `create_counters` / `attach_counters_point_flow` / `read_counters` / `destroy_counters` |
+//! | `wq` | receive WQs, RWQ indirection tables | `create_wq` / `modify_wq` / `destroy_wq`, `create_rwq_ind_table` / `destroy_rwq_ind_table` |
 //!
 //! XRC domains and SRQs (`crate::xrcd`, `crate::xrc`) and the windows'
 //! state (`crate::mw`) live below the QPs and the data path, which use
@@ -17,9 +20,12 @@
 //! contract is the C API contract of the inline verb that calls them.
 #![allow(clippy::missing_safety_doc)]
 
+pub mod counters;
 pub mod dm;
 pub mod domain;
+pub mod flow;
 pub mod mw;
+pub mod wq;
 
 use verbs_abi::verbs_context;
 
@@ -31,4 +37,7 @@ pub fn install(vctx: &mut verbs_context) {
     dm::install(vctx);
     domain::install(vctx);
     crate::xrc::install(vctx);
+    wq::install(vctx);
+    flow::install(vctx);
+    counters::install(vctx);
 }

@@ -227,6 +227,8 @@ pub struct SimQp {
     srq: *const SimSrq,
     /// `IBV_QPT_XRC_RECV`: its XRC domain (NULL otherwise).
     xrcd: *const crate::xrcd::SimXrcd,
+    /// Flow steering rules attached (`objects::flow`); valid all-zero.
+    pub users: AtomicU32,
 }
 
 /// Members of each multicast group, by GID.
@@ -597,7 +599,7 @@ pub fn destroy(qp: *mut ibv_qp) -> Result<(), c_int> {
         if !registry::is_live(qp as usize, Kind::Qp) {
             return Err(libc::EINVAL);
         }
-        if !s.st.lock().mcast.is_empty() {
+        if !s.st.lock().mcast.is_empty() || q.users.load(Ordering::Relaxed) > 0 {
             return Err(libc::EBUSY);
         }
         OBJECTS.remove(qp as usize);
