@@ -140,3 +140,11 @@ fn xsrq_pingpong_two_clients_with_events() {
 fn wqs_flows_and_counters() {
     run_c("obj_control");
 }
+
+/// XRC in one process: XRC SRQs and QPs with their errno, ibv_get_srq_num,
+/// ibv_open_qp (the QP outlives its first handle), a send landing in the
+/// SRQ it names, and a wrong SRQ number.
+#[test]
+fn xrc_srqs_and_qps() {
+    run_c("obj_xrc");
+}

@@ -67,6 +67,8 @@ const CAP_N_NOTIFY_CQ: u32 = verbs_abi::ibv_device_cap_flags::IBV_DEVICE_N_NOTIF
 const CAP_MEM_WINDOW: u32 = verbs_abi::ibv_device_cap_flags::IBV_DEVICE_MEM_WINDOW as u32;
 const CAP_MEM_WINDOW_TYPE_2B: u32 =
     verbs_abi::ibv_device_cap_flags::IBV_DEVICE_MEM_WINDOW_TYPE_2B as u32;
+/// XRC domains, SRQs and QPs (`xrcd`, `xrc`).
+const CAP_XRC: u32 = verbs_abi::ibv_device_cap_flags::IBV_DEVICE_XRC as u32;
 
 /// The `ibv_device` handed to programs; its address is stable for the process.
 pub struct DeviceCell(UnsafeCell<ibv_device>);
@@ -137,7 +139,8 @@ impl SimDevice {
             | CAP_RC_RNR_NAK_GEN
             | CAP_N_NOTIFY_CQ
             | CAP_MEM_WINDOW
-            | CAP_MEM_WINDOW_TYPE_2B;
+            | CAP_MEM_WINDOW_TYPE_2B
+            | CAP_XRC;
         if self.family.srq_resize {
             f |= CAP_SRQ_RESIZE;
         }

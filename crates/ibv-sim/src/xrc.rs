@@ -51,6 +51,16 @@ static NEXT_NUM: AtomicU32 = AtomicU32::new(1);
 
 pub(super) fn install(vctx: &mut verbs_context) {
     vctx.get_srq_num = Some(sim_get_srq_num);
+    vctx.open_qp = Some(sim_open_qp);
+}
+
+/// `verbs_context.open_qp` (the inline `ibv_open_qp`): another handle of
+/// an XRC receive QP (`qp::open_xrc`).
+pub unsafe extern "C" fn sim_open_qp(
+    ctx: *mut verbs_abi::ibv_context,
+    attr: *mut verbs_abi::ibv_qp_open_attr,
+) -> *mut verbs_abi::ibv_qp {
+    guard::ptr(|| crate::qp::open_xrc(ctx, attr))
 }
 
 /// `ibv_create_srq_ex` with `IBV_SRQT_XRC` (from `exports::ops`): the SRQ,

@@ -156,6 +156,9 @@ pub struct QpShared {
     pub pd: usize,
     /// An XRC receive QP's domain (`SimXrcd::domain`; 0 otherwise).
     pub xrc_domain: usize,
+    /// `ibv_qp` handles of this QP: 1, more for an XRC receive QP that
+    /// `ibv_open_qp` opened again; the QP lives until the last goes.
+    handles: AtomicU32,
     pub sq_sig_all: bool,
     pub cap: ibv_qp_cap,
     pub send_cq: Arc<CqShared>,
@@ -410,6 +413,7 @@ pub fn create(pd_ptr: *mut ibv_pd, init: &mut QpInit) -> Result<*mut ibv_qp, c_i
         dev: ctx.dev,
         pd: pd.map_or(0, |p| p.base()),
         xrc_domain: xrcd.map_or(0, |x| x.domain),
+        handles: AtomicU32::new(1),
         sq_sig_all: init.sq_sig_all != 0,
         cap: *cap,
         send_cq: send_shared,
@@ -595,7 +599,7 @@ pub fn destroy(qp: *mut ibv_qp) -> Result<(), c_int> {
     let (ctx, q) = get(qp)?;
     let s = &q.shared;
     {
-        let _st = ctx.lock_open()?;
+        let mut st = ctx.lock_open()?;
         if !registry::is_live(qp as usize, Kind::Qp) {
             return Err(libc::EINVAL);
         }
@@ -603,6 +607,21 @@ pub fn destroy(qp: *mut ibv_qp) -> Result<(), c_int> {
             return Err(libc::EBUSY);
         }
         OBJECTS.remove(qp as usize);
+        if s.handles.fetch_sub(1, Ordering::Relaxed) > 1 {
+            // Another handle of an XRC receive QP keeps the QP.
+            // SAFETY: its XRC domain is live: the handle counts as a user.
+            unsafe { (*q.xrcd).users.give() };
+            st.children -= 1;
+            drop(st);
+            // The QP publishes its state into the handle it was created
+            // with (`QpShared::addr`): that one stays allocated (a small
+            // leak, only when it goes before a handle `ibv_open_qp` made).
+            if s.addr != qp as usize {
+                // SAFETY: allocated by Box in `open_xrc`, unregistered above.
+                drop(unsafe { Box::from_raw(qp as *mut SimQp) });
+            }
+            return Ok(());
+        }
         QPS.remove(s.qp_num);
         crate::fabric::free_qpn(s.qp_num);
     }
@@ -699,6 +718,82 @@ pub fn create_ex(
     // SAFETY: as above.
     unsafe { (*attr).cap = init.cap };
     Ok(q)
+}
+
+/// `ibv_qp_open_attr_mask` bits.
+const OPEN_NUM: u32 = 1;
+const OPEN_XRCD: u32 = 1 << 1;
+const OPEN_CONTEXT: u32 = 1 << 2;
+const OPEN_TYPE: u32 = 1 << 3;
+
+/// `ibv_open_qp`: another handle of an XRC receive QP of this process,
+/// found by number in the XRC domain `attr.xrcd` names (`EINVAL` if none).
+pub fn open_xrc(
+    ctx: *mut ibv_context,
+    attr: *mut verbs_abi::ibv_qp_open_attr,
+) -> Result<*mut ibv_qp, c_int> {
+    let sim = context::from_ibv(ctx)?;
+    if attr.is_null() {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: attr points at the caller's struct; the enum read as an int.
+    let (mask, num, xrcd, qp_context, ty) = unsafe {
+        (
+            (*attr).comp_mask,
+            (*attr).qp_num,
+            (*attr).xrcd,
+            (*attr).qp_context,
+            addr_of!((*attr).qp_type).cast::<c_int>().read(),
+        )
+    };
+    let needed = OPEN_NUM | OPEN_XRCD | OPEN_TYPE;
+    if mask & !(needed | OPEN_CONTEXT) != 0 || mask & needed != needed {
+        return Err(libc::EINVAL);
+    }
+    if ty != qp_state::QPT_XRC_RECV {
+        return Err(libc::EINVAL);
+    }
+    let (xctx, x) = crate::xrcd::get(xrcd)?;
+    if !core::ptr::eq(xctx, sim) {
+        return Err(libc::EINVAL);
+    }
+    let shared = QPS
+        .get(num)
+        .filter(|s| s.qp_type == qp_state::QPT_XRC_RECV && s.xrc_domain == x.domain)
+        .ok_or(libc::EINVAL)?;
+    let mut st = sim.lock_open()?;
+    if !registry::is_live(xrcd as usize, Kind::Xrcd) {
+        return Err(libc::EINVAL);
+    }
+    let state = shared.st.lock().state;
+    let mut b = Box::<SimQp>::new_zeroed();
+    let raw = b.as_mut_ptr();
+    // SAFETY: as in `create`: every field not valid as zero is written.
+    let raw = unsafe {
+        let q = addr_of_mut!((*raw).qp);
+        addr_of_mut!((*q).context).write(sim.ibv());
+        if mask & OPEN_CONTEXT != 0 {
+            addr_of_mut!((*q).qp_context).write(qp_context);
+        }
+        addr_of_mut!((*q).handle).write(st.handle());
+        addr_of_mut!((*q).qp_num).write(num);
+        addr_of_mut!((*q).state).cast::<c_int>().write(state);
+        addr_of_mut!((*q).qp_type).cast::<c_int>().write(ty);
+        addr_of_mut!((*raw).shared).write(shared.clone());
+        addr_of_mut!((*raw).xrcd).write(x);
+        Box::into_raw(b.assume_init())
+    };
+    shared.handles.fetch_add(1, Ordering::Relaxed);
+    x.users.take();
+    st.children += 1;
+    OBJECTS.insert(
+        raw as usize,
+        Entry {
+            kind: Kind::Qp,
+            ctx: sim.addr(),
+        },
+    );
+    Ok(raw.cast())
 }
 
 /// Fails the messages parked on `s`'s receive queue (or destined to `s`
