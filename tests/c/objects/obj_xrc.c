@@ -143,6 +143,30 @@ int main(void)
 	wc = poll_one(cqa);
 	CHECK(wc.wr_id == 7 && wc.status == IBV_WC_REM_INV_REQ_ERR);
 
+	/* The extended post API: ibv_wr_send with ibv_wr_set_xrc_srqn. */
+	struct ibv_qp *recv2 = ibv_create_qp_ex(b, &ra);
+	sx.comp_mask |= IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+	sx.send_ops_flags = IBV_QP_EX_WITH_SEND;
+	struct ibv_qp *sendx = ibv_create_qp_ex(a, &sx);
+	CHECK(recv2 && sendx && ibv_qp_to_qp_ex(sendx));
+	connect(sendx, recv2->qp_num, pb.lid, 0);
+	connect(recv2, sendx->qp_num, 0, 1);
+	bw.wr_id = 43;
+	CHECK(ibv_post_srq_recv(srq, &bw, &bad_r) == 0);
+	struct ibv_qp_ex *x = ibv_qp_to_qp_ex(sendx);
+	ibv_wr_start(x);
+	x->wr_id = 8;
+	x->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_send(x);
+	ibv_wr_set_xrc_srqn(x, srqn);
+	ibv_wr_set_sge(x, mra->lkey, (uintptr_t)abuf, 4);
+	CHECK(ibv_wr_complete(x) == 0);
+	wc = poll_one(cqa);
+	CHECK(wc.wr_id == 8 && wc.status == IBV_WC_SUCCESS);
+	wc = poll_one(cqb);
+	CHECK(wc.wr_id == 43 && wc.status == IBV_WC_SUCCESS && wc.qp_num == recv2->qp_num);
+	CHECK(ibv_destroy_qp(recv2) == 0 && ibv_destroy_qp(sendx) == 0);
+
 	CHECK(ibv_destroy_qp(opened) == 0 && ibv_destroy_qp(send) == 0);
 	CHECK(ibv_destroy_srq(srq) == 0);
 	CHECK(ibv_close_xrcd(xrcd) == 0);

@@ -100,7 +100,7 @@ pub unsafe extern "C" fn sim_create_qp_ex(
                     | WITH_SEND_WITH_INV
             }
             QPT_UC => send | write,
-            QPT_UD => send,
+            QPT_UD | crate::qp_state::QPT_XRC_SEND => send,
             _ => 0,
         };
         // TSO and atomic write are not simulated.
@@ -216,6 +216,7 @@ fn op(x: *mut ibv_qp_ex, opcode: c_int, fill: impl FnOnce(&mut Wr)) {
                 lkey: 0,
             },
             bind: None,
+            xrc_srqn: 0,
         };
         fill(&mut w);
         b.wrs.push(w);
@@ -342,6 +343,7 @@ fn post(q: *mut ibv_qp, b: &mut Batch) -> c_int {
         r.num_sge = n as c_int;
         r.send_flags = (w.flags & WR_FLAGS) | if inline { SEND_INLINE } else { 0 };
         r.imm_data = w.imm;
+        r.qp_type.xrc.remote_srqn = w.xrc_srqn;
         // SAFETY: the opcode is an int-sized C enum, written as an int
         // from the ibv_wr_opcode values above; the union members are
         // plain data, each written for the opcodes that read it.
@@ -559,15 +561,19 @@ unsafe extern "C" fn wr_send_inv(x: *mut ibv_qp_ex, rkey: u32) {
     op(x, WR_SEND_WITH_INV, |w| w.imm = rkey)
 }
 
+/// The remote XRC SRQ of the request being built.
+unsafe extern "C" fn wr_set_xrc_srqn(x: *mut ibv_qp_ex, srqn: u32) {
+    set(x, |w| {
+        w.xrc_srqn = srqn;
+        Ok(())
+    })
+}
+
 // Operations the sim does not simulate: `ibv_create_qp_ex` refuses their
 // send ops, and a program that calls them anyway gets EOPNOTSUPP from
 // `ibv_wr_complete` instead of a jump through NULL.
 
 unsafe extern "C" fn wr_send_tso(x: *mut ibv_qp_ex, _hdr: *mut c_void, _hdr_sz: u16, _mss: u16) {
-    fail(x, libc::EOPNOTSUPP)
-}
-
-unsafe extern "C" fn wr_set_xrc_srqn(x: *mut ibv_qp_ex, _srqn: u32) {
     fail(x, libc::EOPNOTSUPP)
 }
 

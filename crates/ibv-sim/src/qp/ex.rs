@@ -103,4 +103,6 @@ pub(crate) struct Wr {
     pub(crate) inline_sge: ibv_sge,
     /// `ibv_wr_bind_mw`: the window and what to bind it to.
     pub(crate) bind: Option<(*mut verbs_abi::ibv_mw, verbs_abi::ibv_mw_bind_info)>,
+    /// XRC send QPs: the remote SRQ (`ibv_wr_set_xrc_srqn`).
+    pub(crate) xrc_srqn: u32,
 }
