@@ -8,7 +8,11 @@
 //! The real `ibv_xsrq_pingpong` (ibverbs-utils) runs between processes on
 //! the sim's fabric: XRC domains, XRC SRQs, XRC send and receive QPs.
 //!
-//! Needs gcc, libibverbs-dev, ibverbs-utils and a built sim (`make test`).
+//! pyverbs (python3-pyverbs) makes the same objects through its own
+//! Cython wrappers of the inline verbs.
+//!
+//! Needs gcc, libibverbs-dev, ibverbs-utils, python3-pyverbs and a built
+//! sim (`make test`).
 
 mod common;
 
@@ -147,4 +151,58 @@ fn wqs_flows_and_counters() {
 #[test]
 fn xrc_srqs_and_qps() {
     run_c("obj_xrc");
+}
+
+/// pyverbs, a third-party user of the inline verbs: memory windows of both
+/// types, device memory with copies and an MR on it, a parent domain with
+/// an MR, an XRC domain with an XRC SRQ and its number.
+#[test]
+fn pyverbs_makes_the_objects_on_the_sim() {
+    let script = "import os\n\
+        import pyverbs.device as d, pyverbs.pd as pdm, pyverbs.mr as mrm\n\
+        import pyverbs.xrcd as xm, pyverbs.srq as sm, pyverbs.cq as cqm\n\
+        import pyverbs.enums as e\n\
+        ctx = d.Context(name='mlx5_0')\n\
+        pd = pdm.PD(ctx)\n\
+        cq = cqm.CQ(ctx, 8)\n\
+        mw1 = mrm.MW(pd, e.IBV_MW_TYPE_1)\n\
+        mw2 = mrm.MW(pd, e.IBV_MW_TYPE_2)\n\
+        print('mw', mw1.type, mw2.type, mw1.rkey != mw2.rkey)\n\
+        dm = d.DM(ctx, d.AllocDmAttr(length=4096))\n\
+        dm.copy_to_dm(8, b'hello dm', 8)\n\
+        print('dm', dm.copy_from_dm(8, 8))\n\
+        dmmr = mrm.DMMR(pd, 1024, e.IBV_ACCESS_ZERO_BASED | e.IBV_ACCESS_LOCAL_WRITE, dm, 0)\n\
+        print('dm mr', dmmr.lkey > 0)\n\
+        dmmr.close(); dm.close()\n\
+        ppd = pdm.ParentDomain(ctx, attr=pdm.ParentDomainInitAttr(pd=pd))\n\
+        mr = mrm.MR(ppd, 4096, e.IBV_ACCESS_LOCAL_WRITE)\n\
+        print('parent domain mr', mr.lkey > 0)\n\
+        mr.close(); ppd.close()\n\
+        xrcd = xm.XRCD(ctx, xm.XRCDInitAttr(e.IBV_XRCD_INIT_ATTR_FD | e.IBV_XRCD_INIT_ATTR_OFLAGS, os.O_CREAT, -1))\n\
+        sa = sm.SrqInitAttrEx(max_wr=4, max_sge=1)\n\
+        sa.srq_type = e.IBV_SRQT_XRC\n\
+        sa.pd = pd\n\
+        sa.xrcd = xrcd\n\
+        sa.cq = cq\n\
+        sa.comp_mask = e.IBV_SRQ_INIT_ATTR_TYPE | e.IBV_SRQ_INIT_ATTR_PD | e.IBV_SRQ_INIT_ATTR_CQ | e.IBV_SRQ_INIT_ATTR_XRCD\n\
+        srq = sm.SRQ(ctx, sa)\n\
+        print('xrc srq num', srq.get_srq_num() > 0)\n\
+        srq.close(); xrcd.close(); mw1.close(); mw2.close()\n\
+        cq.close(); pd.close(); ctx.close()\n\
+        print('pyverbs objects done')\n";
+    let mut cmd = on_sim("/usr/bin/python3");
+    cmd.env("IBV_SIM_DEVICES", "mlx5_0").args(["-c", script]);
+    let out = run(&mut cmd);
+    let text = stdout(&out);
+    assert!(
+        out.status.success()
+            && text.contains("mw 1 2 True")
+            && text.contains("dm b'hello dm'")
+            && text.contains("dm mr True")
+            && text.contains("parent domain mr True")
+            && text.contains("xrc srq num True")
+            && text.contains("pyverbs objects done"),
+        "{}",
+        describe(&cmd, &out)
+    );
 }
