@@ -1,18 +1,18 @@
 //! Thread domains (`ibv_alloc_td` / `ibv_dealloc_td`) and parent domains
-//! (`ibv_alloc_parent_domain`): a parent domain is a PD (`SimPd`,
+//! (`ibv_alloc_parent_domain`): a parent domain is a PD (`pd::ParentPd`,
 //! registered as one, freed by `ibv_dealloc_pd`) usable wherever a PD is;
 //! the keys and QPs made on it belong to the PD it wraps (`SimPd::base`).
 //! The PD and TD it uses cannot be freed before it (`EBUSY`).
 
 use core::ffi::c_int;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 
 use verbs_abi::{
     ibv_context, ibv_parent_domain_init_attr, ibv_pd, ibv_td, ibv_td_init_attr, verbs_context,
 };
 
 use crate::child::Users;
-use crate::pd::{self, SimPd};
+use crate::pd::{self, ParentPd};
 use crate::registry::{self, Kind};
 use crate::{child, context, guard};
 
@@ -102,30 +102,16 @@ pub unsafe extern "C" fn sim_alloc_parent_domain(
             if let Some((_, t)) = td {
                 t.users.take();
             }
-            Ok(SimPd {
-                pd: ibv_pd {
-                    context: sim.ibv(),
-                    handle: st.handle(),
-                },
-                users: AtomicU32::new(0),
-                base: a.pd as usize,
-                td: a.td as usize,
-                release: Some(release),
-            })
+            let pd = ibv_pd {
+                context: sim.ibv(),
+                handle: st.handle(),
+            };
+            Ok(ParentPd::new(
+                pd,
+                base,
+                td.map_or(core::ptr::null(), |(_, t)| &t.users),
+            ))
         })?;
         Ok(p.cast())
     })
-}
-
-/// A parent domain's `SimPd::release` (`pd::dealloc` runs it under the
-/// context lock): gives back its PD and TD.
-fn release(p: &SimPd) {
-    // SAFETY: the wrapped PD is live: it counts this parent domain as a user.
-    unsafe { &*(p.base as *const SimPd) }
-        .users
-        .fetch_sub(1, Ordering::Relaxed);
-    if p.td != 0 {
-        // SAFETY: the TD is live: it counts this parent domain as a user.
-        unsafe { &*(p.td as *const SimTd) }.users.give();
-    }
 }
