@@ -6,13 +6,15 @@
 #   make bench      the cost of the shim, measured against the real thing
 #   make header     regenerate include/infiniband/verbs.h (pinned cbindgen)
 #   make lint       cargo fmt --check and clippy -D warnings
+#   make install    install under PREFIX (default /usr/local), staged in DESTDIR
+#   make uninstall  remove what make install put there
 
 CARGO  ?= cargo
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 TARGET := target
 REL    := $(TARGET)/release
 
-.PHONY: all build deps demo test bench header lint abi-snapshot clean
+.PHONY: all build deps demo test bench header lint abi-snapshot clean install uninstall
 
 all: build
 
@@ -52,3 +54,56 @@ abi-snapshot:
 
 clean:
 	$(CARGO) clean
+
+# Installed layout (the launcher finds the shim and the sim in
+# ../lib/ibv-shim from its own directory, so LIBDIR must stay PREFIX/lib):
+#   BINDIR/ibv-shim                       the launcher
+#   PKGLIBDIR/libibv_shim.so              the shim, to preload
+#   PKGLIBDIR/dropin/libibverbs.so.1, .so the shim under the real library's names
+#   PKGLIBDIR/sim/libibverbs.so.1, .so    ibv-sim
+#   INCLUDEDIR/ibv-shim/infiniband/verbs.h, PKGCONFIGDIR/ibv-shim.pc
+#   MANDIR/man1/ibv-shim.1, MANDIR/man7/ibv-shim.7
+PREFIX       ?= /usr/local
+DESTDIR      ?=
+BINDIR       := $(PREFIX)/bin
+LIBDIR       := $(PREFIX)/lib
+PKGLIBDIR    := $(LIBDIR)/ibv-shim
+INCLUDEDIR   := $(PREFIX)/include
+PKGCONFIGDIR := $(LIBDIR)/pkgconfig
+MANDIR       := $(PREFIX)/share/man
+VERSION      := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
+INSTALLED    := $(BINDIR)/ibv-shim $(PKGLIBDIR)/libibv_shim.so \
+	$(PKGLIBDIR)/dropin/libibverbs.so.1 $(PKGLIBDIR)/dropin/libibverbs.so \
+	$(PKGLIBDIR)/sim/libibverbs.so.1 $(PKGLIBDIR)/sim/libibverbs.so \
+	$(INCLUDEDIR)/ibv-shim/infiniband/verbs.h $(PKGCONFIGDIR)/ibv-shim.pc \
+	$(MANDIR)/man1/ibv-shim.1 $(MANDIR)/man7/ibv-shim.7
+# Removed by uninstall when empty (deepest first).
+INSTALLED_DIRS := $(PKGLIBDIR)/dropin $(PKGLIBDIR)/sim $(PKGLIBDIR) \
+	$(INCLUDEDIR)/ibv-shim/infiniband $(INCLUDEDIR)/ibv-shim
+
+# Installs what `make` built; it builds nothing (so `sudo make install`
+# leaves no root-owned files in target/). REL=DIR installs another build.
+install:
+	@for f in ibv-shim libibv_shim.so libibv_sim.so; do \
+		test -f $(REL)/$$f || { echo "make install: $(REL)/$$f is missing: run make first" >&2; exit 1; }; \
+	done
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(PKGLIBDIR)/dropin $(DESTDIR)$(PKGLIBDIR)/sim \
+		$(DESTDIR)$(INCLUDEDIR)/ibv-shim/infiniband $(DESTDIR)$(PKGCONFIGDIR) \
+		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man7
+	install -m 755 $(REL)/ibv-shim $(DESTDIR)$(BINDIR)/ibv-shim
+	install -m 755 $(REL)/libibv_shim.so $(DESTDIR)$(PKGLIBDIR)/libibv_shim.so
+	ln -sf ../libibv_shim.so $(DESTDIR)$(PKGLIBDIR)/dropin/libibverbs.so.1
+	ln -sf libibverbs.so.1 $(DESTDIR)$(PKGLIBDIR)/dropin/libibverbs.so
+	install -m 755 $(REL)/libibv_sim.so $(DESTDIR)$(PKGLIBDIR)/sim/libibverbs.so.1
+	ln -sf libibverbs.so.1 $(DESTDIR)$(PKGLIBDIR)/sim/libibverbs.so
+	install -m 644 include/infiniband/verbs.h $(DESTDIR)$(INCLUDEDIR)/ibv-shim/infiniband/verbs.h
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
+		-e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' \
+		ibv-shim.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/ibv-shim.pc
+	chmod 644 $(DESTDIR)$(PKGCONFIGDIR)/ibv-shim.pc
+	install -m 644 man/ibv-shim.1 $(DESTDIR)$(MANDIR)/man1/ibv-shim.1
+	install -m 644 man/ibv-shim.7 $(DESTDIR)$(MANDIR)/man7/ibv-shim.7
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
+	-rmdir $(addprefix $(DESTDIR),$(INSTALLED_DIRS)) 2>/dev/null || true

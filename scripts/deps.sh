@@ -10,6 +10,8 @@ set -eu
 CBINDGEN_VERSION=0.27.0
 PACKAGES="libibverbs-dev ibverbs-utils ibverbs-providers gcc make binutils lld util-linux valgrind ltrace python3-jsonschema"
 PACKAGES="$PACKAGES librdmacm-dev rdmacm-utils perftest qperf libfabric-bin ucx-utils python3-pyverbs"
+# `make install` and tests/install.rs: the .pc file, rendering the man pages.
+PACKAGES="$PACKAGES pkg-config man-db groff-base"
 
 missing=""
 for p in $PACKAGES; do

@@ -5,21 +5,16 @@
 
 use core::ffi::c_int;
 
-use verbs_abi::ibv_send_flags::*;
-use verbs_abi::ibv_wc_flags::*;
-use verbs_abi::ibv_wc_opcode::*;
-use verbs_abi::ibv_wc_status::*;
-use verbs_abi::ibv_wr_opcode::*;
-
-/// `NAME: type = ENUM_VALUE` for each pair.
+/// `const NAME: type = verbs_abi::ENUM::VALUE as type;` for each pair:
+/// `values!(pub c_int: ibv_wc_status { WC_SUCCESS = IBV_WC_SUCCESS, .. })`.
 macro_rules! values {
-    ($ty:ty: $($name:ident = $value:ident),* $(,)?) => {
-        $(pub const $name: $ty = $value as $ty;)*
+    ($vis:vis $ty:ty: $enum:ident { $($name:ident = $value:ident),* $(,)? }) => {
+        $($vis const $name: $ty = verbs_abi::$enum::$value as $ty;)*
     };
 }
+pub(crate) use values;
 
-// `ibv_wc_opcode`.
-values!(c_int:
+values!(pub c_int: ibv_wc_opcode {
     WC_SEND = IBV_WC_SEND,
     WC_RDMA_WRITE = IBV_WC_RDMA_WRITE,
     WC_RDMA_READ = IBV_WC_RDMA_READ,
@@ -29,10 +24,9 @@ values!(c_int:
     WC_RECV_RDMA_WITH_IMM = IBV_WC_RECV_RDMA_WITH_IMM,
     WC_BIND_MW = IBV_WC_BIND_MW,
     WC_LOCAL_INV = IBV_WC_LOCAL_INV,
-);
+});
 
-// `ibv_wc_status`.
-values!(c_int:
+values!(pub c_int: ibv_wc_status {
     WC_SUCCESS = IBV_WC_SUCCESS,
     WC_LOC_LEN_ERR = IBV_WC_LOC_LEN_ERR,
     WC_LOC_PROT_ERR = IBV_WC_LOC_PROT_ERR,
@@ -43,10 +37,9 @@ values!(c_int:
     WC_RETRY_EXC_ERR = IBV_WC_RETRY_EXC_ERR,
     WC_RNR_RETRY_EXC_ERR = IBV_WC_RNR_RETRY_EXC_ERR,
     WC_MW_BIND_ERR = IBV_WC_MW_BIND_ERR,
-);
+});
 
-// `ibv_wr_opcode`.
-values!(c_int:
+values!(pub c_int: ibv_wr_opcode {
     WR_RDMA_WRITE = IBV_WR_RDMA_WRITE,
     WR_RDMA_WRITE_WITH_IMM = IBV_WR_RDMA_WRITE_WITH_IMM,
     WR_SEND = IBV_WR_SEND,
@@ -57,20 +50,18 @@ values!(c_int:
     WR_LOCAL_INV = IBV_WR_LOCAL_INV,
     WR_BIND_MW = IBV_WR_BIND_MW,
     WR_SEND_WITH_INV = IBV_WR_SEND_WITH_INV,
-);
+});
 
-// `ibv_send_flags`.
-values!(u32:
+values!(pub u32: ibv_send_flags {
     SEND_FENCE = IBV_SEND_FENCE,
     SEND_SIGNALED = IBV_SEND_SIGNALED,
     SEND_SOLICITED = IBV_SEND_SOLICITED,
     SEND_INLINE = IBV_SEND_INLINE,
     SEND_IP_CSUM = IBV_SEND_IP_CSUM,
-);
+});
 
-// `ibv_wc_flags`.
-values!(u32:
+values!(pub u32: ibv_wc_flags {
     WC_GRH = IBV_WC_GRH,
     WC_WITH_IMM = IBV_WC_WITH_IMM,
     WC_WITH_INV = IBV_WC_WITH_INV,
-);
+});

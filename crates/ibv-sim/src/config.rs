@@ -15,12 +15,16 @@ pub const ENV_DEVICES: &str = "IBV_SIM_DEVICES";
 /// The device list when the variable is unset.
 pub const DEFAULT_DEVICES: &str = "mlx5_0,mlx5_1";
 
-/// `ibv_node_type` values used here.
-pub const NODE_CA: i32 = verbs_abi::ibv_node_type::IBV_NODE_CA as i32;
-pub const NODE_RNIC: i32 = verbs_abi::ibv_node_type::IBV_NODE_RNIC as i32;
-/// `ibv_transport_type` values used here.
-pub const TRANSPORT_IB: i32 = verbs_abi::ibv_transport_type::IBV_TRANSPORT_IB as i32;
-pub const TRANSPORT_IWARP: i32 = verbs_abi::ibv_transport_type::IBV_TRANSPORT_IWARP as i32;
+// `ibv_node_type` values used here.
+crate::abi::values!(pub i32: ibv_node_type {
+    NODE_CA = IBV_NODE_CA,
+    NODE_RNIC = IBV_NODE_RNIC,
+});
+// `ibv_transport_type` values used here.
+crate::abi::values!(pub i32: ibv_transport_type {
+    TRANSPORT_IB = IBV_TRANSPORT_IB,
+    TRANSPORT_IWARP = IBV_TRANSPORT_IWARP,
+});
 
 /// How a family derives its default node GUID.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

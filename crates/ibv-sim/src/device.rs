@@ -15,10 +15,12 @@ use verbs_abi::{
 
 use crate::config::{self, DeviceSpec, Family, GuidStyle};
 
-/// `ibv_gid_type` values.
-pub const GID_TYPE_IB: u32 = verbs_abi::ibv_gid_type::IBV_GID_TYPE_IB as u32;
-pub const GID_TYPE_ROCE_V1: u32 = verbs_abi::ibv_gid_type::IBV_GID_TYPE_ROCE_V1 as u32;
-pub const GID_TYPE_ROCE_V2: u32 = verbs_abi::ibv_gid_type::IBV_GID_TYPE_ROCE_V2 as u32;
+// `ibv_gid_type` values.
+crate::abi::values!(pub u32: ibv_gid_type {
+    GID_TYPE_IB = IBV_GID_TYPE_IB,
+    GID_TYPE_ROCE_V1 = IBV_GID_TYPE_ROCE_V1,
+    GID_TYPE_ROCE_V2 = IBV_GID_TYPE_ROCE_V2,
+});
 
 /// Device-wide limits (the same for every family; ConnectX-6-like).
 pub mod limits {
@@ -51,24 +53,26 @@ pub mod limits {
     pub const HCA_CORE_CLOCK_KHZ: u64 = 1_000_000;
 }
 
-/// `ibv_device_cap_flags` bits the sim reports.
-const CAP_RESIZE_MAX_WR: u32 = verbs_abi::ibv_device_cap_flags::IBV_DEVICE_RESIZE_MAX_WR as u32;
-const CAP_BAD_PKEY_CNTR: u32 = verbs_abi::ibv_device_cap_flags::IBV_DEVICE_BAD_PKEY_CNTR as u32;
-const CAP_BAD_QKEY_CNTR: u32 = verbs_abi::ibv_device_cap_flags::IBV_DEVICE_BAD_QKEY_CNTR as u32;
-const CAP_CHANGE_PHY_PORT: u32 = verbs_abi::ibv_device_cap_flags::IBV_DEVICE_CHANGE_PHY_PORT as u32;
-const CAP_PORT_ACTIVE_EVENT: u32 =
-    verbs_abi::ibv_device_cap_flags::IBV_DEVICE_PORT_ACTIVE_EVENT as u32;
-const CAP_SYS_IMAGE_GUID: u32 = verbs_abi::ibv_device_cap_flags::IBV_DEVICE_SYS_IMAGE_GUID as u32;
-const CAP_RC_RNR_NAK_GEN: u32 = verbs_abi::ibv_device_cap_flags::IBV_DEVICE_RC_RNR_NAK_GEN as u32;
-/// `IBV_DEVICE_SRQ_RESIZE`.
-pub const CAP_SRQ_RESIZE: u32 = verbs_abi::ibv_device_cap_flags::IBV_DEVICE_SRQ_RESIZE as u32;
-const CAP_N_NOTIFY_CQ: u32 = verbs_abi::ibv_device_cap_flags::IBV_DEVICE_N_NOTIFY_CQ as u32;
-/// Memory windows (`objects::mw`): type 1, and type 2B (bound to a QP).
-const CAP_MEM_WINDOW: u32 = verbs_abi::ibv_device_cap_flags::IBV_DEVICE_MEM_WINDOW as u32;
-const CAP_MEM_WINDOW_TYPE_2B: u32 =
-    verbs_abi::ibv_device_cap_flags::IBV_DEVICE_MEM_WINDOW_TYPE_2B as u32;
-/// XRC domains, SRQs and QPs (`xrcd`, `xrc`).
-const CAP_XRC: u32 = verbs_abi::ibv_device_cap_flags::IBV_DEVICE_XRC as u32;
+// `ibv_device_cap_flags` bits the sim reports.
+crate::abi::values!(u32: ibv_device_cap_flags {
+    CAP_RESIZE_MAX_WR = IBV_DEVICE_RESIZE_MAX_WR,
+    CAP_BAD_PKEY_CNTR = IBV_DEVICE_BAD_PKEY_CNTR,
+    CAP_BAD_QKEY_CNTR = IBV_DEVICE_BAD_QKEY_CNTR,
+    CAP_CHANGE_PHY_PORT = IBV_DEVICE_CHANGE_PHY_PORT,
+    CAP_PORT_ACTIVE_EVENT = IBV_DEVICE_PORT_ACTIVE_EVENT,
+    CAP_SYS_IMAGE_GUID = IBV_DEVICE_SYS_IMAGE_GUID,
+    CAP_RC_RNR_NAK_GEN = IBV_DEVICE_RC_RNR_NAK_GEN,
+    // Memory windows (`mw`): type 1, and type 2B (bound to a QP).
+    CAP_MEM_WINDOW = IBV_DEVICE_MEM_WINDOW,
+    CAP_MEM_WINDOW_TYPE_2B = IBV_DEVICE_MEM_WINDOW_TYPE_2B,
+    // XRC domains, SRQs and QPs (`xrcd`, `xrc`).
+    CAP_XRC = IBV_DEVICE_XRC,
+});
+// `IBV_DEVICE_SRQ_RESIZE`.
+crate::abi::values!(pub u32: ibv_device_cap_flags {
+    CAP_SRQ_RESIZE = IBV_DEVICE_SRQ_RESIZE,
+    CAP_N_NOTIFY_CQ = IBV_DEVICE_N_NOTIFY_CQ,
+});
 
 /// The `ibv_device` handed to programs; its address is stable for the process.
 pub struct DeviceCell(UnsafeCell<ibv_device>);

@@ -150,14 +150,14 @@ impl EventCounter {
 
 /// Async event kinds the sim raises (values of `ibv_event_type`).
 pub mod async_kind {
-    pub const CQ_ERR: i32 = verbs_abi::ibv_event_type::IBV_EVENT_CQ_ERR as i32;
-    pub const QP_FATAL: i32 = verbs_abi::ibv_event_type::IBV_EVENT_QP_FATAL as i32;
-    pub const SQ_DRAINED: i32 = verbs_abi::ibv_event_type::IBV_EVENT_SQ_DRAINED as i32;
-    pub const COMM_EST: i32 = verbs_abi::ibv_event_type::IBV_EVENT_COMM_EST as i32;
-    pub const SRQ_LIMIT_REACHED: i32 =
-        verbs_abi::ibv_event_type::IBV_EVENT_SRQ_LIMIT_REACHED as i32;
-    pub const QP_LAST_WQE_REACHED: i32 =
-        verbs_abi::ibv_event_type::IBV_EVENT_QP_LAST_WQE_REACHED as i32;
+    crate::abi::values!(pub i32: ibv_event_type {
+        CQ_ERR = IBV_EVENT_CQ_ERR,
+        QP_FATAL = IBV_EVENT_QP_FATAL,
+        SQ_DRAINED = IBV_EVENT_SQ_DRAINED,
+        COMM_EST = IBV_EVENT_COMM_EST,
+        SRQ_LIMIT_REACHED = IBV_EVENT_SRQ_LIMIT_REACHED,
+        QP_LAST_WQE_REACHED = IBV_EVENT_QP_LAST_WQE_REACHED,
+    });
 }
 
 /// One async event: its `ibv_event_type` and the element (object address

@@ -38,7 +38,7 @@
 //! | `fork` | `ibv_fork_init` state |
 //! | `strings` | `*_str` helpers, rate conversions |
 //! | `exports` | the exported symbols, each behind the panic boundary; `exports::ops::install` fills a context's function tables |
-//! | `exports::private`, `exports::private_cmd` | `IBVERBS_PRIVATE_34` for provider plugins; its `ibv_cmd_*` kernel commands |
+//! | `exports::private`, `exports::private_cmd` | `IBVERBS_PRIVATE_34` for provider plugins; its `ibv_cmd_*` kernel commands (one table, `no_kernel_commands!`) |
 //! | `guard` | that panic boundary, errno |
 #![allow(non_camel_case_types)]
 // The internal verbs take the C API's raw pointers as they come and check

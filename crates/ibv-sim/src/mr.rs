@@ -17,29 +17,31 @@ use crate::registry::{self, Entry, Kind, Sharded, OBJECTS};
 /// MRs by key (lkey == rkey).
 pub static KEYS: Lazy<Sharded<u32, Arc<MrShared>>> = Lazy::new(Sharded::new);
 
-/// `ibv_access_flags` bits.
-pub const LOCAL_WRITE: u32 = verbs_abi::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE as u32;
-pub const REMOTE_WRITE: u32 = verbs_abi::ibv_access_flags::IBV_ACCESS_REMOTE_WRITE as u32;
-pub const REMOTE_READ: u32 = verbs_abi::ibv_access_flags::IBV_ACCESS_REMOTE_READ as u32;
-pub const REMOTE_ATOMIC: u32 = verbs_abi::ibv_access_flags::IBV_ACCESS_REMOTE_ATOMIC as u32;
-pub const ZERO_BASED: u32 = verbs_abi::ibv_access_flags::IBV_ACCESS_ZERO_BASED as u32;
-pub const ON_DEMAND: u32 = verbs_abi::ibv_access_flags::IBV_ACCESS_ON_DEMAND as u32;
+// `ibv_access_flags` bits.
+crate::abi::values!(pub u32: ibv_access_flags {
+    LOCAL_WRITE = IBV_ACCESS_LOCAL_WRITE,
+    REMOTE_WRITE = IBV_ACCESS_REMOTE_WRITE,
+    REMOTE_READ = IBV_ACCESS_REMOTE_READ,
+    REMOTE_ATOMIC = IBV_ACCESS_REMOTE_ATOMIC,
+    ZERO_BASED = IBV_ACCESS_ZERO_BASED,
+    ON_DEMAND = IBV_ACCESS_ON_DEMAND,
+});
 /// `IBV_ACCESS_OPTIONAL_RANGE`: bits 20..29, which a device may ignore.
 pub const OPTIONAL_RANGE: u32 = ((1 << 29) - 1) & !((1 << 20) - 1);
 /// What the kernel accepts: bits 0..9 (up to FLUSH_PERSISTENT) and the optional range.
 pub const SUPPORTED: u32 = ((1 << 10) - 1) | OPTIONAL_RANGE;
 
-/// `ibv_rereg_mr` flags and results.
-pub const REREG_CHANGE_TRANSLATION: c_int =
-    verbs_abi::ibv_rereg_mr_flags::IBV_REREG_MR_CHANGE_TRANSLATION as c_int;
-pub const REREG_CHANGE_PD: c_int = verbs_abi::ibv_rereg_mr_flags::IBV_REREG_MR_CHANGE_PD as c_int;
-pub const REREG_CHANGE_ACCESS: c_int =
-    verbs_abi::ibv_rereg_mr_flags::IBV_REREG_MR_CHANGE_ACCESS as c_int;
-pub const REREG_FLAGS_SUPPORTED: c_int =
-    verbs_abi::ibv_rereg_mr_flags::IBV_REREG_MR_FLAGS_SUPPORTED as c_int;
-pub const REREG_ERR_INPUT: c_int =
-    verbs_abi::ibv_rereg_mr_err_code::IBV_REREG_MR_ERR_INPUT as c_int;
-pub const REREG_ERR_CMD: c_int = verbs_abi::ibv_rereg_mr_err_code::IBV_REREG_MR_ERR_CMD as c_int;
+// `ibv_rereg_mr` flags and results.
+crate::abi::values!(pub c_int: ibv_rereg_mr_flags {
+    REREG_CHANGE_TRANSLATION = IBV_REREG_MR_CHANGE_TRANSLATION,
+    REREG_CHANGE_PD = IBV_REREG_MR_CHANGE_PD,
+    REREG_CHANGE_ACCESS = IBV_REREG_MR_CHANGE_ACCESS,
+    REREG_FLAGS_SUPPORTED = IBV_REREG_MR_FLAGS_SUPPORTED,
+});
+crate::abi::values!(pub c_int: ibv_rereg_mr_err_code {
+    REREG_ERR_INPUT = IBV_REREG_MR_ERR_INPUT,
+    REREG_ERR_CMD = IBV_REREG_MR_ERR_CMD,
+});
 
 /// What an MR covers; changes only through `ibv_rereg_mr`.
 #[derive(Clone, Copy, Debug)]

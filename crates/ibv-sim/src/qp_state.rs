@@ -3,49 +3,53 @@
 //! attributes are required and which are optional. Anything else in the
 //! mask makes `ibv_modify_qp` fail with `EINVAL`.
 
-/// `ibv_qp_state`.
-pub const RESET: i32 = verbs_abi::ibv_qp_state::IBV_QPS_RESET as i32;
-pub const INIT: i32 = verbs_abi::ibv_qp_state::IBV_QPS_INIT as i32;
-pub const RTR: i32 = verbs_abi::ibv_qp_state::IBV_QPS_RTR as i32;
-pub const RTS: i32 = verbs_abi::ibv_qp_state::IBV_QPS_RTS as i32;
-pub const SQD: i32 = verbs_abi::ibv_qp_state::IBV_QPS_SQD as i32;
-pub const SQE: i32 = verbs_abi::ibv_qp_state::IBV_QPS_SQE as i32;
-pub const ERR: i32 = verbs_abi::ibv_qp_state::IBV_QPS_ERR as i32;
+// `ibv_qp_state`.
+crate::abi::values!(pub i32: ibv_qp_state {
+    RESET = IBV_QPS_RESET,
+    INIT = IBV_QPS_INIT,
+    RTR = IBV_QPS_RTR,
+    RTS = IBV_QPS_RTS,
+    SQD = IBV_QPS_SQD,
+    SQE = IBV_QPS_SQE,
+    ERR = IBV_QPS_ERR,
+});
 
-/// `ibv_qp_type`.
-pub const QPT_RC: i32 = verbs_abi::ibv_qp_type::IBV_QPT_RC as i32;
-pub const QPT_UC: i32 = verbs_abi::ibv_qp_type::IBV_QPT_UC as i32;
-pub const QPT_UD: i32 = verbs_abi::ibv_qp_type::IBV_QPT_UD as i32;
-pub const QPT_RAW_PACKET: i32 = verbs_abi::ibv_qp_type::IBV_QPT_RAW_PACKET as i32;
-pub const QPT_XRC_SEND: i32 = verbs_abi::ibv_qp_type::IBV_QPT_XRC_SEND as i32;
-pub const QPT_XRC_RECV: i32 = verbs_abi::ibv_qp_type::IBV_QPT_XRC_RECV as i32;
+// `ibv_qp_type`.
+crate::abi::values!(pub i32: ibv_qp_type {
+    QPT_RC = IBV_QPT_RC,
+    QPT_UC = IBV_QPT_UC,
+    QPT_UD = IBV_QPT_UD,
+    QPT_RAW_PACKET = IBV_QPT_RAW_PACKET,
+    QPT_XRC_SEND = IBV_QPT_XRC_SEND,
+    QPT_XRC_RECV = IBV_QPT_XRC_RECV,
+});
 
 /// `ibv_qp_attr_mask`.
 pub mod mask {
-    pub const STATE: u32 = verbs_abi::ibv_qp_attr_mask::IBV_QP_STATE as u32;
-    pub const CUR_STATE: u32 = verbs_abi::ibv_qp_attr_mask::IBV_QP_CUR_STATE as u32;
-    pub const EN_SQD_ASYNC_NOTIFY: u32 =
-        verbs_abi::ibv_qp_attr_mask::IBV_QP_EN_SQD_ASYNC_NOTIFY as u32;
-    pub const ACCESS_FLAGS: u32 = verbs_abi::ibv_qp_attr_mask::IBV_QP_ACCESS_FLAGS as u32;
-    pub const PKEY_INDEX: u32 = verbs_abi::ibv_qp_attr_mask::IBV_QP_PKEY_INDEX as u32;
-    pub const PORT: u32 = verbs_abi::ibv_qp_attr_mask::IBV_QP_PORT as u32;
-    pub const QKEY: u32 = verbs_abi::ibv_qp_attr_mask::IBV_QP_QKEY as u32;
-    pub const AV: u32 = verbs_abi::ibv_qp_attr_mask::IBV_QP_AV as u32;
-    pub const PATH_MTU: u32 = verbs_abi::ibv_qp_attr_mask::IBV_QP_PATH_MTU as u32;
-    pub const TIMEOUT: u32 = verbs_abi::ibv_qp_attr_mask::IBV_QP_TIMEOUT as u32;
-    pub const RETRY_CNT: u32 = verbs_abi::ibv_qp_attr_mask::IBV_QP_RETRY_CNT as u32;
-    pub const RNR_RETRY: u32 = verbs_abi::ibv_qp_attr_mask::IBV_QP_RNR_RETRY as u32;
-    pub const RQ_PSN: u32 = verbs_abi::ibv_qp_attr_mask::IBV_QP_RQ_PSN as u32;
-    pub const MAX_QP_RD_ATOMIC: u32 = verbs_abi::ibv_qp_attr_mask::IBV_QP_MAX_QP_RD_ATOMIC as u32;
-    pub const ALT_PATH: u32 = verbs_abi::ibv_qp_attr_mask::IBV_QP_ALT_PATH as u32;
-    pub const MIN_RNR_TIMER: u32 = verbs_abi::ibv_qp_attr_mask::IBV_QP_MIN_RNR_TIMER as u32;
-    pub const SQ_PSN: u32 = verbs_abi::ibv_qp_attr_mask::IBV_QP_SQ_PSN as u32;
-    pub const MAX_DEST_RD_ATOMIC: u32 =
-        verbs_abi::ibv_qp_attr_mask::IBV_QP_MAX_DEST_RD_ATOMIC as u32;
-    pub const PATH_MIG_STATE: u32 = verbs_abi::ibv_qp_attr_mask::IBV_QP_PATH_MIG_STATE as u32;
-    pub const CAP: u32 = verbs_abi::ibv_qp_attr_mask::IBV_QP_CAP as u32;
-    pub const DEST_QPN: u32 = verbs_abi::ibv_qp_attr_mask::IBV_QP_DEST_QPN as u32;
-    pub const RATE_LIMIT: u32 = verbs_abi::ibv_qp_attr_mask::IBV_QP_RATE_LIMIT as u32;
+    crate::abi::values!(pub u32: ibv_qp_attr_mask {
+        STATE = IBV_QP_STATE,
+        CUR_STATE = IBV_QP_CUR_STATE,
+        EN_SQD_ASYNC_NOTIFY = IBV_QP_EN_SQD_ASYNC_NOTIFY,
+        ACCESS_FLAGS = IBV_QP_ACCESS_FLAGS,
+        PKEY_INDEX = IBV_QP_PKEY_INDEX,
+        PORT = IBV_QP_PORT,
+        QKEY = IBV_QP_QKEY,
+        AV = IBV_QP_AV,
+        PATH_MTU = IBV_QP_PATH_MTU,
+        TIMEOUT = IBV_QP_TIMEOUT,
+        RETRY_CNT = IBV_QP_RETRY_CNT,
+        RNR_RETRY = IBV_QP_RNR_RETRY,
+        RQ_PSN = IBV_QP_RQ_PSN,
+        MAX_QP_RD_ATOMIC = IBV_QP_MAX_QP_RD_ATOMIC,
+        ALT_PATH = IBV_QP_ALT_PATH,
+        MIN_RNR_TIMER = IBV_QP_MIN_RNR_TIMER,
+        SQ_PSN = IBV_QP_SQ_PSN,
+        MAX_DEST_RD_ATOMIC = IBV_QP_MAX_DEST_RD_ATOMIC,
+        PATH_MIG_STATE = IBV_QP_PATH_MIG_STATE,
+        CAP = IBV_QP_CAP,
+        DEST_QPN = IBV_QP_DEST_QPN,
+        RATE_LIMIT = IBV_QP_RATE_LIMIT,
+    });
     /// Every bit the kernel knows; higher bits are `EOPNOTSUPP`.
     pub const KNOWN: u32 = (RATE_LIMIT << 1) - 1;
 }

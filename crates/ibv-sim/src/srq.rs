@@ -14,9 +14,11 @@ use crate::pd::{self, SimPd};
 use crate::recvq::RecvQueue;
 use crate::registry::{self, Entry, Kind, OBJECTS};
 
-/// `ibv_srq_attr_mask`.
-pub const SRQ_MAX_WR: c_int = verbs_abi::ibv_srq_attr_mask::IBV_SRQ_MAX_WR as c_int;
-pub const SRQ_LIMIT: c_int = verbs_abi::ibv_srq_attr_mask::IBV_SRQ_LIMIT as c_int;
+// `ibv_srq_attr_mask`.
+crate::abi::values!(pub c_int: ibv_srq_attr_mask {
+    SRQ_MAX_WR = IBV_SRQ_MAX_WR,
+    SRQ_LIMIT = IBV_SRQ_LIMIT,
+});
 
 /// What the data path shares.
 pub struct SrqShared {

@@ -28,6 +28,17 @@ pub const SHIM_NAME: &str = "libibv_shim.so";
 pub const SIM_BUILT_NAME: &str = "libibv_sim.so";
 /// The soname the sim is loaded under.
 pub const SIM_SONAME: &str = "libibverbs.so.1";
+/// Where `make install` puts the shim (and the sim in its `sim/`),
+/// relative to the directory of the installed launcher (`PREFIX/bin`).
+pub const INSTALLED_LIBDIR: &str = "../lib/ibv-shim";
+
+/// `PREFIX/lib/ibv-shim` of an installed launcher in `PREFIX/bin`.
+fn installed_dir(exe_dir: &Path) -> PathBuf {
+    match exe_dir.parent() {
+        Some(up) => up.join("lib").join("ibv-shim"),
+        None => exe_dir.join(INSTALLED_LIBDIR),
+    }
+}
 
 /// The variables to set for the program, in order, and the report location.
 #[derive(Debug)]
@@ -67,14 +78,24 @@ pub fn absolute(path: &Path) -> PathBuf {
     }
 }
 
-/// The shim to preload: `--shim`, else `libibv_shim.so` next to the launcher.
+/// The shim to preload: `--shim`, else `libibv_shim.so` next to the
+/// launcher (the build tree), else in `../lib/ibv-shim` (installed).
 pub fn find_shim(
     opt: Option<&Path>,
     exe_dir: impl FnOnce() -> Result<PathBuf, SetupError>,
 ) -> Result<PathBuf, SetupError> {
     let path = match opt {
         Some(p) => absolute(p),
-        None => exe_dir()?.join(SHIM_NAME),
+        None => {
+            let dir = exe_dir()?;
+            let built = dir.join(SHIM_NAME);
+            let installed = installed_dir(&dir).join(SHIM_NAME);
+            if !built.is_file() && installed.is_file() {
+                installed
+            } else {
+                built
+            }
+        }
     };
     if !path.is_file() {
         let how = match opt {
@@ -102,7 +123,8 @@ pub fn find_shim(
 
 /// The directory with the sim's `libibverbs.so.1`: `--sim-dir`, else
 /// `<exe dir>/../sim` (`target/sim`), made (or refreshed) from `<exe dir>/libibv_sim.so`
-/// when that is newer than the copy or the copy is missing.
+/// when that is newer than the copy or the copy is missing; else, for an
+/// installed launcher, `<exe dir>/../lib/ibv-shim/sim`.
 pub fn find_sim_dir(
     opt: Option<&Path>,
     exe_dir: impl FnOnce() -> Result<PathBuf, SetupError>,
@@ -124,6 +146,10 @@ pub fn find_sim_dir(
     };
     let lib = dir.join(SIM_SONAME);
     let built = exe_dir.join(SIM_BUILT_NAME);
+    let installed = installed_dir(&exe_dir).join("sim");
+    if !lib.is_file() && !built.is_file() && installed.join(SIM_SONAME).is_file() {
+        return Ok(std::fs::canonicalize(&installed).unwrap_or(installed));
+    }
     let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
     match (modified(&lib), modified(&built)) {
         (Some(have), Some(new)) if new > have => copy_sim(&built, &dir, &lib)?,
@@ -523,6 +549,32 @@ mod tests {
             find_shim(None, exe_dir).unwrap(),
             std::fs::canonicalize(exe.join(SHIM_NAME)).unwrap()
         );
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn an_installed_launcher_finds_the_installed_shim_and_sim() {
+        // make install: PREFIX/bin/ibv-shim, PREFIX/lib/ibv-shim/{libibv_shim.so,sim/}.
+        let base = private_dir().unwrap();
+        let bin = base.join("bin");
+        let lib = base.join("lib/ibv-shim");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::create_dir_all(lib.join("sim")).unwrap();
+        let exe_dir = || Ok(bin.clone());
+        assert!(find_shim(None, exe_dir).is_err());
+        assert!(find_sim_dir(None, exe_dir).is_err());
+        std::fs::write(lib.join(SHIM_NAME), b"").unwrap();
+        std::fs::write(lib.join("sim").join(SIM_SONAME), b"sim").unwrap();
+        assert_eq!(
+            find_shim(None, exe_dir).unwrap(),
+            std::fs::canonicalize(lib.join(SHIM_NAME)).unwrap()
+        );
+        assert_eq!(
+            find_sim_dir(None, exe_dir).unwrap(),
+            std::fs::canonicalize(lib.join("sim")).unwrap()
+        );
+        // Nothing was made next to the launcher.
+        assert!(!base.join("sim").exists());
         std::fs::remove_dir_all(&base).unwrap();
     }
 }

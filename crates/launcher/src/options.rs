@@ -276,12 +276,13 @@ option sets is inherited unchanged):
   --library PATH       the verbs library the shim forwards to, instead of
                        libibverbs.so.1. Sets IBV_SHIM_LIBRARY.
   --shim PATH          the shim to preload (default: libibv_shim.so next to
-                       this executable). Always put first in LD_PRELOAD,
-                       before any inherited entries.
+                       this executable, else in ../lib/ibv-shim when
+                       installed). Always put first in LD_PRELOAD, before any
+                       inherited entries.
   --sim-dir DIR        the directory holding the sim's libibverbs.so.1
                        (default: ../sim from this executable's directory,
                        made from libibv_sim.so next to it when missing or
-                       older). Implies --sim.
+                       older; installed: ../lib/ibv-shim/sim). Implies --sim.
   -q, --quiet          print no summary (errors are still printed).
   -h, --help           print this help and exit.
   -V, --version        print the version and exit.

@@ -13,10 +13,11 @@
 //! ...) and move the QP to the error state. A send that finds no receive
 //! WQE waits for one when `rnr_retry` is 7 (infinite), as hardware retries.
 //!
-//! This module: the verbs' entry points (post, poll, notify) and the
-//! completion / opcode constants. `recv`: receive queues and delivery;
-//! `memory`: access through lkeys and rkeys; `execute`: executing a send;
-//! [`remote`]: the same across processes.
+//! This module: the verbs' entry points (post, poll, notify). `recv`:
+//! delivery to receive queues (the queues: `recvq`); `memory`: access
+//! through lkeys and rkeys; `execute`: executing a send; [`remote`]: the
+//! same across processes (reached from the fabric through
+//! [`remote::RECEIVER`]).
 
 use core::ffi::c_int;
 use core::ptr::addr_of;

@@ -25,24 +25,25 @@ use verbs_abi::{ibv_context, ibv_cq, ibv_cq_ex, ibv_cq_init_attr_ex, ibv_poll_cq
 use crate::cq::{self, CqEx};
 use crate::{context, guard};
 
-/// `ibv_cq_init_attr_mask`.
-const INIT_MASK_FLAGS: u32 = verbs_abi::ibv_cq_init_attr_mask::IBV_CQ_INIT_ATTR_MASK_FLAGS as u32;
-const INIT_MASK_PD: u32 = verbs_abi::ibv_cq_init_attr_mask::IBV_CQ_INIT_ATTR_MASK_PD as u32;
+// `ibv_cq_init_attr_mask`.
+crate::abi::values!(u32: ibv_cq_init_attr_mask {
+    INIT_MASK_FLAGS = IBV_CQ_INIT_ATTR_MASK_FLAGS,
+    INIT_MASK_PD = IBV_CQ_INIT_ATTR_MASK_PD,
+});
 /// `ibv_create_cq_attr_flags`.
 const SINGLE_THREADED: u32 = 1;
-/// `ibv_create_cq_wc_flags`.
-pub const WITH_BYTE_LEN: u64 = verbs_abi::ibv_create_cq_wc_flags::IBV_WC_EX_WITH_BYTE_LEN as u64;
-pub const WITH_IMM: u64 = verbs_abi::ibv_create_cq_wc_flags::IBV_WC_EX_WITH_IMM as u64;
-pub const WITH_QP_NUM: u64 = verbs_abi::ibv_create_cq_wc_flags::IBV_WC_EX_WITH_QP_NUM as u64;
-pub const WITH_SRC_QP: u64 = verbs_abi::ibv_create_cq_wc_flags::IBV_WC_EX_WITH_SRC_QP as u64;
-pub const WITH_SLID: u64 = verbs_abi::ibv_create_cq_wc_flags::IBV_WC_EX_WITH_SLID as u64;
-pub const WITH_SL: u64 = verbs_abi::ibv_create_cq_wc_flags::IBV_WC_EX_WITH_SL as u64;
-pub const WITH_DLID_PATH_BITS: u64 =
-    verbs_abi::ibv_create_cq_wc_flags::IBV_WC_EX_WITH_DLID_PATH_BITS as u64;
-pub const WITH_COMPLETION_TIMESTAMP: u64 =
-    verbs_abi::ibv_create_cq_wc_flags::IBV_WC_EX_WITH_COMPLETION_TIMESTAMP as u64;
-pub const WITH_COMPLETION_TIMESTAMP_WALLCLOCK: u64 =
-    verbs_abi::ibv_create_cq_wc_flags::IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK as u64;
+// `ibv_create_cq_wc_flags`.
+crate::abi::values!(pub u64: ibv_create_cq_wc_flags {
+    WITH_BYTE_LEN = IBV_WC_EX_WITH_BYTE_LEN,
+    WITH_IMM = IBV_WC_EX_WITH_IMM,
+    WITH_QP_NUM = IBV_WC_EX_WITH_QP_NUM,
+    WITH_SRC_QP = IBV_WC_EX_WITH_SRC_QP,
+    WITH_SLID = IBV_WC_EX_WITH_SLID,
+    WITH_SL = IBV_WC_EX_WITH_SL,
+    WITH_DLID_PATH_BITS = IBV_WC_EX_WITH_DLID_PATH_BITS,
+    WITH_COMPLETION_TIMESTAMP = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP,
+    WITH_COMPLETION_TIMESTAMP_WALLCLOCK = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK,
+});
 /// What the sim can report: the standard fields and both timestamps (no
 /// CVLAN, flow tag or tag matching).
 pub const SUPPORTED_WC_FLAGS: u64 = (WITH_COMPLETION_TIMESTAMP - 1)
