@@ -43,8 +43,14 @@ fn on_sim(prog: impl AsRef<std::ffi::OsStr>) -> Command {
 
 /// Runs the self-checking C program `name` on the sim.
 fn run_c(name: &str) {
+    run_c_with(name, &[]);
+}
+
+/// [`run_c`] with more environment.
+fn run_c_with(name: &str, env: &[(&str, &str)]) {
     let bin = c_program(name);
     let mut cmd = on_sim(&bin);
+    cmd.envs(env.iter().copied());
     let out = run(&mut cmd);
     assert!(
         out.status.success() && stdout(&out).contains("checks passed"),
@@ -58,6 +64,18 @@ fn run_c(name: &str) {
 #[test]
 fn memory_windows() {
     run_c("obj_mw");
+}
+
+/// Memory windows between two processes: the responder's progress engine
+/// checks window rkeys (range, access, local and remote invalidation).
+#[test]
+fn memory_windows_between_processes() {
+    let fab = fabric_name("objects", "mw");
+    let _g = FabricGuard(fab.clone());
+    run_c_with(
+        "obj_mw_remote",
+        &[("IBV_SIM_FABRIC", &fab), ("IBV_SIM_DEVICES", "mlx5_0")],
+    );
 }
 
 /// XRC domains (private and file-named), thread domains, parent domains
