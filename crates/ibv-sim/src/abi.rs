@@ -22,6 +22,8 @@ values!(pub c_int: ibv_wc_opcode {
     WC_FETCH_ADD = IBV_WC_FETCH_ADD,
     WC_RECV = IBV_WC_RECV,
     WC_RECV_RDMA_WITH_IMM = IBV_WC_RECV_RDMA_WITH_IMM,
+    WC_BIND_MW = IBV_WC_BIND_MW,
+    WC_LOCAL_INV = IBV_WC_LOCAL_INV,
 });
 
 values!(pub c_int: ibv_wc_status {
@@ -34,6 +36,7 @@ values!(pub c_int: ibv_wc_status {
     WC_REM_OP_ERR = IBV_WC_REM_OP_ERR,
     WC_RETRY_EXC_ERR = IBV_WC_RETRY_EXC_ERR,
     WC_RNR_RETRY_EXC_ERR = IBV_WC_RNR_RETRY_EXC_ERR,
+    WC_MW_BIND_ERR = IBV_WC_MW_BIND_ERR,
 });
 
 values!(pub c_int: ibv_wr_opcode {
@@ -44,6 +47,9 @@ values!(pub c_int: ibv_wr_opcode {
     WR_RDMA_READ = IBV_WR_RDMA_READ,
     WR_ATOMIC_CMP_AND_SWP = IBV_WR_ATOMIC_CMP_AND_SWP,
     WR_ATOMIC_FETCH_AND_ADD = IBV_WR_ATOMIC_FETCH_AND_ADD,
+    WR_LOCAL_INV = IBV_WR_LOCAL_INV,
+    WR_BIND_MW = IBV_WR_BIND_MW,
+    WR_SEND_WITH_INV = IBV_WR_SEND_WITH_INV,
 });
 
 values!(pub u32: ibv_send_flags {
@@ -57,4 +63,5 @@ values!(pub u32: ibv_send_flags {
 values!(pub u32: ibv_wc_flags {
     WC_GRH = IBV_WC_GRH,
     WC_WITH_IMM = IBV_WC_WITH_IMM,
+    WC_WITH_INV = IBV_WC_WITH_INV,
 });

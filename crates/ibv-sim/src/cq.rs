@@ -122,6 +122,26 @@ impl CqShared {
     }
 }
 
+impl CqShared {
+    /// A queue nothing is ever pushed to, for a QP without that side
+    /// (an XRC receive QP's send side): never registered, never polled.
+    pub fn unused(async_q: Arc<EventQueue<AsyncEvent>>) -> Arc<CqShared> {
+        Arc::new(CqShared {
+            addr: 0,
+            q: Mutex::new(CqQueue {
+                entries: VecDeque::new(),
+                cap: 0,
+                arm: Arm::None,
+                overflow: false,
+            }),
+            comp_events: EventCounter::default(),
+            async_events: EventCounter::default(),
+            channel: None,
+            async_q,
+        })
+    }
+}
+
 /// A completion queue; `cq` first so `*mut ibv_cq` is the object's address.
 #[repr(C)]
 pub struct SimCq {

@@ -42,6 +42,13 @@ pub mod limits {
     pub const MAX_SRQ_SGE: i32 = 31;
     pub const MAX_INLINE_DATA: u32 = 512;
     pub const NUM_COMP_VECTORS: i32 = 8;
+    pub const MAX_MW: i32 = 1 << 16;
+    /// Device memory per allocation (`max_dm_size`), bytes.
+    pub const MAX_DM_SIZE: u64 = 256 * 1024;
+    /// Receive WQs, and RWQ indirection tables (of up to 1 << 8 entries).
+    pub const MAX_WQ: u32 = 1 << 14;
+    pub const MAX_RWQ_IND_TABLES: u32 = 64;
+    pub const LOG_MAX_RWQ_IND_TABLE_SIZE: u32 = 8;
     /// Clock of completion timestamps, kHz (1 GHz: one tick per ns).
     pub const HCA_CORE_CLOCK_KHZ: u64 = 1_000_000;
 }
@@ -55,6 +62,11 @@ crate::abi::values!(u32: ibv_device_cap_flags {
     CAP_PORT_ACTIVE_EVENT = IBV_DEVICE_PORT_ACTIVE_EVENT,
     CAP_SYS_IMAGE_GUID = IBV_DEVICE_SYS_IMAGE_GUID,
     CAP_RC_RNR_NAK_GEN = IBV_DEVICE_RC_RNR_NAK_GEN,
+    // Memory windows (`mw`): type 1, and type 2B (bound to a QP).
+    CAP_MEM_WINDOW = IBV_DEVICE_MEM_WINDOW,
+    CAP_MEM_WINDOW_TYPE_2B = IBV_DEVICE_MEM_WINDOW_TYPE_2B,
+    // XRC domains, SRQs and QPs (`xrcd`, `xrc`).
+    CAP_XRC = IBV_DEVICE_XRC,
 });
 // `IBV_DEVICE_SRQ_RESIZE`.
 crate::abi::values!(pub u32: ibv_device_cap_flags {
@@ -129,7 +141,10 @@ impl SimDevice {
             | CAP_PORT_ACTIVE_EVENT
             | CAP_SYS_IMAGE_GUID
             | CAP_RC_RNR_NAK_GEN
-            | CAP_N_NOTIFY_CQ;
+            | CAP_N_NOTIFY_CQ
+            | CAP_MEM_WINDOW
+            | CAP_MEM_WINDOW_TYPE_2B
+            | CAP_XRC;
         if self.family.srq_resize {
             f |= CAP_SRQ_RESIZE;
         }
@@ -167,8 +182,7 @@ impl SimDevice {
         } else {
             ibv_atomic_cap::IBV_ATOMIC_NONE
         };
-        // Memory windows are not simulated.
-        a.max_mw = 0;
+        a.max_mw = limits::MAX_MW;
         a.max_mcast_grp = if self.family.ud { MAX_MCAST_GRP } else { 0 };
         a.max_mcast_qp_attach = if self.family.ud {
             MAX_MCAST_QP_ATTACH
@@ -195,6 +209,11 @@ impl SimDevice {
         a.hca_core_clock = limits::HCA_CORE_CLOCK_KHZ;
         a.device_cap_flags_ex = u64::from(self.device_cap_flags());
         a.phys_port_cnt_ex = u32::from(self.phys_ports());
+        a.max_dm_size = limits::MAX_DM_SIZE;
+        // WQs and indirection tables exist as objects; no QP type does RSS.
+        a.max_wq_type_rq = limits::MAX_WQ;
+        a.rss_caps.max_rwq_indirection_tables = limits::MAX_RWQ_IND_TABLES;
+        a.rss_caps.max_rwq_indirection_table_size = 1 << limits::LOG_MAX_RWQ_IND_TABLE_SIZE;
         a
     }
 

@@ -31,6 +31,10 @@
 //! | `fabric::attach`, `fabric::qpn` | liveness, attach / detach, ports and LIDs; fabric-wide QP numbers |
 //! | `fabric::progress`, `fabric::ring`, `fabric::wire` | sending and the progress engine (handing what arrives to the data path's `Receiver`); the rings; the message format |
 //! | `ext` | the extended verbs: `ibv_create_qp_ex` + `ibv_wr_*`, `ibv_create_cq_ex` + poll cursor, `ibv_query_device_ex` |
+//! | `child` | plain child objects of a context: created / destroyed under its lock, use counts, `EBUSY` |
+//! | `xrcd`, `xrc` | XRC domains; XRC SRQs and where XRC sends land (below `qp` and `datapath`, which use them) |
+//! | `mw` | memory windows' state: binding, invalidation, the responder's rkey check (below `datapath`) |
+//! | `objects` | issue 12's objects' table entries, one module each: memory windows' control path, device memory, thread / parent domains |
 //! | `fork` | `ibv_fork_init` state |
 //! | `strings` | `*_str` helpers, rate conversions |
 //! | `exports` | the exported symbols, each behind the panic boundary; `exports::ops::install` fills a context's function tables |
@@ -44,6 +48,7 @@
 
 pub mod abi;
 pub mod ah;
+pub mod child;
 pub mod config;
 pub mod context;
 pub mod cq;
@@ -56,6 +61,8 @@ pub mod fabric;
 pub mod fork;
 pub mod guard;
 pub mod mr;
+pub mod mw;
+pub mod objects;
 pub mod pd;
 pub mod qp;
 pub mod qp_state;
@@ -64,3 +71,5 @@ pub mod registry;
 pub mod srq;
 pub mod strings;
 pub mod sysfs;
+pub mod xrc;
+pub mod xrcd;

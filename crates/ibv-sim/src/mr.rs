@@ -180,7 +180,7 @@ pub fn reg(
         len,
         iova,
         access,
-        pd: pd_ptr as usize,
+        pd: pd.base(),
     };
     let shared = new_key(|key| {
         Arc::new(MrShared {
@@ -266,11 +266,12 @@ pub fn rereg(
             return Err(cmd(libc::EINVAL));
         }
         let mut info = mr.shared.info.lock();
-        // SAFETY: the old PD is live: it has this MR as a user.
-        let old = unsafe { &*(info.pd as *const SimPd) };
+        // SAFETY: the old PD (the one the MR was made on, perhaps a
+        // parent domain) is live: it has this MR as a user.
+        let old = unsafe { &*(mr.mr.pd as *const SimPd) };
         old.users.fetch_sub(1, Ordering::Relaxed);
         p.users.fetch_add(1, Ordering::Relaxed);
-        info.pd = new_pd as usize;
+        info.pd = p.base();
     }
     let mut info = mr.shared.info.lock();
     if flags & REREG_CHANGE_ACCESS != 0 {
@@ -304,8 +305,9 @@ pub fn dereg(mr_ptr: *mut ibv_mr) -> Result<(), c_int> {
         return Err(libc::EINVAL);
     }
     let info = *mr.shared.info.lock();
-    // SAFETY: the MR's PD is live (it counts this MR as a user).
-    unsafe { &*(info.pd as *const SimPd) }
+    // SAFETY: the MR's PD (perhaps a parent domain) is live: it counts
+    // this MR as a user.
+    unsafe { &*(mr.mr.pd as *const SimPd) }
         .users
         .fetch_sub(1, Ordering::Relaxed);
     KEYS.remove(mr.shared.key);

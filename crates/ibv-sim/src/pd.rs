@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use verbs_abi::{ibv_context, ibv_pd};
 
+use crate::child::Users;
 use crate::context::{self, SimContext};
 use crate::registry::{Entry, Kind, OBJECTS};
 
@@ -14,6 +15,46 @@ pub struct SimPd {
     pub pd: ibv_pd,
     /// MRs, QPs, SRQs and AHs using this PD (changed under the context lock).
     pub users: AtomicU32,
+    /// Non-zero: this is the `pd` of a [`ParentPd`]. (In the padding: a
+    /// PD stays 24 bytes, which a leak_audit test relies on.)
+    parent: u32,
+}
+
+/// A parent domain (`objects::domain`): a PD usable wherever a PD is,
+/// whose keys and QPs belong to the PD it wraps.
+#[repr(C)]
+pub struct ParentPd {
+    pub pd: SimPd,
+    pub base: *const SimPd,
+    /// Its thread domain's use count (NULL without one).
+    pub td: *const Users,
+}
+
+impl SimPd {
+    /// The protection domain the data path compares: the PD itself, or
+    /// the one a parent domain wraps.
+    pub fn base(&self) -> usize {
+        if self.parent == 0 {
+            return self as *const SimPd as usize;
+        }
+        // SAFETY: `parent` is set only on the SimPd a ParentPd starts with.
+        unsafe { &*(self as *const SimPd).cast::<ParentPd>() }.base as usize
+    }
+}
+
+impl ParentPd {
+    /// A parent domain of `base` (and `td`), as `objects::domain` builds it.
+    pub fn new(pd: ibv_pd, base: &SimPd, td: *const Users) -> ParentPd {
+        ParentPd {
+            pd: SimPd {
+                pd,
+                users: AtomicU32::new(0),
+                parent: 1,
+            },
+            base,
+            td,
+        }
+    }
 }
 
 /// A live PD and its context.
@@ -33,6 +74,7 @@ pub fn alloc(ctx: *mut ibv_context) -> Result<*mut ibv_pd, c_int> {
             handle: st.handle(),
         },
         users: AtomicU32::new(0),
+        parent: 0,
     });
     let raw = Box::into_raw(b);
     st.children += 1;
@@ -58,8 +100,22 @@ pub fn dealloc(pd: *mut ibv_pd) -> Result<(), c_int> {
     }
     OBJECTS.remove(pd as usize);
     st.children -= 1;
+    if p.parent == 0 {
+        drop(st);
+        // SAFETY: allocated by Box in `alloc`, just unregistered under the lock.
+        drop(unsafe { Box::from_raw(pd as *mut SimPd) });
+        return Ok(());
+    }
+    // SAFETY: a parent domain, boxed by `child::create`, just unregistered;
+    // its PD and TD are live: each counts it as a user.
+    let parent = unsafe { Box::from_raw(pd as *mut ParentPd) };
+    unsafe {
+        (*parent.base).users.fetch_sub(1, Ordering::Relaxed);
+        if let Some(td) = parent.td.as_ref() {
+            td.give();
+        }
+    }
     drop(st);
-    // SAFETY: allocated by Box in `alloc`, just unregistered under the lock.
-    drop(unsafe { Box::from_raw(pd as *mut SimPd) });
+    drop(parent);
     Ok(())
 }

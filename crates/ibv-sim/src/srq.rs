@@ -57,6 +57,9 @@ pub struct SimSrq {
     /// QPs attached (changed under the context lock).
     pub users: AtomicU32,
     pd: *const SimPd,
+    /// What destroying it gives back besides its PD (an XRC SRQ: its
+    /// domain and CQ), run with its address under the context lock.
+    pub release: Option<fn(usize)>,
 }
 
 /// A live SRQ and its context.
@@ -107,6 +110,7 @@ pub fn create(
         }),
         users: AtomicU32::new(0),
         pd,
+        release: None,
     }));
     // SAFETY: raw is fresh.
     unsafe {
@@ -209,6 +213,9 @@ pub fn destroy(srq: *mut ibv_srq) -> Result<(), c_int> {
     let mut st = ctx.lock();
     // SAFETY: the SRQ's PD is live (it counts this SRQ as a user).
     unsafe { &*s.pd }.users.fetch_sub(1, Ordering::Relaxed);
+    if let Some(f) = s.release {
+        f(addr);
+    }
     st.children -= 1;
     drop(st);
     // SAFETY: allocated by Box in `create`, unregistered above.

@@ -31,7 +31,7 @@ use crate::ah::SimAh;
 use crate::cq::{self, flush_wc, wc};
 use crate::mr::{self, LOCAL_WRITE, REMOTE_ATOMIC, REMOTE_READ, REMOTE_WRITE};
 use crate::qp::{self, QpAttrs, QpShared, QPS};
-use crate::qp_state::{ERR, QPT_RC, QPT_UC, QPT_UD, RTS, SQE};
+use crate::qp_state::{ERR, QPT_RC, QPT_UC, QPT_UD, QPT_XRC_RECV, QPT_XRC_SEND, RTS, SQE};
 use crate::recvq::{Parked, RecvWqe};
 use crate::registry::{self, Kind};
 use crate::srq;
@@ -63,6 +63,12 @@ pub struct SendWr {
     pub ah: *mut ibv_ah,
     pub remote_qpn: u32,
     pub remote_qkey: u32,
+    /// `IBV_WR_BIND_MW` (and `ibv_bind_mw`): what to bind; `rkey` is the
+    /// window's new rkey. (`IBV_WR_LOCAL_INV` / `SEND_WITH_INV`: `rkey` is
+    /// the one to invalidate.)
+    pub bind: Option<crate::mw::BindReq>,
+    /// XRC send QPs: the remote XRC SRQ (`qp_type.xrc.remote_srqn`).
+    pub xrc_srqn: u32,
 }
 
 /// # Safety
@@ -82,6 +88,8 @@ unsafe fn read_send_wr(w: *const ibv_send_wr) -> SendWr {
             remote_addr: (*w).wr.rdma.remote_addr,
             rkey: match addr_of!((*w).opcode).cast::<c_int>().read() {
                 WR_ATOMIC_CMP_AND_SWP | WR_ATOMIC_FETCH_AND_ADD => (*w).wr.atomic.rkey,
+                WR_LOCAL_INV | WR_SEND_WITH_INV => (*w).imm_data,
+                WR_BIND_MW => (*w).anon.bind_mw.rkey,
                 _ => (*w).wr.rdma.rkey,
             },
             compare_add: (*w).wr.atomic.compare_add,
@@ -89,8 +97,44 @@ unsafe fn read_send_wr(w: *const ibv_send_wr) -> SendWr {
             ah: (*w).wr.ud.ah,
             remote_qpn: (*w).wr.ud.remote_qpn,
             remote_qkey: (*w).wr.ud.remote_qkey,
+            xrc_srqn: (*w).qp_type.xrc.remote_srqn,
+            bind: (addr_of!((*w).opcode).cast::<c_int>().read() == WR_BIND_MW).then(|| {
+                let b = (*w).anon.bind_mw;
+                crate::mw::BindReq {
+                    mw: b.mw as usize,
+                    mr: b.bind_info.mr as usize,
+                    addr: b.bind_info.addr,
+                    len: b.bind_info.length,
+                    access: b.bind_info.mw_access_flags,
+                    ty: crate::mw::TYPE_2,
+                }
+            }),
         }
     }
+}
+
+/// Whether a QP of type `src` talks to one of type `dst` (connected types:
+/// the same type, or an XRC send QP to an XRC receive QP).
+pub(crate) fn peers(src: c_int, dst: c_int) -> bool {
+    matches!(
+        (src, dst),
+        (QPT_RC, QPT_RC) | (QPT_UC, QPT_UC) | (QPT_XRC_SEND, QPT_XRC_RECV)
+    )
+}
+
+/// Where a message to `dst` lands: for an XRC receive QP, the XRC SRQ of
+/// its domain numbered `srqn` (`Err`: the requester's status); else the
+/// QP's own queue (`None`).
+pub(crate) fn xrc_target(
+    dst: &QpShared,
+    srqn: u32,
+) -> Result<Option<Arc<crate::xrc::XrcSrq>>, c_int> {
+    if dst.qp_type != QPT_XRC_RECV {
+        return Ok(None);
+    }
+    crate::xrc::target(dst.xrc_domain, srqn)
+        .map(Some)
+        .ok_or(WC_REM_INV_REQ_ERR)
 }
 
 pub(crate) fn wc_opcode_of(wr_opcode: c_int) -> c_int {
@@ -99,6 +143,8 @@ pub(crate) fn wc_opcode_of(wr_opcode: c_int) -> c_int {
         WR_RDMA_READ => WC_RDMA_READ,
         WR_ATOMIC_CMP_AND_SWP => WC_COMP_SWAP,
         WR_ATOMIC_FETCH_AND_ADD => WC_FETCH_ADD,
+        WR_BIND_MW => WC_BIND_MW,
+        WR_LOCAL_INV => WC_LOCAL_INV,
         _ => WC_SEND,
     }
 }

@@ -39,6 +39,10 @@ pub struct Message {
     pub(super) src_qpn: u32,
     pub(super) payload: Vec<u8>,
     pub(super) imm: Option<u32>,
+    /// Send with invalidate: the responder's rkey to invalidate.
+    pub(super) inv: Option<u32>,
+    /// To an XRC receive QP: the XRC SRQ it lands in (and completes on).
+    pub(super) xrc: Option<Arc<crate::xrc::XrcSrq>>,
     /// RDMA write with immediate: nothing to scatter, `byte_len` is this.
     pub(super) write_imm_len: Option<u32>,
     pub(super) solicited: bool,
@@ -70,7 +74,11 @@ pub(crate) fn complete_send(
         src.send_cq.push(w, status != WC_SUCCESS);
     }
     if status != WC_SUCCESS {
-        src.fail(if src.qp_type == QPT_RC { ERR } else { SQE });
+        src.fail(if matches!(src.qp_type, QPT_RC | QPT_XRC_SEND) {
+            ERR
+        } else {
+            SQE
+        });
     }
 }
 
@@ -92,10 +100,17 @@ pub(super) fn complete_msg(msg: &Message, status: c_int, byte_len: u32) {
 /// Lands a message in a receive WQE of `dst`; returns the sender's status.
 pub(crate) fn land(dst: &QpShared, wqe: RecvWqe, msg: &Message) -> c_int {
     let grh: &[u8] = msg.grh.as_ref().map_or(&[], |g| &g[..]);
+    let (pd, recv_cq) = match &msg.xrc {
+        Some(x) => (x.pd, &x.cq),
+        None => (dst.pd, &dst.recv_cq),
+    };
     let (result, byte_len) = match msg.write_imm_len {
         Some(n) => (Ok(()), n),
+        // A window of ours that is not bound with that rkey: a protection
+        // error here, a remote operation error at the sender.
+        None if msg.inv.is_some_and(|k| !crate::mw::invalidate(pd, k)) => (Err(WC_LOC_PROT_ERR), 0),
         None => (
-            scatter(dst.pd, &wqe.sge, &[grh, &msg.payload]),
+            scatter(pd, &wqe.sge, &[grh, &msg.payload]),
             (grh.len() + msg.payload.len()) as u32,
         ),
     };
@@ -115,15 +130,19 @@ pub(crate) fn land(dst: &QpShared, wqe: RecvWqe, msg: &Message) -> c_int {
                 w.imm_data = imm;
                 w.wc_flags |= WC_WITH_IMM;
             }
+            if let Some(k) = msg.inv {
+                // `wc.invalidated_rkey` shares the immediate's bytes.
+                w.imm_data = k;
+                w.wc_flags |= WC_WITH_INV;
+            }
             if msg.grh_valid {
                 w.wc_flags |= WC_GRH;
             }
-            dst.recv_cq.push(w, msg.solicited);
+            recv_cq.push(w, msg.solicited);
             WC_SUCCESS
         }
         Err(status) => {
-            dst.recv_cq
-                .push(wc(wqe.wr_id, status, opcode, dst.qp_num), true);
+            recv_cq.push(wc(wqe.wr_id, status, opcode, dst.qp_num), true);
             if dst.qp_type == QPT_UD {
                 // Unreliable: the sender never learns.
                 return WC_SUCCESS;
@@ -148,7 +167,13 @@ pub(super) enum Taken {
 /// posted (`wait`), atomically with respect to posters.
 pub(super) fn take_wqe(dst: &Arc<QpShared>, msg: Message, wait: bool) -> Taken {
     // RC is in order: behind a parked message, the next one parks too.
-    if let Some(s) = &dst.srq {
+    let srq = msg
+        .xrc
+        .as_ref()
+        .map(|x| &x.srq)
+        .or(dst.srq.as_ref())
+        .cloned();
+    if let Some(s) = &srq {
         let mut g = s.rq.lock();
         let behind = wait && g.rq.pending.iter().any(|p| p.dst_qpn() == dst.qp_num);
         if let Some(w) = (!behind).then(|| g.rq.wqes.pop_front()).flatten() {

@@ -31,7 +31,7 @@ use crate::fabric::wire::{flag, kind, Wire};
 use crate::fabric::{self, Peer};
 use crate::mr::{REMOTE_ATOMIC, REMOTE_READ, REMOTE_WRITE};
 use crate::qp::{self, Outstanding, QpAttrs, QpShared, QPS};
-use crate::qp_state::{QPT_RC, QPT_UC, QPT_UD};
+use crate::qp_state::{QPT_UC, QPT_UD};
 
 /// What the fabric hands to the data path.
 pub static RECEIVER: fabric::Receiver = fabric::Receiver {
@@ -92,6 +92,10 @@ pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr, signaled: bool,
     }
     wire.remote_addr = w.remote_addr;
     wire.rkey = w.rkey;
+    wire.qkey = w.xrc_srqn;
+    if w.opcode == super::WR_SEND_WITH_INV {
+        wire.flags |= flag::INV;
+    }
     let (k, payload, byte_len) = match w.opcode {
         WR_RDMA_READ => {
             let len = total_len(&w.sge);
@@ -249,6 +253,8 @@ fn handle_request(w: &Wire, data: &[u8], replayed: bool) {
         src_qpn: w.src_qpn,
         payload,
         imm: (w.flags & flag::IMM != 0).then_some(w.imm),
+        inv: (w.flags & flag::INV != 0).then_some(w.rkey),
+        xrc: None,
         write_imm_len,
         solicited: w.flags & flag::SOLICITED != 0,
         grh: None,
@@ -281,8 +287,7 @@ fn handle_request(w: &Wire, data: &[u8], replayed: bool) {
         let mut g = dst.st.lock();
         // Not receiving yet (RESET / INIT), or behind such requests: wait
         // for RTR. The requester's retries bound how long (`NOT_READY`).
-        let early = dst.qp_type == w.qp_type
-            && matches!(dst.qp_type, QPT_RC | QPT_UC)
+        let early = super::peers(w.qp_type, dst.qp_type)
             && (g.state == crate::qp_state::RESET || g.state == crate::qp_state::INIT)
             || (!replayed && !g.early.is_empty());
         if early {
@@ -298,8 +303,7 @@ fn handle_request(w: &Wire, data: &[u8], replayed: bool) {
             return;
         }
         (
-            dst.qp_type == w.qp_type
-                && matches!(dst.qp_type, QPT_RC | QPT_UC)
+            super::peers(w.qp_type, dst.qp_type)
                 && qp::can_receive(g.state)
                 && g.attrs.dest_qp_num == w.src_qpn
                 && reached(w, &dst, g.attrs.port_num),
@@ -311,7 +315,18 @@ fn handle_request(w: &Wire, data: &[u8], replayed: bool) {
     }
     let rnr_wait = w.flags & flag::RNR_WAIT != 0;
     match w.kind {
-        kind::SEND => deliver(&dst, msg(data.to_vec(), None, WC_SEND), rnr_wait),
+        kind::SEND => {
+            // XRC: the SRQ number travels in `qkey` (unused by RC).
+            let xrc = match super::xrc_target(&dst, w.qkey) {
+                Ok(x) => x,
+                Err(st) => return peer.reply(st),
+            };
+            let m = Message {
+                xrc,
+                ..msg(data.to_vec(), None, WC_SEND)
+            };
+            deliver(&dst, m, rnr_wait)
+        }
         kind::WRITE | kind::WRITE_IMM => {
             if !data.is_empty() {
                 match remote_mem(

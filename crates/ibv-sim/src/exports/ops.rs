@@ -24,14 +24,13 @@ pub fn install(vctx: &mut verbs_context) {
     vctx.query_rt_values = Some(sim_query_rt_values);
     vctx.create_srq_ex = Some(sim_create_srq_ex);
     crate::ext::install(vctx);
+    crate::objects::install(vctx);
     let c = &mut vctx.context;
     c.ops.poll_cq = Some(sim_poll_cq);
     c.ops.req_notify_cq = Some(sim_req_notify_cq);
     c.ops.post_send = Some(sim_post_send);
     c.ops.post_recv = Some(sim_post_recv);
     c.ops.post_srq_recv = Some(sim_post_srq_recv);
-    // Memory windows are not simulated: alloc_mw / bind_mw / dealloc_mw
-    // stay NULL, so the inline ibv_alloc_mw fails with EOPNOTSUPP.
 }
 
 /// `verbs_context.query_port` (the `ibv_query_port` macro).
@@ -57,6 +56,11 @@ const SRQ_INIT_TYPE: u32 = verbs_abi::ibv_srq_init_attr_mask::IBV_SRQ_INIT_ATTR_
 const SRQ_INIT_PD: u32 = verbs_abi::ibv_srq_init_attr_mask::IBV_SRQ_INIT_ATTR_PD as u32;
 const SRQ_INIT_KNOWN: u32 =
     verbs_abi::ibv_srq_init_attr_mask::IBV_SRQ_INIT_ATTR_RESERVED as u32 - 1;
+const SRQ_INIT_XRCD: u32 = verbs_abi::ibv_srq_init_attr_mask::IBV_SRQ_INIT_ATTR_XRCD as u32;
+const SRQ_INIT_CQ: u32 = verbs_abi::ibv_srq_init_attr_mask::IBV_SRQ_INIT_ATTR_CQ as u32;
+/// `ibv_srq_type`.
+const SRQT_BASIC: c_int = verbs_abi::ibv_srq_type::IBV_SRQT_BASIC as c_int;
+const SRQT_XRC: c_int = verbs_abi::ibv_srq_type::IBV_SRQT_XRC as c_int;
 
 /// `verbs_context.create_srq_ex` (`ibv_create_srq_ex` beyond the plain case).
 pub unsafe extern "C" fn sim_create_srq_ex(
@@ -69,19 +73,32 @@ pub unsafe extern "C" fn sim_create_srq_ex(
             return Err(libc::EINVAL);
         }
         // SAFETY: attr points at the caller's struct; the enum is read as an int.
-        let (mask, ty, pd_ptr) = unsafe {
+        let (mask, ty, pd_ptr, xrcd, cq) = unsafe {
             (
                 (*attr).comp_mask,
                 core::ptr::addr_of!((*attr).srq_type).cast::<c_int>().read(),
                 (*attr).pd,
+                (*attr).xrcd,
+                (*attr).cq,
             )
         };
         if mask & !SRQ_INIT_KNOWN != 0 || mask & SRQ_INIT_PD == 0 {
             return Err(libc::EINVAL);
         }
-        if mask & SRQ_INIT_TYPE != 0 && ty != 0 {
-            // XRC and tag-matching SRQs are not simulated.
-            return Err(libc::EOPNOTSUPP);
+        let ty = if mask & SRQ_INIT_TYPE != 0 {
+            ty
+        } else {
+            SRQT_BASIC
+        };
+        match ty {
+            SRQT_BASIC => {}
+            // An XRC SRQ needs its domain and CQ.
+            SRQT_XRC if mask & (SRQ_INIT_XRCD | SRQ_INIT_CQ) != SRQ_INIT_XRCD | SRQ_INIT_CQ => {
+                return Err(libc::EINVAL)
+            }
+            SRQT_XRC => {}
+            // Tag-matching SRQs are not simulated.
+            _ => return Err(libc::EOPNOTSUPP),
         }
         let (pctx, _) = pd::get(pd_ptr)?;
         if !core::ptr::eq(pctx, sim) {
@@ -89,6 +106,9 @@ pub unsafe extern "C" fn sim_create_srq_ex(
         }
         // SAFETY: as above.
         let (srq_context, a) = unsafe { ((*attr).srq_context, &mut (*attr).attr) };
+        if ty == SRQT_XRC {
+            return crate::xrc::create_srq(sim, pd_ptr, xrcd, cq, srq_context, a);
+        }
         srq::create(pd_ptr, srq_context, a)
     })
 }

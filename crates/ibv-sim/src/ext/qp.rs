@@ -26,13 +26,13 @@ use parking_lot::lock_api::RawMutex as _;
 use parking_lot::Mutex;
 use verbs_abi::{
     ibv_ah, ibv_context, ibv_data_buf, ibv_mw, ibv_mw_bind_info, ibv_qp, ibv_qp_cap, ibv_qp_ex,
-    ibv_qp_init_attr_ex, ibv_qp_init_attr_mask, ibv_send_wr, ibv_sge,
+    ibv_qp_init_attr_ex, ibv_qp_init_attr_mask, ibv_send_wr, ibv_send_wr_bind_mw, ibv_sge,
 };
 
 use crate::abi::{
     SEND_FENCE, SEND_INLINE, SEND_IP_CSUM, SEND_SIGNALED, SEND_SOLICITED, WR_ATOMIC_CMP_AND_SWP,
-    WR_ATOMIC_FETCH_AND_ADD, WR_RDMA_READ, WR_RDMA_WRITE, WR_RDMA_WRITE_WITH_IMM, WR_SEND,
-    WR_SEND_WITH_IMM,
+    WR_ATOMIC_FETCH_AND_ADD, WR_BIND_MW, WR_LOCAL_INV, WR_RDMA_READ, WR_RDMA_WRITE,
+    WR_RDMA_WRITE_WITH_IMM, WR_SEND, WR_SEND_WITH_IMM, WR_SEND_WITH_INV,
 };
 use crate::device::limits;
 use crate::qp::ex::{Batch, Data, ExState, Wr};
@@ -52,6 +52,9 @@ const WITH_SEND_WITH_IMM: u64 = 1 << 3;
 const WITH_RDMA_READ: u64 = 1 << 4;
 const WITH_ATOMIC_CMP_AND_SWP: u64 = 1 << 5;
 const WITH_ATOMIC_FETCH_AND_ADD: u64 = 1 << 6;
+const WITH_LOCAL_INV: u64 = 1 << 7;
+const WITH_BIND_MW: u64 = 1 << 8;
+const WITH_SEND_WITH_INV: u64 = 1 << 9;
 
 /// What `wr_flags` may carry (`IBV_SEND_INLINE` aside: whether data is
 /// inline is the setter's choice, not the flag's, `ibv_wr_post(3)`).
@@ -88,12 +91,19 @@ pub unsafe extern "C" fn sim_create_qp_ex(
             0
         };
         let allowed = match qp_type {
-            QPT_RC => send | write | WITH_RDMA_READ | atomics,
+            QPT_RC => {
+                send | write
+                    | WITH_RDMA_READ
+                    | atomics
+                    | WITH_LOCAL_INV
+                    | WITH_BIND_MW
+                    | WITH_SEND_WITH_INV
+            }
             QPT_UC => send | write,
-            QPT_UD => send,
+            QPT_UD | crate::qp_state::QPT_XRC_SEND => send,
             _ => 0,
         };
-        // Memory windows, invalidation, TSO and atomic write are not simulated.
+        // TSO and atomic write are not simulated.
         if send_ops & !allowed != 0 {
             return Err(libc::EOPNOTSUPP);
         }
@@ -205,6 +215,8 @@ fn op(x: *mut ibv_qp_ex, opcode: c_int, fill: impl FnOnce(&mut Wr)) {
                 length: 0,
                 lkey: 0,
             },
+            bind: None,
+            xrc_srqn: 0,
         };
         fill(&mut w);
         b.wrs.push(w);
@@ -331,6 +343,7 @@ fn post(q: *mut ibv_qp, b: &mut Batch) -> c_int {
         r.num_sge = n as c_int;
         r.send_flags = (w.flags & WR_FLAGS) | if inline { SEND_INLINE } else { 0 };
         r.imm_data = w.imm;
+        r.qp_type.xrc.remote_srqn = w.xrc_srqn;
         // SAFETY: the opcode is an int-sized C enum, written as an int
         // from the ibv_wr_opcode values above; the union members are
         // plain data, each written for the opcodes that read it.
@@ -342,6 +355,15 @@ fn post(q: *mut ibv_qp, b: &mut Batch) -> c_int {
                     r.wr.atomic.rkey = w.rkey;
                     r.wr.atomic.compare_add = w.compare_add;
                     r.wr.atomic.swap = w.swap;
+                }
+                WR_BIND_MW => {
+                    if let Some((mw, info)) = w.bind {
+                        r.anon.bind_mw = ibv_send_wr_bind_mw {
+                            mw,
+                            rkey: w.rkey,
+                            bind_info: info,
+                        };
+                    }
                 }
                 _ if w.ah != 0 => {
                     r.wr.ud.ah = w.ah as *mut ibv_ah;
@@ -512,32 +534,46 @@ unsafe extern "C" fn wr_set_inline_data_list(
     })
 }
 
+/// A type 2 bind (`objects::mw` executes it).
+unsafe extern "C" fn wr_bind_mw(
+    x: *mut ibv_qp_ex,
+    mw: *mut ibv_mw,
+    rkey: u32,
+    info: *const ibv_mw_bind_info,
+) {
+    if info.is_null() {
+        return fail(x, libc::EINVAL);
+    }
+    // SAFETY: info points at the caller's struct (plain data), copied now.
+    let info = unsafe { info.read() };
+    op(x, WR_BIND_MW, |w| {
+        w.rkey = rkey;
+        w.bind = Some((mw, info));
+    })
+}
+
+/// The rkey to invalidate travels where `ibv_send_wr` keeps it, in `imm_data`.
+unsafe extern "C" fn wr_local_inv(x: *mut ibv_qp_ex, rkey: u32) {
+    op(x, WR_LOCAL_INV, |w| w.imm = rkey)
+}
+
+unsafe extern "C" fn wr_send_inv(x: *mut ibv_qp_ex, rkey: u32) {
+    op(x, WR_SEND_WITH_INV, |w| w.imm = rkey)
+}
+
+/// The remote XRC SRQ of the request being built.
+unsafe extern "C" fn wr_set_xrc_srqn(x: *mut ibv_qp_ex, srqn: u32) {
+    set(x, |w| {
+        w.xrc_srqn = srqn;
+        Ok(())
+    })
+}
+
 // Operations the sim does not simulate: `ibv_create_qp_ex` refuses their
 // send ops, and a program that calls them anyway gets EOPNOTSUPP from
 // `ibv_wr_complete` instead of a jump through NULL.
 
-unsafe extern "C" fn wr_bind_mw(
-    x: *mut ibv_qp_ex,
-    _mw: *mut ibv_mw,
-    _rkey: u32,
-    _info: *const ibv_mw_bind_info,
-) {
-    fail(x, libc::EOPNOTSUPP)
-}
-
-unsafe extern "C" fn wr_local_inv(x: *mut ibv_qp_ex, _rkey: u32) {
-    fail(x, libc::EOPNOTSUPP)
-}
-
-unsafe extern "C" fn wr_send_inv(x: *mut ibv_qp_ex, _rkey: u32) {
-    fail(x, libc::EOPNOTSUPP)
-}
-
 unsafe extern "C" fn wr_send_tso(x: *mut ibv_qp_ex, _hdr: *mut c_void, _hdr_sz: u16, _mss: u16) {
-    fail(x, libc::EOPNOTSUPP)
-}
-
-unsafe extern "C" fn wr_set_xrc_srqn(x: *mut ibv_qp_ex, _srqn: u32) {
     fail(x, libc::EOPNOTSUPP)
 }
 

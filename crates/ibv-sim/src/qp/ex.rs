@@ -101,4 +101,8 @@ pub(crate) struct Wr {
     /// The one scatter entry that points at inline data (the data path
     /// reads inline entries by address).
     pub(crate) inline_sge: ibv_sge,
+    /// `ibv_wr_bind_mw`: the window and what to bind it to.
+    pub(crate) bind: Option<(*mut verbs_abi::ibv_mw, verbs_abi::ibv_mw_bind_info)>,
+    /// XRC send QPs: the remote SRQ (`ibv_wr_set_xrc_srqn`).
+    pub(crate) xrc_srqn: u32,
 }

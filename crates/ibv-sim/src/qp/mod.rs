@@ -152,8 +152,13 @@ pub struct QpShared {
     pub qp_num: u32,
     pub qp_type: c_int,
     pub dev: &'static SimDevice,
-    /// Address of the SimPd.
+    /// Address of the SimPd (0: an XRC receive QP, which has none).
     pub pd: usize,
+    /// An XRC receive QP's domain (`SimXrcd::domain`; 0 otherwise).
+    pub xrc_domain: usize,
+    /// `ibv_qp` handles of this QP: 1, more for an XRC receive QP that
+    /// `ibv_open_qp` opened again; the QP lives until the last goes.
+    handles: AtomicU32,
     pub sq_sig_all: bool,
     pub cap: ibv_qp_cap,
     pub send_cq: Arc<CqShared>,
@@ -223,6 +228,10 @@ pub struct SimQp {
     send_cq: *const SimCq,
     recv_cq: *const SimCq,
     srq: *const SimSrq,
+    /// `IBV_QPT_XRC_RECV`: its XRC domain (NULL otherwise).
+    xrcd: *const crate::xrcd::SimXrcd,
+    /// Flow steering rules attached (`objects::flow`); valid all-zero.
+    pub users: AtomicU32,
 }
 
 /// Members of each multicast group, by GID.
@@ -261,6 +270,8 @@ pub struct QpInit {
     pub cap: ibv_qp_cap,
     pub qp_type: c_int,
     pub sq_sig_all: c_int,
+    /// `IBV_QPT_XRC_RECV`: its XRC domain (`IBV_QP_INIT_ATTR_XRCD`).
+    pub xrcd: *mut verbs_abi::ibv_xrcd,
 }
 
 impl QpInit {
@@ -279,6 +290,7 @@ impl QpInit {
                 cap: (*a).cap,
                 qp_type: addr_of!((*a).qp_type).cast::<c_int>().read(),
                 sq_sig_all: (*a).sq_sig_all,
+                xrcd: core::ptr::null_mut(),
             }
         }
     }
@@ -293,18 +305,46 @@ fn cq_of(ctx: &SimContext, cq: *mut ibv_cq) -> Result<&'static SimCq, c_int> {
 }
 
 /// `ibv_create_qp`; writes the granted capacities back into `init.cap`.
+/// XRC receive QPs have no PD, CQs or queues of their own (each message
+/// names the XRC SRQ it lands in, `objects::xrc`); XRC send QPs no receive
+/// side.
 pub fn create(pd_ptr: *mut ibv_pd, init: &mut QpInit) -> Result<*mut ibv_qp, c_int> {
-    let (ctx, pd) = pd::get(pd_ptr)?;
+    let xrc_recv = init.qp_type == qp_state::QPT_XRC_RECV;
+    let (ctx, pd, xrcd) = if xrc_recv {
+        let (c, x) = crate::xrcd::get(init.xrcd)?;
+        (c, None, Some(x))
+    } else {
+        let (c, p) = pd::get(pd_ptr)?;
+        (c, Some(p), None)
+    };
     let fam = ctx.dev.family;
     match init.qp_type {
-        QPT_RC => {}
+        QPT_RC | qp_state::QPT_XRC_SEND | qp_state::QPT_XRC_RECV => {}
         QPT_UC if fam.uc => {}
         QPT_UD if fam.ud => {}
         QPT_UC | QPT_UD => return Err(libc::EOPNOTSUPP),
-        qp_state::QPT_RAW_PACKET | qp_state::QPT_XRC_SEND | qp_state::QPT_XRC_RECV => {
-            return Err(libc::EOPNOTSUPP)
-        }
+        qp_state::QPT_RAW_PACKET => return Err(libc::EOPNOTSUPP),
         _ => return Err(libc::EINVAL),
+    }
+    let no_recv = matches!(
+        init.qp_type,
+        qp_state::QPT_XRC_SEND | qp_state::QPT_XRC_RECV
+    );
+    if no_recv {
+        init.cap.max_recv_wr = 0;
+        init.cap.max_recv_sge = 0;
+        if !init.srq.is_null() {
+            return Err(libc::EINVAL);
+        }
+    }
+    if xrc_recv {
+        init.cap = ibv_qp_cap {
+            max_send_wr: 0,
+            max_recv_wr: 0,
+            max_send_sge: 0,
+            max_recv_sge: 0,
+            max_inline_data: 0,
+        };
     }
     let cap = &mut init.cap;
     if cap.max_send_wr > limits::MAX_QP_WR as u32
@@ -319,11 +359,27 @@ pub fn create(pd_ptr: *mut ibv_pd, init: &mut QpInit) -> Result<*mut ibv_qp, c_i
         return Err(libc::EINVAL);
     }
     let mut st = ctx.lock_open()?;
-    if !registry::is_live(pd_ptr as usize, Kind::Pd) {
+    let live = match xrcd {
+        Some(_) => registry::is_live(init.xrcd as usize, Kind::Xrcd),
+        None => registry::is_live(pd_ptr as usize, Kind::Pd),
+    };
+    if !live {
         return Err(libc::EINVAL);
     }
-    let send_cq = cq_of(ctx, init.send_cq)?;
-    let recv_cq = cq_of(ctx, init.recv_cq)?;
+    let send_cq = if xrc_recv {
+        None
+    } else {
+        Some(cq_of(ctx, init.send_cq)?)
+    };
+    let recv_cq = if no_recv {
+        None
+    } else {
+        Some(cq_of(ctx, init.recv_cq)?)
+    };
+    // Queues that never complete anything still need a CQ to name.
+    let unused_cq = || cq::CqShared::unused(ctx.async_q.clone());
+    let send_shared = send_cq.map_or_else(unused_cq, |c| c.shared.clone());
+    let recv_shared = recv_cq.map_or_else(|| send_shared.clone(), |c| c.shared.clone());
     let srq: Option<&SimSrq> = if init.srq.is_null() {
         None
     } else {
@@ -355,11 +411,13 @@ pub fn create(pd_ptr: *mut ibv_pd, init: &mut QpInit) -> Result<*mut ibv_qp, c_i
         qp_num,
         qp_type: init.qp_type,
         dev: ctx.dev,
-        pd: pd_ptr as usize,
+        pd: pd.map_or(0, |p| p.base()),
+        xrc_domain: xrcd.map_or(0, |x| x.domain),
+        handles: AtomicU32::new(1),
         sq_sig_all: init.sq_sig_all != 0,
         cap: *cap,
-        send_cq: send_cq.shared.clone(),
-        recv_cq: recv_cq.shared.clone(),
+        send_cq: send_shared,
+        recv_cq: recv_shared,
         srq: srq.map(|s| s.shared.clone()),
         st: Mutex::new(QpInner {
             state: RESET,
@@ -391,15 +449,28 @@ pub fn create(pd_ptr: *mut ibv_pd, init: &mut QpInit) -> Result<*mut ibv_qp, c_i
             .cast::<c_int>()
             .write(init.qp_type);
         addr_of_mut!((*raw).shared).write(shared.clone());
-        addr_of_mut!((*raw).pd).write(pd);
-        addr_of_mut!((*raw).send_cq).write(send_cq);
-        addr_of_mut!((*raw).recv_cq).write(recv_cq);
+        addr_of_mut!((*raw).pd).write(pd.map_or(core::ptr::null(), |p| p as *const SimPd));
+        addr_of_mut!((*raw).send_cq)
+            .write(send_cq.map_or(core::ptr::null(), |c| c as *const SimCq));
+        addr_of_mut!((*raw).recv_cq)
+            .write(recv_cq.map_or(core::ptr::null(), |c| c as *const SimCq));
+        addr_of_mut!((*raw).xrcd).write(xrcd.map_or(core::ptr::null(), |x| x as *const _));
         addr_of_mut!((*raw).srq).write(srq.map_or(core::ptr::null(), |s| s as *const SimSrq));
         Box::into_raw(b.assume_init())
     };
-    pd.users.fetch_add(1, Ordering::Relaxed);
-    send_cq.users.fetch_add(1, Ordering::Relaxed);
-    recv_cq.users.fetch_add(1, Ordering::Relaxed);
+    for users in [
+        pd.map(|p| &p.users),
+        send_cq.map(|c| &c.users),
+        recv_cq.map(|c| &c.users),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        users.fetch_add(1, Ordering::Relaxed);
+    }
+    if let Some(x) = xrcd {
+        x.users.take();
+    }
     if let Some(s) = srq {
         s.users.fetch_add(1, Ordering::Relaxed);
     }
@@ -528,14 +599,29 @@ pub fn destroy(qp: *mut ibv_qp) -> Result<(), c_int> {
     let (ctx, q) = get(qp)?;
     let s = &q.shared;
     {
-        let _st = ctx.lock_open()?;
+        let mut st = ctx.lock_open()?;
         if !registry::is_live(qp as usize, Kind::Qp) {
             return Err(libc::EINVAL);
         }
-        if !s.st.lock().mcast.is_empty() {
+        if !s.st.lock().mcast.is_empty() || q.users.load(Ordering::Relaxed) > 0 {
             return Err(libc::EBUSY);
         }
         OBJECTS.remove(qp as usize);
+        if s.handles.fetch_sub(1, Ordering::Relaxed) > 1 {
+            // Another handle of an XRC receive QP keeps the QP.
+            // SAFETY: its XRC domain is live: the handle counts as a user.
+            unsafe { (*q.xrcd).users.give() };
+            st.children -= 1;
+            drop(st);
+            // The QP publishes its state into the handle it was created
+            // with (`QpShared::addr`): that one stays allocated (a small
+            // leak, only when it goes before a handle `ibv_open_qp` made).
+            if s.addr != qp as usize {
+                // SAFETY: allocated by Box in `open_xrc`, unregistered above.
+                drop(unsafe { Box::from_raw(qp as *mut SimQp) });
+            }
+            return Ok(());
+        }
         QPS.remove(s.qp_num);
         crate::fabric::free_qpn(s.qp_num);
     }
@@ -553,11 +639,20 @@ pub fn destroy(qp: *mut ibv_qp) -> Result<(), c_int> {
     s.send_cq.remove_qp(s.qp_num);
     s.recv_cq.remove_qp(s.qp_num);
     let mut st = ctx.lock();
-    // SAFETY: the QP's PD, CQs and SRQ are live: the QP counts as their user.
+    // SAFETY: the QP's PD, CQs, SRQ and XRC domain (those it has) are
+    // live: the QP counts as their user.
     unsafe {
-        (*q.pd).users.fetch_sub(1, Ordering::Relaxed);
-        (*q.send_cq).users.fetch_sub(1, Ordering::Relaxed);
-        (*q.recv_cq).users.fetch_sub(1, Ordering::Relaxed);
+        if let Some(p) = q.pd.as_ref() {
+            p.users.fetch_sub(1, Ordering::Relaxed);
+        }
+        for c in [q.send_cq, q.recv_cq] {
+            if let Some(c) = c.as_ref() {
+                c.users.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+        if let Some(x) = q.xrcd.as_ref() {
+            x.users.give();
+        }
         if !q.srq.is_null() {
             (*q.srq).users.fetch_sub(1, Ordering::Relaxed);
         }
@@ -572,6 +667,7 @@ pub fn destroy(qp: *mut ibv_qp) -> Result<(), c_int> {
 /// `ibv_qp_init_attr_mask` bits.
 const INIT_PD: u32 = ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_PD as u32;
 const INIT_CREATE_FLAGS: u32 = ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_CREATE_FLAGS as u32;
+const INIT_XRCD: u32 = ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_XRCD as u32;
 /// Every bit up to `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`.
 const INIT_KNOWN: u32 = (ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS as u32) * 2 - 1;
 
@@ -586,20 +682,33 @@ pub fn create_ex(
     }
     // SAFETY: attr points at the caller's ibv_qp_init_attr_ex, whose
     // leading fields are an ibv_qp_init_attr.
-    let (mask, pd_ptr, flags, mut init) = unsafe {
+    let (mask, pd_ptr, flags, xrcd, mut init) = unsafe {
         (
             (*attr).comp_mask,
             (*attr).pd,
             (*attr).create_flags,
+            (*attr).xrcd,
             QpInit::from_attr(attr.cast()),
         )
     };
-    if mask & !INIT_KNOWN != 0 || mask & INIT_PD == 0 {
+    // An XRC receive QP names its XRC domain instead of a PD.
+    let xrc_recv = init.qp_type == qp_state::QPT_XRC_RECV;
+    let needed = if xrc_recv { INIT_XRCD } else { INIT_PD };
+    if mask & !INIT_KNOWN != 0 || mask & needed == 0 {
         return Err(libc::EINVAL);
     }
-    // XRC, TSO and RSS are not simulated (send ops: see ext::qp).
-    if mask & !(INIT_PD | INIT_CREATE_FLAGS) != 0 || (mask & INIT_CREATE_FLAGS != 0 && flags != 0) {
+    // TSO and RSS are not simulated (send ops: see ext::qp).
+    if mask & !(INIT_PD | INIT_XRCD | INIT_CREATE_FLAGS) != 0
+        || (mask & INIT_CREATE_FLAGS != 0 && flags != 0)
+    {
         return Err(libc::EOPNOTSUPP);
+    }
+    if xrc_recv {
+        init.xrcd = xrcd;
+        let q = create(core::ptr::null_mut(), &mut init)?;
+        // SAFETY: as above.
+        unsafe { (*attr).cap = init.cap };
+        return Ok(q);
     }
     let (pctx, _) = pd::get(pd_ptr)?;
     if !core::ptr::eq(pctx, sim) {
@@ -609,6 +718,82 @@ pub fn create_ex(
     // SAFETY: as above.
     unsafe { (*attr).cap = init.cap };
     Ok(q)
+}
+
+/// `ibv_qp_open_attr_mask` bits.
+const OPEN_NUM: u32 = 1;
+const OPEN_XRCD: u32 = 1 << 1;
+const OPEN_CONTEXT: u32 = 1 << 2;
+const OPEN_TYPE: u32 = 1 << 3;
+
+/// `ibv_open_qp`: another handle of an XRC receive QP of this process,
+/// found by number in the XRC domain `attr.xrcd` names (`EINVAL` if none).
+pub fn open_xrc(
+    ctx: *mut ibv_context,
+    attr: *mut verbs_abi::ibv_qp_open_attr,
+) -> Result<*mut ibv_qp, c_int> {
+    let sim = context::from_ibv(ctx)?;
+    if attr.is_null() {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: attr points at the caller's struct; the enum read as an int.
+    let (mask, num, xrcd, qp_context, ty) = unsafe {
+        (
+            (*attr).comp_mask,
+            (*attr).qp_num,
+            (*attr).xrcd,
+            (*attr).qp_context,
+            addr_of!((*attr).qp_type).cast::<c_int>().read(),
+        )
+    };
+    let needed = OPEN_NUM | OPEN_XRCD | OPEN_TYPE;
+    if mask & !(needed | OPEN_CONTEXT) != 0 || mask & needed != needed {
+        return Err(libc::EINVAL);
+    }
+    if ty != qp_state::QPT_XRC_RECV {
+        return Err(libc::EINVAL);
+    }
+    let (xctx, x) = crate::xrcd::get(xrcd)?;
+    if !core::ptr::eq(xctx, sim) {
+        return Err(libc::EINVAL);
+    }
+    let shared = QPS
+        .get(num)
+        .filter(|s| s.qp_type == qp_state::QPT_XRC_RECV && s.xrc_domain == x.domain)
+        .ok_or(libc::EINVAL)?;
+    let mut st = sim.lock_open()?;
+    if !registry::is_live(xrcd as usize, Kind::Xrcd) {
+        return Err(libc::EINVAL);
+    }
+    let state = shared.st.lock().state;
+    let mut b = Box::<SimQp>::new_zeroed();
+    let raw = b.as_mut_ptr();
+    // SAFETY: as in `create`: every field not valid as zero is written.
+    let raw = unsafe {
+        let q = addr_of_mut!((*raw).qp);
+        addr_of_mut!((*q).context).write(sim.ibv());
+        if mask & OPEN_CONTEXT != 0 {
+            addr_of_mut!((*q).qp_context).write(qp_context);
+        }
+        addr_of_mut!((*q).handle).write(st.handle());
+        addr_of_mut!((*q).qp_num).write(num);
+        addr_of_mut!((*q).state).cast::<c_int>().write(state);
+        addr_of_mut!((*q).qp_type).cast::<c_int>().write(ty);
+        addr_of_mut!((*raw).shared).write(shared.clone());
+        addr_of_mut!((*raw).xrcd).write(x);
+        Box::into_raw(b.assume_init())
+    };
+    shared.handles.fetch_add(1, Ordering::Relaxed);
+    x.users.take();
+    st.children += 1;
+    OBJECTS.insert(
+        raw as usize,
+        Entry {
+            kind: Kind::Qp,
+            ctx: sim.addr(),
+        },
+    );
+    Ok(raw.cast())
 }
 
 /// Fails the messages parked on `s`'s receive queue (or destined to `s`
