@@ -442,19 +442,10 @@ impl<F: Copy> RealFn<F> {
         self.resolve()
     }
 
-    /// The real function if it is resolved already (the fast paths leave
-    /// resolving, and its failure, to the slow path).
-    #[inline(always)]
-    pub fn ready(&self) -> Option<F> {
-        let p = self.slot.load(Ordering::Acquire);
-        // SAFETY: as in `get`.
-        (p > MISSING).then(|| unsafe { std::mem::transmute_copy::<usize, F>(&p) })
-    }
-
     /// The real function, resolved before.
     ///
     /// # Safety
-    /// `get` or `ready` must have returned it (a slot, once resolved,
+    /// `get` must have returned it (a slot, once resolved,
     /// never changes).
     #[inline(always)]
     pub unsafe fn resolved(&self) -> F {
@@ -571,12 +562,6 @@ macro_rules! real_fns {
             unsafe fn resolved() -> Self {
                 // SAFETY: the caller's contract.
                 $ty(unsafe { Self::slot().resolved() })
-            }
-
-            /// The real function if resolved already (for fast paths).
-            #[inline(always)]
-            fn ready() -> Option<Self> {
-                Self::slot().ready().map($ty)
             }
 
             /// Forwards to the real function.
