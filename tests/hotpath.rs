@@ -88,3 +88,33 @@ fn the_fast_path_still_refuses_null_and_unknown_devices() {
         assert!(out.status.success(), "{}", describe(&cmd, &out));
     }
 }
+
+/// The gate is open again in a forked child until it notes its own first
+/// verbs call: a child that only calls a getter (the fast path) is still
+/// a verbs user, and tells the launcher so (`IBV_SHIM_STATUS_DIR`).
+#[test]
+fn a_forked_child_that_only_calls_a_getter_is_noted_as_a_verbs_user() {
+    let tb = Testbed::new();
+    let exe = getter_loop();
+    let status = TempDir::new("hotpath-status");
+    let mut cmd = tb.command(&exe);
+    cmd.args(["fork", "2"])
+        .env("IBV_SHIM_LOG", "off")
+        .env("IBV_SHIM_STATUS_DIR", status.path());
+    preload_shim(&mut cmd);
+    let out = run(&mut cmd);
+    let text = stdout(&out);
+    assert!(text.ends_with("ok\n"), "{}", describe(&cmd, &out));
+    let children: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("child "))
+        .collect();
+    assert_eq!(children.len(), 2, "{}", describe(&cmd, &out));
+    for pid in children {
+        assert!(
+            status.join(format!("{pid}.started")).exists(),
+            "child {pid} not noted as a verbs user\n{}",
+            describe(&cmd, &out)
+        );
+    }
+}

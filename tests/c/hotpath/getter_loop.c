@@ -8,8 +8,12 @@
  *     guid   ibv_get_device_guid(list[0])
  *     bad    each getter with NULL and with a copy of list[0] (not a device
  *            the library handed out), N times: each must fail with EINVAL
+ *     fork   fork N children after the list; each calls only
+ *            ibv_get_device_name(list[0]) and exits; prints "child PID" each
  * Prints "ok" after checking each result against a first call's. */
 #include <errno.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <infiniband/verbs.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -46,6 +50,18 @@ int main(int argc, char **argv)
         for (long i = 0; i < n; i++)
             sum += (uintptr_t)ibv_get_device_guid(list[0]);
         want = (uintptr_t)ibv_get_device_guid(list[0]) * (uintptr_t)n;
+    } else if (!strcmp(op, "fork")) {
+        for (long i = 0; i < n; i++) {
+            fflush(stdout);
+            pid_t pid = fork();
+            if (pid == 0)
+                exit(ibv_get_device_name(list[0]) ? 0 : 1);
+            int status = 0;
+            if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+                WEXITSTATUS(status) != 0)
+                sum++;
+            printf("child %d\n", (int)pid);
+        }
     } else if (!strcmp(op, "bad")) {
         static struct ibv_device copy;
         memcpy(&copy, list[0], sizeof copy);
