@@ -12,7 +12,6 @@
 //! pointers, [`ErrnoCode`] for verbs that return an errno value,
 //! [`MinusOne`] for -1, nothing for `void`. errno is set in every case.
 
-use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::log::Level;
@@ -128,42 +127,42 @@ pub fn export<R: CReturn>(name: &'static str, body: impl FnOnce() -> Result<R, R
     })
 }
 
-thread_local! {
-    /// Boundaries this thread is inside: an export's body (the forwarded
-    /// call, the shim's bookkeeping) or the shim's own start-up and exit.
-    static INSIDE: Cell<u32> = const { Cell::new(0) };
-}
-
 /// Is this thread inside one of the shim's boundaries? At exit it means
 /// `exit()` was called from a signal handler that interrupted a verbs call
 /// (qperf's SIGURG handler does): the real library, the shim's tables and
 /// malloc may all be halfway through a change.
 pub fn inside_boundary() -> bool {
-    INSIDE.with(|n| n.get() != 0)
+    crate::thread::inside_boundary()
 }
 
 /// Runs an export's body; a panic becomes `on_panic` with errno `EIO`.
 #[inline(always)]
 pub fn boundary<T>(name: &'static str, on_panic: T, body: impl FnOnce() -> T) -> T {
-    INSIDE.with(|n| n.set(n.get() + 1));
+    crate::thread::enter_boundary();
     let result = catch_unwind(AssertUnwindSafe(body));
-    INSIDE.with(|n| n.set(n.get() - 1));
+    crate::thread::leave_boundary();
     match result {
         Ok(v) => v,
         Err(payload) => {
-            let msg = payload
-                .downcast_ref::<&str>()
-                .copied()
-                .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
-                .unwrap_or("(no message)");
-            crate::log!(
-                Level::Error,
-                "{name}: internal error in the shim (panic: {msg}); call failed"
-            );
-            set_errno(libc::EIO);
+            panicked(name, payload);
             on_panic
         }
     }
+}
+
+#[cold]
+#[inline(never)]
+fn panicked(name: &str, payload: Box<dyn std::any::Any + Send>) {
+    let msg = payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(no message)");
+    crate::log!(
+        Level::Error,
+        "{name}: internal error in the shim (panic: {msg}); call failed"
+    );
+    set_errno(libc::EIO);
 }
 
 #[cfg(test)]

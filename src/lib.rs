@@ -42,6 +42,9 @@ pub mod errno;
 pub mod thread;
 // Internal: only `exports` makes the header.
 /// cbindgen:ignore
+pub mod gate;
+// Internal: only `exports` makes the header.
+/// cbindgen:ignore
 pub mod lifecycle;
 // Internal: only `exports` makes the header.
 /// cbindgen:ignore

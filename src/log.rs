@@ -96,6 +96,10 @@ pub fn enabled(level: Level) -> bool {
 fn init_level() -> u8 {
     let cfg = config::get();
     LEVEL.store(cfg.log_level as u8, Ordering::Relaxed);
+    // The fast paths leave the gate only when a line may be written.
+    if cfg.log_level < Level::Debug {
+        crate::gate::clear(crate::gate::LOG);
+    }
     for p in &cfg.problems {
         line(Level::Warn, format_args!("{p}"));
     }

@@ -442,6 +442,19 @@ impl<F: Copy> RealFn<F> {
         self.resolve()
     }
 
+    /// The real function, resolved before.
+    ///
+    /// # Safety
+    /// `get` must have returned it (a slot, once resolved,
+    /// never changes).
+    #[inline(always)]
+    pub unsafe fn resolved(&self) -> F {
+        let p = self.slot.load(Ordering::Relaxed);
+        debug_assert!(p > MISSING);
+        // SAFETY: resolved (the caller's contract), so as in `get`.
+        unsafe { std::mem::transmute_copy::<usize, F>(&p) }
+    }
+
     #[cold]
     fn resolve(&self) -> Result<F, Unavailable> {
         // Loading the library and dlvsym may leave errno changed (a failed
@@ -524,9 +537,8 @@ macro_rules! real_fns {
 
         #[allow(dead_code)]
         impl $ty {
-            /// The real function, or why it cannot be called.
             #[inline(always)]
-            fn get() -> Result<Self, $crate::real::Unavailable> {
+            fn slot() -> &'static $crate::real::RealFn<unsafe extern "C" fn($($t),*) $(-> $ret)?> {
                 static REAL: $crate::real::RealFn<unsafe extern "C" fn($($t),*) $(-> $ret)?> =
                     $crate::real::RealFn::new(
                         match std::ffi::CStr::from_bytes_with_nul(
@@ -536,7 +548,20 @@ macro_rules! real_fns {
                             Err(_) => panic!("a function name has no NUL"),
                         },
                     );
-                REAL.get().map($ty)
+                &REAL
+            }
+
+            /// The real function, or why it cannot be called.
+            #[inline(always)]
+            fn get() -> Result<Self, $crate::real::Unavailable> {
+                Self::slot().get().map($ty)
+            }
+
+            /// The real function, resolved before (see `RealFn::resolved`).
+            #[inline(always)]
+            unsafe fn resolved() -> Self {
+                // SAFETY: the caller's contract.
+                $ty(unsafe { Self::slot().resolved() })
             }
 
             /// Forwards to the real function.

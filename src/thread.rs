@@ -1,33 +1,89 @@
 //! Per-thread state: the kernel thread id (for log lines and creation
-//! records) and whether this thread is inside a forwarded call. A leaf
-//! module: the logger and the exports both use it.
+//! records), whether this thread is inside a forwarded call, and inside
+//! one of the shim's boundaries. A leaf module: the logger, the panic
+//! boundary and the exports all use it.
+//!
+//! The state is one 16-byte block of initial-exec TLS, declared in
+//! assembly: Rust's `thread_local!` in a shared library is general-dynamic,
+//! a call to `__tls_get_addr` per access (about 20 instructions), while an
+//! initial-exec access is a load of the block's offset from the GOT and an
+//! `fs:`-relative access. The cost is 16 bytes of the static TLS surplus
+//! glibc keeps for libraries loaded by `dlopen` (drop-in mode).
 
-use std::cell::Cell;
+use core::arch::{asm, global_asm};
 
-/// One thread-local, so one TLS lookup.
-struct ThreadState {
-    /// Cached `gettid()` (a system call); 0 = not read yet.
-    tid: Cell<i32>,
-    /// Forwarded calls this thread is inside (see [`nested`]).
-    depth: Cell<u32>,
+// The block: depth (u32, offset 0), boundaries (u32, 4), tid (i32, 8).
+// Local symbol (no .globl): nothing outside the shim sees it.
+global_asm!(
+    ".pushsection .tbss,\"awT\",@nobits",
+    ".p2align 4",
+    "ibvshim_thread_state:",
+    ".zero 16",
+    ".popsection",
+);
+
+const DEPTH: usize = 0;
+const BOUNDARIES: usize = 4;
+const TID: usize = 8;
+
+/// The block's offset from this thread's `fs` base (the same for every
+/// thread: initial-exec TLS).
+#[inline(always)]
+fn block() -> usize {
+    let off: usize;
+    // SAFETY: reads the GOT entry the dynamic linker filled with the
+    // block's TP offset; the entry never changes after relocation.
+    unsafe {
+        asm!(
+            "mov {}, qword ptr [rip + ibvshim_thread_state@GOTTPOFF]",
+            out(reg) off,
+            options(pure, readonly, nostack, preserves_flags)
+        )
+    };
+    off
 }
 
-thread_local! {
-    static THREAD: ThreadState = const { ThreadState { tid: Cell::new(0), depth: Cell::new(0) } };
+#[inline(always)]
+fn get(field: usize) -> u32 {
+    let v: u32;
+    // SAFETY: `block() + field` is inside this thread's 16-byte block.
+    unsafe {
+        asm!(
+            "mov {v:e}, dword ptr fs:[{o}]",
+            o = in(reg) block() + field,
+            v = out(reg) v,
+            options(nostack, preserves_flags, readonly)
+        )
+    };
+    v
+}
+
+#[inline(always)]
+fn set(field: usize, v: u32) {
+    // SAFETY: `block() + field` is inside this thread's 16-byte block,
+    // which only this thread writes.
+    unsafe {
+        asm!(
+            "mov dword ptr fs:[{o}], {v:e}",
+            o = in(reg) block() + field,
+            v = in(reg) v,
+            options(nostack, preserves_flags)
+        )
+    };
 }
 
 /// This thread's kernel thread id, read once per thread.
 #[inline]
 pub fn tid() -> i32 {
-    THREAD.with(|t| match t.tid.get() {
+    match get(TID) as i32 {
         0 => {
             // SAFETY: gettid cannot fail.
             let tid = unsafe { libc::gettid() };
-            t.tid.set(tid);
+            set(TID, tid as u32);
             tid
         }
         tid => tid,
-    })
+    }
 }
 
 /// Is this thread already inside a forwarded call? Then the real library
@@ -35,21 +91,76 @@ pub fn tid() -> i32 {
 /// interposes (rdma-core's `ibv_reg_mr` calls `ibv_reg_mr_iova2`,
 /// `ibv_create_ah_from_wc` calls `ibv_create_ah`, both through its PLT). The
 /// outer export records and logs the object, so the inner one only forwards.
-#[inline]
+#[inline(always)]
 pub fn nested() -> bool {
-    THREAD.with(|t| t.depth.get() != 0)
+    get(DEPTH) != 0
 }
 
 /// Runs a forwarded call with this thread marked as inside the real library.
-#[inline]
+#[inline(always)]
 pub fn inside<R>(f: impl FnOnce() -> R) -> R {
-    THREAD.with(|t| t.depth.set(t.depth.get() + 1));
+    inc(DEPTH);
     let r = f();
-    THREAD.with(|t| t.depth.set(t.depth.get() - 1));
+    dec(DEPTH);
     r
+}
+
+/// `field += 1` in one instruction (an export's boundary or depth is one
+/// GOT load and one `inc`).
+#[inline(always)]
+fn inc(field: usize) {
+    // SAFETY: `block() + field` is inside this thread's 16-byte block,
+    // which only this thread writes.
+    unsafe { asm!("inc dword ptr fs:[{o}]", o = in(reg) block() + field, options(nostack)) };
+}
+
+/// `field -= 1` in one instruction.
+#[inline(always)]
+fn dec(field: usize) {
+    // SAFETY: as in `inc`.
+    unsafe { asm!("dec dword ptr fs:[{o}]", o = in(reg) block() + field, options(nostack)) };
+}
+
+/// Enters one of the shim's boundaries (see `guard::boundary`).
+#[inline(always)]
+pub fn enter_boundary() {
+    inc(BOUNDARIES);
+}
+
+/// Leaves what [`enter_boundary`] entered.
+#[inline(always)]
+pub fn leave_boundary() {
+    dec(BOUNDARIES);
+}
+
+/// Is this thread inside one of the shim's boundaries?
+pub fn inside_boundary() -> bool {
+    get(BOUNDARIES) != 0
 }
 
 /// After `fork()`, in the child: its one thread has a new id.
 pub fn after_fork_in_child() {
-    THREAD.with(|t| t.tid.set(0));
+    set(TID, 0);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_thread_has_its_own_state() {
+        assert!(!nested());
+        inside(|| {
+            assert!(nested());
+            inside(|| assert!(nested()));
+            assert!(nested());
+            std::thread::spawn(|| assert!(!nested())).join().unwrap();
+        });
+        assert!(!nested());
+        let here = tid();
+        let there = std::thread::spawn(tid).join().unwrap();
+        assert_ne!(here, there);
+        // SAFETY: gettid cannot fail.
+        assert_eq!(here, unsafe { libc::gettid() });
+    }
 }

@@ -2,7 +2,8 @@
  *
  *   device OP ITERS BATCHES
  *
- * OP: name  ibv_get_device_name(dev)
+ * OP: name  ibv_get_device_name(list[0])
+ *     rot   ibv_get_device_name(list[i % n]): every device of the list in turn
  *     guid  ibv_get_device_guid(dev)
  *     list  ibv_get_device_list(&n) + ibv_free_device_list(list), per pair
  * Prints ns=<median ns per call (per pair for list)> over BATCHES batches of
@@ -13,12 +14,18 @@
 #include "bench.h"
 
 static volatile uintptr_t sink;
+static struct ibv_device **devs;
+static int ndevs;
 
 static void run(const char *op, struct ibv_device *dev, long iters)
 {
     if (!strcmp(op, "name")) {
         for (long i = 0; i < iters; i++)
             sink += (uintptr_t)ibv_get_device_name(dev);
+    } else if (!strcmp(op, "rot")) {
+        /* The same loop direct and under the shim: its own cost cancels. */
+        for (long i = 0, d = 0; i < iters; i++, d = d + 1 == ndevs ? 0 : d + 1)
+            sink += (uintptr_t)ibv_get_device_name(devs[d]);
     } else if (!strcmp(op, "guid")) {
         for (long i = 0; i < iters; i++)
             sink += (uintptr_t)ibv_get_device_guid(dev);
@@ -39,8 +46,8 @@ int main(int argc, char **argv)
     const char *op = argc > 1 ? argv[1] : "name";
     long iters = arg_long(argc, argv, 2, 100000);
     int batches = (int)arg_long(argc, argv, 3, 21);
-    if (strcmp(op, "name") && strcmp(op, "guid") && strcmp(op, "list")) {
-        fprintf(stderr, "usage: device name|guid|list ITERS BATCHES\n");
+    if (strcmp(op, "name") && strcmp(op, "rot") && strcmp(op, "guid") && strcmp(op, "list")) {
+        fprintf(stderr, "usage: device name|rot|guid|list ITERS BATCHES\n");
         return 2;
     }
 
@@ -49,6 +56,8 @@ int main(int argc, char **argv)
     if (!list || n == 0)
         die("no devices (is the test bed or the sim in place?)");
     struct ibv_device *dev = list[0];
+    devs = list;
+    ndevs = n;
     if (ibv_get_device_guid(dev) == 0)
         die("ibv_get_device_guid(%s) returned 0", ibv_get_device_name(dev));
 

@@ -73,12 +73,16 @@ pub unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *m
         let list = real.call(num_devices);
         let errno = Errno::save();
         if !list.is_null() {
+            let fast = resolve_getters();
             let mut n = 0;
             // SAFETY: the real library returns a NULL-terminated array.
             while !unsafe { *list.add(n) }.is_null() {
                 // SAFETY: n is before the terminating NULL.
                 let dev = unsafe { *list.add(n) };
                 devices::remember(dev);
+                if fast {
+                    devices::allow_fast(dev);
+                }
                 if call.logging() && devices::cached_guid(dev).is_none() {
                     if let Ok(guid) = GetDeviceGuid::get() {
                         // dev is a device of the list just returned.
@@ -153,10 +157,40 @@ pub unsafe extern "C" fn ibv_free_device_list(list: *mut *mut ibv_device) {
     })
 }
 
+/// The fast path of the device getters: the gate shut (`gate`: logging
+/// below debug, first use noted) and a device in the fast index (one hash,
+/// one compare), which holds only devices of a list whose getters were all
+/// resolved (see `resolve_getters`). Anything else takes the export's full
+/// path, which refuses, resolves and logs.
+#[inline(always)]
+fn fast(device: *mut ibv_device) -> bool {
+    !crate::gate::any() && devices::is_known_fast(device)
+}
+
+/// Resolves the real getters, so that the devices of a list can take
+/// their fast path (`devices::allow_fast`); false when one is missing.
+fn resolve_getters() -> bool {
+    GetDeviceName::get().is_ok() && GetDeviceGuid::get().is_ok() && GetDeviceIndex::get().is_ok()
+}
+
 /// Returns the name of `device` (e.g. `mlx5_0`), unique within this machine,
 /// or NULL with errno EINVAL for NULL or an unknown device.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_get_device_name(device: *mut ibv_device) -> *const c_char {
+    // The real getter reads a field of the device and changes nothing, so
+    // it runs as a tail call, outside any boundary: there is nothing for a
+    // panic boundary to catch, and nothing half done should a signal
+    // handler call exit() in it.
+    if fast(device) {
+        // SAFETY: resolved before the device entered the fast index.
+        return unsafe { GetDeviceName::resolved() }.call(device);
+    }
+    get_device_name(device)
+}
+
+#[cold]
+#[inline(never)]
+fn get_device_name(device: *mut ibv_device) -> *const c_char {
     export("ibv_get_device_name", || {
         device_ok("ibv_get_device_name", device)?;
         let real = GetDeviceName::get()?;
@@ -179,6 +213,22 @@ pub unsafe extern "C" fn ibv_get_device_name(device: *mut ibv_device) -> *const 
 /// many open files; EINVAL: NULL or unknown device).
 #[no_mangle]
 pub unsafe extern "C" fn ibv_get_device_guid(device: *mut ibv_device) -> __be64 {
+    // The real call reads sysfs (it allocates and opens a file): marked as
+    // inside a boundary, for an exit() from a signal handler in it.
+    if fast(device) {
+        // SAFETY: resolved before the device entered the fast index.
+        let real = unsafe { GetDeviceGuid::resolved() };
+        crate::thread::enter_boundary();
+        let guid = real.call(device);
+        crate::thread::leave_boundary();
+        return guid;
+    }
+    get_device_guid(device)
+}
+
+#[cold]
+#[inline(never)]
+fn get_device_guid(device: *mut ibv_device) -> __be64 {
     export("ibv_get_device_guid", || {
         device_ok("ibv_get_device_guid", device)?;
         let real = GetDeviceGuid::get()?;
@@ -208,6 +258,17 @@ pub unsafe extern "C" fn ibv_get_device_guid(device: *mut ibv_device) -> __be64 
 /// or an unknown device.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_get_device_index(device: *mut ibv_device) -> c_int {
+    // A field read, as `ibv_get_device_name`: a tail call.
+    if fast(device) {
+        // SAFETY: resolved before the device entered the fast index.
+        return unsafe { GetDeviceIndex::resolved() }.call(device);
+    }
+    get_device_index(device)
+}
+
+#[cold]
+#[inline(never)]
+fn get_device_index(device: *mut ibv_device) -> c_int {
     export("ibv_get_device_index", || {
         device_ok("ibv_get_device_index", device)?;
         let real = GetDeviceIndex::get()?;

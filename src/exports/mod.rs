@@ -70,8 +70,19 @@ fn monotonic_ns() -> u64 {
 }
 
 impl Call {
+    /// One relaxed load while the gate is shut (`gate`).
     #[inline(always)]
     pub fn begin() -> Call {
+        if crate::gate::any() {
+            return Call::begin_slow();
+        }
+        Call { start: None }
+    }
+
+    /// The first verbs call of the process, or logging at debug.
+    #[cold]
+    #[inline(never)]
+    fn begin_slow() -> Call {
         crate::report::note_use();
         Call {
             start: log::enabled(Level::Debug).then(monotonic_ns),

@@ -29,6 +29,35 @@ static DEVICES: [Slot; MAX_DEVICES] = [EMPTY; MAX_DEVICES];
 static COUNT: AtomicUsize = AtomicUsize::new(0);
 static ADD: Mutex<()> = mutex(());
 
+/// A direct-mapped index of `DEVICES` by address hash, for the device
+/// check on the fast path: one hash and one compare, whatever the device's
+/// place in the list. A device whose slot another one took is found by
+/// [`is_known`]'s scan instead (the same answer, a few loads more).
+const FAST_BITS: u32 = 10;
+#[allow(clippy::declare_interior_mutable_const)]
+const FAST_EMPTY: AtomicUsize = AtomicUsize::new(0);
+static FAST: [AtomicUsize; 1 << FAST_BITS] = {
+    let mut fast = [FAST_EMPTY; 1 << FAST_BITS];
+    // NULL hashes to slot 0, so slot 0 starts with a value that hashes
+    // elsewhere: an empty slot never matches the address that maps to it.
+    assert!(fast_index(1) != 0 && fast_index(0) == 0);
+    fast[0] = AtomicUsize::new(1);
+    fast
+};
+
+#[inline(always)]
+const fn fast_index(device: usize) -> usize {
+    device.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (usize::BITS - FAST_BITS)
+}
+
+/// Is this a device the real library handed out, with its getters
+/// resolved (see [`allow_fast`])? One hash and one load; false may still be
+/// a known device (see `FAST`): ask [`is_known`].
+#[inline(always)]
+pub fn is_known_fast(device: *const ibv_device) -> bool {
+    FAST[fast_index(device as usize)].load(Ordering::Relaxed) == device as usize
+}
+
 fn slot(device: *const ibv_device) -> Option<&'static Slot> {
     let n = COUNT.load(Ordering::Acquire).min(MAX_DEVICES);
     DEVICES[..n]
@@ -40,7 +69,7 @@ fn slot(device: *const ibv_device) -> Option<&'static Slot> {
 /// table is full, so that a machine with hundreds of devices still works.)
 #[inline]
 pub fn is_known(device: *const ibv_device) -> bool {
-    slot(device).is_some() || COUNT.load(Ordering::Relaxed) >= MAX_DEVICES
+    is_known_fast(device) || slot(device).is_some() || COUNT.load(Ordering::Relaxed) >= MAX_DEVICES
 }
 
 /// Records a device from a list or a context.
@@ -56,6 +85,21 @@ pub fn remember(device: *mut ibv_device) {
     if n < MAX_DEVICES {
         DEVICES[n].device.store(device as usize, Ordering::Relaxed);
         COUNT.store(n + 1, Ordering::Release);
+    }
+}
+
+/// Lets `device` (remembered) take the getters' fast path: the caller has
+/// resolved the real getters (`exports::device`), which the fast path then
+/// calls unchecked.
+pub fn allow_fast(device: *mut ibv_device) {
+    if is_known_fast(device) {
+        return;
+    }
+    let _g = ADD.lock();
+    let fast = &FAST[fast_index(device as usize)];
+    // Still the initial value (0, or 1 in slot 0): no device there.
+    if fast.load(Ordering::Relaxed) <= 1 {
+        fast.store(device as usize, Ordering::Relaxed);
     }
 }
 

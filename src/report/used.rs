@@ -22,12 +22,14 @@ pub fn note_use() {
     // Read first: after the first call this is a load of a line no one writes.
     if !USED.load(Ordering::Relaxed) && !USED.swap(true, Ordering::Relaxed) {
         first_use();
+        crate::gate::clear(crate::gate::FIRST_USE);
     }
 }
 
 /// After `fork()`, in the child: it has used nothing yet.
 pub fn after_fork_in_child() {
     USED.store(false, Ordering::Relaxed);
+    crate::gate::set(crate::gate::FIRST_USE);
 }
 
 pub(super) fn coarse_now_ns() -> u64 {

@@ -1,0 +1,120 @@
+//! The fast paths with logging off: what a forwarded device call adds to
+//! the real library's, counted in instructions by callgrind (deterministic,
+//! unlike a time), and that the fast path still refuses bad devices.
+//!
+//! Runs the real rdma-core 44 on the test bed (`common::Testbed`) with the
+//! shim preloaded. Needs root, gcc, libibverbs-dev, valgrind and a built
+//! shim (`make test`).
+
+mod common;
+
+use common::*;
+use std::path::{Path, PathBuf};
+
+fn getter_loop() -> PathBuf {
+    cc(
+        "getter_loop",
+        &[&repo_dir().join("tests/c/hotpath/getter_loop.c")],
+        &["-libverbs"],
+    )
+}
+
+/// Instructions `getter_loop OP n` executes under callgrind, direct or
+/// with the shim preloaded (logging off).
+fn instructions(tb: &Testbed, exe: &Path, op: &str, n: u64, shim: bool) -> u64 {
+    let mut cmd = tb.command("valgrind");
+    cmd.args(["--tool=callgrind", "--callgrind-out-file=/dev/null"])
+        .arg(exe)
+        .args([op, &n.to_string()]);
+    if shim {
+        preload_shim(&mut cmd).env("IBV_SHIM_LOG", "off");
+    }
+    let out = run(&mut cmd);
+    assert_eq!(stdout(&out), "ok\n", "{}", describe(&cmd, &out));
+    let err = stderr(&out);
+    err.lines()
+        .find_map(|l| l.split("Collected :").nth(1))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no instruction count\n{}", describe(&cmd, &out)))
+}
+
+/// Instructions the shim adds per call of `op`: the difference between two
+/// run lengths cancels start-up, loading and the list.
+fn added_per_call(tb: &Testbed, exe: &Path, op: &str) -> f64 {
+    let (short, long) = (1_000u64, 6_000u64);
+    let per_call = |shim| {
+        let a = instructions(tb, exe, op, short, shim);
+        let b = instructions(tb, exe, op, long, shim);
+        (b as f64 - a as f64) / (long - short) as f64
+    };
+    per_call(true) - per_call(false)
+}
+
+/// Issue 11: with logging off a forwarded device call adds at most 15
+/// instructions, whatever the device's place in the list (it used to add
+/// about 65: a `__tls_get_addr` call per call and a scan of the devices).
+#[test]
+fn a_device_getter_adds_at_most_15_instructions_with_logging_off() {
+    let tb = Testbed::new();
+    let exe = getter_loop();
+    let mut report = Vec::new();
+    for (op, limit) in [
+        ("name", 15.0),
+        ("rot", 15.0),
+        ("index", 15.0),
+        ("guid", 30.0),
+    ] {
+        let added = added_per_call(&tb, &exe, op);
+        report.push(format!("{op}: +{added:.1} (limit {limit})"));
+        assert!(added <= limit, "{}", report.join("\n"));
+    }
+    eprintln!("{}", report.join("\n"));
+}
+
+/// The fast path is taken only for devices the real library handed out:
+/// NULL and a copy of a device (which rdma-core would happily read) are
+/// still refused with EINVAL once the gate is shut (after the first call,
+/// logging off or at its default level).
+#[test]
+fn the_fast_path_still_refuses_null_and_unknown_devices() {
+    let tb = Testbed::new();
+    let exe = getter_loop();
+    for level in ["off", "warn"] {
+        let mut cmd = tb.command(&exe);
+        cmd.args(["bad", "100"]).env("IBV_SHIM_LOG", level);
+        preload_shim(&mut cmd);
+        let out = run(&mut cmd);
+        assert_eq!(stdout(&out), "ok\n", "{}", describe(&cmd, &out));
+        assert!(out.status.success(), "{}", describe(&cmd, &out));
+    }
+}
+
+/// The gate is open again in a forked child until it notes its own first
+/// verbs call: a child that only calls a getter (the fast path) is still
+/// a verbs user, and tells the launcher so (`IBV_SHIM_STATUS_DIR`).
+#[test]
+fn a_forked_child_that_only_calls_a_getter_is_noted_as_a_verbs_user() {
+    let tb = Testbed::new();
+    let exe = getter_loop();
+    let status = TempDir::new("hotpath-status");
+    let mut cmd = tb.command(&exe);
+    cmd.args(["fork", "2"])
+        .env("IBV_SHIM_LOG", "off")
+        .env("IBV_SHIM_STATUS_DIR", status.path());
+    preload_shim(&mut cmd);
+    let out = run(&mut cmd);
+    let text = stdout(&out);
+    assert!(text.ends_with("ok\n"), "{}", describe(&cmd, &out));
+    let children: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("child "))
+        .collect();
+    assert_eq!(children.len(), 2, "{}", describe(&cmd, &out));
+    for pid in children {
+        assert!(
+            status.join(format!("{pid}.started")).exists(),
+            "child {pid} not noted as a verbs user\n{}",
+            describe(&cmd, &out)
+        );
+    }
+}
