@@ -627,7 +627,7 @@ fn perftest_build(perftest: &Path, umad_dir: &Path, out: &Path) -> String {
         .into_iter()
         .filter(|f| src.join(format!("{f}.c")).exists());
     let lib_sources: Vec<&str> = PERFTEST_LIB.into_iter().chain(backends).collect();
-    for lib in lib_sources.iter().copied() {
+    for lib in lib_sources {
         let obj = out.join(format!("{lib}.o"));
         writeln!(
             sh,
