@@ -1,0 +1,393 @@
+//! Fault injection (`IBV_SHIM_FAULTS`, issue 13): make chosen verbs calls
+//! fail without calling the real verb, so a program's error paths run and
+//! the leak audit can say what their cleanup forgot.
+//!
+//! The hook is in `real_fns!`'s `get()`, which every instrumented export
+//! calls before forwarding: one relaxed load of [`ARMED`] when no rule is
+//! set. A call that fires a rule gets `real::Unavailable::Injected(errno)`
+//! back, so the export returns its own failure convention (NULL, -1, the
+//! errno value: `guard::CReturn`) with that errno, and the real verb is not
+//! called. The grammar and the decision are in [`rules`] (shared with the
+//! launcher).
+//!
+//! `IBV_SHIM_FAULT_COUNT=FILE` (set by `ibv-shim --fault-sweep`) appends one
+//! line per injectable call, `PID VERB MODULE+0xOFFSET`, for the sweep to
+//! plan its runs from.
+
+pub mod rules;
+
+use std::collections::HashMap;
+use std::ffi::{c_void, CStr, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use once_cell::sync::Lazy;
+
+use crate::guard::errno_name;
+use crate::log::Level;
+use crate::real::Unavailable;
+use crate::registry::lock::{mutex, Mutex};
+use rules::{Rule, Target};
+
+/// Does the shim wrap `poll_cq` (the context's function table), so that
+/// `wc` rules can act? Until it does, a `wc` rule is a start-up error; the
+/// wrapper calls [`completion_status`].
+pub const COMPLETIONS_WRAPPED: bool = false;
+
+/// A rule is set, or calls are being counted: the only thing an export
+/// looks at when neither is.
+static ARMED: AtomicBool = AtomicBool::new(false);
+/// A `wc` rule is set.
+static WC_ARMED: AtomicBool = AtomicBool::new(false);
+
+/// One injected failure, for the log and the JSON report.
+#[derive(Clone, Debug)]
+pub struct Injection {
+    pub verb: &'static str,
+    /// The call's number among those of this verb the rule matched.
+    pub nth: u64,
+    /// The errno given (verbs), or the status written (`wc`).
+    pub errno: i32,
+    pub status: Option<u32>,
+    pub rule: String,
+    pub module: Option<String>,
+    pub offset: u64,
+}
+
+struct State {
+    rules: Vec<Rule>,
+    /// Calls each rule matched, per verb.
+    counts: HashMap<(usize, &'static str), u64>,
+    injected: Vec<Injection>,
+    /// `IBV_SHIM_FAULT_COUNT`'s descriptor, or -1.
+    count_fd: i32,
+}
+
+// The registry's fork-resettable lock (see `lifecycle`).
+static STATE: Lazy<Mutex<State>> = Lazy::new(|| {
+    mutex(State {
+        rules: Vec::new(),
+        counts: HashMap::new(),
+        injected: Vec::new(),
+        count_fd: -1,
+    })
+});
+
+/// Reads `IBV_SHIM_FAULTS` and `IBV_SHIM_FAULT_COUNT` as the shim is
+/// loaded. A wrong rule is logged at ERROR naming it, and then no rule of
+/// the variable applies: the program runs without injected faults.
+pub fn init() {
+    Lazy::force(&STATE);
+    let var = |n: &str| std::env::var_os(n).filter(|v| !v.is_empty());
+    let (spec, count) = (var("IBV_SHIM_FAULTS"), var("IBV_SHIM_FAULT_COUNT"));
+    if (spec.is_some() || count.is_some()) && crate::config::get().secure {
+        crate::log!(
+            Level::Warn,
+            "IBV_SHIM_FAULTS and IBV_SHIM_FAULT_COUNT ignored: secure-execution mode (uid != euid)"
+        );
+        return;
+    }
+    let mut state = STATE.lock();
+    if let Some(spec) = spec {
+        match parse(&spec.to_string_lossy()) {
+            Ok(rules) => {
+                WC_ARMED.store(
+                    rules.iter().any(|r| r.target == Target::Completion),
+                    Ordering::Relaxed,
+                );
+                crate::log!(
+                    Level::Info,
+                    "fault injection: {} rule{} from IBV_SHIM_FAULTS={:?}",
+                    rules.len(),
+                    if rules.len() == 1 { "" } else { "s" },
+                    spec
+                );
+                state.rules = rules;
+            }
+            Err(why) => crate::log!(
+                Level::Error,
+                "IBV_SHIM_FAULTS: {why}; no fault is injected in this process"
+            ),
+        }
+    }
+    if let Some(path) = count {
+        state.count_fd = open_count(&path);
+    }
+    ARMED.store(
+        !state.rules.is_empty() || state.count_fd >= 0,
+        Ordering::Relaxed,
+    );
+}
+
+/// The rules, refused as a whole if one is wrong or needs what this build
+/// lacks.
+pub fn parse(spec: &str) -> Result<Vec<Rule>, String> {
+    let rules = rules::parse(spec)?;
+    if let Some(r) = rules.iter().find(|r| r.target == Target::Completion) {
+        if !COMPLETIONS_WRAPPED {
+            return Err(format!(
+                "fault rule {:?}: completion faults need the shim to wrap ibv_poll_cq (an inline \
+                 verb), which this build does not do yet",
+                r.text
+            ));
+        }
+    }
+    Ok(rules)
+}
+
+fn open_count(path: &OsString) -> i32 {
+    let path = crate::config::expand_pid(path);
+    // SAFETY: path is a NUL-terminated string; the flags refuse links and
+    // keep the descriptor out of the program's children.
+    let fd = unsafe {
+        libc::open(
+            path.as_ptr(),
+            libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+            0o600,
+        )
+    };
+    if fd < 0 {
+        crate::log!(
+            Level::Error,
+            "IBV_SHIM_FAULT_COUNT={:?}: cannot open it ({}); calls are not counted",
+            path,
+            errno_name(crate::guard::Errno::save().0)
+        );
+    }
+    fd
+}
+
+/// The hook in `real_fns!`'s `get()`: `Err` makes the export fail with the
+/// rule's errno without calling the real verb. `injectable` is false for a
+/// `void` verb (a constant where it is inlined).
+#[inline(always)]
+pub fn check(verb: &'static str, injectable: bool) -> Result<(), Unavailable> {
+    if injectable && ARMED.load(Ordering::Relaxed) {
+        return decide(verb);
+    }
+    Ok(())
+}
+
+#[cold]
+#[inline(never)]
+fn decide(verb: &'static str) -> Result<(), Unavailable> {
+    // The real library calling its own export is not the program's call.
+    if crate::thread::nested() {
+        return Ok(());
+    }
+    let errno = crate::guard::Errno::save();
+    let ra = program_caller();
+    let (module, offset) = module_offset(ra);
+    let module_str = module.as_deref().unwrap_or("?");
+    let mut state = STATE.lock();
+    if state.count_fd >= 0 {
+        let line = format!(
+            "{} {verb} {}+{offset:#x}\n",
+            std::process::id(),
+            rules::basename(module_str)
+        );
+        // SAFETY: writes our own buffer to our own descriptor.
+        unsafe { libc::write(state.count_fd, line.as_ptr().cast(), line.len()) };
+    }
+    let mut fired: Option<(usize, u64)> = None;
+    for i in 0..state.rules.len() {
+        let rule = &state.rules[i];
+        if !rule.covers(verb) || !rule.at_site(module_str, offset) {
+            continue;
+        }
+        let n = state.counts.entry((i, verb)).or_insert(0);
+        *n += 1;
+        let n = *n;
+        if fired.is_none() && state.rules[i].fires(n, verb) {
+            fired = Some((i, n));
+        }
+    }
+    let Some((i, nth)) = fired else {
+        drop(state);
+        errno.restore();
+        return Ok(());
+    };
+    let rule = &state.rules[i];
+    let injection = Injection {
+        verb,
+        nth,
+        errno: rule.errno,
+        status: None,
+        rule: rule.text.clone(),
+        module,
+        offset,
+    };
+    state.injected.push(injection.clone());
+    drop(state);
+    logged(&injection);
+    // An injected call is a verbs call: the process gets its report.
+    crate::report::note_use();
+    Err(Unavailable::Injected(injection.errno))
+}
+
+fn logged(i: &Injection) {
+    let what = match i.status {
+        Some(s) => format!(
+            "completion status {}",
+            rules::WC_STATUSES.get(s as usize).unwrap_or(&"?")
+        ),
+        None => format!(
+            "failed with errno={}, the real verb not called",
+            errno_name(i.errno)
+        ),
+    };
+    crate::log!(
+        Level::Warn,
+        "fault injected: {} call {} from {}+{:#x} (rule {:?}): {what}",
+        i.verb,
+        i.nth,
+        i.module.as_deref().unwrap_or("?"),
+        i.offset,
+        i.rule
+    );
+}
+
+/// For the `poll_cq` wrapper (`wholeapi`): called once per completion the
+/// real poll returned, from the program's call at `caller`; `Some(status)`
+/// is the `enum ibv_wc_status` to write into that completion. One relaxed
+/// load when no `wc` rule is set.
+#[inline(always)]
+pub fn completion_status(caller: usize) -> Option<u32> {
+    if WC_ARMED.load(Ordering::Relaxed) {
+        return completion_decide(caller);
+    }
+    None
+}
+
+#[cold]
+#[inline(never)]
+fn completion_decide(caller: usize) -> Option<u32> {
+    let errno = crate::guard::Errno::save();
+    let (module, offset) = module_offset(caller);
+    let module_str = module.as_deref().unwrap_or("?");
+    let mut state = STATE.lock();
+    let mut fired = None;
+    for i in 0..state.rules.len() {
+        let rule = &state.rules[i];
+        if rule.target != Target::Completion || !rule.at_site(module_str, offset) {
+            continue;
+        }
+        let n = state.counts.entry((i, "wc")).or_insert(0);
+        *n += 1;
+        let n = *n;
+        if fired.is_none() && state.rules[i].fires(n, "wc") {
+            fired = Some((i, n));
+        }
+    }
+    let (i, nth) = fired?;
+    let rule = &state.rules[i];
+    let injection = Injection {
+        verb: "wc",
+        nth,
+        errno: 0,
+        status: rule.status,
+        rule: rule.text.clone(),
+        module,
+        offset,
+    };
+    state.injected.push(injection.clone());
+    drop(state);
+    logged(&injection);
+    errno.restore();
+    injection.status
+}
+
+/// The failures injected so far, in order (for the JSON report).
+pub fn injected() -> Vec<Injection> {
+    STATE.lock().injected.clone()
+}
+
+/// `fork()` prepare: the child must not inherit the state locked.
+pub fn fork_lock() {
+    crate::registry::lock::fork_hold(&STATE);
+}
+
+/// `fork()`: the parent releases what `fork_lock` took, the child resets it.
+pub fn fork_unlock(child: bool) {
+    match child {
+        true => crate::registry::lock::fork_reset(&STATE),
+        false => crate::registry::lock::fork_release(&STATE),
+    }
+}
+
+/// The module holding `ra` (its path; the program's own from
+/// `/proc/self/exe`) and `ra`'s offset from the module's load address, the
+/// same under ASLR.
+fn module_offset(ra: usize) -> (Option<String>, u64) {
+    if ra == 0 {
+        return (None, 0);
+    }
+    // SAFETY: Dl_info is plain data; all-zero is a valid value.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: dladdr only reads the loader's tables; any address is allowed.
+    // ra - 1 is the call instruction (a call that ends a function returns
+    // past its end).
+    if unsafe { libc::dladdr((ra - 1) as *const c_void, &mut info) } == 0 {
+        return (None, ra as u64);
+    }
+    let name = match info.dli_fname.is_null() {
+        true => String::new(),
+        // SAFETY: dladdr filled it with a C string owned by the loader.
+        false => unsafe { CStr::from_ptr(info.dli_fname) }
+            .to_string_lossy()
+            .into_owned(),
+    };
+    let module = match name.starts_with('/') {
+        true => name,
+        // The loader names the main program by argv[0], maybe empty.
+        false => std::fs::read_link("/proc/self/exe")
+            .map(|p| String::from_utf8_lossy(p.as_os_str().as_bytes()).into_owned())
+            .unwrap_or(name),
+    };
+    (Some(module), (ra - info.dli_fbase as usize) as u64)
+}
+
+/// The load address of the module holding `addr` (0: none).
+fn module_base(addr: usize) -> usize {
+    // SAFETY: as in `module_offset`.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: as in `module_offset`.
+    match unsafe { libc::dladdr(addr as *const c_void, &mut info) } {
+        0 => 0,
+        _ => info.dli_fbase as usize,
+    }
+}
+
+/// The program's call into the shim: the first return address up the frame
+/// chain that is outside the shim (the export's own, wherever inlining put
+/// this function). Frames are read with `read_word`, which cannot fault.
+#[inline(never)]
+fn program_caller() -> usize {
+    #[cfg(ibvshim_frame_pointers)]
+    {
+        use crate::exports::read_word;
+        let own = module_base(program_caller as fn() -> usize as usize);
+        let mut fp: usize;
+        // SAFETY: reads this function's frame pointer register (built with
+        // frame pointers, checked by build.rs).
+        unsafe {
+            core::arch::asm!("mov {}, rbp", out(reg) fp, options(nomem, nostack, preserves_flags))
+        };
+        for _ in 0..32 {
+            let (Some(next), Some(ra)) = (read_word(fp), read_word(fp + 8)) else {
+                return 0;
+            };
+            if ra != 0 && module_base(ra - 1) != own {
+                return ra;
+            }
+            // The stack grows down: a caller's frame is above.
+            if next <= fp {
+                return 0;
+            }
+            fp = next;
+        }
+        0
+    }
+    #[cfg(not(ibvshim_frame_pointers))]
+    0
+}
