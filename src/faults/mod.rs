@@ -29,10 +29,7 @@ use crate::real::Unavailable;
 use crate::registry::lock::{mutex, Mutex};
 use rules::{Rule, Target};
 
-/// Does the shim wrap `poll_cq` (the context's function table), so that
-/// `wc` rules can act? Until it does, a `wc` rule is a start-up error; the
-/// wrapper calls [`completion_status`].
-pub const COMPLETIONS_WRAPPED: bool = false;
+pub use rules::COMPLETIONS_WRAPPED;
 
 /// A rule is set, or calls are being counted: the only thing an export
 /// looks at when neither is.
@@ -89,7 +86,7 @@ pub fn init() {
     }
     let mut state = STATE.lock();
     if let Some(spec) = spec {
-        match parse(&spec.to_string_lossy()) {
+        match rules::parse(&spec.to_string_lossy()) {
             Ok(rules) => {
                 WC_ARMED.store(
                     rules.iter().any(|r| r.target == Target::Completion),
@@ -117,22 +114,6 @@ pub fn init() {
         !state.rules.is_empty() || state.count_fd >= 0,
         Ordering::Relaxed,
     );
-}
-
-/// The rules, refused as a whole if one is wrong or needs what this build
-/// lacks.
-pub fn parse(spec: &str) -> Result<Vec<Rule>, String> {
-    let rules = rules::parse(spec)?;
-    if let Some(r) = rules.iter().find(|r| r.target == Target::Completion) {
-        if !COMPLETIONS_WRAPPED {
-            return Err(format!(
-                "fault rule {:?}: completion faults need the shim to wrap ibv_poll_cq (an inline \
-                 verb), which this build does not do yet",
-                r.text
-            ));
-        }
-    }
-    Ok(rules)
 }
 
 fn open_count(path: &OsString) -> i32 {
