@@ -429,6 +429,8 @@ mod tests {
                 shim: Some("/x/libibv_shim.so".into()),
                 sim_dir: Some("/x/sim".into()),
                 quiet: true,
+                faults: None,
+                sweep: Default::default(),
                 program: "prog".into(),
                 args: vec![],
             }

@@ -698,4 +698,61 @@ mod tests {
             fault_rules::parse(&r).unwrap();
         }
     }
+
+    fn parse(args: &[&str]) -> Result<Options, UsageError> {
+        match crate::options::parse(args.iter().map(OsString::from))? {
+            crate::options::Command::Run(o) => Ok(*o),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn sweep_and_fault_options() {
+        let o = parse(&[
+            "--fault-sweep",
+            "-j",
+            "4",
+            "--sweep-verbs",
+            "ibv_reg_mr,ibv_alloc_pd",
+            "--sweep-sites",
+            "--sweep-timeout=5",
+            "--sweep-json",
+            "s.json",
+            "--",
+            "p",
+        ])
+        .unwrap();
+        assert_eq!(
+            o.sweep,
+            Sweep {
+                enabled: true,
+                jobs: Some(4),
+                verbs: Some(vec!["ibv_reg_mr".into(), "ibv_alloc_pd".into()]),
+                sites: true,
+                timeout: Some(5),
+                json: Some("s.json".into()),
+            }
+        );
+        let o = parse(&["--faults", "ibv_reg_mr:nth=3:errno=ENOMEM", "--", "p"]).unwrap();
+        assert_eq!(o.faults.as_deref(), Some("ibv_reg_mr:nth=3:errno=ENOMEM"));
+        for (args, says) in [
+            (
+                &["--faults", "ibv_reg_mr:nth=0", "--", "p"][..],
+                "fault rule \"ibv_reg_mr:nth=0\"",
+            ),
+            (&["-j", "2", "--", "p"], "go with --fault-sweep"),
+            (&["--fault-sweep", "-j", "0", "--", "p"], "above 0"),
+            (
+                &["--fault-sweep", "--sweep-verbs", "ibv_post_send", "--", "p"],
+                "not a verb",
+            ),
+            (
+                &["--fault-sweep", "--faults", "ibv_reg_mr:nth=1", "--", "p"],
+                "do not go together",
+            ),
+        ] {
+            let e = parse(args).unwrap_err().0;
+            assert!(e.contains(says), "{args:?}: {e}");
+        }
+    }
 }
