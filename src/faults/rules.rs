@@ -151,7 +151,7 @@ impl Rule {
     pub fn fires(&self, n: u64, key: &str) -> bool {
         match self.when {
             When::Nth(k) => n == k,
-            When::Every(k) => n % k == 0,
+            When::Every(k) => n.checked_rem(k) == Some(0),
             When::After(k) => n > k,
             When::Prob(threshold, seed) => draw(seed ^ fnv(key), n) < threshold,
         }
