@@ -17,22 +17,12 @@ use std::process::{Command, Output};
 
 use common::*;
 
-/// `target/<profile>/<name>`; panics if it has not been built.
-fn built(name: &str) -> PathBuf {
-    let path = target_dir().join(name);
-    assert!(
-        path.is_file(),
-        "{} does not exist: run `make test` first",
-        path.display()
-    );
-    path
-}
-
 /// The launcher on the sim, on a fabric of its own, without the shim's
 /// variables of the test's environment.
 fn launcher(fabric: &str, args: &[&str]) -> Command {
-    built("libibv_shim.so");
-    let mut cmd = Command::new(built("ibv-shim"));
+    // The launcher preloads the shim next to it (shim_so checks it is built).
+    shim_so();
+    let mut cmd = Command::new(target_dir().join("ibv-shim"));
     cmd.arg("--sim")
         .arg("--sim-dir")
         .arg(sim_dir())

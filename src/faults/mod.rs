@@ -157,11 +157,27 @@ fn decide(verb: &'static str) -> Result<(), Unavailable> {
         return Ok(());
     }
     let errno = crate::guard::Errno::save();
-    let ra = program_caller();
+    match fire(verb, program_caller()) {
+        None => {
+            errno.restore();
+            Ok(())
+        }
+        Some(injection) => {
+            // An injected call is a verbs call: the process gets its report.
+            crate::report::note_use();
+            Err(Unavailable::Injected(injection.errno))
+        }
+    }
+}
+
+/// Counts a call of `verb` (`wc`: a completion) made at return address
+/// `ra` against each rule that covers it, and returns the first rule's
+/// injection that fires, recorded and logged.
+fn fire(verb: &'static str, ra: usize) -> Option<Injection> {
     let (module, offset) = module_offset(ra);
     let module_str = module.as_deref().unwrap_or("?");
     let mut state = STATE.lock();
-    if state.count_fd >= 0 {
+    if state.count_fd >= 0 && verb != "wc" {
         let line = format!(
             "{} {verb} {}+{offset:#x}\n",
             std::process::id(),
@@ -183,17 +199,13 @@ fn decide(verb: &'static str) -> Result<(), Unavailable> {
             fired = Some((i, n));
         }
     }
-    let Some((i, nth)) = fired else {
-        drop(state);
-        errno.restore();
-        return Ok(());
-    };
+    let (i, nth) = fired?;
     let rule = &state.rules[i];
     let injection = Injection {
         verb,
         nth,
         errno: rule.errno,
-        status: None,
+        status: rule.status,
         rule: rule.text.clone(),
         module,
         offset,
@@ -201,9 +213,7 @@ fn decide(verb: &'static str) -> Result<(), Unavailable> {
     state.injected.push(injection.clone());
     drop(state);
     logged(&injection);
-    // An injected call is a verbs call: the process gets its report.
-    crate::report::note_use();
-    Err(Unavailable::Injected(injection.errno))
+    Some(injection)
 }
 
 fn logged(i: &Injection) {
@@ -244,38 +254,9 @@ pub fn completion_status(caller: usize) -> Option<u32> {
 #[inline(never)]
 fn completion_decide(caller: usize) -> Option<u32> {
     let errno = crate::guard::Errno::save();
-    let (module, offset) = module_offset(caller);
-    let module_str = module.as_deref().unwrap_or("?");
-    let mut state = STATE.lock();
-    let mut fired = None;
-    for i in 0..state.rules.len() {
-        let rule = &state.rules[i];
-        if rule.target != Target::Completion || !rule.at_site(module_str, offset) {
-            continue;
-        }
-        let n = state.counts.entry((i, "wc")).or_insert(0);
-        *n += 1;
-        let n = *n;
-        if fired.is_none() && state.rules[i].fires(n, "wc") {
-            fired = Some((i, n));
-        }
-    }
-    let (i, nth) = fired?;
-    let rule = &state.rules[i];
-    let injection = Injection {
-        verb: "wc",
-        nth,
-        errno: 0,
-        status: rule.status,
-        rule: rule.text.clone(),
-        module,
-        offset,
-    };
-    state.injected.push(injection.clone());
-    drop(state);
-    logged(&injection);
+    let status = fire("wc", caller).and_then(|i| i.status);
     errno.restore();
-    injection.status
+    status
 }
 
 /// The failures injected so far, in order (for the JSON report).

@@ -129,12 +129,12 @@ pub struct Rule {
 }
 
 impl Rule {
-    /// Does the rule look at a call of `verb`?
+    /// Does the rule look at a call of `verb` (`wc`: a completion)?
     pub fn covers(&self, verb: &str) -> bool {
         match self.target {
             Target::Verb(v) => v == verb,
-            Target::Any => true,
-            Target::Completion => false,
+            Target::Any => verb != "wc",
+            Target::Completion => verb == "wc",
         }
     }
 
