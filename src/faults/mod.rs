@@ -20,6 +20,7 @@ use std::collections::HashMap;
 use std::ffi::{c_void, CStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
 
 use once_cell::sync::Lazy;
 
@@ -51,24 +52,28 @@ pub struct Injection {
     pub offset: u64,
 }
 
-struct State {
+/// The rules and the count file, set once as the shim is loaded and only
+/// read afterwards (no lock to look at them).
+struct Setup {
     rules: Vec<Rule>,
-    /// Calls each rule matched, per verb.
-    counts: HashMap<(usize, &'static str), u64>,
-    injected: Vec<Injection>,
     /// `IBV_SHIM_FAULT_COUNT`'s descriptor, or -1.
     count_fd: i32,
 }
 
-// The registry's fork-resettable lock (see `lifecycle`).
-static STATE: Lazy<Mutex<State>> = Lazy::new(|| {
-    mutex(State {
-        rules: Vec::new(),
-        counts: HashMap::new(),
-        injected: Vec::new(),
-        count_fd: -1,
-    })
-});
+static SETUP: OnceLock<Setup> = OnceLock::new();
+
+#[derive(Default)]
+struct State {
+    /// Calls each rule matched, per verb.
+    counts: HashMap<(usize, &'static str), u64>,
+    injected: Vec<Injection>,
+    /// Return address -> module and offset (`dladdr` scans symbol tables).
+    sites: HashMap<usize, (Option<String>, u64)>,
+}
+
+// The registry's fork-resettable lock (see `lifecycle`). Never held
+// across `dladdr` (the loader's lock) or a write.
+static STATE: Lazy<Mutex<State>> = Lazy::new(|| mutex(State::default()));
 
 /// Reads `IBV_SHIM_FAULTS` and `IBV_SHIM_FAULT_COUNT` as the shim is
 /// loaded. A wrong rule is logged at ERROR naming it, and then no rule of
@@ -84,7 +89,10 @@ pub fn init() {
         );
         return;
     }
-    let mut state = STATE.lock();
+    let mut setup = Setup {
+        rules: Vec::new(),
+        count_fd: -1,
+    };
     if let Some(spec) = spec {
         match rules::parse(&spec.to_string_lossy()) {
             Ok(rules) => {
@@ -99,7 +107,7 @@ pub fn init() {
                     if rules.len() == 1 { "" } else { "s" },
                     spec
                 );
-                state.rules = rules;
+                setup.rules = rules;
             }
             Err(why) => crate::log!(
                 Level::Error,
@@ -108,12 +116,12 @@ pub fn init() {
         }
     }
     if let Some(path) = count {
-        state.count_fd = open_count(&path);
+        setup.count_fd = open_count(&path);
     }
-    ARMED.store(
-        !state.rules.is_empty() || state.count_fd >= 0,
-        Ordering::Relaxed,
-    );
+    let armed = !setup.rules.is_empty() || setup.count_fd >= 0;
+    if SETUP.set(setup).is_ok() {
+        ARMED.store(armed, Ordering::Relaxed);
+    }
 }
 
 fn open_count(path: &OsString) -> i32 {
@@ -157,7 +165,7 @@ fn decide(verb: &'static str) -> Result<(), Unavailable> {
         return Ok(());
     }
     let errno = crate::guard::Errno::save();
-    match fire(verb, program_caller()) {
+    match fire(verb, program_caller) {
         None => {
             errno.restore();
             Ok(())
@@ -170,37 +178,52 @@ fn decide(verb: &'static str) -> Result<(), Unavailable> {
     }
 }
 
-/// Counts a call of `verb` (`wc`: a completion) made at return address
-/// `ra` against each rule that covers it, and returns the first rule's
-/// injection that fires, recorded and logged.
-fn fire(verb: &'static str, ra: usize) -> Option<Injection> {
-    let (module, offset) = module_offset(ra);
-    let module_str = module.as_deref().unwrap_or("?");
-    let mut state = STATE.lock();
-    if state.count_fd >= 0 && verb != "wc" {
+/// Counts a call of `verb` (`wc`: a completion) made at the return
+/// address `ra()` against each rule that covers it, and returns the first
+/// rule's injection that fires, recorded and logged. The call site is only
+/// looked up when a rule covers the verb or calls are counted.
+fn fire(verb: &'static str, ra: impl FnOnce() -> usize) -> Option<Injection> {
+    let setup = SETUP.get()?;
+    let counting = setup.count_fd >= 0 && verb != "wc";
+    let covers = |r: &&Rule| r.covers(verb);
+    if !counting && !setup.rules.iter().any(|r| covers(&r)) {
+        return None;
+    }
+    let ra = ra();
+    let needs_site = counting || setup.rules.iter().filter(covers).any(|r| r.site.is_some());
+    let mut site = needs_site.then(|| site_of(ra));
+    if counting {
+        let (module, offset) = site.as_ref().map_or((None, 0), |(m, o)| (m.as_deref(), *o));
         let line = format!(
             "{} {verb} {}+{offset:#x}\n",
             std::process::id(),
-            rules::basename(module_str)
+            rules::basename(module.unwrap_or("?"))
         );
         // SAFETY: writes our own buffer to our own descriptor.
-        unsafe { libc::write(state.count_fd, line.as_ptr().cast(), line.len()) };
+        unsafe { libc::write(setup.count_fd, line.as_ptr().cast(), line.len()) };
     }
     let mut fired: Option<(usize, u64)> = None;
-    for i in 0..state.rules.len() {
-        let rule = &state.rules[i];
-        if !rule.covers(verb) || !rule.at_site(module_str, offset) {
-            continue;
-        }
-        let n = state.counts.entry((i, verb)).or_insert(0);
-        *n += 1;
-        let n = *n;
-        if fired.is_none() && state.rules[i].fires(n, verb) {
-            fired = Some((i, n));
+    {
+        let mut state = STATE.lock();
+        for (i, rule) in setup.rules.iter().enumerate() {
+            let here = match (&rule.site, &site) {
+                (None, _) => true,
+                (Some(_), Some((m, o))) => rule.at_site(m.as_deref().unwrap_or("?"), *o),
+                (Some(_), None) => false,
+            };
+            if !rule.covers(verb) || !here {
+                continue;
+            }
+            let n = state.counts.entry((i, verb)).or_insert(0);
+            *n += 1;
+            if fired.is_none() && rule.fires(*n, verb) {
+                fired = Some((i, *n));
+            }
         }
     }
     let (i, nth) = fired?;
-    let rule = &state.rules[i];
+    let (module, offset) = site.take().unwrap_or_else(|| site_of(ra));
+    let rule = &setup.rules[i];
     let injection = Injection {
         verb,
         nth,
@@ -210,10 +233,19 @@ fn fire(verb: &'static str, ra: usize) -> Option<Injection> {
         module,
         offset,
     };
-    state.injected.push(injection.clone());
-    drop(state);
+    STATE.lock().injected.push(injection.clone());
     logged(&injection);
     Some(injection)
+}
+
+/// [`module_offset`], cached.
+fn site_of(ra: usize) -> (Option<String>, u64) {
+    if let Some(s) = STATE.lock().sites.get(&ra) {
+        return s.clone();
+    }
+    let s = module_offset(ra);
+    STATE.lock().sites.insert(ra, s.clone());
+    s
 }
 
 fn logged(i: &Injection) {
@@ -254,7 +286,7 @@ pub fn completion_status(caller: usize) -> Option<u32> {
 #[inline(never)]
 fn completion_decide(caller: usize) -> Option<u32> {
     let errno = crate::guard::Errno::save();
-    let status = fire("wc", caller).and_then(|i| i.status);
+    let status = fire("wc", || caller).and_then(|i| i.status);
     errno.restore();
     status
 }
@@ -309,6 +341,47 @@ fn module_offset(ra: usize) -> (Option<String>, u64) {
     (Some(module), (ra - info.dli_fbase as usize) as u64)
 }
 
+/// The addresses the shim itself is mapped at (its `PT_LOAD` segments),
+/// found once.
+fn own_range() -> (usize, usize) {
+    static RANGE: OnceLock<(usize, usize)> = OnceLock::new();
+    *RANGE.get_or_init(|| {
+        // (load address to find, lowest, highest)
+        let mut r = (
+            module_base(own_range as fn() -> (usize, usize) as usize),
+            usize::MAX,
+            0usize,
+        );
+        extern "C" fn each(
+            info: *mut libc::dl_phdr_info,
+            _size: usize,
+            data: *mut c_void,
+        ) -> libc::c_int {
+            // SAFETY: `data` is the tuple passed below; `info` and its
+            // program headers are the loader's, valid during the callback.
+            unsafe {
+                let r = &mut *(data as *mut (usize, usize, usize));
+                let info = &*info;
+                if info.dlpi_addr as usize != r.0 {
+                    return 0;
+                }
+                for i in 0..info.dlpi_phnum as usize {
+                    let ph = &*info.dlpi_phdr.add(i);
+                    if ph.p_type == libc::PT_LOAD {
+                        let start = r.0 + ph.p_vaddr as usize;
+                        r.1 = r.1.min(start);
+                        r.2 = r.2.max(start + ph.p_memsz as usize);
+                    }
+                }
+            }
+            1
+        }
+        // SAFETY: the callback only reads the loader's data and writes `r`.
+        unsafe { libc::dl_iterate_phdr(Some(each), std::ptr::addr_of_mut!(r).cast()) };
+        (r.1, r.2)
+    })
+}
+
 /// The load address of the module holding `addr` (0: none).
 fn module_base(addr: usize) -> usize {
     // SAFETY: as in `module_offset`.
@@ -322,13 +395,14 @@ fn module_base(addr: usize) -> usize {
 
 /// The program's call into the shim: the first return address up the frame
 /// chain that is outside the shim (the export's own, wherever inlining put
-/// this function). Frames are read with `read_word`, which cannot fault.
+/// this function). Every frame read lies between this function's frame and
+/// the top of this thread's stack, so it is mapped.
 #[inline(never)]
 fn program_caller() -> usize {
     #[cfg(ibvshim_frame_pointers)]
     {
-        use crate::exports::read_word;
-        let own = module_base(program_caller as fn() -> usize as usize);
+        let (lo, hi) = own_range();
+        let top = stack_top();
         let mut fp: usize;
         // SAFETY: reads this function's frame pointer register (built with
         // frame pointers, checked by build.rs).
@@ -336,10 +410,13 @@ fn program_caller() -> usize {
             core::arch::asm!("mov {}, rbp", out(reg) fp, options(nomem, nostack, preserves_flags))
         };
         for _ in 0..32 {
-            let (Some(next), Some(ra)) = (read_word(fp), read_word(fp + 8)) else {
+            if fp % 8 != 0 || fp.checked_add(16).map_or(true, |end| end > top) {
                 return 0;
-            };
-            if ra != 0 && module_base(ra - 1) != own {
+            }
+            // SAFETY: fp is aligned and between this frame and the stack's
+            // top (checked above): live stack memory of this thread.
+            let (next, ra) = unsafe { (*(fp as *const usize), *((fp + 8) as *const usize)) };
+            if ra != 0 && !(lo..hi).contains(&(ra - 1)) {
                 return ra;
             }
             // The stack grows down: a caller's frame is above.
@@ -352,4 +429,35 @@ fn program_caller() -> usize {
     }
     #[cfg(not(ibvshim_frame_pointers))]
     0
+}
+
+/// The highest address of this thread's stack (0 if unknown: no frame is
+/// then read).
+#[cfg(ibvshim_frame_pointers)]
+fn stack_top() -> usize {
+    thread_local! {
+        static TOP: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+    let top = TOP.with(|t| t.get());
+    if top != 0 {
+        return top;
+    }
+    // SAFETY: pthread_attr_t is plain data, initialised by
+    // pthread_getattr_np before it is read, destroyed after.
+    let top = unsafe {
+        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+        if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) != 0 {
+            return 0;
+        }
+        let (mut addr, mut size) = (std::ptr::null_mut(), 0usize);
+        let ok = libc::pthread_attr_getstack(&attr, &mut addr, &mut size) == 0;
+        libc::pthread_attr_destroy(&mut attr);
+        if ok {
+            addr as usize + size
+        } else {
+            0
+        }
+    };
+    TOP.with(|t| t.set(top));
+    top
 }
