@@ -532,7 +532,8 @@ macro_rules! real_fns {
             #[inline(always)]
             fn get() -> Result<Self, $crate::real::Unavailable> {
                 // A void verb cannot fail: never injected.
-                $crate::faults::check(stringify!($name), <[&str]>::len(&[$(stringify!($ret))?]) == 1)?;
+                $crate::faults::check(stringify!($name), <[&str]>::len(&[$(stringify!($ret))?]) == 1)
+                    .map_err($crate::real::Unavailable::Injected)?;
                 Self::unhooked()
             }
 

@@ -502,3 +502,42 @@ fn sweeps_of_the_seed_examples_and_ibv_devinfo_run_to_completion() {
         stderr(&out)
     );
 }
+
+/// On a terminal the sweep shows one progress line rewritten in place
+/// (runs done / total, elapsed, ETA); elsewhere one plain line per run.
+#[test]
+fn the_sweep_shows_progress_on_a_terminal_and_plain_lines_elsewhere() {
+    let prog = c_program("error_paths", &["-DCLEANUP"]);
+    let (out, _) = sweep("plain", &[], &prog, &[]);
+    let err = stderr(&out);
+    assert!(
+        err.contains("ibv-shim: sweep run 5/5: ibv_create_cq #1 at error_paths"),
+        "{err}"
+    );
+    assert!(!err.contains('\r'));
+
+    let dir = TempDir::new("faults-tty");
+    let f = fabric("tty");
+    let launcher = target_dir().join("ibv-shim");
+    let line = format!(
+        "{} --sim --sim-dir {} --fault-sweep --sweep-json {} -- {}",
+        launcher.display(),
+        sim_dir().display(),
+        dir.join("s.json").display(),
+        prog.display()
+    );
+    // script(1) gives the launcher a terminal.
+    let out = run(Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .env("IBV_SIM_FABRIC", &f.0)
+        .env_remove("LD_PRELOAD")
+        .env_remove("IBV_SHIM_FAULTS"));
+    let text = stdout(&out);
+    assert!(
+        text.contains("\r\x1b[Kibv-shim: sweep 1/5 runs, ")
+            && text.contains("\r\x1b[Kibv-shim: sweep 5/5 runs, "),
+        "{text:?}"
+    );
+    assert!(text.contains(" elapsed, ETA "), "{text:?}");
+    assert!(!text.contains("sweep run 1/5"), "{text:?}");
+}

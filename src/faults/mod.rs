@@ -4,10 +4,10 @@
 //!
 //! The hook is in `real_fns!`'s `get()`, which every instrumented export
 //! calls before forwarding: one relaxed load of [`ARMED`] when no rule is
-//! set. A call that fires a rule gets `real::Unavailable::Injected(errno)`
-//! back, so the export returns its own failure convention (NULL, -1, the
-//! errno value: `guard::CReturn`) with that errno, and the real verb is not
-//! called. The grammar and the decision are in [`rules`] (shared with the
+//! set. A call that fires a rule gets its errno back, which `get()` turns
+//! into `real::Unavailable::Injected(errno)`, so the export returns its own
+//! failure convention (NULL, -1, the errno value: `guard::CReturn`) with
+//! that errno, and the real verb is not called. The grammar and the decision are in [`rules`] (shared with the
 //! launcher).
 //!
 //! `IBV_SHIM_FAULT_COUNT=FILE` (set by `ibv-shim --fault-sweep`) appends one
@@ -26,7 +26,6 @@ use once_cell::sync::Lazy;
 
 use crate::guard::errno_name;
 use crate::log::Level;
-use crate::real::Unavailable;
 use crate::registry::lock::{mutex, Mutex};
 use rules::{Rule, Target};
 
@@ -146,11 +145,12 @@ fn open_count(path: &OsString) -> i32 {
     fd
 }
 
-/// The hook in `real_fns!`'s `get()`: `Err` makes the export fail with the
-/// rule's errno without calling the real verb. `injectable` is false for a
-/// `void` verb (a constant where it is inlined).
+/// The hook in `real_fns!`'s `get()`: `Err(errno)` makes the export fail
+/// with that errno without calling the real verb (as
+/// `real::Unavailable::Injected`). `injectable` is false for a `void` verb
+/// (a constant where it is inlined).
 #[inline(always)]
-pub fn check(verb: &'static str, injectable: bool) -> Result<(), Unavailable> {
+pub fn check(verb: &'static str, injectable: bool) -> Result<(), i32> {
     if injectable && ARMED.load(Ordering::Relaxed) {
         return decide(verb);
     }
@@ -159,7 +159,7 @@ pub fn check(verb: &'static str, injectable: bool) -> Result<(), Unavailable> {
 
 #[cold]
 #[inline(never)]
-fn decide(verb: &'static str) -> Result<(), Unavailable> {
+fn decide(verb: &'static str) -> Result<(), i32> {
     // The real library calling its own export is not the program's call.
     if crate::thread::nested() {
         return Ok(());
@@ -170,13 +170,18 @@ fn decide(verb: &'static str) -> Result<(), Unavailable> {
             errno.restore();
             Ok(())
         }
-        Some(injection) => {
-            // An injected call is a verbs call: the process gets its report.
-            crate::report::note_use();
-            Err(Unavailable::Injected(injection.errno))
-        }
+        Some(injection) => Err(injection.errno),
     }
 }
+
+/// Has a failure been injected? An injected call is a verbs call: the
+/// process gets its exit report even if no other call reached the real
+/// library.
+pub fn any_injected() -> bool {
+    INJECTED.load(Ordering::Relaxed)
+}
+
+static INJECTED: AtomicBool = AtomicBool::new(false);
 
 /// Counts a call of `verb` (`wc`: a completion) made at the return
 /// address `ra()` against each rule that covers it, and returns the first
@@ -234,6 +239,7 @@ fn fire(verb: &'static str, ra: impl FnOnce() -> usize) -> Option<Injection> {
         offset,
     };
     STATE.lock().injected.push(injection.clone());
+    INJECTED.store(true, Ordering::Relaxed);
     logged(&injection);
     Some(injection)
 }
