@@ -467,3 +467,45 @@ fn stack_top() -> usize {
     TOP.with(|t| t.set(top));
     top
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The decisions with rules set as at load (one set per process: the
+    /// only test here that sets them).
+    #[test]
+    fn verbs_and_completions_fail_where_the_rules_say() {
+        let rule = |t: &str| rules::parse_rule(t).unwrap();
+        let set = SETUP.set(Setup {
+            rules: vec![
+                rule("wc:every=2:status=IBV_WC_RETRY_EXC_ERR"),
+                rule("ibv_alloc_pd:nth=2:errno=EAGAIN"),
+                rule("ibv_create_cq:after=0:errno=EIO"),
+            ],
+            count_fd: -1,
+        });
+        assert!(set.is_ok());
+        WC_ARMED.store(true, Ordering::Relaxed);
+        let wc: Vec<_> = (0..4).map(|_| completion_status(0)).collect();
+        assert_eq!(wc, [None, Some(12), None, Some(12)]);
+        let pd: Vec<_> = (0..3).map(|_| decide("ibv_alloc_pd")).collect();
+        assert_eq!(pd, [Ok(()), Err(libc::EAGAIN), Ok(())]);
+        // Not covered by a rule: never counted, never failed.
+        assert_eq!(decide("ibv_reg_mr"), Ok(()));
+        let done = injected();
+        let seen: Vec<_> = done.iter().map(|i| (i.verb, i.nth, i.status)).collect();
+        assert_eq!(
+            seen,
+            [
+                ("wc", 2, Some(12)),
+                ("wc", 4, Some(12)),
+                ("ibv_alloc_pd", 2, None)
+            ]
+        );
+        assert!(any_injected());
+        // The real library calling its own export is never failed.
+        crate::thread::inside(|| assert_eq!(decide("ibv_create_cq"), Ok(())));
+        assert_eq!(decide("ibv_create_cq"), Err(libc::EIO));
+    }
+}

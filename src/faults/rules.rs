@@ -206,7 +206,7 @@ fn number(key: &str, v: &str) -> Result<u64, String> {
         .map_err(|_| format!("{key}={v:?} is not a whole number"))
 }
 
-fn parse_rule(text: &str) -> Result<Rule, String> {
+pub fn parse_rule(text: &str) -> Result<Rule, String> {
     let mut parts = text.split(':');
     let target = match parts.next().unwrap_or("").trim() {
         "*" => Target::Any,
