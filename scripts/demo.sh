@@ -43,3 +43,14 @@ set -e
 echo
 echo "exit status: $status (the leak exit code: a CI job would fail here)"
 echo "JSON report: $(ls "$OUT"/leaky-report.*.json 2>/dev/null | tail -1)"
+
+say "An error-path sweep: every verbs call of a program made to fail once, in turn (ibv-shim $SIM --fault-sweep)"
+echo "tests/c/faults/error_paths.c sets up a PD, an MR and a CQ; when the CQ fails it returns at once:"
+gcc -Wall -Wextra -O2 -o "$OUT/error_paths" tests/c/faults/error_paths.c -libverbs
+set +e
+"$REL/ibv-shim" $SIM --fault-sweep --sweep-json "$OUT/sweep.json" -- "$OUT/error_paths"
+status=$?
+set -e
+echo
+echo "exit status: $status (a run leaked: the table names the failed call and what its error path left)"
+echo "JSON summary: $OUT/sweep.json"

@@ -8,6 +8,7 @@
 //! - [`config`]: options from the environment
 //! - [`log`]: the allocation-free logger
 //! - [`files`]: files the shim opens (log, report, suppressions)
+//! - [`faults`]: fault injection (`IBV_SHIM_FAULTS`)
 //! - [`guard`]: panic boundary and errno
 //! - [`real`]: locating the real library and resolving its functions
 //! - [`forward`]: trampolines for every symbol not instrumented
@@ -25,6 +26,9 @@
 /// cbindgen:ignore
 pub mod config;
 pub mod exports;
+// Internal: only `exports` makes the header.
+/// cbindgen:ignore
+pub mod faults;
 // Internal: only `exports` makes the header.
 /// cbindgen:ignore
 pub mod files;

@@ -45,16 +45,19 @@ extern "C" fn prepare() {
     // while it walks a registry shard).
     crate::registry::fork_prepare();
     crate::report::fork_lock();
+    crate::faults::fork_lock();
 }
 
 extern "C" fn parent() {
     crate::registry::fork_parent();
     crate::report::fork_unlock(false);
+    crate::faults::fork_unlock(false);
 }
 
 extern "C" fn child() {
     crate::registry::fork_child();
     crate::report::fork_unlock(true);
+    crate::faults::fork_unlock(true);
     crate::thread::after_fork_in_child();
     crate::report::after_fork_in_child();
     crate::real::after_fork_in_child();
@@ -72,6 +75,7 @@ extern "C" fn at_load() {
     crate::guard::boundary("start-up", (), || {
         crate::config::load();
         crate::log::at_load();
+        crate::faults::init();
         if crate::real::set_load_hooks(on_first_load, after_load) {
             on_first_load();
             if let Some(h) = crate::real::handle() {

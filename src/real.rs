@@ -394,6 +394,8 @@ pub enum Unavailable {
     NotLoaded,
     /// The real library lacks this function (older rdma-core): EOPNOTSUPP.
     Missing,
+    /// A fault rule (`IBV_SHIM_FAULTS`) fails this call with this errno.
+    Injected(i32),
 }
 
 impl Unavailable {
@@ -401,6 +403,7 @@ impl Unavailable {
         match self {
             Unavailable::NotLoaded => libc::ENOSYS,
             Unavailable::Missing => libc::EOPNOTSUPP,
+            Unavailable::Injected(e) => e,
         }
     }
 }
@@ -551,9 +554,19 @@ macro_rules! real_fns {
                 &REAL
             }
 
-            /// The real function, or why it cannot be called.
+            /// The real function, or why it cannot be called (a fault
+            /// rule that fires on this call of the program's: `faults`).
             #[inline(always)]
             fn get() -> Result<Self, $crate::real::Unavailable> {
+                // A void verb cannot fail: never injected.
+                $crate::faults::check(stringify!($name), <[&str]>::len(&[$(stringify!($ret))?]) == 1)
+                    .map_err($crate::real::Unavailable::Injected)?;
+                Self::unhooked()
+            }
+
+            /// The real function, for the shim's own calls (no fault rule).
+            #[inline(always)]
+            fn unhooked() -> Result<Self, $crate::real::Unavailable> {
                 Self::slot().get().map($ty)
             }
 

@@ -84,7 +84,7 @@ pub unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *m
                     devices::allow_fast(dev);
                 }
                 if call.logging() && devices::cached_guid(dev).is_none() {
-                    if let Ok(guid) = GetDeviceGuid::get() {
+                    if let Ok(guid) = GetDeviceGuid::unhooked() {
                         // dev is a device of the list just returned.
                         devices::cache_guid(dev, guid.call(dev));
                     }

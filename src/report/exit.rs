@@ -31,7 +31,7 @@ pub fn skipped_at_exit() {
 /// The exit report (see the module docs); then the JSON document and the
 /// leak exit code.
 pub fn at_exit() {
-    if !USED.load(Ordering::Relaxed) {
+    if !USED.load(Ordering::Relaxed) && !crate::faults::any_injected() {
         return;
     }
     // Read the device names while the open contexts still are.

@@ -435,7 +435,9 @@ pub(super) fn write_json(
         }
     });
     failed?;
-    out.extend_from_slice(b"\n],\"truncated\":");
+    out.extend_from_slice(b"\n]");
+    json_faults(&mut out);
+    out.extend_from_slice(b",\"truncated\":");
     // Also when the registry could not record something: the list is short.
     match oom::dropped() != inv.dropped || crate::registry::objects::untracked() > 0 {
         true => json_str(&mut out, "out of memory"),
@@ -444,6 +446,46 @@ pub(super) fn write_json(
     out.extend_from_slice(b"}\n");
     file.write_all(&out)?;
     file.commit()
+}
+
+/// `,"faults":[...]`: the failures fault rules injected (none: absent).
+fn json_faults(out: &mut Vec<u8>) {
+    let faults = crate::faults::injected();
+    if faults.is_empty() {
+        return;
+    }
+    out.extend_from_slice(b",\"faults\":[");
+    for (i, f) in faults.iter().enumerate() {
+        out.extend_from_slice(if i == 0 { b"\n{" } else { b",\n{" });
+        json_key(out, "verb", true);
+        json_str(out, f.verb);
+        json_key(out, "nth", false);
+        json_u64(out, f.nth);
+        json_key(out, "errno", false);
+        match f.status {
+            None => json_str(out, crate::guard::errno_name(f.errno)),
+            Some(_) => out.extend_from_slice(b"null"),
+        }
+        json_key(out, "status", false);
+        match f
+            .status
+            .and_then(|s| crate::faults::rules::WC_STATUSES.get(s as usize))
+        {
+            Some(s) => json_str(out, s),
+            None => out.extend_from_slice(b"null"),
+        }
+        json_key(out, "rule", false);
+        json_str(out, &f.rule);
+        json_key(out, "module", false);
+        match &f.module {
+            Some(m) => json_str(out, m),
+            None => out.extend_from_slice(b"null"),
+        }
+        json_key(out, "offset", false);
+        json_u64(out, f.offset);
+        out.push(b'}');
+    }
+    out.extend_from_slice(b"\n]");
 }
 
 #[cfg(test)]

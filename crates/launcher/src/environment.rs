@@ -263,6 +263,9 @@ pub fn plan(
     if o.backtrace {
         set("IBV_SHIM_BACKTRACE", "1".into());
     }
+    if let Some(rules) = &o.faults {
+        set("IBV_SHIM_FAULTS", rules.into());
+    }
     if o.no_default_suppressions {
         set("IBV_SHIM_DEFAULT_SUPPRESSIONS", "0".into());
     }

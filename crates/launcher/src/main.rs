@@ -7,6 +7,7 @@
 //! - `run`: finding and running the program, signals, its exit status.
 //! - `report`: the shim's JSON reports: where they are, what they say.
 //! - `summary`: the lines printed at the end, and the launcher's exit status.
+//! - `sweep`: `--fault-sweep`; `fault_rules`: the shim's own rule parser.
 
 mod environment;
 mod options;
@@ -14,6 +15,13 @@ mod report;
 mod run;
 mod status;
 mod summary;
+mod sweep;
+
+// The shim's `IBV_SHIM_FAULTS` grammar, compiled here too so that a wrong
+// rule is refused before the program starts.
+#[allow(dead_code)]
+#[path = "../../../src/faults/rules.rs"]
+mod fault_rules;
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -111,6 +119,14 @@ fn run_program(o: &Options) -> Result<i32, Failure> {
         environment::private_dir,
         inherited,
     )?;
+    if o.sweep.enabled {
+        let swept = sweep::run(o, program, plan.vars.clone(), &plan.private);
+        plan.cleanup();
+        return swept.map_err(|message| Failure {
+            status: 125,
+            message,
+        });
+    }
     let leak_exitcode = environment::leak_exitcode(o, inherited);
     let before = plan.report.before();
 

@@ -58,6 +58,10 @@ pub struct Options {
     pub sim_dir: Option<PathBuf>,
     /// `-q` / `--quiet`.
     pub quiet: bool,
+    /// `--faults RULES` (checked). Sets `IBV_SHIM_FAULTS`.
+    pub faults: Option<String>,
+    /// `--fault-sweep` and its options.
+    pub sweep: crate::sweep::Sweep,
     /// The program to run, as given (a name looked up in `PATH`, or a path).
     pub program: OsString,
     /// Its arguments.
@@ -190,6 +194,14 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, UsageE
                 flag(&inline)?;
                 o.quiet = true;
             }
+            "--faults" => {
+                let v = value_of("RULES", false)?.to_string_lossy().into_owned();
+                crate::fault_rules::parse(&v).map_err(|e| usage(format!("--faults: {e}")))?;
+                o.faults = Some(v);
+            }
+            name if crate::sweep::is_option(name) => {
+                crate::sweep::option(&mut o.sweep, name, inline.is_some(), &mut value_of)?
+            }
             _ => {
                 return Err(usage(format!(
                     "unknown option {name} (see ibv-shim --help; the program goes after `--`)"
@@ -198,6 +210,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, UsageE
         }
     }
     o.leak_exitcode = leak_exitcode.or(fail_on_leak.then_some(DEFAULT_LEAK_EXITCODE));
+    crate::sweep::validate(&o)?;
     o.program = args
         .next()
         .filter(|p| !p.is_empty())
@@ -284,6 +297,20 @@ option sets is inherited unchanged):
                        made from libibv_sim.so next to it when missing or
                        older; installed: ../lib/ibv-shim/sim). Implies --sim.
   -q, --quiet          print no summary (errors are still printed).
+  --faults RULES       make chosen verbs calls fail (checked before the program
+                       starts; a wrong rule is a usage error). Sets
+                       IBV_SHIM_FAULTS; README.md gives the rules, e.g.
+                       ibv_reg_mr:nth=3:errno=ENOMEM,*:prob=0.01:seed=42.
+  --fault-sweep        run the program once to count its injectable calls,
+                       then once per call with that call failing; print a
+                       table (injected call, how the run ended, crash, hang,
+                       leaks) and exit 1 when a run crashed, hung or leaked.
+    -j, --jobs N       runs at once (default 1).
+    --sweep-verbs LIST only these verbs (comma-separated; `all`: also the
+                       destroy/close verbs, left out by default).
+    --sweep-sites      fail each distinct call site once, not each call.
+    --sweep-timeout S  a run still going after S seconds hangs (default 60).
+    --sweep-json PATH  the JSON summary (default ./ibv-shim-sweep.json).
   -h, --help           print this help and exit.
   -V, --version        print the version and exit.
 
@@ -403,6 +430,8 @@ mod tests {
                 shim: Some("/x/libibv_shim.so".into()),
                 sim_dir: Some("/x/sim".into()),
                 quiet: true,
+                faults: None,
+                sweep: Default::default(),
                 program: "prog".into(),
                 args: vec![],
             }

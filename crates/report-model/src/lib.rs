@@ -478,9 +478,37 @@ pub struct Report<'a, O = Vec<Object<'a>>, T = Option<Cow<'a, str>>> {
     pub leaked: bool,
     pub totals: Totals,
     pub objects: O,
+    /// The failures fault rules injected (`IBV_SHIM_FAULTS`), in order;
+    /// absent when there were none.
+    #[serde(borrow, default, skip_serializing_if = "Vec::is_empty")]
+    pub faults: Vec<Fault<'a>>,
     /// Why the report is incomplete (`out of memory`), if it is.
     #[serde(default)]
     pub truncated: T,
+}
+
+/// One injected failure: which call of which verb, from where, how.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fault<'a> {
+    /// The verb, or `wc` for a completion.
+    #[serde(borrow)]
+    pub verb: Cow<'a, str>,
+    /// The call's number among the verb's calls the rule counted (from 1).
+    pub nth: u64,
+    /// The errno the call failed with (a verb).
+    #[serde(borrow, default)]
+    pub errno: Option<Cow<'a, str>>,
+    /// The status written (a completion).
+    #[serde(borrow, default)]
+    pub status: Option<Cow<'a, str>>,
+    /// The rule, as written.
+    #[serde(borrow)]
+    pub rule: Cow<'a, str>,
+    /// The module of the call site, and the return address's offset in it.
+    #[serde(borrow, default)]
+    pub module: Option<Cow<'a, str>>,
+    pub offset: u64,
 }
 
 #[cfg(test)]
@@ -606,6 +634,15 @@ mod tests {
             leaked: true,
             totals,
             objects,
+            faults: vec![Fault {
+                verb: "ibv_reg_mr".into(),
+                nth: 3,
+                errno: Some("ENOMEM".into()),
+                status: None,
+                rule: "ibv_reg_mr:nth=3:errno=ENOMEM".into(),
+                module: Some("/bin/prog".into()),
+                offset: 0x1234,
+            }],
             truncated: None,
         }
     }

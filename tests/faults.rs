@@ -1,0 +1,543 @@
+//! Fault injection (`IBV_SHIM_FAULTS`, `ibv-shim --faults`) and the error
+//! path sweep (`ibv-shim --fault-sweep`), on ibv-sim through the launcher,
+//! with C programs compiled against the real `/usr/include/infiniband/verbs.h`
+//! (`tests/c/faults/`), the seed's examples and the real `ibv_devinfo`.
+//!
+//! That an injected call never reached the real verb is seen on the sim:
+//! the PD handles and QP numbers it hands out are consecutive, so a call
+//! that reached it would leave a gap.
+//!
+//! Needs the launcher, the shim and the sim built in the same profile as
+//! this test (`make test` builds them) and gcc with libibverbs-dev.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::*;
+
+/// The launcher on the sim, on a fabric of its own, without the shim's
+/// variables of the test's environment.
+fn launcher(fabric: &str, args: &[&str]) -> Command {
+    // The launcher preloads the shim next to it (shim_so checks it is built).
+    shim_so();
+    let mut cmd = Command::new(target_dir().join("ibv-shim"));
+    cmd.arg("--sim")
+        .arg("--sim-dir")
+        .arg(sim_dir())
+        .args(args)
+        .env("IBV_SIM_FABRIC", fabric);
+    for var in [
+        "LD_PRELOAD",
+        "LD_LIBRARY_PATH",
+        "IBV_SHIM_LOG",
+        "IBV_SHIM_REPORT",
+        "IBV_SHIM_FAULTS",
+        "IBV_SHIM_FAULT_COUNT",
+        "IBV_SHIM_LEAK_EXITCODE",
+        "IBV_SIM_DEVICES",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd
+}
+
+fn fabric(tag: &str) -> FabricGuard {
+    FabricGuard(fabric_name("faults", tag))
+}
+
+fn c_program(name: &str, defines: &[&str]) -> PathBuf {
+    let src = repo_dir().join(format!("tests/c/faults/{name}.c"));
+    let mut args: Vec<&str> = defines.to_vec();
+    args.extend(["-libverbs", "-lpthread"]);
+    let tag = format!("{name}{}", defines.join("").replace("-D", "_"));
+    cc(&tag, &[src.as_path()], &args)
+}
+
+/// `calls WHAT N` with `--faults RULES`: its exit status, its lines, and
+/// the shim's lines.
+fn calls_status(rules: &str, what: &str, n: u32) -> (Option<i32>, Vec<String>, String) {
+    let f = fabric(what);
+    let out = run(launcher(&f.0, &["-q", "--faults", rules, "--"])
+        .arg(c_program("calls", &[]))
+        .args([what, &n.to_string()]));
+    (
+        out.status.code(),
+        stdout(&out).lines().map(str::to_string).collect(),
+        stderr(&out),
+    )
+}
+
+/// [`calls_status`] of a run that must succeed.
+fn calls(rules: &str, what: &str, n: u32) -> (Vec<String>, String) {
+    let (status, lines, log) = calls_status(rules, what, n);
+    assert_eq!(status, Some(0), "{log}");
+    (lines, log)
+}
+
+/// The numbers of the calls that failed, and the values the others got.
+fn split(lines: &[String]) -> (Vec<u32>, Vec<u64>) {
+    let (mut failed, mut got) = (Vec::new(), Vec::new());
+    for l in lines {
+        let mut w = l.split(' ');
+        let n: u32 = w.next().unwrap().parse().unwrap();
+        match w.next() {
+            Some("ok") => got.push(w.next().unwrap().parse().unwrap()),
+            _ => failed.push(n),
+        }
+    }
+    (failed, got)
+}
+
+fn consecutive(v: &[u64]) -> bool {
+    v.windows(2).all(|w| w[1] == w[0] + 1)
+}
+
+/// The shim's warning for each injection, one per failed call.
+fn injections(log: &str) -> Vec<String> {
+    log.lines()
+        .filter(|l| l.contains("WARN fault injected: "))
+        .map(|l| l.split("fault injected: ").nth(1).unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn nth_fails_that_call_only_with_its_errno_and_creates_nothing() {
+    let (lines, log) = calls("ibv_alloc_pd:nth=3:errno=ENOMEM", "pd", 6);
+    let (failed, handles) = split(&lines);
+    assert_eq!(failed, [3], "{lines:?}");
+    assert!(
+        lines[2].ends_with("fail Cannot allocate memory"),
+        "{lines:?}"
+    );
+    // The sim never saw call 3: no handle was used up by it.
+    assert_eq!(handles.len(), 5);
+    assert!(consecutive(&handles), "{handles:?}");
+    let inj = injections(&log);
+    assert_eq!(inj.len(), 1, "{log}");
+    assert!(
+        inj[0].starts_with("ibv_alloc_pd call 3 from ")
+            && inj[0].contains("/calls")
+            && inj[0].ends_with("failed with errno=ENOMEM, the real verb not called"),
+        "{inj:?}"
+    );
+}
+
+#[test]
+fn every_fails_each_nth_call() {
+    let (lines, log) = calls("ibv_create_qp:every=3:errno=EAGAIN", "qp", 7);
+    let (failed, qpns) = split(&lines);
+    assert_eq!(failed, [3, 6], "{lines:?}");
+    assert!(lines[5].ends_with("fail Resource temporarily unavailable"));
+    assert!(
+        consecutive(&qpns),
+        "QP numbers {qpns:?}: a call reached the sim"
+    );
+    assert_eq!(injections(&log).len(), 2, "{log}");
+}
+
+#[test]
+fn after_fails_every_later_call() {
+    let (lines, _) = calls("ibv_reg_mr:after=2:errno=EFAULT", "mr", 5);
+    let (failed, _) = split(&lines);
+    assert_eq!(failed, [3, 4, 5], "{lines:?}");
+    assert!(lines[4].ends_with("fail Bad address"));
+}
+
+/// `ibv_modify_qp` returns the errno value itself (rdma-core's
+/// convention for modify, query and destroy verbs).
+#[test]
+fn a_verb_returning_an_errno_value_returns_the_rule_s() {
+    let (lines, _) = calls("ibv_modify_qp:nth=2:errno=ETIMEDOUT", "modify", 3);
+    assert_eq!(
+        lines,
+        [
+            "1 ok 0",
+            &format!("2 fail rc={} Connection timed out", libc::ETIMEDOUT),
+            "3 ok 0"
+        ]
+    );
+}
+
+#[test]
+fn prob_with_a_seed_fails_the_same_calls_every_run() {
+    let rule = "ibv_alloc_pd:prob=0.5:seed=42";
+    let (a, _) = calls(rule, "pd", 40);
+    let (b, _) = calls(rule, "pd", 40);
+    assert_eq!(a, b);
+    let (failed, handles) = split(&a);
+    assert!((8..=32).contains(&failed.len()), "{failed:?}");
+    assert!(consecutive(&handles), "{handles:?}");
+    let (c, _) = calls("ibv_alloc_pd:prob=0.5:seed=43", "pd", 40);
+    assert_ne!(split(&c).0, failed, "another seed, other calls");
+    // `*` covers every verb, each counted on its own.
+    let (status, lines, log) = calls_status("*:prob=1", "pd", 3);
+    assert_eq!(
+        status,
+        Some(3),
+        "ibv_get_device_list fails first: {lines:?}"
+    );
+    assert_eq!(injections(&log).len(), 1, "{log}");
+}
+
+/// Calls are counted per verb across threads: 4 threads x 25 PDs with
+/// every=10 fail exactly 10.
+#[test]
+fn counting_is_per_verb_across_threads() {
+    let (lines, log) = calls("ibv_alloc_pd:every=10", "threads", 25);
+    assert_eq!(lines, ["failed 10 of 100"]);
+    let inj = injections(&log);
+    assert_eq!(inj.len(), 10);
+    for n in [10, 50, 100] {
+        assert!(
+            inj.iter()
+                .any(|l| l.starts_with(&format!("ibv_alloc_pd call {n} "))),
+            "{inj:?}"
+        );
+    }
+}
+
+/// The JSON report lists each injection, in the report model's types.
+#[test]
+fn the_json_report_lists_the_injections() {
+    let dir = TempDir::new("faults-report");
+    let f = fabric("report");
+    let report = dir.join("r.json");
+    let out = run(launcher(
+        &f.0,
+        &[
+            "-q",
+            "--faults",
+            "ibv_create_cq:nth=1:errno=EAGAIN",
+            "--report",
+            report.to_str().unwrap(),
+            "--",
+        ],
+    )
+    .arg(c_program("error_paths", &[])));
+    assert_eq!(out.status.code(), Some(1));
+    let text = std::fs::read_to_string(&report).unwrap();
+    let r: report_model::Report = serde_json::from_str(&text).unwrap();
+    assert_eq!(r.faults.len(), 1, "{text}");
+    let f = &r.faults[0];
+    assert_eq!(
+        (&*f.verb, f.nth, f.errno.as_deref(), &*f.rule),
+        (
+            "ibv_create_cq",
+            1,
+            Some("EAGAIN"),
+            "ibv_create_cq:nth=1:errno=EAGAIN"
+        )
+    );
+    assert!(
+        f.module.as_deref().unwrap().contains("error_paths"),
+        "{f:?}"
+    );
+    // The leaks the early return left: the context, its PD and MR.
+    assert_eq!(
+        (
+            r.totals.get(report_model::Kind::Context),
+            r.totals.get(report_model::Kind::Pd)
+        ),
+        (1, 1)
+    );
+    assert_eq!(r.totals.get(report_model::Kind::Mr), 1);
+    // Valid against the schema too.
+    let check = Command::new("python3")
+        .args([
+            "-c",
+            "import json,sys,jsonschema; jsonschema.validate(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])))",
+        ])
+        .arg(&report)
+        .arg(repo_dir().join("docs/leak-report.schema.json"))
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+}
+
+#[test]
+fn a_wrong_rule_is_a_clear_error() {
+    let f = fabric("wrong");
+    let prog = c_program("calls", &[]);
+    // The launcher refuses it before the program runs.
+    let out = run(launcher(
+        &f.0,
+        &["--faults", "ibv_alloc_pd:nth=3,ibv_reg_mrr:nth=1", "--"],
+    )
+    .arg(&prog)
+    .args(["pd", "3"]));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out)
+            .contains("--faults: fault rule \"ibv_reg_mrr:nth=1\": \"ibv_reg_mrr\" is not a verb"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stdout(&out).is_empty(), "the program did not run");
+    // Preloaded by hand: an ERROR line at start-up names the rule, and no
+    // rule of the variable applies (the program runs unharmed).
+    for (rules, says) in [
+        (
+            "ibv_alloc_pd:nth=2:errno=EWHAT",
+            "errno=\"EWHAT\" is not an errno name",
+        ),
+        ("ibv_alloc_pd:nth=2,ibv_alloc_pd", "says not when"),
+        (
+            "wc:nth=1:status=IBV_WC_RETRY_EXC_ERR",
+            "completion faults need the shim to wrap ibv_poll_cq",
+        ),
+    ] {
+        let mut cmd = Command::new(&prog);
+        cmd.args(["pd", "3"])
+            .env("LD_PRELOAD", shim_so())
+            .env("LD_LIBRARY_PATH", sim_dir())
+            .env("IBV_SIM_FABRIC", &f.0)
+            .env("IBV_SHIM_FAULTS", rules)
+            .env_remove("IBV_SHIM_LOG");
+        let out = run(&mut cmd);
+        assert_eq!(out.status.code(), Some(0));
+        let err = stderr(&out);
+        let error: Vec<&str> = err.lines().filter(|l| l.contains(" ERROR ")).collect();
+        assert_eq!(error.len(), 1, "{err}");
+        assert!(
+            error[0].contains("IBV_SHIM_FAULTS: fault rule") && error[0].contains(says),
+            "{rules}: {err}"
+        );
+        assert!(error[0].ends_with("no fault is injected in this process"));
+        assert_eq!(
+            split(&stdout(&out).lines().map(str::to_string).collect::<Vec<_>>()).0,
+            Vec::<u32>::new()
+        );
+    }
+}
+
+/// A sweep: its exit status, its table (stderr) and its JSON summary.
+fn sweep(
+    tag: &str,
+    args: &[&str],
+    program: &Path,
+    prog_args: &[&str],
+) -> (Output, serde_json::Value) {
+    let dir = TempDir::new("faults-sweep");
+    let f = fabric(tag);
+    let json = dir.join("sweep.json");
+    let mut cmd = launcher(
+        &f.0,
+        &["--fault-sweep", "--sweep-json", json.to_str().unwrap()],
+    );
+    cmd.args(args).arg("--").arg(program).args(prog_args);
+    let out = run(&mut cmd);
+    let summary = std::fs::read_to_string(&json)
+        .unwrap_or_else(|e| panic!("{}: {e}\n{}", json.display(), stderr(&out)));
+    (out, serde_json::from_str(&summary).unwrap())
+}
+
+fn table_row(out: &Output, verb: &str) -> Vec<String> {
+    let err = stderr(out);
+    let line = err
+        .lines()
+        .find(|l| l.split_whitespace().nth(1) == Some(verb))
+        .unwrap_or_else(|| panic!("no row for {verb}:\n{err}"));
+    line.split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn the_sweep_catches_an_error_path_that_returns_without_cleanup() {
+    let leaky = c_program("error_paths", &[]);
+    let (out, s) = sweep("leaky", &[], &leaky, &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    // Counted: every verb the program calls; swept: all but the releases.
+    assert_eq!(s["counted"]["ibv_create_cq"], 1);
+    assert_eq!(s["counted"]["ibv_dealloc_pd"], 1);
+    let runs = s["runs"].as_array().unwrap();
+    let verbs: Vec<&str> = runs.iter().map(|r| r["verb"].as_str().unwrap()).collect();
+    assert_eq!(
+        verbs,
+        [
+            "ibv_get_device_list",
+            "ibv_open_device",
+            "ibv_alloc_pd",
+            "ibv_reg_mr",
+            "ibv_create_cq"
+        ]
+    );
+    assert!(runs.iter().all(|r| r["injected"] == true), "{s:#}");
+    let cq = &runs[4];
+    assert_eq!(cq["leaked"], true);
+    assert_eq!(
+        cq["leaks"],
+        serde_json::json!({"context": 1, "mr": 1, "pd": 1})
+    );
+    assert!(
+        cq["site"].as_str().unwrap().starts_with("error_paths"),
+        "{cq}"
+    );
+    assert_eq!(s["failed"], 1, "only the early return leaks: {s:#}");
+    // The table names the injected call, where it was made, and the leaks.
+    let row = table_row(&out, "ibv_create_cq");
+    assert_eq!(row[2], "1");
+    assert_eq!(row[3], cq["site"].as_str().unwrap());
+    assert_eq!(row[4..], ["exit 1", "LEAK", "1 context, 1 mr, 1 pd"]);
+    assert!(stderr(&out).contains("ibv-shim: fault sweep: 6 runs, 1 crashed, hung or leaked"));
+
+    // Deterministic: the same table again, here by call site.
+    let (again, s2) = sweep("leaky2", &["--sweep-sites", "-j", "3"], &leaky, &[]);
+    assert_eq!(again.status.code(), Some(1));
+    let key = |s: &serde_json::Value| {
+        s["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["verb"].to_string(),
+                    r["site"].to_string(),
+                    r["leaks"].to_string(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(key(&s), key(&s2));
+    assert_eq!(s2["mode"], "sites");
+}
+
+#[test]
+fn the_same_program_with_cleanup_passes_the_sweep() {
+    let clean = c_program("error_paths", &["-DCLEANUP"]);
+    let (out, s) = sweep("clean", &[], &clean, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(s["failed"], 0);
+    assert_eq!(s["runs"].as_array().unwrap().len(), 5, "{s:#}");
+    // `all` sweeps the releases too: a failed release keeps its object,
+    // which the audit reports, exactly that object.
+    let (out, s) = sweep("clean-all", &["--sweep-verbs", "all"], &clean, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let leaks = |verb: &str| {
+        let runs = s["runs"].as_array().unwrap();
+        let r = runs.iter().find(|r| r["verb"] == verb).unwrap();
+        r["leaks"].clone()
+    };
+    assert_eq!(leaks("ibv_destroy_cq"), serde_json::json!({"cq": 1}));
+    assert_eq!(leaks("ibv_close_device"), serde_json::json!({"context": 1}));
+    assert_eq!(leaks("ibv_create_cq"), serde_json::json!({}));
+}
+
+#[test]
+fn the_sweep_names_crashes_and_hangs() {
+    let crash = c_program("error_paths", &["-DCLEANUP", "-DCRASH"]);
+    let (out, s) = sweep("crash", &["--sweep-verbs", "ibv_create_cq"], &crash, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(s["runs"][0]["crashed"], true);
+    assert_eq!(s["runs"][0]["signal"], "SIGSEGV");
+    assert_eq!(table_row(&out, "ibv_create_cq")[4..6], ["SIGSEGV", "CRASH"]);
+
+    let hang = c_program("error_paths", &["-DCLEANUP", "-DHANG"]);
+    let start = std::time::Instant::now();
+    let (out, s) = sweep(
+        "hang",
+        &[
+            "--sweep-verbs",
+            "ibv_create_cq,ibv_alloc_pd",
+            "--sweep-timeout",
+            "2",
+        ],
+        &hang,
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let runs = s["runs"].as_array().unwrap();
+    assert_eq!(
+        (runs[0]["verb"].as_str(), runs[0]["hung"].as_bool()),
+        (Some("ibv_alloc_pd"), Some(false))
+    );
+    assert_eq!(
+        (runs[1]["verb"].as_str(), runs[1]["hung"].as_bool()),
+        (Some("ibv_create_cq"), Some(true))
+    );
+    assert!(start.elapsed().as_secs() < 60);
+    assert_eq!(table_row(&out, "ibv_create_cq")[5], "HANG (>2s)");
+}
+
+/// The seed's examples and the real `ibv_devinfo`, swept to the end.
+#[test]
+fn sweeps_of_the_seed_examples_and_ibv_devinfo_run_to_completion() {
+    for ex in ["list_devices", "open_close", "device_guids"] {
+        let prog = cc(ex, &[c_example(ex).as_path()], &["-libverbs"]);
+        let (out, s) = sweep(ex, &["-j", "2"], &prog, &[]);
+        let n = s["runs"].as_array().unwrap().len();
+        assert!(n >= 2, "{ex}: {s:#}");
+        assert!(
+            stderr(&out).contains(&format!("ibv-shim: fault sweep: {} runs", n + 1)),
+            "{}",
+            stderr(&out)
+        );
+        assert!(
+            s["runs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|r| r["crashed"] == false && r["hung"] == false),
+            "{ex}: {s:#}"
+        );
+    }
+    let (out, s) = sweep("devinfo", &["-j", "2"], Path::new("ibv_devinfo"), &[]);
+    let runs = s["runs"].as_array().unwrap();
+    // ibv_devinfo's queries are inline verbs (query_device_ex, query_port):
+    // what reaches the shim is the device list, names and opens.
+    assert!(runs.len() >= 3, "{s:#}");
+    assert!(runs.iter().any(|r| r["verb"] == "ibv_open_device"), "{s:#}");
+    assert!(
+        runs.iter()
+            .all(|r| r["crashed"] == false && r["hung"] == false && r["injected"] == true),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// On a terminal the sweep shows one progress line rewritten in place
+/// (runs done / total, elapsed, ETA); elsewhere one plain line per run.
+#[test]
+fn the_sweep_shows_progress_on_a_terminal_and_plain_lines_elsewhere() {
+    let prog = c_program("error_paths", &["-DCLEANUP"]);
+    let (out, _) = sweep("plain", &[], &prog, &[]);
+    let err = stderr(&out);
+    assert!(
+        err.contains("ibv-shim: sweep run 5/5: ibv_create_cq #1 at error_paths"),
+        "{err}"
+    );
+    assert!(!err.contains('\r'));
+
+    let dir = TempDir::new("faults-tty");
+    let f = fabric("tty");
+    let launcher = target_dir().join("ibv-shim");
+    let line = format!(
+        "{} --sim --sim-dir {} --fault-sweep --sweep-json {} -- {}",
+        launcher.display(),
+        sim_dir().display(),
+        dir.join("s.json").display(),
+        prog.display()
+    );
+    // script(1) gives the launcher a terminal.
+    let out = run(Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .env("IBV_SIM_FABRIC", &f.0)
+        .env_remove("LD_PRELOAD")
+        .env_remove("IBV_SHIM_FAULTS"));
+    let text = stdout(&out);
+    assert!(
+        text.contains("\r\x1b[Kibv-shim: sweep 1/5 runs, ")
+            && text.contains("\r\x1b[Kibv-shim: sweep 5/5 runs, "),
+        "{text:?}"
+    );
+    assert!(text.contains(" elapsed, ETA "), "{text:?}");
+    assert!(!text.contains("sweep run 1/5"), "{text:?}");
+}
