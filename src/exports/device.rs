@@ -170,7 +170,9 @@ fn fast(device: *mut ibv_device) -> bool {
 /// Resolves the real getters, so that the devices of a list can take
 /// their fast path (`devices::allow_fast`); false when one is missing.
 fn resolve_getters() -> bool {
-    GetDeviceName::get().is_ok() && GetDeviceGuid::get().is_ok() && GetDeviceIndex::get().is_ok()
+    GetDeviceName::unhooked().is_ok()
+        && GetDeviceGuid::unhooked().is_ok()
+        && GetDeviceIndex::unhooked().is_ok()
 }
 
 /// Returns the name of `device` (e.g. `mlx5_0`), unique within this machine,
