@@ -163,6 +163,60 @@ pub fn open_log(path: &CStr) -> io::Result<(i32, Identity)> {
     Ok((raw, id))
 }
 
+/// Creates (truncating, mode 0600) the binary trace file, open read-write
+/// for its shared mapping; refuses a symbolic link and anything but a
+/// regular file. The descriptor is numbered out of the program's way.
+pub fn create_trace(path: &CStr) -> io::Result<(i32, Identity)> {
+    if let Some(st) = stat(path, false)? {
+        if !is_regular(&st) {
+            return Err(not_regular(st.st_mode));
+        }
+    }
+    let fd = open(
+        path,
+        libc::O_RDWR
+            | libc::O_CREAT
+            | libc::O_TRUNC
+            | libc::O_CLOEXEC
+            | libc::O_NOFOLLOW
+            | libc::O_NONBLOCK
+            | libc::O_NOCTTY,
+        0o600,
+    )?;
+    let st = fstat(fd.0)?;
+    if !is_regular(&st) {
+        return Err(not_regular(st.st_mode));
+    }
+    // SAFETY: fcntl on our own open descriptor; no pointers.
+    let high = unsafe { libc::fcntl(fd.0, libc::F_DUPFD_CLOEXEC, 100) };
+    let raw = if high >= 0 { high } else { fd.0 };
+    if high >= 0 {
+        drop(fd);
+    } else {
+        std::mem::forget(fd);
+    }
+    Ok((
+        raw,
+        Identity {
+            dev: st.st_dev,
+            ino: st.st_ino,
+        },
+    ))
+}
+
+/// Opens the trace file again (the program closed the shim's descriptor):
+/// never through a link, never creating; the caller checks its identity.
+pub fn reopen_trace(path: &CStr) -> io::Result<i32> {
+    let fd = open(
+        path,
+        libc::O_RDWR | libc::O_CLOEXEC | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY,
+        0,
+    )?;
+    let raw = fd.0;
+    std::mem::forget(fd);
+    Ok(raw)
+}
+
 /// Refuses a library path that is not a regular file, before `dlopen`
 /// opens it (a FIFO would block it for ever). Links are followed: library
 /// paths are full of them.

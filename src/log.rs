@@ -25,7 +25,12 @@ use crate::files::Identity;
 pub use crate::level::Level;
 
 const UNSET: u8 = u8::MAX;
+/// The gate every log site checks: the text log's level, raised to debug
+/// while binary tracing is on (a traced call is timed and its text
+/// assembled on the debug path; `call` sends it to the trace).
 static LEVEL: AtomicU8 = AtomicU8::new(UNSET);
+/// The text log's own level (`IBV_SHIM_LOG`).
+static TEXT: AtomicU8 = AtomicU8::new(UNSET);
 
 /// Where lines go: the log file, or the shim's duplicate of stderr.
 /// `UNOPENED` until the first line; `NOWHERE` when there is no such file.
@@ -95,11 +100,77 @@ pub fn enabled(level: Level) -> bool {
 #[cold]
 fn init_level() -> u8 {
     let cfg = config::get();
-    LEVEL.store(cfg.log_level as u8, Ordering::Relaxed);
-    for p in &cfg.problems {
+    let text = cfg.log_level as u8;
+    let gate = if crate::trace::config::get().file.is_some() {
+        text.max(Level::Debug as u8)
+    } else {
+        text
+    };
+    TEXT.store(text, Ordering::Relaxed);
+    LEVEL.store(gate, Ordering::Relaxed);
+    for p in cfg.problems.iter().chain(crate::trace::problems()) {
         line(Level::Warn, format_args!("{p}"));
     }
-    cfg.log_level as u8
+    gate
+}
+
+/// Is `level` on for the text log itself (not only for the trace)?
+pub fn text_enabled(level: Level) -> bool {
+    if TEXT.load(Ordering::Relaxed) == UNSET {
+        init_level();
+    }
+    TEXT.load(Ordering::Relaxed) >= level as u8
+}
+
+/// CLOCK_MONOTONIC in ns (the clock calls are timed with).
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid out-pointer; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Where a timed verbs call ends up when the debug gate is on: a record in
+/// the binary trace (when tracing) and a debug line `call = result [time]`
+/// (when the text log is at debug), with errno when `failed`. Leaves errno
+/// as it found it.
+#[cold]
+#[inline(never)]
+pub fn call(start_ns: u64, call: fmt::Arguments<'_>, result: fmt::Arguments<'_>, failed: bool) {
+    let errno = crate::errno::Errno::save();
+    let took = monotonic_ns().saturating_sub(start_ns);
+    crate::trace::call(start_ns, start_ns + took, call, result, failed, errno.0);
+    if text_enabled(Level::Debug) {
+        let took = Micros(took);
+        if failed {
+            line(
+                Level::Debug,
+                format_args!(
+                    "{call} = {result} errno={} [{took}]",
+                    crate::errno::errno_name(errno.0)
+                ),
+            );
+        } else {
+            line(Level::Debug, format_args!("{call} = {result} [{took}]"));
+        }
+    }
+    errno.restore();
+}
+
+/// A duration in nanoseconds, shown as microseconds with one decimal
+/// (integer arithmetic: float formatting costs more than the rest of a line).
+struct Micros(u64);
+
+impl fmt::Display for Micros {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(Dec::new(self.0 / 1000).as_str())?;
+        f.write_str(".")?;
+        f.write_str(Dec::new(self.0 % 1000 / 100).as_str())?;
+        f.write_str("us")
+    }
 }
 
 /// The pid, read once (a system call per log line would double its cost);
@@ -380,6 +451,12 @@ fn now() -> (i64, i64) {
 /// Writes one line at `level` (the caller has checked `enabled`). errno is
 /// left as it was.
 pub fn line(level: Level, args: fmt::Arguments<'_>) {
+    // The gate may be at debug for the trace alone: info and debug lines
+    // are then checked against the text log's own level (warnings and
+    // errors keep going out as they always did).
+    if level >= Level::Info && !text_enabled(level) {
+        return;
+    }
     let saved = crate::errno::Errno::save();
     let mut b = LineBuf::new();
     let (secs, micros) = now();

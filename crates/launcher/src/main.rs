@@ -7,6 +7,7 @@
 //! - `run`: finding and running the program, signals, its exit status.
 //! - `report`: the shim's JSON reports: where they are, what they say.
 //! - `summary`: the lines printed at the end, and the launcher's exit status.
+//! - `trace`: the `ibv-shim trace FILE...` subcommand (decoding trace files).
 
 mod environment;
 mod options;
@@ -14,6 +15,7 @@ mod report;
 mod run;
 mod status;
 mod summary;
+mod trace;
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -57,6 +59,10 @@ fn to_stderr(text: &str) {
 }
 
 fn launch(args: impl IntoIterator<Item = OsString>) -> i32 {
+    let mut args = args.into_iter().peekable();
+    if args.peek().is_some_and(|a| a == "trace") {
+        return trace::main(args.skip(1));
+    }
     let o = match options::parse(args) {
         Ok(Command::Help) => {
             let _ = std::io::stdout()

@@ -1,0 +1,187 @@
+//! The consumer side: copies committed records out of the rings to the
+//! end of the trace file, so the rings have room again. A writer thread
+//! does it every few milliseconds; at exit the exiting thread does it one
+//! last time; in `block` mode a thread whose ring is full waits for it
+//! (or, with no writer thread, does it itself).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use trace_format::{header, ring as meta, SLOT_SIZE};
+
+use super::ring::{self, Mapping};
+use super::stats;
+
+/// Held by whoever is draining (writer thread, exit, a blocked producer).
+static DRAINING: AtomicBool = AtomicBool::new(false);
+static WRITER_ALIVE: AtomicBool = AtomicBool::new(false);
+static STOP: AtomicBool = AtomicBool::new(false);
+/// The file is no longer ours (its descriptor closed and the number
+/// reused, or the file replaced): records stay in the rings, nothing more
+/// is appended.
+static BROKEN: AtomicBool = AtomicBool::new(false);
+
+/// How long a producer in `block` mode waits for room before it drops the
+/// record (and counts it): a writer that cannot make progress must not
+/// hang the program.
+const BLOCK_LIMIT: Duration = Duration::from_secs(10);
+
+/// A full ring: `true` once there is room (block mode), `false` to drop.
+#[cold]
+pub fn room(m: &Mapping, ring: usize, pos: u64) -> bool {
+    if !super::config::get().block || BROKEN.load(Ordering::Relaxed) {
+        return false;
+    }
+    let started = Instant::now();
+    let tail = m.ring_word(ring, meta::TAIL);
+    loop {
+        if pos - tail.load(Ordering::Acquire) < m.slots as u64 {
+            return true;
+        }
+        if started.elapsed() > BLOCK_LIMIT || BROKEN.load(Ordering::Relaxed) {
+            return false;
+        }
+        if WRITER_ALIVE.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_micros(50));
+        } else if !try_drain(m) {
+            std::thread::yield_now();
+        }
+    }
+}
+
+/// Starts the writer thread (its signals blocked: the program's signals
+/// are the program's). Without one (no memory, no threads) records are
+/// still kept in the rings and drained at exit.
+pub fn start() {
+    STOP.store(false, Ordering::Relaxed);
+    // SAFETY: plain sigset_t values; pthread_sigmask changes this thread's
+    // mask only, and it is restored right after the spawn (the new thread
+    // inherits the blocked mask).
+    let old = unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut old);
+        old
+    };
+    let spawned = std::thread::Builder::new()
+        .name("ibv-shim-trace".into())
+        .stack_size(64 * 1024)
+        .spawn(run);
+    // SAFETY: restores the mask saved above.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
+    if spawned.is_ok() {
+        WRITER_ALIVE.store(true, Ordering::Relaxed);
+    }
+}
+
+fn run() {
+    while !STOP.load(Ordering::Relaxed) {
+        let busy = ring::mapping().is_some_and(|m| try_drain(&m));
+        std::thread::sleep(Duration::from_millis(if busy { 1 } else { 5 }));
+    }
+    WRITER_ALIVE.store(false, Ordering::Relaxed);
+}
+
+/// At exit: the writer stops, the rings are copied out one last time.
+pub fn stop_and_drain() {
+    STOP.store(true, Ordering::Relaxed);
+    let Some(m) = ring::mapping() else { return };
+    let started = Instant::now();
+    while !try_drain(&m) {
+        // The writer is mid-copy: it finishes within milliseconds.
+        if started.elapsed() > Duration::from_secs(2) {
+            return;
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// Drains every ring if no one else is; `true` if it drained something.
+fn try_drain(m: &Mapping) -> bool {
+    if DRAINING.swap(true, Ordering::Acquire) {
+        return false;
+    }
+    let mut any = false;
+    if !BROKEN.load(Ordering::Relaxed) {
+        for ring in 0..super::config::RINGS {
+            any |= drain_ring(m, ring);
+        }
+    }
+    DRAINING.store(false, Ordering::Release);
+    any
+}
+
+/// Appends the ring's committed records to the file, then moves its tail.
+/// A crash between the two leaves a record in both places; readers count
+/// it once.
+fn drain_ring(m: &Mapping, ring: usize) -> bool {
+    let head = m.ring_word(ring, meta::HEAD).load(Ordering::Acquire);
+    let tail_word = m.ring_word(ring, meta::TAIL);
+    let tail = tail_word.load(Ordering::Relaxed);
+    if head == tail {
+        return false;
+    }
+    let Some(fd) = descriptor() else {
+        BROKEN.store(true, Ordering::Relaxed);
+        return false;
+    };
+    let end_word = m.word(header::DRAINED_END);
+    let mut pos = tail;
+    while pos < head {
+        // Up to the ring's end, then from its start.
+        let index = pos as usize & (m.slots - 1);
+        let n = ((head - pos) as usize).min(m.slots - index);
+        let bytes = n * SLOT_SIZE;
+        let at = end_word.load(Ordering::Relaxed);
+        let from = m.slot(ring, pos);
+        // SAFETY: `from` .. `from + bytes` are committed slots of one ring,
+        // inside the mapping; pwrite reads them.
+        let wrote = unsafe { libc::pwrite(fd, from.cast(), bytes, at as libc::off_t) };
+        if wrote != bytes as isize {
+            // A full disk: keep the records in the ring and try later
+            // (drop mode counts what no longer fits).
+            return pos != tail;
+        }
+        stats::add(from, n);
+        end_word.store(at + bytes as u64, Ordering::Release);
+        pos += n as u64;
+        tail_word.store(pos, Ordering::Release);
+    }
+    true
+}
+
+/// The trace file's descriptor, reopened by path if the program closed
+/// it; `None` when the path no longer is the same file.
+fn descriptor() -> Option<i32> {
+    let fd = ring::FD.load(Ordering::Relaxed);
+    if fd >= 0 && ring::fd_is_ours(fd) {
+        return Some(fd);
+    }
+    let template = super::config::get().file.as_ref()?;
+    let path = crate::config::expand_pid(template);
+    let fd = crate::files::reopen_trace(&path).ok()?;
+    if ring::fd_is_ours(fd) {
+        ring::FD.store(fd, Ordering::Relaxed);
+        Some(fd)
+    } else {
+        // SAFETY: the descriptor just opened, not handed out.
+        unsafe { libc::close(fd) };
+        None
+    }
+}
+
+/// In a forked child: the writer thread is not there, no lock is held.
+pub fn after_fork_in_child() {
+    DRAINING.store(false, Ordering::Relaxed);
+    WRITER_ALIVE.store(false, Ordering::Relaxed);
+    BROKEN.store(false, Ordering::Relaxed);
+}
+
+/// Records lost so far: rings full, and no ring free.
+pub fn lost(m: &Mapping) -> (u64, u64) {
+    let full = (0..super::config::RINGS)
+        .map(|r| m.ring_word(r, meta::LOST).load(Ordering::Relaxed))
+        .sum();
+    (full, m.word(header::LOST_NO_RING).load(Ordering::Relaxed))
+}
