@@ -265,3 +265,71 @@ pub fn errno_name(e: i32) -> String {
     };
     name.to_string()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file with one ring of 4 slots, `drained` copied out, `in_ring`
+    /// records written at positions (seq) in the ring.
+    fn file(drained: &[u64], in_ring: &[u64], tail: u64) -> Vec<u8> {
+        let slots = 4;
+        let end = rings_end(1, slots);
+        let mut b = vec![0u8; end + drained.len() * SLOT_SIZE];
+        b[..8].copy_from_slice(&MAGIC);
+        b[header::VERSION..header::VERSION + 4].copy_from_slice(&VERSION.to_le_bytes());
+        b[header::RINGS..header::RINGS + 4].copy_from_slice(&1u32.to_le_bytes());
+        b[header::SLOTS..header::SLOTS + 4].copy_from_slice(&(slots as u32).to_le_bytes());
+        b[header::SLOT_SIZE..header::SLOT_SIZE + 4]
+            .copy_from_slice(&(SLOT_SIZE as u32).to_le_bytes());
+        let de = (end + drained.len() * SLOT_SIZE) as u64;
+        b[header::DRAINED_END..header::DRAINED_END + 8].copy_from_slice(&de.to_le_bytes());
+        let meta = header::RINGS_META;
+        b[meta + ring::TAIL..meta + ring::TAIL + 8].copy_from_slice(&tail.to_le_bytes());
+        let put = |b: &mut Vec<u8>, at: usize, seq: u64| {
+            b[at..at + 8].copy_from_slice(&(seq + 1).to_le_bytes());
+            b[at + slot::START_NS..at + slot::START_NS + 8].copy_from_slice(&seq.to_le_bytes());
+            let text = b"f(x=1)0";
+            b[at + SLOT_TEXT..at + SLOT_TEXT + text.len()].copy_from_slice(text);
+            b[at + slot::CALL_LEN..at + slot::CALL_LEN + 2].copy_from_slice(&6u16.to_le_bytes());
+            b[at + slot::TEXT_LEN..at + slot::TEXT_LEN + 2].copy_from_slice(&7u16.to_le_bytes());
+        };
+        for (i, &seq) in drained.iter().enumerate() {
+            put(&mut b, end + i * SLOT_SIZE, seq);
+        }
+        for &seq in in_ring {
+            put(
+                &mut b,
+                HEADER_SIZE + (seq as usize % slots) * SLOT_SIZE,
+                seq,
+            );
+        }
+        b
+    }
+
+    #[test]
+    fn drained_and_ring_records_are_merged_once_each() {
+        // 0..=3 drained; 2 and 3 also still in the ring (a crash between
+        // the copy and the tail update); 4 and 5 only in the ring.
+        let t = decode(&file(&[0, 1, 2, 3], &[2, 3, 4, 5], 2)).unwrap();
+        let seqs: Vec<u64> = t.records.iter().map(|r| r.seq).collect();
+        assert_eq!(seqs, [0, 1, 2, 3, 4, 5]);
+        assert_eq!(t.records[0].name(), "f");
+        assert_eq!(t.records[0].call, "f(x=1)");
+        assert_eq!(t.records[0].result, "0");
+    }
+
+    #[test]
+    fn uncommitted_and_misplaced_slots_are_skipped() {
+        let mut b = file(&[], &[0, 1], 0);
+        // Slot 1 being written: its commit word is cleared first.
+        let at = HEADER_SIZE + SLOT_SIZE;
+        b[at..at + 8].copy_from_slice(&0u64.to_le_bytes());
+        // Slot 2 claims position 7, which belongs in slot 3: garbage.
+        let at = HEADER_SIZE + 2 * SLOT_SIZE;
+        b[at..at + 8].copy_from_slice(&8u64.to_le_bytes());
+        let t = decode(&b).unwrap();
+        assert_eq!(t.records.len(), 1);
+        assert!(decode(b"not a trace").is_err());
+    }
+}
