@@ -311,7 +311,10 @@ fn a_forked_child_never_writes_into_the_parents_trace() {
     assert!(out.status.success(), "{}", describe(&cmd, &out));
     let files = trace_files(&dir);
     assert_eq!(files.len(), 2, "{files:?}");
-    let all: Vec<_> = files.iter().map(|f| stats(&[f.clone()])).collect();
+    let all: Vec<_> = files
+        .iter()
+        .map(|f| stats(std::slice::from_ref(f)))
+        .collect();
     let (parent, child) = if all[0].contains_key("ibv_get_device_list") {
         (&all[0], &all[1])
     } else {
@@ -393,4 +396,42 @@ fn tracing_leaves_the_text_log_at_its_level() {
 fn file_mode(p: &Path) -> u32 {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+}
+
+/// The front door: `ibv-shim --sim --trace DIR/t.%p -- PROG`, then
+/// `ibv-shim trace DIR/t.*`.
+#[test]
+fn the_launcher_traces_a_program_and_decodes_it() {
+    let dir = TempDir::new("trace-launcher");
+    let fabric = fabric_name("trace", "launcher");
+    let _guard = FabricGuard(fabric.clone());
+    let mut cmd = Command::new(launcher());
+    for v in [
+        "LD_PRELOAD",
+        "LD_LIBRARY_PATH",
+        "IBV_SHIM_LOG",
+        "IBV_SHIM_TRACE",
+        "IBV_SHIM_REPORT",
+    ] {
+        cmd.env_remove(v);
+    }
+    cmd.env("IBV_SIM_FABRIC", &fabric)
+        .arg("--sim")
+        .arg("-q")
+        .arg("--trace")
+        .arg(dir.join("t.%p"))
+        .arg("--")
+        .arg(tracer())
+        .args(["exit", "2", "25"]);
+    let out = run(&mut cmd);
+    assert!(out.status.success(), "{}", describe(&cmd, &out));
+    let files = trace_files(&dir);
+    assert_eq!(files.len(), 1, "{files:?}");
+    let text = stdout(&decode(&[], &files));
+    assert_eq!(lines_of(&text, "ibv_get_device_name"), 50, "{text}");
+    assert!(
+        text.lines().next().unwrap().starts_with("ibv-shim ")
+            && text.contains(" DEBUG ibv_open_device(device="),
+        "the log's line format: {text}"
+    );
 }

@@ -71,7 +71,7 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
         let bytes = match std::fs::read(f) {
             Ok(b) => b,
             Err(e) => {
-                eprint!("ibv-shim trace: {}: {e}\n", f.to_string_lossy());
+                eprintln!("ibv-shim trace: {}: {e}", f.to_string_lossy());
                 return 1;
             }
         };
@@ -81,7 +81,7 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
                 traces.push(t);
             }
             Err(e) => {
-                eprint!("ibv-shim trace: {}: {e}\n", f.to_string_lossy());
+                eprintln!("ibv-shim trace: {}: {e}", f.to_string_lossy());
                 return 1;
             }
         }
@@ -110,8 +110,8 @@ fn usage(msg: &str) -> i32 {
 
 fn report_lost(name: &str, t: &Trace) {
     if t.lost_full + t.lost_no_ring > 0 {
-        eprint!(
-            "ibv-shim trace: {name}: pid {}: {} records lost ({} to full rings, {} to threads beyond {} rings)\n",
+        eprintln!(
+            "ibv-shim trace: {name}: pid {}: {} records lost ({} to full rings, {} to threads beyond {} rings)",
             t.pid,
             t.lost_full + t.lost_no_ring,
             t.lost_full,
