@@ -10,6 +10,8 @@ set -eu
 CBINDGEN_VERSION=0.27.0
 PACKAGES="libibverbs-dev ibverbs-utils ibverbs-providers gcc make binutils lld util-linux valgrind ltrace python3-jsonschema"
 PACKAGES="$PACKAGES librdmacm-dev rdmacm-utils perftest qperf libfabric-bin ucx-utils python3-pyverbs"
+# The bench set: the tracers `make bench` compares the shim's trace with.
+PACKAGES="$PACKAGES uftrace liblttng-ust-dev lttng-tools"
 
 missing=""
 for p in $PACKAGES; do

@@ -5,12 +5,12 @@
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use trace_format::{slot, FLAG_EVENT, FLAG_FAILED, SLOT_SIZE, SLOT_TEXT};
+use trace_format::{slot, FLAG_EVENT, FLAG_FAILED, SLOT_TEXT};
 
 use crate::log::Level;
 
 const NAME_MAX: usize = 48;
-/// Distinct verbs kept; more are counted under the last entry's name "...".
+/// Distinct verbs kept; any beyond are counted with the last one kept.
 const VERBS_MAX: usize = 128;
 
 #[derive(Clone, Copy)]
@@ -46,48 +46,45 @@ fn with_table<R>(f: impl FnOnce(&mut [Option<Stat>; VERBS_MAX], &mut usize) -> R
     None
 }
 
-/// Counts `n` committed slots starting at `first` (contiguous).
-pub fn add(first: *const u8, n: usize) {
+/// Counts one drained record (`s`: its bytes, cut to its length).
+pub fn add(s: &[u8]) {
+    let field = |at: usize, n: usize| &s[at..at + n];
+    let flags = u16::from_le_bytes(field(slot::FLAGS, 2).try_into().expect("2"));
+    if flags & FLAG_EVENT != 0 {
+        return;
+    }
+    let call_len = u16::from_le_bytes(field(slot::CALL_LEN, 2).try_into().expect("2")) as usize;
+    let call = &s[SLOT_TEXT..(SLOT_TEXT + call_len).min(s.len())];
+    let name = &call[..call.iter().position(|&b| b == b'(').unwrap_or(call.len())];
+    let name = &name[..name.len().min(NAME_MAX)];
+    let dur = u64::from_le_bytes(field(slot::DUR_NS, 8).try_into().expect("8"));
     with_table(|table, used| {
-        for i in 0..n {
-            // SAFETY: the caller passes n committed slots in the mapping.
-            let s = unsafe { std::slice::from_raw_parts(first.add(i * SLOT_SIZE), SLOT_SIZE) };
-            let flags = u16::from_le_bytes([s[slot::FLAGS], s[slot::FLAGS + 1]]);
-            if flags & FLAG_EVENT != 0 {
-                continue;
+        let found = table[..*used]
+            .iter()
+            .position(|e| e.as_ref().is_some_and(|e| &e.name[..e.name_len] == name));
+        let i = match found {
+            Some(i) => i,
+            None if *used < VERBS_MAX => {
+                let mut e = Stat {
+                    name: [0; NAME_MAX],
+                    name_len: name.len(),
+                    calls: 0,
+                    errors: 0,
+                    total_ns: 0,
+                    max_ns: 0,
+                };
+                e.name[..name.len()].copy_from_slice(name);
+                table[*used] = Some(e);
+                *used += 1;
+                *used - 1
             }
-            let call_len = u16::from_le_bytes([s[slot::CALL_LEN], s[slot::CALL_LEN + 1]]) as usize;
-            let call = &s[SLOT_TEXT..SLOT_TEXT + call_len.min(SLOT_SIZE - SLOT_TEXT)];
-            let name = &call[..call.iter().position(|&b| b == b'(').unwrap_or(call.len())];
-            let name = &name[..name.len().min(NAME_MAX)];
-            let dur = u64::from_le_bytes(s[slot::DUR_NS..slot::DUR_NS + 8].try_into().expect("8"));
-            let found = table[..*used]
-                .iter()
-                .position(|e| e.as_ref().is_some_and(|e| &e.name[..e.name_len] == name));
-            let i = match found {
-                Some(i) => i,
-                None if *used < VERBS_MAX => {
-                    let mut e = Stat {
-                        name: [0; NAME_MAX],
-                        name_len: name.len(),
-                        calls: 0,
-                        errors: 0,
-                        total_ns: 0,
-                        max_ns: 0,
-                    };
-                    e.name[..name.len()].copy_from_slice(name);
-                    table[*used] = Some(e);
-                    *used += 1;
-                    *used - 1
-                }
-                None => VERBS_MAX - 1,
-            };
-            if let Some(e) = table[i].as_mut() {
-                e.calls += 1;
-                e.errors += u64::from(flags & FLAG_FAILED != 0);
-                e.total_ns += dur;
-                e.max_ns = e.max_ns.max(dur);
-            }
+            None => VERBS_MAX - 1,
+        };
+        if let Some(e) = table[i].as_mut() {
+            e.calls += 1;
+            e.errors += u64::from(flags & FLAG_FAILED != 0);
+            e.total_ns += dur;
+            e.max_ns = e.max_ns.max(dur);
         }
     });
 }

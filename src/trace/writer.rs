@@ -4,10 +4,11 @@
 //! last time; in `block` mode a thread whose ring is full waits for it
 //! (or, with no writer thread, does it itself).
 
+use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use trace_format::{header, ring as meta, SLOT_SIZE};
+use trace_format::{header, record_len, ring as meta, slot};
 
 use super::ring::{self, Mapping};
 use super::stats;
@@ -77,8 +78,10 @@ pub fn start() {
 
 fn run() {
     while !STOP.load(Ordering::Relaxed) {
-        let busy = ring::mapping().is_some_and(|m| try_drain(&m));
-        std::thread::sleep(Duration::from_millis(if busy { 1 } else { 5 }));
+        // Round after round while there is work; a short nap when idle.
+        if !ring::mapping().is_some_and(|m| try_drain(&m)) {
+            std::thread::sleep(Duration::from_millis(2));
+        }
     }
     WRITER_ALIVE.store(false, Ordering::Relaxed);
 }
@@ -112,9 +115,17 @@ fn try_drain(m: &Mapping) -> bool {
     any
 }
 
-/// Appends the ring's committed records to the file, then moves its tail.
-/// A crash between the two leaves a record in both places; readers count
-/// it once.
+/// Where records are gathered before one `pwrite`; only the holder of
+/// `DRAINING` touches it.
+struct Batch(UnsafeCell<[u8; BATCH]>);
+const BATCH: usize = 64 * 1024;
+// SAFETY: only used under DRAINING.
+unsafe impl Sync for Batch {}
+static BUFFER: Batch = Batch(UnsafeCell::new([0; BATCH]));
+
+/// Appends the ring's committed records to the file, each cut to its used
+/// length, then moves its tail. A crash between the two leaves a record in
+/// both places; readers count it once.
 fn drain_ring(m: &Mapping, ring: usize) -> bool {
     let head = m.ring_word(ring, meta::HEAD).load(Ordering::Acquire);
     let tail_word = m.ring_word(ring, meta::TAIL);
@@ -126,26 +137,39 @@ fn drain_ring(m: &Mapping, ring: usize) -> bool {
         BROKEN.store(true, Ordering::Relaxed);
         return false;
     };
+    // SAFETY: the caller holds DRAINING, so this thread alone uses it.
+    let buf = unsafe { &mut *BUFFER.0.get() };
     let end_word = m.word(header::DRAINED_END);
     let mut pos = tail;
     while pos < head {
-        // Up to the ring's end, then from its start.
-        let index = pos as usize & (m.slots - 1);
-        let n = ((head - pos) as usize).min(m.slots - index);
-        let bytes = n * SLOT_SIZE;
+        let mut used = 0;
+        let mut next = pos;
+        while next < head {
+            let s = m.slot(ring, next);
+            // SAFETY: a committed slot below the head: its length field is
+            // written and stays so until the tail passes it.
+            let text_len = unsafe { s.add(slot::TEXT_LEN).cast::<u16>().read() } as usize;
+            let len = record_len(text_len);
+            if used + len > BATCH {
+                break;
+            }
+            // SAFETY: `len` <= SLOT_SIZE bytes of the slot, into the batch.
+            unsafe { std::ptr::copy_nonoverlapping(s, buf.as_mut_ptr().add(used), len) };
+            stats::add(&buf[used..used + len]);
+            used += len;
+            next += 1;
+        }
         let at = end_word.load(Ordering::Relaxed);
-        let from = m.slot(ring, pos);
-        // SAFETY: `from` .. `from + bytes` are committed slots of one ring,
-        // inside the mapping; pwrite reads them.
-        let wrote = unsafe { libc::pwrite(fd, from.cast(), bytes, at as libc::off_t) };
-        if wrote != bytes as isize {
-            // A full disk: keep the records in the ring and try later
-            // (drop mode counts what no longer fits).
+        // SAFETY: `used` bytes of the batch; pwrite only reads them.
+        let wrote = unsafe { libc::pwrite(fd, buf.as_ptr().cast(), used, at as libc::off_t) };
+        if wrote != used as isize {
+            // A full disk: the records stay in the ring for a later try
+            // (drop mode counts what no longer fits). Their figures were
+            // counted already; a retry counts them again, rarely.
             return pos != tail;
         }
-        stats::add(from, n);
-        end_word.store(at + bytes as u64, Ordering::Release);
-        pos += n as u64;
+        end_word.store(at + used as u64, Ordering::Release);
+        pos = next;
         tail_word.store(pos, Ordering::Release);
     }
     true

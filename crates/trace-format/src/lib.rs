@@ -7,8 +7,10 @@
 //! ```text
 //! [0, HEADER_SIZE)               file header, then one RingMeta per ring
 //! [HEADER_SIZE, rings_end)       rings: `rings` x `slots` slots of SLOT_SIZE
-//! [rings_end, drained_end)       slots the shim's writer copied out of the
-//!                                rings to make room (appended, in order)
+//! [rings_end, drained_end)       records the shim's writer copied out of
+//!                                the rings to make room (appended, in
+//!                                order), each cut to its used length:
+//!                                `record_len(text_len)` bytes
 //! ```
 //!
 //! A slot is committed by its `seq` word, stored last (release): `seq` is
@@ -82,6 +84,12 @@ pub const FLAG_EVENT: u16 = 2;
 /// `flags`: the text was cut to fit the slot.
 pub const FLAG_TRUNCATED: u16 = 4;
 
+/// The bytes a record takes in the drained area: its fields and text,
+/// rounded up to 8.
+pub fn record_len(text_len: usize) -> usize {
+    (SLOT_TEXT + text_len.min(TEXT_MAX) + 7) & !7
+}
+
 /// The size of a trace file's header plus rings.
 pub fn rings_end(rings: usize, slots: usize) -> usize {
     HEADER_SIZE + rings * slots * SLOT_SIZE
@@ -140,14 +148,20 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
 }
 
-/// Decodes one slot, if it holds a complete record.
+/// Decodes one slot (or a record of the drained area), if it holds a
+/// complete record.
 pub fn decode_slot(s: &[u8]) -> Option<Record> {
+    if s.len() < SLOT_TEXT {
+        return None;
+    }
     let seq = u64_at(s, slot::SEQ);
     if seq == 0 {
         return None;
     }
     let call_len = u16_at(s, slot::CALL_LEN) as usize;
-    let text_len = (u16_at(s, slot::TEXT_LEN) as usize).min(TEXT_MAX);
+    let text_len = (u16_at(s, slot::TEXT_LEN) as usize)
+        .min(TEXT_MAX)
+        .min(s.len() - SLOT_TEXT);
     let call_len = call_len.min(text_len);
     let text = &s[SLOT_TEXT..SLOT_TEXT + text_len];
     Some(Record {
@@ -209,11 +223,12 @@ pub fn decode(b: &[u8]) -> Result<Trace, NotATrace> {
         }
     };
     let mut at = end;
-    while at + SLOT_SIZE <= drained_end {
-        if let Some(r) = decode_slot(&b[at..at + SLOT_SIZE]) {
+    while at + SLOT_TEXT <= drained_end {
+        let len = record_len(u16_at(b, at + slot::TEXT_LEN) as usize);
+        if let Some(r) = decode_slot(&b[at..(at + len).min(drained_end)]) {
             push(&mut t, r);
         }
-        at += SLOT_SIZE;
+        at += len;
     }
     for ring_i in 0..rings {
         let meta = header::RINGS_META + ring_i * RING_META_SIZE;
@@ -275,14 +290,15 @@ mod tests {
     fn file(drained: &[u64], in_ring: &[u64], tail: u64) -> Vec<u8> {
         let slots = 4;
         let end = rings_end(1, slots);
-        let mut b = vec![0u8; end + drained.len() * SLOT_SIZE];
+        let rec = record_len(7);
+        let mut b = vec![0u8; end + drained.len() * rec];
         b[..8].copy_from_slice(&MAGIC);
         b[header::VERSION..header::VERSION + 4].copy_from_slice(&VERSION.to_le_bytes());
         b[header::RINGS..header::RINGS + 4].copy_from_slice(&1u32.to_le_bytes());
         b[header::SLOTS..header::SLOTS + 4].copy_from_slice(&(slots as u32).to_le_bytes());
         b[header::SLOT_SIZE..header::SLOT_SIZE + 4]
             .copy_from_slice(&(SLOT_SIZE as u32).to_le_bytes());
-        let de = (end + drained.len() * SLOT_SIZE) as u64;
+        let de = (end + drained.len() * rec) as u64;
         b[header::DRAINED_END..header::DRAINED_END + 8].copy_from_slice(&de.to_le_bytes());
         let meta = header::RINGS_META;
         b[meta + ring::TAIL..meta + ring::TAIL + 8].copy_from_slice(&tail.to_le_bytes());
@@ -295,7 +311,7 @@ mod tests {
             b[at + slot::TEXT_LEN..at + slot::TEXT_LEN + 2].copy_from_slice(&7u16.to_le_bytes());
         };
         for (i, &seq) in drained.iter().enumerate() {
-            put(&mut b, end + i * SLOT_SIZE, seq);
+            put(&mut b, end + i * rec, seq);
         }
         for &seq in in_ring {
             put(
