@@ -405,9 +405,12 @@ impl Hex {
             buf: [b'0'; 18],
             start: 18,
         };
-        while n > 0 || h.start > 18 - width.clamp(1, 16) {
-            h.start -= 1;
-            h.buf[h.start] = b"0123456789abcdef"[(n & 15) as usize];
+        // The digit count first (no per-digit bound check): this runs for
+        // every pointer of every logged or traced call.
+        let digits = ((64 - n.leading_zeros() as usize).div_ceil(4)).max(width.clamp(1, 16));
+        h.start = 18 - digits;
+        for b in h.buf[h.start..].iter_mut().rev() {
+            *b = b"0123456789abcdef"[(n & 15) as usize];
             n >>= 4;
         }
         if prefix {

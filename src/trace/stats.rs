@@ -5,7 +5,7 @@
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use trace_format::{slot, FLAG_EVENT, FLAG_FAILED, SLOT_TEXT};
+use trace_format::{record_len, slot, FLAG_EVENT, FLAG_FAILED, SLOT_TEXT};
 
 use crate::log::Level;
 
@@ -46,45 +46,56 @@ fn with_table<R>(f: impl FnOnce(&mut [Option<Stat>; VERBS_MAX], &mut usize) -> R
     None
 }
 
-/// Counts one drained record (`s`: its bytes, cut to its length).
-pub fn add(s: &[u8]) {
-    let field = |at: usize, n: usize| &s[at..at + n];
-    let flags = u16::from_le_bytes(field(slot::FLAGS, 2).try_into().expect("2"));
-    if flags & FLAG_EVENT != 0 {
-        return;
-    }
-    let call_len = u16::from_le_bytes(field(slot::CALL_LEN, 2).try_into().expect("2")) as usize;
-    let call = &s[SLOT_TEXT..(SLOT_TEXT + call_len).min(s.len())];
-    let name = &call[..call.iter().position(|&b| b == b'(').unwrap_or(call.len())];
-    let name = &name[..name.len().min(NAME_MAX)];
-    let dur = u64::from_le_bytes(field(slot::DUR_NS, 8).try_into().expect("8"));
+/// Counts drained records (`batch`: records cut to their length, back to
+/// back, as the drained area holds them).
+pub fn add(batch: &[u8]) {
     with_table(|table, used| {
-        let found = table[..*used]
-            .iter()
-            .position(|e| e.as_ref().is_some_and(|e| &e.name[..e.name_len] == name));
-        let i = match found {
-            Some(i) => i,
-            None if *used < VERBS_MAX => {
-                let mut e = Stat {
-                    name: [0; NAME_MAX],
-                    name_len: name.len(),
-                    calls: 0,
-                    errors: 0,
-                    total_ns: 0,
-                    max_ns: 0,
-                };
-                e.name[..name.len()].copy_from_slice(name);
-                table[*used] = Some(e);
-                *used += 1;
-                *used - 1
+        let mut last = 0;
+        let mut at = 0;
+        while at + SLOT_TEXT <= batch.len() {
+            let s = &batch[at..];
+            let u16_at = |i: usize| u16::from_le_bytes([s[i], s[i + 1]]);
+            at += record_len(u16_at(slot::TEXT_LEN) as usize);
+            let flags = u16_at(slot::FLAGS);
+            if flags & FLAG_EVENT != 0 {
+                continue;
             }
-            None => VERBS_MAX - 1,
-        };
-        if let Some(e) = table[i].as_mut() {
-            e.calls += 1;
-            e.errors += u64::from(flags & FLAG_FAILED != 0);
-            e.total_ns += dur;
-            e.max_ns = e.max_ns.max(dur);
+            let call_len = u16_at(slot::CALL_LEN) as usize;
+            let call = &s[SLOT_TEXT..(SLOT_TEXT + call_len).min(s.len())];
+            let name = &call[..call.iter().position(|&b| b == b'(').unwrap_or(call.len())];
+            let name = &name[..name.len().min(NAME_MAX)];
+            let dur = u64::from_le_bytes(s[slot::DUR_NS..slot::DUR_NS + 8].try_into().expect("8"));
+            let is = |e: &Option<Stat>| e.as_ref().is_some_and(|e| &e.name[..e.name_len] == name);
+            // The same verb as the record before, most of the time.
+            let i = if last < *used && is(&table[last]) {
+                last
+            } else {
+                match table[..*used].iter().position(is) {
+                    Some(i) => i,
+                    None if *used < VERBS_MAX => {
+                        let mut e = Stat {
+                            name: [0; NAME_MAX],
+                            name_len: name.len(),
+                            calls: 0,
+                            errors: 0,
+                            total_ns: 0,
+                            max_ns: 0,
+                        };
+                        e.name[..name.len()].copy_from_slice(name);
+                        table[*used] = Some(e);
+                        *used += 1;
+                        *used - 1
+                    }
+                    None => VERBS_MAX - 1,
+                }
+            };
+            last = i;
+            if let Some(e) = table[i].as_mut() {
+                e.calls += 1;
+                e.errors += u64::from(flags & FLAG_FAILED != 0);
+                e.total_ns += dur;
+                e.max_ns = e.max_ns.max(dur);
+            }
         }
     });
 }

@@ -155,10 +155,10 @@ fn drain_ring(m: &Mapping, ring: usize) -> bool {
             }
             // SAFETY: `len` <= SLOT_SIZE bytes of the slot, into the batch.
             unsafe { std::ptr::copy_nonoverlapping(s, buf.as_mut_ptr().add(used), len) };
-            stats::add(&buf[used..used + len]);
             used += len;
             next += 1;
         }
+        stats::add(&buf[..used]);
         let at = end_word.load(Ordering::Relaxed);
         // SAFETY: `used` bytes of the batch; pwrite only reads them.
         let wrote = unsafe { libc::pwrite(fd, buf.as_ptr().cast(), used, at as libc::off_t) };
