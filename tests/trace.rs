@@ -435,3 +435,29 @@ fn the_launcher_traces_a_program_and_decodes_it() {
         "the log's line format: {text}"
     );
 }
+
+/// A thread that exits hands its ring on: 200 threads one after another
+/// (more than the 64 rings) lose nothing.
+#[test]
+fn rings_of_exited_threads_are_reused() {
+    let dir = TempDir::new("trace-serial");
+    let (mut cmd, _fabric) = command(
+        &dir,
+        &["serial", "200", "20"],
+        &[("IBV_SHIM_TRACE_FULL", "block")],
+    );
+    let out = run(&mut cmd);
+    assert!(out.status.success(), "{}", describe(&cmd, &out));
+    assert!(!stderr(&out).contains("lost"), "{}", stderr(&out));
+    let files = trace_files(&dir);
+    assert_eq!(stats(&files)["ibv_get_device_name"].0, 4000);
+    let text = stdout(&decode(&[], &files));
+    let mut tids: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains(" ibv_get_device_name("))
+        .filter_map(|l| l.split_whitespace().nth(2))
+        .collect();
+    tids.sort_unstable();
+    tids.dedup();
+    assert_eq!(tids.len(), 200, "each thread's calls under its own id");
+}

@@ -11,7 +11,8 @@
  * "closefds" closes every descriptor above 2 after the first call and
  * opens files until one gets each number, then makes the calls; "fork"
  * forks after the calls, and the child makes CALLS calls of
- * ibv_get_device_guid and exits.
+ * ibv_get_device_guid and exits; "serial" runs the THREADS threads one
+ * after another (each exits before the next starts), any number of them.
  */
 #include <infiniband/verbs.h>
 #include <fcntl.h>
@@ -69,6 +70,14 @@ int main(int argc, char **argv)
         for (int i = 0; i < 200; i++)
             if (open("/dev/null", O_RDONLY) < 0)
                 break;
+    }
+    if (!strcmp(mode, "serial")) {
+        for (int i = 0; i < threads; i++) {
+            pthread_t one;
+            pthread_create(&one, NULL, worker, NULL);
+            pthread_join(one, NULL);
+        }
+        threads = 0;
     }
     pthread_t t[64];
     if (threads > 64)
