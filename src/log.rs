@@ -26,8 +26,8 @@ pub use crate::level::Level;
 
 const UNSET: u8 = u8::MAX;
 /// The gate every log site checks: the text log's level, raised to debug
-/// while binary tracing is on (a traced call is timed and its text
-/// assembled on the debug path; `call` sends it to the trace).
+/// while a recorder (the binary trace) is registered: a traced call is
+/// timed and its text assembled on the debug path, and `call` sends it on.
 static LEVEL: AtomicU8 = AtomicU8::new(UNSET);
 /// The text log's own level (`IBV_SHIM_LOG`).
 static TEXT: AtomicU8 = AtomicU8::new(UNSET);
@@ -101,17 +101,40 @@ pub fn enabled(level: Level) -> bool {
 fn init_level() -> u8 {
     let cfg = config::get();
     let text = cfg.log_level as u8;
-    let gate = if crate::trace::config::get().file.is_some() {
+    let gate = if RECORDER.get().is_some() {
         text.max(Level::Debug as u8)
     } else {
         text
     };
     TEXT.store(text, Ordering::Relaxed);
     LEVEL.store(gate, Ordering::Relaxed);
-    for p in cfg.problems.iter().chain(crate::trace::problems()) {
+    for p in &cfg.problems {
         line(Level::Warn, format_args!("{p}"));
     }
     gate
+}
+
+/// Where timed calls go besides the text log: the binary trace's entry
+/// point (`trace::call`), registered at load when tracing is on (the
+/// logger knows nothing else of the trace).
+pub type Recorder = fn(
+    start_ns: u64,
+    end_ns: u64,
+    fmt::Arguments<'_>,
+    fmt::Arguments<'_>,
+    failed: bool,
+    errno: i32,
+);
+static RECORDER: std::sync::OnceLock<Recorder> = std::sync::OnceLock::new();
+
+/// Sends every timed call to `recorder` from now on: the gate opens at
+/// debug (calls are timed and their text assembled), the text log keeps
+/// its own level.
+pub fn record_calls_with(recorder: Recorder) {
+    let _ = RECORDER.set(recorder);
+    if LEVEL.load(Ordering::Relaxed) != UNSET {
+        LEVEL.fetch_max(Level::Debug as u8, Ordering::Relaxed);
+    }
 }
 
 /// Is `level` on for the text log itself (not only for the trace)?
@@ -142,7 +165,9 @@ pub fn monotonic_ns() -> u64 {
 pub fn call(start_ns: u64, call: fmt::Arguments<'_>, result: fmt::Arguments<'_>, failed: bool) {
     let errno = crate::errno::Errno::save();
     let took = monotonic_ns().saturating_sub(start_ns);
-    crate::trace::call(start_ns, start_ns + took, call, result, failed, errno.0);
+    if let Some(record) = RECORDER.get() {
+        record(start_ns, start_ns + took, call, result, failed, errno.0);
+    }
     if text_enabled(Level::Debug) {
         let took = Micros(took);
         if failed {

@@ -8,9 +8,10 @@
 //! decodes the file; its layout is the `trace-format` crate's.
 //!
 //! `IBV_SHIM_TRACE=FILE` turns it on (`config`). Tracing rides on the
-//! debug log's path: while it is on the logger's level gate says "debug"
-//! (so a call is timed and its text assembled) and `log::call` sends the
-//! call here, and to the text log only when that is at debug too.
+//! debug log's path: `at_load` registers [`call`] with the logger, whose
+//! level gate then says "debug" (so a call is timed and its text
+//! assembled) and whose `log::call` sends each call here, and to the text
+//! log only when that is at debug too.
 
 pub mod config;
 mod ring;
@@ -27,10 +28,15 @@ const UNOPENED: u8 = 1;
 const ON: u8 = 2;
 static STATE: AtomicU8 = AtomicU8::new(OFF);
 
-/// At load: is tracing asked for? (Reads the options.)
+/// At load: is tracing asked for? (Reads the options.) Registers with
+/// the logger, whose debug path then sends each timed call here.
 pub fn at_load() {
+    for p in problems() {
+        crate::log!(crate::log::Level::Warn, "{p}");
+    }
     if config::get().file.is_some() {
         STATE.store(UNOPENED, Ordering::Release);
+        crate::log::record_calls_with(call);
     }
 }
 

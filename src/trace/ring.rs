@@ -37,6 +37,9 @@ const NO_RING: u32 = u32::MAX;
 struct Claim {
     generation: Cell<u32>,
     ring: Cell<u32>,
+    /// Set while this thread writes a record: a signal handler that makes
+    /// a verbs call meanwhile would write the same slot.
+    busy: Cell<bool>,
 }
 
 impl Drop for Claim {
@@ -52,7 +55,9 @@ impl Drop for Claim {
 }
 
 thread_local! {
-    static CLAIM: Claim = const { Claim { generation: Cell::new(0), ring: Cell::new(NO_RING) } };
+    static CLAIM: Claim = const {
+        Claim { generation: Cell::new(0), ring: Cell::new(NO_RING), busy: Cell::new(false) }
+    };
 }
 
 /// A view of the mapping.
@@ -193,23 +198,35 @@ pub fn fd_is_ours(fd: i32) -> bool {
         })
 }
 
-/// This thread's ring, claimed on its first record. `None` when every
-/// ring is taken, or during the thread's own exit.
+/// Runs `write` with this thread's ring, claimed on its first record.
+/// `false` when every ring is taken, during the thread's own exit, or in
+/// a signal handler that interrupted this thread's own record.
 #[inline]
-fn my_ring(m: &Mapping) -> Option<usize> {
+fn with_my_ring(m: &Mapping, write: impl FnOnce(usize)) -> bool {
     let generation = GENERATION.load(Ordering::Relaxed);
     CLAIM
         .try_with(|c| {
-            if c.generation.get() == generation && c.ring.get() != NO_RING {
-                return Some(c.ring.get() as usize);
+            if c.busy.get() {
+                return false;
             }
-            let ring = claim(m)?;
-            c.generation.set(generation);
-            c.ring.set(ring as u32);
-            Some(ring)
+            if c.generation.get() != generation || c.ring.get() == NO_RING {
+                let Some(ring) = claim(m) else { return false };
+                c.generation.set(generation);
+                c.ring.set(ring as u32);
+            }
+            // Cleared on the way out, also by a panic in a Display impl.
+            struct Busy<'a>(&'a Cell<bool>);
+            impl Drop for Busy<'_> {
+                fn drop(&mut self) {
+                    self.0.set(false);
+                }
+            }
+            c.busy.set(true);
+            let _busy = Busy(&c.busy);
+            write(c.ring.get() as usize);
+            true
         })
-        .ok()
-        .flatten()
+        .unwrap_or(false)
 }
 
 #[cold]
@@ -272,21 +289,37 @@ impl fmt::Write for SlotText {
 pub fn record(
     start_ns: u64,
     dur_ns: u64,
-    mut flags: u16,
+    flags: u16,
     errno: i32,
     call: fmt::Arguments<'_>,
     result: fmt::Arguments<'_>,
 ) {
     let Some(m) = mapping() else { return };
-    let Some(ring) = my_ring(&m) else {
+    let written = with_my_ring(&m, |ring| {
+        write(&m, ring, start_ns, dur_ns, flags, errno, call, result)
+    });
+    if !written {
         m.word(header::LOST_NO_RING).fetch_add(1, Ordering::Relaxed);
-        return;
-    };
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn write(
+    m: &Mapping,
+    ring: usize,
+    start_ns: u64,
+    dur_ns: u64,
+    mut flags: u16,
+    errno: i32,
+    call: fmt::Arguments<'_>,
+    result: fmt::Arguments<'_>,
+) {
     let head_word = m.ring_word(ring, meta::HEAD);
     // Only this thread moves the head.
     let pos = head_word.load(Ordering::Relaxed);
     if pos - m.ring_word(ring, meta::TAIL).load(Ordering::Acquire) >= m.slots as u64
-        && !super::writer::room(&m, ring, pos)
+        && !super::writer::room(m, ring, pos)
     {
         m.ring_word(ring, meta::LOST)
             .fetch_add(1, Ordering::Relaxed);

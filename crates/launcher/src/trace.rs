@@ -111,7 +111,7 @@ fn usage(msg: &str) -> i32 {
 fn report_lost(name: &str, t: &Trace) {
     if t.lost_full + t.lost_no_ring > 0 {
         eprintln!(
-            "ibv-shim trace: {name}: pid {}: {} records lost ({} to full rings, {} to threads beyond {} rings)",
+            "ibv-shim trace: {name}: pid {}: {} records lost ({} to full rings, {} with no ring to write to; {} rings)",
             t.pid,
             t.lost_full + t.lost_no_ring,
             t.lost_full,

@@ -40,7 +40,9 @@ pub mod header {
     /// CLOCK_REALTIME and CLOCK_MONOTONIC, in ns, read together at start.
     pub const REALTIME_NS: usize = 32;
     pub const MONOTONIC_NS: usize = 40;
-    /// Records lost because every ring was taken (more live threads than rings).
+    /// Records lost with no ring to write to: every ring taken (more live
+    /// threads than rings), or a signal handler's call in the middle of its
+    /// thread's own record.
     pub const LOST_NO_RING: usize = 48;
     /// End of the drained area (a file offset); 0 = nothing drained yet.
     pub const DRAINED_END: usize = 56;
