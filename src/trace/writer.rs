@@ -1,8 +1,8 @@
 //! The consumer side: copies committed records out of the rings to the
 //! end of the trace file, so the rings have room again. A writer thread
 //! does it every few milliseconds; at exit the exiting thread does it one
-//! last time; in `block` mode a thread whose ring is full waits for it
-//! (or, with no writer thread, does it itself).
+//! last time; in `block` mode a thread whose ring is full does it itself
+//! (or waits while the writer is at it).
 
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,7 +15,6 @@ use super::stats;
 
 /// Held by whoever is draining (writer thread, exit, a blocked producer).
 static DRAINING: AtomicBool = AtomicBool::new(false);
-static WRITER_ALIVE: AtomicBool = AtomicBool::new(false);
 static STOP: AtomicBool = AtomicBool::new(false);
 /// The file is no longer ours (its descriptor closed and the number
 /// reused, or the file replaced): records stay in the rings, nothing more
@@ -35,6 +34,7 @@ pub fn room(m: &Mapping, ring: usize, pos: u64) -> bool {
     }
     let started = Instant::now();
     let tail = m.ring_word(ring, meta::TAIL);
+    let mut spins = 0u32;
     loop {
         if pos - tail.load(Ordering::Acquire) < m.slots as u64 {
             return true;
@@ -42,10 +42,16 @@ pub fn room(m: &Mapping, ring: usize, pos: u64) -> bool {
         if started.elapsed() > BLOCK_LIMIT || BROKEN.load(Ordering::Relaxed) {
             return false;
         }
-        if WRITER_ALIVE.load(Ordering::Relaxed) {
-            std::thread::sleep(Duration::from_micros(50));
-        } else if !try_drain(m) {
-            std::thread::yield_now();
+        // Copy the rings out itself rather than sleep until the writer
+        // wakes (a sleep or a yield on a busy machine lasts milliseconds);
+        // spin a while when the writer is at it (its round is short).
+        if !try_drain(m) {
+            spins += 1;
+            if spins % 4096 == 0 {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
         }
     }
 }
@@ -71,9 +77,9 @@ pub fn start() {
         .spawn(run);
     // SAFETY: restores the mask saved above.
     unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
-    if spawned.is_ok() {
-        WRITER_ALIVE.store(true, Ordering::Relaxed);
-    }
+    // Without a writer thread (no memory, no threads) the rings are
+    // copied out by a blocked producer and at exit.
+    let _ = spawned;
 }
 
 fn run() {
@@ -83,7 +89,6 @@ fn run() {
             std::thread::sleep(Duration::from_millis(2));
         }
     }
-    WRITER_ALIVE.store(false, Ordering::Relaxed);
 }
 
 /// At exit: the writer stops, the rings are copied out one last time.
@@ -198,7 +203,6 @@ fn descriptor() -> Option<i32> {
 /// In a forked child: the writer thread is not there, no lock is held.
 pub fn after_fork_in_child() {
     DRAINING.store(false, Ordering::Relaxed);
-    WRITER_ALIVE.store(false, Ordering::Relaxed);
     BROKEN.store(false, Ordering::Relaxed);
 }
 
