@@ -101,16 +101,6 @@ impl Mapping {
     }
 }
 
-fn now(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: ts is a valid out-pointer; both clocks always exist.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 /// Makes the trace file (0600, never through a link, only a regular file),
 /// sizes it and maps it. Says why not, once, at error.
 pub fn open() -> bool {
@@ -173,10 +163,12 @@ pub fn open() -> bool {
         put32(header::SLOT_SIZE, SLOT_SIZE as u32);
         put32(header::POLICY, cfg.block as u32);
     }
-    m.word(header::REALTIME_NS)
-        .store(now(libc::CLOCK_REALTIME), Ordering::Relaxed);
+    m.word(header::REALTIME_NS).store(
+        crate::log::clock_ns(libc::CLOCK_REALTIME),
+        Ordering::Relaxed,
+    );
     m.word(header::MONOTONIC_NS)
-        .store(now(libc::CLOCK_MONOTONIC), Ordering::Relaxed);
+        .store(crate::log::monotonic_ns(), Ordering::Relaxed);
     m.word(header::DRAINED_END)
         .store(len as u64, Ordering::Relaxed);
     FD_DEV.store(id.dev, Ordering::Relaxed);

@@ -164,15 +164,17 @@ fn text(traces: &[Trace]) -> String {
             }
             out.push('\n');
         }
-        if t.lost_full + t.lost_no_ring > 0 {
-            out.push_str(&format!(
-                "ibv-shim trace: pid {}: {} records lost\n",
-                t.pid,
-                t.lost_full + t.lost_no_ring
-            ));
-        }
+        out.push_str(&lost_line("ibv-shim trace: ", t));
     }
     out
+}
+
+/// `PREFIXpid N: M records lost\n`, or nothing when none was.
+fn lost_line(prefix: &str, t: &Trace) -> String {
+    match t.lost_full + t.lost_no_ring {
+        0 => String::new(),
+        n => format!("{prefix}pid {}: {n} records lost\n", t.pid),
+    }
 }
 
 /// The arguments of `name(a=1, b=2)` as a JSON object (`args` when they
@@ -308,13 +310,7 @@ fn stats(traces: &[Trace]) -> String {
         ));
     }
     for t in traces {
-        if t.lost_full + t.lost_no_ring > 0 {
-            out.push_str(&format!(
-                "pid {}: {} records lost\n",
-                t.pid,
-                t.lost_full + t.lost_no_ring
-            ));
-        }
+        out.push_str(&lost_line("", t));
     }
     out
 }
