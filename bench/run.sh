@@ -665,6 +665,9 @@ else
     md "Not run."
 fi
 
+# ============================================ 7. tracing (bench/trace.sh)
+. "$BENCH/trace.sh"
+
 # ====================================================== sim fabric (perftest)
 # bench/sim_fabric.sh: ib_write_bw beside memcpy, ib_send_lat/ib_read_lat,
 # between two processes on the sim; its budgets join this run's.
@@ -705,7 +708,7 @@ NOTHER=$(awk -F'\t' '$5 != "PASS" && $5 != "FAIL"' "$BUDGETS" | wc -l)
     echo ""
     echo "Budgets: $NPASS pass, $NFAIL fail, $NOTHER not judged."
     echo ""
-    for s in 1 2 3 4 5 6 simfabric; do [ -f "$W/md/$s" ] && { cat "$W/md/$s"; echo ""; }; done
+    for s in 1 2 3 4 5 6 7 simfabric; do [ -f "$W/md/$s" ] && { cat "$W/md/$s"; echo ""; }; done
     echo "## Budgets"
     echo ""
     echo "| budget | figure | limit | verdict |"

@@ -12,6 +12,8 @@ PACKAGES="libibverbs-dev ibverbs-utils ibverbs-providers gcc make binutils lld u
 PACKAGES="$PACKAGES librdmacm-dev rdmacm-utils perftest qperf libfabric-bin ucx-utils python3-pyverbs"
 # `make install` and tests/install.rs: the .pc file, rendering the man pages.
 PACKAGES="$PACKAGES pkg-config man-db groff-base"
+# The bench set: the tracers `make bench` compares the shim's trace with.
+PACKAGES="$PACKAGES uftrace liblttng-ust-dev lttng-tools"
 
 missing=""
 for p in $PACKAGES; do

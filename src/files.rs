@@ -129,27 +129,16 @@ impl Identity {
     }
 }
 
-/// Opens (creating it, mode 0600) the log file for appending. Refuses a
-/// symbolic link and anything but a regular file; never blocks. Returns
-/// the descriptor (the caller keeps it for the life of the process) and
-/// its identity.
-pub fn open_log(path: &CStr) -> io::Result<(i32, Identity)> {
+/// Opens `path` with `flags` (creating it mode 0600 where they say so),
+/// refusing anything but a regular file, checked before opening (never
+/// blocks on a FIFO) and after (the file opened).
+fn open_regular(path: &CStr, flags: i32) -> io::Result<(Fd, Identity)> {
     if let Some(st) = stat(path, false)? {
         if !is_regular(&st) {
             return Err(not_regular(st.st_mode));
         }
     }
-    let fd = open(
-        path,
-        libc::O_WRONLY
-            | libc::O_CREAT
-            | libc::O_APPEND
-            | libc::O_CLOEXEC
-            | libc::O_NOFOLLOW
-            | libc::O_NONBLOCK
-            | libc::O_NOCTTY,
-        0o600,
-    )?;
+    let fd = open(path, flags, 0o600)?;
     let st = fstat(fd.0)?;
     if !is_regular(&st) {
         return Err(not_regular(st.st_mode));
@@ -158,9 +147,65 @@ pub fn open_log(path: &CStr) -> io::Result<(i32, Identity)> {
         dev: st.st_dev,
         ino: st.st_ino,
     };
+    Ok((fd, id))
+}
+
+/// Opens (creating it, mode 0600) the log file for appending. Refuses a
+/// symbolic link and anything but a regular file; never blocks. Returns
+/// the descriptor (the caller keeps it for the life of the process) and
+/// its identity.
+pub fn open_log(path: &CStr) -> io::Result<(i32, Identity)> {
+    let (fd, id) = open_regular(
+        path,
+        libc::O_WRONLY
+            | libc::O_CREAT
+            | libc::O_APPEND
+            | libc::O_CLOEXEC
+            | libc::O_NOFOLLOW
+            | libc::O_NONBLOCK
+            | libc::O_NOCTTY,
+    )?;
     let raw = fd.0;
     std::mem::forget(fd);
     Ok((raw, id))
+}
+
+/// Creates (truncating, mode 0600) the binary trace file, open read-write
+/// for its shared mapping; refuses a symbolic link and anything but a
+/// regular file. The descriptor is numbered out of the program's way.
+pub fn create_trace(path: &CStr) -> io::Result<(i32, Identity)> {
+    let (fd, id) = open_regular(
+        path,
+        libc::O_RDWR
+            | libc::O_CREAT
+            | libc::O_TRUNC
+            | libc::O_CLOEXEC
+            | libc::O_NOFOLLOW
+            | libc::O_NONBLOCK
+            | libc::O_NOCTTY,
+    )?;
+    // SAFETY: fcntl on our own open descriptor; no pointers.
+    let high = unsafe { libc::fcntl(fd.0, libc::F_DUPFD_CLOEXEC, 100) };
+    if high >= 0 {
+        drop(fd);
+        return Ok((high, id));
+    }
+    let raw = fd.0;
+    std::mem::forget(fd);
+    Ok((raw, id))
+}
+
+/// Opens the trace file again (the program closed the shim's descriptor):
+/// never through a link, never creating; the caller checks its identity.
+pub fn reopen_trace(path: &CStr) -> io::Result<i32> {
+    let fd = open(
+        path,
+        libc::O_RDWR | libc::O_CLOEXEC | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY,
+        0,
+    )?;
+    let raw = fd.0;
+    std::mem::forget(fd);
+    Ok(raw)
 }
 
 /// Refuses a library path that is not a regular file, before `dlopen`

@@ -17,6 +17,7 @@
 //! - [`report`]: leak reports
 //! - [`lifecycle`]: fork and exit
 //! - [`oom`]: the allocator that never aborts the host process
+//! - [`trace`]: binary per-thread trace rings in a shared file mapping
 
 // Every `unsafe` block states why it is sound; the forwarded calls share
 // one contract, stated on `real::real_fns!`.
@@ -63,6 +64,9 @@ pub mod oom;
 // Internal: only `exports` makes the header.
 /// cbindgen:ignore
 pub mod real;
+// Internal: only `exports` makes the header.
+/// cbindgen:ignore
+pub mod trace;
 // Internal: only `exports` makes the header.
 /// cbindgen:ignore
 pub mod registry;

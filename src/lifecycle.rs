@@ -62,6 +62,7 @@ extern "C" fn child() {
     crate::report::after_fork_in_child();
     crate::real::after_fork_in_child();
     crate::log::after_fork_in_child();
+    crate::trace::after_fork_in_child();
 }
 
 /// As the shim is loaded: reads the options before the program can change
@@ -74,6 +75,7 @@ extern "C" fn child() {
 extern "C" fn at_load() {
     crate::guard::boundary("start-up", (), || {
         crate::config::load();
+        crate::trace::at_load();
         crate::log::at_load();
         crate::faults::init();
         if crate::real::set_load_hooks(on_first_load, after_load) {
@@ -108,6 +110,7 @@ extern "C" fn at_exit() {
         crate::report::skipped_at_exit();
         return;
     }
+    crate::guard::boundary("trace at exit", (), crate::trace::at_exit);
     crate::guard::boundary("exit report", (), crate::report::at_exit);
 }
 

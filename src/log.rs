@@ -25,7 +25,12 @@ use crate::files::Identity;
 pub use crate::level::Level;
 
 const UNSET: u8 = u8::MAX;
+/// The gate every log site checks: the text log's level, raised to debug
+/// while a recorder (the binary trace) is registered: a traced call is
+/// timed and its text assembled on the debug path, and `call` sends it on.
 static LEVEL: AtomicU8 = AtomicU8::new(UNSET);
+/// The text log's own level (`IBV_SHIM_LOG`).
+static TEXT: AtomicU8 = AtomicU8::new(UNSET);
 
 /// Where lines go: the log file, or the shim's duplicate of stderr.
 /// `UNOPENED` until the first line; `NOWHERE` when there is no such file.
@@ -95,15 +100,112 @@ pub fn enabled(level: Level) -> bool {
 #[cold]
 fn init_level() -> u8 {
     let cfg = config::get();
-    LEVEL.store(cfg.log_level as u8, Ordering::Relaxed);
-    // The fast paths leave the gate only when a line may be written.
-    if cfg.log_level < Level::Debug {
+    let text = cfg.log_level as u8;
+    let gate = if RECORDER.get().is_some() {
+        text.max(Level::Debug as u8)
+    } else {
+        text
+    };
+    TEXT.store(text, Ordering::Relaxed);
+    LEVEL.store(gate, Ordering::Relaxed);
+    // The fast paths leave the gate only when a line (or a trace record)
+    // may be written.
+    if gate < Level::Debug as u8 {
         crate::gate::clear(crate::gate::LOG);
     }
     for p in &cfg.problems {
         line(Level::Warn, format_args!("{p}"));
     }
-    cfg.log_level as u8
+    gate
+}
+
+/// Where timed calls go besides the text log: the binary trace's entry
+/// point (`trace::call`), registered at load when tracing is on (the
+/// logger knows nothing else of the trace).
+pub type Recorder = fn(
+    start_ns: u64,
+    end_ns: u64,
+    fmt::Arguments<'_>,
+    fmt::Arguments<'_>,
+    failed: bool,
+    errno: i32,
+);
+static RECORDER: std::sync::OnceLock<Recorder> = std::sync::OnceLock::new();
+
+/// Sends every timed call to `recorder` from now on: the gate opens at
+/// debug (calls are timed and their text assembled), the text log keeps
+/// its own level.
+pub fn record_calls_with(recorder: Recorder) {
+    let _ = RECORDER.set(recorder);
+    if LEVEL.load(Ordering::Relaxed) != UNSET {
+        LEVEL.fetch_max(Level::Debug as u8, Ordering::Relaxed);
+    }
+}
+
+/// Is `level` on for the text log itself (not only for the trace)?
+pub fn text_enabled(level: Level) -> bool {
+    if TEXT.load(Ordering::Relaxed) == UNSET {
+        init_level();
+    }
+    TEXT.load(Ordering::Relaxed) >= level as u8
+}
+
+/// CLOCK_MONOTONIC in ns (the clock calls are timed with).
+pub fn monotonic_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// A clock in ns.
+pub fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid out-pointer; an unknown clock leaves it 0.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Where a timed verbs call ends up when the debug gate is on: a record in
+/// the binary trace (when tracing) and a debug line `call = result [time]`
+/// (when the text log is at debug), with errno when `failed`. Leaves errno
+/// as it found it.
+#[cold]
+#[inline(never)]
+pub fn call(start_ns: u64, call: fmt::Arguments<'_>, result: fmt::Arguments<'_>, failed: bool) {
+    let errno = crate::errno::Errno::save();
+    let took = monotonic_ns().saturating_sub(start_ns);
+    if let Some(record) = RECORDER.get() {
+        record(start_ns, start_ns + took, call, result, failed, errno.0);
+    }
+    if text_enabled(Level::Debug) {
+        let took = Micros(took);
+        if failed {
+            line(
+                Level::Debug,
+                format_args!(
+                    "{call} = {result} errno={} [{took}]",
+                    crate::errno::errno_name(errno.0)
+                ),
+            );
+        } else {
+            line(Level::Debug, format_args!("{call} = {result} [{took}]"));
+        }
+    }
+    errno.restore();
+}
+
+/// A duration in nanoseconds, shown as microseconds with one decimal
+/// (integer arithmetic: float formatting costs more than the rest of a line).
+struct Micros(u64);
+
+impl fmt::Display for Micros {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(Dec::new(self.0 / 1000).as_str())?;
+        f.write_str(".")?;
+        f.write_str(Dec::new(self.0 % 1000 / 100).as_str())?;
+        f.write_str("us")
+    }
 }
 
 /// The pid, read once (a system call per log line would double its cost);
@@ -338,9 +440,12 @@ impl Hex {
             buf: [b'0'; 18],
             start: 18,
         };
-        while n > 0 || h.start > 18 - width.clamp(1, 16) {
-            h.start -= 1;
-            h.buf[h.start] = b"0123456789abcdef"[(n & 15) as usize];
+        // The digit count first (no per-digit bound check): this runs for
+        // every pointer of every logged or traced call.
+        let digits = ((64 - n.leading_zeros() as usize).div_ceil(4)).max(width.clamp(1, 16));
+        h.start = 18 - digits;
+        for b in h.buf[h.start..].iter_mut().rev() {
+            *b = b"0123456789abcdef"[(n & 15) as usize];
             n >>= 4;
         }
         if prefix {
@@ -384,6 +489,12 @@ fn now() -> (i64, i64) {
 /// Writes one line at `level` (the caller has checked `enabled`). errno is
 /// left as it was.
 pub fn line(level: Level, args: fmt::Arguments<'_>) {
+    // The gate may be at debug for the trace alone: info and debug lines
+    // are then checked against the text log's own level (warnings and
+    // errors keep going out as they always did).
+    if level >= Level::Info && !text_enabled(level) {
+        return;
+    }
     let saved = crate::errno::Errno::save();
     let mut b = LineBuf::new();
     let (secs, micros) = now();

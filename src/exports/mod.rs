@@ -16,7 +16,7 @@ use std::fmt;
 use verbs_abi::{ibv_context, ibv_device};
 
 use crate::guard::{errno_name, Errno, Refused};
-use crate::log::{self, Dec, Hex, Level};
+use crate::log::{self, Hex, Level};
 use crate::registry::{contexts, devices, objects};
 
 mod create_destroy;
@@ -125,17 +125,7 @@ impl Call {
     #[cold]
     #[inline(never)]
     fn log(start: u64, call: fmt::Arguments<'_>, result: fmt::Arguments<'_>, failed: bool) {
-        let errno = Errno::save();
-        let took = Micros(monotonic_ns().saturating_sub(start));
-        if failed {
-            log::line(
-                Level::Debug,
-                format_args!("{call} = {result} errno={} [{took}]", errno_name(errno.0)),
-            );
-        } else {
-            log::line(Level::Debug, format_args!("{call} = {result} [{took}]"));
-        }
-        errno.restore();
+        log::call(start, call, result, failed);
     }
 }
 
@@ -172,19 +162,6 @@ impl fmt::Display for Rc {
             0 => f.write_str("0"),
             rc => write!(f, "{rc} ({})", errno_name(rc)),
         }
-    }
-}
-
-/// A duration in nanoseconds, shown as microseconds with one decimal
-/// (integer arithmetic: float formatting costs more than the rest of a line).
-struct Micros(u64);
-
-impl fmt::Display for Micros {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(Dec::new(self.0 / 1000).as_str())?;
-        f.write_str(".")?;
-        f.write_str(Dec::new(self.0 % 1000 / 100).as_str())?;
-        f.write_str("us")
     }
 }
 

@@ -254,6 +254,9 @@ pub fn plan(
     if let Some(f) = &o.log_file {
         set("IBV_SHIM_LOG_FILE", absolute_os(f));
     }
+    if let Some(f) = &o.trace {
+        set("IBV_SHIM_TRACE", absolute_os(f));
+    }
     if let Some(n) = o.leak_exitcode {
         set("IBV_SHIM_LEAK_EXITCODE", n.to_string().into());
     }

@@ -8,6 +8,7 @@
 //! - `report`: the shim's JSON reports: where they are, what they say.
 //! - `summary`: the lines printed at the end, and the launcher's exit status.
 //! - `sweep`: `--fault-sweep`; `fault_rules`: the shim's own rule parser.
+//! - `trace`: the `ibv-shim trace FILE...` subcommand (decoding trace files).
 
 mod environment;
 mod options;
@@ -22,6 +23,7 @@ mod sweep;
 #[allow(dead_code)]
 #[path = "../../../src/faults/rules.rs"]
 mod fault_rules;
+mod trace;
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -65,6 +67,10 @@ fn to_stderr(text: &str) {
 }
 
 fn launch(args: impl IntoIterator<Item = OsString>) -> i32 {
+    let mut args = args.into_iter().peekable();
+    if args.peek().is_some_and(|a| a == "trace") {
+        return trace::main(args.skip(1));
+    }
     let o = match options::parse(args) {
         Ok(Command::Help) => {
             let _ = std::io::stdout()

@@ -38,6 +38,8 @@ pub struct Options {
     pub log_file: Option<OsString>,
     /// `--report PATH` (`%p` = pid).
     pub report: Option<OsString>,
+    /// `--trace PATH` (`%p` = pid): the binary trace.
+    pub trace: Option<OsString>,
     /// `--leak-exitcode N`, or [`DEFAULT_LEAK_EXITCODE`] from `--fail-on-leak`.
     pub leak_exitcode: Option<u8>,
     /// `--suppress FILE`.
@@ -154,6 +156,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, UsageE
             }
             "--log-file" => o.log_file = Some(value_of("PATH", false)?),
             "--report" => o.report = Some(value_of("PATH", false)?),
+            "--trace" => o.trace = Some(value_of("PATH", false)?),
             "--leak-exitcode" => {
                 let v = value_of("N", false)?;
                 leak_exitcode = Some(parse_exitcode(&v)?);
@@ -252,6 +255,11 @@ option sets is inherited unchanged):
                        Sets IBV_SHIM_LOG.
   --log-file PATH      write the shim's log to PATH instead of stderr; %p in
                        PATH becomes the pid. Sets IBV_SHIM_LOG_FILE.
+  --trace PATH         record every verbs call in a binary trace (a file per
+                       process: put %p in PATH); decode it with
+                       `ibv-shim trace [--format chrome] [--stats] FILE...`.
+                       Sets IBV_SHIM_TRACE (IBV_SHIM_TRACE_FULL=block makes
+                       a full ring wait instead of dropping).
   --report PATH        keep the JSON leak report at PATH (%p = pid: use it
                        when the program forks, each process writes its own;
                        without %p, a process that finds another's report
@@ -398,6 +406,7 @@ mod tests {
             "--log-file=/tmp/l.%p",
             "--report",
             "r.json",
+            "--trace=t.%p",
             "--leak-exitcode",
             "42",
             "--suppress=s.supp",
@@ -420,6 +429,7 @@ mod tests {
                 log: Some("debug".into()),
                 log_file: Some("/tmp/l.%p".into()),
                 report: Some("r.json".into()),
+                trace: Some("t.%p".into()),
                 leak_exitcode: Some(42),
                 suppress: Some("s.supp".into()),
                 no_default_suppressions: true,
@@ -527,6 +537,8 @@ mod tests {
             "--version",
             "IBV_SHIM_LOG",
             "IBV_SHIM_LOG_FILE",
+            "IBV_SHIM_TRACE",
+            "--trace",
             "IBV_SHIM_REPORT",
             "IBV_SHIM_LEAK_EXITCODE",
             "IBV_SHIM_SUPPRESS",

@@ -1,0 +1,353 @@
+//! The binary trace file of ibv-shim: one file per process, written by the
+//! shim through a shared file mapping (so every complete record survives
+//! the process's death, however it dies) and read by `ibv-shim trace`.
+//!
+//! Layout (all integers little-endian, the machine's own order on x86_64):
+//!
+//! ```text
+//! [0, HEADER_SIZE)               file header, then one RingMeta per ring
+//! [HEADER_SIZE, rings_end)       rings: `rings` x `slots` slots of SLOT_SIZE
+//! [rings_end, drained_end)       records the shim's writer copied out of
+//!                                the rings to make room (appended, in
+//!                                order), each cut to its used length:
+//!                                `record_len(text_len)` bytes
+//! ```
+//!
+//! A slot is committed by its `seq` word, stored last (release): `seq` is
+//! the record's position in its ring plus one, so a slot whose `seq` is 0
+//! or does not match its index is a record being written, or none. A
+//! record is in the drained area or still in its ring (or, after a crash
+//! between the copy and the tail update, in both: readers deduplicate by
+//! ring and `seq`).
+
+/// The first 8 bytes of a trace file.
+pub const MAGIC: [u8; 8] = *b"IBVTRC01";
+pub const VERSION: u32 = 1;
+pub const HEADER_SIZE: usize = 8192;
+pub const SLOT_SIZE: usize = 256;
+/// Bytes of text a slot holds: the call (`name(args)`), then the result.
+pub const TEXT_MAX: usize = SLOT_SIZE - SLOT_TEXT;
+/// The header's fields (byte offsets).
+pub mod header {
+    pub const MAGIC: usize = 0;
+    pub const VERSION: usize = 8;
+    pub const PID: usize = 12;
+    pub const RINGS: usize = 16;
+    pub const SLOTS: usize = 20;
+    pub const SLOT_SIZE: usize = 24;
+    /// 0 = drop (and count) when a ring is full, 1 = block.
+    pub const POLICY: usize = 28;
+    /// CLOCK_REALTIME and CLOCK_MONOTONIC, in ns, read together at start.
+    pub const REALTIME_NS: usize = 32;
+    pub const MONOTONIC_NS: usize = 40;
+    /// Records lost with no ring to write to: every ring taken (more live
+    /// threads than rings), or a signal handler's call in the middle of its
+    /// thread's own record.
+    pub const LOST_NO_RING: usize = 48;
+    /// End of the drained area (a file offset); 0 = nothing drained yet.
+    pub const DRAINED_END: usize = 56;
+    /// Where the per-ring metadata starts.
+    pub const RINGS_META: usize = 256;
+}
+/// Per-ring metadata (byte offsets inside one `RING_META_SIZE` entry).
+pub mod ring {
+    /// Records written to this ring so far (the producer's position).
+    pub const HEAD: usize = 0;
+    /// Records copied out to the drained area so far.
+    pub const TAIL: usize = 8;
+    /// Records dropped because the ring was full.
+    pub const LOST: usize = 16;
+    /// The thread that owns the ring now (0 = free).
+    pub const OWNER: usize = 24;
+}
+pub const RING_META_SIZE: usize = 64;
+/// The most rings a header has room for.
+pub const MAX_RINGS: usize = (HEADER_SIZE - header::RINGS_META) / RING_META_SIZE;
+
+/// A slot's fields (byte offsets).
+pub mod slot {
+    pub const SEQ: usize = 0;
+    pub const START_NS: usize = 8;
+    pub const DUR_NS: usize = 16;
+    pub const TID: usize = 24;
+    pub const ERRNO: usize = 28;
+    pub const RING: usize = 32;
+    pub const FLAGS: usize = 34;
+    /// Bytes of the text that are the call; the rest is the result.
+    pub const CALL_LEN: usize = 36;
+    pub const TEXT_LEN: usize = 38;
+}
+pub const SLOT_TEXT: usize = 40;
+
+/// `flags`: the call failed (errno is meaningful).
+pub const FLAG_FAILED: u16 = 1;
+/// `flags`: an event (`trace::event`), not a timed verbs call.
+pub const FLAG_EVENT: u16 = 2;
+/// `flags`: the text was cut to fit the slot.
+pub const FLAG_TRUNCATED: u16 = 4;
+
+/// The bytes a record takes in the drained area: its fields and text,
+/// rounded up to 8.
+pub fn record_len(text_len: usize) -> usize {
+    (SLOT_TEXT + text_len.min(TEXT_MAX) + 7) & !7
+}
+
+/// The size of a trace file's header plus rings.
+pub fn rings_end(rings: usize, slots: usize) -> usize {
+    HEADER_SIZE + rings * slots * SLOT_SIZE
+}
+
+/// One decoded record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    pub ring: u16,
+    /// Position in its ring (0-based).
+    pub seq: u64,
+    /// CLOCK_MONOTONIC at the call's start, ns.
+    pub start_ns: u64,
+    pub dur_ns: u64,
+    pub tid: u32,
+    pub errno: i32,
+    pub flags: u16,
+    /// `name(args)`.
+    pub call: String,
+    pub result: String,
+}
+
+impl Record {
+    /// The verb's name: the call text up to its `(`.
+    pub fn name(&self) -> &str {
+        self.call.split('(').next().unwrap_or("")
+    }
+    pub fn failed(&self) -> bool {
+        self.flags & FLAG_FAILED != 0
+    }
+}
+
+/// A decoded trace file.
+#[derive(Clone, Debug, Default)]
+pub struct Trace {
+    pub pid: u32,
+    pub rings: usize,
+    pub slots: usize,
+    pub block: bool,
+    pub realtime_ns: u64,
+    pub monotonic_ns: u64,
+    /// Records the shim dropped: rings full, plus no ring free.
+    pub lost_full: u64,
+    pub lost_no_ring: u64,
+    /// Records in time order (ties: by ring and position).
+    pub records: Vec<Record>,
+}
+
+fn u16_at(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([b[at], b[at + 1]])
+}
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+
+/// Decodes one slot (or a record of the drained area), if it holds a
+/// complete record.
+pub fn decode_slot(s: &[u8]) -> Option<Record> {
+    if s.len() < SLOT_TEXT {
+        return None;
+    }
+    let seq = u64_at(s, slot::SEQ);
+    if seq == 0 {
+        return None;
+    }
+    let call_len = u16_at(s, slot::CALL_LEN) as usize;
+    let text_len = (u16_at(s, slot::TEXT_LEN) as usize)
+        .min(TEXT_MAX)
+        .min(s.len() - SLOT_TEXT);
+    let call_len = call_len.min(text_len);
+    let text = &s[SLOT_TEXT..SLOT_TEXT + text_len];
+    Some(Record {
+        ring: u16_at(s, slot::RING),
+        seq: seq - 1,
+        start_ns: u64_at(s, slot::START_NS),
+        dur_ns: u64_at(s, slot::DUR_NS),
+        tid: u32_at(s, slot::TID),
+        errno: u32_at(s, slot::ERRNO) as i32,
+        flags: u16_at(s, slot::FLAGS),
+        call: String::from_utf8_lossy(&text[..call_len]).into_owned(),
+        result: String::from_utf8_lossy(&text[call_len..]).into_owned(),
+    })
+}
+
+/// Why a file is not a trace.
+#[derive(Debug, PartialEq, Eq)]
+pub struct NotATrace(pub String);
+
+impl std::fmt::Display for NotATrace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Decodes a whole trace file: the drained records, then what is still
+/// in the rings; a record present in both counts once.
+pub fn decode(b: &[u8]) -> Result<Trace, NotATrace> {
+    if b.len() < HEADER_SIZE || b[..8] != MAGIC {
+        return Err(NotATrace("not an ibv-shim trace file".into()));
+    }
+    if u32_at(b, header::VERSION) != VERSION {
+        return Err(NotATrace(format!(
+            "trace format version {} (this reader knows {VERSION})",
+            u32_at(b, header::VERSION)
+        )));
+    }
+    let rings = u32_at(b, header::RINGS) as usize;
+    let slots = u32_at(b, header::SLOTS) as usize;
+    if rings > MAX_RINGS || u32_at(b, header::SLOT_SIZE) as usize != SLOT_SIZE || slots == 0 {
+        return Err(NotATrace("trace header is damaged".into()));
+    }
+    let mut t = Trace {
+        pid: u32_at(b, header::PID),
+        rings,
+        slots,
+        block: u32_at(b, header::POLICY) == 1,
+        realtime_ns: u64_at(b, header::REALTIME_NS),
+        monotonic_ns: u64_at(b, header::MONOTONIC_NS),
+        lost_no_ring: u64_at(b, header::LOST_NO_RING),
+        ..Trace::default()
+    };
+    let end = rings_end(rings, slots);
+    let drained_end = (u64_at(b, header::DRAINED_END) as usize).min(b.len());
+    let mut seen = std::collections::HashSet::new();
+    let mut push = |t: &mut Trace, r: Record| {
+        if seen.insert((r.ring, r.seq)) {
+            t.records.push(r);
+        }
+    };
+    let mut at = end;
+    while at + SLOT_TEXT <= drained_end {
+        let len = record_len(u16_at(b, at + slot::TEXT_LEN) as usize);
+        if let Some(r) = decode_slot(&b[at..(at + len).min(drained_end)]) {
+            push(&mut t, r);
+        }
+        at += len;
+    }
+    for ring_i in 0..rings {
+        let meta = header::RINGS_META + ring_i * RING_META_SIZE;
+        t.lost_full += u64_at(b, meta + ring::LOST);
+        let tail = u64_at(b, meta + ring::TAIL);
+        for i in 0..slots {
+            let at = HEADER_SIZE + (ring_i * slots + i) * SLOT_SIZE;
+            if at + SLOT_SIZE > b.len() {
+                break;
+            }
+            let Some(r) = decode_slot(&b[at..at + SLOT_SIZE]) else {
+                continue;
+            };
+            // Only a slot whose position matches its index is committed;
+            // below the tail it was drained already (and seen above).
+            if r.seq as usize % slots == i && r.ring as usize == ring_i && r.seq >= tail {
+                push(&mut t, r);
+            }
+        }
+    }
+    t.records.sort_by_key(|r| (r.start_ns, r.ring, r.seq));
+    Ok(t)
+}
+
+/// Errno names for the decoder's text (the common ones; others by number).
+pub fn errno_name(e: i32) -> String {
+    let name = match e {
+        1 => "EPERM",
+        2 => "ENOENT",
+        3 => "ESRCH",
+        4 => "EINTR",
+        5 => "EIO",
+        9 => "EBADF",
+        11 => "EAGAIN",
+        12 => "ENOMEM",
+        13 => "EACCES",
+        14 => "EFAULT",
+        16 => "EBUSY",
+        17 => "EEXIST",
+        19 => "ENODEV",
+        22 => "EINVAL",
+        24 => "EMFILE",
+        28 => "ENOSPC",
+        38 => "ENOSYS",
+        61 => "ENODATA",
+        95 => "EOPNOTSUPP",
+        110 => "ETIMEDOUT",
+        _ => return e.to_string(),
+    };
+    name.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file with one ring of 4 slots, `drained` copied out, `in_ring`
+    /// records written at positions (seq) in the ring.
+    fn file(drained: &[u64], in_ring: &[u64], tail: u64) -> Vec<u8> {
+        let slots = 4;
+        let end = rings_end(1, slots);
+        let rec = record_len(7);
+        let mut b = vec![0u8; end + drained.len() * rec];
+        b[..8].copy_from_slice(&MAGIC);
+        b[header::VERSION..header::VERSION + 4].copy_from_slice(&VERSION.to_le_bytes());
+        b[header::RINGS..header::RINGS + 4].copy_from_slice(&1u32.to_le_bytes());
+        b[header::SLOTS..header::SLOTS + 4].copy_from_slice(&(slots as u32).to_le_bytes());
+        b[header::SLOT_SIZE..header::SLOT_SIZE + 4]
+            .copy_from_slice(&(SLOT_SIZE as u32).to_le_bytes());
+        let de = (end + drained.len() * rec) as u64;
+        b[header::DRAINED_END..header::DRAINED_END + 8].copy_from_slice(&de.to_le_bytes());
+        let meta = header::RINGS_META;
+        b[meta + ring::TAIL..meta + ring::TAIL + 8].copy_from_slice(&tail.to_le_bytes());
+        let put = |b: &mut Vec<u8>, at: usize, seq: u64| {
+            b[at..at + 8].copy_from_slice(&(seq + 1).to_le_bytes());
+            b[at + slot::START_NS..at + slot::START_NS + 8].copy_from_slice(&seq.to_le_bytes());
+            let text = b"f(x=1)0";
+            b[at + SLOT_TEXT..at + SLOT_TEXT + text.len()].copy_from_slice(text);
+            b[at + slot::CALL_LEN..at + slot::CALL_LEN + 2].copy_from_slice(&6u16.to_le_bytes());
+            b[at + slot::TEXT_LEN..at + slot::TEXT_LEN + 2].copy_from_slice(&7u16.to_le_bytes());
+        };
+        for (i, &seq) in drained.iter().enumerate() {
+            put(&mut b, end + i * rec, seq);
+        }
+        for &seq in in_ring {
+            put(
+                &mut b,
+                HEADER_SIZE + (seq as usize % slots) * SLOT_SIZE,
+                seq,
+            );
+        }
+        b
+    }
+
+    #[test]
+    fn drained_and_ring_records_are_merged_once_each() {
+        // 0..=3 drained; 2 and 3 also still in the ring (a crash between
+        // the copy and the tail update); 4 and 5 only in the ring.
+        let t = decode(&file(&[0, 1, 2, 3], &[2, 3, 4, 5], 2)).unwrap();
+        let seqs: Vec<u64> = t.records.iter().map(|r| r.seq).collect();
+        assert_eq!(seqs, [0, 1, 2, 3, 4, 5]);
+        assert_eq!(t.records[0].name(), "f");
+        assert_eq!(t.records[0].call, "f(x=1)");
+        assert_eq!(t.records[0].result, "0");
+    }
+
+    #[test]
+    fn uncommitted_and_misplaced_slots_are_skipped() {
+        let mut b = file(&[], &[0, 1], 0);
+        // Slot 1 being written: its commit word is cleared first.
+        let at = HEADER_SIZE + SLOT_SIZE;
+        b[at..at + 8].copy_from_slice(&0u64.to_le_bytes());
+        // Slot 2 claims position 7, which belongs in slot 3: garbage.
+        let at = HEADER_SIZE + 2 * SLOT_SIZE;
+        b[at..at + 8].copy_from_slice(&8u64.to_le_bytes());
+        let t = decode(&b).unwrap();
+        assert_eq!(t.records.len(), 1);
+        assert!(decode(b"not a trace").is_err());
+    }
+}

@@ -1,0 +1,370 @@
+//! The trace file's mapping and the producer side of its rings.
+//!
+//! Each thread claims a ring (one CAS on its owner word, on its first
+//! record) and is the only one to write records there, so a record is a
+//! few stores into the shared mapping: the slot's commit word cleared,
+//! the fields and text written, the commit word set (release), the ring's
+//! head advanced. The writer thread only reads slots below the head and
+//! advances the tail. A thread that exits hands its ring on.
+
+use std::cell::Cell;
+use std::fmt;
+use std::sync::atomic::{fence, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+
+use trace_format::{
+    header, ring as meta, slot, FLAG_TRUNCATED, HEADER_SIZE, RING_META_SIZE, SLOT_SIZE, SLOT_TEXT,
+    TEXT_MAX,
+};
+
+use super::config;
+use crate::files::Identity;
+
+/// The mapping (null when there is none) and its shape.
+static BASE: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
+static LEN: AtomicUsize = AtomicUsize::new(0);
+static SLOTS: AtomicUsize = AtomicUsize::new(0);
+/// The file, for the writer's appends, and which file it is.
+pub static FD: AtomicI32 = AtomicI32::new(-1);
+pub static FD_DEV: AtomicU64 = AtomicU64::new(0);
+pub static FD_INO: AtomicU64 = AtomicU64::new(0);
+/// Bumped in a forked child: a ring claimed before the fork is the
+/// parent's.
+static GENERATION: AtomicU32 = AtomicU32::new(1);
+
+const NO_RING: u32 = u32::MAX;
+
+/// This thread's ring; released by the destructor when the thread exits.
+struct Claim {
+    generation: Cell<u32>,
+    ring: Cell<u32>,
+    /// Set while this thread writes a record: a signal handler that makes
+    /// a verbs call meanwhile would write the same slot.
+    busy: Cell<bool>,
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        if self.ring.get() != NO_RING && self.generation.get() == GENERATION.load(Ordering::Relaxed)
+        {
+            if let Some(m) = mapping() {
+                m.owner(self.ring.get() as usize)
+                    .store(0, Ordering::Release);
+            }
+        }
+    }
+}
+
+thread_local! {
+    static CLAIM: Claim = const {
+        Claim { generation: Cell::new(0), ring: Cell::new(NO_RING), busy: Cell::new(false) }
+    };
+}
+
+/// A view of the mapping.
+#[derive(Clone, Copy)]
+pub struct Mapping {
+    base: *mut u8,
+    pub slots: usize,
+}
+
+/// The mapping, if the trace is open.
+pub fn mapping() -> Option<Mapping> {
+    let base = BASE.load(Ordering::Acquire);
+    (!base.is_null()).then(|| Mapping {
+        base,
+        slots: SLOTS.load(Ordering::Relaxed),
+    })
+}
+
+impl Mapping {
+    /// An aligned 8-byte word of the header.
+    pub fn word(&self, at: usize) -> &AtomicU64 {
+        debug_assert!(at % 8 == 0 && at < HEADER_SIZE);
+        // SAFETY: `at` is 8-aligned inside the header of the live mapping
+        // (page-aligned, never unmapped while the trace is on but in a
+        // forked child, where no other thread exists).
+        unsafe { &*self.base.add(at).cast::<AtomicU64>() }
+    }
+    pub fn ring_word(&self, ring: usize, field: usize) -> &AtomicU64 {
+        self.word(header::RINGS_META + ring * RING_META_SIZE + field)
+    }
+    pub fn owner(&self, ring: usize) -> &AtomicU32 {
+        let at = header::RINGS_META + ring * RING_META_SIZE + meta::OWNER;
+        // SAFETY: as in `word`; the owner field is 4-aligned.
+        unsafe { &*self.base.add(at).cast::<AtomicU32>() }
+    }
+    /// The slot at position `pos` of `ring`.
+    pub fn slot(&self, ring: usize, pos: u64) -> *mut u8 {
+        let i = ring * self.slots + (pos as usize & (self.slots - 1));
+        // SAFETY: ring < RINGS and the index is below `slots`: inside the mapping.
+        unsafe { self.base.add(HEADER_SIZE + i * SLOT_SIZE) }
+    }
+}
+
+/// Makes the trace file (0600, never through a link, only a regular file),
+/// sizes it and maps it. Says why not, once, at error.
+pub fn open() -> bool {
+    let cfg = config::get();
+    let Some(template) = cfg.file.as_ref() else {
+        return false;
+    };
+    let path = crate::config::expand_pid(template);
+    let (fd, id) = match crate::files::create_trace(&path) {
+        Ok(v) => v,
+        Err(e) => {
+            crate::log!(
+                crate::log::Level::Error,
+                "IBV_SHIM_TRACE={}: {e}; not tracing",
+                path.to_string_lossy()
+            );
+            return false;
+        }
+    };
+    let slots = cfg.slots;
+    let len = trace_format::rings_end(config::RINGS, slots);
+    // SAFETY: fd is the regular file just created, open read-write.
+    let sized = unsafe { libc::ftruncate(fd, len as libc::off_t) } == 0;
+    let base = if sized {
+        // SAFETY: a fresh shared mapping of `len` bytes of our own file.
+        unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            )
+        }
+    } else {
+        libc::MAP_FAILED
+    };
+    if base == libc::MAP_FAILED {
+        let e = std::io::Error::last_os_error();
+        // SAFETY: our own descriptor, not handed out.
+        unsafe { libc::close(fd) };
+        crate::log!(
+            crate::log::Level::Error,
+            "IBV_SHIM_TRACE={}: cannot map {len} bytes: {e}; not tracing",
+            path.to_string_lossy()
+        );
+        return false;
+    }
+    let base = base.cast::<u8>();
+    let m = Mapping { base, slots };
+    // SAFETY: the header's first bytes, inside the fresh mapping.
+    unsafe {
+        std::ptr::copy_nonoverlapping(trace_format::MAGIC.as_ptr(), base, 8);
+        let put32 = |at: usize, v: u32| base.add(at).cast::<u32>().write(v);
+        put32(header::VERSION, trace_format::VERSION);
+        put32(header::PID, libc::getpid() as u32);
+        put32(header::RINGS, config::RINGS as u32);
+        put32(header::SLOTS, slots as u32);
+        put32(header::SLOT_SIZE, SLOT_SIZE as u32);
+        put32(header::POLICY, cfg.block as u32);
+    }
+    m.word(header::REALTIME_NS).store(
+        crate::log::clock_ns(libc::CLOCK_REALTIME),
+        Ordering::Relaxed,
+    );
+    m.word(header::MONOTONIC_NS)
+        .store(crate::log::monotonic_ns(), Ordering::Relaxed);
+    m.word(header::DRAINED_END)
+        .store(len as u64, Ordering::Relaxed);
+    FD_DEV.store(id.dev, Ordering::Relaxed);
+    FD_INO.store(id.ino, Ordering::Relaxed);
+    FD.store(fd, Ordering::Relaxed);
+    SLOTS.store(slots, Ordering::Relaxed);
+    LEN.store(len, Ordering::Relaxed);
+    BASE.store(base, Ordering::Release);
+    true
+}
+
+/// Is `FD` still the trace file? (Daemons close every descriptor and the
+/// number may be another file's now.)
+pub fn fd_is_ours(fd: i32) -> bool {
+    Identity::of(fd)
+        == Some(Identity {
+            dev: FD_DEV.load(Ordering::Relaxed),
+            ino: FD_INO.load(Ordering::Relaxed),
+        })
+}
+
+/// Runs `write` with this thread's ring, claimed on its first record.
+/// `false` when every ring is taken, during the thread's own exit, or in
+/// a signal handler that interrupted this thread's own record.
+#[inline]
+fn with_my_ring(m: &Mapping, write: impl FnOnce(usize)) -> bool {
+    let generation = GENERATION.load(Ordering::Relaxed);
+    CLAIM
+        .try_with(|c| {
+            if c.busy.get() {
+                return false;
+            }
+            if c.generation.get() != generation || c.ring.get() == NO_RING {
+                let Some(ring) = claim(m) else { return false };
+                c.generation.set(generation);
+                c.ring.set(ring as u32);
+            }
+            // Cleared on the way out, also by a panic in a Display impl.
+            struct Busy<'a>(&'a Cell<bool>);
+            impl Drop for Busy<'_> {
+                fn drop(&mut self) {
+                    self.0.set(false);
+                }
+            }
+            c.busy.set(true);
+            let _busy = Busy(&c.busy);
+            write(c.ring.get() as usize);
+            true
+        })
+        .unwrap_or(false)
+}
+
+#[cold]
+fn claim(m: &Mapping) -> Option<usize> {
+    let tid = crate::thread::tid() as u32;
+    let first = tid as usize % config::RINGS;
+    let ring = (0..config::RINGS)
+        .map(|i| (first + i) % config::RINGS)
+        .find(|&r| {
+            m.owner(r)
+                .compare_exchange(0, tid.max(1), Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+        })?;
+    populate(m, ring);
+    Some(ring)
+}
+
+/// Faults the ring's pages in once, when a thread claims it: a first
+/// write to each page of a shared file mapping is a page fault (a few
+/// microseconds), which would otherwise land on every 16th record.
+fn populate(m: &Mapping, ring: usize) {
+    const MADV_POPULATE_WRITE: i32 = 23;
+    let start = m.slot(ring, 0);
+    let len = m.slots * SLOT_SIZE;
+    // SAFETY: the ring's own range of the mapping; the advice only faults
+    // pages in (Linux 5.14+; EINVAL before, then the loop below does it).
+    if unsafe { libc::madvise(start.cast(), len, MADV_POPULATE_WRITE) } == 0 {
+        return;
+    }
+    for off in (0..len).step_by(4096) {
+        // SAFETY: inside the ring; a word this thread owns (the ring was
+        // just claimed): reading and writing it back changes nothing.
+        unsafe {
+            let p = start.add(off).cast::<AtomicU64>();
+            let v = (*p).load(Ordering::Relaxed);
+            (*p).store(v, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Formats straight into a slot's text, cutting what does not fit.
+struct SlotText {
+    at: *mut u8,
+    len: usize,
+    cut: bool,
+}
+
+impl fmt::Write for SlotText {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let n = s.len().min(TEXT_MAX - self.len);
+        // SAFETY: len + n <= TEXT_MAX: inside the slot's text.
+        unsafe { std::ptr::copy_nonoverlapping(s.as_ptr(), self.at.add(self.len), n) };
+        self.len += n;
+        self.cut |= n < s.len();
+        Ok(())
+    }
+}
+
+/// Writes one record into this thread's ring.
+pub fn record(
+    start_ns: u64,
+    dur_ns: u64,
+    flags: u16,
+    errno: i32,
+    call: fmt::Arguments<'_>,
+    result: fmt::Arguments<'_>,
+) {
+    let Some(m) = mapping() else { return };
+    let written = with_my_ring(&m, |ring| {
+        write(&m, ring, start_ns, dur_ns, flags, errno, call, result)
+    });
+    if !written {
+        m.word(header::LOST_NO_RING).fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn write(
+    m: &Mapping,
+    ring: usize,
+    start_ns: u64,
+    dur_ns: u64,
+    mut flags: u16,
+    errno: i32,
+    call: fmt::Arguments<'_>,
+    result: fmt::Arguments<'_>,
+) {
+    let head_word = m.ring_word(ring, meta::HEAD);
+    // Only this thread moves the head.
+    let pos = head_word.load(Ordering::Relaxed);
+    if pos - m.ring_word(ring, meta::TAIL).load(Ordering::Acquire) >= m.slots as u64
+        && !super::writer::room(m, ring, pos)
+    {
+        m.ring_word(ring, meta::LOST)
+            .fetch_add(1, Ordering::Relaxed);
+        return;
+    }
+    let s = m.slot(ring, pos);
+    // SAFETY: the slot is this thread's until the head passes it (the
+    // writer reads only below the head); every offset is inside the slot
+    // and aligned for its type (slots are 256-aligned).
+    unsafe {
+        let seq = &*s.add(slot::SEQ).cast::<AtomicU64>();
+        // Uncommitted first: a crash halfway leaves no half-old record.
+        seq.store(0, Ordering::Relaxed);
+        fence(Ordering::Release);
+        let mut text = SlotText {
+            at: s.add(SLOT_TEXT),
+            len: 0,
+            cut: false,
+        };
+        let _ = fmt::write(&mut text, call);
+        let call_len = text.len;
+        let _ = fmt::write(&mut text, result);
+        if text.cut {
+            flags |= FLAG_TRUNCATED;
+        }
+        s.add(slot::START_NS).cast::<u64>().write(start_ns);
+        s.add(slot::DUR_NS).cast::<u64>().write(dur_ns);
+        s.add(slot::TID)
+            .cast::<u32>()
+            .write(crate::thread::tid() as u32);
+        s.add(slot::ERRNO).cast::<i32>().write(errno);
+        s.add(slot::RING).cast::<u16>().write(ring as u16);
+        s.add(slot::FLAGS).cast::<u16>().write(flags);
+        s.add(slot::CALL_LEN).cast::<u16>().write(call_len as u16);
+        s.add(slot::TEXT_LEN).cast::<u16>().write(text.len as u16);
+        seq.store(pos + 1, Ordering::Release);
+    }
+    head_word.store(pos + 1, Ordering::Release);
+}
+
+/// In a forked child: drop the parent's mapping and descriptor (the
+/// child's copies; the parent's file is untouched).
+pub fn after_fork_in_child() {
+    GENERATION.fetch_add(1, Ordering::Relaxed);
+    let base = BASE.swap(std::ptr::null_mut(), Ordering::AcqRel);
+    if !base.is_null() {
+        // SAFETY: the child's copy of the mapping made by `open`; the
+        // child has one thread, which is here.
+        unsafe { libc::munmap(base.cast(), LEN.load(Ordering::Relaxed)) };
+    }
+    let fd = FD.swap(-1, Ordering::Relaxed);
+    if fd >= 0 && fd_is_ours(fd) {
+        // SAFETY: the child's copy of the shim's own descriptor.
+        unsafe { libc::close(fd) };
+    }
+}

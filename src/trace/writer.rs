@@ -1,0 +1,215 @@
+//! The consumer side: copies committed records out of the rings to the
+//! end of the trace file, so the rings have room again. A writer thread
+//! does it every few milliseconds; at exit the exiting thread does it one
+//! last time; in `block` mode a thread whose ring is full does it itself
+//! (or waits while the writer is at it).
+
+use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use trace_format::{header, record_len, ring as meta, slot};
+
+use super::ring::{self, Mapping};
+use super::stats;
+
+/// Held by whoever is draining (writer thread, exit, a blocked producer).
+static DRAINING: AtomicBool = AtomicBool::new(false);
+static STOP: AtomicBool = AtomicBool::new(false);
+/// The file is no longer ours (its descriptor closed and the number
+/// reused, or the file replaced): records stay in the rings, nothing more
+/// is appended.
+static BROKEN: AtomicBool = AtomicBool::new(false);
+
+/// How long a producer in `block` mode waits for room before it drops the
+/// record (and counts it): a writer that cannot make progress must not
+/// hang the program.
+const BLOCK_LIMIT: Duration = Duration::from_secs(10);
+
+/// A full ring: `true` once there is room (block mode), `false` to drop.
+#[cold]
+pub fn room(m: &Mapping, ring: usize, pos: u64) -> bool {
+    if !super::config::get().block || BROKEN.load(Ordering::Relaxed) {
+        return false;
+    }
+    let started = Instant::now();
+    let tail = m.ring_word(ring, meta::TAIL);
+    let mut spins = 0u32;
+    loop {
+        if pos - tail.load(Ordering::Acquire) < m.slots as u64 {
+            return true;
+        }
+        if started.elapsed() > BLOCK_LIMIT || BROKEN.load(Ordering::Relaxed) {
+            return false;
+        }
+        // Copy the rings out itself rather than sleep until the writer
+        // wakes (a sleep or a yield on a busy machine lasts milliseconds);
+        // spin a while when the writer is at it (its round is short).
+        if !try_drain(m) {
+            spins += 1;
+            if spins % 4096 == 0 {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+    }
+}
+
+/// Starts the writer thread (its signals blocked: the program's signals
+/// are the program's). Without one (no memory, no threads) records are
+/// still kept in the rings and drained at exit.
+pub fn start() {
+    STOP.store(false, Ordering::Relaxed);
+    // SAFETY: plain sigset_t values; pthread_sigmask changes this thread's
+    // mask only, and it is restored right after the spawn (the new thread
+    // inherits the blocked mask).
+    let old = unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut old);
+        old
+    };
+    let spawned = std::thread::Builder::new()
+        .name("ibv-shim-trace".into())
+        .stack_size(64 * 1024)
+        .spawn(run);
+    // SAFETY: restores the mask saved above.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
+    // Without a writer thread (no memory, no threads) the rings are
+    // copied out by a blocked producer and at exit.
+    let _ = spawned;
+}
+
+fn run() {
+    while !STOP.load(Ordering::Relaxed) {
+        // Round after round while there is work; a short nap when idle.
+        if !ring::mapping().is_some_and(|m| try_drain(&m)) {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+}
+
+/// At exit: the writer stops, the rings are copied out one last time.
+pub fn stop_and_drain() {
+    STOP.store(true, Ordering::Relaxed);
+    let Some(m) = ring::mapping() else { return };
+    let started = Instant::now();
+    while !try_drain(&m) {
+        // The writer is mid-copy: it finishes within milliseconds.
+        if started.elapsed() > Duration::from_secs(2) {
+            return;
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// Drains every ring if no one else is; `true` if it drained something.
+fn try_drain(m: &Mapping) -> bool {
+    if DRAINING.swap(true, Ordering::Acquire) {
+        return false;
+    }
+    let mut any = false;
+    if !BROKEN.load(Ordering::Relaxed) {
+        for ring in 0..super::config::RINGS {
+            any |= drain_ring(m, ring);
+        }
+    }
+    DRAINING.store(false, Ordering::Release);
+    any
+}
+
+/// Where records are gathered before one `pwrite`; only the holder of
+/// `DRAINING` touches it.
+struct Batch(UnsafeCell<[u8; BATCH]>);
+const BATCH: usize = 64 * 1024;
+// SAFETY: only used under DRAINING.
+unsafe impl Sync for Batch {}
+static BUFFER: Batch = Batch(UnsafeCell::new([0; BATCH]));
+
+/// Appends the ring's committed records to the file, each cut to its used
+/// length, then moves its tail. A crash between the two leaves a record in
+/// both places; readers count it once.
+fn drain_ring(m: &Mapping, ring: usize) -> bool {
+    let head = m.ring_word(ring, meta::HEAD).load(Ordering::Acquire);
+    let tail_word = m.ring_word(ring, meta::TAIL);
+    let tail = tail_word.load(Ordering::Relaxed);
+    if head == tail {
+        return false;
+    }
+    let Some(fd) = descriptor() else {
+        BROKEN.store(true, Ordering::Relaxed);
+        return false;
+    };
+    // SAFETY: the caller holds DRAINING, so this thread alone uses it.
+    let buf = unsafe { &mut *BUFFER.0.get() };
+    let end_word = m.word(header::DRAINED_END);
+    let mut pos = tail;
+    while pos < head {
+        let mut used = 0;
+        let mut next = pos;
+        while next < head {
+            let s = m.slot(ring, next);
+            // SAFETY: a committed slot below the head: its length field is
+            // written and stays so until the tail passes it.
+            let text_len = unsafe { s.add(slot::TEXT_LEN).cast::<u16>().read() } as usize;
+            let len = record_len(text_len);
+            if used + len > BATCH {
+                break;
+            }
+            // SAFETY: `len` <= SLOT_SIZE bytes of the slot, into the batch.
+            unsafe { std::ptr::copy_nonoverlapping(s, buf.as_mut_ptr().add(used), len) };
+            used += len;
+            next += 1;
+        }
+        stats::add(&buf[..used]);
+        let at = end_word.load(Ordering::Relaxed);
+        // SAFETY: `used` bytes of the batch; pwrite only reads them.
+        let wrote = unsafe { libc::pwrite(fd, buf.as_ptr().cast(), used, at as libc::off_t) };
+        if wrote != used as isize {
+            // A full disk: the records stay in the ring for a later try
+            // (drop mode counts what no longer fits). Their figures were
+            // counted already; a retry counts them again, rarely.
+            return pos != tail;
+        }
+        end_word.store(at + used as u64, Ordering::Release);
+        pos = next;
+        tail_word.store(pos, Ordering::Release);
+    }
+    true
+}
+
+/// The trace file's descriptor, reopened by path if the program closed
+/// it; `None` when the path no longer is the same file.
+fn descriptor() -> Option<i32> {
+    let fd = ring::FD.load(Ordering::Relaxed);
+    if fd >= 0 && ring::fd_is_ours(fd) {
+        return Some(fd);
+    }
+    let template = super::config::get().file.as_ref()?;
+    let path = crate::config::expand_pid(template);
+    let fd = crate::files::reopen_trace(&path).ok()?;
+    if ring::fd_is_ours(fd) {
+        ring::FD.store(fd, Ordering::Relaxed);
+        Some(fd)
+    } else {
+        // SAFETY: the descriptor just opened, not handed out.
+        unsafe { libc::close(fd) };
+        None
+    }
+}
+
+/// In a forked child: the writer thread is not there, no lock is held.
+pub fn after_fork_in_child() {
+    DRAINING.store(false, Ordering::Relaxed);
+    BROKEN.store(false, Ordering::Relaxed);
+}
+
+/// Records lost so far: rings full, and no ring free.
+pub fn lost(m: &Mapping) -> (u64, u64) {
+    let full = (0..super::config::RINGS)
+        .map(|r| m.ring_word(r, meta::LOST).load(Ordering::Relaxed))
+        .sum();
+    (full, m.word(header::LOST_NO_RING).load(Ordering::Relaxed))
+}

@@ -1,0 +1,119 @@
+/* A traced verbs program for tests/trace.rs.
+ *
+ *   tracer MODE THREADS CALLS
+ *
+ * Opens the first device, then THREADS threads each call
+ * ibv_get_device_name CALLS times and ibv_query_gid on port 99 (which
+ * fails) FAILS times (FAILS from $TRACER_FAILS, default 0).
+ * Then, by MODE: "exit" returns from main; "kill" raises SIGKILL; "segv"
+ * writes through NULL; "abort" calls abort(); "_exit" calls _exit(0);
+ * "loop" prints "ready" and calls ibv_get_device_name until killed;
+ * "closefds" closes every descriptor above 2 after the first call and
+ * opens files until one gets each number, then makes the calls; "fork"
+ * forks after the calls, and the child makes CALLS calls of
+ * ibv_get_device_guid and exits; "serial" runs the THREADS threads one
+ * after another (each exits before the next starts), any number of them.
+ */
+#include <infiniband/verbs.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static struct ibv_device *dev;
+static struct ibv_context *ctx;
+static long calls, fails;
+
+static void *worker(void *arg)
+{
+    (void)arg;
+    for (long i = 0; i < calls; i++)
+        if (!ibv_get_device_name(dev))
+            abort();
+    for (long i = 0; i < fails; i++) {
+        union ibv_gid gid;
+        if (ibv_query_gid(ctx, 99, 0, &gid) == 0)
+            abort();
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 4) {
+        fprintf(stderr, "usage: tracer MODE THREADS CALLS\n");
+        return 2;
+    }
+    const char *mode = argv[1];
+    int threads = atoi(argv[2]);
+    calls = atol(argv[3]);
+    fails = getenv("TRACER_FAILS") ? atol(getenv("TRACER_FAILS")) : 0;
+    struct ibv_device **list = ibv_get_device_list(NULL);
+    if (!list || !list[0]) {
+        perror("ibv_get_device_list");
+        return 1;
+    }
+    dev = list[0];
+    ctx = ibv_open_device(dev);
+    if (!ctx) {
+        perror("ibv_open_device");
+        return 1;
+    }
+    if (!strcmp(mode, "closefds")) {
+        /* A daemon: every descriptor closed, the numbers reused. */
+        for (int fd = 3; fd < 1024; fd++)
+            close(fd);
+        for (int i = 0; i < 200; i++)
+            if (open("/dev/null", O_RDONLY) < 0)
+                break;
+    }
+    if (!strcmp(mode, "serial")) {
+        for (int i = 0; i < threads; i++) {
+            pthread_t one;
+            pthread_create(&one, NULL, worker, NULL);
+            pthread_join(one, NULL);
+        }
+        threads = 0;
+    }
+    pthread_t t[64];
+    if (threads > 64)
+        threads = 64;
+    for (int i = 0; i < threads; i++)
+        pthread_create(&t[i], NULL, worker, NULL);
+    for (int i = 0; i < threads; i++)
+        pthread_join(t[i], NULL);
+    if (!strcmp(mode, "kill"))
+        raise(SIGKILL);
+    if (!strcmp(mode, "segv"))
+        *(volatile int *)0 = 1;
+    if (!strcmp(mode, "abort"))
+        abort();
+    if (!strcmp(mode, "_exit"))
+        _exit(0);
+    if (!strcmp(mode, "loop")) {
+        printf("ready\n");
+        fflush(stdout);
+        for (;;)
+            ibv_get_device_name(dev);
+    }
+    if (!strcmp(mode, "fork")) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            for (long i = 0; i < calls; i++)
+                ibv_get_device_guid(dev);
+            _exit(0);
+        }
+        int status;
+        waitpid(pid, &status, 0);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            return 3;
+        ibv_get_device_name(dev);
+    }
+    ibv_close_device(ctx);
+    ibv_free_device_list(list);
+    return 0;
+}

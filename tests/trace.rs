@@ -1,0 +1,463 @@
+//! Binary tracing (`IBV_SHIM_TRACE`): records survive every way a process
+//! ends, the decoder (`ibv-shim trace`) gives text, Chrome JSON and
+//! statistics, a full ring blocks or drops-and-counts as asked, and the
+//! host's fork, closed descriptors and hostile paths do not break it.
+//!
+//! The program is `tests/c/trace/tracer.c` on ibv-sim's devices, under the
+//! shim, its trace in a temporary directory; each test reads the trace
+//! back through the launcher's decoder, the way a user would.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+fn tracer() -> PathBuf {
+    cc(
+        "tracer",
+        &[&repo_dir().join("tests/c/trace/tracer.c")],
+        &["-libverbs", "-lpthread"],
+    )
+}
+
+/// `tracer MODE THREADS CALLS` on the sim under the shim, tracing to
+/// `dir/t.%p`, with `env` on top.
+fn command(dir: &TempDir, args: &[&str], env: &[(&str, &str)]) -> (Command, FabricGuard) {
+    let fabric = fabric_name("trace", args[0]);
+    let mut cmd = Command::new(tracer());
+    cmd.args(args)
+        .env_remove("IBV_SHIM_LOG_FILE")
+        .env_remove("IBV_SHIM_TRACE_FULL")
+        .env_remove("IBV_SHIM_TRACE_SLOTS")
+        .env("LD_LIBRARY_PATH", sim_dir())
+        .env("LD_PRELOAD", shim_so())
+        .env("IBV_SIM_FABRIC", &fabric)
+        .env("IBV_SHIM_LOG", "warn")
+        .env("IBV_SHIM_TRACE", dir.join("t.%p"));
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    (cmd, FabricGuard(fabric))
+}
+
+/// `target/<profile>/ibv-shim`, the launcher (built by `make test`).
+fn launcher() -> PathBuf {
+    let path = target_dir().join("ibv-shim");
+    assert!(
+        path.is_file(),
+        "{} does not exist: run `make build`",
+        path.display()
+    );
+    path
+}
+
+fn trace_files(dir: &TempDir) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("t."))
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// `ibv-shim trace ARGS FILES`: its output; panics if it fails.
+fn decode(args: &[&str], files: &[PathBuf]) -> Output {
+    let out = run(Command::new(launcher()).arg("trace").args(args).args(files));
+    assert!(
+        out.status.success(),
+        "ibv-shim trace failed: {}",
+        stderr(&out)
+    );
+    out
+}
+
+/// The decoded text lines that record `verb`.
+fn lines_of(text: &str, verb: &str) -> usize {
+    text.lines()
+        .filter(|l| l.contains(&format!(" {verb}(")))
+        .count()
+}
+
+/// `--stats`' table: verb -> (calls, errors, errors by errno).
+fn stats(files: &[PathBuf]) -> BTreeMap<String, (u64, u64, String)> {
+    let out = decode(&["--stats"], files);
+    stdout(&out)
+        .lines()
+        .skip(1)
+        .filter(|l| l.starts_with("ibv_"))
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (
+                f[0].to_string(),
+                (
+                    f[1].parse().unwrap(),
+                    f[2].parse().unwrap(),
+                    f[8..].join(" "),
+                ),
+            )
+        })
+        .collect()
+}
+
+/// Every way a process can end keeps every complete record: the calls
+/// made before the end are all in the file, whether the exit ran the
+/// shim's destructor (exit) or nothing at all (SIGKILL, SIGSEGV, abort,
+/// _exit). Rings of 64 records, blocking: most records were copied out
+/// by the writer, the rest are still in the rings; both are read.
+#[test]
+fn every_complete_record_survives_the_end_of_the_process() {
+    for (mode, signal) in [
+        ("exit", None),
+        ("kill", Some(libc::SIGKILL)),
+        ("segv", Some(libc::SIGSEGV)),
+        ("abort", Some(libc::SIGABRT)),
+        ("_exit", None),
+    ] {
+        let dir = TempDir::new("trace-end");
+        let (mut cmd, _fabric) = command(
+            &dir,
+            &[mode, "4", "1000"],
+            &[
+                ("IBV_SHIM_TRACE_SLOTS", "64"),
+                ("IBV_SHIM_TRACE_FULL", "block"),
+                ("TRACER_FAILS", "5"),
+            ],
+        );
+        let out = run_unchecked(&mut cmd, Duration::from_secs(60));
+        assert_eq!(
+            common::signal(&out.status),
+            signal,
+            "{mode}: {}",
+            describe(&cmd, &out)
+        );
+        let files = trace_files(&dir);
+        assert_eq!(files.len(), 1, "{mode}: one trace file: {files:?}");
+        let s = stats(&files);
+        assert_eq!(s["ibv_get_device_name"].0, 4000, "{mode}: {s:?}");
+        assert_eq!(s["ibv_query_gid"], (20, 20, "EINVAL:20".into()), "{mode}");
+        assert_eq!(s["ibv_open_device"].0, 1, "{mode}");
+        assert_eq!(
+            s.contains_key("ibv_close_device"),
+            mode == "exit",
+            "{mode}: {s:?}"
+        );
+    }
+}
+
+/// SIGKILL from outside, in the middle of a stream of calls: the records
+/// decode up to the last complete one, with no hole before it (each
+/// thread's records are numbered in its ring).
+#[test]
+fn a_program_killed_mid_stream_decodes_up_to_its_last_record() {
+    let dir = TempDir::new("trace-kill");
+    let (mut cmd, _fabric) = command(
+        &dir,
+        &["loop", "1", "10"],
+        &[("IBV_SHIM_TRACE_FULL", "block")],
+    );
+    cmd.stdout(Stdio::piped()).stderr(Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let mut ready = String::new();
+    use std::io::BufRead;
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut ready)
+        .unwrap();
+    assert_eq!(ready.trim(), "ready");
+    std::thread::sleep(Duration::from_millis(300));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let files = trace_files(&dir);
+    let text = stdout(&decode(&[], &files));
+    let names = lines_of(&text, "ibv_get_device_name");
+    assert!(names > 1000, "the loop ran: {names} calls recorded");
+    // Raw check of numbering: decode the file with the format crate's
+    // rules through the Chrome output, which keeps every record.
+    let chrome: Value =
+        serde_json::from_slice(&decode(&["--format", "chrome"], &files).stdout).unwrap();
+    let slices = chrome["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "X")
+        .count();
+    assert_eq!(slices, names + 2, "list + open + every name call");
+}
+
+/// Chrome trace-event JSON: valid JSON, one track (tid) per thread with
+/// its slices, failed calls marked with their errno.
+#[test]
+fn the_chrome_trace_has_a_track_per_thread_and_marks_failed_calls() {
+    let dir = TempDir::new("trace-chrome");
+    let (mut cmd, _fabric) = command(
+        &dir,
+        &["exit", "4", "50"],
+        &[("IBV_SHIM_TRACE_FULL", "block"), ("TRACER_FAILS", "3")],
+    );
+    let out = run(&mut cmd);
+    assert!(out.status.success(), "{}", describe(&cmd, &out));
+    let files = trace_files(&dir);
+    let json: Value = serde_json::from_slice(&decode(&["--format", "chrome"], &files).stdout)
+        .expect("valid JSON");
+    let events = json["traceEvents"].as_array().expect("traceEvents");
+    let mut per_thread: BTreeMap<u64, (usize, usize)> = BTreeMap::new();
+    let mut named = 0;
+    for e in events {
+        match e["ph"].as_str().unwrap() {
+            "M" if e["name"] == "thread_name" => named += 1,
+            "X" => {
+                assert!(e["ts"].is_number() && e["dur"].is_number(), "{e}");
+                let t = per_thread.entry(e["tid"].as_u64().unwrap()).or_default();
+                if e["name"] == "ibv_get_device_name" {
+                    t.0 += 1;
+                    assert!(
+                        e["args"]["device"].as_str().unwrap().contains("mlx5_0"),
+                        "{e}"
+                    );
+                }
+                if e["name"] == "ibv_query_gid" {
+                    assert_eq!(e["args"]["failed"], true, "{e}");
+                    assert_eq!(e["args"]["errno"], "EINVAL", "{e}");
+                    assert_eq!(e["args"]["port_num"], "99", "{e}");
+                    assert_eq!(e["cname"], "terrible", "{e}");
+                    t.1 += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    let workers: Vec<_> = per_thread.values().filter(|t| t.0 > 0).collect();
+    assert_eq!(workers.len(), 4, "{per_thread:?}");
+    assert!(workers.iter().all(|t| **t == (50, 3)), "{per_thread:?}");
+    assert_eq!(named, per_thread.len(), "a named track per thread");
+}
+
+/// 16 threads, rings of 16 records, blocking: nothing is lost.
+#[test]
+fn sixteen_threads_lose_nothing_in_blocking_mode() {
+    let dir = TempDir::new("trace-block");
+    let (mut cmd, _fabric) = command(
+        &dir,
+        &["exit", "16", "5000"],
+        &[
+            ("IBV_SHIM_TRACE_SLOTS", "16"),
+            ("IBV_SHIM_TRACE_FULL", "block"),
+        ],
+    );
+    let out = run(&mut cmd);
+    assert!(out.status.success(), "{}", describe(&cmd, &out));
+    assert!(!stderr(&out).contains("lost"), "{}", stderr(&out));
+    let files = trace_files(&dir);
+    let decoded = decode(&["--stats"], &files);
+    assert!(stderr(&decoded).is_empty(), "{}", stderr(&decoded));
+    assert_eq!(stats(&files)["ibv_get_device_name"].0, 80_000);
+}
+
+/// Drop mode (the default) with tiny rings: records are dropped, and every
+/// dropped one is counted: what the file holds plus what it says was lost
+/// is exactly the number of calls, and the shim and decoder both say so.
+#[test]
+fn drop_mode_counts_every_lost_record() {
+    let dir = TempDir::new("trace-drop");
+    let (mut cmd, _fabric) = command(
+        &dir,
+        &["exit", "4", "50000"],
+        &[("IBV_SHIM_TRACE_SLOTS", "16")],
+    );
+    let out = run(&mut cmd);
+    assert!(out.status.success(), "{}", describe(&cmd, &out));
+    let files = trace_files(&dir);
+    let decoded = decode(&[], &files);
+    // list, open, 4 x 50000 names, close, free.
+    let kept = stdout(&decoded)
+        .lines()
+        .filter(|l| l.contains(" DEBUG ibv_"))
+        .count();
+    let lost: u64 = stderr(&decoded)
+        .split(" records lost")
+        .next()
+        .and_then(|s| s.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("the decoder reports the loss: {}", stderr(&decoded)));
+    assert!(lost > 0, "tiny rings drop records");
+    assert_eq!(kept as u64 + lost, 200_000 + 4, "kept {kept} + lost {lost}");
+    assert!(
+        stderr(&out).contains(&format!("trace: {lost} records lost")),
+        "the shim reports the loss at exit: {}",
+        stderr(&out)
+    );
+}
+
+/// fork(): with `%p` the child writes a trace of its own and the parent's
+/// holds only the parent's calls; without `%p` the child is not traced and
+/// the parent's file is intact.
+#[test]
+fn a_forked_child_never_writes_into_the_parents_trace() {
+    let dir = TempDir::new("trace-fork");
+    let (mut cmd, _fabric) = command(
+        &dir,
+        &["fork", "1", "300"],
+        &[("IBV_SHIM_TRACE_FULL", "block")],
+    );
+    let out = run(&mut cmd);
+    assert!(out.status.success(), "{}", describe(&cmd, &out));
+    let files = trace_files(&dir);
+    assert_eq!(files.len(), 2, "{files:?}");
+    let all: Vec<_> = files
+        .iter()
+        .map(|f| stats(std::slice::from_ref(f)))
+        .collect();
+    let (parent, child) = if all[0].contains_key("ibv_get_device_list") {
+        (&all[0], &all[1])
+    } else {
+        (&all[1], &all[0])
+    };
+    assert_eq!(parent["ibv_get_device_name"].0, 301, "{parent:?}");
+    assert!(!parent.contains_key("ibv_get_device_guid"), "{parent:?}");
+    assert_eq!(child["ibv_get_device_guid"].0, 300, "{child:?}");
+    assert!(!child.contains_key("ibv_get_device_name"), "{child:?}");
+
+    let dir = TempDir::new("trace-fork-one");
+    let (mut cmd, _fabric) = command(
+        &dir,
+        &["fork", "1", "300"],
+        &[("IBV_SHIM_TRACE_FULL", "block")],
+    );
+    cmd.env("IBV_SHIM_TRACE", dir.join("t.one"));
+    let out = run(&mut cmd);
+    assert!(out.status.success(), "{}", describe(&cmd, &out));
+    let s = stats(&trace_files(&dir));
+    assert_eq!(s["ibv_get_device_name"].0, 301, "{s:?}");
+    assert!(!s.contains_key("ibv_get_device_guid"), "{s:?}");
+}
+
+/// A program that closes every descriptor and reuses the numbers: the
+/// trace is neither lost nor written into the program's files.
+#[test]
+fn a_closed_and_reused_descriptor_does_not_lose_or_misdirect_records() {
+    let dir = TempDir::new("trace-fds");
+    let (mut cmd, _fabric) = command(
+        &dir,
+        &["closefds", "2", "3000"],
+        &[
+            ("IBV_SHIM_TRACE_SLOTS", "16"),
+            ("IBV_SHIM_TRACE_FULL", "block"),
+        ],
+    );
+    let out = run(&mut cmd);
+    assert!(out.status.success(), "{}", describe(&cmd, &out));
+    assert_eq!(stats(&trace_files(&dir))["ibv_get_device_name"].0, 6000);
+}
+
+/// A trace path that is a symbolic link is refused (one error line), the
+/// link's target untouched, and the program runs as without tracing.
+#[test]
+fn a_trace_path_through_a_link_is_refused() {
+    let dir = TempDir::new("trace-link");
+    let victim = dir.join("victim");
+    std::fs::write(&victim, b"keep me").unwrap();
+    std::os::unix::fs::symlink(&victim, dir.join("t.link")).unwrap();
+    let (mut cmd, _fabric) = command(&dir, &["exit", "1", "10"], &[]);
+    cmd.env("IBV_SHIM_TRACE", dir.join("t.link"));
+    let out = run(&mut cmd);
+    assert!(out.status.success(), "{}", describe(&cmd, &out));
+    assert_eq!(std::fs::read(&victim).unwrap(), b"keep me");
+    assert!(
+        stderr(&out).contains("IBV_SHIM_TRACE=") && stderr(&out).contains("not tracing"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// Tracing does not put debug lines in the text log: it keeps its level.
+#[test]
+fn tracing_leaves_the_text_log_at_its_level() {
+    let dir = TempDir::new("trace-text");
+    let (mut cmd, _fabric) = command(&dir, &["exit", "1", "10"], &[]);
+    cmd.env("IBV_SHIM_LOG", "info");
+    let out = run(&mut cmd);
+    let err = stderr(&out);
+    assert!(!err.contains(" DEBUG "), "{err}");
+    assert!(
+        err.contains("INFO trace: ibv_get_device_name: 10 calls, 0 failed"),
+        "the exit summary at info: {err}"
+    );
+    assert_eq!(file_mode(&trace_files(&dir)[0]), 0o600);
+}
+
+fn file_mode(p: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+}
+
+/// The front door: `ibv-shim --sim --trace DIR/t.%p -- PROG`, then
+/// `ibv-shim trace DIR/t.*`.
+#[test]
+fn the_launcher_traces_a_program_and_decodes_it() {
+    let dir = TempDir::new("trace-launcher");
+    let fabric = fabric_name("trace", "launcher");
+    let _guard = FabricGuard(fabric.clone());
+    let mut cmd = Command::new(launcher());
+    for v in [
+        "LD_PRELOAD",
+        "LD_LIBRARY_PATH",
+        "IBV_SHIM_LOG",
+        "IBV_SHIM_TRACE",
+        "IBV_SHIM_REPORT",
+    ] {
+        cmd.env_remove(v);
+    }
+    cmd.env("IBV_SIM_FABRIC", &fabric)
+        .arg("--sim")
+        .arg("-q")
+        .arg("--trace")
+        .arg(dir.join("t.%p"))
+        .arg("--")
+        .arg(tracer())
+        .args(["exit", "2", "25"]);
+    let out = run(&mut cmd);
+    assert!(out.status.success(), "{}", describe(&cmd, &out));
+    let files = trace_files(&dir);
+    assert_eq!(files.len(), 1, "{files:?}");
+    let text = stdout(&decode(&[], &files));
+    assert_eq!(lines_of(&text, "ibv_get_device_name"), 50, "{text}");
+    assert!(
+        text.lines().next().unwrap().starts_with("ibv-shim ")
+            && text.contains(" DEBUG ibv_open_device(device="),
+        "the log's line format: {text}"
+    );
+}
+
+/// A thread that exits hands its ring on: 200 threads one after another
+/// (more than the 64 rings) lose nothing.
+#[test]
+fn rings_of_exited_threads_are_reused() {
+    let dir = TempDir::new("trace-serial");
+    let (mut cmd, _fabric) = command(
+        &dir,
+        &["serial", "200", "20"],
+        &[("IBV_SHIM_TRACE_FULL", "block")],
+    );
+    let out = run(&mut cmd);
+    assert!(out.status.success(), "{}", describe(&cmd, &out));
+    assert!(!stderr(&out).contains("lost"), "{}", stderr(&out));
+    let files = trace_files(&dir);
+    assert_eq!(stats(&files)["ibv_get_device_name"].0, 4000);
+    let text = stdout(&decode(&[], &files));
+    let mut tids: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains(" ibv_get_device_name("))
+        .filter_map(|l| l.split_whitespace().nth(2))
+        .collect();
+    tids.sort_unstable();
+    tids.dedup();
+    assert_eq!(tids.len(), 200, "each thread's calls under its own id");
+}
