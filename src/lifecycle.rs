@@ -104,7 +104,10 @@ extern "C" fn at_exit() {
         crate::report::skipped_at_exit();
         return;
     }
-    crate::guard::boundary("exit report", (), crate::report::at_exit);
+    crate::guard::boundary("exit report", (), || {
+        crate::exports::interpose::at_exit();
+        crate::report::at_exit();
+    });
 }
 
 /// The exiting thread's asynchronous signals, held back while the exit

@@ -216,6 +216,10 @@ pub fn destroy<T>(
     match taken {
         Taken::Removed(o) if rc == 0 => {
             objects::bury(addr, o.kind());
+            // The data-path checks name a deregistered MR's lkey as such.
+            if o.kind() == Kind::Mr && crate::checks::datapath() {
+                super::interpose::mr_deregistered(&o);
+            }
             if o.flags() & FLAG_BACKTRACE != 0 {
                 objects::take_backtrace(addr);
             }
