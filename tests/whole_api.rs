@@ -313,11 +313,11 @@ fn pingpong(prog: &str) -> String {
             c.arg("127.0.0.1");
         }
         c.env_remove("IBV_SHIM_LIBRARY")
-            .env_remove("IBV_SHIM_LOG")
             .env("LD_LIBRARY_PATH", sim_dir())
             .env("IBV_SIM_FABRIC", &fabric)
             .env("IBV_SIM_DEVICES", "mlx5_0")
             .env("IBV_SHIM_CHECK", "datapath")
+            .env("IBV_SHIM_LOG", "debug")
             .env("IBV_SHIM_LOG_FILE", dir.join(format!("{who}.log")))
             .stdin(Stdio::null());
         preload_shim(&mut c);
@@ -366,8 +366,16 @@ fn pingpong(prog: &str) -> String {
 fn the_real_pingpongs_run_clean_under_the_checks() {
     for prog in ["ibv_rc_pingpong", "ibv_srq_pingpong", "ibv_ud_pingpong"] {
         let log = pingpong(prog);
+        // Both processes ran with their data path wrapped...
+        assert_eq!(
+            log.matches("function tables interposed (with data-path checks)")
+                .count(),
+            2,
+            "{prog}:\n{log}"
+        );
+        // ...and nothing was found.
         assert!(
-            !log.contains("data-path check") && !log.contains("error completion"),
+            !log.contains("WARN data-path check") && !log.contains("error completion"),
             "{prog}: false positives:\n{log}"
         );
     }
