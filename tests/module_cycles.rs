@@ -2,21 +2,10 @@
 //! shim and of ibv-sim may use the modules below it, never one that uses it
 //! back. Reads the sources as text: every `crate::x` / `$crate::x` path and
 //! `use crate::{x, ..}` group is an edge from the file's top-level module to
-//! `x`. Cycles that predate the check and lie outside the exports' work are
-//! listed in `KNOWN` (with their issue); any other cycle fails.
+//! `x`. Any cycle fails.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-
-/// Strongly connected groups of modules allowed for now: (crate, modules,
-/// why). A group found must lie inside one of these.
-const KNOWN: &[(&str, &[&str], &str)] = &[(
-    "ibv-sim",
-    &[
-        "ah", "context", "cq", "datapath", "exports", "ext", "fabric", "mr", "pd", "qp", "srq",
-    ],
-    "issue 15: the simulator's object modules call each other and its exports",
-)];
 
 fn rs_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for e in std::fs::read_dir(dir).unwrap().flatten() {
@@ -184,23 +173,14 @@ fn describe(graph: &Graph, scc: &BTreeSet<String>) -> String {
 fn check(krate: &str, src: &str) -> Vec<String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(src);
     let graph = module_graph(&root);
-    let mut problems = Vec::new();
-    for scc in cycles(&graph) {
-        let known = KNOWN
-            .iter()
-            .any(|(k, mods, _)| *k == krate && scc.iter().all(|m| mods.contains(&m.as_str())));
-        let line = format!("{krate}: {:?}: {}", scc, describe(&graph, &scc));
-        if known {
-            eprintln!("KNOWN cycle {line}");
-        } else {
-            problems.push(line);
-        }
-    }
-    problems
+    cycles(&graph)
+        .iter()
+        .map(|scc| format!("{krate}: {:?}: {}", scc, describe(&graph, scc)))
+        .collect()
 }
 
 #[test]
-fn no_new_module_cycles() {
+fn no_module_cycles() {
     let mut problems = check("ibv-shim", "src");
     problems.extend(check("ibv-sim", "crates/ibv-sim/src"));
     assert!(

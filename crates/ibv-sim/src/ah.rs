@@ -115,8 +115,7 @@ pub fn init_from_wc(
     a.dlid = slid;
     a.sl = sl;
     a.src_path_bits = path_bits;
-    const WC_GRH: u32 = 1;
-    if flags & WC_GRH != 0 {
+    if flags & crate::abi::WC_GRH != 0 {
         if grh.is_null() {
             return Err(libc::EINVAL);
         }

@@ -16,11 +16,11 @@ pub const ENV_DEVICES: &str = "IBV_SIM_DEVICES";
 pub const DEFAULT_DEVICES: &str = "mlx5_0,mlx5_1";
 
 /// `ibv_node_type` values used here.
-pub const NODE_CA: i32 = 1;
-pub const NODE_RNIC: i32 = 4;
+pub const NODE_CA: i32 = verbs_abi::ibv_node_type::IBV_NODE_CA as i32;
+pub const NODE_RNIC: i32 = verbs_abi::ibv_node_type::IBV_NODE_RNIC as i32;
 /// `ibv_transport_type` values used here.
-pub const TRANSPORT_IB: i32 = 0;
-pub const TRANSPORT_IWARP: i32 = 1;
+pub const TRANSPORT_IB: i32 = verbs_abi::ibv_transport_type::IBV_TRANSPORT_IB as i32;
+pub const TRANSPORT_IWARP: i32 = verbs_abi::ibv_transport_type::IBV_TRANSPORT_IWARP as i32;
 
 /// How a family derives its default node GUID.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -127,14 +127,16 @@ pub fn owner_of(addr: usize, kind: Kind) -> Result<&'static SimContext, c_int> {
     Ok(unsafe { &*(ctx as *const SimContext) })
 }
 
-/// `ibv_open_device`. `tables` fills the context's function tables (the
-/// callers pass `exports::ops::install`, which lives above this module).
+/// `ibv_open_device`. `tables` fills the context's function tables and
+/// `rx` takes what arrives from the fabric (the callers pass
+/// `exports::ops::install` and the data path's, which live above this module).
 pub fn open(
     dev: *mut ibv_device,
     tables: fn(&mut verbs_context),
+    rx: &'static crate::fabric::Receiver,
 ) -> Result<*mut ibv_context, c_int> {
     let sim_dev = device::lookup(dev).ok_or(libc::EINVAL)?;
-    if let Err(msg) = crate::fabric::attach(sim_dev) {
+    if let Err(msg) = crate::fabric::attach(sim_dev, rx) {
         eprintln!("libibverbs (ibv-sim): {msg}");
         return Err(libc::EPROTO);
     }
@@ -284,7 +286,7 @@ pub fn query_rt_values(ctx: *mut ibv_context, values: *mut ibv_values_ex) -> Res
     }
     // SAFETY: values points at the caller's struct.
     let v = unsafe { &mut *values };
-    const RAW_CLOCK: u32 = 1;
+    const RAW_CLOCK: u32 = verbs_abi::ibv_values_mask::IBV_VALUES_MASK_RAW_CLOCK as u32;
     if v.comp_mask & !RAW_CLOCK != 0 {
         return Err(libc::EINVAL);
     }

@@ -1,13 +1,19 @@
 //! Completion channels and completion queues: create / resize / destroy,
 //! completion events, polling and arming.
 
+use core::cell::UnsafeCell;
 use core::ffi::{c_int, c_void};
+use core::mem::{offset_of, size_of};
+use core::ptr::addr_of_mut;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
+use parking_lot::lock_api::RawMutex as _;
 use parking_lot::Mutex;
-use verbs_abi::{ibv_comp_channel, ibv_context, ibv_cq, ibv_wc};
+use verbs_abi::{ibv_comp_channel, ibv_context, ibv_cq, ibv_cq_ex, ibv_wc};
+
+use crate::abi::WC_WR_FLUSH_ERR;
 
 use crate::context::{self, SimContext};
 use crate::device::limits;
@@ -116,12 +122,32 @@ impl CqShared {
     }
 }
 
+impl CqShared {
+    /// A queue nothing is ever pushed to, for a QP without that side
+    /// (an XRC receive QP's send side): never registered, never polled.
+    pub fn unused(async_q: Arc<EventQueue<AsyncEvent>>) -> Arc<CqShared> {
+        Arc::new(CqShared {
+            addr: 0,
+            q: Mutex::new(CqQueue {
+                entries: VecDeque::new(),
+                cap: 0,
+                arm: Arm::None,
+                overflow: false,
+            }),
+            comp_events: EventCounter::default(),
+            async_events: EventCounter::default(),
+            channel: None,
+            async_q,
+        })
+    }
+}
+
 /// A completion queue; `cq` first so `*mut ibv_cq` is the object's address.
 #[repr(C)]
 pub struct SimCq {
     pub cq: ibv_cq,
     /// Must follow `cq`: with it, an `ibv_cq_ex` (see `ext::cq`).
-    pub ex: crate::ext::cq::CqEx,
+    pub ex: CqEx,
     pub shared: Arc<CqShared>,
     /// QPs using this CQ (changed under the context lock).
     pub users: AtomicU32,
@@ -227,7 +253,7 @@ pub fn create(
         // SAFETY: ibv_cq is plain data; all-zero is valid (pthread
         // initialisers are all-zero on glibc).
         cq: unsafe { core::mem::zeroed() },
-        ex: crate::ext::cq::CqEx::new(),
+        ex: CqEx::new(),
         shared: Arc::new(CqShared {
             addr: 0,
             q: Mutex::new(CqQueue {
@@ -369,4 +395,73 @@ pub fn ack_events(cq: *mut ibv_cq, n: u32) {
             f.write(f.read().wrapping_add(n));
         }
     });
+}
+
+/// A completion with every other field zero.
+pub fn wc(wr_id: u64, status: c_int, opcode: c_int, qp_num: u32) -> ibv_wc {
+    // SAFETY: ibv_wc is plain data; zero is IBV_WC_SUCCESS / IBV_WC_SEND.
+    let mut w: ibv_wc = unsafe { core::mem::zeroed() };
+    w.wr_id = wr_id;
+    w.qp_num = qp_num;
+    // SAFETY: the callers pass members of ibv_wc_status / ibv_wc_opcode.
+    unsafe {
+        addr_of_mut!(w.status).cast::<c_int>().write(status);
+        addr_of_mut!(w.opcode).cast::<c_int>().write(opcode);
+    }
+    w
+}
+
+/// A flushed work request's completion.
+pub fn flush_wc(wr_id: u64, opcode: c_int, qp_num: u32) -> ibv_wc {
+    wc(wr_id, WC_WR_FLUSH_ERR, opcode, qp_num)
+}
+
+/// Size of `ibv_cq_ex`'s fields after the `ibv_cq` ones.
+const C_TAIL: usize = size_of::<ibv_cq_ex>() - size_of::<ibv_cq>();
+
+/// The part of a sim CQ after its `ibv_cq`: the rest of `ibv_cq_ex`, then
+/// the cursor of `ext::cq` (which works it). Plain CQs carry it too, unused.
+#[repr(C)]
+pub struct CqEx {
+    /// `ibv_cq_ex` from `comp_mask` on: the table and the `status` and
+    /// `wr_id` the program reads, all written through `*mut ibv_cq_ex`.
+    pub(crate) _c: UnsafeCell<[u64; C_TAIL / 8]>,
+    /// The completion the cursor is on.
+    pub(crate) cur: UnsafeCell<ibv_wc>,
+    /// Device and wall-clock time (ns) at which `cur` was polled.
+    pub(crate) ts: UnsafeCell<(u64, u64)>,
+    /// `IBV_WC_EX_WITH_*` asked for at creation.
+    pub(crate) wc_flags: AtomicU64,
+    /// Serialises pollers between start_poll and end_poll.
+    pub(crate) lock: parking_lot::RawMutex,
+    pub(crate) locking: AtomicBool,
+    pub(crate) held: AtomicBool,
+}
+
+// `ibv_cq_ex_to_cq` is a cast: the tail must start where `ibv_cq_ex` goes
+// on after the `ibv_cq` fields.
+const _: () = assert!(offset_of!(SimCq, ex) == offset_of!(ibv_cq_ex, comp_mask));
+const _: () = assert!(offset_of!(ibv_cq_ex, comp_mask) == size_of::<ibv_cq>());
+const _: () = assert!(C_TAIL.is_multiple_of(8));
+
+impl CqEx {
+    /// The tail of a new CQ (plain until `ext::cq` fills the table).
+    pub fn new() -> CqEx {
+        CqEx {
+            _c: UnsafeCell::new([0; C_TAIL / 8]),
+            // SAFETY: ibv_wc is plain data; zero is IBV_WC_SUCCESS / IBV_WC_SEND.
+            cur: UnsafeCell::new(unsafe { core::mem::zeroed() }),
+            ts: UnsafeCell::new((0, 0)),
+            wc_flags: AtomicU64::new(0),
+            lock: parking_lot::RawMutex::INIT,
+            locking: AtomicBool::new(false),
+            held: AtomicBool::new(false),
+        }
+    }
+}
+
+impl Default for CqEx {
+    fn default() -> Self {
+        CqEx::new()
+    }
 }

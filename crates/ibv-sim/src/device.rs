@@ -16,9 +16,9 @@ use verbs_abi::{
 use crate::config::{self, DeviceSpec, Family, GuidStyle};
 
 /// `ibv_gid_type` values.
-pub const GID_TYPE_IB: u32 = 0;
-pub const GID_TYPE_ROCE_V1: u32 = 1;
-pub const GID_TYPE_ROCE_V2: u32 = 2;
+pub const GID_TYPE_IB: u32 = verbs_abi::ibv_gid_type::IBV_GID_TYPE_IB as u32;
+pub const GID_TYPE_ROCE_V1: u32 = verbs_abi::ibv_gid_type::IBV_GID_TYPE_ROCE_V1 as u32;
+pub const GID_TYPE_ROCE_V2: u32 = verbs_abi::ibv_gid_type::IBV_GID_TYPE_ROCE_V2 as u32;
 
 /// Device-wide limits (the same for every family; ConnectX-6-like).
 pub mod limits {
@@ -40,21 +40,33 @@ pub mod limits {
     pub const MAX_SRQ_SGE: i32 = 31;
     pub const MAX_INLINE_DATA: u32 = 512;
     pub const NUM_COMP_VECTORS: i32 = 8;
+    pub const MAX_MW: i32 = 1 << 16;
+    /// Device memory per allocation (`max_dm_size`), bytes.
+    pub const MAX_DM_SIZE: u64 = 256 * 1024;
+    /// Receive WQs, and RWQ indirection tables (of up to 1 << 8 entries).
+    pub const MAX_WQ: u32 = 1 << 14;
+    pub const MAX_RWQ_IND_TABLES: u32 = 64;
+    pub const LOG_MAX_RWQ_IND_TABLE_SIZE: u32 = 8;
     /// Clock of completion timestamps, kHz (1 GHz: one tick per ns).
     pub const HCA_CORE_CLOCK_KHZ: u64 = 1_000_000;
 }
 
 /// `ibv_device_cap_flags` bits the sim reports.
-const CAP_RESIZE_MAX_WR: u32 = 1;
-const CAP_BAD_PKEY_CNTR: u32 = 1 << 1;
-const CAP_BAD_QKEY_CNTR: u32 = 1 << 2;
-const CAP_CHANGE_PHY_PORT: u32 = 1 << 5;
-const CAP_PORT_ACTIVE_EVENT: u32 = 1 << 10;
-const CAP_SYS_IMAGE_GUID: u32 = 1 << 11;
-const CAP_RC_RNR_NAK_GEN: u32 = 1 << 12;
+const CAP_RESIZE_MAX_WR: u32 = verbs_abi::ibv_device_cap_flags::IBV_DEVICE_RESIZE_MAX_WR as u32;
+const CAP_BAD_PKEY_CNTR: u32 = verbs_abi::ibv_device_cap_flags::IBV_DEVICE_BAD_PKEY_CNTR as u32;
+const CAP_BAD_QKEY_CNTR: u32 = verbs_abi::ibv_device_cap_flags::IBV_DEVICE_BAD_QKEY_CNTR as u32;
+const CAP_CHANGE_PHY_PORT: u32 = verbs_abi::ibv_device_cap_flags::IBV_DEVICE_CHANGE_PHY_PORT as u32;
+const CAP_PORT_ACTIVE_EVENT: u32 =
+    verbs_abi::ibv_device_cap_flags::IBV_DEVICE_PORT_ACTIVE_EVENT as u32;
+const CAP_SYS_IMAGE_GUID: u32 = verbs_abi::ibv_device_cap_flags::IBV_DEVICE_SYS_IMAGE_GUID as u32;
+const CAP_RC_RNR_NAK_GEN: u32 = verbs_abi::ibv_device_cap_flags::IBV_DEVICE_RC_RNR_NAK_GEN as u32;
 /// `IBV_DEVICE_SRQ_RESIZE`.
-pub const CAP_SRQ_RESIZE: u32 = 1 << 13;
-const CAP_N_NOTIFY_CQ: u32 = 1 << 14;
+pub const CAP_SRQ_RESIZE: u32 = verbs_abi::ibv_device_cap_flags::IBV_DEVICE_SRQ_RESIZE as u32;
+const CAP_N_NOTIFY_CQ: u32 = verbs_abi::ibv_device_cap_flags::IBV_DEVICE_N_NOTIFY_CQ as u32;
+/// Memory windows (`objects::mw`): type 1, and type 2B (bound to a QP).
+const CAP_MEM_WINDOW: u32 = verbs_abi::ibv_device_cap_flags::IBV_DEVICE_MEM_WINDOW as u32;
+const CAP_MEM_WINDOW_TYPE_2B: u32 =
+    verbs_abi::ibv_device_cap_flags::IBV_DEVICE_MEM_WINDOW_TYPE_2B as u32;
 
 /// The `ibv_device` handed to programs; its address is stable for the process.
 pub struct DeviceCell(UnsafeCell<ibv_device>);
@@ -123,7 +135,9 @@ impl SimDevice {
             | CAP_PORT_ACTIVE_EVENT
             | CAP_SYS_IMAGE_GUID
             | CAP_RC_RNR_NAK_GEN
-            | CAP_N_NOTIFY_CQ;
+            | CAP_N_NOTIFY_CQ
+            | CAP_MEM_WINDOW
+            | CAP_MEM_WINDOW_TYPE_2B;
         if self.family.srq_resize {
             f |= CAP_SRQ_RESIZE;
         }
@@ -161,8 +175,7 @@ impl SimDevice {
         } else {
             ibv_atomic_cap::IBV_ATOMIC_NONE
         };
-        // Memory windows are not simulated.
-        a.max_mw = 0;
+        a.max_mw = limits::MAX_MW;
         a.max_mcast_grp = if self.family.ud { MAX_MCAST_GRP } else { 0 };
         a.max_mcast_qp_attach = if self.family.ud {
             MAX_MCAST_QP_ATTACH
@@ -189,6 +202,11 @@ impl SimDevice {
         a.hca_core_clock = limits::HCA_CORE_CLOCK_KHZ;
         a.device_cap_flags_ex = u64::from(self.device_cap_flags());
         a.phys_port_cnt_ex = u32::from(self.phys_ports());
+        a.max_dm_size = limits::MAX_DM_SIZE;
+        // WQs and indirection tables exist as objects; no QP type does RSS.
+        a.max_wq_type_rq = limits::MAX_WQ;
+        a.rss_caps.max_rwq_indirection_tables = limits::MAX_RWQ_IND_TABLES;
+        a.rss_caps.max_rwq_indirection_table_size = 1 << limits::LOG_MAX_RWQ_IND_TABLE_SIZE;
         a
     }
 

@@ -150,11 +150,14 @@ impl EventCounter {
 
 /// Async event kinds the sim raises (values of `ibv_event_type`).
 pub mod async_kind {
-    pub const CQ_ERR: i32 = 0;
-    pub const QP_FATAL: i32 = 1;
-    pub const COMM_EST: i32 = 4;
-    pub const SRQ_LIMIT_REACHED: i32 = 15;
-    pub const QP_LAST_WQE_REACHED: i32 = 16;
+    pub const CQ_ERR: i32 = verbs_abi::ibv_event_type::IBV_EVENT_CQ_ERR as i32;
+    pub const QP_FATAL: i32 = verbs_abi::ibv_event_type::IBV_EVENT_QP_FATAL as i32;
+    pub const SQ_DRAINED: i32 = verbs_abi::ibv_event_type::IBV_EVENT_SQ_DRAINED as i32;
+    pub const COMM_EST: i32 = verbs_abi::ibv_event_type::IBV_EVENT_COMM_EST as i32;
+    pub const SRQ_LIMIT_REACHED: i32 =
+        verbs_abi::ibv_event_type::IBV_EVENT_SRQ_LIMIT_REACHED as i32;
+    pub const QP_LAST_WQE_REACHED: i32 =
+        verbs_abi::ibv_event_type::IBV_EVENT_QP_LAST_WQE_REACHED as i32;
 }
 
 /// One async event: its `ibv_event_type` and the element (object address

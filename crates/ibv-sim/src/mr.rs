@@ -18,24 +18,28 @@ use crate::registry::{self, Entry, Kind, Sharded, OBJECTS};
 pub static KEYS: Lazy<Sharded<u32, Arc<MrShared>>> = Lazy::new(Sharded::new);
 
 /// `ibv_access_flags` bits.
-pub const LOCAL_WRITE: u32 = 1;
-pub const REMOTE_WRITE: u32 = 1 << 1;
-pub const REMOTE_READ: u32 = 1 << 2;
-pub const REMOTE_ATOMIC: u32 = 1 << 3;
-pub const ZERO_BASED: u32 = 1 << 5;
-pub const ON_DEMAND: u32 = 1 << 6;
+pub const LOCAL_WRITE: u32 = verbs_abi::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE as u32;
+pub const REMOTE_WRITE: u32 = verbs_abi::ibv_access_flags::IBV_ACCESS_REMOTE_WRITE as u32;
+pub const REMOTE_READ: u32 = verbs_abi::ibv_access_flags::IBV_ACCESS_REMOTE_READ as u32;
+pub const REMOTE_ATOMIC: u32 = verbs_abi::ibv_access_flags::IBV_ACCESS_REMOTE_ATOMIC as u32;
+pub const ZERO_BASED: u32 = verbs_abi::ibv_access_flags::IBV_ACCESS_ZERO_BASED as u32;
+pub const ON_DEMAND: u32 = verbs_abi::ibv_access_flags::IBV_ACCESS_ON_DEMAND as u32;
 /// `IBV_ACCESS_OPTIONAL_RANGE`: bits 20..29, which a device may ignore.
 pub const OPTIONAL_RANGE: u32 = ((1 << 29) - 1) & !((1 << 20) - 1);
 /// What the kernel accepts: bits 0..9 (up to FLUSH_PERSISTENT) and the optional range.
 pub const SUPPORTED: u32 = ((1 << 10) - 1) | OPTIONAL_RANGE;
 
 /// `ibv_rereg_mr` flags and results.
-pub const REREG_CHANGE_TRANSLATION: c_int = 1;
-pub const REREG_CHANGE_PD: c_int = 1 << 1;
-pub const REREG_CHANGE_ACCESS: c_int = 1 << 2;
-pub const REREG_FLAGS_SUPPORTED: c_int = 7;
-pub const REREG_ERR_INPUT: c_int = -1;
-pub const REREG_ERR_CMD: c_int = -4;
+pub const REREG_CHANGE_TRANSLATION: c_int =
+    verbs_abi::ibv_rereg_mr_flags::IBV_REREG_MR_CHANGE_TRANSLATION as c_int;
+pub const REREG_CHANGE_PD: c_int = verbs_abi::ibv_rereg_mr_flags::IBV_REREG_MR_CHANGE_PD as c_int;
+pub const REREG_CHANGE_ACCESS: c_int =
+    verbs_abi::ibv_rereg_mr_flags::IBV_REREG_MR_CHANGE_ACCESS as c_int;
+pub const REREG_FLAGS_SUPPORTED: c_int =
+    verbs_abi::ibv_rereg_mr_flags::IBV_REREG_MR_FLAGS_SUPPORTED as c_int;
+pub const REREG_ERR_INPUT: c_int =
+    verbs_abi::ibv_rereg_mr_err_code::IBV_REREG_MR_ERR_INPUT as c_int;
+pub const REREG_ERR_CMD: c_int = verbs_abi::ibv_rereg_mr_err_code::IBV_REREG_MR_ERR_CMD as c_int;
 
 /// What an MR covers; changes only through `ibv_rereg_mr`.
 #[derive(Clone, Copy, Debug)]
@@ -174,7 +178,7 @@ pub fn reg(
         len,
         iova,
         access,
-        pd: pd_ptr as usize,
+        pd: pd.base(),
     };
     let shared = new_key(|key| {
         Arc::new(MrShared {
@@ -260,11 +264,12 @@ pub fn rereg(
             return Err(cmd(libc::EINVAL));
         }
         let mut info = mr.shared.info.lock();
-        // SAFETY: the old PD is live: it has this MR as a user.
-        let old = unsafe { &*(info.pd as *const SimPd) };
+        // SAFETY: the old PD (the one the MR was made on, perhaps a
+        // parent domain) is live: it has this MR as a user.
+        let old = unsafe { &*(mr.mr.pd as *const SimPd) };
         old.users.fetch_sub(1, Ordering::Relaxed);
         p.users.fetch_add(1, Ordering::Relaxed);
-        info.pd = new_pd as usize;
+        info.pd = p.base();
     }
     let mut info = mr.shared.info.lock();
     if flags & REREG_CHANGE_ACCESS != 0 {
@@ -298,8 +303,9 @@ pub fn dereg(mr_ptr: *mut ibv_mr) -> Result<(), c_int> {
         return Err(libc::EINVAL);
     }
     let info = *mr.shared.info.lock();
-    // SAFETY: the MR's PD is live (it counts this MR as a user).
-    unsafe { &*(info.pd as *const SimPd) }
+    // SAFETY: the MR's PD (perhaps a parent domain) is live: it counts
+    // this MR as a user.
+    unsafe { &*(mr.mr.pd as *const SimPd) }
         .users
         .fetch_sub(1, Ordering::Relaxed);
     KEYS.remove(mr.shared.key);

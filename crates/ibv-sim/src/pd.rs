@@ -14,6 +14,21 @@ pub struct SimPd {
     pub pd: ibv_pd,
     /// MRs, QPs, SRQs and AHs using this PD (changed under the context lock).
     pub users: AtomicU32,
+    /// The protection domain keys and QPs are checked against: the PD
+    /// itself, or the PD a parent domain wraps (`objects::domain`).
+    pub base: usize,
+    /// A parent domain's TD (0 otherwise), released with it.
+    pub td: usize,
+    /// What freeing it gives back (a parent domain: its PD and TD), run
+    /// under the context lock.
+    pub release: Option<fn(&SimPd)>,
+}
+
+impl SimPd {
+    /// The protection domain the data path compares (see `base`).
+    pub fn base(&self) -> usize {
+        self.base
+    }
 }
 
 /// A live PD and its context.
@@ -33,8 +48,13 @@ pub fn alloc(ctx: *mut ibv_context) -> Result<*mut ibv_pd, c_int> {
             handle: st.handle(),
         },
         users: AtomicU32::new(0),
+        base: 0,
+        td: 0,
+        release: None,
     });
     let raw = Box::into_raw(b);
+    // SAFETY: raw is fresh; a plain PD is its own protection domain.
+    unsafe { (*raw).base = raw as usize };
     st.children += 1;
     OBJECTS.insert(
         raw as usize,
@@ -58,6 +78,9 @@ pub fn dealloc(pd: *mut ibv_pd) -> Result<(), c_int> {
     }
     OBJECTS.remove(pd as usize);
     st.children -= 1;
+    if let Some(f) = p.release {
+        f(p);
+    }
     drop(st);
     // SAFETY: allocated by Box in `alloc`, just unregistered under the lock.
     drop(unsafe { Box::from_raw(pd as *mut SimPd) });

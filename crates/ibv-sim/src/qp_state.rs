@@ -4,46 +4,48 @@
 //! mask makes `ibv_modify_qp` fail with `EINVAL`.
 
 /// `ibv_qp_state`.
-pub const RESET: i32 = 0;
-pub const INIT: i32 = 1;
-pub const RTR: i32 = 2;
-pub const RTS: i32 = 3;
-pub const SQD: i32 = 4;
-pub const SQE: i32 = 5;
-pub const ERR: i32 = 6;
+pub const RESET: i32 = verbs_abi::ibv_qp_state::IBV_QPS_RESET as i32;
+pub const INIT: i32 = verbs_abi::ibv_qp_state::IBV_QPS_INIT as i32;
+pub const RTR: i32 = verbs_abi::ibv_qp_state::IBV_QPS_RTR as i32;
+pub const RTS: i32 = verbs_abi::ibv_qp_state::IBV_QPS_RTS as i32;
+pub const SQD: i32 = verbs_abi::ibv_qp_state::IBV_QPS_SQD as i32;
+pub const SQE: i32 = verbs_abi::ibv_qp_state::IBV_QPS_SQE as i32;
+pub const ERR: i32 = verbs_abi::ibv_qp_state::IBV_QPS_ERR as i32;
 
 /// `ibv_qp_type`.
-pub const QPT_RC: i32 = 2;
-pub const QPT_UC: i32 = 3;
-pub const QPT_UD: i32 = 4;
-pub const QPT_RAW_PACKET: i32 = 8;
-pub const QPT_XRC_SEND: i32 = 9;
-pub const QPT_XRC_RECV: i32 = 10;
+pub const QPT_RC: i32 = verbs_abi::ibv_qp_type::IBV_QPT_RC as i32;
+pub const QPT_UC: i32 = verbs_abi::ibv_qp_type::IBV_QPT_UC as i32;
+pub const QPT_UD: i32 = verbs_abi::ibv_qp_type::IBV_QPT_UD as i32;
+pub const QPT_RAW_PACKET: i32 = verbs_abi::ibv_qp_type::IBV_QPT_RAW_PACKET as i32;
+pub const QPT_XRC_SEND: i32 = verbs_abi::ibv_qp_type::IBV_QPT_XRC_SEND as i32;
+pub const QPT_XRC_RECV: i32 = verbs_abi::ibv_qp_type::IBV_QPT_XRC_RECV as i32;
 
 /// `ibv_qp_attr_mask`.
 pub mod mask {
-    pub const STATE: u32 = 1 << 0;
-    pub const CUR_STATE: u32 = 1 << 1;
-    pub const EN_SQD_ASYNC_NOTIFY: u32 = 1 << 2;
-    pub const ACCESS_FLAGS: u32 = 1 << 3;
-    pub const PKEY_INDEX: u32 = 1 << 4;
-    pub const PORT: u32 = 1 << 5;
-    pub const QKEY: u32 = 1 << 6;
-    pub const AV: u32 = 1 << 7;
-    pub const PATH_MTU: u32 = 1 << 8;
-    pub const TIMEOUT: u32 = 1 << 9;
-    pub const RETRY_CNT: u32 = 1 << 10;
-    pub const RNR_RETRY: u32 = 1 << 11;
-    pub const RQ_PSN: u32 = 1 << 12;
-    pub const MAX_QP_RD_ATOMIC: u32 = 1 << 13;
-    pub const ALT_PATH: u32 = 1 << 14;
-    pub const MIN_RNR_TIMER: u32 = 1 << 15;
-    pub const SQ_PSN: u32 = 1 << 16;
-    pub const MAX_DEST_RD_ATOMIC: u32 = 1 << 17;
-    pub const PATH_MIG_STATE: u32 = 1 << 18;
-    pub const CAP: u32 = 1 << 19;
-    pub const DEST_QPN: u32 = 1 << 20;
-    pub const RATE_LIMIT: u32 = 1 << 25;
+    pub const STATE: u32 = verbs_abi::ibv_qp_attr_mask::IBV_QP_STATE as u32;
+    pub const CUR_STATE: u32 = verbs_abi::ibv_qp_attr_mask::IBV_QP_CUR_STATE as u32;
+    pub const EN_SQD_ASYNC_NOTIFY: u32 =
+        verbs_abi::ibv_qp_attr_mask::IBV_QP_EN_SQD_ASYNC_NOTIFY as u32;
+    pub const ACCESS_FLAGS: u32 = verbs_abi::ibv_qp_attr_mask::IBV_QP_ACCESS_FLAGS as u32;
+    pub const PKEY_INDEX: u32 = verbs_abi::ibv_qp_attr_mask::IBV_QP_PKEY_INDEX as u32;
+    pub const PORT: u32 = verbs_abi::ibv_qp_attr_mask::IBV_QP_PORT as u32;
+    pub const QKEY: u32 = verbs_abi::ibv_qp_attr_mask::IBV_QP_QKEY as u32;
+    pub const AV: u32 = verbs_abi::ibv_qp_attr_mask::IBV_QP_AV as u32;
+    pub const PATH_MTU: u32 = verbs_abi::ibv_qp_attr_mask::IBV_QP_PATH_MTU as u32;
+    pub const TIMEOUT: u32 = verbs_abi::ibv_qp_attr_mask::IBV_QP_TIMEOUT as u32;
+    pub const RETRY_CNT: u32 = verbs_abi::ibv_qp_attr_mask::IBV_QP_RETRY_CNT as u32;
+    pub const RNR_RETRY: u32 = verbs_abi::ibv_qp_attr_mask::IBV_QP_RNR_RETRY as u32;
+    pub const RQ_PSN: u32 = verbs_abi::ibv_qp_attr_mask::IBV_QP_RQ_PSN as u32;
+    pub const MAX_QP_RD_ATOMIC: u32 = verbs_abi::ibv_qp_attr_mask::IBV_QP_MAX_QP_RD_ATOMIC as u32;
+    pub const ALT_PATH: u32 = verbs_abi::ibv_qp_attr_mask::IBV_QP_ALT_PATH as u32;
+    pub const MIN_RNR_TIMER: u32 = verbs_abi::ibv_qp_attr_mask::IBV_QP_MIN_RNR_TIMER as u32;
+    pub const SQ_PSN: u32 = verbs_abi::ibv_qp_attr_mask::IBV_QP_SQ_PSN as u32;
+    pub const MAX_DEST_RD_ATOMIC: u32 =
+        verbs_abi::ibv_qp_attr_mask::IBV_QP_MAX_DEST_RD_ATOMIC as u32;
+    pub const PATH_MIG_STATE: u32 = verbs_abi::ibv_qp_attr_mask::IBV_QP_PATH_MIG_STATE as u32;
+    pub const CAP: u32 = verbs_abi::ibv_qp_attr_mask::IBV_QP_CAP as u32;
+    pub const DEST_QPN: u32 = verbs_abi::ibv_qp_attr_mask::IBV_QP_DEST_QPN as u32;
+    pub const RATE_LIMIT: u32 = verbs_abi::ibv_qp_attr_mask::IBV_QP_RATE_LIMIT as u32;
     /// Every bit the kernel knows; higher bits are `EOPNOTSUPP`.
     pub const KNOWN: u32 = (RATE_LIMIT << 1) - 1;
 }

@@ -106,6 +106,16 @@ pub enum Kind {
     Srq,
     Qp,
     Ah,
+    /// The objects of `objects/` (issue 12's kinds).
+    Mw,
+    Xrcd,
+    Dm,
+    Td,
+    Wq,
+    RwqIndTable,
+    Flow,
+    FlowAction,
+    Counters,
 }
 
 /// An entry of [`OBJECTS`]: what the object is and which context owns it

@@ -8,15 +8,15 @@ use parking_lot::Mutex;
 use verbs_abi::{ibv_pd, ibv_srq, ibv_srq_attr};
 
 use crate::context::{self, SimContext};
-use crate::datapath::RecvQueue;
 use crate::device::limits;
 use crate::events::{async_kind, AsyncEvent, EventCounter, EventQueue};
 use crate::pd::{self, SimPd};
+use crate::recvq::RecvQueue;
 use crate::registry::{self, Entry, Kind, OBJECTS};
 
 /// `ibv_srq_attr_mask`.
-pub const SRQ_MAX_WR: c_int = 1;
-pub const SRQ_LIMIT: c_int = 2;
+pub const SRQ_MAX_WR: c_int = verbs_abi::ibv_srq_attr_mask::IBV_SRQ_MAX_WR as c_int;
+pub const SRQ_LIMIT: c_int = verbs_abi::ibv_srq_attr_mask::IBV_SRQ_LIMIT as c_int;
 
 /// What the data path shares.
 pub struct SrqShared {
@@ -55,6 +55,9 @@ pub struct SimSrq {
     /// QPs attached (changed under the context lock).
     pub users: AtomicU32,
     pd: *const SimPd,
+    /// What destroying it gives back besides its PD (an XRC SRQ: its
+    /// domain and CQ), run with its address under the context lock.
+    pub release: Option<fn(usize)>,
 }
 
 /// A live SRQ and its context.
@@ -105,6 +108,7 @@ pub fn create(
         }),
         users: AtomicU32::new(0),
         pd,
+        release: None,
     }));
     // SAFETY: raw is fresh.
     unsafe {
@@ -207,6 +211,9 @@ pub fn destroy(srq: *mut ibv_srq) -> Result<(), c_int> {
     let mut st = ctx.lock();
     // SAFETY: the SRQ's PD is live (it counts this SRQ as a user).
     unsafe { &*s.pd }.users.fetch_sub(1, Ordering::Relaxed);
+    if let Some(f) = s.release {
+        f(addr);
+    }
     st.children -= 1;
     drop(st);
     // SAFETY: allocated by Box in `create`, unregistered above.

@@ -416,7 +416,7 @@ int main(void)
 	struct ibv_qp *pq = ibv_create_qp(a.pd, &plain);
 	CHECK(pq && ibv_qp_to_qp_ex(pq) == NULL);
 	CHECK(ibv_destroy_qp(pq) == 0);
-	CHECK_ERRNO(make_qp(&a, IBV_QPT_RC, IBV_QP_EX_WITH_BIND_MW), EOPNOTSUPP);
+	CHECK_ERRNO(make_qp(&a, IBV_QPT_RC, IBV_QP_EX_WITH_TSO), EOPNOTSUPP);
 	CHECK_ERRNO(make_qp(&a, IBV_QPT_UD, IBV_QP_EX_WITH_RDMA_WRITE), EOPNOTSUPP);
 	CHECK_ERRNO(make_cq(a.ctx, IBV_WC_EX_WITH_CVLAN), EOPNOTSUPP);
 	struct ibv_cq_init_attr_ex io = { .cqe = 4, .comp_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS,

@@ -8,7 +8,7 @@ use super::*;
 /// address we were given.
 pub(super) fn connected_peer(src: &QpShared, a: &QpAttrs) -> Option<(Arc<QpShared>, u32)> {
     let dst = QPS.get(a.dest_qp_num)?;
-    if dst.qp_type != src.qp_type {
+    if !peers(src.qp_type, dst.qp_type) {
         return None;
     }
     let g = dst.st.lock();
@@ -53,7 +53,14 @@ pub(super) fn check_send(s: &QpShared, w: &SendWr) -> Result<(), c_int> {
         QPT_RC => {
             matches!(
                 w.opcode,
-                WR_RDMA_WRITE | WR_RDMA_WRITE_WITH_IMM | WR_SEND | WR_SEND_WITH_IMM | WR_RDMA_READ
+                WR_RDMA_WRITE
+                    | WR_RDMA_WRITE_WITH_IMM
+                    | WR_SEND
+                    | WR_SEND_WITH_IMM
+                    | WR_RDMA_READ
+                    | WR_LOCAL_INV
+                    | WR_BIND_MW
+                    | WR_SEND_WITH_INV
             ) || (s.dev.family.atomics
                 && matches!(w.opcode, WR_ATOMIC_CMP_AND_SWP | WR_ATOMIC_FETCH_AND_ADD))
         }
@@ -61,7 +68,7 @@ pub(super) fn check_send(s: &QpShared, w: &SendWr) -> Result<(), c_int> {
             w.opcode,
             WR_RDMA_WRITE | WR_RDMA_WRITE_WITH_IMM | WR_SEND | WR_SEND_WITH_IMM
         ),
-        QPT_UD => matches!(w.opcode, WR_SEND | WR_SEND_WITH_IMM),
+        QPT_UD | QPT_XRC_SEND => matches!(w.opcode, WR_SEND | WR_SEND_WITH_IMM),
         _ => false,
     };
     if !ok {
@@ -87,6 +94,10 @@ pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr) {
     let slid = s.dev.lid(u32::from(a.port_num.max(1)));
     let with_imm = matches!(w.opcode, WR_SEND_WITH_IMM | WR_RDMA_WRITE_WITH_IMM);
 
+    if matches!(w.opcode, WR_BIND_MW | WR_LOCAL_INV) {
+        let (opcode, status) = crate::mw::execute_local(s, w.bind.as_ref(), w.rkey);
+        return complete_send(s, w.wr_id, signaled, opcode, status, 0);
+    }
     if s.qp_type == QPT_UD {
         return execute_ud(s, a, w, signaled, slid);
     }
@@ -97,7 +108,7 @@ pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr) {
     let Some((dst, dst_access)) = connected_peer(s, a) else {
         // Nobody answers: RC retries and gives up; UC just loses the message.
         return done(
-            if s.qp_type == QPT_RC {
+            if s.qp_type != QPT_UC {
                 WC_RETRY_EXC_ERR
             } else {
                 WC_SUCCESS
@@ -110,6 +121,8 @@ pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr) {
         src_qpn: s.qp_num,
         payload,
         imm: with_imm.then_some(w.imm),
+        inv: (w.opcode == WR_SEND_WITH_INV).then_some(w.rkey),
+        xrc: None,
         write_imm_len,
         solicited: w.flags & SEND_SOLICITED != 0,
         grh: None,
@@ -121,10 +134,23 @@ pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr) {
         send_opcode: opcode,
     };
     match w.opcode {
-        WR_SEND | WR_SEND_WITH_IMM => match gather(s, &w.sge, inline) {
-            Ok(p) => deliver(&dst, msg_for(p, None), a.rnr_retry == 7),
-            Err(st) => done(st, 0),
-        },
+        WR_SEND | WR_SEND_WITH_IMM | WR_SEND_WITH_INV => {
+            let xrc = match xrc_target(&dst, w.xrc_srqn) {
+                Ok(x) => x,
+                Err(st) => return done(st, 0),
+            };
+            match gather(s, &w.sge, inline) {
+                Ok(p) => deliver(
+                    &dst,
+                    Message {
+                        xrc,
+                        ..msg_for(p, None)
+                    },
+                    a.rnr_retry == 7,
+                ),
+                Err(st) => done(st, 0),
+            }
+        }
         WR_RDMA_WRITE | WR_RDMA_WRITE_WITH_IMM => {
             let data = match gather(s, &w.sge, inline) {
                 Ok(d) => d,
@@ -267,6 +293,8 @@ pub(super) fn execute_ud(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr, signaled: bo
             src_qpn: s.qp_num,
             payload: payload.clone(),
             imm: (w.opcode == WR_SEND_WITH_IMM).then_some(w.imm),
+            inv: None,
+            xrc: None,
             write_imm_len: None,
             solicited: w.flags & SEND_SOLICITED != 0,
             grh: Some(grh.unwrap_or([0u8; GRH_LEN])),

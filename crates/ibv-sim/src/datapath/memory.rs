@@ -33,6 +33,9 @@ pub(crate) fn remote(
     if dst_access & need == 0 {
         return Err(WC_REM_ACCESS_ERR);
     }
+    if crate::mw::is_window_key(rkey) {
+        return crate::mw::remote(dst, rkey, addr, len, need);
+    }
     let m = mr::by_key(rkey).ok_or(WC_REM_ACCESS_ERR)?;
     let info = *m.info.lock();
     if info.pd != dst.pd || info.access & need == 0 {

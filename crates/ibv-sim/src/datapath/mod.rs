@@ -19,18 +19,19 @@
 //! [`remote`]: the same across processes.
 
 use core::ffi::c_int;
-use core::ptr::{addr_of, addr_of_mut};
-use std::collections::VecDeque;
+use core::ptr::addr_of;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use verbs_abi::{ibv_ah, ibv_cq, ibv_qp, ibv_recv_wr, ibv_send_wr, ibv_sge, ibv_srq, ibv_wc};
 
+use crate::abi::*;
 use crate::ah::SimAh;
-use crate::cq;
+use crate::cq::{self, flush_wc, wc};
 use crate::mr::{self, LOCAL_WRITE, REMOTE_ATOMIC, REMOTE_READ, REMOTE_WRITE};
 use crate::qp::{self, QpAttrs, QpShared, QPS};
-use crate::qp_state::{ERR, QPT_RC, QPT_UC, QPT_UD, RTS, SQE};
+use crate::qp_state::{ERR, QPT_RC, QPT_UC, QPT_UD, QPT_XRC_RECV, QPT_XRC_SEND, RTS, SQE};
+use crate::recvq::{Parked, RecvWqe};
 use crate::registry::{self, Kind};
 use crate::srq;
 
@@ -43,65 +44,8 @@ pub(crate) use execute::*;
 pub(crate) use memory::*;
 pub use recv::*;
 
-/// `ibv_wc_opcode`.
-pub const WC_SEND: c_int = 0;
-pub const WC_RDMA_WRITE: c_int = 1;
-pub const WC_RDMA_READ: c_int = 2;
-pub const WC_COMP_SWAP: c_int = 3;
-pub const WC_FETCH_ADD: c_int = 4;
-pub const WC_RECV: c_int = 128;
-pub const WC_RECV_RDMA_WITH_IMM: c_int = 129;
-
-/// `ibv_wc_status`.
-pub const WC_SUCCESS: c_int = 0;
-pub const WC_LOC_LEN_ERR: c_int = 1;
-pub const WC_LOC_PROT_ERR: c_int = 4;
-pub const WC_WR_FLUSH_ERR: c_int = 5;
-pub const WC_REM_INV_REQ_ERR: c_int = 9;
-pub const WC_REM_ACCESS_ERR: c_int = 10;
-pub const WC_REM_OP_ERR: c_int = 11;
-pub const WC_RETRY_EXC_ERR: c_int = 12;
-pub const WC_RNR_RETRY_EXC_ERR: c_int = 13;
-
-/// `ibv_wr_opcode`.
-pub const WR_RDMA_WRITE: c_int = 0;
-pub const WR_RDMA_WRITE_WITH_IMM: c_int = 1;
-pub const WR_SEND: c_int = 2;
-pub const WR_SEND_WITH_IMM: c_int = 3;
-pub const WR_RDMA_READ: c_int = 4;
-pub const WR_ATOMIC_CMP_AND_SWP: c_int = 5;
-pub const WR_ATOMIC_FETCH_AND_ADD: c_int = 6;
-
-/// `ibv_send_flags`.
-pub const SEND_SIGNALED: u32 = 1 << 1;
-pub const SEND_SOLICITED: u32 = 1 << 2;
-pub const SEND_INLINE: u32 = 1 << 3;
-
-/// `ibv_wc_flags`.
-const WC_GRH: u32 = 1;
-const WC_WITH_IMM: u32 = 1 << 1;
-
 /// Size of the GRH that precedes every UD receive.
 pub const GRH_LEN: usize = 40;
-
-/// A completion with every other field zero.
-pub fn wc(wr_id: u64, status: c_int, opcode: c_int, qp_num: u32) -> ibv_wc {
-    // SAFETY: ibv_wc is plain data; zero is IBV_WC_SUCCESS / IBV_WC_SEND.
-    let mut w: ibv_wc = unsafe { core::mem::zeroed() };
-    w.wr_id = wr_id;
-    w.qp_num = qp_num;
-    // SAFETY: the callers pass members of ibv_wc_status / ibv_wc_opcode.
-    unsafe {
-        addr_of_mut!(w.status).cast::<c_int>().write(status);
-        addr_of_mut!(w.opcode).cast::<c_int>().write(opcode);
-    }
-    w
-}
-
-/// A flushed work request's completion.
-pub fn flush_wc(wr_id: u64, opcode: c_int, qp_num: u32) -> ibv_wc {
-    wc(wr_id, WC_WR_FLUSH_ERR, opcode, qp_num)
-}
 
 /// The fields of an `ibv_send_wr`, read without forming Rust enums.
 pub struct SendWr {
@@ -118,6 +62,12 @@ pub struct SendWr {
     pub ah: *mut ibv_ah,
     pub remote_qpn: u32,
     pub remote_qkey: u32,
+    /// `IBV_WR_BIND_MW` (and `ibv_bind_mw`): what to bind; `rkey` is the
+    /// window's new rkey. (`IBV_WR_LOCAL_INV` / `SEND_WITH_INV`: `rkey` is
+    /// the one to invalidate.)
+    pub bind: Option<crate::mw::BindReq>,
+    /// XRC send QPs: the remote XRC SRQ (`qp_type.xrc.remote_srqn`).
+    pub xrc_srqn: u32,
 }
 
 /// # Safety
@@ -137,6 +87,8 @@ unsafe fn read_send_wr(w: *const ibv_send_wr) -> SendWr {
             remote_addr: (*w).wr.rdma.remote_addr,
             rkey: match addr_of!((*w).opcode).cast::<c_int>().read() {
                 WR_ATOMIC_CMP_AND_SWP | WR_ATOMIC_FETCH_AND_ADD => (*w).wr.atomic.rkey,
+                WR_LOCAL_INV | WR_SEND_WITH_INV => (*w).imm_data,
+                WR_BIND_MW => (*w).anon.bind_mw.rkey,
                 _ => (*w).wr.rdma.rkey,
             },
             compare_add: (*w).wr.atomic.compare_add,
@@ -144,8 +96,44 @@ unsafe fn read_send_wr(w: *const ibv_send_wr) -> SendWr {
             ah: (*w).wr.ud.ah,
             remote_qpn: (*w).wr.ud.remote_qpn,
             remote_qkey: (*w).wr.ud.remote_qkey,
+            xrc_srqn: (*w).qp_type.xrc.remote_srqn,
+            bind: (addr_of!((*w).opcode).cast::<c_int>().read() == WR_BIND_MW).then(|| {
+                let b = (*w).anon.bind_mw;
+                crate::mw::BindReq {
+                    mw: b.mw as usize,
+                    mr: b.bind_info.mr as usize,
+                    addr: b.bind_info.addr,
+                    len: b.bind_info.length,
+                    access: b.bind_info.mw_access_flags,
+                    ty: crate::mw::TYPE_2,
+                }
+            }),
         }
     }
+}
+
+/// Whether a QP of type `src` talks to one of type `dst` (connected types:
+/// the same type, or an XRC send QP to an XRC receive QP).
+pub(crate) fn peers(src: c_int, dst: c_int) -> bool {
+    matches!(
+        (src, dst),
+        (QPT_RC, QPT_RC) | (QPT_UC, QPT_UC) | (QPT_XRC_SEND, QPT_XRC_RECV)
+    )
+}
+
+/// Where a message to `dst` lands: for an XRC receive QP, the XRC SRQ of
+/// its domain numbered `srqn` (`Err`: the requester's status); else the
+/// QP's own queue (`None`).
+pub(crate) fn xrc_target(
+    dst: &QpShared,
+    srqn: u32,
+) -> Result<Option<Arc<crate::xrc::XrcSrq>>, c_int> {
+    if dst.qp_type != QPT_XRC_RECV {
+        return Ok(None);
+    }
+    crate::xrc::target(dst.xrc_domain, srqn)
+        .map(Some)
+        .ok_or(WC_REM_INV_REQ_ERR)
 }
 
 pub(crate) fn wc_opcode_of(wr_opcode: c_int) -> c_int {
@@ -154,6 +142,8 @@ pub(crate) fn wc_opcode_of(wr_opcode: c_int) -> c_int {
         WR_RDMA_READ => WC_RDMA_READ,
         WR_ATOMIC_CMP_AND_SWP => WC_COMP_SWAP,
         WR_ATOMIC_FETCH_AND_ADD => WC_FETCH_ADD,
+        WR_BIND_MW => WC_BIND_MW,
+        WR_LOCAL_INV => WC_LOCAL_INV,
         _ => WC_SEND,
     }
 }

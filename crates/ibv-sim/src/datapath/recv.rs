@@ -1,14 +1,8 @@
-//! Receive queues (of QPs and SRQs) and the delivery of messages to them:
-//! landing in a receive WQE, parking a message until one is posted (the
-//! sender's RNR wait), and completing the sender.
+//! Delivery of messages to receive queues (of QPs and SRQs): landing in a
+//! receive WQE, parking a message until one is posted (the sender's RNR
+//! wait), and completing the sender. The queues themselves: `recvq`.
 
 use super::*;
-
-/// A posted receive.
-pub struct RecvWqe {
-    pub wr_id: u64,
-    pub sge: Vec<ibv_sge>,
-}
 
 /// A message waiting for a receive WQE (the sender's RNR retries).
 pub struct Pending {
@@ -16,22 +10,18 @@ pub struct Pending {
     pub(super) msg: Message,
 }
 
-/// A receive queue (of a QP or an SRQ) and the messages waiting on it.
-pub struct RecvQueue {
-    pub wqes: VecDeque<RecvWqe>,
-    pub max_wr: u32,
-    pub max_sge: u32,
-    pub pending: VecDeque<Pending>,
-}
+impl Parked for Pending {
+    fn dst_qpn(&self) -> u32 {
+        self.dst.qp_num
+    }
 
-impl RecvQueue {
-    pub fn new(max_wr: u32, max_sge: u32) -> Self {
-        RecvQueue {
-            wqes: VecDeque::new(),
-            max_wr,
-            max_sge,
-            pending: VecDeque::new(),
-        }
+    fn land(self: Box<Self>, wqe: RecvWqe) {
+        finish(&self.dst, wqe, self.msg);
+    }
+
+    fn fail(self: Box<Self>) {
+        // As when the peer vanishes.
+        complete_msg(&self.msg, WC_RETRY_EXC_ERR, 0);
     }
 }
 
@@ -40,7 +30,7 @@ pub enum Origin {
     /// A QP of this process: its completion is pushed directly.
     Local(Arc<QpShared>),
     /// A QP of another process: it gets a response over the fabric.
-    Remote(remote::Peer),
+    Remote(crate::fabric::Peer),
 }
 
 /// A message on its way to a receive WQE.
@@ -49,6 +39,10 @@ pub struct Message {
     pub(super) src_qpn: u32,
     pub(super) payload: Vec<u8>,
     pub(super) imm: Option<u32>,
+    /// Send with invalidate: the responder's rkey to invalidate.
+    pub(super) inv: Option<u32>,
+    /// To an XRC receive QP: the XRC SRQ it lands in (and completes on).
+    pub(super) xrc: Option<Arc<crate::xrc::XrcSrq>>,
     /// RDMA write with immediate: nothing to scatter, `byte_len` is this.
     pub(super) write_imm_len: Option<u32>,
     pub(super) solicited: bool,
@@ -80,7 +74,11 @@ pub(crate) fn complete_send(
         src.send_cq.push(w, status != WC_SUCCESS);
     }
     if status != WC_SUCCESS {
-        src.fail(if src.qp_type == QPT_RC { ERR } else { SQE });
+        src.fail(if matches!(src.qp_type, QPT_RC | QPT_XRC_SEND) {
+            ERR
+        } else {
+            SQE
+        });
     }
 }
 
@@ -95,17 +93,24 @@ pub(super) fn complete_msg(msg: &Message, status: c_int, byte_len: u32) {
             status,
             byte_len,
         ),
-        Origin::Remote(p) => remote::reply(p, status),
+        Origin::Remote(p) => p.reply(status),
     }
 }
 
 /// Lands a message in a receive WQE of `dst`; returns the sender's status.
 pub(crate) fn land(dst: &QpShared, wqe: RecvWqe, msg: &Message) -> c_int {
     let grh: &[u8] = msg.grh.as_ref().map_or(&[], |g| &g[..]);
+    let (pd, recv_cq) = match &msg.xrc {
+        Some(x) => (x.pd, &x.cq),
+        None => (dst.pd, &dst.recv_cq),
+    };
     let (result, byte_len) = match msg.write_imm_len {
         Some(n) => (Ok(()), n),
+        // A window of ours that is not bound with that rkey: a protection
+        // error here, a remote operation error at the sender.
+        None if msg.inv.is_some_and(|k| !crate::mw::invalidate(pd, k)) => (Err(WC_LOC_PROT_ERR), 0),
         None => (
-            scatter(dst.pd, &wqe.sge, &[grh, &msg.payload]),
+            scatter(pd, &wqe.sge, &[grh, &msg.payload]),
             (grh.len() + msg.payload.len()) as u32,
         ),
     };
@@ -125,15 +130,19 @@ pub(crate) fn land(dst: &QpShared, wqe: RecvWqe, msg: &Message) -> c_int {
                 w.imm_data = imm;
                 w.wc_flags |= WC_WITH_IMM;
             }
+            if let Some(k) = msg.inv {
+                // `wc.invalidated_rkey` shares the immediate's bytes.
+                w.imm_data = k;
+                w.wc_flags |= WC_WITH_INV;
+            }
             if msg.grh_valid {
                 w.wc_flags |= WC_GRH;
             }
-            dst.recv_cq.push(w, msg.solicited);
+            recv_cq.push(w, msg.solicited);
             WC_SUCCESS
         }
         Err(status) => {
-            dst.recv_cq
-                .push(wc(wqe.wr_id, status, opcode, dst.qp_num), true);
+            recv_cq.push(wc(wqe.wr_id, status, opcode, dst.qp_num), true);
             if dst.qp_type == QPT_UD {
                 // Unreliable: the sender never learns.
                 return WC_SUCCESS;
@@ -158,18 +167,24 @@ pub(super) enum Taken {
 /// posted (`wait`), atomically with respect to posters.
 pub(super) fn take_wqe(dst: &Arc<QpShared>, msg: Message, wait: bool) -> Taken {
     // RC is in order: behind a parked message, the next one parks too.
-    if let Some(s) = &dst.srq {
+    let srq = msg
+        .xrc
+        .as_ref()
+        .map(|x| &x.srq)
+        .or(dst.srq.as_ref())
+        .cloned();
+    if let Some(s) = &srq {
         let mut g = s.rq.lock();
-        let behind = wait && g.rq.pending.iter().any(|p| p.dst.qp_num == dst.qp_num);
+        let behind = wait && g.rq.pending.iter().any(|p| p.dst_qpn() == dst.qp_num);
         if let Some(w) = (!behind).then(|| g.rq.wqes.pop_front()).flatten() {
             s.after_take(&mut g);
             return Taken::Wqe(w, msg);
         }
         if wait {
-            g.rq.pending.push_back(Pending {
+            g.rq.pending.push_back(Box::new(Pending {
                 dst: dst.clone(),
                 msg,
-            });
+            }));
             return Taken::Parked;
         }
         return Taken::None(msg);
@@ -180,10 +195,10 @@ pub(super) fn take_wqe(dst: &Arc<QpShared>, msg: Message, wait: bool) -> Taken {
         return Taken::Wqe(w, msg);
     }
     if wait {
-        g.rq.pending.push_back(Pending {
+        g.rq.pending.push_back(Box::new(Pending {
             dst: dst.clone(),
             msg,
-        });
+        }));
         return Taken::Parked;
     }
     Taken::None(msg)
@@ -217,31 +232,8 @@ pub(super) fn finish(dst: &QpShared, w: RecvWqe, msg: Message) {
 }
 
 /// Delivers parked messages now that receives were posted.
-pub(super) fn drain(take: impl Fn() -> Option<(RecvWqe, Pending)>) {
+pub(super) fn drain(take: impl Fn() -> Option<(RecvWqe, Box<dyn Parked>)>) {
     while let Some((w, p)) = take() {
-        finish(&p.dst, w, p.msg);
-    }
-}
-
-/// Fails the messages parked on `s`'s receive queue (or destined to `s`
-/// on its SRQ): used when `s` is reset or destroyed. Their senders see
-/// `IBV_WC_RETRY_EXC_ERR`, as when the peer vanishes.
-pub fn drop_pending_from(s: &QpShared) {
-    let mut failed: Vec<Pending> = {
-        let mut g = s.st.lock();
-        remote::drop_early(&mut g);
-        g.rq.pending.drain(..).collect()
-    };
-    if let Some(srq) = &s.srq {
-        let mut g = srq.rq.lock();
-        let (mine, rest): (Vec<Pending>, Vec<Pending>) =
-            g.rq.pending
-                .drain(..)
-                .partition(|p| p.dst.qp_num == s.qp_num);
-        g.rq.pending.extend(rest);
-        failed.extend(mine);
-    }
-    for p in failed {
-        complete_msg(&p.msg, WC_RETRY_EXC_ERR, 0);
+        p.land(w);
     }
 }

@@ -18,7 +18,7 @@ use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use verbs_abi::{ibv_ah_attr, ibv_sge};
+use verbs_abi::ibv_ah_attr;
 
 use super::{
     complete_send, deliver, gather, land, reaches, remote as remote_mem, scatter, take_wqe,
@@ -28,41 +28,18 @@ use super::{
     WR_RDMA_READ, WR_RDMA_WRITE, WR_RDMA_WRITE_WITH_IMM, WR_SEND_WITH_IMM,
 };
 use crate::fabric::wire::{flag, kind, Wire};
-use crate::fabric::{self, Dest};
+use crate::fabric::{self, Peer};
 use crate::mr::{REMOTE_ATOMIC, REMOTE_READ, REMOTE_WRITE};
-use crate::qp::QPS;
-use crate::qp::{self, QpAttrs, QpShared};
-use crate::qp_state::{QPT_RC, QPT_UC, QPT_UD};
+use crate::qp::{self, Outstanding, QpAttrs, QpShared, QPS};
+use crate::qp_state::{QPT_UC, QPT_UD};
 
-/// The requester of a message received from another process.
-pub struct Peer {
-    pub dest: Dest,
-    pub qpn: u32,
-    pub seq: u64,
-    /// RC: the requester waits for a response.
-    pub reply: bool,
-}
-
-/// An RC work request of ours waiting for its response.
-pub struct Outstanding {
-    pub seq: u64,
-    pub wr_id: u64,
-    pub signaled: bool,
-    pub opcode: c_int,
-    /// Where READ / atomic results go.
-    sge: Vec<ibv_sge>,
-    /// The byte count of a successful completion.
-    byte_len: u32,
-    dest: Option<Dest>,
-    deadline: u64,
-    timeout: u64,
-    /// The responder dropped it: fail at the deadline.
-    doomed: bool,
-    /// The responder's QP was not ready: fail at the deadline unless
-    /// answered by then.
-    not_ready: bool,
-    done: Option<c_int>,
-}
+/// What the fabric hands to the data path.
+pub static RECEIVER: fabric::Receiver = fabric::Receiver {
+    request: handle_request,
+    response: on_response,
+    tick: check_deadlines,
+    busy,
+};
 
 /// QPs with outstanding requests (their deadlines are watched).
 static WAITING: Mutex<Vec<Arc<QpShared>>> = Mutex::new(Vec::new());
@@ -115,6 +92,10 @@ pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr, signaled: bool,
     }
     wire.remote_addr = w.remote_addr;
     wire.rkey = w.rkey;
+    wire.qkey = w.xrc_srqn;
+    if w.opcode == super::WR_SEND_WITH_INV {
+        wire.flags |= flag::INV;
+    }
     let (k, payload, byte_len) = match w.opcode {
         WR_RDMA_READ => {
             let len = total_len(&w.sge);
@@ -236,25 +217,6 @@ pub(super) fn send_ud(
     fabric::send(d, &mut wire, payload);
 }
 
-/// Answers a request (RC only; UC and UD requesters hear nothing).
-pub fn reply(p: &Peer, status: c_int) {
-    if !p.reply {
-        return;
-    }
-    let mut w = Wire::zeroed();
-    w.kind = match status {
-        WC_SUCCESS => kind::ACK,
-        // The responder went away under the message: the requester's
-        // retries run out.
-        WC_RETRY_EXC_ERR => kind::DROP,
-        _ => kind::NAK,
-    };
-    w.status = status;
-    w.dst_qpn = p.qpn;
-    w.seq = p.seq;
-    fabric::send(p.dest, &mut w, &[]);
-}
-
 fn reply_data(p: &Peer, k: u32, old: u64, data: &[u8]) {
     let mut w = Wire::zeroed();
     w.kind = k;
@@ -274,55 +236,12 @@ fn reached(w: &Wire, dst: &QpShared, port: u8) -> bool {
     reaches(&ah, dst, u32::from(port))
 }
 
-/// A request from another process, in the responder's progress engine.
-pub fn on_request(w: &Wire, data: &[u8]) {
-    handle_request(w, data, false);
-}
-
-/// Replays the requests that arrived before `s` could receive.
-pub fn replay_early(s: &QpShared) {
-    loop {
-        let Some((w, data)) = s.st.lock().early.pop_front() else {
-            return;
-        };
-        handle_request(&w, &data, true);
-    }
-}
-
-/// Drops the early requests of a QP that is reset, fails or goes away:
-/// their requesters' retries run out.
-pub fn drop_early(g: &mut qp::QpInner) {
-    for (w, _) in g.early.drain(..) {
-        reply(
-            &Peer {
-                dest: Dest {
-                    slot: w.src_slot,
-                    token: w.src_token,
-                },
-                qpn: w.src_qpn,
-                seq: w.seq,
-                reply: w.flags & flag::REPLY != 0,
-            },
-            WC_RETRY_EXC_ERR,
-        );
-    }
-    if g.early.capacity() > 0 {
-        g.early.shrink_to_fit();
-    }
-}
-
+/// A request from another process, in the responder's progress engine
+/// (`replayed`: one that arrived early, delivered now).
 fn handle_request(w: &Wire, data: &[u8], replayed: bool) {
-    let peer = Peer {
-        dest: Dest {
-            slot: w.src_slot,
-            token: w.src_token,
-        },
-        qpn: w.src_qpn,
-        seq: w.seq,
-        reply: w.flags & flag::REPLY != 0,
-    };
+    let peer = Peer::of(w);
     let Some(dst) = QPS.get(w.dst_qpn) else {
-        return reply(&peer, WC_RETRY_EXC_ERR);
+        return peer.reply(WC_RETRY_EXC_ERR);
     };
     let msg = |payload: Vec<u8>, write_imm_len: Option<u32>, send_opcode: c_int| Message {
         src: Origin::Remote(Peer {
@@ -334,6 +253,8 @@ fn handle_request(w: &Wire, data: &[u8], replayed: bool) {
         src_qpn: w.src_qpn,
         payload,
         imm: (w.flags & flag::IMM != 0).then_some(w.imm),
+        inv: (w.flags & flag::INV != 0).then_some(w.rkey),
+        xrc: None,
         write_imm_len,
         solicited: w.flags & flag::SOLICITED != 0,
         grh: None,
@@ -366,8 +287,7 @@ fn handle_request(w: &Wire, data: &[u8], replayed: bool) {
         let mut g = dst.st.lock();
         // Not receiving yet (RESET / INIT), or behind such requests: wait
         // for RTR. The requester's retries bound how long (`NOT_READY`).
-        let early = dst.qp_type == w.qp_type
-            && matches!(dst.qp_type, QPT_RC | QPT_UC)
+        let early = super::peers(w.qp_type, dst.qp_type)
             && (g.state == crate::qp_state::RESET || g.state == crate::qp_state::INIT)
             || (!replayed && !g.early.is_empty());
         if early {
@@ -383,8 +303,7 @@ fn handle_request(w: &Wire, data: &[u8], replayed: bool) {
             return;
         }
         (
-            dst.qp_type == w.qp_type
-                && matches!(dst.qp_type, QPT_RC | QPT_UC)
+            super::peers(w.qp_type, dst.qp_type)
                 && qp::can_receive(g.state)
                 && g.attrs.dest_qp_num == w.src_qpn
                 && reached(w, &dst, g.attrs.port_num),
@@ -392,11 +311,22 @@ fn handle_request(w: &Wire, data: &[u8], replayed: bool) {
         )
     };
     if !ok {
-        return reply(&peer, WC_RETRY_EXC_ERR);
+        return peer.reply(WC_RETRY_EXC_ERR);
     }
     let rnr_wait = w.flags & flag::RNR_WAIT != 0;
     match w.kind {
-        kind::SEND => deliver(&dst, msg(data.to_vec(), None, WC_SEND), rnr_wait),
+        kind::SEND => {
+            // XRC: the SRQ number travels in `qkey` (unused by RC).
+            let xrc = match super::xrc_target(&dst, w.qkey) {
+                Ok(x) => x,
+                Err(st) => return peer.reply(st),
+            };
+            let m = Message {
+                xrc,
+                ..msg(data.to_vec(), None, WC_SEND)
+            };
+            deliver(&dst, m, rnr_wait)
+        }
         kind::WRITE | kind::WRITE_IMM => {
             if !data.is_empty() {
                 match remote_mem(
@@ -408,20 +338,20 @@ fn handle_request(w: &Wire, data: &[u8], replayed: bool) {
                     REMOTE_WRITE,
                 ) {
                     Ok(host) => super::copy_bytes(data.as_ptr() as usize, host, data.len()),
-                    Err(st) => return reply(&peer, st),
+                    Err(st) => return peer.reply(st),
                 }
             }
             if w.kind == kind::WRITE_IMM {
                 let n = data.len() as u32;
                 deliver(&dst, msg(Vec::new(), Some(n), WC_RDMA_WRITE), rnr_wait);
             } else {
-                reply(&peer, WC_SUCCESS);
+                peer.reply(WC_SUCCESS);
             }
         }
         kind::READ => {
             let len = w.compare_add;
             if len > u64::from(u32::MAX) {
-                return reply(&peer, WC_LOC_LEN_ERR);
+                return peer.reply(WC_LOC_LEN_ERR);
             }
             if len == 0 {
                 return reply_data(&peer, kind::READ_RESP, 0, &[]);
@@ -434,13 +364,13 @@ fn handle_request(w: &Wire, data: &[u8], replayed: bool) {
                         unsafe { core::slice::from_raw_parts(host as *const u8, len as usize) };
                     reply_data(&peer, kind::READ_RESP, 0, src);
                 }
-                Err(st) => reply(&peer, st),
+                Err(st) => peer.reply(st),
             }
         }
         kind::CMP_SWAP | kind::FETCH_ADD => {
             let host = match remote_mem(&dst, access, w.rkey, w.remote_addr, 8, REMOTE_ATOMIC) {
                 Ok(h) => h,
-                Err(st) => return reply(&peer, st),
+                Err(st) => return peer.reply(st),
             };
             // SAFETY: 8 aligned bytes (the requester checked the alignment)
             // inside a registered MR of this process with atomic access.
@@ -459,7 +389,7 @@ fn handle_request(w: &Wire, data: &[u8], replayed: bool) {
             };
             reply_data(&peer, kind::ATOMIC_RESP, old, &[]);
         }
-        _ => reply(&peer, WC_REM_INV_REQ_ERR),
+        _ => peer.reply(WC_REM_INV_REQ_ERR),
     }
 }
 

@@ -10,9 +10,9 @@ use verbs_abi::{
     _compat_ibv_port_attr, ibv_context, ibv_device, ibv_device_attr, ibv_gid, ibv_gid_entry,
 };
 
-use crate::context;
 use crate::device::{self, lookup};
 use crate::guard::{self, set_errno};
+use crate::{context, datapath};
 
 /// Size of rdma-core's old `struct _compat_ibv_port_attr` (no `port_cap_flags2`).
 const COMPAT_PORT_ATTR_LEN: usize = 48;
@@ -95,7 +95,7 @@ pub unsafe extern "C" fn ibv_get_device_index(dev: *mut ibv_device) -> c_int {
 
 #[no_mangle]
 pub unsafe extern "C" fn ibv_open_device(dev: *mut ibv_device) -> *mut ibv_context {
-    guard::ptr(|| context::open(dev, super::ops::install))
+    guard::ptr(|| context::open(dev, super::ops::install, &datapath::remote::RECEIVER))
 }
 
 #[no_mangle]

@@ -8,30 +8,29 @@ core::arch::global_asm!(include_str!(concat!(env!("OUT_DIR"), "/symver_ops.s")))
 use core::ffi::c_int;
 
 use verbs_abi::{
-    ibv_context, ibv_cq, ibv_port_attr, ibv_qp, ibv_qp_init_attr_ex, ibv_recv_wr, ibv_send_wr,
-    ibv_srq, ibv_srq_init_attr_ex, ibv_values_ex, ibv_wc,
+    ibv_context, ibv_cq, ibv_port_attr, ibv_qp, ibv_recv_wr, ibv_send_wr, ibv_srq,
+    ibv_srq_init_attr_ex, ibv_values_ex, ibv_wc,
 };
 
 use crate::guard;
-use crate::{context, datapath, pd, qp, srq};
+use crate::{context, datapath, pd, srq};
 use verbs_abi::verbs_context;
 
 /// Fills a new context's function tables (`context::open` calls it): these
-/// functions, then the extended verbs' (`ext::install`).
+/// functions, then the extended verbs' (`ext::install`, which also
+/// fills `create_qp_ex`).
 pub fn install(vctx: &mut verbs_context) {
     vctx.query_port = Some(sim_query_port);
     vctx.query_rt_values = Some(sim_query_rt_values);
-    vctx.create_qp_ex = Some(sim_create_qp_ex);
     vctx.create_srq_ex = Some(sim_create_srq_ex);
     crate::ext::install(vctx);
+    crate::objects::install(vctx);
     let c = &mut vctx.context;
     c.ops.poll_cq = Some(sim_poll_cq);
     c.ops.req_notify_cq = Some(sim_req_notify_cq);
     c.ops.post_send = Some(sim_post_send);
     c.ops.post_recv = Some(sim_post_recv);
     c.ops.post_srq_recv = Some(sim_post_srq_recv);
-    // Memory windows are not simulated: alloc_mw / bind_mw / dealloc_mw
-    // stay NULL, so the inline ibv_alloc_mw fails with EOPNOTSUPP.
 }
 
 /// `verbs_context.query_port` (the `ibv_query_port` macro).
@@ -52,55 +51,16 @@ pub unsafe extern "C" fn sim_query_rt_values(
     guard::errval(|| context::query_rt_values(ctx, values))
 }
 
-/// `ibv_qp_init_attr_mask` bits.
-const QP_INIT_PD: u32 = 1;
-const QP_INIT_CREATE_FLAGS: u32 = 1 << 2;
-const QP_INIT_KNOWN: u32 = (1 << 7) - 1;
-
-/// `verbs_context.create_qp_ex` (`ibv_create_qp_ex` beyond the plain case).
-pub unsafe extern "C" fn sim_create_qp_ex(
-    ctx: *mut ibv_context,
-    attr: *mut ibv_qp_init_attr_ex,
-) -> *mut ibv_qp {
-    guard::ptr(|| {
-        let sim = context::from_ibv(ctx)?;
-        if attr.is_null() {
-            return Err(libc::EINVAL);
-        }
-        // SAFETY: attr points at the caller's ibv_qp_init_attr_ex, whose
-        // leading fields are an ibv_qp_init_attr.
-        let (mask, pd_ptr, flags, mut init) = unsafe {
-            (
-                (*attr).comp_mask,
-                (*attr).pd,
-                (*attr).create_flags,
-                qp::QpInit::from_attr(attr.cast()),
-            )
-        };
-        if mask & !QP_INIT_KNOWN != 0 || mask & QP_INIT_PD == 0 {
-            return Err(libc::EINVAL);
-        }
-        // XRC, TSO and RSS are not simulated (send ops: see ext::qp).
-        if mask & !(QP_INIT_PD | QP_INIT_CREATE_FLAGS) != 0
-            || (mask & QP_INIT_CREATE_FLAGS != 0 && flags != 0)
-        {
-            return Err(libc::EOPNOTSUPP);
-        }
-        let (pctx, _) = pd::get(pd_ptr)?;
-        if !core::ptr::eq(pctx, sim) {
-            return Err(libc::EINVAL);
-        }
-        let q = qp::create(pd_ptr, &mut init)?;
-        // SAFETY: as above.
-        unsafe { (*attr).cap = init.cap };
-        Ok(q)
-    })
-}
-
 /// `ibv_srq_init_attr_mask` bits.
-const SRQ_INIT_TYPE: u32 = 1;
-const SRQ_INIT_PD: u32 = 1 << 1;
-const SRQ_INIT_KNOWN: u32 = (1 << 5) - 1;
+const SRQ_INIT_TYPE: u32 = verbs_abi::ibv_srq_init_attr_mask::IBV_SRQ_INIT_ATTR_TYPE as u32;
+const SRQ_INIT_PD: u32 = verbs_abi::ibv_srq_init_attr_mask::IBV_SRQ_INIT_ATTR_PD as u32;
+const SRQ_INIT_KNOWN: u32 =
+    verbs_abi::ibv_srq_init_attr_mask::IBV_SRQ_INIT_ATTR_RESERVED as u32 - 1;
+const SRQ_INIT_XRCD: u32 = verbs_abi::ibv_srq_init_attr_mask::IBV_SRQ_INIT_ATTR_XRCD as u32;
+const SRQ_INIT_CQ: u32 = verbs_abi::ibv_srq_init_attr_mask::IBV_SRQ_INIT_ATTR_CQ as u32;
+/// `ibv_srq_type`.
+const SRQT_BASIC: c_int = verbs_abi::ibv_srq_type::IBV_SRQT_BASIC as c_int;
+const SRQT_XRC: c_int = verbs_abi::ibv_srq_type::IBV_SRQT_XRC as c_int;
 
 /// `verbs_context.create_srq_ex` (`ibv_create_srq_ex` beyond the plain case).
 pub unsafe extern "C" fn sim_create_srq_ex(
@@ -113,19 +73,32 @@ pub unsafe extern "C" fn sim_create_srq_ex(
             return Err(libc::EINVAL);
         }
         // SAFETY: attr points at the caller's struct; the enum is read as an int.
-        let (mask, ty, pd_ptr) = unsafe {
+        let (mask, ty, pd_ptr, xrcd, cq) = unsafe {
             (
                 (*attr).comp_mask,
                 core::ptr::addr_of!((*attr).srq_type).cast::<c_int>().read(),
                 (*attr).pd,
+                (*attr).xrcd,
+                (*attr).cq,
             )
         };
         if mask & !SRQ_INIT_KNOWN != 0 || mask & SRQ_INIT_PD == 0 {
             return Err(libc::EINVAL);
         }
-        if mask & SRQ_INIT_TYPE != 0 && ty != 0 {
-            // XRC and tag-matching SRQs are not simulated.
-            return Err(libc::EOPNOTSUPP);
+        let ty = if mask & SRQ_INIT_TYPE != 0 {
+            ty
+        } else {
+            SRQT_BASIC
+        };
+        match ty {
+            SRQT_BASIC => {}
+            // An XRC SRQ needs its domain and CQ.
+            SRQT_XRC if mask & (SRQ_INIT_XRCD | SRQ_INIT_CQ) != SRQ_INIT_XRCD | SRQ_INIT_CQ => {
+                return Err(libc::EINVAL)
+            }
+            SRQT_XRC => {}
+            // Tag-matching SRQs are not simulated.
+            _ => return Err(libc::EOPNOTSUPP),
         }
         let (pctx, _) = pd::get(pd_ptr)?;
         if !core::ptr::eq(pctx, sim) {
@@ -133,6 +106,9 @@ pub unsafe extern "C" fn sim_create_srq_ex(
         }
         // SAFETY: as above.
         let (srq_context, a) = unsafe { ((*attr).srq_context, &mut (*attr).attr) };
+        if ty == SRQT_XRC {
+            return crate::xrc::create_srq(sim, pd_ptr, xrcd, cq, srq_context, a);
+        }
         srq::create(pd_ptr, srq_context, a)
     })
 }

@@ -31,7 +31,7 @@ use core::sync::atomic::AtomicBool;
 
 use verbs_abi::{ibv_comp_channel, ibv_context, ibv_cq, ibv_device};
 
-use crate::{context, guard};
+use crate::{context, datapath, guard};
 
 /// rdma-core's `bool verbs_allow_disassociate_destroy`: whether destroying
 /// an object of a disassociated device may report success. Providers read
@@ -130,7 +130,7 @@ pub unsafe extern "C" fn verbs_open_device(
         if !private_data.is_null() {
             return Err(libc::EOPNOTSUPP);
         }
-        context::open(device, super::ops::install)
+        context::open(device, super::ops::install, &datapath::remote::RECEIVER)
     })
 }
 

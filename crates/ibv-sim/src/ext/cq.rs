@@ -15,87 +15,39 @@
 //! (`hca_core_clock` is 1 GHz, the clock `ibv_query_rt_values_ex` reads) and
 //! wall-clock ns.
 
-use core::cell::UnsafeCell;
 use core::ffi::{c_int, c_uint};
-use core::mem::{offset_of, size_of};
 use core::ptr::{addr_of, addr_of_mut};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 use parking_lot::lock_api::RawMutex as _;
 use verbs_abi::{ibv_context, ibv_cq, ibv_cq_ex, ibv_cq_init_attr_ex, ibv_poll_cq_attr, ibv_wc};
 
-use crate::cq::{self, SimCq};
+use crate::cq::{self, CqEx};
 use crate::{context, guard};
 
 /// `ibv_cq_init_attr_mask`.
-const INIT_MASK_FLAGS: u32 = 1;
-const INIT_MASK_PD: u32 = 1 << 1;
+const INIT_MASK_FLAGS: u32 = verbs_abi::ibv_cq_init_attr_mask::IBV_CQ_INIT_ATTR_MASK_FLAGS as u32;
+const INIT_MASK_PD: u32 = verbs_abi::ibv_cq_init_attr_mask::IBV_CQ_INIT_ATTR_MASK_PD as u32;
 /// `ibv_create_cq_attr_flags`.
 const SINGLE_THREADED: u32 = 1;
 /// `ibv_create_cq_wc_flags`.
-pub const WITH_BYTE_LEN: u64 = 1;
-pub const WITH_IMM: u64 = 1 << 1;
-pub const WITH_QP_NUM: u64 = 1 << 2;
-pub const WITH_SRC_QP: u64 = 1 << 3;
-pub const WITH_SLID: u64 = 1 << 4;
-pub const WITH_SL: u64 = 1 << 5;
-pub const WITH_DLID_PATH_BITS: u64 = 1 << 6;
-pub const WITH_COMPLETION_TIMESTAMP: u64 = 1 << 7;
-pub const WITH_COMPLETION_TIMESTAMP_WALLCLOCK: u64 = 1 << 11;
+pub const WITH_BYTE_LEN: u64 = verbs_abi::ibv_create_cq_wc_flags::IBV_WC_EX_WITH_BYTE_LEN as u64;
+pub const WITH_IMM: u64 = verbs_abi::ibv_create_cq_wc_flags::IBV_WC_EX_WITH_IMM as u64;
+pub const WITH_QP_NUM: u64 = verbs_abi::ibv_create_cq_wc_flags::IBV_WC_EX_WITH_QP_NUM as u64;
+pub const WITH_SRC_QP: u64 = verbs_abi::ibv_create_cq_wc_flags::IBV_WC_EX_WITH_SRC_QP as u64;
+pub const WITH_SLID: u64 = verbs_abi::ibv_create_cq_wc_flags::IBV_WC_EX_WITH_SLID as u64;
+pub const WITH_SL: u64 = verbs_abi::ibv_create_cq_wc_flags::IBV_WC_EX_WITH_SL as u64;
+pub const WITH_DLID_PATH_BITS: u64 =
+    verbs_abi::ibv_create_cq_wc_flags::IBV_WC_EX_WITH_DLID_PATH_BITS as u64;
+pub const WITH_COMPLETION_TIMESTAMP: u64 =
+    verbs_abi::ibv_create_cq_wc_flags::IBV_WC_EX_WITH_COMPLETION_TIMESTAMP as u64;
+pub const WITH_COMPLETION_TIMESTAMP_WALLCLOCK: u64 =
+    verbs_abi::ibv_create_cq_wc_flags::IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK as u64;
 /// What the sim can report: the standard fields and both timestamps (no
 /// CVLAN, flow tag or tag matching).
-pub const SUPPORTED_WC_FLAGS: u64 =
-    ((1 << 7) - 1) | WITH_COMPLETION_TIMESTAMP | WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
-
-/// Size of `ibv_cq_ex`'s fields after the `ibv_cq` ones.
-const C_TAIL: usize = size_of::<ibv_cq_ex>() - size_of::<ibv_cq>();
-
-/// The part of a sim CQ after its `ibv_cq`: the rest of `ibv_cq_ex`, then
-/// the cursor. Plain CQs carry it too, unused.
-#[repr(C)]
-pub struct CqEx {
-    /// `ibv_cq_ex` from `comp_mask` on: the table and the `status` and
-    /// `wr_id` the program reads, all written through `*mut ibv_cq_ex`.
-    _c: UnsafeCell<[u64; C_TAIL / 8]>,
-    /// The completion the cursor is on.
-    cur: UnsafeCell<ibv_wc>,
-    /// Device and wall-clock time (ns) at which `cur` was polled.
-    ts: UnsafeCell<(u64, u64)>,
-    /// `IBV_WC_EX_WITH_*` asked for at creation.
-    wc_flags: AtomicU64,
-    /// Serialises pollers between start_poll and end_poll.
-    lock: parking_lot::RawMutex,
-    locking: AtomicBool,
-    held: AtomicBool,
-}
-
-// `ibv_cq_ex_to_cq` is a cast: the tail must start where `ibv_cq_ex` goes
-// on after the `ibv_cq` fields.
-const _: () = assert!(offset_of!(SimCq, ex) == offset_of!(ibv_cq_ex, comp_mask));
-const _: () = assert!(offset_of!(ibv_cq_ex, comp_mask) == size_of::<ibv_cq>());
-const _: () = assert!(C_TAIL.is_multiple_of(8));
-
-impl CqEx {
-    /// The tail of a new CQ (plain until `create` below fills the table).
-    pub fn new() -> CqEx {
-        CqEx {
-            _c: UnsafeCell::new([0; C_TAIL / 8]),
-            // SAFETY: ibv_wc is plain data; zero is IBV_WC_SUCCESS / IBV_WC_SEND.
-            cur: UnsafeCell::new(unsafe { core::mem::zeroed() }),
-            ts: UnsafeCell::new((0, 0)),
-            wc_flags: AtomicU64::new(0),
-            lock: parking_lot::RawMutex::INIT,
-            locking: AtomicBool::new(false),
-            held: AtomicBool::new(false),
-        }
-    }
-}
-
-impl Default for CqEx {
-    fn default() -> Self {
-        CqEx::new()
-    }
-}
+pub const SUPPORTED_WC_FLAGS: u64 = (WITH_COMPLETION_TIMESTAMP - 1)
+    | WITH_COMPLETION_TIMESTAMP
+    | WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
 
 /// `verbs_context.create_cq_ex` (the inline `ibv_create_cq_ex`).
 pub unsafe extern "C" fn sim_create_cq_ex(

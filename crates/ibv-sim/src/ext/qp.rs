@@ -18,28 +18,31 @@
 //! (a setter with no request, an unsupported operation) is returned the
 //! same way.
 
-use core::cell::UnsafeCell;
 use core::ffi::{c_int, c_uint, c_void};
-use core::mem::{offset_of, size_of};
 use core::ptr::{addr_of, addr_of_mut};
-use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::lock_api::RawMutex as _;
 use parking_lot::Mutex;
 use verbs_abi::{
     ibv_ah, ibv_context, ibv_data_buf, ibv_mw, ibv_mw_bind_info, ibv_qp, ibv_qp_cap, ibv_qp_ex,
-    ibv_qp_init_attr_ex, ibv_send_wr, ibv_sge,
+    ibv_qp_init_attr_ex, ibv_qp_init_attr_mask, ibv_send_wr, ibv_send_wr_bind_mw, ibv_sge,
 };
 
+use crate::abi::{
+    SEND_FENCE, SEND_INLINE, SEND_IP_CSUM, SEND_SIGNALED, SEND_SOLICITED, WR_ATOMIC_CMP_AND_SWP,
+    WR_ATOMIC_FETCH_AND_ADD, WR_BIND_MW, WR_LOCAL_INV, WR_RDMA_READ, WR_RDMA_WRITE,
+    WR_RDMA_WRITE_WITH_IMM, WR_SEND, WR_SEND_WITH_IMM, WR_SEND_WITH_INV,
+};
 use crate::device::limits;
-use crate::exports::ops;
-use crate::qp::{self, SimQp};
+use crate::qp::ex::{Batch, Data, ExState, Wr};
+use crate::qp::{self};
 use crate::qp_state::{QPT_RC, QPT_UC, QPT_UD};
 use crate::registry::{self, Kind};
 use crate::{context, guard};
 
 /// `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`.
-const INIT_SEND_OPS_FLAGS: u32 = 1 << 6;
+const INIT_SEND_OPS_FLAGS: u32 = ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS as u32;
 
 /// `ibv_qp_create_send_ops_flags`.
 const WITH_RDMA_WRITE: u64 = 1;
@@ -49,115 +52,16 @@ const WITH_SEND_WITH_IMM: u64 = 1 << 3;
 const WITH_RDMA_READ: u64 = 1 << 4;
 const WITH_ATOMIC_CMP_AND_SWP: u64 = 1 << 5;
 const WITH_ATOMIC_FETCH_AND_ADD: u64 = 1 << 6;
+const WITH_LOCAL_INV: u64 = 1 << 7;
+const WITH_BIND_MW: u64 = 1 << 8;
+const WITH_SEND_WITH_INV: u64 = 1 << 9;
 
-/// `ibv_wr_opcode`.
-const WR_RDMA_WRITE: c_int = 0;
-const WR_RDMA_WRITE_WITH_IMM: c_int = 1;
-const WR_SEND: c_int = 2;
-const WR_SEND_WITH_IMM: c_int = 3;
-const WR_RDMA_READ: c_int = 4;
-const WR_ATOMIC_CMP_AND_SWP: c_int = 5;
-const WR_ATOMIC_FETCH_AND_ADD: c_int = 6;
-
-/// `ibv_send_flags`: `IBV_SEND_INLINE`, and what `wr_flags` may carry
-/// (FENCE, SIGNALED, SOLICITED, IP_CSUM): whether data is inline is the
-/// setter's choice, not the flag's (`ibv_wr_post(3)`).
-const SEND_INLINE: c_uint = 1 << 3;
-const WR_FLAGS: c_uint = 1 | (1 << 1) | (1 << 2) | (1 << 4);
-
-/// Size of `ibv_qp_ex`'s fields after the `ibv_qp` ones.
-const C_TAIL: usize = size_of::<ibv_qp_ex>() - size_of::<ibv_qp>();
-
-/// The part of a sim QP after its `ibv_qp`: the rest of `ibv_qp_ex`, then
-/// the builder state. All-zero is a valid value (a plain QP: no state), as
-/// `qp::create` allocates QPs zeroed.
-#[repr(C)]
-pub struct QpEx {
-    /// `ibv_qp_ex` from `comp_mask` on: `wr_id`, `wr_flags` and the table,
-    /// read and written through `*mut ibv_qp_ex`.
-    _c: UnsafeCell<[u64; C_TAIL / 8]>,
-    /// The builder state of a QP created with send ops; NULL otherwise.
-    state: AtomicPtr<ExState>,
-}
-
-// `ibv_qp_to_qp_ex` is a cast: the tail must start where `ibv_qp_ex` goes
-// on after the `ibv_qp` fields.
-const _: () = assert!(offset_of!(SimQp, ex) == offset_of!(ibv_qp_ex, comp_mask));
-const _: () = assert!(offset_of!(ibv_qp_ex, comp_mask) == size_of::<ibv_qp>());
-const _: () = assert!(C_TAIL.is_multiple_of(8));
-
-impl Drop for QpEx {
-    fn drop(&mut self) {
-        let p = *self.state.get_mut();
-        if !p.is_null() {
-            // SAFETY: set once from Box::into_raw in `install`; the QP is
-            // being freed, so nothing else refers to it.
-            drop(unsafe { Box::from_raw(p) });
-        }
-    }
-}
-
-struct ExState {
-    /// The critical section from `wr_start` to `wr_complete` / `wr_abort`.
-    region: parking_lot::RawMutex,
-    held: AtomicBool,
-    batch: Mutex<Batch>,
-    /// What the QP was granted, for checking a batch before posting it.
-    cap: ibv_qp_cap,
-    ud: bool,
-}
-
-/// The work requests built since `ibv_wr_start`. The vectors keep their
-/// capacity from batch to batch: a steady stream of posts allocates nothing
-/// but inline copies and scatter lists of more than one entry.
-#[derive(Default)]
-struct Batch {
-    wrs: Vec<Wr>,
-    /// The `ibv_send_wr` chain handed to `post_send`.
-    chain: Vec<ibv_send_wr>,
-    /// The first builder error, returned by `ibv_wr_complete`.
-    err: c_int,
-}
-
-impl Batch {
-    fn reset(&mut self) {
-        self.wrs.clear();
-        self.chain.clear();
-        self.err = 0;
-    }
-}
-
-/// A request's data, as its last setter gave it.
-enum Data {
-    None,
-    Sge(ibv_sge),
-    List(Vec<ibv_sge>),
-    /// Copied at `wr_set_inline_data*`.
-    Inline(Vec<u8>),
-}
-
-/// One recorded work request.
-struct Wr {
-    wr_id: u64,
-    flags: c_uint,
-    opcode: c_int,
-    imm: u32,
-    remote_addr: u64,
-    rkey: u32,
-    compare_add: u64,
-    swap: u64,
-    /// UD destination (`ibv_ah *` as an address).
-    ah: usize,
-    remote_qpn: u32,
-    remote_qkey: u32,
-    data: Data,
-    /// The one scatter entry that points at inline data (the data path
-    /// reads inline entries by address).
-    inline_sge: ibv_sge,
-}
+/// What `wr_flags` may carry (`IBV_SEND_INLINE` aside: whether data is
+/// inline is the setter's choice, not the flag's, `ibv_wr_post(3)`).
+const WR_FLAGS: c_uint = SEND_FENCE | SEND_SIGNALED | SEND_SOLICITED | SEND_IP_CSUM;
 
 /// `verbs_context.create_qp_ex`: with send ops, an extended QP; otherwise
-/// the plain sim QP of `exports::ops`.
+/// the plain sim QP of `qp::create_ex`.
 pub unsafe extern "C" fn sim_create_qp_ex(
     ctx: *mut ibv_context,
     attr: *mut ibv_qp_init_attr_ex,
@@ -169,8 +73,7 @@ pub unsafe extern "C" fn sim_create_qp_ex(
         // SAFETY: attr points at the caller's ibv_qp_init_attr_ex.
         let mask = unsafe { (*attr).comp_mask };
         if mask & INIT_SEND_OPS_FLAGS == 0 {
-            // SAFETY: the same arguments the program passed.
-            return created(unsafe { ops::sim_create_qp_ex(ctx, attr) });
+            return qp::create_ex(ctx, attr);
         }
         let sim = context::from_ibv(ctx)?;
         // SAFETY: as above; the enum is read as an int.
@@ -188,34 +91,31 @@ pub unsafe extern "C" fn sim_create_qp_ex(
             0
         };
         let allowed = match qp_type {
-            QPT_RC => send | write | WITH_RDMA_READ | atomics,
+            QPT_RC => {
+                send | write
+                    | WITH_RDMA_READ
+                    | atomics
+                    | WITH_LOCAL_INV
+                    | WITH_BIND_MW
+                    | WITH_SEND_WITH_INV
+            }
             QPT_UC => send | write,
             QPT_UD => send,
             _ => 0,
         };
-        // Memory windows, invalidation, TSO and atomic write are not simulated.
+        // TSO and atomic write are not simulated.
         if send_ops & !allowed != 0 {
             return Err(libc::EOPNOTSUPP);
         }
         // SAFETY: as above (plain data).
         let mut plain = unsafe { attr.read() };
         plain.comp_mask &= !INIT_SEND_OPS_FLAGS;
-        // SAFETY: a valid ibv_qp_init_attr_ex on our stack.
-        let q = created(unsafe { ops::sim_create_qp_ex(ctx, &mut plain) })?;
+        let q = qp::create_ex(ctx, &mut plain)?;
         // SAFETY: as above: the granted capacities go back to the caller.
         unsafe { (*attr).cap = plain.cap };
         install(q, plain.cap, qp_type == QPT_UD);
         Ok(q)
     })
-}
-
-/// A create's result as a `Result` (errno was set by the failed create).
-fn created(q: *mut ibv_qp) -> Result<*mut ibv_qp, c_int> {
-    if q.is_null() {
-        Err(guard::errno())
-    } else {
-        Ok(q)
-    }
 }
 
 /// Gives a new QP its builder state and fills its `ibv_qp_ex` table.
@@ -315,6 +215,7 @@ fn op(x: *mut ibv_qp_ex, opcode: c_int, fill: impl FnOnce(&mut Wr)) {
                 length: 0,
                 lkey: 0,
             },
+            bind: None,
         };
         fill(&mut w);
         b.wrs.push(w);
@@ -452,6 +353,15 @@ fn post(q: *mut ibv_qp, b: &mut Batch) -> c_int {
                     r.wr.atomic.rkey = w.rkey;
                     r.wr.atomic.compare_add = w.compare_add;
                     r.wr.atomic.swap = w.swap;
+                }
+                WR_BIND_MW => {
+                    if let Some((mw, info)) = w.bind {
+                        r.anon.bind_mw = ibv_send_wr_bind_mw {
+                            mw,
+                            rkey: w.rkey,
+                            bind_info: info,
+                        };
+                    }
                 }
                 _ if w.ah != 0 => {
                     r.wr.ud.ah = w.ah as *mut ibv_ah;
@@ -622,26 +532,36 @@ unsafe extern "C" fn wr_set_inline_data_list(
     })
 }
 
+/// A type 2 bind (`objects::mw` executes it).
+unsafe extern "C" fn wr_bind_mw(
+    x: *mut ibv_qp_ex,
+    mw: *mut ibv_mw,
+    rkey: u32,
+    info: *const ibv_mw_bind_info,
+) {
+    if info.is_null() {
+        return fail(x, libc::EINVAL);
+    }
+    // SAFETY: info points at the caller's struct (plain data), copied now.
+    let info = unsafe { info.read() };
+    op(x, WR_BIND_MW, |w| {
+        w.rkey = rkey;
+        w.bind = Some((mw, info));
+    })
+}
+
+/// The rkey to invalidate travels where `ibv_send_wr` keeps it, in `imm_data`.
+unsafe extern "C" fn wr_local_inv(x: *mut ibv_qp_ex, rkey: u32) {
+    op(x, WR_LOCAL_INV, |w| w.imm = rkey)
+}
+
+unsafe extern "C" fn wr_send_inv(x: *mut ibv_qp_ex, rkey: u32) {
+    op(x, WR_SEND_WITH_INV, |w| w.imm = rkey)
+}
+
 // Operations the sim does not simulate: `ibv_create_qp_ex` refuses their
 // send ops, and a program that calls them anyway gets EOPNOTSUPP from
 // `ibv_wr_complete` instead of a jump through NULL.
-
-unsafe extern "C" fn wr_bind_mw(
-    x: *mut ibv_qp_ex,
-    _mw: *mut ibv_mw,
-    _rkey: u32,
-    _info: *const ibv_mw_bind_info,
-) {
-    fail(x, libc::EOPNOTSUPP)
-}
-
-unsafe extern "C" fn wr_local_inv(x: *mut ibv_qp_ex, _rkey: u32) {
-    fail(x, libc::EOPNOTSUPP)
-}
-
-unsafe extern "C" fn wr_send_inv(x: *mut ibv_qp_ex, _rkey: u32) {
-    fail(x, libc::EOPNOTSUPP)
-}
 
 unsafe extern "C" fn wr_send_tso(x: *mut ibv_qp_ex, _hdr: *mut c_void, _hdr_sz: u16, _mss: u16) {
     fail(x, libc::EOPNOTSUPP)

@@ -138,7 +138,10 @@ pub(super) fn claim(
 
 /// Joins the fabric (the first open context) or counts one more user;
 /// registers the ports of `dev` (a process uses the ports it opens).
-pub fn attach(dev: &'static SimDevice) -> Result<(), String> {
+/// What arrives goes to `rx`.
+pub fn attach(dev: &'static SimDevice, rx: &'static Receiver) -> Result<(), String> {
+    // Set before any message can arrive; callers all pass the same one.
+    let _ = RECEIVER.set(rx);
     let mut st = STATE.lock();
     if let Some(a) = st.as_mut() {
         if !a.devices.contains(&dev.index) {

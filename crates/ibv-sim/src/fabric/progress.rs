@@ -1,7 +1,57 @@
 //! Sending (the outbox) and the progress engine that executes what
 //! arrives in this process's ring: from `ibv_poll_cq` and a background thread.
 
+use core::ffi::c_int;
+
+use verbs_abi::ibv_wc_status::{IBV_WC_RETRY_EXC_ERR, IBV_WC_SUCCESS};
+
 use super::*;
+
+/// The requester of a message received from another process.
+pub struct Peer {
+    pub dest: Dest,
+    pub qpn: u32,
+    pub seq: u64,
+    /// RC: the requester waits for a response.
+    pub reply: bool,
+}
+
+impl Peer {
+    /// The sender of request `w`.
+    pub fn of(w: &Wire) -> Peer {
+        Peer {
+            dest: Dest {
+                slot: w.src_slot,
+                token: w.src_token,
+            },
+            qpn: w.src_qpn,
+            seq: w.seq,
+            reply: w.flags & wire::flag::REPLY != 0,
+        }
+    }
+
+    /// Answers the request with its completion status for the requester
+    /// (RC only; UC and UD never hear back).
+    pub fn reply(&self, status: c_int) {
+        if !self.reply {
+            return;
+        }
+        let mut w = Wire::zeroed();
+        w.kind = if status == IBV_WC_SUCCESS as c_int {
+            wire::kind::ACK
+        } else if status == IBV_WC_RETRY_EXC_ERR as c_int {
+            // The responder went away under the message: the requester's
+            // retries run out.
+            wire::kind::DROP
+        } else {
+            wire::kind::NAK
+        };
+        w.status = status;
+        w.dst_qpn = self.qpn;
+        w.seq = self.seq;
+        send(self.dest, &mut w, &[]);
+    }
+}
 
 /// Fragments waiting for a full ring, in order.
 pub(super) static OUTBOX: Mutex<VecDeque<(Dest, Wire, Vec<u8>)>> = Mutex::new(VecDeque::new());
@@ -148,11 +198,42 @@ impl Engine {
     }
 }
 
+/// What the layer above the fabric (the data path) does with what
+/// arrives. Given to [`attach`], so the fabric never names that layer.
+pub struct Receiver {
+    /// A request from another process; `replayed` when it is one that
+    /// arrived early and is delivered now (see [`replay`]).
+    pub request: fn(&Wire, &[u8], bool),
+    /// A response to a request of ours.
+    pub response: fn(&Wire, &[u8]),
+    /// Runs every millisecond or so: the deadlines of requests of ours.
+    pub tick: fn(),
+    /// Whether a request of ours waits for its response.
+    pub busy: fn() -> bool,
+}
+
+/// Set by the first [`attach`]; every caller passes the same one.
+pub(super) static RECEIVER: once_cell::sync::OnceCell<&'static Receiver> =
+    once_cell::sync::OnceCell::new();
+
+fn busy() -> bool {
+    RECEIVER.get().is_some_and(|r| (r.busy)())
+}
+
+/// Delivers again a request that arrived before its QP could receive it
+/// (kept by the layer above, which got it through its [`Receiver`]).
+pub fn replay(w: &Wire, data: &[u8]) {
+    if let Some(r) = RECEIVER.get() {
+        (r.request)(w, data, true);
+    }
+}
+
 pub(super) fn dispatch(w: &Wire, data: &[u8]) {
+    let Some(r) = RECEIVER.get() else { return };
     if wire::kind::is_response(w.kind) {
-        crate::datapath::remote::on_response(w, data);
+        (r.response)(w, data);
     } else {
-        crate::datapath::remote::on_request(w, data);
+        (r.request)(w, data, false);
     }
 }
 
@@ -168,7 +249,9 @@ pub(super) fn run_engine(seg: &Segment, slot: usize, e: &mut Engine) -> bool {
     let now = now_ns();
     if now >= e.next_deadline_check {
         e.next_deadline_check = now + 1_000_000;
-        crate::datapath::remote::check_deadlines();
+        if let Some(r) = RECEIVER.get() {
+            (r.tick)();
+        }
         unstall(seg, ring, e, now);
     }
     did
@@ -203,7 +286,7 @@ pub(super) fn unstall(seg: &Segment, ring: Ring, e: &mut Engine, now: u64) {
 pub fn poll_progress() {
     let Some((seg, slot, _)) = me() else { return };
     let ring = seg.ring(slot);
-    if ring.is_empty() && !crate::datapath::remote::busy() && OUTBOX.lock().is_empty() {
+    if ring.is_empty() && !busy() && OUTBOX.lock().is_empty() {
         return;
     }
     if let Some(mut e) = ENGINE.try_lock() {
@@ -239,7 +322,7 @@ pub(super) fn progress_thread(stop: Arc<AtomicBool>) {
             continue;
         }
         let ring = seg.ring(slot);
-        let busy = crate::datapath::remote::busy() || !OUTBOX.lock().is_empty();
+        let busy = busy() || !OUTBOX.lock().is_empty();
         ring.wait(if busy { 1_000_000 } else { 100_000_000 });
     }
 }

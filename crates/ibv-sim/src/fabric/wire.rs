@@ -41,6 +41,8 @@ pub mod flag {
     pub const GRH_VALID: u32 = 1 << 3;
     /// RC: the requester expects a response.
     pub const REPLY: u32 = 1 << 4;
+    /// Send with invalidate: `rkey` is the responder's rkey to invalidate.
+    pub const INV: u32 = 1 << 5;
 }
 
 /// The header of a message fragment.

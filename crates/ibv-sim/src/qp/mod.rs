@@ -2,6 +2,7 @@
 //! and the state changes the data path triggers (errors, flushes).
 //! `modify`: `ibv_modify_qp` and its checks; `mcast`: multicast attachment.
 
+pub mod ex;
 mod mcast;
 mod modify;
 
@@ -17,16 +18,20 @@ use std::sync::Arc;
 use once_cell::sync::Lazy;
 use parking_lot::Mutex;
 use verbs_abi::{
-    ibv_ah_attr, ibv_cq, ibv_pd, ibv_qp, ibv_qp_attr, ibv_qp_cap, ibv_qp_init_attr, ibv_srq,
+    ibv_ah_attr, ibv_context, ibv_cq, ibv_pd, ibv_qp, ibv_qp_attr, ibv_qp_cap, ibv_qp_init_attr,
+    ibv_qp_init_attr_ex, ibv_qp_init_attr_mask, ibv_sge, ibv_srq,
 };
 
+use crate::abi::{WC_RECV, WC_RETRY_EXC_ERR};
 use crate::context::{self, SimContext};
 use crate::cq::{self, CqShared, SimCq};
-use crate::datapath::{self, RecvQueue};
 use crate::device::{limits, SimDevice};
 use crate::events::{async_kind, AsyncEvent, EventCounter, EventQueue};
+use crate::fabric::wire::Wire;
+use crate::fabric::{Dest, Peer};
 use crate::pd::{self, SimPd};
 use crate::qp_state::{self, mask, ERR, INIT, QPT_RC, QPT_UC, QPT_UD, RESET, RTR, RTS, SQD, SQE};
+use crate::recvq::{Parked, RecvQueue};
 use crate::registry::{self, Entry, Kind, Sharded, OBJECTS};
 use crate::srq::{self, SimSrq, SrqShared};
 
@@ -97,13 +102,47 @@ pub struct QpInner {
     /// Multicast groups attached (`ibv_attach_mcast`).
     pub mcast: Vec<([u8; 16], u16)>,
     /// RC requests to other processes waiting for their responses, in order.
-    pub out: VecDeque<datapath::remote::Outstanding>,
+    pub out: VecDeque<Outstanding>,
     /// Sequence number of the next such request.
     pub next_seq: u64,
     /// Requests from other processes that arrived before this QP could
     /// receive (its peer was quicker to RTS): replayed, in order, when it
     /// reaches RTR, as the requester's retries would deliver them.
-    pub early: VecDeque<(crate::fabric::wire::Wire, Vec<u8>)>,
+    pub early: VecDeque<(Wire, Vec<u8>)>,
+}
+
+impl QpInner {
+    /// Drops the early requests of a QP that is reset, fails or goes
+    /// away: their requesters' retries run out.
+    pub fn drop_early(&mut self) {
+        for (w, _) in self.early.drain(..) {
+            Peer::of(&w).reply(WC_RETRY_EXC_ERR);
+        }
+        if self.early.capacity() > 0 {
+            self.early.shrink_to_fit();
+        }
+    }
+}
+
+/// An RC work request of ours waiting for its response.
+pub struct Outstanding {
+    pub seq: u64,
+    pub wr_id: u64,
+    pub signaled: bool,
+    pub opcode: c_int,
+    /// Where READ / atomic results go.
+    pub sge: Vec<ibv_sge>,
+    /// The byte count of a successful completion.
+    pub byte_len: u32,
+    pub dest: Option<Dest>,
+    pub deadline: u64,
+    pub timeout: u64,
+    /// The responder dropped it: fail at the deadline.
+    pub doomed: bool,
+    /// The responder's QP was not ready: fail at the deadline unless
+    /// answered by then.
+    pub not_ready: bool,
+    pub done: Option<c_int>,
 }
 
 /// The part of a QP the data path shares (peers find it by QP number).
@@ -113,8 +152,10 @@ pub struct QpShared {
     pub qp_num: u32,
     pub qp_type: c_int,
     pub dev: &'static SimDevice,
-    /// Address of the SimPd.
+    /// Address of the SimPd (0: an XRC receive QP, which has none).
     pub pd: usize,
+    /// An XRC receive QP's domain (`SimXrcd::domain`; 0 otherwise).
+    pub xrc_domain: usize,
     pub sq_sig_all: bool,
     pub cap: ibv_qp_cap,
     pub send_cq: Arc<CqShared>,
@@ -155,16 +196,14 @@ impl QpShared {
     /// ERR: outstanding receives complete with `IBV_WC_WR_FLUSH_ERR`; a QP
     /// on an SRQ reports `IBV_EVENT_QP_LAST_WQE_REACHED` instead.
     fn flush_locked(&self, g: &mut QpInner) {
-        datapath::remote::drop_early(g);
+        g.drop_early();
         for e in g.out.drain(..) {
             self.send_cq
-                .push(datapath::flush_wc(e.wr_id, e.opcode, self.qp_num), true);
+                .push(cq::flush_wc(e.wr_id, e.opcode, self.qp_num), true);
         }
         for w in g.rq.wqes.drain(..) {
-            self.recv_cq.push(
-                datapath::flush_wc(w.wr_id, datapath::WC_RECV, self.qp_num),
-                true,
-            );
+            self.recv_cq
+                .push(cq::flush_wc(w.wr_id, WC_RECV, self.qp_num), true);
         }
         if self.srq.is_some() {
             self.async_q.push(AsyncEvent {
@@ -180,12 +219,16 @@ impl QpShared {
 pub struct SimQp {
     pub qp: ibv_qp,
     /// Must follow `qp`: with it, an `ibv_qp_ex` (see `ext::qp`); valid all-zero.
-    pub ex: crate::ext::qp::QpEx,
+    pub ex: ex::QpEx,
     pub shared: Arc<QpShared>,
     pd: *const SimPd,
     send_cq: *const SimCq,
     recv_cq: *const SimCq,
     srq: *const SimSrq,
+    /// `IBV_QPT_XRC_RECV`: its XRC domain (NULL otherwise).
+    xrcd: *const crate::xrcd::SimXrcd,
+    /// Flow steering rules attached (`objects::flow`); valid all-zero.
+    pub users: AtomicU32,
 }
 
 /// Members of each multicast group, by GID.
@@ -224,6 +267,8 @@ pub struct QpInit {
     pub cap: ibv_qp_cap,
     pub qp_type: c_int,
     pub sq_sig_all: c_int,
+    /// `IBV_QPT_XRC_RECV`: its XRC domain (`IBV_QP_INIT_ATTR_XRCD`).
+    pub xrcd: *mut verbs_abi::ibv_xrcd,
 }
 
 impl QpInit {
@@ -242,6 +287,7 @@ impl QpInit {
                 cap: (*a).cap,
                 qp_type: addr_of!((*a).qp_type).cast::<c_int>().read(),
                 sq_sig_all: (*a).sq_sig_all,
+                xrcd: core::ptr::null_mut(),
             }
         }
     }
@@ -256,18 +302,46 @@ fn cq_of(ctx: &SimContext, cq: *mut ibv_cq) -> Result<&'static SimCq, c_int> {
 }
 
 /// `ibv_create_qp`; writes the granted capacities back into `init.cap`.
+/// XRC receive QPs have no PD, CQs or queues of their own (each message
+/// names the XRC SRQ it lands in, `objects::xrc`); XRC send QPs no receive
+/// side.
 pub fn create(pd_ptr: *mut ibv_pd, init: &mut QpInit) -> Result<*mut ibv_qp, c_int> {
-    let (ctx, pd) = pd::get(pd_ptr)?;
+    let xrc_recv = init.qp_type == qp_state::QPT_XRC_RECV;
+    let (ctx, pd, xrcd) = if xrc_recv {
+        let (c, x) = crate::xrcd::get(init.xrcd)?;
+        (c, None, Some(x))
+    } else {
+        let (c, p) = pd::get(pd_ptr)?;
+        (c, Some(p), None)
+    };
     let fam = ctx.dev.family;
     match init.qp_type {
-        QPT_RC => {}
+        QPT_RC | qp_state::QPT_XRC_SEND | qp_state::QPT_XRC_RECV => {}
         QPT_UC if fam.uc => {}
         QPT_UD if fam.ud => {}
         QPT_UC | QPT_UD => return Err(libc::EOPNOTSUPP),
-        qp_state::QPT_RAW_PACKET | qp_state::QPT_XRC_SEND | qp_state::QPT_XRC_RECV => {
-            return Err(libc::EOPNOTSUPP)
-        }
+        qp_state::QPT_RAW_PACKET => return Err(libc::EOPNOTSUPP),
         _ => return Err(libc::EINVAL),
+    }
+    let no_recv = matches!(
+        init.qp_type,
+        qp_state::QPT_XRC_SEND | qp_state::QPT_XRC_RECV
+    );
+    if no_recv {
+        init.cap.max_recv_wr = 0;
+        init.cap.max_recv_sge = 0;
+        if !init.srq.is_null() {
+            return Err(libc::EINVAL);
+        }
+    }
+    if xrc_recv {
+        init.cap = ibv_qp_cap {
+            max_send_wr: 0,
+            max_recv_wr: 0,
+            max_send_sge: 0,
+            max_recv_sge: 0,
+            max_inline_data: 0,
+        };
     }
     let cap = &mut init.cap;
     if cap.max_send_wr > limits::MAX_QP_WR as u32
@@ -282,11 +356,27 @@ pub fn create(pd_ptr: *mut ibv_pd, init: &mut QpInit) -> Result<*mut ibv_qp, c_i
         return Err(libc::EINVAL);
     }
     let mut st = ctx.lock_open()?;
-    if !registry::is_live(pd_ptr as usize, Kind::Pd) {
+    let live = match xrcd {
+        Some(_) => registry::is_live(init.xrcd as usize, Kind::Xrcd),
+        None => registry::is_live(pd_ptr as usize, Kind::Pd),
+    };
+    if !live {
         return Err(libc::EINVAL);
     }
-    let send_cq = cq_of(ctx, init.send_cq)?;
-    let recv_cq = cq_of(ctx, init.recv_cq)?;
+    let send_cq = if xrc_recv {
+        None
+    } else {
+        Some(cq_of(ctx, init.send_cq)?)
+    };
+    let recv_cq = if no_recv {
+        None
+    } else {
+        Some(cq_of(ctx, init.recv_cq)?)
+    };
+    // Queues that never complete anything still need a CQ to name.
+    let unused_cq = || cq::CqShared::unused(ctx.async_q.clone());
+    let send_shared = send_cq.map_or_else(unused_cq, |c| c.shared.clone());
+    let recv_shared = recv_cq.map_or_else(|| send_shared.clone(), |c| c.shared.clone());
     let srq: Option<&SimSrq> = if init.srq.is_null() {
         None
     } else {
@@ -318,11 +408,12 @@ pub fn create(pd_ptr: *mut ibv_pd, init: &mut QpInit) -> Result<*mut ibv_qp, c_i
         qp_num,
         qp_type: init.qp_type,
         dev: ctx.dev,
-        pd: pd_ptr as usize,
+        pd: pd.map_or(0, |p| p.base()),
+        xrc_domain: xrcd.map_or(0, |x| x.domain),
         sq_sig_all: init.sq_sig_all != 0,
         cap: *cap,
-        send_cq: send_cq.shared.clone(),
-        recv_cq: recv_cq.shared.clone(),
+        send_cq: send_shared,
+        recv_cq: recv_shared,
         srq: srq.map(|s| s.shared.clone()),
         st: Mutex::new(QpInner {
             state: RESET,
@@ -354,15 +445,28 @@ pub fn create(pd_ptr: *mut ibv_pd, init: &mut QpInit) -> Result<*mut ibv_qp, c_i
             .cast::<c_int>()
             .write(init.qp_type);
         addr_of_mut!((*raw).shared).write(shared.clone());
-        addr_of_mut!((*raw).pd).write(pd);
-        addr_of_mut!((*raw).send_cq).write(send_cq);
-        addr_of_mut!((*raw).recv_cq).write(recv_cq);
+        addr_of_mut!((*raw).pd).write(pd.map_or(core::ptr::null(), |p| p as *const SimPd));
+        addr_of_mut!((*raw).send_cq)
+            .write(send_cq.map_or(core::ptr::null(), |c| c as *const SimCq));
+        addr_of_mut!((*raw).recv_cq)
+            .write(recv_cq.map_or(core::ptr::null(), |c| c as *const SimCq));
+        addr_of_mut!((*raw).xrcd).write(xrcd.map_or(core::ptr::null(), |x| x as *const _));
         addr_of_mut!((*raw).srq).write(srq.map_or(core::ptr::null(), |s| s as *const SimSrq));
         Box::into_raw(b.assume_init())
     };
-    pd.users.fetch_add(1, Ordering::Relaxed);
-    send_cq.users.fetch_add(1, Ordering::Relaxed);
-    recv_cq.users.fetch_add(1, Ordering::Relaxed);
+    for users in [
+        pd.map(|p| &p.users),
+        send_cq.map(|c| &c.users),
+        recv_cq.map(|c| &c.users),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        users.fetch_add(1, Ordering::Relaxed);
+    }
+    if let Some(x) = xrcd {
+        x.users.take();
+    }
     if let Some(s) = srq {
         s.users.fetch_add(1, Ordering::Relaxed);
     }
@@ -495,7 +599,7 @@ pub fn destroy(qp: *mut ibv_qp) -> Result<(), c_int> {
         if !registry::is_live(qp as usize, Kind::Qp) {
             return Err(libc::EINVAL);
         }
-        if !s.st.lock().mcast.is_empty() {
+        if !s.st.lock().mcast.is_empty() || q.users.load(Ordering::Relaxed) > 0 {
             return Err(libc::EBUSY);
         }
         OBJECTS.remove(qp as usize);
@@ -508,7 +612,7 @@ pub fn destroy(qp: *mut ibv_qp) -> Result<(), c_int> {
         g.rq.wqes.clear();
         g.out.clear();
     }
-    datapath::drop_pending_from(s);
+    drop_pending_from(s);
     let addr = qp as usize;
     ctx.async_q
         .purge(|e| e.element == addr && e.event_type != async_kind::CQ_ERR);
@@ -516,11 +620,20 @@ pub fn destroy(qp: *mut ibv_qp) -> Result<(), c_int> {
     s.send_cq.remove_qp(s.qp_num);
     s.recv_cq.remove_qp(s.qp_num);
     let mut st = ctx.lock();
-    // SAFETY: the QP's PD, CQs and SRQ are live: the QP counts as their user.
+    // SAFETY: the QP's PD, CQs, SRQ and XRC domain (those it has) are
+    // live: the QP counts as their user.
     unsafe {
-        (*q.pd).users.fetch_sub(1, Ordering::Relaxed);
-        (*q.send_cq).users.fetch_sub(1, Ordering::Relaxed);
-        (*q.recv_cq).users.fetch_sub(1, Ordering::Relaxed);
+        if let Some(p) = q.pd.as_ref() {
+            p.users.fetch_sub(1, Ordering::Relaxed);
+        }
+        for c in [q.send_cq, q.recv_cq] {
+            if let Some(c) = c.as_ref() {
+                c.users.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+        if let Some(x) = q.xrcd.as_ref() {
+            x.users.give();
+        }
         if !q.srq.is_null() {
             (*q.srq).users.fetch_sub(1, Ordering::Relaxed);
         }
@@ -530,6 +643,79 @@ pub fn destroy(qp: *mut ibv_qp) -> Result<(), c_int> {
     // SAFETY: allocated by Box in `create`, unregistered above.
     drop(unsafe { Box::from_raw(qp as *mut SimQp) });
     Ok(())
+}
+
+/// `ibv_qp_init_attr_mask` bits.
+const INIT_PD: u32 = ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_PD as u32;
+const INIT_CREATE_FLAGS: u32 = ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_CREATE_FLAGS as u32;
+const INIT_XRCD: u32 = ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_XRCD as u32;
+/// Every bit up to `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`.
+const INIT_KNOWN: u32 = (ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS as u32) * 2 - 1;
+
+/// `ibv_create_qp_ex` of a plain QP (`ext::qp` adds send ops on top).
+pub fn create_ex(
+    ctx: *mut ibv_context,
+    attr: *mut ibv_qp_init_attr_ex,
+) -> Result<*mut ibv_qp, c_int> {
+    let sim = context::from_ibv(ctx)?;
+    if attr.is_null() {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: attr points at the caller's ibv_qp_init_attr_ex, whose
+    // leading fields are an ibv_qp_init_attr.
+    let (mask, pd_ptr, flags, xrcd, mut init) = unsafe {
+        (
+            (*attr).comp_mask,
+            (*attr).pd,
+            (*attr).create_flags,
+            (*attr).xrcd,
+            QpInit::from_attr(attr.cast()),
+        )
+    };
+    // An XRC receive QP names its XRC domain instead of a PD.
+    let xrc_recv = init.qp_type == qp_state::QPT_XRC_RECV;
+    let needed = if xrc_recv { INIT_XRCD } else { INIT_PD };
+    if mask & !INIT_KNOWN != 0 || mask & needed == 0 {
+        return Err(libc::EINVAL);
+    }
+    // TSO and RSS are not simulated (send ops: see ext::qp).
+    if mask & !(INIT_PD | INIT_XRCD | INIT_CREATE_FLAGS) != 0
+        || (mask & INIT_CREATE_FLAGS != 0 && flags != 0)
+    {
+        return Err(libc::EOPNOTSUPP);
+    }
+    if xrc_recv {
+        init.xrcd = xrcd;
+        let q = create(core::ptr::null_mut(), &mut init)?;
+        // SAFETY: as above.
+        unsafe { (*attr).cap = init.cap };
+        return Ok(q);
+    }
+    let (pctx, _) = pd::get(pd_ptr)?;
+    if !core::ptr::eq(pctx, sim) {
+        return Err(libc::EINVAL);
+    }
+    let q = create(pd_ptr, &mut init)?;
+    // SAFETY: as above.
+    unsafe { (*attr).cap = init.cap };
+    Ok(q)
+}
+
+/// Fails the messages parked on `s`'s receive queue (or destined to `s`
+/// on its SRQ): used when `s` is reset or destroyed. Their senders see
+/// `IBV_WC_RETRY_EXC_ERR`, as when the peer vanishes.
+pub fn drop_pending_from(s: &QpShared) {
+    let mut failed: Vec<Box<dyn Parked>> = {
+        let mut g = s.st.lock();
+        g.drop_early();
+        g.rq.pending.drain(..).collect()
+    };
+    if let Some(srq) = &s.srq {
+        failed.extend(srq.rq.lock().rq.take_pending_of(s.qp_num));
+    }
+    for p in failed {
+        p.fail();
+    }
 }
 
 /// States in which a QP accepts incoming messages.

@@ -185,22 +185,32 @@ pub fn modify(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, attr_mask: c_int) -> Resu
                 drop(g);
                 s.send_cq.remove_qp(s.qp_num);
                 s.recv_cq.remove_qp(s.qp_num);
-                datapath::drop_pending_from(s);
+                drop_pending_from(s);
             }
             ERR if cur != ERR => s.flush_locked(&mut g),
             SQD if cur != SQD && g.attrs.en_sqd_async_notify != 0 => {
                 // Nothing is ever outstanding: the send queue is drained at once.
                 s.async_q.push(AsyncEvent {
-                    event_type: 5,
+                    event_type: async_kind::SQ_DRAINED,
                     element: s.addr,
                 });
             }
             RTR | RTS if !g.early.is_empty() => {
                 drop(g);
-                datapath::remote::replay_early(s);
+                replay_early(s);
             }
             _ => {}
         }
     }
     Ok(())
+}
+
+/// Delivers, in order, the requests that arrived before `s` could receive.
+fn replay_early(s: &QpShared) {
+    loop {
+        let Some((w, data)) = s.st.lock().early.pop_front() else {
+            return;
+        };
+        crate::fabric::replay(&w, &data);
+    }
 }
