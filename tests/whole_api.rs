@@ -88,9 +88,24 @@ fn objects_made_through_the_tables_are_reported_with_their_parents_at_close_and_
     let r = shim_run(&["leak"], &[]);
     assert!(r.status.success(), "{}\n{}", r.stdout, r.log);
     let made = made(&r.stdout);
-    // What the sim makes today: an extended QP and an extended CQ (the rest
-    // join as ibv-sim implements them).
-    for kind in ["qp", "cq"] {
+    assert_eq!(made.iter().filter(|(k, _, _)| k == "mw").count(), 2);
+    // Every kind (ibv_open_qp's QP only where the sim makes one).
+    for kind in [
+        "qp",
+        "cq",
+        "mw",
+        "xrcd",
+        "srq",
+        "wq",
+        "rwq_ind_table",
+        "flow",
+        "flow_action",
+        "td",
+        "parent_domain",
+        "dm",
+        "mr",
+        "counters",
+    ] {
         assert!(
             made.iter().any(|(k, _, _)| k == kind),
             "no {kind} made:\n{}",
@@ -148,6 +163,49 @@ fn a_program_that_destroys_everything_is_silent() {
     assert_eq!(json["leaked"], false, "{json:#}");
     assert_eq!(json["objects"].as_array().unwrap().len(), 0, "{json:#}");
     assert!(json.get("checks").is_none(), "{json:#}");
+}
+
+#[test]
+fn table_made_objects_follow_the_exports_rules() {
+    let r = shim_run(&["rules"], &[]);
+    assert!(
+        r.status.success() && r.stdout.contains("checks passed"),
+        "{}\n{}",
+        r.stdout,
+        r.log
+    );
+    // EBUSY is the real answer, the record kept (the TD is destroyed
+    // later without a warning), and the holder named.
+    assert!(r.stdout.contains("busy ibv_dealloc_td 16"), "{}", r.stdout);
+    assert!(
+        r.log.lines().any(|l| l.contains("ibv_dealloc_td(td=")
+            && l.contains("EBUSY: still held by 1 object: parent_domain")),
+        "{}",
+        r.log
+    );
+    assert!(!r.log.contains("not a td the shim saw"), "{}", r.log);
+    // A destroy after close is refused, not forwarded.
+    assert!(
+        r.stdout.contains("closed ibv_dealloc_mw 22"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.log
+            .lines()
+            .any(|l| l.contains("use after close: ibv_dealloc_mw(mw=")),
+        "{}",
+        r.log
+    );
+    // The MW left on the closed context is reported under its PD.
+    let json = r.json.unwrap();
+    let kinds: Vec<&str> = json["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds.iter().filter(|k| **k == "mw").count(), 1, "{json:#}");
 }
 
 /// The data-path check lines of a log, by check name.
@@ -301,14 +359,14 @@ fn the_abort_option_ends_the_process_at_the_first_violation() {
 
 /// Runs an ibverbs-utils pingpong as server and client on the sim with the
 /// checks on; returns both logs.
-fn pingpong(prog: &str) -> String {
+fn pingpong(prog: &str, args: &[&str], done: &str) -> String {
     let dir = TempDir::new("whole-api-pp");
     let fabric = fabric_name("wholeapi", prog);
     let _guard = FabricGuard(fabric.clone());
     let port = free_port().to_string();
     let mk = |who: &str, client: bool| {
         let mut c = Command::new(prog);
-        c.args(["-d", "mlx5_0", "-c", "-n", "100", "-p", &port]);
+        c.args(["-d", "mlx5_0", "-p", &port]).args(args);
         if client {
             c.arg("127.0.0.1");
         }
@@ -358,14 +416,21 @@ fn pingpong(prog: &str) -> String {
         stdout(&client) + &stderr(&client),
         read(&dir.join("server.err"))
     );
-    assert!(stdout(&client).contains("100 iters in") && server_out.contains("100 iters in"));
+    assert!(stdout(&client).contains(done) && server_out.contains(done));
     read(&dir.join("client.log")) + &read(&dir.join("server.log"))
 }
 
 #[test]
 fn the_real_pingpongs_run_clean_under_the_checks() {
-    for prog in ["ibv_rc_pingpong", "ibv_srq_pingpong", "ibv_ud_pingpong"] {
-        let log = pingpong(prog);
+    let validated: &[&str] = &["-c", "-n", "100"];
+    for (prog, args, done) in [
+        ("ibv_rc_pingpong", validated, "100 iters in"),
+        ("ibv_srq_pingpong", validated, "100 iters in"),
+        ("ibv_ud_pingpong", validated, "100 iters in"),
+        // XRC: SRQs and QPs from ibv_create_srq_ex / ibv_create_qp_ex.
+        ("ibv_xsrq_pingpong", &[], "success"),
+    ] {
+        let log = pingpong(prog, args, done);
         // Both processes ran with their data path wrapped...
         assert_eq!(
             log.matches("function tables interposed (with data-path checks)")

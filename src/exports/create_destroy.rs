@@ -272,8 +272,8 @@ fn busy(d: &Destroy, o: &Obj) {
     if holders.is_empty() {
         crate::log!(
             Level::Warn,
-            "{}({}={:#x}) = EBUSY: still in use, by nothing the shim tracks (memory windows, or objects \
-             made by inline verbs); it stays allocated",
+            "{}({}={:#x}) = EBUSY: still in use, by nothing the shim tracks (objects it did not see \
+             created); it stays allocated",
             d.func,
             d.arg,
             o.addr

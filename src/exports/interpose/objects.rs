@@ -478,9 +478,12 @@ unsafe extern "C" fn alloc_parent_domain(
             // SAFETY: the provider's own entry, with the inline verb's arguments.
             || unsafe { real(ctx, attr) },
             |p| {
+                let mut o = record(Kind::ParentDomain, p, ctx, pd, caller);
                 // SAFETY: a live PD just returned by the provider.
-                let handle = unsafe { (*p).handle };
-                track_simple(Kind::ParentDomain, p, ctx, pd, caller, handle as u64)
+                o.a = unsafe { (*p).handle } as u64;
+                // Its TD: what keeps `ibv_dealloc_td` busy (`objects::holders`).
+                o.b = read_attr(attr, 0, |a| a.td as u64);
+                track(o);
             },
         )
     })
