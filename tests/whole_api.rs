@@ -496,3 +496,23 @@ fn the_sims_self_checks_pass_unchanged_under_the_checks() {
     // The deliberate ones were seen (a post in RESET, an unknown lkey).
     assert!(violations >= 2, "{violations}");
 }
+
+#[test]
+fn the_launcher_turns_the_checks_on() {
+    let mut cmd = Command::new(target_dir().join("ibv-shim"));
+    cmd.args(["--sim", "--check-datapath", "--"])
+        .arg(program())
+        .arg("datapath")
+        .env_remove("IBV_SHIM_CHECK")
+        .env_remove("IBV_SHIM_LOG")
+        .env_remove("IBV_SIM_DEVICES")
+        .env("IBV_SIM_FABRIC", fabric_name("wholeapi", "launcher"))
+        .stdin(Stdio::null());
+    let out = run_unchecked(&mut cmd, Duration::from_secs(60));
+    let err = stderr(&out);
+    assert!(
+        out.status.success() && err.contains("data-path check dead_lkey: ibv_post_send("),
+        "{}",
+        describe(&cmd, &out)
+    );
+}
