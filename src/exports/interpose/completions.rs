@@ -10,6 +10,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::ffi::c_int;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::ptr::addr_of;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -47,14 +48,39 @@ struct QpLog {
 /// Some QP has flushed completions not yet counted in a line.
 static FLUSHED: AtomicBool = AtomicBool::new(false);
 
-/// Per (context, qp_num).
-static QPS: Mutex<Option<HashMap<(usize, u32), QpLog>>> = mutex(None);
+/// Per (context, qp_num); hashed with one multiply (SipHash would cost
+/// more than the rest of a post's bookkeeping).
+static QPS: Mutex<Option<QpLogs>> = mutex(None);
+
+type QpLogs = HashMap<(usize, u32), QpLog, BuildHasherDefault<MulHash>>;
+
+/// A multiplicative hash of the words it is fed.
+#[derive(Default)]
+struct MulHash(u64);
+
+impl Hasher for MulHash {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        bytes.iter().for_each(|b| self.write_u64(*b as u64));
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(v as u64);
+    }
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
+}
 
 /// A work request posted at `site` to QP `qp_num` of `ctx`.
 pub(super) fn posted(ctx: usize, qp_num: u32, p: &Posted, site: usize) {
     let mut g = QPS.lock();
     let log = g
-        .get_or_insert_with(HashMap::new)
+        .get_or_insert_with(HashMap::default)
         .entry((ctx, qp_num))
         .or_default();
     if log.recent.len() == RECENT {
@@ -121,7 +147,10 @@ fn failed(ctx: usize, cq: *mut ibv_cq, wc: &ibv_wc, status: c_int) {
     let key = (ctx, wc.qp_num);
     let (first, wr) = {
         let mut g = QPS.lock();
-        let log = g.get_or_insert_with(HashMap::new).entry(key).or_default();
+        let log = g
+            .get_or_insert_with(HashMap::default)
+            .entry(key)
+            .or_default();
         if log.failed {
             if status == WC_WR_FLUSH_ERR {
                 log.flushed += 1;

@@ -6,7 +6,9 @@
 //! the registry, paid only by a program that posts bad keys). Touched only
 //! with `IBV_SHIM_CHECK=datapath`.
 
+use std::cell::Cell;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::registry::lock::{mutex, Mutex};
 use crate::registry::objects::{self, Kind, Obj};
@@ -19,6 +21,16 @@ struct Index {
 }
 
 static INDEX: Mutex<Option<Index>> = mutex(None);
+
+/// Bumped whenever an MR goes (deregistered) or the index is rebuilt: a
+/// thread's cached answer is good only for the generation it was read in.
+static GENERATION: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// This thread's last answer (generation, context, lkey, MR): a post
+    /// loop's next SGE with the same lkey costs no lock.
+    static LAST: Cell<Option<(u64, usize, u32, Obj)>> = const { Cell::new(None) };
+}
 
 /// What an lkey names, for an SGE posted on context `ctx`.
 pub(super) enum Key {
@@ -87,13 +99,21 @@ fn rebuild() {
         gone.remove(k);
     }
     *g = Some(Index { live, gone });
+    GENERATION.fetch_add(1, Ordering::Release);
 }
 
 /// What `lkey` names for an SGE posted on `ctx`.
 pub(super) fn lookup(ctx: usize, lkey: u32) -> Key {
+    let generation = GENERATION.load(Ordering::Acquire);
+    if let Some((g, c, k, o)) = LAST.get() {
+        if (g, c, k) == (generation, ctx, lkey) {
+            return Key::Mr(o);
+        }
+    }
     let (hit, _) = probe(ctx, lkey);
-    if let Some(k @ Key::Mr(_)) = hit {
-        return k;
+    if let Some(Key::Mr(o)) = hit {
+        LAST.set(Some((generation, ctx, lkey, o)));
+        return Key::Mr(o);
     }
     // A miss: a new MR since the last rebuild, or a bad key.
     rebuild();
@@ -117,4 +137,5 @@ pub(super) fn deregistered(mr: &Obj) {
         l.retain(|&a| a != mr.addr);
     }
     ix.gone.insert(lkey, mr.addr);
+    GENERATION.fetch_add(1, Ordering::Release);
 }
