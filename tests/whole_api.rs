@@ -21,12 +21,19 @@ use common::*;
 use serde_json::Value;
 
 fn program() -> PathBuf {
+    let include = |dir: &str| format!("-I{}", repo_dir().join(dir).display());
     cc(
         "whole_api",
         &[&repo_dir().join("tests/c/wholeapi/whole_api.c")],
         // -O2: the inline verbs inlined, as in real programs (the site of a
         // post is the program's own call).
-        &["-O2", "-libverbs", "-ldl"],
+        &[
+            &include("tests/c/sim"),
+            &include("tests/c/objects"),
+            "-O2",
+            "-libverbs",
+            "-ldl",
+        ],
     )
 }
 

@@ -489,6 +489,7 @@ unsafe extern "C" fn post_send(
     let Some(real) = original::<PostSend>(ctx, Slot::PostSend) else {
         return missing();
     };
+    // Hook: a trace's post events (`trace::event`) go beside the checks.
     checked("ibv_post_send", || check_sends(qp, wr, site));
     // SAFETY: the provider's own entry, with the program's arguments.
     unsafe { real(qp, wr, bad_wr) }

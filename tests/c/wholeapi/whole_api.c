@@ -16,7 +16,8 @@
 #include <stdint.h>
 #include <unistd.h>
 
-#include "../sim/check.h"
+#include "check.h"
+#include "rc_pair.h" /* tests/c/objects: two connected RC QPs */
 
 static struct ibv_context *open_first(int i)
 {
@@ -204,58 +205,6 @@ static void destroy_all(struct all *a)
 
 /* --- the data path ---------------------------------------------------------- */
 
-struct side {
-	struct ibv_context *ctx;
-	struct ibv_pd *pd;
-	struct ibv_cq *cq;
-	struct ibv_qp *qp;
-	struct ibv_mr *mr;
-	uint16_t lid;
-	char buf[4096];
-};
-
-static void setup(struct side *s, int dev)
-{
-	struct ibv_port_attr pa;
-	s->ctx = open_first(dev);
-	CHECK(ibv_query_port(s->ctx, 1, &pa) == 0);
-	s->lid = pa.lid;
-	s->pd = ibv_alloc_pd(s->ctx);
-	s->cq = ibv_create_cq(s->ctx, 64, NULL, NULL, 0);
-	s->mr = ibv_reg_mr(s->pd, s->buf, sizeof(s->buf), IBV_ACCESS_LOCAL_WRITE);
-	struct ibv_qp_init_attr qia = { .send_cq = s->cq, .recv_cq = s->cq, .qp_type = IBV_QPT_RC,
-					.cap = { .max_send_wr = 16, .max_recv_wr = 16,
-						 .max_send_sge = 2, .max_recv_sge = 2 } };
-	s->qp = ibv_create_qp(s->pd, &qia);
-	CHECK(s->pd && s->cq && s->mr && s->qp);
-}
-
-static void connect_rc(struct side *s, struct side *peer)
-{
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1 };
-	CHECK(ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-					       IBV_QP_ACCESS_FLAGS) == 0);
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_1024;
-	a.dest_qp_num = peer->qp->qp_num;
-	a.max_dest_rd_atomic = 1;
-	a.min_rnr_timer = 12;
-	a.ah_attr.dlid = peer->lid;
-	a.ah_attr.port_num = 1;
-	CHECK(ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-					       IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-					       IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == 0);
-	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.max_rd_atomic = 1;
-	CHECK(ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-					       IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-					       IBV_QP_MAX_QP_RD_ATOMIC) == 0);
-}
-
 /* One call site per kind of violation, so each is reported once: kept
  * apart (noipa: gcc would fold the identical ones into one), each with its
  * own inlined ibv_post_* (the site is where the program jumps through the
@@ -315,8 +264,10 @@ static void drain(struct ibv_cq *cq)
 static int datapath(void)
 {
 	static struct side a, b;
-	setup(&a, 0);
-	setup(&b, 1);
+	struct ibv_device **list = ibv_get_device_list(NULL);
+	CHECK(list && list[0] && list[1]);
+	setup(&a, list[0], IBV_ACCESS_LOCAL_WRITE);
+	setup(&b, list[1], IBV_ACCESS_LOCAL_WRITE);
 	connect_rc(&a, &b);
 	connect_rc(&b, &a);
 
@@ -343,7 +294,7 @@ static int datapath(void)
 	for (int i = 0; i < 2; i++) {
 		printf("rc %d\n", recv_other_pd(b.qp, 10 + i, other_buf, 64, other_mr->lkey));
 		printf("rc %d\n", recv_read_only(b.qp, 20 + i, ro_buf, 64, ro->lkey));
-		printf("rc %d\n", send_past_end(a.qp, 30 + i, a.buf + sizeof(a.buf) - 16, 64, a.mr->lkey));
+		printf("rc %d\n", send_past_end(a.qp, 30 + i, (char *)a.buf + sizeof(a.buf) - 16, 64, a.mr->lkey));
 		printf("rc %d\n", send_one(a.qp, 40 + i, gone_buf, 64, gone_lkey));
 	}
 	drain(a.cq);
