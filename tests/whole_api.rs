@@ -523,3 +523,43 @@ fn the_launcher_turns_the_checks_on() {
         describe(&cmd, &out)
     );
 }
+
+#[test]
+fn an_error_completion_read_through_an_extended_cq_is_explained() {
+    let r = shim_run(&["excq"], &[("IBV_SHIM_CHECK", "datapath")]);
+    assert!(
+        r.status.success() && r.stdout.contains("excq done"),
+        "{}\n{}",
+        r.stdout,
+        r.log
+    );
+    // The CQ's own cursor is wrapped (a real provider's does not poll
+    // through the context's table, as the sim's does)...
+    assert!(
+        r.stdout.contains("start_poll in ") && r.stdout.contains("libibv_shim.so"),
+        "{}",
+        r.stdout
+    );
+    // ...and the program read its completion as without the shim.
+    assert!(
+        r.stdout
+            .contains("excq wr_id=7 status=local protection error qp_num_ok=1"),
+        "{}",
+        r.stdout
+    );
+    let lines: Vec<&str> = r
+        .log
+        .lines()
+        .filter(|l| l.contains("error completion on cq="))
+        .collect();
+    assert_eq!(lines.len(), 1, "{}", r.log);
+    for part in [
+        "first error completion",
+        "IBV_WC_LOC_PROT_ERR",
+        "wr_id=0x7 (posted as opcode=SEND",
+        "lkey=0xdead",
+        "QP state now ERR",
+    ] {
+        assert!(lines[0].contains(part), "no {part:?} in {}", lines[0]);
+    }
+}

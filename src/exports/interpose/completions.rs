@@ -133,7 +133,13 @@ pub(super) fn polled(ctx: usize, cq: *mut ibv_cq, done: &[ibv_wc], drained: bool
         // int it is in C.
         let status = unsafe { addr_of!(wc.status).cast::<c_int>().read() };
         if status != 0 {
-            failed(ctx, cq, wc, status);
+            let e = Failed {
+                qp_num: wc.qp_num,
+                wr_id: wc.wr_id,
+                status,
+                vendor_err: wc.vendor_err,
+            };
+            failed(ctx, cq as usize, &e);
         }
     }
     if drained && FLUSHED.load(Ordering::Relaxed) {
@@ -141,9 +147,20 @@ pub(super) fn polled(ctx: usize, cq: *mut ibv_cq, done: &[ibv_wc], drained: bool
     }
 }
 
+/// An error completion, from an `ibv_wc` or an extended CQ's cursor.
+pub(super) struct Failed {
+    pub qp_num: u32,
+    pub wr_id: u64,
+    pub status: c_int,
+    pub vendor_err: u32,
+}
+
+/// An error completion of `cq` on `ctx`: the QP's first is explained, the
+/// flushed ones after it counted.
 #[cold]
 #[inline(never)]
-fn failed(ctx: usize, cq: *mut ibv_cq, wc: &ibv_wc, status: c_int) {
+pub(super) fn failed(ctx: usize, cq: usize, wc: &Failed) {
+    let status = wc.status;
     let key = (ctx, wc.qp_num);
     let (first, wr) = {
         let mut g = QPS.lock();
@@ -202,7 +219,7 @@ fn failed(ctx: usize, cq: *mut ibv_cq, wc: &ibv_wc, status: c_int) {
     };
     crate::log!(
         Level::Warn,
-        "{} completion on cq={cq:p} for qp_num={:#x}{}: {} vendor_err={:#x} wr_id={:#x} ({wr}); QP state now {state}",
+        "{} completion on cq={cq:#x} for qp_num={:#x}{}: {} vendor_err={:#x} wr_id={:#x} ({wr}); QP state now {state}",
         if first { "first error" } else { "another error" },
         wc.qp_num,
         qp.map(|q| format!(" (qp={q:#x})")).unwrap_or_default(),

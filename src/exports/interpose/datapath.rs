@@ -537,7 +537,9 @@ unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc: *mut ibv_w
     };
     // SAFETY: the provider's own entry, with the program's arguments.
     let n = unsafe { real(cq, num_entries, wc) };
-    if n > 0 && !wc.is_null() {
+    // Nested: a provider's extended-CQ cursor polling through its own
+    // table (`excq` sees those completions itself).
+    if n > 0 && !wc.is_null() && !crate::thread::nested() {
         // SAFETY: the provider just wrote `n` completions there.
         let done = unsafe { std::slice::from_raw_parts(wc, n as usize) };
         checked("ibv_poll_cq", || {

@@ -30,6 +30,7 @@ use crate::log::Level;
 
 mod completions;
 mod datapath;
+mod excq;
 mod keys;
 mod objects;
 

@@ -568,6 +568,11 @@ unsafe extern "C" fn create_cq_ex(
                 o.x = unsafe { (*cq).cqe } as u32;
                 o.a = vector as u64;
                 track(o);
+                if crate::checks::datapath() {
+                    let wc_flags = read_attr(attr, 0, |a| a.wc_flags);
+                    // SAFETY: a live extended CQ just returned by the provider.
+                    unsafe { super::excq::patch(cq, wc_flags) };
+                }
             },
         )
     })

@@ -303,6 +303,48 @@ static int datapath(void)
 	return 0;
 }
 
+/* An error completion read through an extended CQ's poll cursor. */
+static int excq(void)
+{
+	static struct side a, b;
+	struct ibv_device **list = ibv_get_device_list(NULL);
+	CHECK(list && list[0] && list[1]);
+	setup(&a, list[0], IBV_ACCESS_LOCAL_WRITE);
+	setup(&b, list[1], IBV_ACCESS_LOCAL_WRITE);
+	struct ibv_cq_init_attr_ex cx = { .cqe = 16,
+					  .wc_flags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_QP_NUM };
+	struct ibv_cq_ex *cqx = ibv_create_cq_ex(a.ctx, &cx);
+	CHECK(cqx);
+	Dl_info info;
+	CHECK(dladdr((void *)cqx->start_poll, &info) && info.dli_fname);
+	printf("start_poll in %s\n", info.dli_fname);
+	struct ibv_qp_init_attr qia = { .send_cq = ibv_cq_ex_to_cq(cqx),
+					.recv_cq = ibv_cq_ex_to_cq(cqx), .qp_type = IBV_QPT_RC,
+					.cap = { .max_send_wr = 4, .max_recv_wr = 4,
+						 .max_send_sge = 1, .max_recv_sge = 1 } };
+	a.qp = ibv_create_qp(a.pd, &qia);
+	CHECK(a.qp);
+	connect_rc(&a, &b);
+	connect_rc(&b, &a);
+	printf("rc %d\n", send_one(a.qp, 7, a.buf, 8, 0xdead));
+	struct ibv_poll_cq_attr pa = { 0 };
+	int got = 0;
+	for (int spins = 0; spins < 2000 && !got; spins++) {
+		if (ibv_start_poll(cqx, &pa) == 0) {
+			printf("excq wr_id=%llu status=%s qp_num_ok=%d\n",
+			       (unsigned long long)cqx->wr_id, ibv_wc_status_str(cqx->status),
+			       ibv_wc_read_qp_num(cqx) == a.qp->qp_num);
+			got = 1;
+			ibv_end_poll(cqx);
+		} else {
+			usleep(1000);
+		}
+	}
+	CHECK(got);
+	printf("excq done\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "";
@@ -339,6 +381,8 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(mode, "datapath"))
 		return datapath();
+	if (!strcmp(mode, "excq"))
+		return excq();
 	if (!strcmp(mode, "ops")) {
 		struct ibv_context *ctx = open_first(0);
 		Dl_info info;
