@@ -37,6 +37,10 @@ pub struct Config {
     pub status_dir: Option<OsString>,
     /// `IBV_SHIM_BACKTRACE=1`: record a full backtrace at each creation.
     pub backtrace: bool,
+    /// `IBV_SHIM_CHECK=datapath[,abort]`: check every posted work request
+    /// (and abort at the first violation).
+    pub check_datapath: bool,
+    pub check_abort: bool,
     /// `IBV_SHIM_DEFAULT_SUPPRESSIONS=0` turns the built-in suppressions off.
     pub default_suppressions: bool,
     /// Set when the process runs in secure-execution mode.
@@ -124,7 +128,22 @@ impl Config {
             });
         let backtrace = var("IBV_SHIM_BACKTRACE").is_some_and(|v| v != "0");
         let default_suppressions = !var("IBV_SHIM_DEFAULT_SUPPRESSIONS").is_some_and(|v| v == "0");
+        let (mut check_datapath, mut check_abort) = (false, false);
+        if let Some(v) = var("IBV_SHIM_CHECK") {
+            for word in v.to_string_lossy().split(',').map(str::trim) {
+                match word {
+                    "datapath" => check_datapath = true,
+                    "abort" => check_abort = true,
+                    "" | "none" => {}
+                    _ => problems.push(format!(
+                        "IBV_SHIM_CHECK: {word:?} is not one of datapath, abort; ignored"
+                    )),
+                }
+            }
+        }
         Config {
+            check_datapath,
+            check_abort,
             log_level,
             log_file,
             library,

@@ -25,6 +25,9 @@
 
 // Internal: only `exports` makes the header.
 /// cbindgen:ignore
+pub mod checks;
+// Internal: only `exports` makes the header.
+/// cbindgen:ignore
 pub mod config;
 pub mod exports;
 // Internal: only `exports` makes the header.

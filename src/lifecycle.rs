@@ -111,7 +111,10 @@ extern "C" fn at_exit() {
         return;
     }
     crate::guard::boundary("trace at exit", (), crate::trace::at_exit);
-    crate::guard::boundary("exit report", (), crate::report::at_exit);
+    crate::guard::boundary("exit report", (), || {
+        crate::exports::interpose::at_exit();
+        crate::report::at_exit();
+    });
 }
 
 /// The exiting thread's asynchronous signals, held back while the exit

@@ -722,7 +722,9 @@ fn pointers_the_shim_never_saw_are_forwarded_unchanged_with_a_warning() {
             "{call}\n{with}"
         );
     }
-    assert_eq!(warned("not a qp the shim saw created"), 2, "{with}");
+    // The QPs of ibv_create_qp_ex go through the context's table, which the
+    // shim interposes (issue 12): seen, so destroyed without a warning.
+    assert_eq!(warned("not a qp the shim saw created"), 0, "{with}");
     // The fake PD, and the program's own memory at a destroyed PD's address.
     assert_eq!(warned("not a pd the shim saw created"), 2, "{with}");
     assert_eq!(warned("double destroy"), 0, "{with}");

@@ -1,7 +1,9 @@
 /* Figure 5: the data path (inline verbs that never reach the shim).
  *
- *   datapath ITERS BATCHES
+ *   datapath ITERS BATCHES [sge]
  *
+ * With "sge" the WRITE is not inline: its buffer goes as an SGE (what the
+ * shim's data-path checks look up).
  * Two RC QPs on one context, connected to each other (loopback through the
  * sim), one CQ. Each operation posts one signaled 8-byte RDMA WRITE with
  * ibv_post_send and polls the CQ with ibv_poll_cq until its completion
@@ -67,6 +69,7 @@ int main(int argc, char **argv)
 {
     long iters = arg_long(argc, argv, 1, 20000);
     int batches = (int)arg_long(argc, argv, 2, 21);
+    int inline_flag = argc > 3 && !strcmp(argv[3], "sge") ? 0 : IBV_SEND_INLINE;
 
     struct ibv_context *ctx = open_nth(0);
     struct ibv_pd *pd = ibv_alloc_pd(ctx);
@@ -91,7 +94,7 @@ int main(int argc, char **argv)
     sge = (struct ibv_sge){ .addr = (uintptr_t)src, .length = 8, .lkey = ms->lkey };
     wr = (struct ibv_send_wr){
         .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
-        .send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE,
+        .send_flags = IBV_SEND_SIGNALED | inline_flag,
         .wr.rdma = { .remote_addr = (uintptr_t)dst, .rkey = md->rkey },
     };
     memcpy(src, "datapath", 8);

@@ -216,6 +216,10 @@ pub fn destroy<T>(
     match taken {
         Taken::Removed(o) if rc == 0 => {
             objects::bury(addr, o.kind());
+            // The data-path checks name a deregistered MR's lkey as such.
+            if o.kind() == Kind::Mr && crate::checks::datapath() {
+                super::interpose::mr_deregistered(&o);
+            }
             if o.flags() & FLAG_BACKTRACE != 0 {
                 objects::take_backtrace(addr);
             }
@@ -268,8 +272,8 @@ fn busy(d: &Destroy, o: &Obj) {
     if holders.is_empty() {
         crate::log!(
             Level::Warn,
-            "{}({}={:#x}) = EBUSY: still in use, by nothing the shim tracks (memory windows, or objects \
-             made by inline verbs); it stays allocated",
+            "{}({}={:#x}) = EBUSY: still in use, by nothing the shim tracks (objects it did not see \
+             created); it stays allocated",
             d.func,
             d.arg,
             o.addr

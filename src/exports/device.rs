@@ -303,6 +303,8 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_co
         let errno = Errno::save();
         if !ctx.is_null() {
             registry::contexts::opened(ctx as usize, device as usize, super::tid(), caller);
+            // SAFETY: the context the real open just returned.
+            unsafe { super::interpose::install(ctx) };
         }
         errno.restore();
         call.end(

@@ -24,6 +24,8 @@ pub mod device;
 /// cbindgen:ignore
 pub mod dl;
 /// cbindgen:ignore
+pub mod interpose;
+/// cbindgen:ignore
 pub mod private;
 pub mod query;
 pub mod resources;

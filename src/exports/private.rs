@@ -39,6 +39,8 @@ pub unsafe extern "C" fn verbs_open_device(
         if !ctx.is_null() {
             devices::remember(device);
             contexts::opened(ctx as usize, device as usize, tid(), caller);
+            // SAFETY: the context the real open just returned.
+            unsafe { super::interpose::install(ctx) };
         }
         errno.restore();
         call.end(

@@ -28,12 +28,22 @@ pub(super) fn kind_of(o: &Obj) -> ReportKind {
         Kind::Ah => ReportKind::Ah,
         Kind::ImportedPd => ReportKind::ImportedPd,
         Kind::ImportedMr => ReportKind::ImportedMr,
+        Kind::Mw => ReportKind::Mw,
+        Kind::Xrcd => ReportKind::Xrcd,
+        Kind::Wq => ReportKind::Wq,
+        Kind::RwqIndTable => ReportKind::RwqIndTable,
+        Kind::Flow => ReportKind::Flow,
+        Kind::FlowAction => ReportKind::FlowAction,
+        Kind::Td => ReportKind::Td,
+        Kind::ParentDomain => ReportKind::ParentDomain,
+        Kind::Dm => ReportKind::Dm,
+        Kind::Counters => ReportKind::Counters,
     }
 }
 
 /// Counts by kind, shown as "1 pd, 2 mr".
 #[derive(Clone, Copy, Default)]
-pub(super) struct Counts(pub(super) [usize; 11]);
+pub(super) struct Counts(pub(super) [usize; ReportKind::ALL.len()]);
 
 impl Counts {
     pub(super) fn add(&mut self, kind: ReportKind) {

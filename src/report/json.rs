@@ -203,6 +203,20 @@ pub(super) fn json_fields(out: &mut Vec<u8>, o: &Obj) {
             json_u64(out, o.x as u64);
             range(out, false);
         }
+        Kind::Mw => {
+            json_key(out, "mw_type", true);
+            json_u64(out, o.x as u64);
+            json_key(out, "rkey", false);
+            json_u64(out, o.a);
+        }
+        Kind::Dm => {
+            json_key(out, "length", true);
+            json_u64(out, o.a);
+        }
+        _ => {
+            json_key(out, "id", true);
+            json_u64(out, o.a);
+        }
     }
     out.push(b'}');
 }
@@ -442,6 +456,16 @@ pub(super) fn write_json(
     match oom::dropped() != inv.dropped || crate::registry::objects::untracked() > 0 {
         true => json_str(&mut out, "out of memory"),
         false => out.extend_from_slice(b"null"),
+    }
+    if crate::checks::datapath() {
+        json_key(&mut out, "checks", false);
+        for (i, (check, n)) in crate::checks::counts().into_iter().enumerate() {
+            out.push(if i == 0 { b'{' } else { b',' });
+            json_str(&mut out, check.name());
+            out.push(b':');
+            json_u64(&mut out, n);
+        }
+        out.push(b'}');
     }
     out.extend_from_slice(b"}\n");
     file.write_all(&out)?;

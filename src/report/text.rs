@@ -94,6 +94,9 @@ impl fmt::Display for Fields<'_> {
                     o.x, o.a, o.b
                 )
             }
+            Kind::Mw => write!(f, "type={} rkey={:#x}", o.x, o.a),
+            Kind::Dm => write!(f, "length={}", o.a),
+            _ => write!(f, "id={}", o.a),
         }
     }
 }
@@ -148,7 +151,14 @@ pub(super) fn is_pd(o: &Obj) -> bool {
 pub(super) fn on_pd(o: &Obj) -> bool {
     matches!(
         o.kind(),
-        Kind::Mr | Kind::Qp | Kind::Srq | Kind::Ah | Kind::ImportedMr
+        Kind::Mr
+            | Kind::Qp
+            | Kind::Srq
+            | Kind::Ah
+            | Kind::ImportedMr
+            | Kind::Mw
+            | Kind::Wq
+            | Kind::ParentDomain
     )
 }
 

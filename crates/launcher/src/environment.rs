@@ -269,6 +269,14 @@ pub fn plan(
     if let Some(rules) = &o.faults {
         set("IBV_SHIM_FAULTS", rules.into());
     }
+    if o.check_datapath {
+        let v = if o.check_abort {
+            "datapath,abort"
+        } else {
+            "datapath"
+        };
+        set("IBV_SHIM_CHECK", v.into());
+    }
     if o.no_default_suppressions {
         set("IBV_SHIM_DEFAULT_SUPPRESSIONS", "0".into());
     }
@@ -416,6 +424,7 @@ mod tests {
             suppress: Some("/s.supp".into()),
             no_default_suppressions: true,
             backtrace: true,
+            check_datapath: true,
             sim: true,
             sim_devices: Some("rxe0".into()),
             library: Some("libibverbs.so.1".into()),
@@ -439,6 +448,7 @@ mod tests {
             ("IBV_SHIM_LEAK_EXITCODE", "23"),
             ("IBV_SHIM_SUPPRESS", "/s.supp"),
             ("IBV_SHIM_BACKTRACE", "1"),
+            ("IBV_SHIM_CHECK", "datapath"),
             ("IBV_SHIM_DEFAULT_SUPPRESSIONS", "0"),
             ("IBV_SHIM_LIBRARY", "libibverbs.so.1"),
             ("IBV_SHIM_REPORT", "/r.%p.json"),

@@ -46,6 +46,10 @@ pub struct Options {
     pub suppress: Option<OsString>,
     /// `--backtrace`.
     pub backtrace: bool,
+    /// `--check-datapath`, or implied by `--check-abort`.
+    pub check_datapath: bool,
+    /// `--check-abort`.
+    pub check_abort: bool,
     /// `--no-default-suppressions`.
     pub no_default_suppressions: bool,
     /// `--sim`, or implied by `--sim-devices` or `--sim-dir`.
@@ -178,6 +182,15 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, UsageE
                 flag(&inline)?;
                 o.backtrace = true;
             }
+            "--check-datapath" => {
+                flag(&inline)?;
+                o.check_datapath = true;
+            }
+            "--check-abort" => {
+                flag(&inline)?;
+                o.check_datapath = true;
+                o.check_abort = true;
+            }
             "--sim" => {
                 flag(&inline)?;
                 o.sim = true;
@@ -286,6 +299,13 @@ option sets is inherited unchanged):
                        print the built-in suppressions and exit.
   --backtrace          record a full backtrace at each creation, not just the
                        calling function. Sets IBV_SHIM_BACKTRACE=1.
+  --check-datapath     check every posted work request (lkeys of live MRs of
+                       the QP's PD, ranges, access, QP state): each violation
+                       logged once per call site, counted in the report; the
+                       calls still go through unchanged.
+                       Sets IBV_SHIM_CHECK=datapath.
+  --check-abort        the same, and abort at the first violation.
+                       Sets IBV_SHIM_CHECK=datapath,abort.
   --sim                run on the simulated RDMA devices (no hardware needed):
                        puts the directory of the sim's libibverbs.so.1 (see
                        --sim-dir) first in LD_LIBRARY_PATH.
@@ -412,6 +432,7 @@ mod tests {
             "--suppress=s.supp",
             "--no-default-suppressions",
             "--backtrace",
+            "--check-abort",
             "--sim-devices",
             "mlx5_0,rxe0",
             "--library",
@@ -434,6 +455,8 @@ mod tests {
                 suppress: Some("s.supp".into()),
                 no_default_suppressions: true,
                 backtrace: true,
+                check_datapath: true,
+                check_abort: true,
                 sim: true,
                 sim_devices: Some("mlx5_0,rxe0".into()),
                 library: Some("/lib/libibverbs.so.1".into()),
@@ -527,6 +550,9 @@ mod tests {
             "--list-default-suppressions",
             "IBV_SHIM_DEFAULT_SUPPRESSIONS",
             "--backtrace",
+            "--check-datapath",
+            "--check-abort",
+            "IBV_SHIM_CHECK",
             "--sim ",
             "--sim-devices",
             "--library",

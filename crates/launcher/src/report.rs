@@ -443,7 +443,8 @@ mod tests {
     #[test]
     fn a_shim_report_reads_the_same_both_ways() {
         let text = r#"{"schema":"ibv-shim/leak-report/1","pid":77,"program":"/bin/p","leaked":true,
-          "totals":{"context":1,"device_list":0,"pd":1,"mr":0,"cq":0,"comp_channel":0,"srq":0,"qp":1,"ah":0,"imported_pd":0,"imported_mr":0},
+          "totals":{"context":1,"device_list":0,"pd":1,"mr":0,"cq":0,"comp_channel":0,"srq":0,"qp":1,"ah":0,"imported_pd":0,"imported_mr":0,
+            "mw":0,"xrcd":0,"wq":0,"rwq_ind_table":0,"flow":0,"flow_action":0,"td":0,"parent_domain":0,"dm":0,"counters":0},
           "objects":[
           {"kind":"context","handle":"0x5000","context":"0x5000","device":"rxe0","guid":"0002c90300445566","parent":null,"fields":{"imported":false},"created":{"thread":77,"time":1732900000.5,"module":"/bin/p","symbol":"main","offset":28,"backtrace":null},"found":"exit","suppressed":false,"kept_by":null},
           {"kind":"pd","handle":"0x100","context":"0x5000","device":"rxe0","guid":null,"parent":null,"fields":{"handle":1},"created":{"thread":77,"time":1732900000.5,"module":"/lib/librdmacm.so.1","symbol":null,"offset":4096,"backtrace":null},"found":"close","suppressed":true,"kept_by":"librdmacm"},

@@ -32,11 +32,22 @@ pub enum Kind {
     Ah,
     ImportedPd,
     ImportedMr,
+    // Made only through the context's function tables (the inline verbs).
+    Mw,
+    Xrcd,
+    Wq,
+    RwqIndTable,
+    Flow,
+    FlowAction,
+    Td,
+    ParentDomain,
+    Dm,
+    Counters,
 }
 
 impl Kind {
     /// Every kind, in the order the reports count them.
-    pub const ALL: [Kind; 11] = [
+    pub const ALL: [Kind; 21] = [
         Kind::Context,
         Kind::DeviceList,
         Kind::Pd,
@@ -48,6 +59,16 @@ impl Kind {
         Kind::Ah,
         Kind::ImportedPd,
         Kind::ImportedMr,
+        Kind::Mw,
+        Kind::Xrcd,
+        Kind::Wq,
+        Kind::RwqIndTable,
+        Kind::Flow,
+        Kind::FlowAction,
+        Kind::Td,
+        Kind::ParentDomain,
+        Kind::Dm,
+        Kind::Counters,
     ];
 
     /// The kind's name in reports, suppression rules and the schema.
@@ -64,6 +85,16 @@ impl Kind {
             Kind::Ah => "ah",
             Kind::ImportedPd => "imported_pd",
             Kind::ImportedMr => "imported_mr",
+            Kind::Mw => "mw",
+            Kind::Xrcd => "xrcd",
+            Kind::Wq => "wq",
+            Kind::RwqIndTable => "rwq_ind_table",
+            Kind::Flow => "flow",
+            Kind::FlowAction => "flow_action",
+            Kind::Td => "td",
+            Kind::ParentDomain => "parent_domain",
+            Kind::Dm => "dm",
+            Kind::Counters => "counters",
         }
     }
 
@@ -98,8 +129,8 @@ impl<'de> Deserialize<'de> for Kind {
 
 impl Kind {
     /// The names of [`Kind::ALL`].
-    pub const NAMES: [&'static str; 11] = {
-        let mut names = [""; 11];
+    pub const NAMES: [&'static str; 21] = {
+        let mut names = [""; 21];
         let mut i = 0;
         while i < names.len() {
             names[i] = Kind::ALL[i].name();
@@ -160,7 +191,7 @@ impl<'de> Deserialize<'de> for Address {
 /// Objects that are not suppressed, by kind (indexed by [`Kind::index`]);
 /// in the JSON every kind is present.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Totals(pub [u64; 11]);
+pub struct Totals(pub [u64; 21]);
 
 impl Totals {
     pub fn get(&self, kind: Kind) -> u64 {
@@ -242,6 +273,16 @@ pub enum Detail<'a> {
     Ah(AhFields<'a>),
     ImportedPd(PdFields),
     ImportedMr(ImportedMrFields),
+    Mw(MwFields),
+    Xrcd(IdFields),
+    Wq(IdFields),
+    RwqIndTable(IdFields),
+    Flow(IdFields),
+    FlowAction(IdFields),
+    Td(IdFields),
+    ParentDomain(IdFields),
+    Dm(DmFields),
+    Counters(IdFields),
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -332,6 +373,31 @@ pub struct ImportedMrFields {
     pub rkey: u32,
 }
 
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MwFields {
+    /// 1 or 2 (`IBV_MW_TYPE_*`).
+    pub mw_type: u32,
+    pub rkey: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DmFields {
+    /// Bytes of device memory.
+    pub length: u64,
+}
+
+/// The one number that names an object of the other table-made kinds: a
+/// WQ's `wq_num`, an RWQ table's `ind_tbl_num`, an XRCD's, flow's or parent
+/// domain's kernel handle; 0 for those without one (TDs, flow actions,
+/// counters).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IdFields {
+    pub id: u32,
+}
+
 impl Detail<'_> {
     pub fn kind(&self) -> Kind {
         match self {
@@ -346,6 +412,16 @@ impl Detail<'_> {
             Detail::Ah(_) => Kind::Ah,
             Detail::ImportedPd(_) => Kind::ImportedPd,
             Detail::ImportedMr(_) => Kind::ImportedMr,
+            Detail::Mw(_) => Kind::Mw,
+            Detail::Xrcd(_) => Kind::Xrcd,
+            Detail::Wq(_) => Kind::Wq,
+            Detail::RwqIndTable(_) => Kind::RwqIndTable,
+            Detail::Flow(_) => Kind::Flow,
+            Detail::FlowAction(_) => Kind::FlowAction,
+            Detail::Td(_) => Kind::Td,
+            Detail::ParentDomain(_) => Kind::ParentDomain,
+            Detail::Dm(_) => Kind::Dm,
+            Detail::Counters(_) => Kind::Counters,
         }
     }
 
@@ -374,6 +450,16 @@ impl Detail<'_> {
             Kind::Ah => Detail::Ah(f(v).map_err(E::custom)?),
             Kind::ImportedPd => Detail::ImportedPd(f(v).map_err(E::custom)?),
             Kind::ImportedMr => Detail::ImportedMr(f(v).map_err(E::custom)?),
+            Kind::Mw => Detail::Mw(f(v).map_err(E::custom)?),
+            Kind::Xrcd => Detail::Xrcd(f(v).map_err(E::custom)?),
+            Kind::Wq => Detail::Wq(f(v).map_err(E::custom)?),
+            Kind::RwqIndTable => Detail::RwqIndTable(f(v).map_err(E::custom)?),
+            Kind::Flow => Detail::Flow(f(v).map_err(E::custom)?),
+            Kind::FlowAction => Detail::FlowAction(f(v).map_err(E::custom)?),
+            Kind::Td => Detail::Td(f(v).map_err(E::custom)?),
+            Kind::ParentDomain => Detail::ParentDomain(f(v).map_err(E::custom)?),
+            Kind::Dm => Detail::Dm(f(v).map_err(E::custom)?),
+            Kind::Counters => Detail::Counters(f(v).map_err(E::custom)?),
         })
     }
 }
@@ -485,6 +571,10 @@ pub struct Report<'a, O = Vec<Object<'a>>, T = Option<Cow<'a, str>>> {
     /// Why the report is incomplete (`out of memory`), if it is.
     #[serde(default)]
     pub truncated: T,
+    /// With `IBV_SHIM_CHECK=datapath`: the violations found, by check
+    /// (`dead_lkey`, `out_of_range`, ...); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checks: Option<std::collections::BTreeMap<String, u64>>,
 }
 
 /// One injected failure: which call of which verb, from where, how.
@@ -620,6 +710,30 @@ mod tests {
                 }),
             ),
         ];
+        objects.push(on_ctx(
+            0x800,
+            0x100,
+            Detail::Mw(MwFields {
+                mw_type: 2,
+                rkey: 9,
+            }),
+        ));
+        objects.push(on_ctx(0x900, 0, Detail::Dm(DmFields { length: 4096 })));
+        for (i, d) in [
+            Detail::Xrcd(IdFields { id: 1 }),
+            Detail::Wq(IdFields { id: 2 }),
+            Detail::RwqIndTable(IdFields { id: 3 }),
+            Detail::Flow(IdFields { id: 4 }),
+            Detail::FlowAction(IdFields { id: 0 }),
+            Detail::Td(IdFields { id: 0 }),
+            Detail::ParentDomain(IdFields { id: 5 }),
+            Detail::Counters(IdFields { id: 0 }),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            objects.push(on_ctx(0xa00 + 16 * i as u64, 0, d));
+        }
         objects[4].found = Found::Close;
         objects[4].created.backtrace = Some(vec!["main (prog.c:3)".into()]);
         let mut totals = Totals::default();
@@ -644,6 +758,7 @@ mod tests {
                 offset: 0x1234,
             }],
             truncated: None,
+            checks: Some([("dead_lkey".to_string(), 1)].into()),
         }
     }
 

@@ -35,5 +35,5 @@ pub mod memory;
 pub mod queues;
 pub mod remote;
 
-pub(crate) const PDS: Kinds = Kind::Pd.bit().or(Kind::ImportedPd);
+pub(crate) const PDS: Kinds = Kind::Pd.bit().or(Kind::ImportedPd).or(Kind::ParentDomain);
 pub(crate) const MRS: Kinds = Kind::Mr.bit().or(Kind::ImportedMr);

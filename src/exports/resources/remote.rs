@@ -137,6 +137,8 @@ pub unsafe extern "C" fn ibv_import_device(cmd_fd: c_int) -> *mut ibv_context {
                 let device = unsafe { (*ctx).device };
                 devices::remember(device);
                 contexts::imported(ctx as usize, device as usize, tid(), caller);
+                // SAFETY: the context the real import just returned.
+                unsafe { crate::exports::interpose::install(ctx) };
                 errno.restore();
             },
             |call, ctx| {

@@ -402,7 +402,9 @@ pub fn finish_close(ctx: usize, f: impl FnMut(&Obj)) -> usize {
 }
 
 /// The tracked objects that keep `obj` from being destroyed: the MRs, QPs,
-/// SRQs and AHs of a PD, the QPs of a CQ or SRQ, the CQs of a channel.
+/// SRQs, AHs, MWs, WQs and parent domains of a PD, the QPs of a CQ or SRQ,
+/// the CQs of a channel, the parent domains of a TD, the QPs of an XRCD,
+/// the flows of a QP.
 pub fn holders(obj: &Obj) -> Vec<Obj> {
     let (addr, kind) = (obj.addr as u64, obj.kind());
     collect(|o| match kind {
@@ -410,11 +412,23 @@ pub fn holders(obj: &Obj) -> Vec<Obj> {
             o.parent == obj.addr
                 && matches!(
                     o.kind(),
-                    Kind::Mr | Kind::Qp | Kind::Srq | Kind::Ah | Kind::ImportedMr
+                    Kind::Mr
+                        | Kind::Qp
+                        | Kind::Srq
+                        | Kind::Ah
+                        | Kind::ImportedMr
+                        | Kind::Mw
+                        | Kind::Wq
+                        | Kind::ParentDomain
                 )
         }
+        // Objects only the context's tables make (see `exports::interpose`).
+        Kind::Td => o.kind() == Kind::ParentDomain && o.b == addr,
+        Kind::Xrcd => o.kind() == Kind::Qp && o.parent == obj.addr,
+        Kind::ParentDomain => o.parent == obj.addr,
         Kind::Cq => o.kind() == Kind::Qp && (o.a == addr || o.b == addr),
         Kind::Srq => o.kind() == Kind::Qp && o.c == addr,
+        Kind::Qp => o.kind() == Kind::Flow && o.parent == obj.addr,
         Kind::CompChannel => o.kind() == Kind::Cq && o.parent == obj.addr,
         _ => false,
     })

@@ -14,11 +14,22 @@ pub enum Kind {
     Ah = 7,
     ImportedPd = 8,
     ImportedMr = 9,
+    // The kinds only the context's function tables create (`interpose`).
+    Mw = 10,
+    Xrcd = 11,
+    Wq = 12,
+    RwqIndTable = 13,
+    Flow = 14,
+    FlowAction = 15,
+    Td = 16,
+    ParentDomain = 17,
+    Dm = 18,
+    Counters = 19,
 }
 
 impl Kind {
     /// Every kind, in report order.
-    pub const ALL: [Kind; 9] = [
+    pub const ALL: [Kind; 19] = [
         Kind::Pd,
         Kind::Mr,
         Kind::Cq,
@@ -28,6 +39,16 @@ impl Kind {
         Kind::Ah,
         Kind::ImportedPd,
         Kind::ImportedMr,
+        Kind::Mw,
+        Kind::Xrcd,
+        Kind::Wq,
+        Kind::RwqIndTable,
+        Kind::Flow,
+        Kind::FlowAction,
+        Kind::Td,
+        Kind::ParentDomain,
+        Kind::Dm,
+        Kind::Counters,
     ];
 
     /// The name used in reports and suppressions.
@@ -42,6 +63,16 @@ impl Kind {
             Kind::Ah => "ah",
             Kind::ImportedPd => "imported_pd",
             Kind::ImportedMr => "imported_mr",
+            Kind::Mw => "mw",
+            Kind::Xrcd => "xrcd",
+            Kind::Wq => "wq",
+            Kind::RwqIndTable => "rwq_ind_table",
+            Kind::Flow => "flow",
+            Kind::FlowAction => "flow_action",
+            Kind::Td => "td",
+            Kind::ParentDomain => "parent_domain",
+            Kind::Dm => "dm",
+            Kind::Counters => "counters",
         }
     }
 
@@ -51,13 +82,13 @@ impl Kind {
 
     /// This kind as a bit of a [`Kinds`] set.
     pub const fn bit(self) -> Kinds {
-        Kinds(1 << self as u16)
+        Kinds(1 << self as u32)
     }
 }
 
 /// A set of kinds (what a destroy verb accepts).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Kinds(u16);
+pub struct Kinds(u32);
 
 impl Kinds {
     pub const fn or(self, k: Kind) -> Kinds {
@@ -228,11 +259,12 @@ impl Rec {
 }
 
 /// `Obj::sub` of an MR: the verb that registered it.
-pub const MR_VIA: [&str; 4] = [
+pub const MR_VIA: [&str; 5] = [
     "ibv_reg_mr",
     "ibv_reg_mr_iova",
     "ibv_reg_mr_iova2",
     "ibv_reg_dmabuf_mr",
+    "ibv_reg_dm_mr",
 ];
 /// `Obj::sub` of an AH: the verb that created it.
 pub const AH_VIA: [&str; 2] = ["ibv_create_ah", "ibv_create_ah_from_wc"];

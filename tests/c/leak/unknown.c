@@ -1,8 +1,8 @@
 /*
- * Destroys pointers the shim never saw created: NULL, a fake object, and a
- * QP that ibv_create_qp_ex made through the provider's table (an inline
- * verb the shim cannot see), also at the address of a QP the shim saw
- * destroyed. The shim must forward each unchanged: this program prints the
+ * Destroys pointers the shim never saw created: NULL, a fake object; and a
+ * QP that ibv_create_qp_ex made through the provider's table (which the
+ * shim interposes, so it does see that one), also at the address of a QP
+ * the shim saw destroyed. The shim must forward each unchanged: this program prints the
  * same with and without it.
  */
 #include "common.h"

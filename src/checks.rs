@@ -1,0 +1,73 @@
+//! The data-path checks' switches and tallies (`IBV_SHIM_CHECK`): what the
+//! wrappers of `exports::interpose` found, counted for the JSON report.
+//! A leaf below both `exports` (which counts) and `report` (which reads).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A rule a posted work request can break.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Check {
+    /// An SGE's lkey is no live MR (never registered, or deregistered).
+    DeadLkey,
+    /// The SGE reaches past its MR.
+    OutOfRange,
+    /// The MR is on another PD than the QP.
+    OtherPd,
+    /// The MR is on another context than the QP.
+    OtherContext,
+    /// The MR's access does not allow what the WR does with it.
+    Access,
+    /// The QP's state does not allow posting.
+    QpState,
+    /// More SGEs than the queue takes.
+    NumSge,
+}
+
+impl Check {
+    pub const ALL: [Check; 7] = [
+        Check::DeadLkey,
+        Check::OutOfRange,
+        Check::OtherPd,
+        Check::OtherContext,
+        Check::Access,
+        Check::QpState,
+        Check::NumSge,
+    ];
+
+    /// Its name in the log and the JSON report.
+    pub fn name(self) -> &'static str {
+        match self {
+            Check::DeadLkey => "dead_lkey",
+            Check::OutOfRange => "out_of_range",
+            Check::OtherPd => "other_pd",
+            Check::OtherContext => "other_context",
+            Check::Access => "access",
+            Check::QpState => "qp_state",
+            Check::NumSge => "num_sge",
+        }
+    }
+}
+
+static COUNTS: [AtomicU64; Check::ALL.len()] = [const { AtomicU64::new(0) }; Check::ALL.len()];
+
+/// Are the data-path checks on?
+#[inline]
+pub fn datapath() -> bool {
+    crate::config::get().check_datapath
+}
+
+/// Abort at the first violation?
+pub fn abort() -> bool {
+    crate::config::get().check_abort
+}
+
+/// Counts one violation (every one, also those not logged again).
+pub fn count(c: Check) {
+    COUNTS[c as usize].fetch_add(1, Ordering::Relaxed);
+}
+
+/// Violations so far, by check, in [`Check::ALL`]'s order.
+pub fn counts() -> [(Check, u64); Check::ALL.len()] {
+    Check::ALL.map(|c| (c, COUNTS[c as usize].load(Ordering::Relaxed)))
+}

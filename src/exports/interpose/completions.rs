@@ -1,0 +1,263 @@
+//! Error completions explained (with the data-path checks on): the first
+//! error completion of each QP is logged with its status, vendor error, the
+//! work request it belongs to (matched by `wr_id` among the QP's recent
+//! posts) and the QP's state; the flushed completions that follow are
+//! counted, one line per burst (when a poll drains the CQ) and at exit.
+//!
+//! The one place a polled completion passes through the shim is
+//! [`polled`]: the hooks of the completion-fault injector and of the
+//! tracer belong there.
+
+use std::collections::{HashMap, VecDeque};
+use std::ffi::c_int;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::ptr::addr_of;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use verbs_abi::{ibv_cq, ibv_qp, ibv_wc};
+
+use super::datapath::{state_name, wr_opcode};
+use crate::log::Level;
+use crate::registry::lock::{mutex, Mutex};
+use crate::registry::objects::{self, Kind};
+
+/// Posts remembered per QP, to match an error completion to its WR.
+const RECENT: usize = 64;
+const WC_WR_FLUSH_ERR: c_int = 5;
+
+/// A posted work request, as remembered.
+#[derive(Clone, Copy)]
+pub(super) struct Posted {
+    pub wr_id: u64,
+    /// `IBV_WR_*`, or -1 for a receive.
+    pub opcode: c_int,
+    pub num_sge: c_int,
+    /// The first SGE: addr, length, lkey.
+    pub sge: Option<(u64, u32, u32)>,
+}
+
+#[derive(Default)]
+struct QpLog {
+    recent: VecDeque<(Posted, usize)>,
+    /// The first error completion was logged.
+    failed: bool,
+    /// Flushed completions not yet counted in a line.
+    flushed: u64,
+}
+
+/// Some QP has flushed completions not yet counted in a line.
+static FLUSHED: AtomicBool = AtomicBool::new(false);
+
+/// Per (context, qp_num); hashed with one multiply (SipHash would cost
+/// more than the rest of a post's bookkeeping).
+static QPS: Mutex<Option<QpLogs>> = mutex(None);
+
+type QpLogs = HashMap<(usize, u32), QpLog, BuildHasherDefault<MulHash>>;
+
+/// A multiplicative hash of the words it is fed.
+#[derive(Default)]
+struct MulHash(u64);
+
+impl Hasher for MulHash {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        bytes.iter().for_each(|b| self.write_u64(*b as u64));
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(v as u64);
+    }
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
+}
+
+/// A work request posted at `site` to QP `qp_num` of `ctx`.
+pub(super) fn posted(ctx: usize, qp_num: u32, p: &Posted, site: usize) {
+    let mut g = QPS.lock();
+    let log = g
+        .get_or_insert_with(HashMap::default)
+        .entry((ctx, qp_num))
+        .or_default();
+    if log.recent.len() == RECENT {
+        log.recent.pop_front();
+    }
+    log.recent.push_back((*p, site));
+}
+
+/// `IBV_WC_*` status names, with `ibv_wc_status_str`'s words.
+fn status_name(status: c_int) -> &'static str {
+    const NAMES: [&str; 24] = [
+        "IBV_WC_SUCCESS (success)",
+        "IBV_WC_LOC_LEN_ERR (local length error)",
+        "IBV_WC_LOC_QP_OP_ERR (local QP operation error)",
+        "IBV_WC_LOC_EEC_OP_ERR (local EE context operation error)",
+        "IBV_WC_LOC_PROT_ERR (local protection error)",
+        "IBV_WC_WR_FLUSH_ERR (Work Request Flushed Error)",
+        "IBV_WC_MW_BIND_ERR (memory management operation error)",
+        "IBV_WC_BAD_RESP_ERR (bad response error)",
+        "IBV_WC_LOC_ACCESS_ERR (local access error)",
+        "IBV_WC_REM_INV_REQ_ERR (remote invalid request error)",
+        "IBV_WC_REM_ACCESS_ERR (remote access error)",
+        "IBV_WC_REM_OP_ERR (remote operation error)",
+        "IBV_WC_RETRY_EXC_ERR (transport retry counter exceeded)",
+        "IBV_WC_RNR_RETRY_EXC_ERR (RNR retry counter exceeded)",
+        "IBV_WC_LOC_RDD_VIOL_ERR (local RDD violation error)",
+        "IBV_WC_REM_INV_RD_REQ_ERR (remote invalid RD request)",
+        "IBV_WC_REM_ABORT_ERR (aborted error)",
+        "IBV_WC_INV_EECN_ERR (invalid EE context number)",
+        "IBV_WC_INV_EEC_STATE_ERR (invalid EE context state)",
+        "IBV_WC_FATAL_ERR (fatal error)",
+        "IBV_WC_RESP_TIMEOUT_ERR (response timeout error)",
+        "IBV_WC_GENERAL_ERR (general error)",
+        "IBV_WC_TM_ERR (TM error)",
+        "IBV_WC_TM_RNDV_INCOMPLETE (TM software rendezvous)",
+    ];
+    NAMES
+        .get(status as usize)
+        .copied()
+        .unwrap_or("unknown status")
+}
+
+/// The completions a poll of `cq` (on `ctx`) returned; `drained`: fewer
+/// than asked for (the CQ is empty for now).
+pub(super) fn polled(ctx: usize, cq: *mut ibv_cq, done: &[ibv_wc], drained: bool) {
+    // Hook: completion faults (`faults::completion_status`) and trace
+    // events for each completion go here, before the scan below.
+    for wc in done {
+        // SAFETY: the provider wrote these completions; status read as the
+        // int it is in C.
+        let status = unsafe { addr_of!(wc.status).cast::<c_int>().read() };
+        if status != 0 {
+            let e = Failed {
+                qp_num: wc.qp_num,
+                wr_id: wc.wr_id,
+                status,
+                vendor_err: wc.vendor_err,
+            };
+            failed(ctx, cq as usize, &e);
+        }
+    }
+    if drained && FLUSHED.load(Ordering::Relaxed) {
+        flush_lines(ctx);
+    }
+}
+
+/// An error completion, from an `ibv_wc` or an extended CQ's cursor.
+pub(super) struct Failed {
+    pub qp_num: u32,
+    pub wr_id: u64,
+    pub status: c_int,
+    pub vendor_err: u32,
+}
+
+/// An error completion of `cq` on `ctx`: the QP's first is explained, the
+/// flushed ones after it counted.
+#[cold]
+#[inline(never)]
+pub(super) fn failed(ctx: usize, cq: usize, wc: &Failed) {
+    let status = wc.status;
+    let key = (ctx, wc.qp_num);
+    let (first, wr) = {
+        let mut g = QPS.lock();
+        let log = g
+            .get_or_insert_with(HashMap::default)
+            .entry(key)
+            .or_default();
+        if log.failed {
+            if status == WC_WR_FLUSH_ERR {
+                log.flushed += 1;
+                FLUSHED.store(true, Ordering::Relaxed);
+                return;
+            }
+            (false, None)
+        } else {
+            log.failed = true;
+            let wr = log
+                .recent
+                .iter()
+                .rev()
+                .find(|(p, _)| p.wr_id == wc.wr_id)
+                .copied();
+            (true, wr)
+        }
+    };
+    let qp = objects::collect(|o| o.kind() == Kind::Qp && o.ctx == ctx && o.x == wc.qp_num)
+        .first()
+        .map(|o| o.addr);
+    let state = match qp {
+        // SAFETY: a tracked QP of an open context; its state read as a C int.
+        Some(qp) => state_name(unsafe {
+            addr_of!((*(qp as *mut ibv_qp)).state)
+                .cast::<c_int>()
+                .read()
+        }),
+        None => "unknown (a QP the shim did not see created)",
+    };
+    let wr = match wr {
+        Some((p, site)) => {
+            let op = if p.opcode < 0 {
+                "RECV".to_string()
+            } else {
+                wr_opcode(p.opcode).to_string()
+            };
+            let sge = match p.sge {
+                Some((a, l, k)) => format!(" sge[0]={{addr={a:#x} length={l} lkey={k:#x}}}"),
+                None => String::new(),
+            };
+            format!(
+                "posted as opcode={op} num_sge={}{sge} at {}",
+                p.num_sge,
+                crate::report::site(site)
+            )
+        }
+        None => "not among the QP's recent posts".to_string(),
+    };
+    crate::log!(
+        Level::Warn,
+        "{} completion on cq={cq:#x} for qp_num={:#x}{}: {} vendor_err={:#x} wr_id={:#x} ({wr}); QP state now {state}",
+        if first { "first error" } else { "another error" },
+        wc.qp_num,
+        qp.map(|q| format!(" (qp={q:#x})")).unwrap_or_default(),
+        status_name(status),
+        wc.vendor_err,
+        wc.wr_id
+    );
+}
+
+/// One line per QP of `ctx` counting the flushed completions not yet
+/// counted (all contexts at exit: `ctx` 0).
+fn flush_lines(ctx: usize) {
+    let mut lines: Vec<(u32, u64)> = Vec::new();
+    {
+        let mut g = QPS.lock();
+        FLUSHED.store(false, Ordering::Relaxed);
+        let Some(map) = g.as_mut() else { return };
+        for (&(c, qp_num), log) in map.iter_mut() {
+            if log.flushed == 0 {
+                continue;
+            }
+            if ctx == 0 || c == ctx {
+                lines.push((qp_num, log.flushed));
+                log.flushed = 0;
+            } else {
+                FLUSHED.store(true, Ordering::Relaxed);
+            }
+        }
+    }
+    for (qp_num, n) in lines {
+        crate::log!(
+            Level::Warn,
+            "qp_num={qp_num:#x}: {n} more completion{} flushed (IBV_WC_WR_FLUSH_ERR) after its first error",
+            if n == 1 { "" } else { "s" }
+        );
+    }
+}
+
+pub(super) fn at_exit() {
+    flush_lines(0);
+}

@@ -1,0 +1,561 @@
+//! The data path, with `IBV_SHIM_CHECK=datapath` only (otherwise these
+//! entries are never written: the program's inline `ibv_post_send` jumps
+//! straight to the provider). Each posted work request is checked against
+//! the registry — every SGE's lkey a live MR of the QP's context and PD,
+//! the SGE inside it, the MR's access allowing the operation (local write
+//! for receives, READ targets and atomics), the QP's state allowing the
+//! post, `num_sge` not negative — and then forwarded unchanged, whatever
+//! was found. Each violation is logged once per site (the program's call
+//! of the inline verb) and rule, and counted for the JSON report
+//! (`checks`). `IBV_SHIM_CHECK=datapath,abort` aborts at the first one, as
+//! the sanitizers do.
+
+use std::collections::HashSet;
+use std::ffi::c_int;
+use std::fmt;
+use std::ptr::addr_of;
+
+use verbs_abi::{
+    ibv_context_ops, ibv_cq, ibv_qp, ibv_recv_wr, ibv_send_wr, ibv_sge, ibv_srq, ibv_wc,
+};
+
+use super::keys::{self, Key};
+use super::{completions, ctx_of, original, patch, Entry, Slot};
+use crate::checks::{self, Check};
+use crate::guard::{boundary, Errno};
+use crate::log::Level;
+use crate::registry::lock::{mutex, Mutex};
+use crate::registry::objects::{self, Kind, Obj};
+
+type PostSend = unsafe extern "C" fn(*mut ibv_qp, *mut ibv_send_wr, *mut *mut ibv_send_wr) -> c_int;
+type PostRecv = unsafe extern "C" fn(*mut ibv_qp, *mut ibv_recv_wr, *mut *mut ibv_recv_wr) -> c_int;
+type PostSrqRecv =
+    unsafe extern "C" fn(*mut ibv_srq, *mut ibv_recv_wr, *mut *mut ibv_recv_wr) -> c_int;
+type PollCq = unsafe extern "C" fn(*mut ibv_cq, c_int, *mut ibv_wc) -> c_int;
+type ReqNotifyCq = unsafe extern "C" fn(*mut ibv_cq, c_int) -> c_int;
+
+/// Wraps the data-path entries of `ibv_context_ops`.
+///
+/// # Safety
+/// `ops` is a live context's own table.
+pub(super) unsafe fn patch_ops(e: &Entry, ops: *mut ibv_context_ops) {
+    use std::ptr::addr_of_mut;
+    // SAFETY: the caller's contract; each wrapper has its entry's C signature.
+    unsafe {
+        patch(
+            e,
+            Slot::PostSend,
+            addr_of_mut!((*ops).post_send),
+            post_send as PostSend,
+        );
+        patch(
+            e,
+            Slot::PostRecv,
+            addr_of_mut!((*ops).post_recv),
+            post_recv as PostRecv,
+        );
+        patch(
+            e,
+            Slot::PostSrqRecv,
+            addr_of_mut!((*ops).post_srq_recv),
+            post_srq_recv as PostSrqRecv,
+        );
+        patch(
+            e,
+            Slot::PollCq,
+            addr_of_mut!((*ops).poll_cq),
+            poll_cq as PollCq,
+        );
+        patch(
+            e,
+            Slot::ReqNotifyCq,
+            addr_of_mut!((*ops).req_notify_cq),
+            req_notify_cq as ReqNotifyCq,
+        );
+    }
+}
+
+// IBV_QPS_* and IBV_WR_* / IBV_SEND_* / IBV_ACCESS_* values of verbs.h.
+const QPS_RESET: c_int = 0;
+const QPS_RTS: c_int = 3;
+const QPS_SQD: c_int = 4;
+const QPS_ERR: c_int = 6;
+const WR_RDMA_READ: c_int = 4;
+const WR_ATOMIC_CMP_AND_SWP: c_int = 5;
+const WR_ATOMIC_FETCH_AND_ADD: c_int = 6;
+const SEND_INLINE: u32 = 1 << 3;
+const ACCESS_LOCAL_WRITE: u32 = 1;
+/// `objects::MR_VIA` entries whose SGE addresses are not virtual
+/// addresses inside `[addr, addr + length)` (an iova, a dma-buf offset, a
+/// device-memory offset): their range is not checked.
+const VIA_OTHER_SPACE: [u8; 3] = [1, 3, 4];
+
+/// What a work request was posted to.
+#[derive(Clone, Copy)]
+enum Queue {
+    Send(*mut ibv_qp),
+    Recv(*mut ibv_qp),
+    Srq(*mut ibv_srq),
+}
+
+impl Queue {
+    fn verb(self) -> &'static str {
+        match self {
+            Queue::Send(_) => "ibv_post_send",
+            Queue::Recv(_) => "ibv_post_recv",
+            Queue::Srq(_) => "ibv_post_srq_recv",
+        }
+    }
+
+    fn addr(self) -> usize {
+        match self {
+            Queue::Send(q) | Queue::Recv(q) => q as usize,
+            Queue::Srq(s) => s as usize,
+        }
+    }
+
+    /// The PD the queue's MRs must be on (a QP on a parent domain: the
+    /// parent domain; see [`same_pd`]).
+    fn pd(self) -> usize {
+        // SAFETY: a live QP or SRQ the program is posting to.
+        unsafe {
+            match self {
+                Queue::Send(q) | Queue::Recv(q) => (*q).pd as usize,
+                Queue::Srq(s) => (*s).pd as usize,
+            }
+        }
+    }
+}
+
+/// One work request as the log shows it.
+struct Wr {
+    wr_id: u64,
+    /// Send opcode (`IBV_WR_*`), or None for a receive.
+    opcode: Option<c_int>,
+    sges: *const ibv_sge,
+    num_sge: c_int,
+}
+
+impl fmt::Display for Wr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "wr_id={:#x}", self.wr_id)?;
+        if let Some(op) = self.opcode {
+            write!(f, " opcode={}", wr_opcode(op))?;
+        }
+        write!(f, " num_sge={}", self.num_sge)?;
+        for i in 0..self.num_sge.clamp(0, 8) as usize {
+            // SAFETY: the program's SGE list of `num_sge` entries, read
+            // while its post is under way.
+            let s = unsafe { *self.sges.add(i) };
+            write!(
+                f,
+                " sge[{i}]={{addr={:#x} length={} lkey={:#x}}}",
+                s.addr, s.length, s.lkey
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// `IBV_WR_*` names.
+pub(super) fn wr_opcode(op: c_int) -> &'static str {
+    const NAMES: [&str; 12] = [
+        "RDMA_WRITE",
+        "RDMA_WRITE_WITH_IMM",
+        "SEND",
+        "SEND_WITH_IMM",
+        "RDMA_READ",
+        "ATOMIC_CMP_AND_SWP",
+        "ATOMIC_FETCH_AND_ADD",
+        "LOCAL_INV",
+        "BIND_MW",
+        "SEND_WITH_INV",
+        "TSO",
+        "DRIVER1",
+    ];
+    NAMES.get(op as usize).copied().unwrap_or("?")
+}
+
+/// (site, rule) pairs already reported.
+static REPORTED: Mutex<Option<HashSet<(usize, u8)>>> = mutex(None);
+
+/// A violation: counted; logged the first time at this site for this rule;
+/// then, with `abort`, the end of the process.
+#[cold]
+#[inline(never)]
+fn violation(check: Check, q: Queue, wr: &Wr, site: usize, why: fmt::Arguments<'_>) {
+    checks::count(check);
+    let first = REPORTED
+        .lock()
+        .get_or_insert_with(HashSet::new)
+        .insert((site, check as u8));
+    if first || checks::abort() {
+        crate::log!(
+            Level::Warn,
+            "data-path check {}: {}({}={:#x}) at {}: {wr}: {why}; forwarded unchanged",
+            check.name(),
+            q.verb(),
+            if matches!(q, Queue::Srq(_)) {
+                "srq"
+            } else {
+                "qp"
+            },
+            q.addr(),
+            crate::report::site(site)
+        );
+    }
+    if checks::abort() {
+        crate::log!(
+            Level::Error,
+            "IBV_SHIM_CHECK=abort: aborting at the first data-path violation"
+        );
+        // SAFETY: abort has no preconditions; asked for by the user.
+        unsafe { libc::abort() };
+    }
+}
+
+/// Does the MR's PD `mr_pd` serve a queue on `pd`? Equal, or one is a
+/// parent domain of the other's PD.
+fn same_pd(pd: usize, mr_pd: usize) -> bool {
+    if pd == mr_pd {
+        return true;
+    }
+    let base = |p: usize| match objects::get(p) {
+        Some(o) if o.kind() == Kind::ParentDomain => o.parent,
+        _ => p,
+    };
+    base(pd) == base(mr_pd)
+}
+
+/// Checks one SGE of `wr`; `write`: the operation writes into the buffer.
+fn check_sge(q: Queue, ctx: usize, wr: &Wr, s: &ibv_sge, write: bool, site: usize) {
+    if s.length == 0 {
+        return;
+    }
+    let mr: Obj = match keys::lookup(ctx, s.lkey) {
+        Key::Mr(o) => o,
+        Key::OtherContext(o) => {
+            return violation(
+                Check::OtherContext,
+                q,
+                wr,
+                site,
+                format_args!(
+                    "lkey {:#x} is MR {:#x} of context {:#x}, not of this queue's context {ctx:#x}",
+                    s.lkey, o.addr, o.ctx
+                ),
+            )
+        }
+        Key::Gone(mr) => {
+            return violation(
+                Check::DeadLkey,
+                q,
+                wr,
+                site,
+                format_args!("lkey {:#x} is MR {mr:#x}, which was deregistered", s.lkey),
+            )
+        }
+        Key::Unknown => {
+            return violation(
+                Check::DeadLkey,
+                q,
+                wr,
+                site,
+                format_args!("lkey {:#x} is no MR registered through the shim", s.lkey),
+            )
+        }
+    };
+    let pd = q.pd();
+    if !same_pd(pd, mr.parent) {
+        violation(
+            Check::OtherPd,
+            q,
+            wr,
+            site,
+            format_args!(
+                "lkey {:#x} is MR {:#x} of PD {:#x}, not of the queue's PD {pd:#x}",
+                s.lkey, mr.addr, mr.parent
+            ),
+        );
+    }
+    let imported = mr.kind() == Kind::ImportedMr;
+    if !imported && !VIA_OTHER_SPACE.contains(&mr.sub()) {
+        let (start, end) = (mr.a as u128, mr.a as u128 + mr.b as u128);
+        let (s_start, s_end) = (s.addr as u128, s.addr as u128 + s.length as u128);
+        if s_start < start || s_end > end {
+            violation(
+                Check::OutOfRange,
+                q,
+                wr,
+                site,
+                format_args!(
+                    "[{:#x}, {:#x}) is not inside MR {:#x} [{:#x}, {:#x}) (lkey {:#x})",
+                    s_start, s_end, mr.addr, start, end, s.lkey
+                ),
+            );
+        }
+    }
+    if write && !imported && mr.x & ACCESS_LOCAL_WRITE == 0 {
+        violation(
+            Check::Access,
+            q,
+            wr,
+            site,
+            format_args!(
+                "the operation writes into MR {:#x} (lkey {:#x}), registered without \
+                 IBV_ACCESS_LOCAL_WRITE (access={:#x})",
+                mr.addr, s.lkey, mr.x
+            ),
+        );
+    }
+}
+
+/// Checks one work request.
+fn check_wr(q: Queue, ctx: usize, wr: &Wr, write: bool, inline: bool, site: usize) {
+    if wr.num_sge < 0 {
+        return violation(
+            Check::NumSge,
+            q,
+            wr,
+            site,
+            format_args!("num_sge is negative"),
+        );
+    }
+    if inline || wr.sges.is_null() {
+        return;
+    }
+    for i in 0..wr.num_sge as usize {
+        // SAFETY: the program's SGE list of `num_sge` entries.
+        let s = unsafe { *wr.sges.add(i) };
+        check_sge(q, ctx, wr, &s, write, site);
+    }
+}
+
+/// The QP's state, read as the int it is in C.
+fn qp_state(qp: *mut ibv_qp) -> c_int {
+    // SAFETY: a live QP the program is posting to.
+    unsafe { addr_of!((*qp).state).cast::<c_int>().read() }
+}
+
+pub(super) fn state_name(state: c_int) -> &'static str {
+    [
+        "RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR", "UNKNOWN",
+    ]
+    .get(state as usize)
+    .copied()
+    .unwrap_or("?")
+}
+
+fn check_state(q: Queue, wr: &Wr, site: usize) {
+    let (qp, ok): (_, fn(c_int) -> bool) = match q {
+        Queue::Send(qp) => (qp, |s| matches!(s, QPS_RTS | QPS_SQD | QPS_ERR)),
+        Queue::Recv(qp) => (qp, |s| s != QPS_RESET),
+        Queue::Srq(_) => return,
+    };
+    let state = qp_state(qp);
+    if !ok(state) {
+        violation(
+            Check::QpState,
+            q,
+            wr,
+            site,
+            format_args!(
+                "the QP is in state {}, where {} is not allowed",
+                state_name(state),
+                q.verb()
+            ),
+        );
+    }
+}
+
+/// Checks a chain of send WRs and remembers them for the error explainer.
+fn check_sends(qp: *mut ibv_qp, mut wr: *mut ibv_send_wr, site: usize) {
+    // SAFETY: a live QP (the inline verb read its context).
+    let (ctx, qp_num) = unsafe { ((*qp).context as usize, (*qp).qp_num) };
+    let mut first = true;
+    while !wr.is_null() {
+        // SAFETY: the program's WR chain, read while its post is under way;
+        // the opcode read as the int it is in C.
+        let (w, flags) = unsafe {
+            let r = &*wr;
+            (
+                Wr {
+                    wr_id: r.wr_id,
+                    opcode: Some(addr_of!(r.opcode).cast::<c_int>().read()),
+                    sges: r.sg_list,
+                    num_sge: r.num_sge,
+                },
+                r.send_flags,
+            )
+        };
+        let op = w.opcode.unwrap_or(0);
+        if first {
+            check_state(Queue::Send(qp), &w, site);
+            first = false;
+        }
+        let write = matches!(
+            op,
+            WR_RDMA_READ | WR_ATOMIC_CMP_AND_SWP | WR_ATOMIC_FETCH_AND_ADD
+        );
+        check_wr(
+            Queue::Send(qp),
+            ctx,
+            &w,
+            write,
+            flags & SEND_INLINE != 0,
+            site,
+        );
+        completions::posted(ctx, qp_num, &w.summary(), site);
+        // SAFETY: as above.
+        wr = unsafe { (*wr).next };
+    }
+}
+
+/// Checks a chain of receive WRs (to a QP, or to an SRQ).
+fn check_recvs(q: Queue, mut wr: *mut ibv_recv_wr, site: usize) {
+    // SAFETY: a live QP or SRQ (the inline verb read its context).
+    let (ctx, qp_num) = unsafe {
+        match q {
+            Queue::Send(qp) | Queue::Recv(qp) => ((*qp).context as usize, Some((*qp).qp_num)),
+            Queue::Srq(s) => ((*s).context as usize, None),
+        }
+    };
+    let mut first = true;
+    while !wr.is_null() {
+        // SAFETY: the program's WR chain, read while its post is under way.
+        let w = unsafe {
+            let r = &*wr;
+            Wr {
+                wr_id: r.wr_id,
+                opcode: None,
+                sges: r.sg_list,
+                num_sge: r.num_sge,
+            }
+        };
+        if first {
+            check_state(q, &w, site);
+            first = false;
+        }
+        check_wr(q, ctx, &w, true, false, site);
+        if let Some(n) = qp_num {
+            completions::posted(ctx, n, &w.summary(), site);
+        }
+        // SAFETY: as above.
+        wr = unsafe { (*wr).next };
+    }
+}
+
+impl Wr {
+    fn summary(&self) -> completions::Posted {
+        let first = if self.num_sge > 0 && !self.sges.is_null() {
+            // SAFETY: the program's SGE list has at least one entry.
+            Some(unsafe { *self.sges })
+        } else {
+            None
+        };
+        completions::Posted {
+            wr_id: self.wr_id,
+            opcode: self.opcode.unwrap_or(-1),
+            num_sge: self.num_sge,
+            sge: first.map(|s| (s.addr, s.length, s.lkey)),
+        }
+    }
+}
+
+/// Runs the checks behind their own panic boundary, errno kept: whatever
+/// happens in them, the post is forwarded as the program made it.
+#[inline(always)]
+fn checked(name: &'static str, f: impl FnOnce()) {
+    let errno = Errno::save();
+    boundary(name, (), f);
+    errno.restore();
+}
+
+/// No saved entry (cannot happen for a context the shim patched): the
+/// inline verb would have called NULL; ENOSYS, as a missing op.
+#[cold]
+fn missing() -> c_int {
+    libc::ENOSYS
+}
+
+unsafe extern "C" fn post_send(
+    qp: *mut ibv_qp,
+    wr: *mut ibv_send_wr,
+    bad_wr: *mut *mut ibv_send_wr,
+) -> c_int {
+    let site = crate::caller!();
+    // SAFETY: the inline verb read this QP's context to reach the table.
+    let ctx = unsafe { ctx_of(qp) };
+    let Some(real) = original::<PostSend>(ctx, Slot::PostSend) else {
+        return missing();
+    };
+    // Hook: a trace's post events (`trace::event`) go beside the checks.
+    checked("ibv_post_send", || check_sends(qp, wr, site));
+    // SAFETY: the provider's own entry, with the program's arguments.
+    unsafe { real(qp, wr, bad_wr) }
+}
+
+unsafe extern "C" fn post_recv(
+    qp: *mut ibv_qp,
+    wr: *mut ibv_recv_wr,
+    bad_wr: *mut *mut ibv_recv_wr,
+) -> c_int {
+    let site = crate::caller!();
+    // SAFETY: the inline verb read this QP's context to reach the table.
+    let ctx = unsafe { ctx_of(qp) };
+    let Some(real) = original::<PostRecv>(ctx, Slot::PostRecv) else {
+        return missing();
+    };
+    checked("ibv_post_recv", || check_recvs(Queue::Recv(qp), wr, site));
+    // SAFETY: the provider's own entry, with the program's arguments.
+    unsafe { real(qp, wr, bad_wr) }
+}
+
+unsafe extern "C" fn post_srq_recv(
+    srq: *mut ibv_srq,
+    wr: *mut ibv_recv_wr,
+    bad_wr: *mut *mut ibv_recv_wr,
+) -> c_int {
+    let site = crate::caller!();
+    // SAFETY: the inline verb read this SRQ's context to reach the table.
+    let ctx = unsafe { ctx_of(srq) };
+    let Some(real) = original::<PostSrqRecv>(ctx, Slot::PostSrqRecv) else {
+        return missing();
+    };
+    checked("ibv_post_srq_recv", || {
+        check_recvs(Queue::Srq(srq), wr, site)
+    });
+    // SAFETY: the provider's own entry, with the program's arguments.
+    unsafe { real(srq, wr, bad_wr) }
+}
+
+unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc: *mut ibv_wc) -> c_int {
+    // SAFETY: the inline verb read this CQ's context to reach the table.
+    let ctx = unsafe { ctx_of(cq) };
+    let Some(real) = original::<PollCq>(ctx, Slot::PollCq) else {
+        return -1;
+    };
+    // SAFETY: the provider's own entry, with the program's arguments.
+    let n = unsafe { real(cq, num_entries, wc) };
+    // Nested: a provider's extended-CQ cursor polling through its own
+    // table (`excq` sees those completions itself).
+    if n > 0 && !wc.is_null() && !crate::thread::nested() {
+        // SAFETY: the provider just wrote `n` completions there.
+        let done = unsafe { std::slice::from_raw_parts(wc, n as usize) };
+        checked("ibv_poll_cq", || {
+            completions::polled(ctx as usize, cq, done, n < num_entries)
+        });
+    }
+    n
+}
+
+unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, solicited_only: c_int) -> c_int {
+    // SAFETY: the inline verb read this CQ's context to reach the table.
+    let ctx = unsafe { ctx_of(cq) };
+    let Some(real) = original::<ReqNotifyCq>(ctx, Slot::ReqNotifyCq) else {
+        return missing();
+    };
+    // Forwarded as is: wrapped so that a trace can see the arming.
+    // SAFETY: the provider's own entry, with the program's arguments.
+    unsafe { real(cq, solicited_only) }
+}

@@ -1,0 +1,290 @@
+//! The context's function tables. Half of the verbs API is `static inline`
+//! in `verbs.h` and jumps through `ctx->ops` and the `verbs_context` in
+//! front of the context, never touching an exported symbol: memory windows,
+//! XRC domains, device memory, extended CQs and QPs, WQs, RWQ tables,
+//! flows, thread and parent domains, counters, and the whole data path.
+//! When a context is opened (`ibv_open_device`, `ibv_import_device`,
+//! `verbs_open_device`), [`install`] saves the entries it wraps, per
+//! context, in a lock-free side table, and writes the shim's wrappers in
+//! their place. The wrappers record and call the saved originals; every
+//! object the program gets is still the real library's own.
+//!
+//! - `objects`: the control path (create/destroy of every table-made kind).
+//! - `datapath`: post/poll, only with `IBV_SHIM_CHECK=datapath`; otherwise
+//!   those entries are left as the provider wrote them.
+//! - `keys`: the lkey index the checks use; `completions`: error
+//!   completions explained.
+//!
+//! An entry the provider left NULL stays NULL (the inline verb then fails
+//! with EOPNOTSUPP, as without the shim). Saved tables are never freed:
+//! after `ibv_close_device` a wrapper reached through an orphan still finds
+//! its original (and the exports' use-after-close checks refuse it first).
+
+use std::mem::{offset_of, size_of};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use verbs_abi::{ibv_context, verbs_context, VERBS_ABI_IS_EXTENDED};
+
+use crate::guard::Refused;
+use crate::log::Level;
+
+mod completions;
+mod datapath;
+mod excq;
+mod keys;
+mod objects;
+
+/// The entries the shim wraps, as indices into a context's saved table.
+#[derive(Clone, Copy)]
+#[repr(usize)]
+pub(super) enum Slot {
+    AllocMw,
+    BindMw,
+    DeallocMw,
+    PollCq,
+    ReqNotifyCq,
+    PostSrqRecv,
+    PostSend,
+    PostRecv,
+    CreateCounters,
+    DestroyCounters,
+    RegDmMr,
+    AllocDm,
+    FreeDm,
+    DestroyFlowAction,
+    CreateFlowActionEsp,
+    AllocParentDomain,
+    DeallocTd,
+    AllocTd,
+    DestroyRwqIndTable,
+    CreateRwqIndTable,
+    DestroyWq,
+    CreateWq,
+    CreateCqEx,
+    DestroyFlow,
+    CreateFlow,
+    OpenQp,
+    CreateQpEx,
+    CreateSrqEx,
+    OpenXrcd,
+    CloseXrcd,
+}
+
+const SLOTS: usize = Slot::CloseXrcd as usize + 1;
+
+/// One context's saved originals.
+struct Entry {
+    /// The context's address; 0 = free. Never reset: a probe chain stays whole.
+    ctx: AtomicUsize,
+    fns: [AtomicUsize; SLOTS],
+}
+
+/// Distinct context addresses a process can have interposed (a context
+/// reopened at the same address reuses its entry). Zeroed static memory:
+/// untouched pages cost nothing.
+const CONTEXTS: usize = 1024;
+
+static TABLE: [Entry; CONTEXTS] = [const {
+    Entry {
+        ctx: AtomicUsize::new(0),
+        fns: [const { AtomicUsize::new(0) }; SLOTS],
+    }
+}; CONTEXTS];
+
+static FULL_WARNED: AtomicBool = AtomicBool::new(false);
+
+#[inline]
+fn home(ctx: usize) -> usize {
+    (ctx as u64)
+        .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        .rotate_left(20) as usize
+        % CONTEXTS
+}
+
+/// The saved table of `ctx`, if it was interposed.
+#[inline]
+fn entry(ctx: usize) -> Option<&'static Entry> {
+    let h = home(ctx);
+    for i in 0..CONTEXTS {
+        let e = &TABLE[(h + i) % CONTEXTS];
+        match e.ctx.load(Ordering::Acquire) {
+            k if k == ctx => return Some(e),
+            0 => return None,
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The entry of `ctx`, claimed if new; None when the table is full.
+fn claim(ctx: usize) -> Option<&'static Entry> {
+    let h = home(ctx);
+    for i in 0..CONTEXTS {
+        let e = &TABLE[(h + i) % CONTEXTS];
+        match e
+            .ctx
+            .compare_exchange(0, ctx, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => return Some(e),
+            Err(k) if k == ctx => return Some(e),
+            Err(_) => {}
+        }
+    }
+    None
+}
+
+/// The original entry `slot` of the context `ctx`, as the function type `F`
+/// (an `unsafe extern "C" fn` of the slot's signature).
+#[inline]
+pub(super) fn original<F: Copy>(ctx: *mut ibv_context, slot: Slot) -> Option<F> {
+    const { assert!(size_of::<F>() == size_of::<usize>()) };
+    let f = entry(ctx as usize)?.fns[slot as usize].load(Ordering::Acquire);
+    // SAFETY: `f` is non-zero only when `patch` stored it from a table entry
+    // of this slot, whose type is `F` (each wrapper asks for its own slot's
+    // type).
+    (f != 0).then(|| unsafe { std::mem::transmute_copy::<usize, F>(&f) })
+}
+
+/// Saves `*field` in `e` and writes `wrapper` over it, unless the provider
+/// left it NULL or it is the wrapper already (a context seen twice).
+///
+/// # Safety
+/// `field` points to a live, writable function-pointer entry of the type
+/// `Option<F>`; `wrapper` is an `unsafe extern "C" fn` with the same
+/// arguments and result in the C ABI (enum arguments may be taken as the
+/// `c_int` they are in C, so that no value C passes is invalid in Rust).
+unsafe fn patch<F: Copy, W: Copy>(e: &Entry, slot: Slot, field: *mut Option<F>, wrapper: W) {
+    const { assert!(size_of::<Option<F>>() == size_of::<usize>()) };
+    const { assert!(size_of::<W>() == size_of::<usize>()) };
+    // SAFETY: the caller's contract.
+    let Some(cur) = (unsafe { field.read() }) else {
+        return;
+    };
+    // SAFETY: F and W are function pointers (asserted pointer-sized above).
+    let (cur_addr, ours) = unsafe {
+        (
+            std::mem::transmute_copy::<F, usize>(&cur),
+            std::mem::transmute_copy::<W, usize>(&wrapper),
+        )
+    };
+    if cur_addr == ours {
+        return;
+    }
+    e.fns[slot as usize].store(cur_addr, Ordering::Release);
+    // SAFETY: the caller's contract: the same C signature.
+    unsafe { field.cast::<usize>().write(ours) };
+}
+
+/// Does the provider's `verbs_context` reach the member at `offset`? The
+/// inline verbs check the same (`verbs_get_ctx_op`): `sz` counts back from
+/// the embedded context.
+fn reaches(vctx: *const verbs_context, offset: usize) -> bool {
+    // SAFETY: an extended context; `sz` sits right before `context`, which
+    // every provider writes.
+    let sz = unsafe { (*vctx).sz };
+    sz >= size_of::<verbs_context>() - offset
+}
+
+/// A context the real library just handed out: wrap its tables. Called
+/// with no lock held, before the context is returned to the program.
+///
+/// # Safety
+/// `ctx` is NULL or a live context just returned by the real library.
+pub unsafe fn install(ctx: *mut ibv_context) {
+    if ctx.is_null() {
+        return;
+    }
+    let Some(e) = claim(ctx as usize) else {
+        if !FULL_WARNED.swap(true, Ordering::Relaxed) {
+            crate::log!(
+                Level::Warn,
+                "context {ctx:p}: more than {CONTEXTS} contexts opened; objects made through its \
+                 function tables (memory windows, XRCDs, ...) are not tracked"
+            );
+        }
+        return;
+    };
+    let datapath = crate::checks::datapath();
+    // SAFETY: a live context just returned by the real library; `ops` is
+    // its own writable table, and each `patch` writes a wrapper of the
+    // entry's own signature.
+    unsafe {
+        let ops = std::ptr::addr_of_mut!((*ctx).ops);
+        objects::patch_ops(e, ops);
+        if datapath {
+            datapath::patch_ops(e, ops);
+        }
+        if (*ctx).abi_compat == VERBS_ABI_IS_EXTENDED {
+            let vctx = ctx
+                .cast::<u8>()
+                .sub(offset_of!(verbs_context, context))
+                .cast::<verbs_context>();
+            objects::patch_vctx(e, vctx);
+        }
+    }
+    crate::log!(
+        Level::Debug,
+        "context {ctx:p}: function tables interposed{}",
+        if datapath {
+            " (with data-path checks)"
+        } else {
+            ""
+        }
+    );
+}
+
+/// `patch` for a member of `verbs_context`, when the provider's struct
+/// reaches it.
+macro_rules! patch_vctx {
+    ($e:expr, $vctx:expr, $slot:ident, $field:ident, $wrapper:expr) => {
+        if $crate::exports::interpose::reaches(
+            $vctx,
+            ::std::mem::offset_of!(verbs_abi::verbs_context, $field),
+        ) {
+            $crate::exports::interpose::patch(
+                $e,
+                $crate::exports::interpose::Slot::$slot,
+                ::std::ptr::addr_of_mut!((*$vctx).$field),
+                $wrapper,
+            );
+        }
+    };
+}
+use patch_vctx;
+
+/// The context an object's first word names (every verbs object but a
+/// flow starts with `struct ibv_context *context`).
+///
+/// # Safety
+/// `obj` is NULL or points to a verbs object.
+#[inline]
+unsafe fn ctx_of<T>(obj: *mut T) -> *mut ibv_context {
+    if obj.is_null() {
+        return std::ptr::null_mut();
+    }
+    // SAFETY: the caller's contract.
+    unsafe { obj.cast::<*mut ibv_context>().read() }
+}
+
+/// The saved original of `slot` for `ctx`: refused with EINVAL when the
+/// shim has none (a context it never interposed).
+#[inline]
+fn orig<F: Copy>(ctx: *mut ibv_context, slot: Slot, func: &str) -> Result<F, Refused> {
+    match original(ctx, slot) {
+        Some(f) => Ok(f),
+        None => Err(super::refuse(
+            format_args!("{func}: context {ctx:p} has no saved function table"),
+            libc::EINVAL,
+        )),
+    }
+}
+
+/// An MR was deregistered through the shim (with the data-path checks on).
+pub fn mr_deregistered(mr: &crate::registry::objects::Obj) {
+    keys::deregistered(mr);
+}
+
+/// At exit: what the error-completion explainer still has to say.
+pub fn at_exit() {
+    completions::at_exit();
+}

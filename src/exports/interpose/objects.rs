@@ -1,0 +1,764 @@
+//! The control path of the function tables: every object only an inline
+//! verb makes (memory windows, XRCDs, device memory and its MRs, extended
+//! CQs, QPs and SRQs, opened XRC QPs, WQs, RWQ tables, flows, flow actions,
+//! thread and parent domains, counters) is recorded, with its parent, as
+//! the exports record theirs: the same `create` / `destroy` paths (EBUSY
+//! keeps the record, a destroy after close or a second destroy is refused).
+//! Objects these make that an export destroys (a CQ, QP, SRQ, parent domain
+//! or DM MR) are recorded under the export's kind, so `ibv_destroy_cq`,
+//! `ibv_destroy_qp`, `ibv_destroy_srq`, `ibv_dealloc_pd` and `ibv_dereg_mr`
+//! take them out.
+
+use std::ffi::{c_int, c_uint};
+use std::ptr::addr_of;
+
+use verbs_abi::{
+    ibv_alloc_dm_attr, ibv_context, ibv_context_ops, ibv_counters, ibv_counters_init_attr,
+    ibv_cq_ex, ibv_cq_init_attr_ex, ibv_dm, ibv_flow, ibv_flow_action, ibv_flow_action_esp_attr,
+    ibv_flow_attr, ibv_mr, ibv_mw, ibv_mw_bind, ibv_parent_domain_init_attr, ibv_pd, ibv_qp,
+    ibv_qp_init_attr_ex, ibv_qp_open_attr, ibv_rwq_ind_table, ibv_rwq_ind_table_init_attr, ibv_srq,
+    ibv_srq_init_attr_ex, ibv_td, ibv_td_init_attr, ibv_wq, ibv_wq_init_attr, ibv_xrcd,
+    ibv_xrcd_init_attr, verbs_context,
+};
+
+use super::super::create_destroy::{create, destroy, record, track, track_mr, Destroy, QpResult};
+use super::super::{alive, forward, tid, Ptr};
+use super::{ctx_of, orig, patch, patch_vctx, Entry, Slot};
+use crate::guard::{export, Errno, ErrnoCode, Refused};
+use crate::registry::objects::{self, Kind, Obj};
+
+// `ibv_qp_init_attr_ex.comp_mask` and `ibv_srq_init_attr_ex.comp_mask` bits.
+const QP_INIT_ATTR_PD: u32 = 1 << 0;
+const QP_INIT_ATTR_XRCD: u32 = 1 << 1;
+const SRQ_INIT_ATTR_PD: u32 = 1 << 1;
+const SRQ_INIT_ATTR_XRCD: u32 = 1 << 2;
+/// `ibv_reg_dm_mr` in `objects::MR_VIA`.
+const VIA_REG_DM_MR: u8 = 4;
+
+/// Wraps the entries of `ibv_context_ops` this module covers.
+///
+/// # Safety
+/// `ops` is a live context's own table.
+pub(super) unsafe fn patch_ops(e: &Entry, ops: *mut ibv_context_ops) {
+    // SAFETY: the caller's contract; each wrapper has its entry's C signature.
+    unsafe {
+        patch(
+            e,
+            Slot::AllocMw,
+            addr_of_mut!((*ops).alloc_mw),
+            alloc_mw as AllocMw,
+        );
+        patch(
+            e,
+            Slot::BindMw,
+            addr_of_mut!((*ops).bind_mw),
+            bind_mw as BindMw,
+        );
+        patch(
+            e,
+            Slot::DeallocMw,
+            addr_of_mut!((*ops).dealloc_mw),
+            dealloc_mw as Destroyer<ibv_mw>,
+        );
+    }
+}
+
+use std::ptr::addr_of_mut;
+
+/// Wraps the entries of `verbs_context` this module covers.
+///
+/// # Safety
+/// `vctx` is a live extended context's own `verbs_context`.
+pub(super) unsafe fn patch_vctx(e: &Entry, vctx: *mut verbs_context) {
+    // SAFETY: the caller's contract; each wrapper has its entry's C signature.
+    unsafe {
+        patch_vctx!(
+            e,
+            vctx,
+            CreateCounters,
+            create_counters,
+            create_counters as CreateCounters
+        );
+        patch_vctx!(
+            e,
+            vctx,
+            DestroyCounters,
+            destroy_counters,
+            destroy_counters as Destroyer<ibv_counters>
+        );
+        patch_vctx!(e, vctx, RegDmMr, reg_dm_mr, reg_dm_mr as RegDmMr);
+        patch_vctx!(e, vctx, AllocDm, alloc_dm, alloc_dm as AllocDm);
+        patch_vctx!(e, vctx, FreeDm, free_dm, free_dm as Destroyer<ibv_dm>);
+        patch_vctx!(
+            e,
+            vctx,
+            DestroyFlowAction,
+            destroy_flow_action,
+            destroy_flow_action as Destroyer<ibv_flow_action>
+        );
+        patch_vctx!(
+            e,
+            vctx,
+            CreateFlowActionEsp,
+            create_flow_action_esp,
+            create_flow_action_esp as CreateFlowActionEsp
+        );
+        patch_vctx!(
+            e,
+            vctx,
+            AllocParentDomain,
+            alloc_parent_domain,
+            alloc_parent_domain as AllocParentDomain
+        );
+        patch_vctx!(
+            e,
+            vctx,
+            DeallocTd,
+            dealloc_td,
+            dealloc_td as Destroyer<ibv_td>
+        );
+        patch_vctx!(e, vctx, AllocTd, alloc_td, alloc_td as AllocTd);
+        patch_vctx!(
+            e,
+            vctx,
+            DestroyRwqIndTable,
+            destroy_rwq_ind_table,
+            destroy_rwq_ind_table as Destroyer<ibv_rwq_ind_table>
+        );
+        patch_vctx!(
+            e,
+            vctx,
+            CreateRwqIndTable,
+            create_rwq_ind_table,
+            create_rwq_ind_table as CreateRwqIndTable
+        );
+        patch_vctx!(
+            e,
+            vctx,
+            DestroyWq,
+            destroy_wq,
+            destroy_wq as Destroyer<ibv_wq>
+        );
+        patch_vctx!(e, vctx, CreateWq, create_wq, create_wq as CreateWq);
+        patch_vctx!(
+            e,
+            vctx,
+            CreateCqEx,
+            create_cq_ex,
+            create_cq_ex as CreateCqEx
+        );
+        patch_vctx!(
+            e,
+            vctx,
+            DestroyFlow,
+            ibv_destroy_flow,
+            destroy_flow as Destroyer<ibv_flow>
+        );
+        patch_vctx!(
+            e,
+            vctx,
+            CreateFlow,
+            ibv_create_flow,
+            create_flow as CreateFlow
+        );
+        patch_vctx!(e, vctx, OpenQp, open_qp, open_qp as OpenQp);
+        patch_vctx!(
+            e,
+            vctx,
+            CreateQpEx,
+            create_qp_ex,
+            create_qp_ex as CreateQpEx
+        );
+        patch_vctx!(
+            e,
+            vctx,
+            CreateSrqEx,
+            create_srq_ex,
+            create_srq_ex as CreateSrqEx
+        );
+        patch_vctx!(e, vctx, OpenXrcd, open_xrcd, open_xrcd as OpenXrcd);
+        patch_vctx!(
+            e,
+            vctx,
+            CloseXrcd,
+            close_xrcd,
+            close_xrcd as Destroyer<ibv_xrcd>
+        );
+    }
+}
+
+// The entries' C signatures (enums as the `c_int` they are in C).
+type AllocMw = unsafe extern "C" fn(*mut ibv_pd, c_int) -> *mut ibv_mw;
+type BindMw = unsafe extern "C" fn(*mut ibv_qp, *mut ibv_mw, *mut ibv_mw_bind) -> c_int;
+type Destroyer<T> = unsafe extern "C" fn(*mut T) -> c_int;
+type CreateCounters =
+    unsafe extern "C" fn(*mut ibv_context, *mut ibv_counters_init_attr) -> *mut ibv_counters;
+type RegDmMr = unsafe extern "C" fn(*mut ibv_pd, *mut ibv_dm, u64, usize, c_uint) -> *mut ibv_mr;
+type AllocDm = unsafe extern "C" fn(*mut ibv_context, *mut ibv_alloc_dm_attr) -> *mut ibv_dm;
+type CreateFlowActionEsp =
+    unsafe extern "C" fn(*mut ibv_context, *mut ibv_flow_action_esp_attr) -> *mut ibv_flow_action;
+type AllocParentDomain =
+    unsafe extern "C" fn(*mut ibv_context, *mut ibv_parent_domain_init_attr) -> *mut ibv_pd;
+type AllocTd = unsafe extern "C" fn(*mut ibv_context, *mut ibv_td_init_attr) -> *mut ibv_td;
+type CreateRwqIndTable = unsafe extern "C" fn(
+    *mut ibv_context,
+    *mut ibv_rwq_ind_table_init_attr,
+) -> *mut ibv_rwq_ind_table;
+type CreateWq = unsafe extern "C" fn(*mut ibv_context, *mut ibv_wq_init_attr) -> *mut ibv_wq;
+type CreateCqEx =
+    unsafe extern "C" fn(*mut ibv_context, *mut ibv_cq_init_attr_ex) -> *mut ibv_cq_ex;
+type CreateFlow = unsafe extern "C" fn(*mut ibv_qp, *mut ibv_flow_attr) -> *mut ibv_flow;
+type OpenQp = unsafe extern "C" fn(*mut ibv_context, *mut ibv_qp_open_attr) -> *mut ibv_qp;
+type CreateQpEx = unsafe extern "C" fn(*mut ibv_context, *mut ibv_qp_init_attr_ex) -> *mut ibv_qp;
+type CreateSrqEx =
+    unsafe extern "C" fn(*mut ibv_context, *mut ibv_srq_init_attr_ex) -> *mut ibv_srq;
+type OpenXrcd = unsafe extern "C" fn(*mut ibv_context, *mut ibv_xrcd_init_attr) -> *mut ibv_xrcd;
+
+/// The shape of every create here: refused on a parent of a closed context
+/// (`parent`: the argument's name and address, 0 for none), else forwarded
+/// and, when it made something, recorded by `rec`; logged at debug.
+#[inline(always)]
+fn made<T>(
+    func: &'static str,
+    ctx: *mut ibv_context,
+    parent: (&'static str, usize),
+    forward: impl FnOnce() -> *mut T,
+    rec: impl FnOnce(*mut T),
+) -> Result<*mut T, Refused> {
+    create(
+        (parent.1 != 0).then_some((func, parent.0, parent.1)),
+        forward,
+        |obj| {
+            let errno = Errno::save();
+            rec(obj);
+            errno.restore();
+        },
+        |call, obj| {
+            call.end(
+                format_args!(
+                    "{func}(context={}, {}={})",
+                    Ptr(ctx),
+                    parent.0,
+                    Ptr(parent.1 as *const u8)
+                ),
+                format_args!("{}", Ptr(obj)),
+                obj.is_null(),
+            )
+        },
+    )
+}
+
+/// Reads the program's attribute struct (the inline verb hands it on
+/// unchanged), or `default` for NULL.
+fn read_attr<A, R>(attr: *const A, default: R, f: impl FnOnce(&A) -> R) -> R {
+    if attr.is_null() {
+        return default;
+    }
+    // SAFETY: a non-NULL attribute struct the program passed to the verb.
+    f(unsafe { &*attr })
+}
+
+/// Records a table-made object of `kind` with `id` (its `a`).
+fn track_simple<T>(
+    kind: Kind,
+    obj: *mut T,
+    ctx: *mut ibv_context,
+    parent: usize,
+    caller: usize,
+    id: u64,
+) {
+    let mut o = record(kind, obj, ctx, parent, caller);
+    o.a = id;
+    track(o);
+}
+
+/// The shared destroy of a table-made object whose first word is its context.
+#[inline(always)]
+fn unmade<T>(
+    func: &'static str,
+    arg: &'static str,
+    kind: Kind,
+    slot: Slot,
+    obj: *mut T,
+    ctx: *mut ibv_context,
+) -> c_int {
+    export(func, || {
+        let real: Destroyer<T> = orig(ctx, slot, func)?;
+        let d = Destroy::new(func, arg, kind, kind.bit());
+        // SAFETY: the provider's own entry, with the inline verb's argument.
+        destroy(&d, obj, || unsafe { real(obj) }).map(ErrnoCode)
+    })
+}
+
+macro_rules! destroyers {
+    ($($name:ident($ty:ty) = $func:literal, $arg:literal, $kind:ident, $slot:ident;)*) => {$(
+        unsafe extern "C" fn $name(obj: *mut $ty) -> c_int {
+            // SAFETY: the inline verb read this object's context to reach the table.
+            let ctx = unsafe { ctx_of(obj) };
+            unmade($func, $arg, Kind::$kind, Slot::$slot, obj, ctx)
+        }
+    )*};
+}
+
+destroyers! {
+    dealloc_mw(ibv_mw) = "ibv_dealloc_mw", "mw", Mw, DeallocMw;
+    destroy_counters(ibv_counters) = "ibv_destroy_counters", "counters", Counters, DestroyCounters;
+    free_dm(ibv_dm) = "ibv_free_dm", "dm", Dm, FreeDm;
+    destroy_flow_action(ibv_flow_action) = "ibv_destroy_flow_action", "action", FlowAction, DestroyFlowAction;
+    dealloc_td(ibv_td) = "ibv_dealloc_td", "td", Td, DeallocTd;
+    destroy_rwq_ind_table(ibv_rwq_ind_table) = "ibv_destroy_rwq_ind_table", "rwq_ind_table", RwqIndTable, DestroyRwqIndTable;
+    destroy_wq(ibv_wq) = "ibv_destroy_wq", "wq", Wq, DestroyWq;
+    close_xrcd(ibv_xrcd) = "ibv_close_xrcd", "xrcd", Xrcd, CloseXrcd;
+}
+
+/// `ibv_destroy_flow`: a flow's context is its second member.
+unsafe extern "C" fn destroy_flow(flow: *mut ibv_flow) -> c_int {
+    let ctx = if flow.is_null() {
+        std::ptr::null_mut()
+    } else {
+        // SAFETY: the inline verb read this flow's context to reach the table.
+        unsafe { (*flow).context }
+    };
+    unmade(
+        "ibv_destroy_flow",
+        "flow",
+        Kind::Flow,
+        Slot::DestroyFlow,
+        flow,
+        ctx,
+    )
+}
+
+unsafe extern "C" fn alloc_mw(pd: *mut ibv_pd, mw_type: c_int) -> *mut ibv_mw {
+    let caller = crate::caller!();
+    export("ibv_alloc_mw", || {
+        // SAFETY: the inline verb read this PD's context to reach the table.
+        let ctx = unsafe { ctx_of(pd) };
+        let real: AllocMw = orig(ctx, Slot::AllocMw, "ibv_alloc_mw")?;
+        made(
+            "ibv_alloc_mw",
+            ctx,
+            ("pd", pd as usize),
+            // SAFETY: the provider's own entry, with the inline verb's arguments.
+            || unsafe { real(pd, mw_type) },
+            |mw| {
+                let mut o = record(Kind::Mw, mw, ctx, pd as usize, caller);
+                // SAFETY: a live MW just returned by the provider.
+                o.a = unsafe { (*mw).rkey } as u64;
+                o.x = mw_type as u32;
+                track(o);
+            },
+        )
+    })
+}
+
+/// `ibv_bind_mw` (type 1): forwarded; the MW's record follows its new rkey.
+unsafe extern "C" fn bind_mw(qp: *mut ibv_qp, mw: *mut ibv_mw, bind: *mut ibv_mw_bind) -> c_int {
+    export("ibv_bind_mw", || {
+        // SAFETY: the inline verb read this QP's context to reach the table.
+        let ctx = unsafe { ctx_of(qp) };
+        let real: BindMw = orig(ctx, Slot::BindMw, "ibv_bind_mw")?;
+        forward(
+            || {
+                alive("ibv_bind_mw", "qp", qp as usize)?;
+                alive("ibv_bind_mw", "mw", mw as usize)
+            },
+            // SAFETY: the provider's own entry, with the inline verb's arguments.
+            || unsafe { real(qp, mw, bind) },
+            |call, &rc| {
+                if rc == 0 && !mw.is_null() {
+                    let errno = Errno::save();
+                    // SAFETY: the MW was just bound, so it is live.
+                    let rkey = unsafe { (*mw).rkey } as u64;
+                    objects::update(mw as usize, |o| o.a = rkey);
+                    errno.restore();
+                }
+                call.end_errno(
+                    format_args!("ibv_bind_mw(qp={}, mw={})", Ptr(qp), Ptr(mw)),
+                    rc,
+                );
+            },
+        )
+        .map(ErrnoCode)
+    })
+}
+
+unsafe extern "C" fn create_counters(
+    ctx: *mut ibv_context,
+    attr: *mut ibv_counters_init_attr,
+) -> *mut ibv_counters {
+    let caller = crate::caller!();
+    export("ibv_create_counters", || {
+        let real: CreateCounters = orig(ctx, Slot::CreateCounters, "ibv_create_counters")?;
+        // SAFETY: the provider's own entry, with the inline verb's arguments.
+        made(
+            "ibv_create_counters",
+            ctx,
+            ("attr", 0),
+            || unsafe { real(ctx, attr) },
+            |c| track_simple(Kind::Counters, c, ctx, 0, caller, 0),
+        )
+    })
+}
+
+unsafe extern "C" fn reg_dm_mr(
+    pd: *mut ibv_pd,
+    dm: *mut ibv_dm,
+    offset: u64,
+    length: usize,
+    access: c_uint,
+) -> *mut ibv_mr {
+    let caller = crate::caller!();
+    export("ibv_reg_dm_mr", || {
+        // SAFETY: the inline verb read this PD's context to reach the table.
+        let ctx = unsafe { ctx_of(pd) };
+        let real: RegDmMr = orig(ctx, Slot::RegDmMr, "ibv_reg_dm_mr")?;
+        alive("ibv_reg_dm_mr", "dm", dm as usize)?;
+        made(
+            "ibv_reg_dm_mr",
+            ctx,
+            ("pd", pd as usize),
+            // SAFETY: the provider's own entry, with the inline verb's arguments.
+            || unsafe { real(pd, dm, offset, length, access) },
+            |mr| track_mr(mr, pd, offset, length, access, VIA_REG_DM_MR, caller),
+        )
+    })
+}
+
+unsafe extern "C" fn alloc_dm(ctx: *mut ibv_context, attr: *mut ibv_alloc_dm_attr) -> *mut ibv_dm {
+    let caller = crate::caller!();
+    export("ibv_alloc_dm", || {
+        let real: AllocDm = orig(ctx, Slot::AllocDm, "ibv_alloc_dm")?;
+        // SAFETY: the provider's own entry, with the inline verb's arguments.
+        made(
+            "ibv_alloc_dm",
+            ctx,
+            ("attr", 0),
+            || unsafe { real(ctx, attr) },
+            |dm| {
+                let length = read_attr(attr, 0, |a| a.length);
+                track_simple(Kind::Dm, dm, ctx, 0, caller, length as u64)
+            },
+        )
+    })
+}
+
+unsafe extern "C" fn create_flow_action_esp(
+    ctx: *mut ibv_context,
+    attr: *mut ibv_flow_action_esp_attr,
+) -> *mut ibv_flow_action {
+    let caller = crate::caller!();
+    export("ibv_create_flow_action_esp", || {
+        let real: CreateFlowActionEsp =
+            orig(ctx, Slot::CreateFlowActionEsp, "ibv_create_flow_action_esp")?;
+        // SAFETY: the provider's own entry, with the inline verb's arguments.
+        made(
+            "ibv_create_flow_action_esp",
+            ctx,
+            ("attr", 0),
+            || unsafe { real(ctx, attr) },
+            |a| track_simple(Kind::FlowAction, a, ctx, 0, caller, 0),
+        )
+    })
+}
+
+unsafe extern "C" fn alloc_parent_domain(
+    ctx: *mut ibv_context,
+    attr: *mut ibv_parent_domain_init_attr,
+) -> *mut ibv_pd {
+    let caller = crate::caller!();
+    export("ibv_alloc_parent_domain", || {
+        let real: AllocParentDomain =
+            orig(ctx, Slot::AllocParentDomain, "ibv_alloc_parent_domain")?;
+        let pd = read_attr(attr, 0, |a| a.pd as usize);
+        made(
+            "ibv_alloc_parent_domain",
+            ctx,
+            ("pd", pd),
+            // SAFETY: the provider's own entry, with the inline verb's arguments.
+            || unsafe { real(ctx, attr) },
+            |p| {
+                let mut o = record(Kind::ParentDomain, p, ctx, pd, caller);
+                // SAFETY: a live PD just returned by the provider.
+                o.a = unsafe { (*p).handle } as u64;
+                // Its TD: what keeps `ibv_dealloc_td` busy (`objects::holders`).
+                o.b = read_attr(attr, 0, |a| a.td as u64);
+                track(o);
+            },
+        )
+    })
+}
+
+unsafe extern "C" fn alloc_td(ctx: *mut ibv_context, attr: *mut ibv_td_init_attr) -> *mut ibv_td {
+    let caller = crate::caller!();
+    export("ibv_alloc_td", || {
+        let real: AllocTd = orig(ctx, Slot::AllocTd, "ibv_alloc_td")?;
+        // SAFETY: the provider's own entry, with the inline verb's arguments.
+        made(
+            "ibv_alloc_td",
+            ctx,
+            ("attr", 0),
+            || unsafe { real(ctx, attr) },
+            |td| track_simple(Kind::Td, td, ctx, 0, caller, 0),
+        )
+    })
+}
+
+unsafe extern "C" fn create_rwq_ind_table(
+    ctx: *mut ibv_context,
+    attr: *mut ibv_rwq_ind_table_init_attr,
+) -> *mut ibv_rwq_ind_table {
+    let caller = crate::caller!();
+    export("ibv_create_rwq_ind_table", || {
+        let real: CreateRwqIndTable =
+            orig(ctx, Slot::CreateRwqIndTable, "ibv_create_rwq_ind_table")?;
+        // SAFETY: the provider's own entry, with the inline verb's arguments.
+        made(
+            "ibv_create_rwq_ind_table",
+            ctx,
+            ("attr", 0),
+            || unsafe { real(ctx, attr) },
+            |t| {
+                // SAFETY: a live table just returned by the provider.
+                let num = unsafe { (*t).ind_tbl_num } as u32;
+                track_simple(Kind::RwqIndTable, t, ctx, 0, caller, num as u64)
+            },
+        )
+    })
+}
+
+unsafe extern "C" fn create_wq(ctx: *mut ibv_context, attr: *mut ibv_wq_init_attr) -> *mut ibv_wq {
+    let caller = crate::caller!();
+    export("ibv_create_wq", || {
+        let real: CreateWq = orig(ctx, Slot::CreateWq, "ibv_create_wq")?;
+        let pd = read_attr(attr, 0, |a| a.pd as usize);
+        made(
+            "ibv_create_wq",
+            ctx,
+            ("pd", pd),
+            // SAFETY: the provider's own entry, with the inline verb's arguments.
+            || unsafe { real(ctx, attr) },
+            |wq| {
+                // SAFETY: a live WQ just returned by the provider.
+                let num = unsafe { (*wq).wq_num };
+                track_simple(Kind::Wq, wq, ctx, pd, caller, num as u64)
+            },
+        )
+    })
+}
+
+/// An extended CQ is a CQ (`ibv_destroy_cq` takes it).
+unsafe extern "C" fn create_cq_ex(
+    ctx: *mut ibv_context,
+    attr: *mut ibv_cq_init_attr_ex,
+) -> *mut ibv_cq_ex {
+    let caller = crate::caller!();
+    export("ibv_create_cq_ex", || {
+        let real: CreateCqEx = orig(ctx, Slot::CreateCqEx, "ibv_create_cq_ex")?;
+        let (channel, vector) = read_attr(attr, (0, 0), |a| (a.channel as usize, a.comp_vector));
+        made(
+            "ibv_create_cq_ex",
+            ctx,
+            ("channel", channel),
+            // SAFETY: the provider's own entry, with the inline verb's arguments.
+            || unsafe { real(ctx, attr) },
+            |cq| {
+                let mut o = record(Kind::Cq, cq, ctx, channel, caller);
+                // SAFETY: a live CQ just returned by the provider.
+                o.x = unsafe { (*cq).cqe } as u32;
+                o.a = vector as u64;
+                track(o);
+                if crate::checks::datapath() {
+                    let wc_flags = read_attr(attr, 0, |a| a.wc_flags);
+                    // SAFETY: a live extended CQ just returned by the provider.
+                    unsafe { super::excq::patch(cq, wc_flags) };
+                }
+            },
+        )
+    })
+}
+
+unsafe extern "C" fn create_flow(qp: *mut ibv_qp, attr: *mut ibv_flow_attr) -> *mut ibv_flow {
+    let caller = crate::caller!();
+    export("ibv_create_flow", || {
+        // SAFETY: the inline verb read this QP's context to reach the table.
+        let ctx = unsafe { ctx_of(qp) };
+        let real: CreateFlow = orig(ctx, Slot::CreateFlow, "ibv_create_flow")?;
+        made(
+            "ibv_create_flow",
+            ctx,
+            ("qp", qp as usize),
+            // SAFETY: the provider's own entry, with the inline verb's arguments.
+            || unsafe { real(qp, attr) },
+            |flow| {
+                // A flow's first member is not its context: record it by hand.
+                // SAFETY: a live flow just returned by the provider.
+                let handle = unsafe { (*flow).handle };
+                let mut o = Obj::new(
+                    Kind::Flow,
+                    flow as usize,
+                    ctx as usize,
+                    qp as usize,
+                    caller,
+                    tid(),
+                );
+                o.a = handle as u64;
+                track(o);
+            },
+        )
+    })
+}
+
+/// Records a QP made by `ibv_create_qp_ex` or `ibv_open_qp` on `parent`.
+fn track_qp(
+    qp: *mut ibv_qp,
+    ctx: *mut ibv_context,
+    parent: usize,
+    qp_type: c_int,
+    cqs: [usize; 3],
+    caller: usize,
+) {
+    let mut o = record(Kind::Qp, qp, ctx, parent, caller);
+    // SAFETY: a live QP just returned by the provider.
+    o.x = unsafe { (*qp).qp_num };
+    o.a = cqs[0] as u64;
+    o.b = cqs[1] as u64;
+    o.c = cqs[2] as u64;
+    o.set_sub(qp_type as u8);
+    track(o);
+}
+
+unsafe extern "C" fn create_qp_ex(
+    ctx: *mut ibv_context,
+    attr: *mut ibv_qp_init_attr_ex,
+) -> *mut ibv_qp {
+    let caller = crate::caller!();
+    export("ibv_create_qp_ex", || {
+        let real: CreateQpEx = orig(ctx, Slot::CreateQpEx, "ibv_create_qp_ex")?;
+        let (mut parent, mut qp_type, mut cqs) = (0, 0, [0; 3]);
+        if !attr.is_null() {
+            // SAFETY: the program's attributes (the inline verb passes them
+            // on); qp_type is read as the int it is in C.
+            unsafe {
+                let a = &*attr;
+                parent = if a.comp_mask & QP_INIT_ATTR_PD != 0 {
+                    a.pd as usize
+                } else if a.comp_mask & QP_INIT_ATTR_XRCD != 0 {
+                    a.xrcd as usize
+                } else {
+                    0
+                };
+                qp_type = addr_of!(a.qp_type).cast::<c_int>().read();
+                cqs = [a.send_cq as usize, a.recv_cq as usize, a.srq as usize];
+            }
+        }
+        create(
+            (parent != 0).then_some(("ibv_create_qp_ex", "pd", parent)),
+            // SAFETY: the provider's own entry, with the inline verb's arguments.
+            || unsafe { real(ctx, attr) },
+            |qp| {
+                let errno = Errno::save();
+                track_qp(qp, ctx, parent, qp_type, cqs, caller);
+                errno.restore();
+            },
+            |call, qp| {
+                call.end(
+                    format_args!(
+                        "ibv_create_qp_ex(context={}, qp_init_attr_ex={})",
+                        Ptr(ctx),
+                        Ptr(attr)
+                    ),
+                    format_args!("{}", QpResult(qp)),
+                    qp.is_null(),
+                )
+            },
+        )
+    })
+}
+
+unsafe extern "C" fn open_qp(ctx: *mut ibv_context, attr: *mut ibv_qp_open_attr) -> *mut ibv_qp {
+    let caller = crate::caller!();
+    export("ibv_open_qp", || {
+        let real: OpenQp = orig(ctx, Slot::OpenQp, "ibv_open_qp")?;
+        let (xrcd, qp_type) = if attr.is_null() {
+            (0, 0)
+        } else {
+            // SAFETY: the program's attributes; qp_type read as a C int.
+            unsafe {
+                (
+                    (*attr).xrcd as usize,
+                    addr_of!((*attr).qp_type).cast::<c_int>().read(),
+                )
+            }
+        };
+        made(
+            "ibv_open_qp",
+            ctx,
+            ("xrcd", xrcd),
+            // SAFETY: the provider's own entry, with the inline verb's arguments.
+            || unsafe { real(ctx, attr) },
+            |qp| track_qp(qp, ctx, xrcd, qp_type, [0; 3], caller),
+        )
+    })
+}
+
+unsafe extern "C" fn create_srq_ex(
+    ctx: *mut ibv_context,
+    attr: *mut ibv_srq_init_attr_ex,
+) -> *mut ibv_srq {
+    let caller = crate::caller!();
+    export("ibv_create_srq_ex", || {
+        let real: CreateSrqEx = orig(ctx, Slot::CreateSrqEx, "ibv_create_srq_ex")?;
+        let parent = if attr.is_null() {
+            0
+        } else {
+            // SAFETY: the program's attributes (the inline verb passes them on).
+            unsafe {
+                let a = &*attr;
+                if a.comp_mask & SRQ_INIT_ATTR_PD != 0 {
+                    a.pd as usize
+                } else if a.comp_mask & SRQ_INIT_ATTR_XRCD != 0 {
+                    a.xrcd as usize
+                } else {
+                    0
+                }
+            }
+        };
+        made(
+            "ibv_create_srq_ex",
+            ctx,
+            ("pd", parent),
+            // SAFETY: the provider's own entry, with the inline verb's arguments.
+            || unsafe { real(ctx, attr) },
+            |srq| {
+                let mut o = record(Kind::Srq, srq, ctx, parent, caller);
+                if !attr.is_null() {
+                    // SAFETY: the attributes the provider just accepted.
+                    let sizes = unsafe { (*attr).attr };
+                    o.x = sizes.max_wr;
+                    o.a = sizes.max_sge as u64;
+                    o.b = sizes.srq_limit as u64;
+                }
+                track(o);
+            },
+        )
+    })
+}
+
+unsafe extern "C" fn open_xrcd(
+    ctx: *mut ibv_context,
+    attr: *mut ibv_xrcd_init_attr,
+) -> *mut ibv_xrcd {
+    let caller = crate::caller!();
+    export("ibv_open_xrcd", || {
+        let real: OpenXrcd = orig(ctx, Slot::OpenXrcd, "ibv_open_xrcd")?;
+        // SAFETY: the provider's own entry, with the inline verb's arguments.
+        made(
+            "ibv_open_xrcd",
+            ctx,
+            ("attr", 0),
+            || unsafe { real(ctx, attr) },
+            |x| track_simple(Kind::Xrcd, x, ctx, 0, caller, 0),
+        )
+    })
+}
