@@ -302,6 +302,12 @@ fn completion_decide(caller: usize) -> Option<u32> {
     status
 }
 
+/// Is a `wc` rule set? Then contexts get the `poll_cq` wrapper even
+/// without the data-path checks.
+pub fn completions_armed() -> bool {
+    WC_ARMED.load(Ordering::Relaxed)
+}
+
 /// The failures injected so far, in order (for the JSON report).
 pub fn injected() -> Vec<Injection> {
     STATE.lock().injected.clone()

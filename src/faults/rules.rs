@@ -71,9 +71,10 @@ pub const VERBS: &[&str] = &[
 ];
 
 /// Does the shim wrap `poll_cq` (the context's function table), so that
-/// `wc` rules can act? Until it does, a `wc` rule is refused at start-up
-/// (never a silent no-op); the wrapper calls `faults::completion_status`.
-pub const COMPLETIONS_WRAPPED: bool = false;
+/// `wc` rules can act? It does (`exports::interpose`: a `wc` rule alone
+/// wraps `poll_cq` of every context opened); kept so that a build without
+/// the wrapper would refuse `wc` rules at start-up, never ignore them.
+pub const COMPLETIONS_WRAPPED: bool = true;
 
 /// Verbs that give something back. Their failure leaves the object alive,
 /// which the audit then rightly reports: a sweep leaves them out unless

@@ -60,12 +60,7 @@ pub(super) unsafe fn patch_ops(e: &Entry, ops: *mut ibv_context_ops) {
             addr_of_mut!((*ops).post_srq_recv),
             post_srq_recv as PostSrqRecv,
         );
-        patch(
-            e,
-            Slot::PollCq,
-            addr_of_mut!((*ops).poll_cq),
-            poll_cq as PollCq,
-        );
+        patch_poll(e, ops);
         patch(
             e,
             Slot::ReqNotifyCq,
@@ -73,6 +68,23 @@ pub(super) unsafe fn patch_ops(e: &Entry, ops: *mut ibv_context_ops) {
             req_notify_cq as ReqNotifyCq,
         );
     }
+}
+
+/// Wraps only `poll_cq`: what completion faults (`wc` rules) need when the
+/// data-path checks are off.
+///
+/// # Safety
+/// As `patch_ops`.
+pub(super) unsafe fn patch_poll(e: &Entry, ops: *mut ibv_context_ops) {
+    // SAFETY: the caller's contract; the wrapper has the entry's signature.
+    unsafe {
+        patch(
+            e,
+            Slot::PollCq,
+            std::ptr::addr_of_mut!((*ops).poll_cq),
+            poll_cq as PollCq,
+        )
+    };
 }
 
 // IBV_QPS_* and IBV_WR_* / IBV_SEND_* / IBV_ACCESS_* values of verbs.h.
@@ -530,6 +542,7 @@ unsafe extern "C" fn post_srq_recv(
 }
 
 unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc: *mut ibv_wc) -> c_int {
+    let site = crate::caller!();
     // SAFETY: the inline verb read this CQ's context to reach the table.
     let ctx = unsafe { ctx_of(cq) };
     let Some(real) = original::<PollCq>(ctx, Slot::PollCq) else {
@@ -540,13 +553,41 @@ unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc: *mut ibv_w
     // Nested: a provider's extended-CQ cursor polling through its own
     // table (`excq` sees those completions itself).
     if n > 0 && !wc.is_null() && !crate::thread::nested() {
-        // SAFETY: the provider just wrote `n` completions there.
-        let done = unsafe { std::slice::from_raw_parts(wc, n as usize) };
-        checked("ibv_poll_cq", || {
-            completions::polled(ctx as usize, cq, done, n < num_entries)
-        });
+        if crate::faults::completions_armed() {
+            // SAFETY: the provider just wrote `n` completions there; the
+            // program's array, which it reads after this returns.
+            let done = unsafe { std::slice::from_raw_parts_mut(wc, n as usize) };
+            checked("ibv_poll_cq", || inject_completions(done, site));
+        }
+        if checks::datapath() {
+            // SAFETY: the provider just wrote `n` completions there.
+            let done = unsafe { std::slice::from_raw_parts(wc, n as usize) };
+            checked("ibv_poll_cq", || {
+                completions::polled(ctx as usize, cq, done, n < num_entries)
+            });
+        }
     }
     n
+}
+
+/// Completion faults: each completion a `wc` rule picks gets the rule's
+/// status (as a failed completion of the same work request would: wr_id
+/// and qp_num kept, vendor_err 0).
+#[cold]
+#[inline(never)]
+fn inject_completions(done: &mut [ibv_wc], site: usize) {
+    for wc in done {
+        if let Some(status) = crate::faults::completion_status(site) {
+            // SAFETY: `status` is the int-sized enum ibv_wc_status in C;
+            // the value comes from a checked rule.
+            unsafe {
+                std::ptr::addr_of_mut!(wc.status)
+                    .cast::<c_int>()
+                    .write(status as c_int)
+            };
+            wc.vendor_err = 0;
+        }
+    }
 }
 
 unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, solicited_only: c_int) -> c_int {

@@ -213,6 +213,8 @@ pub unsafe fn install(ctx: *mut ibv_context) {
         objects::patch_ops(e, ops);
         if datapath {
             datapath::patch_ops(e, ops);
+        } else if crate::faults::completions_armed() {
+            datapath::patch_poll(e, ops);
         }
         if (*ctx).abi_compat == VERBS_ABI_IS_EXTENDED {
             let vctx = ctx
