@@ -361,6 +361,42 @@ pub(super) fn exit_listing(inv: &Inventory, sup: &mut Suppressor) -> oom::Text {
     text
 }
 
+/// `SUMMARY: ibv-shim: 3 objects leaked (1 context, 1 pd, 1 mr) in 1
+/// context.`: the exit report's last line, as sanitizers end theirs.
+pub(super) fn summary_line<'a>(inv: &'a Inventory<'a>) -> Summary<'a> {
+    Summary(inv)
+}
+
+pub(super) struct Summary<'a>(&'a Inventory<'a>);
+
+impl fmt::Display for Summary<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let inv = self.0;
+        // A context counts when it leaked itself or owns a leaked object.
+        let loud_open = |ctx: usize| {
+            inv.open
+                .iter()
+                .any(|(c, _, quiet)| *c == ctx && quiet.is_none())
+        };
+        let contexts = inv
+            .groups
+            .iter()
+            .filter(|g| g.tally.loud.total() > 0 || (g.how == How::Open && loud_open(g.ctx)))
+            .count();
+        write!(
+            f,
+            "SUMMARY: ibv-shim: {} leaked ({}) in {}",
+            plural(inv.loud.total(), "object", "objects"),
+            inv.loud,
+            plural(contexts, "context", "contexts")
+        )?;
+        if inv.quiet.total() > 0 {
+            write!(f, "; {} suppressed", inv.quiet.total())?;
+        }
+        f.write_str(".")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::inventory::TEXT_LIMIT;

@@ -1,0 +1,110 @@
+//! Leak reports people can act on (issue 14) and the JSON report through
+//! the shared model (issue 15): the `SUMMARY:` line, creation sites
+//! resolved to file and line (or `module+0xoffset (BuildId: ..)`), the
+//! device's vendor, and `ibv-shim report merge`.
+//!
+//! `tests/c/reports/leaky.c` is compiled against the real
+//! `<infiniband/verbs.h>` and run on the sim with the shim preloaded.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::*;
+use serde_json::Value;
+
+fn source() -> PathBuf {
+    repo_dir().join("tests/c/reports/leaky.c")
+}
+
+/// The program, built with debug information (`cc` adds `-g`) or without.
+fn leaky(debug: bool) -> PathBuf {
+    let args: &[&str] = match debug {
+        true => &["-libverbs"],
+        false => &["-g0", "-libverbs"],
+    };
+    cc(
+        if debug { "leaky" } else { "leaky_nodebug" },
+        &[&source()],
+        args,
+    )
+}
+
+/// The line of `leaky.c` that carries `marker`.
+fn line_of(marker: &str) -> usize {
+    std::fs::read_to_string(source())
+        .unwrap()
+        .lines()
+        .position(|l| l.contains(marker))
+        .unwrap_or_else(|| panic!("no {marker} in leaky.c"))
+        + 1
+}
+
+/// One run of a program under the shim on the sim.
+struct Run {
+    out: Output,
+    log: String,
+    report: Option<Value>,
+    _dir: TempDir,
+}
+
+fn shim_run(prog: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
+    let dir = TempDir::new("reports");
+    let mut cmd = Command::new(prog);
+    cmd.args(args);
+    for var in [
+        "IBV_SHIM_LOG",
+        "IBV_SHIM_LIBRARY",
+        "IBV_SHIM_SUPPRESS",
+        "IBV_SHIM_LEAK_EXITCODE",
+        "IBV_SHIM_BACKTRACE",
+        "IBV_SIM_DEVICES",
+    ] {
+        cmd.env_remove(var);
+    }
+    preload_shim(&mut cmd)
+        .env("LD_LIBRARY_PATH", sim_dir())
+        .env("IBV_SHIM_LOG_FILE", dir.join("log"))
+        .env("IBV_SHIM_REPORT", dir.join("report.json"))
+        .envs(env.iter().copied());
+    let out = run(&mut cmd);
+    assert!(out.status.success(), "{}", describe(&cmd, &out));
+    let log = std::fs::read_to_string(dir.join("log")).unwrap_or_default();
+    let report = std::fs::read_to_string(dir.join("report.json"))
+        .ok()
+        .map(|t| serde_json::from_str(&t).unwrap_or_else(|e| panic!("not JSON: {e}\n{t}")));
+    Run {
+        out,
+        log,
+        report,
+        _dir: dir,
+    }
+}
+
+/// The exit report ends with one `SUMMARY: ibv-shim:` line naming kinds,
+/// counts and contexts; a process that leaked nothing has none.
+#[test]
+fn the_text_report_ends_with_a_summary_line() {
+    let r = shim_run(&leaky(true), &["mr", "2"], &[]);
+    let lines: Vec<&str> = r.log.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.contains("SUMMARY: ibv-shim:"))
+        .unwrap_or_else(|| panic!("no SUMMARY line\n{}", r.log));
+    let summary = lines[at].split("WARN ").nth(1).unwrap();
+    assert_eq!(
+        summary, "SUMMARY: ibv-shim: 4 objects leaked (1 context, 1 pd, 2 mr) in 1 context.",
+        "{}",
+        r.log
+    );
+    // It is the report's last line.
+    assert!(
+        lines[at + 1..].iter().all(|l| !l.contains(" WARN ")),
+        "{}",
+        r.log
+    );
+    let clean = shim_run(&leaky(true), &["nothing"], &[]);
+    assert_eq!(stdout(&clean.out), "done nothing\n");
+    assert!(!clean.log.contains("SUMMARY"), "{}", clean.log);
+}
