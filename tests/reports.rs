@@ -31,16 +31,6 @@ fn leaky(debug: bool) -> PathBuf {
     )
 }
 
-/// The line of `leaky.c` that carries `marker`.
-fn line_of(marker: &str) -> usize {
-    std::fs::read_to_string(source())
-        .unwrap()
-        .lines()
-        .position(|l| l.contains(marker))
-        .unwrap_or_else(|| panic!("no {marker} in leaky.c"))
-        + 1
-}
-
 /// One run of a program under the shim on the sim.
 struct Run {
     out: Output,
@@ -107,4 +97,26 @@ fn the_text_report_ends_with_a_summary_line() {
     let clean = shim_run(&leaky(true), &["nothing"], &[]);
     assert_eq!(stdout(&clean.out), "done nothing\n");
     assert!(!clean.log.contains("SUMMARY"), "{}", clean.log);
+}
+
+/// The JSON report, as the shim streams it, reads back with the report
+/// model's own types, one object a line.
+#[test]
+fn the_json_report_reads_with_the_report_model() {
+    let r = shim_run(&leaky(true), &["mr", "3"], &[]);
+    let dir = r._dir.path();
+    let text = std::fs::read_to_string(dir.join("report.json")).unwrap();
+    let doc: report_model::Report = serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("not the model's report: {e}\n{text}"));
+    assert!(doc.leaked);
+    assert_eq!(doc.truncated, None);
+    assert_eq!(doc.totals.get(report_model::Kind::Mr), 3);
+    assert_eq!(doc.objects.len(), 5, "{text}");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 5 + 2, "{text}");
+    assert!(
+        lines[1..6].iter().all(|l| l.starts_with("{\"kind\":")),
+        "{text}"
+    );
+    assert_eq!(r.report.as_ref().unwrap()["pid"], doc.pid);
 }

@@ -24,6 +24,7 @@ mod close;
 mod exit;
 mod inventory;
 mod json;
+mod ser;
 mod site;
 mod suppress;
 mod text;
