@@ -31,6 +31,16 @@ fn leaky(debug: bool) -> PathBuf {
     )
 }
 
+/// The line of `leaky.c` that carries `marker`.
+fn line_of(marker: &str) -> usize {
+    std::fs::read_to_string(source())
+        .unwrap()
+        .lines()
+        .position(|l| l.contains(marker))
+        .unwrap_or_else(|| panic!("no {marker} in leaky.c"))
+        + 1
+}
+
 /// One run of a program under the shim on the sim.
 struct Run {
     out: Output,
@@ -119,4 +129,97 @@ fn the_json_report_reads_with_the_report_model() {
         "{text}"
     );
     assert_eq!(r.report.as_ref().unwrap()["pid"], doc.pid);
+}
+
+/// `readelf -n`'s build ID of `prog`.
+fn readelf_build_id(prog: &Path) -> String {
+    let out = run(Command::new("readelf").arg("-n").arg(prog));
+    stdout(&out)
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Build ID: "))
+        .unwrap_or_else(|| panic!("no build ID in readelf -n {}", prog.display()))
+        .to_string()
+}
+
+/// The object of `kind` in a report.
+fn object<'a>(report: &'a Value, kind: &str) -> &'a Value {
+    report["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["kind"] == kind)
+        .unwrap_or_else(|| panic!("no {kind} in {report}"))
+}
+
+/// Built with `-g`, the creating call is named by function, file and line,
+/// in the log and in the JSON.
+#[test]
+fn a_site_with_debug_information_has_file_and_line() {
+    let prog = leaky(true);
+    let r = shim_run(&prog, &["pd"], &[]);
+    let report = r.report.as_ref().unwrap();
+    let created = &object(report, "pd")["created"];
+    let line = line_of("LINE_PD");
+    assert_eq!(created["function"], "main", "{created}");
+    assert_eq!(created["line"], line, "{created}");
+    assert!(
+        created["file"]
+            .as_str()
+            .unwrap()
+            .ends_with("tests/c/reports/leaky.c"),
+        "{created}"
+    );
+    assert_eq!(created["build_id"], readelf_build_id(&prog).as_str());
+    let want = format!("leaky.c:{line}) in {}", prog.display());
+    assert!(
+        r.log
+            .lines()
+            .any(|l| l.contains("  pd 0x") && l.contains(&want)),
+        "no pd line with {want:?}\n{}",
+        r.log
+    );
+}
+
+/// Built without debug information (and without `-rdynamic`: no symbol
+/// either), the site is `module+0xoffset (BuildId: ..)` as LeakSanitizer
+/// prints it: the offset falls inside `main` (per `nm`), the build ID is
+/// `readelf -n`'s.
+#[test]
+fn a_site_without_debug_information_has_module_offset_and_build_id() {
+    let prog = leaky(false);
+    let r = shim_run(&prog, &["pd"], &[]);
+    let report = r.report.as_ref().unwrap();
+    let created = &object(report, "pd")["created"];
+    let id = readelf_build_id(&prog);
+    assert_eq!(created["build_id"], id.as_str(), "{created}");
+    assert_eq!(created["file"], Value::Null, "{created}");
+    assert_eq!(created["line"], Value::Null, "{created}");
+    assert_eq!(created["symbol"], Value::Null, "{created}");
+    let offset = created["offset"].as_u64().unwrap();
+    // main's range in the file, as nm -S prints it.
+    let nm = stdout(&run(Command::new("nm").arg("-S").arg(&prog)));
+    let (start, size) = nm
+        .lines()
+        .find_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            (w.len() == 4 && w[3] == "main").then(|| {
+                (
+                    u64::from_str_radix(w[0], 16).unwrap(),
+                    u64::from_str_radix(w[1], 16).unwrap(),
+                )
+            })
+        })
+        .unwrap_or_else(|| panic!("no main in nm -S\n{nm}"));
+    assert!(
+        (start..=start + size).contains(&offset),
+        "offset {offset:#x} not in main [{start:#x}, +{size:#x}]"
+    );
+    let want = format!("{}+{offset:#x} (BuildId: {id})", prog.display());
+    assert!(
+        r.log
+            .lines()
+            .any(|l| l.contains("  pd 0x") && l.contains(&want)),
+        "no pd line with {want:?}\n{}",
+        r.log
+    );
 }

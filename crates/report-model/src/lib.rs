@@ -222,6 +222,18 @@ pub struct Created<'a> {
     pub symbol: Option<Cow<'a, str>>,
     /// From the symbol, else from the module's load address.
     pub offset: Option<u64>,
+    /// From the module's debug information: the calling function, the
+    /// source file and line of the call (absent in older reports).
+    #[serde(borrow, default)]
+    pub function: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pub file: Option<Cow<'a, str>>,
+    #[serde(default)]
+    pub line: Option<u32>,
+    /// The module's GNU build ID in hex: with `module` and `offset` it
+    /// names a site that has no debug information.
+    #[serde(borrow, default)]
+    pub build_id: Option<Cow<'a, str>>,
     /// `symbol (file:line)` frames, with `IBV_SHIM_BACKTRACE`.
     #[serde(borrow)]
     pub backtrace: Option<Vec<Cow<'a, str>>>,
@@ -494,6 +506,10 @@ mod tests {
             module: Some(module.into()),
             symbol: Some("main".into()),
             offset: Some(0x1c),
+            function: Some("main".into()),
+            file: Some("/src/prog.c".into()),
+            line: Some(12),
+            build_id: Some("8d2a".into()),
             backtrace: None,
         };
         let on_ctx = |handle: u64, parent: u64, detail: Detail<'static>| Object {
