@@ -223,3 +223,99 @@ fn a_site_without_debug_information_has_module_offset_and_build_id() {
         r.log
     );
 }
+
+/// `ibv-shim report merge` over the reports of several real processes:
+/// leaks grouped by creation site with counts and pids; `--format junit`
+/// writes XML (checked with python3's xml.etree) with one test case per
+/// process and one failure per site it leaked at.
+#[test]
+fn report_merge_groups_leaks_by_site_across_processes() {
+    let prog = leaky(true);
+    let runs = [
+        shim_run(&prog, &["pd"], &[]),
+        shim_run(&prog, &["mr", "2"], &[]),
+        shim_run(&prog, &["mr", "3"], &[]),
+        shim_run(&prog, &["nothing"], &[]),
+    ];
+    let pids: Vec<u64> = runs
+        .iter()
+        .map(|r| r.report.as_ref().unwrap()["pid"].as_u64().unwrap())
+        .collect();
+    let files: Vec<PathBuf> = runs.iter().map(|r| r._dir.join("report.json")).collect();
+    let dir = TempDir::new("merge");
+    let launcher = target_dir().join("ibv-shim");
+
+    let out = run(Command::new(&launcher)
+        .args(["report", "merge"])
+        .args(&files));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let (pd_line, mr_line) = (line_of("LINE_PD"), line_of("LINE_MR"));
+    // 3 contexts + 3 PDs + 5 MRs, at three sites: the open (one line
+    // before the PD's), the PD's and the MR's.
+    assert!(
+        text.starts_with("ibv-shim: 4 reports, 3 leaked: 11 objects at 3 sites\n"),
+        "{text}"
+    );
+    let mr = "ibv-shim:   5 (5 mr) at main (";
+    let at = text.find(mr).unwrap_or_else(|| panic!("{text}"));
+    assert!(text[at..]
+        .lines()
+        .next()
+        .unwrap()
+        .contains(&format!("leaky.c:{mr_line})")));
+    let from = text[at..].lines().nth(1).unwrap();
+    let name = prog.file_name().unwrap().to_string_lossy();
+    let (p1, p2) = (pids[1].min(pids[2]), pids[1].max(pids[2]));
+    let (n1, n2) = if pids[1] < pids[2] { (2, 3) } else { (3, 2) };
+    assert_eq!(
+        from,
+        format!("ibv-shim:     from pid {p1} ({name}): {n1}, pid {p2} ({name}): {n2}"),
+        "{text}"
+    );
+    assert!(text.contains("ibv-shim:   3 (3 pd) at main ("), "{text}");
+    assert!(
+        text.contains("ibv-shim:   3 (3 context) at main ("),
+        "{text}"
+    );
+    assert!(text.contains(&format!("leaky.c:{pd_line})")), "{text}");
+
+    let xml = dir.join("leaks.xml");
+    let out = run(Command::new(&launcher)
+        .args(["report", "merge", "--format", "junit", "-o"])
+        .arg(&xml)
+        .args(&files));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let script = r#"
+import sys, xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+suite = root.find("testsuite")
+print("suite", suite.get("tests"), suite.get("failures"))
+for case in suite.findall("testcase"):
+    fails = case.findall("failure")
+    print("case", case.get("name").rsplit("pid ", 1)[1].rstrip(")"), len(fails),
+          sum(int(f.get("message").split()[0]) for f in fails))
+"#;
+    let out = run(Command::new("python3").arg("-c").arg(script).arg(&xml));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let want = format!(
+        "suite 4 3\ncase {} 2 2\ncase {} 3 4\ncase {} 3 5\ncase {} 0 0\n",
+        pids[0], pids[1], pids[2], pids[3]
+    );
+    assert_eq!(stdout(&out), want);
+
+    // A file that is not a report: named, status 1, the rest still merged.
+    let bad = dir.join("bad.json");
+    std::fs::write(&bad, "{\"pid\": 1}").unwrap();
+    let out = run(Command::new(&launcher)
+        .args(["report", "merge"])
+        .arg(&bad)
+        .arg(&files[0]));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("cannot read the report"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stdout(&out).starts_with("ibv-shim: 1 reports, 1 leaked: 2 objects"));
+}

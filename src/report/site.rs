@@ -23,8 +23,8 @@ pub struct Site {
     pub module: Option<String>,
     pub symbol: Option<String>,
     pub offset: Option<u64>,
-    /// From the debug information: the function (its innermost inlined
-    /// one), the source file and line of the call.
+    /// From the debug information: the function (the outermost of those
+    /// inlined at the call), the source file and line of the call.
     pub function: Option<String>,
     pub file: Option<String>,
     pub line: Option<u32>,
@@ -108,22 +108,18 @@ pub(super) fn resolve(caller: usize) -> Site {
 /// DWARF (the `backtrace` crate's gimli reader, which keeps the parsed
 /// units of a few modules cached).
 fn debug_info(caller: usize, s: &mut Site) {
-    let mut found = false;
     // `backtrace::resolve` takes the return address and looks up the call
-    // itself (ra - 1).
+    // itself (ra - 1). It names the inlined frames innermost first: keep
+    // the last, the function the program wrote (a call through an inline
+    // wrapper such as verbs.h's `ibv_reg_mr` is named at the caller's
+    // line, not the header's).
     backtrace::resolve(caller as *mut c_void, |sym| {
-        if found {
-            return;
-        }
         let (Some(file), Some(line)) = (sym.filename(), sym.lineno()) else {
             return;
         };
-        found = true;
         s.file = oom::try_string(&file.to_string_lossy());
         s.line = Some(line);
-        s.function = sym
-            .name()
-            .and_then(|n| oom::try_string(&format!("{:#}", n)));
+        s.function = sym.name().and_then(|n| oom::try_string(&format!("{n:#}")));
     });
 }
 

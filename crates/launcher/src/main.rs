@@ -7,8 +7,10 @@
 //! - `run`: finding and running the program, signals, its exit status.
 //! - `report`: the shim's JSON reports: where they are, what they say.
 //! - `summary`: the lines printed at the end, and the launcher's exit status.
+//! - `merge`: `ibv-shim report merge`, one summary over many processes' reports.
 
 mod environment;
+mod merge;
 mod options;
 mod report;
 mod run;
@@ -57,6 +59,10 @@ fn to_stderr(text: &str) {
 }
 
 fn launch(args: impl IntoIterator<Item = OsString>) -> i32 {
+    let mut args = args.into_iter().peekable();
+    if args.peek().is_some_and(|a| a == "report") {
+        return merge::main(args.skip(1));
+    }
     let o = match options::parse(args) {
         Ok(Command::Help) => {
             let _ = std::io::stdout()
