@@ -319,3 +319,39 @@ for case in suite.findall("testcase"):
     );
     assert!(stdout(&out).starts_with("ibv-shim: 1 reports, 1 leaked: 2 objects"));
 }
+
+/// The device carries its vendor, from the driver family or the GUID's
+/// OUI: in the report's text, in the debug log's device text, and in the
+/// JSON.
+#[test]
+fn the_device_carries_its_vendor() {
+    for (device, vendor) in [
+        ("mlx5_0", "NVIDIA/Mellanox"),
+        ("bnxt_re0", "Broadcom"),
+        ("rxe0", "soft-RoCE (rxe)"),
+        ("hns_0", "Huawei"),
+    ] {
+        let r = shim_run(
+            &leaky(true),
+            &["pd"],
+            &[("IBV_SIM_DEVICES", device), ("IBV_SHIM_LOG", "debug")],
+        );
+        let report = r.report.as_ref().unwrap();
+        assert_eq!(object(report, "pd")["vendor"], vendor, "{report}");
+        assert!(
+            r.log
+                .lines()
+                .any(|l| l.contains(&format!("on {device} (guid "))
+                    && l.contains(&format!(") [{vendor}]"))),
+            "{device}: no vendor in the report text\n{}",
+            r.log
+        );
+        assert!(
+            r.log
+                .lines()
+                .any(|l| l.contains("ibv_open_device(") && l.contains(&format!(" [{vendor}]"))),
+            "{device}: no vendor in the log's device\n{}",
+            r.log
+        );
+    }
+}

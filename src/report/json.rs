@@ -113,6 +113,7 @@ pub(super) fn detail(o: &Obj) -> Detail<'static> {
 struct Device {
     name: Option<String>,
     guid: Option<String>,
+    vendor: Option<&'static str>,
 }
 
 impl Device {
@@ -122,6 +123,7 @@ impl Device {
             guid: info
                 .and_then(|i| i.guid)
                 .and_then(|g| oom::try_string(&format!("{:016x}", u64::from_be(g)))),
+            vendor: info.and_then(|i| super::vendor::vendor(i.device_name.as_deref()?, i.guid)),
         }
     }
 }
@@ -204,6 +206,7 @@ impl Common<'_> {
             context: Address::or_null(self.context as u64),
             device: self.device.name.as_deref().map(Cow::Borrowed),
             guid: self.device.guid.as_deref().map(Cow::Borrowed),
+            vendor: self.device.vendor.map(Cow::Borrowed),
             parent: Address::or_null(self.parent as u64),
             detail,
             created: model::Created {

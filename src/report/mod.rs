@@ -29,6 +29,7 @@ mod site;
 mod suppress;
 mod text;
 mod used;
+mod vendor;
 
 use once_cell::sync::Lazy;
 
@@ -40,6 +41,7 @@ pub use suppress::{
 };
 pub use text::Brief;
 pub use used::{after_fork_in_child, note_use};
+pub use vendor::vendor;
 
 /// Initialises the report's lazy state up front (called before the fork
 /// handlers are registered), so that a `fork()` can never catch one of them

@@ -213,17 +213,22 @@ pub(super) fn tree(out: &mut oom::Text, tally: &Tally, indent: &str, sup: &mut S
     }
 }
 
-/// " on rxe0 (guid 0002c90300445566)".
+/// " on mlx5_0 (guid 0c42a10300123456) [NVIDIA/Mellanox]".
 pub(super) struct DeviceText<'a>(Option<&'a ContextInfo>);
 
 impl fmt::Display for DeviceText<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let info = self.0;
-        match info.and_then(|i| i.device_name.as_deref()) {
-            Some(name) => match info.and_then(|i| i.guid) {
-                Some(g) => write!(f, " on {name} (guid {:016x})", u64::from_be(g)),
-                None => write!(f, " on {name}"),
-            },
+        let Some(name) = info.and_then(|i| i.device_name.as_deref()) else {
+            return Ok(());
+        };
+        let guid = info.and_then(|i| i.guid);
+        match guid {
+            Some(g) => write!(f, " on {name} (guid {:016x})", u64::from_be(g))?,
+            None => write!(f, " on {name}")?,
+        }
+        match super::vendor::vendor(name, guid) {
+            Some(v) => write!(f, " [{v}]"),
             None => Ok(()),
         }
     }

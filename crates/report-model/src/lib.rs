@@ -401,6 +401,9 @@ pub struct Object<'a> {
     pub device: Option<Cow<'a, str>>,
     /// The device's GUID, 16 hex digits.
     pub guid: Option<Cow<'a, str>>,
+    /// Who made the device (driver family, else the GUID's OUI), e.g.
+    /// `NVIDIA/Mellanox` (absent in older reports).
+    pub vendor: Option<Cow<'a, str>>,
     /// The PD it sits on, or a CQ's completion channel.
     pub parent: Option<Address>,
     pub detail: Detail<'a>,
@@ -419,12 +422,13 @@ impl Object<'_> {
 
 impl Serialize for Object<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut o = s.serialize_struct("Object", 11)?;
+        let mut o = s.serialize_struct("Object", 12)?;
         o.serialize_field("kind", &self.kind())?;
         o.serialize_field("handle", &self.handle)?;
         o.serialize_field("context", &self.context)?;
         o.serialize_field("device", &self.device)?;
         o.serialize_field("guid", &self.guid)?;
+        o.serialize_field("vendor", &self.vendor)?;
         o.serialize_field("parent", &self.parent)?;
         o.serialize_field("fields", &self.detail)?;
         o.serialize_field("created", &self.created)?;
@@ -446,6 +450,8 @@ struct RawObject<'a> {
     device: Option<Cow<'a, str>>,
     #[serde(borrow)]
     guid: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    vendor: Option<Cow<'a, str>>,
     parent: Option<Address>,
     fields: serde_json::Value,
     #[serde(borrow)]
@@ -464,6 +470,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for Object<'a> {
             context: r.context,
             device: r.device,
             guid: r.guid,
+            vendor: r.vendor,
             parent: r.parent,
             detail: Detail::read(r.kind, r.fields)?,
             created: r.created,
@@ -517,6 +524,7 @@ mod tests {
             context: Some(Address(0x5000)),
             device: Some("rxe0".into()),
             guid: Some("0002c90300445566".into()),
+            vendor: Some("NVIDIA/Mellanox".into()),
             parent: Address::or_null(parent),
             detail,
             created: created("/bin/prog"),
@@ -534,6 +542,7 @@ mod tests {
                 context: None,
                 device: None,
                 guid: None,
+                vendor: None,
                 suppressed: true,
                 kept_by: Some("librdmacm".into()),
                 created: Created {
