@@ -49,6 +49,19 @@ struct Run {
     _dir: TempDir,
 }
 
+impl Run {
+    /// The text report lists the PD with `want` in its line.
+    fn assert_pd_line(&self, want: &str) {
+        assert!(
+            self.log
+                .lines()
+                .any(|l| l.contains("  pd 0x") && l.contains(want)),
+            "no pd line with {want:?}\n{}",
+            self.log
+        );
+    }
+}
+
 fn shim_run(prog: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
     let dir = TempDir::new("reports");
     let mut cmd = Command::new(prog);
@@ -171,13 +184,7 @@ fn a_site_with_debug_information_has_file_and_line() {
     );
     assert_eq!(created["build_id"], readelf_build_id(&prog).as_str());
     let want = format!("leaky.c:{line}) in {}", prog.display());
-    assert!(
-        r.log
-            .lines()
-            .any(|l| l.contains("  pd 0x") && l.contains(&want)),
-        "no pd line with {want:?}\n{}",
-        r.log
-    );
+    r.assert_pd_line(&want);
 }
 
 /// Built without debug information (and without `-rdynamic`: no symbol
@@ -215,13 +222,7 @@ fn a_site_without_debug_information_has_module_offset_and_build_id() {
         "offset {offset:#x} not in main [{start:#x}, +{size:#x}]"
     );
     let want = format!("{}+{offset:#x} (BuildId: {id})", prog.display());
-    assert!(
-        r.log
-            .lines()
-            .any(|l| l.contains("  pd 0x") && l.contains(&want)),
-        "no pd line with {want:?}\n{}",
-        r.log
-    );
+    r.assert_pd_line(&want);
 }
 
 /// `ibv-shim report merge` over the reports of several real processes:
