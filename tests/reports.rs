@@ -356,3 +356,38 @@ fn the_device_carries_its_vendor() {
         );
     }
 }
+
+/// `IBV_SHIM_BACKTRACE=1`: the recorded return addresses are resolved as
+/// structured frames when the report is written: from the program's call
+/// down (the shim's own frames left out), `function (file:line)` each, the
+/// inline wrapper of verbs.h and the program's line both named.
+#[test]
+fn backtraces_are_structured_frames_from_the_program_s_call() {
+    let r = shim_run(&leaky(true), &["mr", "1"], &[("IBV_SHIM_BACKTRACE", "1")]);
+    let report = r.report.as_ref().unwrap();
+    let frames = |kind: &str| -> Vec<String> {
+        object(report, kind)["created"]["backtrace"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no backtrace\n{report}"))
+            .iter()
+            .map(|f| f.as_str().unwrap().to_string())
+            .collect()
+    };
+    // `function (/absolute/file:line:column)`, the path as the DWARF
+    // names it (its compilation directory joined).
+    let at = |f: &str, func: &str, marker: &str| {
+        let rest = f.strip_prefix(&format!("{func} (/")).unwrap_or_default();
+        rest.contains(&format!("tests/c/reports/leaky.c:{}:", line_of(marker)))
+    };
+    let pd = frames("pd");
+    assert!(at(&pd[0], "main", "LINE_PD"), "{pd:?}");
+    let mr = frames("mr");
+    assert!(mr[0].contains("/usr/include/infiniband/verbs.h:"), "{mr:?}");
+    assert!(at(&mr[1], "main", "LINE_MR"), "{mr:?}");
+    for f in pd.iter().chain(&mr) {
+        assert!(
+            !f.contains("ibv_shim") && !f.contains("unknown"),
+            "{f}: {pd:?} {mr:?}"
+        );
+    }
+}

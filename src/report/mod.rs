@@ -35,7 +35,7 @@ use once_cell::sync::Lazy;
 
 pub use close::{context_closed, context_closing};
 pub use exit::{at_exit, skipped_at_exit};
-pub use site::{site, Site};
+pub use site::{capture_frames, site, Site};
 pub use suppress::{
     default_suppressions, glob, parse_suppressions, Suppression, Why, DEFAULT_SUPPRESSIONS,
 };

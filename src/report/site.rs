@@ -262,44 +262,79 @@ pub(super) fn program() -> String {
     oom::try_string(&String::from_utf8_lossy(path)).unwrap_or_default()
 }
 
+/// How many frames a creation's backtrace keeps.
+const MAX_FRAMES: usize = 64;
+
+/// The current call stack as return addresses (`IBV_SHIM_BACKTRACE=1`, at
+/// a creation): walked, not symbolized; `None` out of memory.
+pub fn capture_frames() -> Option<objects::Frames> {
+    let mut ips: Vec<usize> = Vec::new();
+    oom::without_reserve(|| ips.try_reserve_exact(MAX_FRAMES)).ok()?;
+    backtrace::trace(|frame| {
+        ips.push(frame.ip() as usize);
+        ips.len() < MAX_FRAMES
+    });
+    Some(ips.into_boxed_slice())
+}
+
 /// Frames of a recorded backtrace, from the program's call down (the
-/// shim's own frames removed), as `symbol (file:line)` strings.
+/// shim's own frames, the export among them, left out), as `symbol
+/// (file:line)` strings, one per function (inlined ones too), resolved
+/// from each return address; `module+0xoffset` where nothing names it.
 pub(super) fn frames(obj: &Obj) -> Option<Vec<String>> {
     if obj.flags() & FLAG_BACKTRACE == 0 {
         return None;
     }
-    let text = objects::with_backtrace(obj.addr, |bt| bt.to_string())?;
+    let ips = objects::with_backtrace(obj.addr, |f| {
+        oom::fallibly(|| {
+            let mut v: Vec<usize> = Vec::new();
+            v.try_reserve_exact(f.len()).map(|()| {
+                v.extend_from_slice(f);
+                v
+            })
+        })
+    })??;
+    // The shim's own module: every frame in it is the shim's.
+    let ours = module_base(frames as *const () as usize);
+    let program = ips
+        .iter()
+        .position(|&ip| module_base(ip) != ours)
+        .unwrap_or(ips.len());
     let mut out: Vec<String> = Vec::new();
-    for line in text.lines() {
-        let t = line.trim();
-        if let Some((n, sym)) = t.split_once(": ") {
-            if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) {
-                out.push(sym.to_string());
-                continue;
+    for &ip in &ips[program..] {
+        let before = out.len();
+        backtrace::resolve(ip as *mut c_void, |sym| {
+            let name = sym.name().map(|n| format!("{n:#}"));
+            let text = match (name, sym.filename(), sym.lineno()) {
+                (Some(n), Some(file), Some(line)) => match sym.colno() {
+                    Some(col) => format!("{n} ({}:{line}:{col})", file.display()),
+                    None => format!("{n} ({}:{line})", file.display()),
+                },
+                (Some(n), _, _) => n,
+                (None, _, _) => return,
+            };
+            if oom::fallibly(|| out.try_reserve(1)).is_some() {
+                out.push(text);
+            }
+        });
+        if out.len() == before {
+            // No module at all: the end of the stack (a zero return address).
+            let s = resolve_dladdr(ip);
+            if s.module.is_some() && oom::fallibly(|| out.try_reserve(1)).is_some() {
+                out.push(s.to_string());
             }
         }
-        if let (Some(loc), Some(last)) = (t.strip_prefix("at "), out.last_mut()) {
-            let _ = write!(last, " ({loc})");
-        }
     }
-    let ours = |f: &str| {
-        [
-            "ibv_shim::",
-            "std::",
-            "core::",
-            "alloc::",
-            "<alloc::",
-            "<core::",
-            "<std::",
-            "__rust",
-        ]
-        .iter()
-        .any(|p| f.starts_with(p) || f.contains("ibv_shim::"))
-    };
-    let mut start = out.iter().position(|f| !ours(f)).unwrap_or(out.len());
-    // Then the export itself (`ibv_alloc_pd`, ...).
-    if out.get(start).is_some_and(|f| f.starts_with("ibv_")) {
-        start += 1;
+    Some(out)
+}
+
+/// The load address of the module holding `addr` (0 when none).
+fn module_base(addr: usize) -> usize {
+    // SAFETY: Dl_info is plain data; all-zero is a valid value.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: dladdr only reads the loader's tables; any address is allowed.
+    match unsafe { libc::dladdr(addr as *const c_void, &mut info) } {
+        0 => 0,
+        _ => info.dli_fbase as usize,
     }
-    Some(out.split_off(start.min(out.len())))
 }
