@@ -467,13 +467,15 @@ fn without_report_the_launcher_uses_a_private_directory_and_removes_it() {
 /// would: `write PID JSON` puts JSON at IBV_SHIM_REPORT with `%p` = PID.
 const WRITE_REPORTS: &str = r#"
 write() { f=$(printf '%s' "$IBV_SHIM_REPORT" | sed "s/%p/$1/g"); printf '%s\n' "$2" > "$f"; }
-OBJ='"handle":"0x10","context":"0x1","device":"mlx5_0","guid":null,"parent":null,"fields":{}'
+OBJ='"handle":"0x10","context":"0x1","device":"mlx5_0","guid":null,"parent":null'
+PD='"fields":{"handle":1}'
+MR='"fields":{"addr":"0x1000","length":64,"lkey":1,"rkey":1,"access":1,"via":"ibv_reg_mr"}'
 write 1001 '{"schema":"ibv-shim/leak-report/1","pid":1001,"program":"forker","leaked":true,"totals":{"pd":1,"context":1},"objects":[
- {"kind":"pd",'"$OBJ"',"created":{"thread":1,"time":0.1,"module":"/x/forker","symbol":"main","offset":32,"backtrace":null},"found":"close","suppressed":false},
- {"kind":"context","handle":"0x1","context":null,"device":"mlx5_0","guid":"0c42a10300000001","parent":null,"fields":{},"created":{"thread":1,"time":0.0,"module":"/x/forker","symbol":"main","offset":16,"backtrace":null},"found":"exit","suppressed":false}]}'
+ {"kind":"pd",'"$OBJ,$PD"',"created":{"thread":1,"time":0.1,"module":"/x/forker","symbol":"main","offset":32,"backtrace":null},"found":"close","suppressed":false},
+ {"kind":"context","handle":"0x1","context":null,"device":"mlx5_0","guid":"0c42a10300000001","parent":null,"fields":{"imported":false},"created":{"thread":1,"time":0.0,"module":"/x/forker","symbol":"main","offset":16,"backtrace":null},"found":"exit","suppressed":false}]}'
 write 1002 '{"schema":"ibv-shim/leak-report/1","pid":1002,"program":"forker","leaked":true,"totals":{"mr":1},"objects":[
- {"kind":"mr",'"$OBJ"',"created":{"thread":2,"time":0.2,"module":"/x/forker","symbol":"child","offset":8,"backtrace":null},"found":"exit","suppressed":false},
- {"kind":"pd",'"$OBJ"',"created":{"thread":2,"time":0.2,"module":"/x/libkeep.so","symbol":"init","offset":8,"backtrace":null},"found":"exit","suppressed":true}]}'
+ {"kind":"mr",'"$OBJ,$MR"',"created":{"thread":2,"time":0.2,"module":"/x/forker","symbol":"child","offset":8,"backtrace":null},"found":"exit","suppressed":false},
+ {"kind":"pd",'"$OBJ,$PD"',"created":{"thread":2,"time":0.2,"module":"/x/libkeep.so","symbol":"init","offset":8,"backtrace":null},"found":"exit","suppressed":true}]}'
 write 1003 '{"schema":"ibv-shim/leak-report/1","pid":1003,"program":"forker","leaked":false,"totals":{},"objects":[]}'
 exit "${1:-0}"
 "#;

@@ -103,7 +103,9 @@ pub fn track(mut obj: Obj) {
     let errno = Errno::save();
     if config::get().backtrace {
         obj.set_flag(FLAG_BACKTRACE);
-        objects::store_backtrace(obj.addr, std::backtrace::Backtrace::force_capture());
+        if let Some(frames) = crate::report::capture_frames() {
+            objects::store_backtrace(obj.addr, frames);
+        }
     }
     objects::insert(obj);
     errno.restore();

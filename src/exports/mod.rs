@@ -341,9 +341,14 @@ impl fmt::Display for Dev {
             let name = unsafe { CStr::from_ptr((*self.0).name.as_ptr()) };
             f.write_str(" ")?;
             f.write_str(&name.to_string_lossy())?;
-            if let Some(guid) = devices::cached_guid(self.0) {
+            let guid = devices::cached_guid(self.0);
+            if let Some(guid) = guid {
                 f.write_str("/")?;
                 f.write_str(Hex::new(u64::from_be(guid), 16, false).as_str())?;
+            }
+            // Only when the line is written: a match on the name.
+            if let Some(v) = crate::report::vendor(&name.to_string_lossy(), guid) {
+                write!(f, " [{v}]")?;
             }
         }
         Ok(())

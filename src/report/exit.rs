@@ -11,7 +11,7 @@ use crate::registry::contexts;
 use super::inventory::Inventory;
 use super::json::write_json;
 use super::suppress::Suppressor;
-use super::text::{exit_listing, log_lines, plural, say_if_truncated, NotLeaks};
+use super::text::{exit_listing, log_lines, plural, say_if_truncated, summary_line, NotLeaks};
 use super::used::USED;
 
 /// Said instead of the exit report when the process exits from a signal
@@ -55,6 +55,8 @@ pub fn at_exit() {
             NotLeaks(&inv.quiet)
         );
         log_lines(&exit_listing(&inv, &mut sup));
+        // Last, as sanitizers end theirs: one line CI logs can grep for.
+        crate::log!(Level::Warn, "{}", summary_line(&inv));
     } else if inv.quiet.total() > 0 {
         crate::log!(
             Level::Info,

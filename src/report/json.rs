@@ -1,20 +1,35 @@
 //! The JSON document (`IBV_SHIM_REPORT`, schema in
-//! `docs/leak-report.schema.json`), streamed through a bounded buffer.
+//! `docs/leak-report.schema.json`): the report model's types
+//! (`report_model::Report`, `Object`) serialized by serde_json, streamed.
+//!
+//! A million leaked objects make ~400 MB of JSON, so nothing is built
+//! whole: the object list is a [`Serialize`] over the registry walk, each
+//! object a [`report_model::Object`] that borrows its text (the creation
+//! site and the context's device, resolved once each), written through a
+//! bounded buffer that is allocated once, fallibly, and drained into the
+//! file when full.
 
+use std::borrow::Cow;
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::OsString;
-use std::io::Write as _;
+use std::io::{self, Write};
 use std::os::unix::ffi::OsStringExt;
 
+use serde::ser::{SerializeSeq, Serializer};
+use serde::Serialize;
+
+use crate::files::AtomicFile;
 use crate::oom;
 use crate::registry::contexts::ContextInfo;
 use crate::registry::objects::{self, Kind, Obj};
 use crate::registry::objects::{AH_VIA, MR_VIA};
 
-use report_model::{Address, Kind as ReportKind, SCHEMA};
+use report_model::{self as model, Address, Detail, Found, Report, SCHEMA};
 
 use super::inventory::{kind_of, Inventory};
-use super::site::{frames, program, site};
+use super::ser::JsonWriter;
+use super::site::{frames, program, site, Site};
 use super::suppress::{Suppressor, Why};
 use super::text::qp_type;
 use super::used::report_path;
@@ -38,478 +53,440 @@ impl Clock {
         }
     }
 
+    /// Seconds, rounded to the stamps' millisecond.
     pub(super) fn wall(&self, mono_ms: u64) -> f64 {
-        (mono_ms as f64 + self.offset_ms) / 1000.0
+        (mono_ms as f64 + self.offset_ms).round().max(0.0) / 1000.0
     }
 }
 
-/// Appends `s` as a JSON string.
-pub(super) fn json_str(out: &mut Vec<u8>, s: &str) {
-    out.push(b'"');
-    for c in s.chars() {
-        match c {
-            '"' => out.extend_from_slice(b"\\\""),
-            '\\' => out.extend_from_slice(b"\\\\"),
-            '\n' => out.extend_from_slice(b"\\n"),
-            '\t' => out.extend_from_slice(b"\\t"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => {
-                let mut b = [0; 4];
-                out.extend_from_slice(c.encode_utf8(&mut b).as_bytes());
-            }
-        }
-    }
-    out.push(b'"');
-}
-
-pub(super) fn json_opt_str(out: &mut Vec<u8>, s: Option<&str>) {
-    match s {
-        Some(s) => json_str(out, s),
-        None => out.extend_from_slice(b"null"),
-    }
-}
-
-/// Appends a decimal integer (no formatting machinery: 1M objects).
-pub(super) fn json_u64(out: &mut Vec<u8>, mut v: u64) {
-    let mut b = [0u8; 20];
-    let mut i = b.len();
-    loop {
-        i -= 1;
-        b[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&b[i..]);
-}
-
-pub(super) fn json_i64(out: &mut Vec<u8>, v: i64) {
-    if v < 0 {
-        out.push(b'-');
-    }
-    json_u64(out, v.unsigned_abs());
-}
-
-/// Appends `"0x..."`, or null for 0 when `nullable`.
-pub(super) fn json_hex(out: &mut Vec<u8>, v: u64, nullable: bool) {
-    if v == 0 && nullable {
-        out.extend_from_slice(b"null");
-        return;
-    }
-    out.push(b'"');
-    out.extend_from_slice(Address(v).format(&mut [0; 18]).as_bytes());
-    out.push(b'"');
-}
-
-/// Seconds with millisecond precision (the stamps are milliseconds).
-pub(super) fn json_secs(out: &mut Vec<u8>, secs: f64) {
-    let ms = (secs * 1000.0).round().max(0.0) as u64;
-    json_u64(out, ms / 1000);
-    out.push(b'.');
-    let frac = ms % 1000;
-    out.extend_from_slice(&[
-        b'0' + (frac / 100) as u8,
-        b'0' + (frac / 10 % 10) as u8,
-        b'0' + (frac % 10) as u8,
-    ]);
-}
-
-/// `,"key":` (or without the comma when `first`).
-pub(super) fn json_key(out: &mut Vec<u8>, key: &str, first: bool) {
-    if !first {
-        out.push(b',');
-    }
-    out.push(b'"');
-    out.extend_from_slice(key.as_bytes());
-    out.extend_from_slice(b"\":");
-}
-
-/// The `fields` object of a tracked object.
-pub(super) fn json_fields(out: &mut Vec<u8>, o: &Obj) {
-    // The registered range of an MR or an imported MR.
-    let range = |out: &mut Vec<u8>, first: bool| {
-        json_key(out, "addr", first);
-        json_hex(out, o.a, false);
-        json_key(out, "length", false);
-        json_u64(out, o.b);
-        json_key(out, "lkey", false);
-        json_u64(out, o.c as u32 as u64);
-        json_key(out, "rkey", false);
-        json_u64(out, o.c >> 32);
-    };
-    out.push(b'{');
+/// The `fields` of a tracked object: the one place that reads the
+/// record's untyped fields as each kind's.
+pub(super) fn detail(o: &Obj) -> Detail<'static> {
+    let (lkey, rkey) = (o.c as u32, (o.c >> 32) as u32);
     match o.kind() {
-        Kind::Pd | Kind::ImportedPd => {
-            json_key(out, "handle", true);
-            json_u64(out, o.a);
-        }
-        Kind::Mr => {
-            range(out, true);
-            json_key(out, "access", false);
-            json_u64(out, o.x as u64);
-            json_key(out, "via", false);
-            json_str(out, MR_VIA.get(o.sub() as usize).unwrap_or(&"ibv_reg_mr"));
-        }
-        Kind::Cq => {
-            json_key(out, "cqe", true);
-            json_i64(out, o.x as i32 as i64);
-            json_key(out, "comp_vector", false);
-            json_i64(out, o.a as u32 as i32 as i64);
-        }
-        Kind::CompChannel => {
-            json_key(out, "fd", true);
-            json_i64(out, o.x as i32 as i64);
-        }
-        Kind::Srq => {
-            json_key(out, "max_wr", true);
-            json_u64(out, o.x as u64);
-            json_key(out, "max_sge", false);
-            json_u64(out, o.a);
-            json_key(out, "srq_limit", false);
-            json_u64(out, o.b);
-        }
-        Kind::Qp => {
-            json_key(out, "qp_num", true);
-            json_u64(out, o.x as u64);
-            json_key(out, "qp_type", false);
-            json_str(out, &qp_type(o.sub()));
-            json_key(out, "send_cq", false);
-            json_hex(out, o.a, true);
-            json_key(out, "recv_cq", false);
-            json_hex(out, o.b, true);
-            json_key(out, "srq", false);
-            json_hex(out, o.c, true);
-        }
-        Kind::Ah => {
-            json_key(out, "dlid", true);
-            json_u64(out, o.a);
-            json_key(out, "port_num", false);
-            json_u64(out, o.b);
-            json_key(out, "sl", false);
-            json_u64(out, o.c & 0xff);
-            json_key(out, "is_global", false);
-            out.extend_from_slice(if o.c >> 8 & 1 != 0 { b"true" } else { b"false" });
-            json_key(out, "via", false);
-            json_str(
-                out,
-                AH_VIA.get(o.sub() as usize).unwrap_or(&"ibv_create_ah"),
-            );
-        }
-        Kind::ImportedMr => {
-            json_key(out, "handle", true);
-            json_u64(out, o.x as u64);
-            range(out, false);
-        }
-        Kind::Mw => {
-            json_key(out, "mw_type", true);
-            json_u64(out, o.x as u64);
-            json_key(out, "rkey", false);
-            json_u64(out, o.a);
-        }
-        Kind::Dm => {
-            json_key(out, "length", true);
-            json_u64(out, o.a);
-        }
-        _ => {
-            json_key(out, "id", true);
-            json_u64(out, o.a);
-        }
+        Kind::Pd => Detail::Pd(model::PdFields { handle: o.a as u32 }),
+        Kind::ImportedPd => Detail::ImportedPd(model::PdFields { handle: o.a as u32 }),
+        Kind::Mr => Detail::Mr(model::MrFields {
+            addr: Address(o.a),
+            length: o.b,
+            lkey,
+            rkey,
+            access: o.x,
+            via: Cow::Borrowed(MR_VIA.get(o.sub() as usize).unwrap_or(&"ibv_reg_mr")),
+        }),
+        Kind::Cq => Detail::Cq(model::CqFields {
+            cqe: o.x as i32,
+            comp_vector: o.a as u32 as i32,
+        }),
+        Kind::CompChannel => Detail::CompChannel(model::CompChannelFields { fd: o.x as i32 }),
+        Kind::Srq => Detail::Srq(model::SrqFields {
+            max_wr: o.x,
+            max_sge: o.a as u32,
+            srq_limit: o.b as u32,
+        }),
+        Kind::Qp => Detail::Qp(model::QpFields {
+            qp_num: o.x,
+            qp_type: qp_type(o.sub()),
+            send_cq: Address::or_null(o.a),
+            recv_cq: Address::or_null(o.b),
+            srq: Address::or_null(o.c),
+        }),
+        Kind::Ah => Detail::Ah(model::AhFields {
+            dlid: o.a as u32,
+            port_num: o.b as u32,
+            sl: (o.c & 0xff) as u32,
+            is_global: o.c >> 8 & 1 != 0,
+            via: Cow::Borrowed(AH_VIA.get(o.sub() as usize).unwrap_or(&"ibv_create_ah")),
+        }),
+        Kind::ImportedMr => Detail::ImportedMr(model::ImportedMrFields {
+            handle: o.x,
+            addr: Address(o.a),
+            length: o.b,
+            lkey,
+            rkey,
+        }),
+        Kind::Mw => Detail::Mw(model::MwFields {
+            mw_type: o.x,
+            rkey: o.a as u32,
+        }),
+        Kind::Dm => Detail::Dm(model::DmFields { length: o.a }),
+        Kind::Xrcd => Detail::Xrcd(id(o)),
+        Kind::Wq => Detail::Wq(id(o)),
+        Kind::RwqIndTable => Detail::RwqIndTable(id(o)),
+        Kind::Flow => Detail::Flow(id(o)),
+        Kind::FlowAction => Detail::FlowAction(id(o)),
+        Kind::Td => Detail::Td(id(o)),
+        Kind::ParentDomain => Detail::ParentDomain(id(o)),
+        Kind::Counters => Detail::Counters(id(o)),
     }
-    out.push(b'}');
 }
 
-/// `"module":..,"symbol":..,"offset":..` of a site, cached per address.
-pub(super) fn json_site(cache: &mut HashMap<usize, Vec<u8>>, caller: usize) -> &[u8] {
-    cache.entry(caller).or_insert_with(|| {
-        let s = site(caller);
-        let mut out = Vec::new();
-        json_key(&mut out, "module", false);
-        json_opt_str(&mut out, s.module.as_deref());
-        json_key(&mut out, "symbol", false);
-        json_opt_str(&mut out, s.symbol.as_deref());
-        json_key(&mut out, "offset", false);
-        match s.offset {
-            Some(o) => json_u64(&mut out, o),
-            None => out.extend_from_slice(b"null"),
-        }
-        out
+/// The one number of the table-made kinds that have no other fields.
+fn id(o: &Obj) -> model::IdFields {
+    model::IdFields { id: o.a as u32 }
+}
+
+/// The failures fault rules injected, for the report's `faults`.
+fn faults(injected: &[crate::faults::Injection]) -> Vec<model::Fault<'_>> {
+    injected
+        .iter()
+        .map(|f| model::Fault {
+            verb: Cow::Borrowed(f.verb),
+            nth: f.nth,
+            errno: match f.status {
+                None => Some(Cow::Borrowed(crate::guard::errno_name(f.errno))),
+                Some(_) => None,
+            },
+            status: f
+                .status
+                .and_then(|s| crate::faults::rules::WC_STATUSES.get(s as usize))
+                .map(|s| Cow::Borrowed(*s)),
+            rule: Cow::Borrowed(&f.rule),
+            module: f.module.as_deref().map(Cow::Borrowed),
+            offset: f.offset,
+        })
+        .collect()
+}
+
+/// With the data-path checks on: the violations found, by check.
+fn checks() -> Option<std::collections::BTreeMap<String, u64>> {
+    crate::checks::datapath().then(|| {
+        crate::checks::counts()
+            .into_iter()
+            .map(|(check, n)| (check.name().to_string(), n))
+            .collect()
     })
 }
 
-/// `"context":..,"device":..,"guid":..`.
-pub(super) fn json_context(out: &mut Vec<u8>, ctx: usize, info: Option<&ContextInfo>) {
-    json_key(out, "context", false);
-    json_hex(out, ctx as u64, true);
-    json_key(out, "device", false);
-    json_opt_str(out, info.and_then(|i| i.device_name.as_deref()));
-    json_key(out, "guid", false);
-    match info.and_then(|i| i.guid) {
-        Some(g) => json_str(out, &format!("{:016x}", u64::from_be(g))),
-        None => out.extend_from_slice(b"null"),
+/// A context as its objects show it: device name and GUID text.
+#[derive(Default)]
+struct Device {
+    name: Option<String>,
+    guid: Option<String>,
+    vendor: Option<&'static str>,
+}
+
+impl Device {
+    fn of(info: Option<&ContextInfo>) -> Device {
+        Device {
+            name: info.and_then(|i| i.device_name.as_deref().and_then(oom::try_string)),
+            guid: info
+                .and_then(|i| i.guid)
+                .and_then(|g| oom::try_string(&format!("{:016x}", u64::from_be(g)))),
+            vendor: info.and_then(|i| super::vendor::vendor(i.device_name.as_deref()?, i.guid)),
+        }
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-pub(super) fn json_created(
-    out: &mut Vec<u8>,
-    sites: &mut HashMap<usize, Vec<u8>>,
-    tid: i64,
-    time: Option<f64>,
-    caller: usize,
-    frames: Option<Vec<String>>,
-) {
-    json_key(out, "created", false);
-    out.push(b'{');
-    json_key(out, "thread", true);
-    json_i64(out, tid);
-    json_key(out, "time", false);
-    match time {
-        Some(t) => json_secs(out, t),
-        None => out.extend_from_slice(b"null"),
+/// Values resolved once per distinct key, the last key remembered
+/// (neighbours in the table mostly share their site and context); out of
+/// memory a value is resolved each time instead of kept.
+struct Interned<K, V> {
+    index: HashMap<K, usize>,
+    values: Vec<V>,
+    last: Option<(K, usize)>,
+    spare: Option<V>,
+}
+
+impl<K: std::hash::Hash + Eq + Copy, V> Interned<K, V> {
+    fn new() -> Self {
+        Interned {
+            index: HashMap::new(),
+            values: Vec::new(),
+            last: None,
+            spare: None,
+        }
     }
-    out.extend_from_slice(json_site(sites, caller));
-    json_key(out, "backtrace", false);
-    match frames {
-        Some(frames) => {
-            out.push(b'[');
-            for (i, f) in frames.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
+
+    fn get(&mut self, key: K, make: impl FnOnce() -> V) -> &V {
+        let i = match self.last {
+            Some((k, i)) if k == key => i,
+            _ => match self.index.get(&key) {
+                Some(&i) => i,
+                None => {
+                    let room = oom::fallibly(|| self.index.try_reserve(1))
+                        .and_then(|()| oom::fallibly(|| self.values.try_reserve(1)));
+                    if room.is_none() {
+                        return self.spare.insert(make());
+                    }
+                    self.values.push(make());
+                    self.index.insert(key, self.values.len() - 1);
+                    self.values.len() - 1
                 }
-                json_str(out, f);
-            }
-            out.push(b']');
-        }
-        None => out.extend_from_slice(b"null"),
+            },
+        };
+        self.last = Some((key, i));
+        &self.values[i]
     }
-    out.push(b'}');
 }
 
-/// The JSON writer's buffer and the length at which it is written out:
-/// ~1 MiB (a million objects make ~400 MB), less when memory is short.
-/// Each object fits in the room kept past the mark.
-pub(super) fn json_buffer() -> (Vec<u8>, usize) {
-    let mut out = Vec::new();
-    for flush in [1 << 20, 64 << 10, 8 << 10] {
-        let room = flush + flush / 4;
-        if oom::quietly(|| out.try_reserve_exact(room)).is_some() {
-            return (out, flush);
+/// What each object borrows while it is written.
+struct Lookups<'i> {
+    inv: &'i Inventory<'i>,
+    sup: &'i mut Suppressor,
+    clock: Clock,
+    sites: Interned<usize, Site>,
+    devices: Interned<(usize, bool), Device>,
+}
+
+/// Everything but the `fields` of an object, borrowed.
+struct Common<'a> {
+    kind: model::Kind,
+    handle: usize,
+    context: usize,
+    device: &'a Device,
+    parent: usize,
+    tid: i32,
+    time_ms: u64,
+    site: &'a Site,
+    found: Found,
+    quiet: Option<Why>,
+}
+
+impl Common<'_> {
+    fn object<'a>(
+        &'a self,
+        clock: &Clock,
+        detail: Detail<'a>,
+        backtrace: Option<Vec<Cow<'a, str>>>,
+    ) -> model::Object<'a> {
+        debug_assert_eq!(detail.kind(), self.kind);
+        model::Object {
+            handle: Address(self.handle as u64),
+            context: Address::or_null(self.context as u64),
+            device: self.device.name.as_deref().map(Cow::Borrowed),
+            guid: self.device.guid.as_deref().map(Cow::Borrowed),
+            vendor: self.device.vendor.map(Cow::Borrowed),
+            parent: Address::or_null(self.parent as u64),
+            detail,
+            created: model::Created {
+                thread: self.tid,
+                time: Some(clock.wall(self.time_ms)),
+                module: self.site.module.as_deref().map(Cow::Borrowed),
+                symbol: self.site.symbol.as_deref().map(Cow::Borrowed),
+                offset: self.site.offset,
+                function: self.site.function.as_deref().map(Cow::Borrowed),
+                file: self.site.file.as_deref().map(Cow::Borrowed),
+                line: self.site.line,
+                build_id: self.site.build_id.as_deref().map(Cow::Borrowed),
+                backtrace,
+            },
+            found: self.found,
+            suppressed: self.quiet.is_some(),
+            kept_by: match self.quiet {
+                Some(Why::Kept(owner)) => Some(Cow::Borrowed(owner)),
+                _ => None,
+            },
         }
     }
-    // Nothing to spare: one object at a time, on the shim's reserve.
-    (out, 0)
+}
+
+/// The `objects` array: a walk of the inventory and the registry,
+/// serialized as it goes.
+struct Listing<'i>(RefCell<Lookups<'i>>);
+
+impl Serialize for Listing<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(None)?;
+        let l = &mut *self.0.borrow_mut();
+        let no_device = Device::default();
+        for (ctx, c, quiet) in &l.inv.open {
+            let device = Device::of(Some(c));
+            let site = l.sites.get(c.caller, || site(c.caller));
+            let common = Common {
+                kind: model::Kind::Context,
+                handle: *ctx,
+                context: *ctx,
+                device: &device,
+                parent: 0,
+                tid: c.tid,
+                time_ms: c.time_ms,
+                site,
+                found: Found::Exit,
+                quiet: *quiet,
+            };
+            let detail = Detail::Context(model::ContextFields {
+                imported: c.imported,
+            });
+            seq.serialize_element(&common.object(&l.clock, detail, None))?;
+        }
+        for (list, quiet) in &l.inv.lists {
+            let site = l.sites.get(list.caller, || site(list.caller));
+            let common = Common {
+                kind: model::Kind::DeviceList,
+                handle: list.list,
+                context: 0,
+                device: &no_device,
+                parent: 0,
+                tid: list.tid,
+                time_ms: list.time_ms,
+                site,
+                found: Found::Exit,
+                quiet: *quiet,
+            };
+            let detail = Detail::DeviceList(model::DeviceListFields {
+                count: list.count as u64,
+            });
+            seq.serialize_element(&common.object(&l.clock, detail, None))?;
+        }
+        let mut failed = None;
+        objects::for_each(|o| {
+            if failed.is_some() {
+                return;
+            }
+            let key = (o.ctx, o.is_zombie());
+            let device = l.devices.get(key, || Device::of(l.inv.info_of(o)));
+            let site = l.sites.get(o.caller, || site(o.caller));
+            let common = Common {
+                kind: kind_of(o),
+                handle: o.addr,
+                context: o.ctx,
+                device,
+                parent: o.parent,
+                tid: o.tid as i32,
+                time_ms: o.time_ms(),
+                site,
+                found: if o.is_zombie() {
+                    Found::Close
+                } else {
+                    Found::Exit
+                },
+                quiet: l.sup.obj(o),
+            };
+            let frames = frames(o);
+            let backtrace = frames
+                .as_ref()
+                .map(|f| f.iter().map(|f| Cow::Borrowed(f.as_str())).collect());
+            if let Err(e) = seq.serialize_element(&common.object(&l.clock, detail(o), backtrace)) {
+                failed = Some(e);
+            }
+        });
+        match failed {
+            Some(e) => Err(e),
+            None => seq.end(),
+        }
+    }
+}
+
+/// `truncated`, decided when it is written, after the object list: also
+/// when the registry could not record something (the list is short).
+struct Truncation {
+    dropped_before: usize,
+}
+
+impl Serialize for Truncation {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match oom::dropped() != self.dropped_before || objects::untracked() > 0 {
+            true => s.serialize_some("out of memory"),
+            false => s.serialize_none(),
+        }
+    }
+}
+
+/// The file behind a buffer allocated once: writes that fit are copied
+/// (no allocation: the buffer never grows), the buffer is drained into the
+/// file when the next would not fit, and a piece larger than the whole
+/// buffer goes straight through.
+struct Bounded<'f> {
+    file: &'f mut AtomicFile,
+    buf: Vec<u8>,
+}
+
+impl Bounded<'_> {
+    fn drain(&mut self) -> io::Result<()> {
+        self.file.write_all(&self.buf)?;
+        self.buf.clear();
+        Ok(())
+    }
+
+    #[cold]
+    fn write_past_the_end(&mut self, b: &[u8]) -> io::Result<()> {
+        self.drain()?;
+        if self.buf.capacity() < b.len() {
+            return self.file.write_all(b);
+        }
+        self.buf.extend_from_slice(b);
+        Ok(())
+    }
+}
+
+impl Write for Bounded<'_> {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        self.write_all(b).map(|()| b.len())
+    }
+
+    // serde_json writes every piece, a few bytes each, with `write_all`:
+    // the common case is one comparison and a copy.
+    #[inline]
+    fn write_all(&mut self, b: &[u8]) -> io::Result<()> {
+        if self.buf.capacity() - self.buf.len() >= b.len() {
+            self.buf.extend_from_slice(b);
+            return Ok(());
+        }
+        self.write_past_the_end(b)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.drain()
+    }
+}
+
+/// The writer's buffer: 1 MiB, less when memory is short, none when there
+/// is nothing to spare (each piece then goes straight to the file).
+fn json_buffer() -> Vec<u8> {
+    let mut out = Vec::new();
+    for size in [1 << 20, 64 << 10, 8 << 10] {
+        if oom::quietly(|| out.try_reserve_exact(size)).is_some() {
+            break;
+        }
+    }
+    out
 }
 
 /// Writes the JSON document (see `docs/leak-report.schema.json`) to a
 /// temporary file renamed into place, so a reader never sees half of it.
+#[inline(never)] // its own frame in profiles (bench: callgrind --toggle-collect)
 pub(super) fn write_json(
     template: &OsString,
     inv: &Inventory,
     sup: &mut Suppressor,
-) -> std::io::Result<()> {
+) -> io::Result<()> {
     let path = std::path::PathBuf::from(OsString::from_vec(report_path(template).into_bytes()));
     // Written beside and renamed into place, so a reader never sees half of
     // it and nothing is written through a link (see `files`).
-    let mut file = crate::files::AtomicFile::create(path.as_os_str())?;
-    let clock = Clock::now();
-    // Formatted straight into one large buffer, written when full: a
-    // million objects make ~400 MB.
-    let (mut out, flush) = json_buffer();
-
-    out.extend_from_slice(b"{\"schema\":");
-    json_str(&mut out, SCHEMA);
-    json_key(&mut out, "pid", false);
-    json_u64(&mut out, std::process::id() as u64);
-    json_key(&mut out, "program", false);
-    json_str(&mut out, &program());
-    json_key(&mut out, "leaked", false);
-    out.extend_from_slice(if inv.loud.total() > 0 {
-        b"true"
-    } else {
-        b"false"
-    });
-    json_key(&mut out, "totals", false);
-    out.push(b'{');
-    for (i, kind) in ReportKind::ALL.iter().enumerate() {
-        json_key(&mut out, kind.name(), i == 0);
-        json_u64(&mut out, inv.loud.0[kind.index()] as u64);
+    let mut file = AtomicFile::create(path.as_os_str())?;
+    let mut totals = model::Totals::default();
+    for kind in model::Kind::ALL {
+        totals.0[kind.index()] = inv.loud.0[kind.index()] as u64;
     }
-    out.extend_from_slice(b"},\"objects\":[");
-
-    let mut sites: HashMap<usize, Vec<u8>> = HashMap::new();
-    let mut first = true;
-    let mut start = |out: &mut Vec<u8>, kind: &str, handle: usize| {
-        out.extend_from_slice(if first {
-            b"\n{\"kind\":\""
-        } else {
-            b",\n{\"kind\":\""
-        });
-        first = false;
-        // Kind names need no escaping.
-        out.extend_from_slice(kind.as_bytes());
-        out.push(b'"');
-        json_key(out, "handle", false);
-        json_hex(out, handle as u64, false);
+    let injected = crate::faults::injected();
+    let doc = Report {
+        schema: Cow::Borrowed(SCHEMA),
+        pid: std::process::id(),
+        program: Cow::Owned(program()),
+        leaked: inv.loud.total() > 0,
+        totals,
+        objects: Listing(RefCell::new(Lookups {
+            inv,
+            sup,
+            clock: Clock::now(),
+            sites: Interned::new(),
+            devices: Interned::new(),
+        })),
+        faults: faults(&injected),
+        truncated: Truncation {
+            dropped_before: inv.dropped,
+        },
+        checks: checks(),
     };
-    let end = |out: &mut Vec<u8>, found: &str, quiet: Option<Why>| {
-        out.extend_from_slice(b",\"found\":\"");
-        out.extend_from_slice(found.as_bytes());
-        out.extend_from_slice(if quiet.is_some() {
-            b"\",\"suppressed\":true,\"kept_by\":"
-        } else {
-            b"\",\"suppressed\":false,\"kept_by\":"
-        });
-        match quiet {
-            Some(Why::Kept(owner)) => json_str(out, owner),
-            _ => out.extend_from_slice(b"null"),
-        }
-        out.push(b'}');
+    let mut out = Bounded {
+        file: &mut file,
+        buf: json_buffer(),
     };
-    for (ctx, c, quiet) in &inv.open {
-        start(&mut out, ReportKind::Context.name(), *ctx);
-        json_context(&mut out, *ctx, Some(c));
-        out.extend_from_slice(b",\"parent\":null,\"fields\":");
-        out.extend_from_slice(if c.imported {
-            b"{\"imported\":true}"
-        } else {
-            b"{\"imported\":false}"
-        });
-        json_created(
-            &mut out,
-            &mut sites,
-            c.tid as i64,
-            Some(clock.wall(c.time_ms)),
-            c.caller,
-            None,
-        );
-        end(&mut out, "exit", *quiet);
-    }
-    for (l, quiet) in &inv.lists {
-        start(&mut out, ReportKind::DeviceList.name(), l.list);
-        json_context(&mut out, 0, None);
-        out.extend_from_slice(b",\"parent\":null,\"fields\":{\"count\":");
-        json_u64(&mut out, l.count as u64);
-        out.push(b'}');
-        json_created(
-            &mut out,
-            &mut sites,
-            l.tid as i64,
-            Some(clock.wall(l.time_ms)),
-            l.caller,
-            None,
-        );
-        end(&mut out, "exit", *quiet);
-    }
-    // `"context":..,"device":..,"guid":..` per context (and zombie-ness);
-    // neighbours in the table mostly share one, so keep the last at hand.
-    let mut contexts: HashMap<(usize, bool), Vec<u8>> = HashMap::new();
-    let (mut last_ctx, mut ctx_json) = (None, Vec::new());
-    let mut failed = Ok(());
-    objects::for_each(|o| {
-        if failed.is_err() {
-            return;
-        }
-        start(&mut out, kind_of(o).name(), o.addr);
-        let key = (o.ctx, o.is_zombie());
-        if last_ctx != Some(key) {
-            last_ctx = Some(key);
-            ctx_json = contexts
-                .entry(key)
-                .or_insert_with(|| {
-                    let mut v = Vec::new();
-                    json_context(&mut v, o.ctx, inv.info_of(o));
-                    v
-                })
-                .clone();
-        }
-        out.extend_from_slice(&ctx_json);
-        json_key(&mut out, "parent", false);
-        json_hex(&mut out, o.parent as u64, true);
-        json_key(&mut out, "fields", false);
-        json_fields(&mut out, o);
-        json_created(
-            &mut out,
-            &mut sites,
-            o.tid as i64,
-            Some(clock.wall(o.time_ms())),
-            o.caller,
-            frames(o),
-        );
-        end(
-            &mut out,
-            if o.is_zombie() { "close" } else { "exit" },
-            sup.obj(o),
-        );
-        if out.len() >= flush {
-            failed = file.write_all(&out);
-            out.clear();
-        }
-    });
-    failed?;
-    out.extend_from_slice(b"\n]");
-    json_faults(&mut out);
-    out.extend_from_slice(b",\"truncated\":");
-    // Also when the registry could not record something: the list is short.
-    match oom::dropped() != inv.dropped || crate::registry::objects::untracked() > 0 {
-        true => json_str(&mut out, "out of memory"),
-        false => out.extend_from_slice(b"null"),
-    }
-    if crate::checks::datapath() {
-        json_key(&mut out, "checks", false);
-        for (i, (check, n)) in crate::checks::counts().into_iter().enumerate() {
-            out.push(if i == 0 { b'{' } else { b',' });
-            json_str(&mut out, check.name());
-            out.push(b':');
-            json_u64(&mut out, n);
-        }
-        out.push(b'}');
-    }
-    out.extend_from_slice(b"}\n");
-    file.write_all(&out)?;
+    doc.serialize(&mut JsonWriter::new(&mut out))?;
+    out.write_all(b"\n")?;
+    out.flush()?;
     file.commit()
-}
-
-/// `,"faults":[...]`: the failures fault rules injected (none: absent).
-fn json_faults(out: &mut Vec<u8>) {
-    let faults = crate::faults::injected();
-    if faults.is_empty() {
-        return;
-    }
-    out.extend_from_slice(b",\"faults\":[");
-    for (i, f) in faults.iter().enumerate() {
-        out.extend_from_slice(if i == 0 { b"\n{" } else { b",\n{" });
-        json_key(out, "verb", true);
-        json_str(out, f.verb);
-        json_key(out, "nth", false);
-        json_u64(out, f.nth);
-        json_key(out, "errno", false);
-        match f.status {
-            None => json_str(out, crate::guard::errno_name(f.errno)),
-            Some(_) => out.extend_from_slice(b"null"),
-        }
-        json_key(out, "status", false);
-        match f
-            .status
-            .and_then(|s| crate::faults::rules::WC_STATUSES.get(s as usize))
-        {
-            Some(s) => json_str(out, s),
-            None => out.extend_from_slice(b"null"),
-        }
-        json_key(out, "rule", false);
-        json_str(out, &f.rule);
-        json_key(out, "module", false);
-        match &f.module {
-            Some(m) => json_str(out, m),
-            None => out.extend_from_slice(b"null"),
-        }
-        json_key(out, "offset", false);
-        json_u64(out, f.offset);
-        out.push(b'}');
-    }
-    out.extend_from_slice(b"\n]");
 }
 
 #[cfg(test)]
@@ -517,40 +494,42 @@ mod tests {
     use super::*;
 
     /// The `fields` written for each kind are the report model's for it
-    /// (which refuses a missing or an extra field).
+    /// (which refuses a missing or an extra field), and read back equal.
     #[test]
     fn the_fields_of_each_kind_read_as_the_model_s() {
         for kind in Kind::ALL {
             let mut o = Obj::new(kind, 0x100, 0x10, 0x20, 0, 1);
             (o.a, o.b, o.c, o.x) = (3, 4, 0x1_0000_0105, 6);
-            let mut v = Vec::new();
-            json_fields(&mut v, &o);
-            let fields: serde_json::Value = serde_json::from_slice(&v).unwrap();
-            let detail = report_model::Detail::from_fields(kind_of(&o), fields)
+            let written = detail(&o);
+            let fields = serde_json::to_value(&written).unwrap();
+            let back = Detail::from_fields(kind_of(&o), fields)
                 .unwrap_or_else(|e| panic!("{}: {e}", kind.name()));
-            assert_eq!(detail.kind().name(), kind.name());
+            assert_eq!(back, written);
+            assert_eq!(back.kind().name(), kind.name());
         }
     }
 
+    /// A buffer smaller than a piece, or none at all, still writes it all.
     #[test]
-    fn json_numbers() {
-        let mut v = Vec::new();
-        json_u64(&mut v, 0);
-        v.push(b' ');
-        json_u64(&mut v, 18446744073709551615);
-        v.push(b' ');
-        json_i64(&mut v, -42);
-        v.push(b' ');
-        json_hex(&mut v, 0x7f00_1234, false);
-        v.push(b' ');
-        json_hex(&mut v, 0, true);
-        v.push(b' ');
-        json_secs(&mut v, 1732900000.1234);
-        v.push(b' ');
-        json_str(&mut v, "a\"b\\c\n\u{1}é");
-        assert_eq!(
-            String::from_utf8(v).unwrap(),
-            "0 18446744073709551615 -42 \"0x7f001234\" null 1732900000.123 \"a\\\"b\\\\c\\n\\u0001é\""
-        );
+    fn the_bounded_writer_never_grows_its_buffer() {
+        let dir = std::env::temp_dir().join(format!("ibv-shim-json-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("out");
+        for cap in [0, 4, 1 << 10] {
+            let mut file = AtomicFile::create(path.as_os_str()).unwrap();
+            let mut out = Bounded {
+                file: &mut file,
+                buf: Vec::with_capacity(cap),
+            };
+            let cap = out.buf.capacity();
+            for piece in ["ab", "cdefgh", "i"] {
+                out.write_all(piece.as_bytes()).unwrap();
+                assert_eq!(out.buf.capacity(), cap);
+            }
+            out.flush().unwrap();
+            file.commit().unwrap();
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), "abcdefghi");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

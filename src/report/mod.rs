@@ -24,21 +24,24 @@ mod close;
 mod exit;
 mod inventory;
 mod json;
+mod ser;
 mod site;
 mod suppress;
 mod text;
 mod used;
+mod vendor;
 
 use once_cell::sync::Lazy;
 
 pub use close::{context_closed, context_closing};
 pub use exit::{at_exit, skipped_at_exit};
-pub use site::{site, Site};
+pub use site::{capture_frames, site, Site};
 pub use suppress::{
     default_suppressions, glob, parse_suppressions, Suppression, Why, DEFAULT_SUPPRESSIONS,
 };
 pub use text::Brief;
 pub use used::{after_fork_in_child, note_use};
+pub use vendor::vendor;
 
 /// Initialises the report's lazy state up front (called before the fork
 /// handlers are registered), so that a `fork()` can never catch one of them

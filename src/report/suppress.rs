@@ -264,6 +264,7 @@ mod tests {
             module: Some("/usr/lib/libfoo.so.1".into()),
             symbol: Some("init".into()),
             offset: Some(4),
+            ..Site::default()
         };
         assert!(s[0].matches("mr", &site, &[]));
         assert!(!s[0].matches("pd", &site, &[]));
@@ -291,11 +292,13 @@ mod tests {
             module: Some("/lib/x86_64-linux-gnu/librdmacm.so.1".into()),
             symbol: None,
             offset: Some(0x5c43),
+            ..Site::default()
         };
         let program = Site {
             module: Some("/tmp/rping".into()),
             symbol: Some("librdmacm.so.1".into()),
             offset: Some(1),
+            ..Site::default()
         };
         for kind in ["context", "device_list", "pd"] {
             assert!(d.iter().any(|s| s.matches(kind, &rdmacm, &[])), "{kind}");

@@ -223,17 +223,22 @@ pub(super) fn tree(out: &mut oom::Text, tally: &Tally, indent: &str, sup: &mut S
     }
 }
 
-/// " on rxe0 (guid 0002c90300445566)".
+/// " on mlx5_0 (guid 0c42a10300123456) [NVIDIA/Mellanox]".
 pub(super) struct DeviceText<'a>(Option<&'a ContextInfo>);
 
 impl fmt::Display for DeviceText<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let info = self.0;
-        match info.and_then(|i| i.device_name.as_deref()) {
-            Some(name) => match info.and_then(|i| i.guid) {
-                Some(g) => write!(f, " on {name} (guid {:016x})", u64::from_be(g)),
-                None => write!(f, " on {name}"),
-            },
+        let Some(name) = info.and_then(|i| i.device_name.as_deref()) else {
+            return Ok(());
+        };
+        let guid = info.and_then(|i| i.guid);
+        match guid {
+            Some(g) => write!(f, " on {name} (guid {:016x})", u64::from_be(g))?,
+            None => write!(f, " on {name}")?,
+        }
+        match super::vendor::vendor(name, guid) {
+            Some(v) => write!(f, " [{v}]"),
             None => Ok(()),
         }
     }
@@ -369,6 +374,42 @@ pub(super) fn exit_listing(inv: &Inventory, sup: &mut Suppressor) -> oom::Text {
         );
     }
     text
+}
+
+/// `SUMMARY: ibv-shim: 3 objects leaked (1 context, 1 pd, 1 mr) in 1
+/// context.`: the exit report's last line, as sanitizers end theirs.
+pub(super) fn summary_line<'a>(inv: &'a Inventory<'a>) -> Summary<'a> {
+    Summary(inv)
+}
+
+pub(super) struct Summary<'a>(&'a Inventory<'a>);
+
+impl fmt::Display for Summary<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let inv = self.0;
+        // A context counts when it leaked itself or owns a leaked object.
+        let loud_open = |ctx: usize| {
+            inv.open
+                .iter()
+                .any(|(c, _, quiet)| *c == ctx && quiet.is_none())
+        };
+        let contexts = inv
+            .groups
+            .iter()
+            .filter(|g| g.tally.loud.total() > 0 || (g.how == How::Open && loud_open(g.ctx)))
+            .count();
+        write!(
+            f,
+            "SUMMARY: ibv-shim: {} leaked ({}) in {}",
+            plural(inv.loud.total(), "object", "objects"),
+            inv.loud,
+            plural(contexts, "context", "contexts")
+        )?;
+        if inv.quiet.total() > 0 {
+            write!(f, "; {} suppressed", inv.quiet.total())?;
+        }
+        f.write_str(".")
+    }
 }
 
 #[cfg(test)]

@@ -9,8 +9,10 @@
 //! - `summary`: the lines printed at the end, and the launcher's exit status.
 //! - `sweep`: `--fault-sweep`; `fault_rules`: the shim's own rule parser.
 //! - `trace`: the `ibv-shim trace FILE...` subcommand (decoding trace files).
+//! - `merge`: `ibv-shim report merge`, one summary over many processes' reports.
 
 mod environment;
+mod merge;
 mod options;
 mod report;
 mod run;
@@ -70,6 +72,9 @@ fn launch(args: impl IntoIterator<Item = OsString>) -> i32 {
     let mut args = args.into_iter().peekable();
     if args.peek().is_some_and(|a| a == "trace") {
         return trace::main(args.skip(1));
+    }
+    if args.peek().is_some_and(|a| a == "report") {
+        return merge::main(args.skip(1));
     }
     let o = match options::parse(args) {
         Ok(Command::Help) => {

@@ -253,6 +253,18 @@ pub struct Created<'a> {
     pub symbol: Option<Cow<'a, str>>,
     /// From the symbol, else from the module's load address.
     pub offset: Option<u64>,
+    /// From the module's debug information: the calling function, the
+    /// source file and line of the call (absent in older reports).
+    #[serde(borrow, default)]
+    pub function: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pub file: Option<Cow<'a, str>>,
+    #[serde(default)]
+    pub line: Option<u32>,
+    /// The module's GNU build ID in hex: with `module` and `offset` it
+    /// names a site that has no debug information.
+    #[serde(borrow, default)]
+    pub build_id: Option<Cow<'a, str>>,
     /// `symbol (file:line)` frames, with `IBV_SHIM_BACKTRACE`.
     #[serde(borrow)]
     pub backtrace: Option<Vec<Cow<'a, str>>>,
@@ -475,6 +487,9 @@ pub struct Object<'a> {
     pub device: Option<Cow<'a, str>>,
     /// The device's GUID, 16 hex digits.
     pub guid: Option<Cow<'a, str>>,
+    /// Who made the device (driver family, else the GUID's OUI), e.g.
+    /// `NVIDIA/Mellanox` (absent in older reports).
+    pub vendor: Option<Cow<'a, str>>,
     /// The PD it sits on, or a CQ's completion channel.
     pub parent: Option<Address>,
     pub detail: Detail<'a>,
@@ -493,12 +508,13 @@ impl Object<'_> {
 
 impl Serialize for Object<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut o = s.serialize_struct("Object", 11)?;
+        let mut o = s.serialize_struct("Object", 12)?;
         o.serialize_field("kind", &self.kind())?;
         o.serialize_field("handle", &self.handle)?;
         o.serialize_field("context", &self.context)?;
         o.serialize_field("device", &self.device)?;
         o.serialize_field("guid", &self.guid)?;
+        o.serialize_field("vendor", &self.vendor)?;
         o.serialize_field("parent", &self.parent)?;
         o.serialize_field("fields", &self.detail)?;
         o.serialize_field("created", &self.created)?;
@@ -520,6 +536,8 @@ struct RawObject<'a> {
     device: Option<Cow<'a, str>>,
     #[serde(borrow)]
     guid: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    vendor: Option<Cow<'a, str>>,
     parent: Option<Address>,
     fields: serde_json::Value,
     #[serde(borrow)]
@@ -538,6 +556,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for Object<'a> {
             context: r.context,
             device: r.device,
             guid: r.guid,
+            vendor: r.vendor,
             parent: r.parent,
             detail: Detail::read(r.kind, r.fields)?,
             created: r.created,
@@ -612,6 +631,10 @@ mod tests {
             module: Some(module.into()),
             symbol: Some("main".into()),
             offset: Some(0x1c),
+            function: Some("main".into()),
+            file: Some("/src/prog.c".into()),
+            line: Some(12),
+            build_id: Some("8d2a".into()),
             backtrace: None,
         };
         let on_ctx = |handle: u64, parent: u64, detail: Detail<'static>| Object {
@@ -619,6 +642,7 @@ mod tests {
             context: Some(Address(0x5000)),
             device: Some("rxe0".into()),
             guid: Some("0002c90300445566".into()),
+            vendor: Some("NVIDIA/Mellanox".into()),
             parent: Address::or_null(parent),
             detail,
             created: created("/bin/prog"),
@@ -636,6 +660,7 @@ mod tests {
                 context: None,
                 device: None,
                 guid: None,
+                vendor: None,
                 suppressed: true,
                 kept_by: Some("librdmacm".into()),
                 created: Created {

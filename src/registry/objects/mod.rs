@@ -50,7 +50,6 @@ pub use record::{
     now_ms, Kind, Kinds, Obj, AH_VIA, FLAG_BACKTRACE, FLAG_CLOSING, FLAG_ZOMBIE, MR_VIA,
 };
 
-use std::backtrace::Backtrace;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
@@ -110,8 +109,12 @@ static ZOMBIES: AtomicUsize = AtomicUsize::new(0);
 /// memory ran out (see [`untracked`]).
 static UNTRACKED: AtomicUsize = AtomicUsize::new(0);
 
+/// The call stack of a creation: return addresses, innermost first,
+/// symbolized only when a report is written.
+pub type Frames = Box<[usize]>;
+
 /// Backtraces of creations (`IBV_SHIM_BACKTRACE=1`, opt-in and slow).
-static BACKTRACES: Mutex<Option<HashMap<usize, Backtrace>>> = mutex(None);
+static BACKTRACES: Mutex<Option<HashMap<usize, Frames>>> = mutex(None);
 
 #[inline]
 fn shard(addr: usize) -> &'static Mutex<Table> {
@@ -437,7 +440,7 @@ pub fn holders(obj: &Obj) -> Vec<Obj> {
 // --- backtraces (IBV_SHIM_BACKTRACE=1) --------------------------------------
 
 /// Keeps the backtrace of the creation of `addr`.
-pub fn store_backtrace(addr: usize, bt: Backtrace) {
+pub fn store_backtrace(addr: usize, bt: Frames) {
     let mut map = BACKTRACES.lock();
     let map = map.get_or_insert_with(HashMap::new);
     // Out of memory: the object is reported with its caller only.
@@ -447,12 +450,12 @@ pub fn store_backtrace(addr: usize, bt: Backtrace) {
 }
 
 /// Forgets (and returns) the backtrace of `addr`.
-pub fn take_backtrace(addr: usize) -> Option<Backtrace> {
+pub fn take_backtrace(addr: usize) -> Option<Frames> {
     BACKTRACES.lock().as_mut()?.remove(&addr)
 }
 
 /// Runs `f` with the backtrace of `addr`, if one was recorded.
-pub fn with_backtrace<R>(addr: usize, f: impl FnOnce(&Backtrace) -> R) -> Option<R> {
+pub fn with_backtrace<R>(addr: usize, f: impl FnOnce(&Frames) -> R) -> Option<R> {
     BACKTRACES.lock().as_ref()?.get(&addr).map(f)
 }
 
