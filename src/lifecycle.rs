@@ -40,24 +40,29 @@ pub fn on_first_load() {
     });
 }
 
+use crate::registry::lock::ForkStep;
+
 extern "C" fn prepare() {
     // Lock order: registry, then the site cache (a report looks sites up
     // while it walks a registry shard).
     crate::registry::fork_prepare();
     crate::report::fork_lock();
     crate::faults::fork_lock();
+    crate::exports::interpose::fork(ForkStep::Prepare);
 }
 
 extern "C" fn parent() {
     crate::registry::fork_parent();
     crate::report::fork_unlock(false);
     crate::faults::fork_unlock(false);
+    crate::exports::interpose::fork(ForkStep::Parent);
 }
 
 extern "C" fn child() {
     crate::registry::fork_child();
     crate::report::fork_unlock(true);
     crate::faults::fork_unlock(true);
+    crate::exports::interpose::fork(ForkStep::Child);
     crate::thread::after_fork_in_child();
     crate::report::after_fork_in_child();
     crate::real::after_fork_in_child();

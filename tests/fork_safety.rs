@@ -126,6 +126,34 @@ fn no_child_hangs_when_threads_churn_during_fork_on_the_sim() {
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
+/// The data-path checks' own locks (the lkey index, the sites reported)
+/// churn in other threads while the main thread forks; each child makes
+/// one checked post, which takes them.
+#[test]
+fn no_child_hangs_in_the_data_path_checks_after_fork() {
+    let prog = fork_prog("churn");
+    let mut failures = Vec::new();
+    for t in [2, 16] {
+        let tmp = TempDir::new("fork");
+        let mut cmd = Command::new(&prog);
+        cmd.args(["post", &t.to_string(), "1000"])
+            .env("IBV_SHIM_CHECK", "datapath")
+            .env("IBV_SHIM_LOG", "error");
+        with_shim(&mut cmd, Mode::Preload, Some(&sim_dir()), &tmp);
+        let out = run_unchecked(&mut cmd, Duration::from_secs(300));
+        assert!(out.status.success(), "{}", describe(&cmd, &out));
+        let (made, hung) = churn_result(&out, &cmd);
+        eprintln!("post {t} threads: {made} forks, {hung} hung");
+        if hung != 0 || made != 1000 {
+            failures.push(format!(
+                "{t} threads: {hung} of {made} children hung in the checks\n{}",
+                describe(&cmd, &out)
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
 /// The real rdma-core under the shim: its device-list path (sysfs scans,
 /// the shim's list table) is what churns.
 #[test]

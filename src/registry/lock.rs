@@ -106,6 +106,25 @@ pub const fn mutex<T>(value: T) -> Mutex<T> {
 
 /// `fork()` prepare: takes `m` and keeps it taken (the guard is forgotten)
 /// until [`fork_release`] in the parent or [`fork_reset`] in the child.
+/// One step of `fork()` for a lock: taken before (`Prepare`), released in
+/// the parent, reset in the child.
+#[derive(Clone, Copy)]
+pub enum ForkStep {
+    Prepare,
+    Parent,
+    Child,
+}
+
+impl ForkStep {
+    pub fn apply<T>(self, m: &Mutex<T>) {
+        match self {
+            ForkStep::Prepare => fork_hold(m),
+            ForkStep::Parent => fork_release(m),
+            ForkStep::Child => fork_reset(m),
+        }
+    }
+}
+
 pub fn fork_hold<T>(m: &Mutex<T>) {
     std::mem::forget(m.lock());
 }

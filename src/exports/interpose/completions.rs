@@ -261,3 +261,8 @@ fn flush_lines(ctx: usize) {
 pub(super) fn at_exit() {
     flush_lines(0);
 }
+
+/// `fork()`: this module's lock, held across the fork (`interpose::fork`).
+pub(super) fn fork(step: crate::registry::lock::ForkStep) {
+    step.apply(&QPS);
+}

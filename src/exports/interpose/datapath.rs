@@ -600,3 +600,8 @@ unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, solicited_only: c_int) -> c_
     // SAFETY: the provider's own entry, with the program's arguments.
     unsafe { real(cq, solicited_only) }
 }
+
+/// `fork()`: this module's lock, held across the fork (`interpose::fork`).
+pub(super) fn fork(step: crate::registry::lock::ForkStep) {
+    step.apply(&REPORTED);
+}

@@ -118,3 +118,8 @@ unsafe extern "C" fn next_poll(cq: *mut ibv_cq_ex) -> c_int {
     }
     rc
 }
+
+/// `fork()`: this module's lock, held across the fork (`interpose::fork`).
+pub(super) fn fork(step: crate::registry::lock::ForkStep) {
+    step.apply(&SAVED);
+}

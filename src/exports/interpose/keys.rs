@@ -139,3 +139,8 @@ pub(super) fn deregistered(mr: &Obj) {
     ix.gone.insert(lkey, mr.addr);
     GENERATION.fetch_add(1, Ordering::Release);
 }
+
+/// `fork()`: this module's lock, held across the fork (`interpose::fork`).
+pub(super) fn fork(step: crate::registry::lock::ForkStep) {
+    step.apply(&INDEX);
+}

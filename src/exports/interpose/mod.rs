@@ -287,6 +287,16 @@ pub fn mr_deregistered(mr: &crate::registry::objects::Obj) {
 }
 
 /// At exit: what the error-completion explainer still has to say.
+/// `fork()`: the data-path checks' locks (taken after the registry's, as
+/// their users take them), so that a child never inherits one held by a
+/// thread that does not exist there.
+pub fn fork(step: crate::registry::lock::ForkStep) {
+    keys::fork(step);
+    datapath::fork(step);
+    completions::fork(step);
+    excq::fork(step);
+}
+
 pub fn at_exit() {
     completions::at_exit();
 }
