@@ -23,7 +23,7 @@ use crate::registry::objects::{self, Kind};
 
 /// Posts remembered per QP, to match an error completion to its WR.
 const RECENT: usize = 64;
-const WC_WR_FLUSH_ERR: c_int = 5;
+const WC_WR_FLUSH_ERR: c_int = verbs_abi::ibv_wc_status::IBV_WC_WR_FLUSH_ERR as c_int;
 
 /// A posted work request, as remembered.
 #[derive(Clone, Copy)]

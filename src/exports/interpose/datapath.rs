@@ -16,7 +16,8 @@ use std::fmt;
 use std::ptr::addr_of;
 
 use verbs_abi::{
-    ibv_context_ops, ibv_cq, ibv_qp, ibv_recv_wr, ibv_send_wr, ibv_sge, ibv_srq, ibv_wc,
+    ibv_access_flags, ibv_context_ops, ibv_cq, ibv_qp, ibv_qp_state, ibv_recv_wr, ibv_send_flags,
+    ibv_send_wr, ibv_sge, ibv_srq, ibv_wc, ibv_wr_opcode,
 };
 
 use super::keys::{self, Key};
@@ -87,16 +88,17 @@ pub(super) unsafe fn patch_poll(e: &Entry, ops: *mut ibv_context_ops) {
     };
 }
 
-// IBV_QPS_* and IBV_WR_* / IBV_SEND_* / IBV_ACCESS_* values of verbs.h.
-const QPS_RESET: c_int = 0;
-const QPS_RTS: c_int = 3;
-const QPS_SQD: c_int = 4;
-const QPS_ERR: c_int = 6;
-const WR_RDMA_READ: c_int = 4;
-const WR_ATOMIC_CMP_AND_SWP: c_int = 5;
-const WR_ATOMIC_FETCH_AND_ADD: c_int = 6;
-const SEND_INLINE: u32 = 1 << 3;
-const ACCESS_LOCAL_WRITE: u32 = 1;
+// IBV_QPS_* and IBV_WR_* / IBV_SEND_* / IBV_ACCESS_* values of verbs.h,
+// as the C ints the checks compare.
+const QPS_RESET: c_int = ibv_qp_state::IBV_QPS_RESET as c_int;
+const QPS_RTS: c_int = ibv_qp_state::IBV_QPS_RTS as c_int;
+const QPS_SQD: c_int = ibv_qp_state::IBV_QPS_SQD as c_int;
+const QPS_ERR: c_int = ibv_qp_state::IBV_QPS_ERR as c_int;
+const WR_RDMA_READ: c_int = ibv_wr_opcode::IBV_WR_RDMA_READ as c_int;
+const WR_ATOMIC_CMP_AND_SWP: c_int = ibv_wr_opcode::IBV_WR_ATOMIC_CMP_AND_SWP as c_int;
+const WR_ATOMIC_FETCH_AND_ADD: c_int = ibv_wr_opcode::IBV_WR_ATOMIC_FETCH_AND_ADD as c_int;
+const SEND_INLINE: u32 = ibv_send_flags::IBV_SEND_INLINE as u32;
+const ACCESS_LOCAL_WRITE: u32 = ibv_access_flags::IBV_ACCESS_LOCAL_WRITE as u32;
 /// `objects::MR_VIA` entries whose SGE addresses are not virtual
 /// addresses inside `[addr, addr + length)` (an iova, a dma-buf offset, a
 /// device-memory offset): their range is not checked.

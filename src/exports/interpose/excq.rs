@@ -18,7 +18,7 @@ type StartPoll = unsafe extern "C" fn(*mut ibv_cq_ex, *mut ibv_poll_cq_attr) -> 
 type NextPoll = unsafe extern "C" fn(*mut ibv_cq_ex) -> c_int;
 
 /// `IBV_WC_EX_WITH_QP_NUM`: the CQ can say which QP a completion is of.
-const WITH_QP_NUM: u64 = 1 << 2;
+const WITH_QP_NUM: u64 = verbs_abi::ibv_create_cq_wc_flags::IBV_WC_EX_WITH_QP_NUM as u64;
 
 #[derive(Clone, Copy)]
 struct Saved {

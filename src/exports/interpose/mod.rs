@@ -33,6 +33,7 @@ mod datapath;
 mod excq;
 mod keys;
 mod objects;
+mod queues;
 
 /// The entries the shim wraps, as indices into a context's saved table.
 #[derive(Clone, Copy)]

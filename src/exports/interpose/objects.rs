@@ -7,10 +7,11 @@
 //! Objects these make that an export destroys (a CQ, QP, SRQ, parent domain
 //! or DM MR) are recorded under the export's kind, so `ibv_destroy_cq`,
 //! `ibv_destroy_qp`, `ibv_destroy_srq`, `ibv_dealloc_pd` and `ibv_dereg_mr`
-//! take them out.
+//! take them out. The queue makers (extended CQs, QPs, SRQs, XRCDs, flows)
+//! are in `queues`; this module patches every entry and has the shared
+//! create/destroy shapes.
 
 use std::ffi::{c_int, c_uint};
-use std::ptr::addr_of;
 
 use verbs_abi::{
     ibv_alloc_dm_attr, ibv_context, ibv_context_ops, ibv_counters, ibv_counters_init_attr,
@@ -21,17 +22,22 @@ use verbs_abi::{
     ibv_xrcd_init_attr, verbs_context,
 };
 
-use super::super::create_destroy::{create, destroy, record, track, track_mr, Destroy, QpResult};
-use super::super::{alive, forward, tid, Ptr};
+use super::super::create_destroy::{create, destroy, record, track, track_mr, Destroy};
+use super::super::{alive, forward, Ptr};
+use super::queues::*;
 use super::{ctx_of, orig, patch, patch_vctx, Entry, Slot};
 use crate::guard::{export, Errno, ErrnoCode, Refused};
-use crate::registry::objects::{self, Kind, Obj};
+use crate::registry::objects::{self, Kind};
 
 // `ibv_qp_init_attr_ex.comp_mask` and `ibv_srq_init_attr_ex.comp_mask` bits.
-const QP_INIT_ATTR_PD: u32 = 1 << 0;
-const QP_INIT_ATTR_XRCD: u32 = 1 << 1;
-const SRQ_INIT_ATTR_PD: u32 = 1 << 1;
-const SRQ_INIT_ATTR_XRCD: u32 = 1 << 2;
+pub(super) const QP_INIT_ATTR_PD: u32 =
+    verbs_abi::ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_PD as u32;
+pub(super) const QP_INIT_ATTR_XRCD: u32 =
+    verbs_abi::ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_XRCD as u32;
+pub(super) const SRQ_INIT_ATTR_PD: u32 =
+    verbs_abi::ibv_srq_init_attr_mask::IBV_SRQ_INIT_ATTR_PD as u32;
+pub(super) const SRQ_INIT_ATTR_XRCD: u32 =
+    verbs_abi::ibv_srq_init_attr_mask::IBV_SRQ_INIT_ATTR_XRCD as u32;
 /// `ibv_reg_dm_mr` in `objects::MR_VIA`.
 const VIA_REG_DM_MR: u8 = 4;
 
@@ -188,37 +194,44 @@ pub(super) unsafe fn patch_vctx(e: &Entry, vctx: *mut verbs_context) {
 }
 
 // The entries' C signatures (enums as the `c_int` they are in C).
-type AllocMw = unsafe extern "C" fn(*mut ibv_pd, c_int) -> *mut ibv_mw;
-type BindMw = unsafe extern "C" fn(*mut ibv_qp, *mut ibv_mw, *mut ibv_mw_bind) -> c_int;
-type Destroyer<T> = unsafe extern "C" fn(*mut T) -> c_int;
-type CreateCounters =
+pub(super) type AllocMw = unsafe extern "C" fn(*mut ibv_pd, c_int) -> *mut ibv_mw;
+pub(super) type BindMw = unsafe extern "C" fn(*mut ibv_qp, *mut ibv_mw, *mut ibv_mw_bind) -> c_int;
+pub(super) type Destroyer<T> = unsafe extern "C" fn(*mut T) -> c_int;
+pub(super) type CreateCounters =
     unsafe extern "C" fn(*mut ibv_context, *mut ibv_counters_init_attr) -> *mut ibv_counters;
-type RegDmMr = unsafe extern "C" fn(*mut ibv_pd, *mut ibv_dm, u64, usize, c_uint) -> *mut ibv_mr;
-type AllocDm = unsafe extern "C" fn(*mut ibv_context, *mut ibv_alloc_dm_attr) -> *mut ibv_dm;
-type CreateFlowActionEsp =
+pub(super) type RegDmMr =
+    unsafe extern "C" fn(*mut ibv_pd, *mut ibv_dm, u64, usize, c_uint) -> *mut ibv_mr;
+pub(super) type AllocDm =
+    unsafe extern "C" fn(*mut ibv_context, *mut ibv_alloc_dm_attr) -> *mut ibv_dm;
+pub(super) type CreateFlowActionEsp =
     unsafe extern "C" fn(*mut ibv_context, *mut ibv_flow_action_esp_attr) -> *mut ibv_flow_action;
-type AllocParentDomain =
+pub(super) type AllocParentDomain =
     unsafe extern "C" fn(*mut ibv_context, *mut ibv_parent_domain_init_attr) -> *mut ibv_pd;
-type AllocTd = unsafe extern "C" fn(*mut ibv_context, *mut ibv_td_init_attr) -> *mut ibv_td;
-type CreateRwqIndTable = unsafe extern "C" fn(
+pub(super) type AllocTd =
+    unsafe extern "C" fn(*mut ibv_context, *mut ibv_td_init_attr) -> *mut ibv_td;
+pub(super) type CreateRwqIndTable = unsafe extern "C" fn(
     *mut ibv_context,
     *mut ibv_rwq_ind_table_init_attr,
 ) -> *mut ibv_rwq_ind_table;
-type CreateWq = unsafe extern "C" fn(*mut ibv_context, *mut ibv_wq_init_attr) -> *mut ibv_wq;
-type CreateCqEx =
+pub(super) type CreateWq =
+    unsafe extern "C" fn(*mut ibv_context, *mut ibv_wq_init_attr) -> *mut ibv_wq;
+pub(super) type CreateCqEx =
     unsafe extern "C" fn(*mut ibv_context, *mut ibv_cq_init_attr_ex) -> *mut ibv_cq_ex;
-type CreateFlow = unsafe extern "C" fn(*mut ibv_qp, *mut ibv_flow_attr) -> *mut ibv_flow;
-type OpenQp = unsafe extern "C" fn(*mut ibv_context, *mut ibv_qp_open_attr) -> *mut ibv_qp;
-type CreateQpEx = unsafe extern "C" fn(*mut ibv_context, *mut ibv_qp_init_attr_ex) -> *mut ibv_qp;
-type CreateSrqEx =
+pub(super) type CreateFlow = unsafe extern "C" fn(*mut ibv_qp, *mut ibv_flow_attr) -> *mut ibv_flow;
+pub(super) type OpenQp =
+    unsafe extern "C" fn(*mut ibv_context, *mut ibv_qp_open_attr) -> *mut ibv_qp;
+pub(super) type CreateQpEx =
+    unsafe extern "C" fn(*mut ibv_context, *mut ibv_qp_init_attr_ex) -> *mut ibv_qp;
+pub(super) type CreateSrqEx =
     unsafe extern "C" fn(*mut ibv_context, *mut ibv_srq_init_attr_ex) -> *mut ibv_srq;
-type OpenXrcd = unsafe extern "C" fn(*mut ibv_context, *mut ibv_xrcd_init_attr) -> *mut ibv_xrcd;
+pub(super) type OpenXrcd =
+    unsafe extern "C" fn(*mut ibv_context, *mut ibv_xrcd_init_attr) -> *mut ibv_xrcd;
 
 /// The shape of every create here: refused on a parent of a closed context
 /// (`parent`: the argument's name and address, 0 for none), else forwarded
 /// and, when it made something, recorded by `rec`; logged at debug.
 #[inline(always)]
-fn made<T>(
+pub(super) fn made<T>(
     func: &'static str,
     ctx: *mut ibv_context,
     parent: (&'static str, usize),
@@ -250,7 +263,7 @@ fn made<T>(
 
 /// Reads the program's attribute struct (the inline verb hands it on
 /// unchanged), or `default` for NULL.
-fn read_attr<A, R>(attr: *const A, default: R, f: impl FnOnce(&A) -> R) -> R {
+pub(super) fn read_attr<A, R>(attr: *const A, default: R, f: impl FnOnce(&A) -> R) -> R {
     if attr.is_null() {
         return default;
     }
@@ -259,7 +272,7 @@ fn read_attr<A, R>(attr: *const A, default: R, f: impl FnOnce(&A) -> R) -> R {
 }
 
 /// Records a table-made object of `kind` with `id` (its `a`).
-fn track_simple<T>(
+pub(super) fn track_simple<T>(
     kind: Kind,
     obj: *mut T,
     ctx: *mut ibv_context,
@@ -543,222 +556,6 @@ unsafe extern "C" fn create_wq(ctx: *mut ibv_context, attr: *mut ibv_wq_init_att
                 let num = unsafe { (*wq).wq_num };
                 track_simple(Kind::Wq, wq, ctx, pd, caller, num as u64)
             },
-        )
-    })
-}
-
-/// An extended CQ is a CQ (`ibv_destroy_cq` takes it).
-unsafe extern "C" fn create_cq_ex(
-    ctx: *mut ibv_context,
-    attr: *mut ibv_cq_init_attr_ex,
-) -> *mut ibv_cq_ex {
-    let caller = crate::caller!();
-    export("ibv_create_cq_ex", || {
-        let real: CreateCqEx = orig(ctx, Slot::CreateCqEx, "ibv_create_cq_ex")?;
-        let (channel, vector) = read_attr(attr, (0, 0), |a| (a.channel as usize, a.comp_vector));
-        made(
-            "ibv_create_cq_ex",
-            ctx,
-            ("channel", channel),
-            // SAFETY: the provider's own entry, with the inline verb's arguments.
-            || unsafe { real(ctx, attr) },
-            |cq| {
-                let mut o = record(Kind::Cq, cq, ctx, channel, caller);
-                // SAFETY: a live CQ just returned by the provider.
-                o.x = unsafe { (*cq).cqe } as u32;
-                o.a = vector as u64;
-                track(o);
-                if crate::checks::datapath() {
-                    let wc_flags = read_attr(attr, 0, |a| a.wc_flags);
-                    // SAFETY: a live extended CQ just returned by the provider.
-                    unsafe { super::excq::patch(cq, wc_flags) };
-                }
-            },
-        )
-    })
-}
-
-unsafe extern "C" fn create_flow(qp: *mut ibv_qp, attr: *mut ibv_flow_attr) -> *mut ibv_flow {
-    let caller = crate::caller!();
-    export("ibv_create_flow", || {
-        // SAFETY: the inline verb read this QP's context to reach the table.
-        let ctx = unsafe { ctx_of(qp) };
-        let real: CreateFlow = orig(ctx, Slot::CreateFlow, "ibv_create_flow")?;
-        made(
-            "ibv_create_flow",
-            ctx,
-            ("qp", qp as usize),
-            // SAFETY: the provider's own entry, with the inline verb's arguments.
-            || unsafe { real(qp, attr) },
-            |flow| {
-                // A flow's first member is not its context: record it by hand.
-                // SAFETY: a live flow just returned by the provider.
-                let handle = unsafe { (*flow).handle };
-                let mut o = Obj::new(
-                    Kind::Flow,
-                    flow as usize,
-                    ctx as usize,
-                    qp as usize,
-                    caller,
-                    tid(),
-                );
-                o.a = handle as u64;
-                track(o);
-            },
-        )
-    })
-}
-
-/// Records a QP made by `ibv_create_qp_ex` or `ibv_open_qp` on `parent`.
-fn track_qp(
-    qp: *mut ibv_qp,
-    ctx: *mut ibv_context,
-    parent: usize,
-    qp_type: c_int,
-    cqs: [usize; 3],
-    caller: usize,
-) {
-    let mut o = record(Kind::Qp, qp, ctx, parent, caller);
-    // SAFETY: a live QP just returned by the provider.
-    o.x = unsafe { (*qp).qp_num };
-    o.a = cqs[0] as u64;
-    o.b = cqs[1] as u64;
-    o.c = cqs[2] as u64;
-    o.set_sub(qp_type as u8);
-    track(o);
-}
-
-unsafe extern "C" fn create_qp_ex(
-    ctx: *mut ibv_context,
-    attr: *mut ibv_qp_init_attr_ex,
-) -> *mut ibv_qp {
-    let caller = crate::caller!();
-    export("ibv_create_qp_ex", || {
-        let real: CreateQpEx = orig(ctx, Slot::CreateQpEx, "ibv_create_qp_ex")?;
-        let (mut parent, mut qp_type, mut cqs) = (0, 0, [0; 3]);
-        if !attr.is_null() {
-            // SAFETY: the program's attributes (the inline verb passes them
-            // on); qp_type is read as the int it is in C.
-            unsafe {
-                let a = &*attr;
-                parent = if a.comp_mask & QP_INIT_ATTR_PD != 0 {
-                    a.pd as usize
-                } else if a.comp_mask & QP_INIT_ATTR_XRCD != 0 {
-                    a.xrcd as usize
-                } else {
-                    0
-                };
-                qp_type = addr_of!(a.qp_type).cast::<c_int>().read();
-                cqs = [a.send_cq as usize, a.recv_cq as usize, a.srq as usize];
-            }
-        }
-        create(
-            (parent != 0).then_some(("ibv_create_qp_ex", "pd", parent)),
-            // SAFETY: the provider's own entry, with the inline verb's arguments.
-            || unsafe { real(ctx, attr) },
-            |qp| {
-                let errno = Errno::save();
-                track_qp(qp, ctx, parent, qp_type, cqs, caller);
-                errno.restore();
-            },
-            |call, qp| {
-                call.end(
-                    format_args!(
-                        "ibv_create_qp_ex(context={}, qp_init_attr_ex={})",
-                        Ptr(ctx),
-                        Ptr(attr)
-                    ),
-                    format_args!("{}", QpResult(qp)),
-                    qp.is_null(),
-                )
-            },
-        )
-    })
-}
-
-unsafe extern "C" fn open_qp(ctx: *mut ibv_context, attr: *mut ibv_qp_open_attr) -> *mut ibv_qp {
-    let caller = crate::caller!();
-    export("ibv_open_qp", || {
-        let real: OpenQp = orig(ctx, Slot::OpenQp, "ibv_open_qp")?;
-        let (xrcd, qp_type) = if attr.is_null() {
-            (0, 0)
-        } else {
-            // SAFETY: the program's attributes; qp_type read as a C int.
-            unsafe {
-                (
-                    (*attr).xrcd as usize,
-                    addr_of!((*attr).qp_type).cast::<c_int>().read(),
-                )
-            }
-        };
-        made(
-            "ibv_open_qp",
-            ctx,
-            ("xrcd", xrcd),
-            // SAFETY: the provider's own entry, with the inline verb's arguments.
-            || unsafe { real(ctx, attr) },
-            |qp| track_qp(qp, ctx, xrcd, qp_type, [0; 3], caller),
-        )
-    })
-}
-
-unsafe extern "C" fn create_srq_ex(
-    ctx: *mut ibv_context,
-    attr: *mut ibv_srq_init_attr_ex,
-) -> *mut ibv_srq {
-    let caller = crate::caller!();
-    export("ibv_create_srq_ex", || {
-        let real: CreateSrqEx = orig(ctx, Slot::CreateSrqEx, "ibv_create_srq_ex")?;
-        let parent = if attr.is_null() {
-            0
-        } else {
-            // SAFETY: the program's attributes (the inline verb passes them on).
-            unsafe {
-                let a = &*attr;
-                if a.comp_mask & SRQ_INIT_ATTR_PD != 0 {
-                    a.pd as usize
-                } else if a.comp_mask & SRQ_INIT_ATTR_XRCD != 0 {
-                    a.xrcd as usize
-                } else {
-                    0
-                }
-            }
-        };
-        made(
-            "ibv_create_srq_ex",
-            ctx,
-            ("pd", parent),
-            // SAFETY: the provider's own entry, with the inline verb's arguments.
-            || unsafe { real(ctx, attr) },
-            |srq| {
-                let mut o = record(Kind::Srq, srq, ctx, parent, caller);
-                if !attr.is_null() {
-                    // SAFETY: the attributes the provider just accepted.
-                    let sizes = unsafe { (*attr).attr };
-                    o.x = sizes.max_wr;
-                    o.a = sizes.max_sge as u64;
-                    o.b = sizes.srq_limit as u64;
-                }
-                track(o);
-            },
-        )
-    })
-}
-
-unsafe extern "C" fn open_xrcd(
-    ctx: *mut ibv_context,
-    attr: *mut ibv_xrcd_init_attr,
-) -> *mut ibv_xrcd {
-    let caller = crate::caller!();
-    export("ibv_open_xrcd", || {
-        let real: OpenXrcd = orig(ctx, Slot::OpenXrcd, "ibv_open_xrcd")?;
-        // SAFETY: the provider's own entry, with the inline verb's arguments.
-        made(
-            "ibv_open_xrcd",
-            ctx,
-            ("attr", 0),
-            || unsafe { real(ctx, attr) },
-            |x| track_simple(Kind::Xrcd, x, ctx, 0, caller, 0),
         )
     })
 }

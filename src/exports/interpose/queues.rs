@@ -1,0 +1,242 @@
+//! The queues the function tables make: extended CQs, QPs (also XRC, and
+//! `ibv_open_qp`'s), extended SRQs, XRC domains, flows. Recorded as the
+//! exports' kinds where an export destroys them (`objects` has the rest
+//! and the patching).
+
+use std::ffi::c_int;
+use std::ptr::addr_of;
+
+use verbs_abi::{
+    ibv_context, ibv_cq_ex, ibv_cq_init_attr_ex, ibv_flow, ibv_flow_attr, ibv_qp,
+    ibv_qp_init_attr_ex, ibv_qp_open_attr, ibv_srq, ibv_srq_init_attr_ex, ibv_xrcd,
+    ibv_xrcd_init_attr,
+};
+
+use super::super::create_destroy::{create, record, track, QpResult};
+use super::super::{tid, Ptr};
+use super::objects::*;
+use super::{ctx_of, orig, Slot};
+use crate::guard::{export, Errno};
+use crate::registry::objects::{Kind, Obj};
+
+/// An extended CQ is a CQ (`ibv_destroy_cq` takes it).
+pub(super) unsafe extern "C" fn create_cq_ex(
+    ctx: *mut ibv_context,
+    attr: *mut ibv_cq_init_attr_ex,
+) -> *mut ibv_cq_ex {
+    let caller = crate::caller!();
+    export("ibv_create_cq_ex", || {
+        let real: CreateCqEx = orig(ctx, Slot::CreateCqEx, "ibv_create_cq_ex")?;
+        let (channel, vector) = read_attr(attr, (0, 0), |a| (a.channel as usize, a.comp_vector));
+        made(
+            "ibv_create_cq_ex",
+            ctx,
+            ("channel", channel),
+            // SAFETY: the provider's own entry, with the inline verb's arguments.
+            || unsafe { real(ctx, attr) },
+            |cq| {
+                let mut o = record(Kind::Cq, cq, ctx, channel, caller);
+                // SAFETY: a live CQ just returned by the provider.
+                o.x = unsafe { (*cq).cqe } as u32;
+                o.a = vector as u64;
+                track(o);
+                if crate::checks::datapath() {
+                    let wc_flags = read_attr(attr, 0, |a| a.wc_flags);
+                    // SAFETY: a live extended CQ just returned by the provider.
+                    unsafe { super::excq::patch(cq, wc_flags) };
+                }
+            },
+        )
+    })
+}
+
+pub(super) unsafe extern "C" fn create_flow(
+    qp: *mut ibv_qp,
+    attr: *mut ibv_flow_attr,
+) -> *mut ibv_flow {
+    let caller = crate::caller!();
+    export("ibv_create_flow", || {
+        // SAFETY: the inline verb read this QP's context to reach the table.
+        let ctx = unsafe { ctx_of(qp) };
+        let real: CreateFlow = orig(ctx, Slot::CreateFlow, "ibv_create_flow")?;
+        made(
+            "ibv_create_flow",
+            ctx,
+            ("qp", qp as usize),
+            // SAFETY: the provider's own entry, with the inline verb's arguments.
+            || unsafe { real(qp, attr) },
+            |flow| {
+                // A flow's first member is not its context: record it by hand.
+                // SAFETY: a live flow just returned by the provider.
+                let handle = unsafe { (*flow).handle };
+                let mut o = Obj::new(
+                    Kind::Flow,
+                    flow as usize,
+                    ctx as usize,
+                    qp as usize,
+                    caller,
+                    tid(),
+                );
+                o.a = handle as u64;
+                track(o);
+            },
+        )
+    })
+}
+
+/// Records a QP made by `ibv_create_qp_ex` or `ibv_open_qp` on `parent`.
+fn track_qp(
+    qp: *mut ibv_qp,
+    ctx: *mut ibv_context,
+    parent: usize,
+    qp_type: c_int,
+    cqs: [usize; 3],
+    caller: usize,
+) {
+    let mut o = record(Kind::Qp, qp, ctx, parent, caller);
+    // SAFETY: a live QP just returned by the provider.
+    o.x = unsafe { (*qp).qp_num };
+    o.a = cqs[0] as u64;
+    o.b = cqs[1] as u64;
+    o.c = cqs[2] as u64;
+    o.set_sub(qp_type as u8);
+    track(o);
+}
+
+pub(super) unsafe extern "C" fn create_qp_ex(
+    ctx: *mut ibv_context,
+    attr: *mut ibv_qp_init_attr_ex,
+) -> *mut ibv_qp {
+    let caller = crate::caller!();
+    export("ibv_create_qp_ex", || {
+        let real: CreateQpEx = orig(ctx, Slot::CreateQpEx, "ibv_create_qp_ex")?;
+        let (mut parent, mut qp_type, mut cqs) = (0, 0, [0; 3]);
+        if !attr.is_null() {
+            // SAFETY: the program's attributes (the inline verb passes them
+            // on); qp_type is read as the int it is in C.
+            unsafe {
+                let a = &*attr;
+                parent = if a.comp_mask & QP_INIT_ATTR_PD != 0 {
+                    a.pd as usize
+                } else if a.comp_mask & QP_INIT_ATTR_XRCD != 0 {
+                    a.xrcd as usize
+                } else {
+                    0
+                };
+                qp_type = addr_of!(a.qp_type).cast::<c_int>().read();
+                cqs = [a.send_cq as usize, a.recv_cq as usize, a.srq as usize];
+            }
+        }
+        create(
+            (parent != 0).then_some(("ibv_create_qp_ex", "pd", parent)),
+            // SAFETY: the provider's own entry, with the inline verb's arguments.
+            || unsafe { real(ctx, attr) },
+            |qp| {
+                let errno = Errno::save();
+                track_qp(qp, ctx, parent, qp_type, cqs, caller);
+                errno.restore();
+            },
+            |call, qp| {
+                call.end(
+                    format_args!(
+                        "ibv_create_qp_ex(context={}, qp_init_attr_ex={})",
+                        Ptr(ctx),
+                        Ptr(attr)
+                    ),
+                    format_args!("{}", QpResult(qp)),
+                    qp.is_null(),
+                )
+            },
+        )
+    })
+}
+
+pub(super) unsafe extern "C" fn open_qp(
+    ctx: *mut ibv_context,
+    attr: *mut ibv_qp_open_attr,
+) -> *mut ibv_qp {
+    let caller = crate::caller!();
+    export("ibv_open_qp", || {
+        let real: OpenQp = orig(ctx, Slot::OpenQp, "ibv_open_qp")?;
+        let (xrcd, qp_type) = if attr.is_null() {
+            (0, 0)
+        } else {
+            // SAFETY: the program's attributes; qp_type read as a C int.
+            unsafe {
+                (
+                    (*attr).xrcd as usize,
+                    addr_of!((*attr).qp_type).cast::<c_int>().read(),
+                )
+            }
+        };
+        made(
+            "ibv_open_qp",
+            ctx,
+            ("xrcd", xrcd),
+            // SAFETY: the provider's own entry, with the inline verb's arguments.
+            || unsafe { real(ctx, attr) },
+            |qp| track_qp(qp, ctx, xrcd, qp_type, [0; 3], caller),
+        )
+    })
+}
+
+pub(super) unsafe extern "C" fn create_srq_ex(
+    ctx: *mut ibv_context,
+    attr: *mut ibv_srq_init_attr_ex,
+) -> *mut ibv_srq {
+    let caller = crate::caller!();
+    export("ibv_create_srq_ex", || {
+        let real: CreateSrqEx = orig(ctx, Slot::CreateSrqEx, "ibv_create_srq_ex")?;
+        let parent = if attr.is_null() {
+            0
+        } else {
+            // SAFETY: the program's attributes (the inline verb passes them on).
+            unsafe {
+                let a = &*attr;
+                if a.comp_mask & SRQ_INIT_ATTR_PD != 0 {
+                    a.pd as usize
+                } else if a.comp_mask & SRQ_INIT_ATTR_XRCD != 0 {
+                    a.xrcd as usize
+                } else {
+                    0
+                }
+            }
+        };
+        made(
+            "ibv_create_srq_ex",
+            ctx,
+            ("pd", parent),
+            // SAFETY: the provider's own entry, with the inline verb's arguments.
+            || unsafe { real(ctx, attr) },
+            |srq| {
+                let mut o = record(Kind::Srq, srq, ctx, parent, caller);
+                if !attr.is_null() {
+                    // SAFETY: the attributes the provider just accepted.
+                    let sizes = unsafe { (*attr).attr };
+                    o.x = sizes.max_wr;
+                    o.a = sizes.max_sge as u64;
+                    o.b = sizes.srq_limit as u64;
+                }
+                track(o);
+            },
+        )
+    })
+}
+
+pub(super) unsafe extern "C" fn open_xrcd(
+    ctx: *mut ibv_context,
+    attr: *mut ibv_xrcd_init_attr,
+) -> *mut ibv_xrcd {
+    let caller = crate::caller!();
+    export("ibv_open_xrcd", || {
+        let real: OpenXrcd = orig(ctx, Slot::OpenXrcd, "ibv_open_xrcd")?;
+        // SAFETY: the provider's own entry, with the inline verb's arguments.
+        made(
+            "ibv_open_xrcd",
+            ctx,
+            ("attr", 0),
+            || unsafe { real(ctx, attr) },
+            |x| track_simple(Kind::Xrcd, x, ctx, 0, caller, 0),
+        )
+    })
+}
