@@ -230,3 +230,41 @@ fn install_build_run_render_and_uninstall() {
         assert!(!staged(&dest, ours).exists(), "{ours} left after uninstall");
     }
 }
+
+/// The man pages keep up with the code: every option `ibv-shim --help`
+/// lists is in ibv-shim(1), and every `IBV_SHIM_*` variable the README
+/// documents is in ibv-shim(7).
+#[test]
+fn the_man_pages_name_every_option_and_variable() {
+    let help = Command::new(target_dir().join("ibv-shim"))
+        .arg("--help")
+        .output()
+        .expect("ibv-shim --help");
+    let help = String::from_utf8_lossy(&help.stdout).into_owned();
+    // roff writes a hyphen in an option as `\-`.
+    let page1 = std::fs::read_to_string(repo_dir().join("man/ibv-shim.1"))
+        .unwrap()
+        .replace("\\-", "-");
+    let page7 = std::fs::read_to_string(repo_dir().join("man/ibv-shim.7")).unwrap();
+    let words = |text: &str, start: &str| -> std::collections::BTreeSet<String> {
+        text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '_'))
+            .filter(|w| w.starts_with(start) && w.len() > start.len())
+            .map(|w| w.trim_end_matches('-').to_string())
+            .collect()
+    };
+    let options = words(&help, "--");
+    assert!(options.len() > 20, "{help}");
+    let missing: Vec<_> = options
+        .iter()
+        .filter(|o| !page1.contains(o.as_str()))
+        .collect();
+    assert!(missing.is_empty(), "ibv-shim(1) lacks {missing:?}");
+    let readme = std::fs::read_to_string(repo_dir().join("README.md")).unwrap();
+    let vars = words(&readme, "IBV_SHIM_");
+    assert!(vars.len() > 10, "{vars:?}");
+    let missing: Vec<_> = vars
+        .iter()
+        .filter(|v| !page7.contains(v.as_str()))
+        .collect();
+    assert!(missing.is_empty(), "ibv-shim(7) lacks {missing:?}");
+}
