@@ -12,6 +12,8 @@ use std::io::{self, Write};
 
 use serde::ser::{self, Serialize};
 
+use report_model::RAW_FIELDS;
+
 fn plain(b: u8) -> bool {
     b >= 0x20 && b != b'"' && b != b'\\'
 }
@@ -86,11 +88,17 @@ pub(super) struct JsonWriter<W> {
     out: W,
     /// Objects and lists open around what is written now.
     depth: usize,
+    /// Writing a `RAW_FIELDS` newtype: its string is copied as it is.
+    verbatim: bool,
 }
 
 impl<W: Write> JsonWriter<W> {
     pub(super) fn new(out: W) -> Self {
-        JsonWriter { out, depth: 0 }
+        JsonWriter {
+            out,
+            depth: 0,
+            verbatim: false,
+        }
     }
 
     fn raw(&mut self, b: &[u8]) -> Result {
@@ -121,6 +129,9 @@ impl<W: Write> JsonWriter<W> {
     /// A JSON string: one scan, then one copy unless something needs an
     /// escape.
     fn string(&mut self, s: &str) -> Result {
+        if self.verbatim {
+            return self.raw(s.as_bytes());
+        }
         self.raw(b"\"")?;
         let bytes = s.as_bytes();
         if !needs_escape(bytes) {
@@ -164,6 +175,37 @@ impl<W: Write> JsonWriter<W> {
     }
 }
 
+/// `v`'s fields as this writer writes them, without the braces: the text
+/// of a `RAW_FIELDS` part. `None` when `room` bytes cannot be had or are
+/// not enough (the fields are then written each time).
+pub(super) fn render_fields<T: Serialize>(v: &T, room: usize) -> Option<String> {
+    let mut buf = Vec::new();
+    crate::oom::fallibly(|| buf.try_reserve_exact(room))?;
+    v.serialize(&mut JsonWriter::new(Fixed(&mut buf))).ok()?;
+    // `{...}`: the fields are what is inside.
+    if buf.first() != Some(&b'{') || buf.pop() != Some(b'}') {
+        return None;
+    }
+    buf.remove(0);
+    String::from_utf8(buf).ok()
+}
+
+/// A buffer that refuses what does not fit rather than grow.
+struct Fixed<'b>(&'b mut Vec<u8>);
+
+impl Write for Fixed<'_> {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        if self.0.capacity() - self.0.len() < b.len() {
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+        self.0.extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
 /// An object or list being written.
 pub(super) struct Compound<'a, W> {
     w: &'a mut JsonWriter<W>,
@@ -186,6 +228,12 @@ impl<W: Write> Compound<'_, W> {
     }
 
     fn field<T: ?Sized + Serialize>(&mut self, key: &'static str, value: &T) -> Result {
+        if key == RAW_FIELDS {
+            // Fields rendered before (by this writer): copied whole.
+            self.w.raw(if self.first { b"" } else { b"," })?;
+            self.first = false;
+            return value.serialize(&mut *self.w);
+        }
         // Field names are Rust identifiers: nothing to escape.
         debug_assert!(key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'));
         self.w.raw(if self.first { b"\"" } else { b",\"" })?;
@@ -278,8 +326,14 @@ impl<'a, W: Write> ser::Serializer for &'a mut JsonWriter<W> {
     fn serialize_unit_variant(self, _: &'static str, _: u32, variant: &'static str) -> Result {
         self.string(variant)
     }
-    fn serialize_newtype_struct<T: ?Sized + Serialize>(self, _: &'static str, v: &T) -> Result {
-        v.serialize(self)
+    fn serialize_newtype_struct<T: ?Sized + Serialize>(self, name: &'static str, v: &T) -> Result {
+        if name != RAW_FIELDS {
+            return v.serialize(self);
+        }
+        self.verbatim = true;
+        let done = v.serialize(&mut *self);
+        self.verbatim = false;
+        done
     }
     fn serialize_newtype_variant<T: ?Sized + Serialize>(
         self,
@@ -422,6 +476,59 @@ mod tests {
         // A report read back with the model writes as serde_json writes it.
         let (ours, theirs) = both(&report_model::Found::Close);
         assert_eq!(ours, theirs);
+    }
+
+    /// An object written with its device and site rendered before reads
+    /// exactly as serde_json writes it whole, escapes included.
+    #[test]
+    fn rendered_parts_write_what_serde_json_writes() {
+        use report_model::{Address, Created, Detail, Found, Object, PdFields, Rendered};
+        let object = Object {
+            handle: Address(0x10),
+            context: Some(Address(0x20)),
+            device: Some("mlx5_\"0\u{1}".into()),
+            guid: None,
+            vendor: Some("NVIDIA/Mellanox".into()),
+            parent: None,
+            detail: Detail::Pd(PdFields { handle: 3 }),
+            created: Created {
+                thread: 7,
+                time: Some(1796102249.959),
+                module: Some("/bin/a b\\c".into()),
+                symbol: None,
+                offset: Some(0x1c),
+                function: Some("main".into()),
+                file: None,
+                line: Some(12),
+                build_id: Some("8d2a".into()),
+                backtrace: Some(vec!["main (a.c:3)".into()]),
+            },
+            found: Found::Exit,
+            suppressed: false,
+            kept_by: None,
+        };
+        let device = render_fields(&object.device_part(), 1024).unwrap();
+        let site = render_fields(&object.created.site(), 1024).unwrap();
+        assert!(device.starts_with("\"device\":"), "{device}");
+        for parts in [
+            Rendered::default(),
+            Rendered {
+                device: Some(&device),
+                site: None,
+            },
+            Rendered {
+                device: Some(&device),
+                site: Some(&site),
+            },
+        ] {
+            let mut ours = Vec::new();
+            let with = object.with(parts);
+            with.serialize(&mut JsonWriter::new(&mut ours)).unwrap();
+            let ours = String::from_utf8(ours).unwrap();
+            assert_eq!(ours, serde_json::to_string(&object).unwrap(), "{parts:?}");
+        }
+        // Too little room: not rendered (the fields are written instead).
+        assert_eq!(render_fields(&object.device_part(), 8), None);
     }
 
     #[test]
