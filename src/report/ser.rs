@@ -12,7 +12,7 @@ use std::io::{self, Write};
 
 use serde::ser::{self, Serialize};
 
-use report_model::RAW_FIELDS;
+use report_model::{ADDRESS, RAW_FIELDS};
 
 fn plain(b: u8) -> bool {
     b >= 0x20 && b != b'"' && b != b'\\'
@@ -90,6 +90,8 @@ pub(super) struct JsonWriter<W> {
     depth: usize,
     /// Writing a `RAW_FIELDS` newtype: its string is copied as it is.
     verbatim: bool,
+    /// Writing an `ADDRESS` newtype: its number is written as `"0x..."`.
+    hex: bool,
 }
 
 impl<W: Write> JsonWriter<W> {
@@ -98,6 +100,7 @@ impl<W: Write> JsonWriter<W> {
             out,
             depth: 0,
             verbatim: false,
+            hex: false,
         }
     }
 
@@ -105,16 +108,47 @@ impl<W: Write> JsonWriter<W> {
         self.out.write_all(b).map_err(Error::Io)
     }
 
-    fn uint(&mut self, mut v: u64) -> Result {
+    /// `"0x..."` (lowercase, as `report_model::Address` writes it).
+    fn hex(&mut self, mut v: u64) -> Result {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
         let mut b = [0u8; 20];
-        let mut i = b.len();
+        let mut i = b.len() - 1;
+        b[i] = b'"';
         loop {
             i -= 1;
-            b[i] = b'0' + (v % 10) as u8;
-            v /= 10;
+            b[i] = HEX[(v & 15) as usize];
+            v >>= 4;
             if v == 0 {
                 break;
             }
+        }
+        i -= 3;
+        b[i..i + 3].copy_from_slice(b"\"0x");
+        self.raw(&b[i..])
+    }
+
+    /// Decimal, two digits a division (keys and offsets have 5 to 10).
+    fn uint(&mut self, mut v: u64) -> Result {
+        const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+            2021222324252627282930313233343536373839\
+            4041424344454647484950515253545556575859\
+            6061626364656667686970717273747576777879\
+            8081828384858687888990919293949596979899";
+        let mut b = [0u8; 20];
+        let mut i = b.len();
+        while v >= 100 {
+            let p = (v % 100) as usize * 2;
+            v /= 100;
+            i -= 2;
+            b[i..i + 2].copy_from_slice(&PAIRS[p..p + 2]);
+        }
+        if v >= 10 {
+            let p = v as usize * 2;
+            i -= 2;
+            b[i..i + 2].copy_from_slice(&PAIRS[p..p + 2]);
+        } else {
+            i -= 1;
+            b[i] = b'0' + v as u8;
         }
         self.raw(&b[i..])
     }
@@ -262,6 +296,11 @@ impl<'a, W: Write> ser::Serializer for &'a mut JsonWriter<W> {
     type SerializeStruct = Compound<'a, W>;
     type SerializeStructVariant = ser::Impossible<(), Error>;
 
+    /// Only inside an `ADDRESS`: what asks is then an address, which gives
+    /// its number.
+    fn is_human_readable(&self) -> bool {
+        !self.hex
+    }
     fn serialize_bool(self, v: bool) -> Result {
         self.raw(if v { b"true" } else { b"false" })
     }
@@ -287,7 +326,10 @@ impl<'a, W: Write> ser::Serializer for &'a mut JsonWriter<W> {
         self.uint(v.into())
     }
     fn serialize_u64(self, v: u64) -> Result {
-        self.uint(v)
+        match self.hex {
+            true => self.hex(v),
+            false => self.uint(v),
+        }
     }
     fn serialize_f32(self, v: f32) -> Result {
         self.serialize_f64(v.into())
@@ -327,6 +369,13 @@ impl<'a, W: Write> ser::Serializer for &'a mut JsonWriter<W> {
         self.string(variant)
     }
     fn serialize_newtype_struct<T: ?Sized + Serialize>(self, name: &'static str, v: &T) -> Result {
+        if name == ADDRESS {
+            // Its number, written here: no text to format and check.
+            self.hex = true;
+            let done = v.serialize(&mut *self);
+            self.hex = false;
+            return done;
+        }
         if name != RAW_FIELDS {
             return v.serialize(self);
         }
@@ -473,6 +522,12 @@ mod tests {
         assert_eq!(ours.matches('\n').count(), 3, "{ours}");
         let back: serde_json::Value = serde_json::from_str(&ours).unwrap();
         assert_eq!(back, doc);
+        // Addresses: ours writes the number, serde_json the model's text.
+        use report_model::Address;
+        let addrs = [0, 1, 0xf, 0x10, 0x7f00_0000_1000, u64::MAX].map(Address);
+        let (ours, theirs) = both(&[[(addrs, Some(Address(0x5000)), None::<Address>)]]);
+        assert_eq!(ours.replace('\n', ""), theirs);
+        assert!(ours.contains("\"0xffffffffffffffff\""), "{ours}");
         // A report read back with the model writes as serde_json writes it.
         let (ours, theirs) = both(&report_model::Found::Close);
         assert_eq!(ours, theirs);
@@ -529,6 +584,18 @@ mod tests {
         }
         // Too little room: not rendered (the fields are written instead).
         assert_eq!(render_fields(&object.device_part(), 8), None);
+    }
+
+    #[test]
+    fn integers_are_written_as_serde_json_writes_them() {
+        let mut v: Vec<u64> = (0..1000).collect();
+        v.extend((0..64).flat_map(|s| [1u64 << s, (1u64 << s) - 1, (1u64 << s) + 1]));
+        v.extend([99_999, 100_000, 207_287, 4_294_967_295, u64::MAX]);
+        let (ours, theirs) = both(&[[v]]);
+        assert_eq!(ours.replace('\n', ""), theirs);
+        let i: Vec<i64> = [0, -1, -10, -99, -100, i64::MIN, i64::MAX].into();
+        let (ours, theirs) = both(&[[i]]);
+        assert_eq!(ours.replace('\n', ""), theirs);
     }
 
     #[test]

@@ -172,9 +172,26 @@ impl Address {
     }
 }
 
+/// The name of the newtype an [`Address`] is written as: a writer that
+/// knows it may ask for the number (its inner value, not human-readable, is
+/// the `u64`) and write the `"0x..."` itself; any other writes the text.
+pub const ADDRESS: &str = "$ibv_shim::address";
+
 impl Serialize for Address {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.format(&mut [0; 18]))
+        s.serialize_newtype_struct(ADDRESS, &Bits(self.0))
+    }
+}
+
+/// An address: its text, or in a compact form its number.
+struct Bits(u64);
+
+impl Serialize for Bits {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match s.is_human_readable() {
+            true => s.serialize_str(Address(self.0).format(&mut [0; 18])),
+            false => s.serialize_u64(self.0),
+        }
     }
 }
 
