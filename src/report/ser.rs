@@ -39,6 +39,18 @@ fn needs_escape(bytes: &[u8]) -> bool {
     chunks.remainder().iter().any(|&b| !plain(b))
 }
 
+/// `v` in milliseconds, when it is a whole number of them (the report's
+/// times) between 1 s and 2^33 s: its shortest round-trip digits are then
+/// those of `ms / 1000` (a double's step there is under 2e-6, so no shorter
+/// decimal reads back as `v`), written without ryu.
+fn whole_ms(v: f64) -> Option<u64> {
+    if !(1.0..8_589_934_592.0).contains(&v) {
+        return None;
+    }
+    let ms = (v * 1000.0).round();
+    (ms / 1000.0 == v).then_some(ms as u64)
+}
+
 /// Why writing stopped: the file's error, or a type the report model
 /// does not use.
 #[derive(Debug)]
@@ -158,6 +170,21 @@ impl<W: Write> JsonWriter<W> {
             self.raw(b"-")?;
         }
         self.uint(v.unsigned_abs())
+    }
+
+    /// Milliseconds as seconds, as ryu writes them: `s.f` with the
+    /// fraction's trailing zeros dropped (one digit at least).
+    fn seconds(&mut self, ms: u64) -> Result {
+        self.uint(ms / 1000)?;
+        let f = ms % 1000;
+        let digit = |d: u64| b'0' + (d % 10) as u8;
+        let digits = [b'.', digit(f / 100), digit(f / 10), digit(f)];
+        let keep = match (f % 100, f % 10) {
+            (0, _) => 2,
+            (_, 0) => 3,
+            _ => 4,
+        };
+        self.raw(&digits[..keep])
     }
 
     /// A JSON string: one scan, then one copy unless something needs an
@@ -335,6 +362,9 @@ impl<'a, W: Write> ser::Serializer for &'a mut JsonWriter<W> {
         self.serialize_f64(v.into())
     }
     fn serialize_f64(self, v: f64) -> Result {
+        if let Some(ms) = whole_ms(v) {
+            return self.seconds(ms);
+        }
         // As serde_json: shortest round-trip digits, null when not finite.
         match v.is_finite() {
             true => {
@@ -595,6 +625,41 @@ mod tests {
         assert_eq!(ours.replace('\n', ""), theirs);
         let i: Vec<i64> = [0, -1, -10, -99, -100, i64::MIN, i64::MAX].into();
         let (ours, theirs) = both(&[[i]]);
+        assert_eq!(ours.replace('\n', ""), theirs);
+    }
+
+    /// Times (whole milliseconds) are written as ryu writes them.
+    #[test]
+    fn times_are_written_as_serde_json_writes_them() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut v = vec![
+            1.0,
+            1.5,
+            1.25,
+            1.125,
+            10.0,
+            1796102249.959,
+            1796108709.21,
+            1796108709.0,
+        ];
+        v.extend([
+            8_589_934_591.999,
+            8_589_934_592.0,
+            0.5,
+            0.001,
+            0.0,
+            -1.5,
+            1e300,
+        ]);
+        for _ in 0..200_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let ms = x % 9_000_000_000_000;
+            v.push(ms as f64 / 1000.0);
+            v.push(f64::from_bits(x >> 2));
+        }
+        let (ours, theirs) = both(&[[v]]);
         assert_eq!(ours.replace('\n', ""), theirs);
     }
 
