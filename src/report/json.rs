@@ -28,7 +28,7 @@ use crate::registry::objects::{AH_VIA, MR_VIA};
 use report_model::{self as model, Address, Detail, Found, Report, SCHEMA};
 
 use super::inventory::{kind_of, Inventory};
-use super::ser::JsonWriter;
+use super::ser::{render_fields, JsonWriter};
 use super::site::{frames, program, site, Site};
 use super::suppress::{Suppressor, Why};
 use super::text::qp_type;
@@ -158,24 +158,79 @@ fn checks() -> Option<std::collections::BTreeMap<String, u64>> {
     })
 }
 
-/// A context as its objects show it: device name and GUID text.
+/// A context as its objects show it: device name and GUID text, and the
+/// three as JSON (rendered once: see `model::Rendered`).
 #[derive(Default)]
 struct Device {
     name: Option<String>,
     guid: Option<String>,
     vendor: Option<&'static str>,
+    json: Option<String>,
 }
 
 impl Device {
     fn of(info: Option<&ContextInfo>) -> Device {
-        Device {
+        let mut d = Device {
             name: info.and_then(|i| i.device_name.as_deref().and_then(oom::try_string)),
             guid: info
                 .and_then(|i| i.guid)
                 .and_then(|g| oom::try_string(&format!("{:016x}", u64::from_be(g)))),
             vendor: info.and_then(|i| super::vendor::vendor(i.device_name.as_deref()?, i.guid)),
+            json: None,
+        };
+        let part = d.part();
+        let text = [part.device, part.guid, part.vendor];
+        d.json = render_fields(&part, room(&text));
+        d
+    }
+
+    fn part(&self) -> model::DevicePart<'_> {
+        model::DevicePart {
+            device: self.name.as_deref(),
+            guid: self.guid.as_deref(),
+            vendor: self.vendor,
         }
     }
+}
+
+/// A creation site, and its fields as JSON (rendered once).
+struct SiteText {
+    site: Site,
+    json: Option<String>,
+}
+
+impl SiteText {
+    fn of(caller: usize) -> SiteText {
+        let site = site(caller);
+        let part = SiteText::part(&site);
+        let text = [
+            part.module,
+            part.symbol,
+            part.function,
+            part.file,
+            part.build_id,
+        ];
+        let json = render_fields(&part, room(&text));
+        SiteText { site, json }
+    }
+
+    fn part(s: &Site) -> model::SitePart<'_> {
+        model::SitePart {
+            module: s.module.as_deref(),
+            symbol: s.symbol.as_deref(),
+            offset: s.offset,
+            function: s.function.as_deref(),
+            file: s.file.as_deref(),
+            line: s.line,
+            build_id: s.build_id.as_deref(),
+        }
+    }
+}
+
+/// Bytes enough for the JSON of a part with these strings: each byte may
+/// take an escape of six, and the names, numbers and nulls fit in 256.
+fn room(text: &[Option<&str>]) -> usize {
+    256 + text.iter().flatten().map(|t| 6 * t.len()).sum::<usize>()
 }
 
 /// Values resolved once per distinct key, the last key remembered
@@ -225,7 +280,7 @@ struct Lookups<'i> {
     inv: &'i Inventory<'i>,
     sup: &'i mut Suppressor,
     clock: Clock,
-    sites: Interned<usize, Site>,
+    sites: Interned<usize, SiteText>,
     devices: Interned<(usize, bool), Device>,
 }
 
@@ -238,7 +293,7 @@ struct Common<'a> {
     parent: usize,
     tid: i32,
     time_ms: u64,
-    site: &'a Site,
+    site: &'a SiteText,
     found: Found,
     quiet: Option<Why>,
 }
@@ -251,6 +306,7 @@ impl Common<'_> {
         backtrace: Option<Vec<Cow<'a, str>>>,
     ) -> model::Object<'a> {
         debug_assert_eq!(detail.kind(), self.kind);
+        let site = &self.site.site;
         model::Object {
             handle: Address(self.handle as u64),
             context: Address::or_null(self.context as u64),
@@ -262,13 +318,13 @@ impl Common<'_> {
             created: model::Created {
                 thread: self.tid,
                 time: Some(clock.wall(self.time_ms)),
-                module: self.site.module.as_deref().map(Cow::Borrowed),
-                symbol: self.site.symbol.as_deref().map(Cow::Borrowed),
-                offset: self.site.offset,
-                function: self.site.function.as_deref().map(Cow::Borrowed),
-                file: self.site.file.as_deref().map(Cow::Borrowed),
-                line: self.site.line,
-                build_id: self.site.build_id.as_deref().map(Cow::Borrowed),
+                module: site.module.as_deref().map(Cow::Borrowed),
+                symbol: site.symbol.as_deref().map(Cow::Borrowed),
+                offset: site.offset,
+                function: site.function.as_deref().map(Cow::Borrowed),
+                file: site.file.as_deref().map(Cow::Borrowed),
+                line: site.line,
+                build_id: site.build_id.as_deref().map(Cow::Borrowed),
                 backtrace,
             },
             found: self.found,
@@ -277,6 +333,14 @@ impl Common<'_> {
                 Some(Why::Kept(owner)) => Some(Cow::Borrowed(owner)),
                 _ => None,
             },
+        }
+    }
+
+    /// The parts rendered once for all objects of this device and site.
+    fn rendered(&self) -> model::Rendered<'_> {
+        model::Rendered {
+            device: self.device.json.as_deref(),
+            site: self.site.json.as_deref(),
         }
     }
 }
@@ -292,7 +356,7 @@ impl Serialize for Listing<'_> {
         let no_device = Device::default();
         for (ctx, c, quiet) in &l.inv.open {
             let device = Device::of(Some(c));
-            let site = l.sites.get(c.caller, || site(c.caller));
+            let site = l.sites.get(c.caller, || SiteText::of(c.caller));
             let common = Common {
                 kind: model::Kind::Context,
                 handle: *ctx,
@@ -308,10 +372,14 @@ impl Serialize for Listing<'_> {
             let detail = Detail::Context(model::ContextFields {
                 imported: c.imported,
             });
-            seq.serialize_element(&common.object(&l.clock, detail, None))?;
+            seq.serialize_element(
+                &common
+                    .object(&l.clock, detail, None)
+                    .with(common.rendered()),
+            )?;
         }
         for (list, quiet) in &l.inv.lists {
-            let site = l.sites.get(list.caller, || site(list.caller));
+            let site = l.sites.get(list.caller, || SiteText::of(list.caller));
             let common = Common {
                 kind: model::Kind::DeviceList,
                 handle: list.list,
@@ -327,7 +395,11 @@ impl Serialize for Listing<'_> {
             let detail = Detail::DeviceList(model::DeviceListFields {
                 count: list.count as u64,
             });
-            seq.serialize_element(&common.object(&l.clock, detail, None))?;
+            seq.serialize_element(
+                &common
+                    .object(&l.clock, detail, None)
+                    .with(common.rendered()),
+            )?;
         }
         let mut failed = None;
         objects::for_each(|o| {
@@ -336,7 +408,7 @@ impl Serialize for Listing<'_> {
             }
             let key = (o.ctx, o.is_zombie());
             let device = l.devices.get(key, || Device::of(l.inv.info_of(o)));
-            let site = l.sites.get(o.caller, || site(o.caller));
+            let site = l.sites.get(o.caller, || SiteText::of(o.caller));
             let common = Common {
                 kind: kind_of(o),
                 handle: o.addr,
@@ -357,7 +429,8 @@ impl Serialize for Listing<'_> {
             let backtrace = frames
                 .as_ref()
                 .map(|f| f.iter().map(|f| Cow::Borrowed(f.as_str())).collect());
-            if let Err(e) = seq.serialize_element(&common.object(&l.clock, detail(o), backtrace)) {
+            let object = common.object(&l.clock, detail(o), backtrace);
+            if let Err(e) = seq.serialize_element(&object.with(common.rendered())) {
                 failed = Some(e);
             }
         });

@@ -172,9 +172,26 @@ impl Address {
     }
 }
 
+/// The name of the newtype an [`Address`] is written as: a writer that
+/// knows it may ask for the number (its inner value, not human-readable, is
+/// the `u64`) and write the `"0x..."` itself; any other writes the text.
+pub const ADDRESS: &str = "$ibv_shim::address";
+
 impl Serialize for Address {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.format(&mut [0; 18]))
+        s.serialize_newtype_struct(ADDRESS, &Bits(self.0))
+    }
+}
+
+/// An address: its text, or in a compact form its number.
+struct Bits(u64);
+
+impl Serialize for Bits {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match s.is_human_readable() {
+            true => s.serialize_str(Address(self.0).format(&mut [0; 18])),
+            false => s.serialize_u64(self.0),
+        }
     }
 }
 
@@ -240,7 +257,7 @@ pub enum Found {
 }
 
 /// Where and when an object was created.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Created<'a> {
     /// Kernel thread id of the creating thread.
@@ -508,19 +525,187 @@ impl Object<'_> {
 
 impl Serialize for Object<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.with(Rendered::default()).serialize(s)
+    }
+}
+
+impl<'a> Object<'a> {
+    /// The object with the parts it shares with others already rendered:
+    /// see [`Rendered`].
+    pub fn with<'r>(&'r self, parts: Rendered<'r>) -> WithRendered<'r, 'a> {
+        WithRendered { o: self, parts }
+    }
+}
+
+/// The name of a newtype struct whose string is JSON already written, a
+/// run of `"key":value` fields to be copied as it is: only a writer that
+/// knows this name may be given [`Rendered`] parts.
+pub const RAW_FIELDS: &str = "$ibv_shim::raw_fields";
+
+/// Parts of an object that many objects share (a million objects have a
+/// few devices and creation sites), rendered once by the writer that
+/// writes them all: each is the text that writer gives the part's own
+/// fields ([`DevicePart`], [`SitePart`]) without the braces. `None`: the
+/// values are written.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Rendered<'r> {
+    pub device: Option<&'r str>,
+    pub site: Option<&'r str>,
+}
+
+/// An object's `device`, `guid` and `vendor`.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct DevicePart<'r> {
+    pub device: Option<&'r str>,
+    pub guid: Option<&'r str>,
+    pub vendor: Option<&'r str>,
+}
+
+/// Where an object was created, from `created`: `module` to `build_id`.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct SitePart<'r> {
+    pub module: Option<&'r str>,
+    pub symbol: Option<&'r str>,
+    pub offset: Option<u64>,
+    pub function: Option<&'r str>,
+    pub file: Option<&'r str>,
+    pub line: Option<u32>,
+    pub build_id: Option<&'r str>,
+}
+
+impl DevicePart<'_> {
+    fn fields<M: SerializeStruct>(&self, m: &mut M) -> Result<(), M::Error> {
+        m.serialize_field("device", &self.device)?;
+        m.serialize_field("guid", &self.guid)?;
+        m.serialize_field("vendor", &self.vendor)
+    }
+}
+
+impl SitePart<'_> {
+    fn fields<M: SerializeStruct>(&self, m: &mut M) -> Result<(), M::Error> {
+        m.serialize_field("module", &self.module)?;
+        m.serialize_field("symbol", &self.symbol)?;
+        m.serialize_field("offset", &self.offset)?;
+        m.serialize_field("function", &self.function)?;
+        m.serialize_field("file", &self.file)?;
+        m.serialize_field("line", &self.line)?;
+        m.serialize_field("build_id", &self.build_id)
+    }
+}
+
+impl Serialize for DevicePart<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_struct("DevicePart", 3)?;
+        self.fields(&mut m)?;
+        m.end()
+    }
+}
+
+impl Serialize for SitePart<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_struct("SitePart", 7)?;
+        self.fields(&mut m)?;
+        m.end()
+    }
+}
+
+/// Rendered text, written as it is by a writer that knows [`RAW_FIELDS`].
+struct RawFields<'r>(&'r str);
+
+impl Serialize for RawFields<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_newtype_struct(RAW_FIELDS, self.0)
+    }
+}
+
+/// One part: its rendered text in one field, or its fields.
+fn part<M: SerializeStruct>(
+    m: &mut M,
+    rendered: Option<&str>,
+    fields: impl FnOnce(&mut M) -> Result<(), M::Error>,
+) -> Result<(), M::Error> {
+    match rendered {
+        Some(text) => m.serialize_field(RAW_FIELDS, &RawFields(text)),
+        None => fields(m),
+    }
+}
+
+impl<'a> Created<'a> {
+    /// Its `module` to `build_id`.
+    pub fn site(&self) -> SitePart<'_> {
+        SitePart {
+            module: self.module.as_deref(),
+            symbol: self.symbol.as_deref(),
+            offset: self.offset,
+            function: self.function.as_deref(),
+            file: self.file.as_deref(),
+            line: self.line,
+            build_id: self.build_id.as_deref(),
+        }
+    }
+
+    fn serialize_with<S: Serializer>(&self, s: S, site: Option<&str>) -> Result<S::Ok, S::Error> {
+        let mut c = s.serialize_struct("Created", 10)?;
+        c.serialize_field("thread", &self.thread)?;
+        c.serialize_field("time", &self.time)?;
+        part(&mut c, site, |c| self.site().fields(c))?;
+        c.serialize_field("backtrace", &self.backtrace)?;
+        c.end()
+    }
+}
+
+impl Serialize for Created<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.serialize_with(s, None)
+    }
+}
+
+struct CreatedWith<'r, 'a> {
+    c: &'r Created<'a>,
+    site: Option<&'r str>,
+}
+
+impl Serialize for CreatedWith<'_, '_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.c.serialize_with(s, self.site)
+    }
+}
+
+impl Object<'_> {
+    /// Its `device`, `guid` and `vendor`.
+    pub fn device_part(&self) -> DevicePart<'_> {
+        DevicePart {
+            device: self.device.as_deref(),
+            guid: self.guid.as_deref(),
+            vendor: self.vendor.as_deref(),
+        }
+    }
+}
+
+/// An object and its parts rendered before ([`Object::with`]).
+pub struct WithRendered<'r, 'a> {
+    o: &'r Object<'a>,
+    parts: Rendered<'r>,
+}
+
+impl Serialize for WithRendered<'_, '_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let (me, parts) = (self.o, self.parts);
         let mut o = s.serialize_struct("Object", 12)?;
-        o.serialize_field("kind", &self.kind())?;
-        o.serialize_field("handle", &self.handle)?;
-        o.serialize_field("context", &self.context)?;
-        o.serialize_field("device", &self.device)?;
-        o.serialize_field("guid", &self.guid)?;
-        o.serialize_field("vendor", &self.vendor)?;
-        o.serialize_field("parent", &self.parent)?;
-        o.serialize_field("fields", &self.detail)?;
-        o.serialize_field("created", &self.created)?;
-        o.serialize_field("found", &self.found)?;
-        o.serialize_field("suppressed", &self.suppressed)?;
-        o.serialize_field("kept_by", &self.kept_by)?;
+        o.serialize_field("kind", &me.kind())?;
+        o.serialize_field("handle", &me.handle)?;
+        o.serialize_field("context", &me.context)?;
+        part(&mut o, parts.device, |o| me.device_part().fields(o))?;
+        o.serialize_field("parent", &me.parent)?;
+        o.serialize_field("fields", &me.detail)?;
+        let created = CreatedWith {
+            c: &me.created,
+            site: parts.site,
+        };
+        o.serialize_field("created", &created)?;
+        o.serialize_field("found", &me.found)?;
+        o.serialize_field("suppressed", &me.suppressed)?;
+        o.serialize_field("kept_by", &me.kept_by)?;
         o.end()
     }
 }
