@@ -222,6 +222,51 @@ fn violations<'a>(log: &'a str, check: &str) -> Vec<&'a str> {
 }
 
 #[test]
+fn work_requests_above_the_granted_sges_and_inline_data_are_reported() {
+    let r = shim_run(&["caps"], &[("IBV_SHIM_CHECK", "datapath")]);
+    assert!(
+        r.status.success() && r.stdout.contains("caps done"),
+        "{}\n{}",
+        r.stdout,
+        r.log
+    );
+    // (check, verb, wr_id of the first of its two posts, what it says)
+    let want = [
+        (
+            "ibv_post_recv",
+            "0xa",
+            "num_sge 3 is above the queue's max_recv_sge 2",
+        ),
+        (
+            "ibv_post_send",
+            "0x14",
+            "num_sge 3 is above the queue's max_send_sge 2",
+        ),
+        (
+            "ibv_post_send",
+            "0x1e",
+            "IBV_SEND_INLINE with 32 bytes, above the QP's max_inline_data 0",
+        ),
+    ];
+    let lines: Vec<&str> = r
+        .log
+        .lines()
+        .filter(|l| l.contains("data-path check"))
+        .collect();
+    assert_eq!(lines.len(), want.len(), "{}", r.log);
+    for (verb, wr_id, says) in want {
+        let hit = lines.iter().any(|l| {
+            l.contains(verb) && l.contains(&format!("wr_id={wr_id} ")) && l.contains(says)
+        });
+        assert!(hit, "no {verb} wr_id={wr_id} {says:?}:\n{}", r.log);
+    }
+    let json = r.json.expect("a JSON report");
+    for (check, n) in [("num_sge", 4), ("inline_size", 2), ("dead_lkey", 0)] {
+        assert_eq!(json["checks"][check], n, "{check}: {json:#}");
+    }
+}
+
+#[test]
 fn each_bad_work_request_is_reported_once_per_site_with_its_wr_and_counted() {
     let r = shim_run(&["datapath"], &[("IBV_SHIM_CHECK", "datapath")]);
     assert!(
@@ -281,6 +326,7 @@ fn each_bad_work_request_is_reported_once_per_site_with_its_wr_and_counted() {
         ("other_context", 0),
         ("qp_state", 0),
         ("num_sge", 0),
+        ("inline_size", 0),
     ] {
         assert_eq!(checks[check], n, "{check}: {json:#}");
     }

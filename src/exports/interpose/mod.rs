@@ -28,6 +28,7 @@ use verbs_abi::{ibv_context, verbs_context, VERBS_ABI_IS_EXTENDED};
 use crate::guard::Refused;
 use crate::log::Level;
 
+mod caps;
 mod completions;
 mod datapath;
 mod excq;
@@ -293,6 +294,7 @@ pub fn mr_deregistered(mr: &crate::registry::objects::Obj) {
 /// thread that does not exist there.
 pub fn fork(step: crate::registry::lock::ForkStep) {
     keys::fork(step);
+    caps::fork(step);
     datapath::fork(step);
     completions::fork(step);
     excq::fork(step);
