@@ -709,3 +709,46 @@ fn perftest_under_the_datapath_checks_reports_nothing() {
         }
     }
 }
+
+/// With a trace (and no checks), the data path is wrapped for the posts
+/// and completions: `ibv-shim trace --per-qp` shows, for each of the two
+/// QPs of a 40-round ping-pong, 40 posts (20 sends, 20 receives), 40
+/// completions, all 40 matched to their post with a positive latency.
+#[test]
+fn a_traced_pingpong_gives_posts_completions_and_latency_per_qp() {
+    let dir = TempDir::new("whole-api-trace");
+    let file = dir.join("pp.trace");
+    let file_s = file.to_str().unwrap().to_string();
+    let r = shim_run(&["pingpong"], &[("IBV_SHIM_TRACE", &file_s)]);
+    assert!(
+        r.status.success() && r.stdout.contains("pingpong done"),
+        "{}\n{}",
+        r.stdout,
+        r.log
+    );
+    let qp = |side: &str| {
+        let at = r.stdout.find(&format!("{side}=")).unwrap() + 2;
+        r.stdout[at..]
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    let out = run(Command::new(target_dir().join("ibv-shim"))
+        .args(["trace", "--per-qp"])
+        .arg(&file));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    for q in [qp("a"), qp("b")] {
+        let row: Vec<&str> = text
+            .lines()
+            .find(|l| l.split_whitespace().nth(1) == Some(q.as_str()))
+            .unwrap_or_else(|| panic!("no row for QP {q}:\n{text}"))
+            .split_whitespace()
+            .collect();
+        // pid qp_num posts completions failed matched mean p50 p99 max
+        assert_eq!(&row[2..6], ["40", "40", "0", "40"], "{q}:\n{text}");
+        let us = |s: &str| s.trim_end_matches("us").parse::<f64>().unwrap();
+        assert!(us(row[6]) > 0.0 && us(row[9]) >= us(row[8]), "{q}:\n{text}");
+    }
+}

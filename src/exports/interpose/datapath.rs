@@ -1,6 +1,7 @@
-//! The data path, with `IBV_SHIM_CHECK=datapath` only (otherwise these
-//! entries are never written: the program's inline `ibv_post_send` jumps
-//! straight to the provider). Each posted work request is checked against
+//! The data path, with `IBV_SHIM_CHECK=datapath` or a trace only
+//! (otherwise these entries are never written: the program's inline
+//! `ibv_post_send` jumps straight to the provider). A trace gets an event
+//! per posted WR and per completion (`ibv-shim trace --per-qp`). Each posted work request is checked against
 //! the registry — every SGE's lkey a live MR of the QP's context and PD,
 //! the SGE inside it, the MR's access allowing the operation (local write
 //! for receives, READ targets and atomics), the QP's state allowing the
@@ -22,7 +23,7 @@ use verbs_abi::{
 };
 
 use super::keys::{self, Key};
-use super::{caps, completions, ctx_of, original, patch, Entry, Slot};
+use super::{caps, completions, ctx_of, original, patch, traced, Entry, Slot};
 use crate::checks::{self, Check};
 use crate::guard::{boundary, Errno};
 use crate::log::Level;
@@ -549,8 +550,15 @@ unsafe extern "C" fn post_send(
     let Some(real) = original::<PostSend>(ctx, Slot::PostSend) else {
         return missing();
     };
-    // Hook: a trace's post events (`trace::event`) go beside the checks.
-    checked("ibv_post_send", || check_sends(qp, wr, site));
+    if checks::datapath() {
+        checked("ibv_post_send", || check_sends(qp, wr, site));
+    }
+    if crate::trace::wanted() {
+        // SAFETY: the program's WR chain, read while its post is under way.
+        checked("ibv_post_send", || unsafe {
+            traced::posts(qp, wr, "post_send", |w| (w.wr_id, w.next))
+        });
+    }
     // SAFETY: the provider's own entry, with the program's arguments.
     unsafe { real(qp, wr, bad_wr) }
 }
@@ -566,7 +574,15 @@ unsafe extern "C" fn post_recv(
     let Some(real) = original::<PostRecv>(ctx, Slot::PostRecv) else {
         return missing();
     };
-    checked("ibv_post_recv", || check_recvs(Queue::Recv(qp), wr, site));
+    if checks::datapath() {
+        checked("ibv_post_recv", || check_recvs(Queue::Recv(qp), wr, site));
+    }
+    if crate::trace::wanted() {
+        // SAFETY: the program's WR chain, read while its post is under way.
+        checked("ibv_post_recv", || unsafe {
+            traced::posts(qp, wr, "post_recv", |w| (w.wr_id, w.next))
+        });
+    }
     // SAFETY: the provider's own entry, with the program's arguments.
     unsafe { real(qp, wr, bad_wr) }
 }
@@ -582,9 +598,11 @@ unsafe extern "C" fn post_srq_recv(
     let Some(real) = original::<PostSrqRecv>(ctx, Slot::PostSrqRecv) else {
         return missing();
     };
-    checked("ibv_post_srq_recv", || {
-        check_recvs(Queue::Srq(srq), wr, site)
-    });
+    if checks::datapath() {
+        checked("ibv_post_srq_recv", || {
+            check_recvs(Queue::Srq(srq), wr, site)
+        });
+    }
     // SAFETY: the provider's own entry, with the program's arguments.
     unsafe { real(srq, wr, bad_wr) }
 }
@@ -613,6 +631,11 @@ unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc: *mut ibv_w
             checked("ibv_poll_cq", || {
                 completions::polled(ctx as usize, cq, done, n < num_entries)
             });
+        }
+        if crate::trace::wanted() {
+            // SAFETY: the provider just wrote `n` completions there.
+            let done = unsafe { std::slice::from_raw_parts(wc, n as usize) };
+            checked("ibv_poll_cq", || traced::completions(done));
         }
     }
     n

@@ -35,6 +35,7 @@ mod excq;
 mod keys;
 mod objects;
 mod queues;
+mod traced;
 
 /// The entries the shim wraps, as indices into a context's saved table.
 #[derive(Clone, Copy)]
@@ -213,7 +214,8 @@ pub unsafe fn install(ctx: *mut ibv_context) {
     unsafe {
         let ops = std::ptr::addr_of_mut!((*ctx).ops);
         objects::patch_ops(e, ops);
-        if datapath {
+        // A trace wants the posts and completions too (`datapath`).
+        if datapath || crate::trace::wanted() {
             datapath::patch_ops(e, ops);
         } else if crate::faults::completions_armed() {
             datapath::patch_poll(e, ops);

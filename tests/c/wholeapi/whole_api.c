@@ -9,6 +9,7 @@
  *                       request twice from one site; poll.
  *   whole_api caps      two connected RC QPs; post work requests above
  *                       the QPs' granted SGEs and inline data twice each.
+ *   whole_api pingpong  40 send/receive rounds between two RC QPs.
  *   whole_api ops       print which module ctx->ops.post_send lives in.
  */
 #define _GNU_SOURCE
@@ -358,6 +359,30 @@ static int caps(void)
 	return 0;
 }
 
+/* A ping-pong of sends between two RC QPs: each round, the receiver posts
+ * a receive, the sender a signaled send, and both poll their completion;
+ * 20 rounds each way, so each QP has 40 posts and 40 completions. */
+static int pingpong(void)
+{
+	static struct side a, b;
+	struct ibv_device **list = ibv_get_device_list(NULL);
+	CHECK(list && list[0] && list[1]);
+	setup(&a, list[0], IBV_ACCESS_LOCAL_WRITE);
+	setup(&b, list[1], IBV_ACCESS_LOCAL_WRITE);
+	connect_rc(&a, &b);
+	connect_rc(&b, &a);
+	for (int i = 0; i < 40; i++) {
+		struct side *from = i % 2 ? &b : &a, *to = i % 2 ? &a : &b;
+		post_recv(to, 1000 + i, to->buf, 64);
+		CHECK(post_rdma(from, IBV_WR_SEND, i, from->buf, 64, from->mr->lkey, 0, 0) == 0);
+		struct ibv_wc s = poll_one(from->cq), r = poll_one(to->cq);
+		CHECK(s.status == IBV_WC_SUCCESS && s.wr_id == (uint64_t)i);
+		CHECK(r.status == IBV_WC_SUCCESS && r.wr_id == (uint64_t)(1000 + i));
+	}
+	printf("qp_num a=%#x b=%#x\npingpong done\n", a.qp->qp_num, b.qp->qp_num);
+	return 0;
+}
+
 /* An error completion read through an extended CQ's poll cursor. */
 static int excq(void)
 {
@@ -440,6 +465,8 @@ int main(int argc, char **argv)
 		return excq();
 	if (!strcmp(mode, "caps"))
 		return caps();
+	if (!strcmp(mode, "pingpong"))
+		return pingpong();
 	if (!strcmp(mode, "ops")) {
 		struct ibv_context *ctx = open_first(0);
 		Dl_info info;
@@ -450,6 +477,6 @@ int main(int argc, char **argv)
 		CHECK(ibv_close_device(ctx) == 0);
 		return 0;
 	}
-	fprintf(stderr, "usage: whole_api leak|clean|datapath|caps|excq|ops\n");
+	fprintf(stderr, "usage: whole_api leak|clean|datapath|caps|pingpong|excq|ops\n");
 	return 2;
 }
