@@ -22,10 +22,12 @@ pub enum Check {
     QpState,
     /// More SGEs than the queue takes.
     NumSge,
+    /// More inline data than the QP takes.
+    InlineSize,
 }
 
 impl Check {
-    pub const ALL: [Check; 7] = [
+    pub const ALL: [Check; 8] = [
         Check::DeadLkey,
         Check::OutOfRange,
         Check::OtherPd,
@@ -33,6 +35,7 @@ impl Check {
         Check::Access,
         Check::QpState,
         Check::NumSge,
+        Check::InlineSize,
     ];
 
     /// Its name in the log and the JSON report.
@@ -45,6 +48,7 @@ impl Check {
             Check::Access => "access",
             Check::QpState => "qp_state",
             Check::NumSge => "num_sge",
+            Check::InlineSize => "inline_size",
         }
     }
 }

@@ -222,6 +222,51 @@ fn violations<'a>(log: &'a str, check: &str) -> Vec<&'a str> {
 }
 
 #[test]
+fn work_requests_above_the_granted_sges_and_inline_data_are_reported() {
+    let r = shim_run(&["caps"], &[("IBV_SHIM_CHECK", "datapath")]);
+    assert!(
+        r.status.success() && r.stdout.contains("caps done"),
+        "{}\n{}",
+        r.stdout,
+        r.log
+    );
+    // (check, verb, wr_id of the first of its two posts, what it says)
+    let want = [
+        (
+            "ibv_post_recv",
+            "0xa",
+            "num_sge 3 is above the queue's max_recv_sge 2",
+        ),
+        (
+            "ibv_post_send",
+            "0x14",
+            "num_sge 3 is above the queue's max_send_sge 2",
+        ),
+        (
+            "ibv_post_send",
+            "0x1e",
+            "IBV_SEND_INLINE with 32 bytes, above the QP's max_inline_data 0",
+        ),
+    ];
+    let lines: Vec<&str> = r
+        .log
+        .lines()
+        .filter(|l| l.contains("data-path check"))
+        .collect();
+    assert_eq!(lines.len(), want.len(), "{}", r.log);
+    for (verb, wr_id, says) in want {
+        let hit = lines.iter().any(|l| {
+            l.contains(verb) && l.contains(&format!("wr_id={wr_id} ")) && l.contains(says)
+        });
+        assert!(hit, "no {verb} wr_id={wr_id} {says:?}:\n{}", r.log);
+    }
+    let json = r.json.expect("a JSON report");
+    for (check, n) in [("num_sge", 4), ("inline_size", 2), ("dead_lkey", 0)] {
+        assert_eq!(json["checks"][check], n, "{check}: {json:#}");
+    }
+}
+
+#[test]
 fn each_bad_work_request_is_reported_once_per_site_with_its_wr_and_counted() {
     let r = shim_run(&["datapath"], &[("IBV_SHIM_CHECK", "datapath")]);
     assert!(
@@ -281,6 +326,7 @@ fn each_bad_work_request_is_reported_once_per_site_with_its_wr_and_counted() {
         ("other_context", 0),
         ("qp_state", 0),
         ("num_sge", 0),
+        ("inline_size", 0),
     ] {
         assert_eq!(checks[check], n, "{check}: {json:#}");
     }
@@ -561,5 +607,148 @@ fn an_error_completion_read_through_an_extended_cq_is_explained() {
         "QP state now ERR",
     ] {
         assert!(lines[0].contains(part), "no {part:?} in {}", lines[0]);
+    }
+}
+
+/// One side of a perftest run under the shim with the data-path checks.
+struct Side {
+    out: std::process::Output,
+    log: String,
+    json: Option<Value>,
+}
+
+/// Runs perftest's `prog` as server and client on the sim, both under the
+/// shim with `IBV_SHIM_CHECK=datapath` (debug log, for the line saying the
+/// tables were wrapped), and returns (server, client).
+fn perftest_checked(prog: &str, args: &[&str]) -> (Side, Side) {
+    let dir = TempDir::new("whole-api-perftest");
+    let fab = fabric_name("wholeapi", prog);
+    let _g = FabricGuard(fab.clone());
+    let port = free_port().to_string();
+    let mk = |who: &str| {
+        let mut c = Command::new(prog);
+        for var in [
+            "IBV_SHIM_LIBRARY",
+            "IBV_SHIM_LEAK_EXITCODE",
+            "IBV_SHIM_TRACE",
+        ] {
+            c.env_remove(var);
+        }
+        c.env("LD_LIBRARY_PATH", sim_dir())
+            .env("IBV_SIM_FABRIC", &fab)
+            .env("IBV_SIM_DEVICES", "mlx5_0");
+        preload_shim(&mut c)
+            .env("IBV_SHIM_CHECK", "datapath")
+            .env("IBV_SHIM_LOG", "debug")
+            .env("IBV_SHIM_LOG_FILE", dir.join(format!("{who}.log")))
+            .env("IBV_SHIM_REPORT", dir.join(format!("{who}.json")))
+            .args(["-d", "mlx5_0", "-p", &port])
+            .args(args);
+        c
+    };
+    let mut server = mk("server");
+    let server = std::thread::spawn(move || run_unchecked(&mut server, Duration::from_secs(120)));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !listening(port.parse().unwrap()) && !server.is_finished() {
+        assert!(
+            Instant::now() < deadline,
+            "{prog}: the server never listened"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut client = mk("client");
+    client.arg("127.0.0.1");
+    let c = run_unchecked(&mut client, Duration::from_secs(120));
+    let s = server.join().expect("server thread");
+    let side = |who: &str, out| {
+        let log = std::fs::read_to_string(dir.join(format!("{who}.log"))).unwrap_or_default();
+        let json = std::fs::read_to_string(dir.join(format!("{who}.json")))
+            .ok()
+            .map(|t| serde_json::from_str(&t).unwrap_or_else(|e| panic!("bad JSON {e}: {t}")));
+        Side { out, log, json }
+    };
+    (side("server", s), side("client", c))
+}
+
+/// The unmodified perftest programs (their `ibv_post_send`/`ibv_post_recv`
+/// path: `--use_old_post_send`) run under the checks with the data path
+/// wrapped on both sides and nothing reported: no check line, every
+/// `checks` count 0.
+#[test]
+fn perftest_under_the_datapath_checks_reports_nothing() {
+    for (prog, args) in [
+        ("ib_send_bw", &["-n", "200", "-s", "4096"][..]),
+        ("ib_write_bw", &["-n", "200", "-s", "4096"][..]),
+        ("ib_read_bw", &["-n", "200", "-s", "4096"][..]),
+        ("ib_send_lat", &["-n", "200"][..]),
+    ] {
+        let mut args = args.to_vec();
+        args.push("--use_old_post_send");
+        let (s, c) = perftest_checked(prog, &args);
+        for (who, d) in [("server", &s), ("client", &c)] {
+            let what = format!(
+                "{prog} {who}: {}\n{}\n{}",
+                d.out.status,
+                String::from_utf8_lossy(&d.out.stdout),
+                d.log
+            );
+            assert!(d.out.status.success(), "{what}");
+            assert!(
+                d.log
+                    .contains("function tables interposed (with data-path checks)"),
+                "not wrapped: {what}"
+            );
+            let lines = d.log.lines().filter(|l| l.contains("data-path check "));
+            assert_eq!(lines.count(), 0, "{what}");
+            let json = d.json.as_ref().unwrap_or_else(|| panic!("no JSON: {what}"));
+            let checks = json["checks"].as_object().expect("checks");
+            assert_eq!(checks.len(), 8, "{json:#}");
+            for (k, v) in checks {
+                assert_eq!(v, 0, "{prog} {who}: {k}: {json:#}");
+            }
+        }
+    }
+}
+
+/// With a trace (and no checks), the data path is wrapped for the posts
+/// and completions: `ibv-shim trace --per-qp` shows, for each of the two
+/// QPs of a 40-round ping-pong, 40 posts (20 sends, 20 receives), 40
+/// completions, all 40 matched to their post with a positive latency.
+#[test]
+fn a_traced_pingpong_gives_posts_completions_and_latency_per_qp() {
+    let dir = TempDir::new("whole-api-trace");
+    let file = dir.join("pp.trace");
+    let file_s = file.to_str().unwrap().to_string();
+    let r = shim_run(&["pingpong"], &[("IBV_SHIM_TRACE", &file_s)]);
+    assert!(
+        r.status.success() && r.stdout.contains("pingpong done"),
+        "{}\n{}",
+        r.stdout,
+        r.log
+    );
+    let qp = |side: &str| {
+        let at = r.stdout.find(&format!("{side}=")).unwrap() + 2;
+        r.stdout[at..]
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    let out = run(Command::new(target_dir().join("ibv-shim"))
+        .args(["trace", "--per-qp"])
+        .arg(&file));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    for q in [qp("a"), qp("b")] {
+        let row: Vec<&str> = text
+            .lines()
+            .find(|l| l.split_whitespace().nth(1) == Some(q.as_str()))
+            .unwrap_or_else(|| panic!("no row for QP {q}:\n{text}"))
+            .split_whitespace()
+            .collect();
+        // pid qp_num posts completions failed matched mean p50 p99 max
+        assert_eq!(&row[2..6], ["40", "40", "0", "40"], "{q}:\n{text}");
+        let us = |s: &str| s.trim_end_matches("us").parse::<f64>().unwrap();
+        assert!(us(row[6]) > 0.0 && us(row[9]) >= us(row[8]), "{q}:\n{text}");
     }
 }

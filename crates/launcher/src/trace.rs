@@ -1,21 +1,22 @@
-//! `ibv-shim trace [--format text|chrome] [--stats] FILE...`: reads the
+//! `ibv-shim trace [--format text|chrome] [--stats] [--per-qp] FILE...`: reads the
 //! shim's binary trace files (`IBV_SHIM_TRACE`) and prints them as text
 //! (the log's line format), as Chrome trace-event JSON (Perfetto,
 //! chrome://tracing: one track per thread, a slice per verbs call), or as
-//! per-verb statistics. Records a process lost (full rings) are always
+//! per-verb statistics, or per QP: posts matched to their completions.
+//! Records a process lost (full rings) are always
 //! reported, on stderr.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ffi::OsString;
 use std::io::Write;
 
 use serde_json::{json, Value};
 use trace_format::{errno_name, Record, Trace, FLAG_EVENT, FLAG_TRUNCATED};
 
-const USAGE: &str = "usage: ibv-shim trace [--format text|chrome] [--stats] FILE...\n";
+const USAGE: &str = "usage: ibv-shim trace [--format text|chrome] [--stats] [--per-qp] FILE...\n";
 
 pub const HELP: &str = "\
-ibv-shim trace [--format text|chrome] [--stats] FILE...
+ibv-shim trace [--format text|chrome] [--stats] [--per-qp] FILE...
 
 Decodes the binary trace files the shim writes with --trace / IBV_SHIM_TRACE
 (one per process), also those of a process that was killed or crashed: every
@@ -27,6 +28,13 @@ complete record is kept.
                     with its arguments and result; failed calls marked
   --stats           per verb: calls, errors by errno, total, mean, p50, p99
                     and max latency
+  --per-qp          per QP (a process's qp_num): work requests posted,
+                    completions, failed completions, and the latency from
+                    each post to its completion (matched by wr_id, send or
+                    receive, first in first out); needs the posts in the
+                    trace (the shim wraps ibv_post_send/ibv_post_recv and
+                    ibv_poll_cq of a traced process; not an SRQ's posts nor
+                    the ibv_wr_* or extended-CQ paths)
 
 Records lost to full rings are reported on stderr.
 ";
@@ -36,6 +44,7 @@ enum Format {
     Text,
     Chrome,
     Stats,
+    PerQp,
 }
 
 /// Runs the subcommand; returns the exit status.
@@ -50,6 +59,7 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
                 return 0;
             }
             Some("--stats") => format = Format::Stats,
+            Some("--per-qp") => format = Format::PerQp,
             Some("--format") => match args.next().as_ref().and_then(|v| v.to_str()) {
                 Some("text") => format = Format::Text,
                 Some("chrome") => format = Format::Chrome,
@@ -94,6 +104,7 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
             s
         }
         Format::Stats => stats(&traces),
+        Format::PerQp => per_qp(&traces),
     };
     print(&out);
     0
@@ -307,6 +318,98 @@ fn stats(traces: &[Trace]) -> String {
             } else {
                 by.join(" ")
             }
+        ));
+    }
+    for t in traces {
+        out.push_str(&lost_line("", t));
+    }
+    out
+}
+
+/// A field of an event's call text (`post_send(qp_num=0x1a, wr_id=0x2)`).
+fn field(call: &str, key: &str) -> Option<u64> {
+    let at = call.find(&format!("{key}="))? + key.len() + 1;
+    let v: String = call[at..]
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric())
+        .collect();
+    match v.strip_prefix("0x") {
+        Some(h) => u64::from_str_radix(h, 16).ok(),
+        None => v.parse().ok(),
+    }
+}
+
+/// One QP's posts and completions.
+#[derive(Default)]
+struct QpFlow {
+    posts: u64,
+    completions: u64,
+    failed: u64,
+    latencies: Vec<u64>,
+    /// Post times not yet completed, by (receive?, wr_id).
+    pending: HashMap<(bool, u64), VecDeque<u64>>,
+}
+
+/// Per QP of each process: posts, completions and post-to-completion
+/// latency (a completion takes the oldest pending post of its wr_id).
+fn per_qp(traces: &[Trace]) -> String {
+    let mut qps: BTreeMap<(u32, u64), QpFlow> = BTreeMap::new();
+    for t in traces {
+        for r in t.records.iter().filter(|r| r.flags & FLAG_EVENT != 0) {
+            let recv = match r.name() {
+                "post_send" => Some(false),
+                "post_recv" => Some(true),
+                "completion" => None,
+                _ => continue,
+            };
+            let (Some(qp), Some(wr_id)) = (field(&r.call, "qp_num"), field(&r.call, "wr_id"))
+            else {
+                continue;
+            };
+            let q = qps.entry((t.pid, qp)).or_default();
+            match recv {
+                Some(recv) => {
+                    q.posts += 1;
+                    q.pending
+                        .entry((recv, wr_id))
+                        .or_default()
+                        .push_back(r.start_ns);
+                }
+                None => {
+                    q.completions += 1;
+                    q.failed += r.failed() as u64;
+                    let recv = field(&r.call, "recv") == Some(1);
+                    let posted = q
+                        .pending
+                        .get_mut(&(recv, wr_id))
+                        .and_then(|p| p.pop_front());
+                    if let Some(at) = posted {
+                        q.latencies.push(r.start_ns.saturating_sub(at));
+                    }
+                }
+            }
+        }
+    }
+    let mut out = format!(
+        "{:>8} {:>10} {:>8} {:>11} {:>8} {:>8} {:>10} {:>10} {:>10} {:>10}\n",
+        "pid", "qp_num", "posts", "completions", "failed", "matched", "mean", "p50", "p99", "max"
+    );
+    for ((pid, qp), q) in &mut qps {
+        q.latencies.sort_unstable();
+        let n = q.latencies.len() as u64;
+        let total: u64 = q.latencies.iter().sum();
+        out.push_str(&format!(
+            "{:>8} {:>10} {:>8} {:>11} {:>8} {:>8} {:>10} {:>10} {:>10} {:>10}\n",
+            pid,
+            format!("{qp:#x}"),
+            q.posts,
+            q.completions,
+            q.failed,
+            n,
+            micros(total / n.max(1)),
+            micros(percentile(&q.latencies, 50.0)),
+            micros(percentile(&q.latencies, 99.0)),
+            micros(*q.latencies.last().unwrap_or(&0)),
         ));
     }
     for t in traces {

@@ -1,10 +1,12 @@
-//! The data path, with `IBV_SHIM_CHECK=datapath` only (otherwise these
-//! entries are never written: the program's inline `ibv_post_send` jumps
-//! straight to the provider). Each posted work request is checked against
+//! The data path, with `IBV_SHIM_CHECK=datapath` or a trace only
+//! (otherwise these entries are never written: the program's inline
+//! `ibv_post_send` jumps straight to the provider). A trace gets an event
+//! per posted WR and per completion (`ibv-shim trace --per-qp`). Each posted work request is checked against
 //! the registry — every SGE's lkey a live MR of the QP's context and PD,
 //! the SGE inside it, the MR's access allowing the operation (local write
 //! for receives, READ targets and atomics), the QP's state allowing the
-//! post, `num_sge` not negative — and then forwarded unchanged, whatever
+//! post, `num_sge` not negative nor above the queue's granted SGEs, inline
+//! data within the QP's `max_inline_data` — and then forwarded unchanged, whatever
 //! was found. Each violation is logged once per site (the program's call
 //! of the inline verb) and rule, and counted for the JSON report
 //! (`checks`). `IBV_SHIM_CHECK=datapath,abort` aborts at the first one, as
@@ -21,7 +23,7 @@ use verbs_abi::{
 };
 
 use super::keys::{self, Key};
-use super::{completions, ctx_of, original, patch, Entry, Slot};
+use super::{caps, completions, ctx_of, original, patch, traced, Entry, Slot};
 use crate::checks::{self, Check};
 use crate::guard::{boundary, Errno};
 use crate::log::Level;
@@ -335,6 +337,7 @@ fn check_wr(q: Queue, ctx: usize, wr: &Wr, write: bool, inline: bool, site: usiz
             format_args!("num_sge is negative"),
         );
     }
+    check_caps(q, wr, inline, site);
     if inline || wr.sges.is_null() {
         return;
     }
@@ -342,6 +345,50 @@ fn check_wr(q: Queue, ctx: usize, wr: &Wr, write: bool, inline: bool, site: usiz
         // SAFETY: the program's SGE list of `num_sge` entries.
         let s = unsafe { *wr.sges.add(i) };
         check_sge(q, ctx, wr, &s, write, site);
+    }
+}
+
+/// `num_sge` and inline data against what the provider granted the queue.
+fn check_caps(q: Queue, wr: &Wr, inline: bool, site: usize) {
+    let Some(c) = (match q {
+        Queue::Send(qp) | Queue::Recv(qp) => caps::of_qp(qp),
+        Queue::Srq(srq) => caps::of_srq(srq),
+    }) else {
+        return;
+    };
+    let (max, field) = match q {
+        Queue::Send(_) => (c.send_sge, "max_send_sge"),
+        Queue::Recv(_) => (c.recv_sge, "max_recv_sge"),
+        Queue::Srq(_) => (c.recv_sge, "max_sge"),
+    };
+    let n = wr.num_sge as u32;
+    if n > max {
+        violation(
+            Check::NumSge,
+            q,
+            wr,
+            site,
+            format_args!("num_sge {n} is above the queue's {field} {max}"),
+        );
+    }
+    if !inline || wr.sges.is_null() {
+        return;
+    }
+    // SAFETY: the program's SGE list of `num_sge` entries.
+    let bytes: u64 = (0..n as usize)
+        .map(|i| unsafe { (*wr.sges.add(i)).length } as u64)
+        .sum();
+    if bytes > c.inline as u64 {
+        violation(
+            Check::InlineSize,
+            q,
+            wr,
+            site,
+            format_args!(
+                "IBV_SEND_INLINE with {bytes} bytes, above the QP's max_inline_data {}",
+                c.inline
+            ),
+        );
     }
 }
 
@@ -503,8 +550,15 @@ unsafe extern "C" fn post_send(
     let Some(real) = original::<PostSend>(ctx, Slot::PostSend) else {
         return missing();
     };
-    // Hook: a trace's post events (`trace::event`) go beside the checks.
-    checked("ibv_post_send", || check_sends(qp, wr, site));
+    if checks::datapath() {
+        checked("ibv_post_send", || check_sends(qp, wr, site));
+    }
+    if crate::trace::wanted() {
+        // SAFETY: the program's WR chain, read while its post is under way.
+        checked("ibv_post_send", || unsafe {
+            traced::posts(qp, wr, "post_send", |w| (w.wr_id, w.next))
+        });
+    }
     // SAFETY: the provider's own entry, with the program's arguments.
     unsafe { real(qp, wr, bad_wr) }
 }
@@ -520,7 +574,15 @@ unsafe extern "C" fn post_recv(
     let Some(real) = original::<PostRecv>(ctx, Slot::PostRecv) else {
         return missing();
     };
-    checked("ibv_post_recv", || check_recvs(Queue::Recv(qp), wr, site));
+    if checks::datapath() {
+        checked("ibv_post_recv", || check_recvs(Queue::Recv(qp), wr, site));
+    }
+    if crate::trace::wanted() {
+        // SAFETY: the program's WR chain, read while its post is under way.
+        checked("ibv_post_recv", || unsafe {
+            traced::posts(qp, wr, "post_recv", |w| (w.wr_id, w.next))
+        });
+    }
     // SAFETY: the provider's own entry, with the program's arguments.
     unsafe { real(qp, wr, bad_wr) }
 }
@@ -536,9 +598,11 @@ unsafe extern "C" fn post_srq_recv(
     let Some(real) = original::<PostSrqRecv>(ctx, Slot::PostSrqRecv) else {
         return missing();
     };
-    checked("ibv_post_srq_recv", || {
-        check_recvs(Queue::Srq(srq), wr, site)
-    });
+    if checks::datapath() {
+        checked("ibv_post_srq_recv", || {
+            check_recvs(Queue::Srq(srq), wr, site)
+        });
+    }
     // SAFETY: the provider's own entry, with the program's arguments.
     unsafe { real(srq, wr, bad_wr) }
 }
@@ -567,6 +631,11 @@ unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc: *mut ibv_w
             checked("ibv_poll_cq", || {
                 completions::polled(ctx as usize, cq, done, n < num_entries)
             });
+        }
+        if crate::trace::wanted() {
+            // SAFETY: the provider just wrote `n` completions there.
+            let done = unsafe { std::slice::from_raw_parts(wc, n as usize) };
+            checked("ibv_poll_cq", || traced::completions(done));
         }
     }
     n

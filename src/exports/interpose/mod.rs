@@ -28,12 +28,14 @@ use verbs_abi::{ibv_context, verbs_context, VERBS_ABI_IS_EXTENDED};
 use crate::guard::Refused;
 use crate::log::Level;
 
+mod caps;
 mod completions;
 mod datapath;
 mod excq;
 mod keys;
 mod objects;
 mod queues;
+mod traced;
 
 /// The entries the shim wraps, as indices into a context's saved table.
 #[derive(Clone, Copy)]
@@ -212,7 +214,8 @@ pub unsafe fn install(ctx: *mut ibv_context) {
     unsafe {
         let ops = std::ptr::addr_of_mut!((*ctx).ops);
         objects::patch_ops(e, ops);
-        if datapath {
+        // A trace wants the posts and completions too (`datapath`).
+        if datapath || crate::trace::wanted() {
             datapath::patch_ops(e, ops);
         } else if crate::faults::completions_armed() {
             datapath::patch_poll(e, ops);
@@ -293,6 +296,7 @@ pub fn mr_deregistered(mr: &crate::registry::objects::Obj) {
 /// thread that does not exist there.
 pub fn fork(step: crate::registry::lock::ForkStep) {
     keys::fork(step);
+    caps::fork(step);
     datapath::fork(step);
     completions::fork(step);
     excq::fork(step);

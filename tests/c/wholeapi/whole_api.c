@@ -7,6 +7,9 @@
  *   whole_api clean     the same, each destroyed in order: nothing leaks.
  *   whole_api datapath  two connected RC QPs; post each kind of bad work
  *                       request twice from one site; poll.
+ *   whole_api caps      two connected RC QPs; post work requests above
+ *                       the QPs' granted SGEs and inline data twice each.
+ *   whole_api pingpong  40 send/receive rounds between two RC QPs.
  *   whole_api ops       print which module ctx->ops.post_send lives in.
  */
 #define _GNU_SOURCE
@@ -303,6 +306,83 @@ static int datapath(void)
 	return 0;
 }
 
+/* Work requests above the QP's caps (rc_pair.h grants 2 send and 2 receive
+ * SGEs, no inline data): more SGEs than granted, inline data it has no
+ * room for; each twice from one site, after two that fit. */
+SITE static int send_sges(struct ibv_qp *qp, uint64_t id, struct ibv_sge *sge, int n, int flags)
+{
+	struct ibv_send_wr wr = { .wr_id = id, .sg_list = sge, .num_sge = n,
+				  .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED | flags }, *bad;
+	return ibv_post_send(qp, &wr, &bad);
+}
+
+SITE static int send_inline(struct ibv_qp *qp, uint64_t id, struct ibv_sge *sge, int n)
+{
+	struct ibv_send_wr wr = { .wr_id = id, .sg_list = sge, .num_sge = n, .opcode = IBV_WR_SEND,
+				  .send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE }, *bad;
+	return ibv_post_send(qp, &wr, &bad);
+}
+
+SITE static int recv_sges(struct ibv_qp *qp, uint64_t id, struct ibv_sge *sge, int n)
+{
+	struct ibv_recv_wr wr = { .wr_id = id, .sg_list = sge, .num_sge = n }, *bad;
+	return ibv_post_recv(qp, &wr, &bad);
+}
+
+static int caps(void)
+{
+	static struct side a, b;
+	struct ibv_device **list = ibv_get_device_list(NULL);
+	CHECK(list && list[0] && list[1]);
+	setup(&a, list[0], IBV_ACCESS_LOCAL_WRITE);
+	setup(&b, list[1], IBV_ACCESS_LOCAL_WRITE);
+	connect_rc(&a, &b);
+	connect_rc(&b, &a);
+	struct ibv_sge sa[3], sb[3];
+	for (int i = 0; i < 3; i++) {
+		sa[i] = (struct ibv_sge){ .addr = (uintptr_t)&a.buf[i * 8], .length = 16, .lkey = a.mr->lkey };
+		sb[i] = (struct ibv_sge){ .addr = (uintptr_t)&b.buf[i * 8], .length = 16, .lkey = b.mr->lkey };
+	}
+	/* Within the caps: nothing to report. */
+	CHECK(recv_sges(b.qp, 1, sb, 2) == 0);
+	CHECK(send_sges(a.qp, 2, sa, 2, 0) == 0);
+	drain(a.cq);
+	drain(b.cq);
+	for (int i = 0; i < 2; i++) {
+		printf("rc %d\n", recv_sges(b.qp, 10 + i, sb, 3));
+		printf("rc %d\n", send_sges(a.qp, 20 + i, sa, 3, 0));
+		printf("rc %d\n", send_inline(a.qp, 30 + i, sa, 2));
+	}
+	drain(a.cq);
+	drain(b.cq);
+	printf("caps done\n");
+	return 0;
+}
+
+/* A ping-pong of sends between two RC QPs: each round, the receiver posts
+ * a receive, the sender a signaled send, and both poll their completion;
+ * 20 rounds each way, so each QP has 40 posts and 40 completions. */
+static int pingpong(void)
+{
+	static struct side a, b;
+	struct ibv_device **list = ibv_get_device_list(NULL);
+	CHECK(list && list[0] && list[1]);
+	setup(&a, list[0], IBV_ACCESS_LOCAL_WRITE);
+	setup(&b, list[1], IBV_ACCESS_LOCAL_WRITE);
+	connect_rc(&a, &b);
+	connect_rc(&b, &a);
+	for (int i = 0; i < 40; i++) {
+		struct side *from = i % 2 ? &b : &a, *to = i % 2 ? &a : &b;
+		post_recv(to, 1000 + i, to->buf, 64);
+		CHECK(post_rdma(from, IBV_WR_SEND, i, from->buf, 64, from->mr->lkey, 0, 0) == 0);
+		struct ibv_wc s = poll_one(from->cq), r = poll_one(to->cq);
+		CHECK(s.status == IBV_WC_SUCCESS && s.wr_id == (uint64_t)i);
+		CHECK(r.status == IBV_WC_SUCCESS && r.wr_id == (uint64_t)(1000 + i));
+	}
+	printf("qp_num a=%#x b=%#x\npingpong done\n", a.qp->qp_num, b.qp->qp_num);
+	return 0;
+}
+
 /* An error completion read through an extended CQ's poll cursor. */
 static int excq(void)
 {
@@ -383,6 +463,10 @@ int main(int argc, char **argv)
 		return datapath();
 	if (!strcmp(mode, "excq"))
 		return excq();
+	if (!strcmp(mode, "caps"))
+		return caps();
+	if (!strcmp(mode, "pingpong"))
+		return pingpong();
 	if (!strcmp(mode, "ops")) {
 		struct ibv_context *ctx = open_first(0);
 		Dl_info info;
@@ -393,6 +477,6 @@ int main(int argc, char **argv)
 		CHECK(ibv_close_device(ctx) == 0);
 		return 0;
 	}
-	fprintf(stderr, "usage: whole_api leak|clean|datapath|ops\n");
+	fprintf(stderr, "usage: whole_api leak|clean|datapath|caps|pingpong|excq|ops\n");
 	return 2;
 }

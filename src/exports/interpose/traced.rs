@@ -1,0 +1,57 @@
+//! The data path's trace events (with `IBV_SHIM_TRACE`): one per posted
+//! work request and one per completion polled, for `ibv-shim trace
+//! --per-qp` to match by QP, direction and wr_id.
+
+use std::ffi::c_int;
+use std::ptr::addr_of;
+
+use verbs_abi::{ibv_qp, ibv_wc, ibv_wc_opcode};
+
+/// A trace event per posted WR (`verb(qp_num=, wr_id=)`), for `ibv-shim
+/// trace --per-qp` to match with its completion.
+///
+/// # Safety
+/// `wr` is NULL or the head of the program's live WR chain.
+pub(super) unsafe fn posts<W>(
+    qp: *mut ibv_qp,
+    mut wr: *mut W,
+    verb: &str,
+    read: fn(&W) -> (u64, *mut W),
+) {
+    // SAFETY: a live QP the program is posting to.
+    let qp_num = unsafe { (*qp).qp_num };
+    while !wr.is_null() {
+        // SAFETY: the caller's contract.
+        let (wr_id, next) = read(unsafe { &*wr });
+        crate::trace::event(
+            format_args!("{verb}(qp_num={qp_num:#x}, wr_id={wr_id:#x})"),
+            format_args!("posted"),
+            false,
+            0,
+        );
+        wr = next;
+    }
+}
+
+/// A trace event per completion polled.
+pub(super) fn completions(done: &[ibv_wc]) {
+    for wc in done {
+        // SAFETY: the int-sized enums of a completion the provider wrote.
+        let (status, opcode) = unsafe {
+            (
+                addr_of!(wc.status).cast::<c_int>().read(),
+                addr_of!(wc.opcode).cast::<c_int>().read(),
+            )
+        };
+        let recv = opcode & ibv_wc_opcode::IBV_WC_RECV as c_int != 0;
+        crate::trace::event(
+            format_args!(
+                "completion(qp_num={:#x}, wr_id={:#x}, recv={})",
+                wc.qp_num, wc.wr_id, recv as u8
+            ),
+            format_args!("status={status}"),
+            status != 0,
+            0,
+        );
+    }
+}
