@@ -18,27 +18,7 @@ pub(super) const TEXT_LIMIT: usize = 100;
 
 /// The report's kind of a tracked object.
 pub(super) fn kind_of(o: &Obj) -> ReportKind {
-    match o.kind() {
-        Kind::Pd => ReportKind::Pd,
-        Kind::Mr => ReportKind::Mr,
-        Kind::Cq => ReportKind::Cq,
-        Kind::CompChannel => ReportKind::CompChannel,
-        Kind::Srq => ReportKind::Srq,
-        Kind::Qp => ReportKind::Qp,
-        Kind::Ah => ReportKind::Ah,
-        Kind::ImportedPd => ReportKind::ImportedPd,
-        Kind::ImportedMr => ReportKind::ImportedMr,
-        Kind::Mw => ReportKind::Mw,
-        Kind::Xrcd => ReportKind::Xrcd,
-        Kind::Wq => ReportKind::Wq,
-        Kind::RwqIndTable => ReportKind::RwqIndTable,
-        Kind::Flow => ReportKind::Flow,
-        Kind::FlowAction => ReportKind::FlowAction,
-        Kind::Td => ReportKind::Td,
-        Kind::ParentDomain => ReportKind::ParentDomain,
-        Kind::Dm => ReportKind::Dm,
-        Kind::Counters => ReportKind::Counters,
-    }
+    o.kind().report()
 }
 
 /// Counts by kind, shown as "1 pd, 2 mr".

@@ -51,29 +51,37 @@ impl Kind {
         Kind::Counters,
     ];
 
-    /// The name used in reports and suppressions.
-    pub fn name(self) -> &'static str {
+    /// The report model's kind: its name, place and fields in reports
+    /// and suppressions are the model's (one table for the shim, the
+    /// schema and the launcher).
+    pub const fn report(self) -> report_model::Kind {
+        use report_model::Kind as R;
         match self {
-            Kind::Pd => "pd",
-            Kind::Mr => "mr",
-            Kind::Cq => "cq",
-            Kind::CompChannel => "comp_channel",
-            Kind::Srq => "srq",
-            Kind::Qp => "qp",
-            Kind::Ah => "ah",
-            Kind::ImportedPd => "imported_pd",
-            Kind::ImportedMr => "imported_mr",
-            Kind::Mw => "mw",
-            Kind::Xrcd => "xrcd",
-            Kind::Wq => "wq",
-            Kind::RwqIndTable => "rwq_ind_table",
-            Kind::Flow => "flow",
-            Kind::FlowAction => "flow_action",
-            Kind::Td => "td",
-            Kind::ParentDomain => "parent_domain",
-            Kind::Dm => "dm",
-            Kind::Counters => "counters",
+            Kind::Pd => R::Pd,
+            Kind::Mr => R::Mr,
+            Kind::Cq => R::Cq,
+            Kind::CompChannel => R::CompChannel,
+            Kind::Srq => R::Srq,
+            Kind::Qp => R::Qp,
+            Kind::Ah => R::Ah,
+            Kind::ImportedPd => R::ImportedPd,
+            Kind::ImportedMr => R::ImportedMr,
+            Kind::Mw => R::Mw,
+            Kind::Xrcd => R::Xrcd,
+            Kind::Wq => R::Wq,
+            Kind::RwqIndTable => R::RwqIndTable,
+            Kind::Flow => R::Flow,
+            Kind::FlowAction => R::FlowAction,
+            Kind::Td => R::Td,
+            Kind::ParentDomain => R::ParentDomain,
+            Kind::Dm => R::Dm,
+            Kind::Counters => R::Counters,
         }
+    }
+
+    /// The name used in reports and suppressions (the model's).
+    pub fn name(self) -> &'static str {
+        self.report().name()
     }
 
     pub(super) fn from_u8(v: u8) -> Option<Kind> {
