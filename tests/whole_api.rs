@@ -752,3 +752,53 @@ fn a_traced_pingpong_gives_posts_completions_and_latency_per_qp() {
         assert!(us(row[6]) > 0.0 && us(row[9]) >= us(row[8]), "{q}:\n{text}");
     }
 }
+
+/// A QP destroyed and the next made at its address: the checks judge the
+/// new QP by its own caps (the caps kept for a queue go at its destroy),
+/// neither missing its violation nor inventing one.
+#[test]
+fn a_qp_made_at_a_destroyed_qps_address_is_checked_against_its_own_caps() {
+    let include = format!("-I{}", repo_dir().join("tests/c/sim").display());
+    let prog = cc(
+        "recycled_qp",
+        &[&repo_dir().join("tests/c/wholeapi/recycled_qp.c")],
+        &[&include, "-O2", "-libverbs"],
+    );
+    let dir = TempDir::new("recycled-qp");
+    let mut cmd = Command::new(prog);
+    for var in ["IBV_SHIM_LOG", "IBV_SHIM_LIBRARY", "IBV_SIM_DEVICES"] {
+        cmd.env_remove(var);
+    }
+    cmd.env("LD_LIBRARY_PATH", sim_dir())
+        .env("IBV_SIM_FABRIC", fabric_name("wholeapi", "recycled"));
+    preload_shim(&mut cmd)
+        .env("IBV_SHIM_CHECK", "datapath")
+        .env("IBV_SHIM_LOG_FILE", dir.join("log"))
+        .env("IBV_SHIM_REPORT", dir.join("report.json"));
+    let out = run_unchecked(&mut cmd, Duration::from_secs(60));
+    let (out, log) = (
+        stdout(&out),
+        std::fs::read_to_string(dir.join("log")).unwrap_or_default(),
+    );
+    assert!(out.contains("recycled_qp:"), "{out}\n{log}");
+    // Otherwise the test shows nothing: the allocator must hand a
+    // destroyed QP's memory to a QP with other caps.
+    let recycled: u32 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("recycled "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0);
+    assert!(recycled >= 5, "{out}");
+    let lines = violations(&log, "num_sge");
+    assert_eq!(lines.len(), 1, "{log}");
+    for part in [
+        "ibv_post_recv",
+        "num_sge 3 is above the queue's max_recv_sge 2",
+    ] {
+        assert!(lines[0].contains(part), "no {part:?} in {}", lines[0]);
+    }
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
+    // Each of the 20 QPs granting 2 SGEs, none of the 20 granting 4.
+    assert_eq!(json["checks"]["num_sge"], 20, "{json:#}");
+}

@@ -222,6 +222,9 @@ pub fn destroy<T>(
             if o.kind() == Kind::Mr && crate::checks::datapath() {
                 super::interpose::mr_deregistered(&o);
             }
+            if matches!(o.kind(), Kind::Qp | Kind::Srq) && crate::checks::datapath() {
+                super::interpose::queue_destroyed(addr);
+            }
             if o.flags() & FLAG_BACKTRACE != 0 {
                 objects::take_backtrace(addr);
             }
@@ -234,6 +237,9 @@ pub fn destroy<T>(
         }
         Taken::Unknown if rc == 0 && addr != 0 => {
             objects::bury(addr, d.kind);
+            if matches!(d.kind, Kind::Qp | Kind::Srq) && crate::checks::datapath() {
+                super::interpose::queue_destroyed(addr);
+            }
         }
         _ => {}
     }

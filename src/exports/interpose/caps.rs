@@ -2,17 +2,24 @@
 //! `max_inline_data`; an SRQ's `max_sge`), for the data-path checks. Asked
 //! once per queue with the real `ibv_query_qp` / `ibv_query_srq` at its
 //! first checked post (whatever verb made it: `ibv_create_qp`, the table's
-//! `create_qp_ex`, a provider's direct verb), then kept. No lock is held
-//! across the query.
+//! `create_qp_ex`, a provider's direct verb), then kept in a side record
+//! found by the queue's address, and dropped when the queue is destroyed
+//! ([`forget`]): a queue made later at the same address is asked again.
+//!
+//! The records live in a fixed, zeroed, open-addressed table: a post finds
+//! its queue's caps with a hash and a load or two, without a lock or an
+//! allocation (a lock here cost ~90 ns per post). No lock is held across
+//! the query. A queue whose probe window is full is asked at each post
+//! (correct, slower).
 
-use std::collections::HashMap;
 use std::ffi::c_int;
 use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use verbs_abi::{ibv_qp, ibv_qp_attr, ibv_qp_attr_mask, ibv_qp_init_attr, ibv_srq, ibv_srq_attr};
 
+use crate::log::Level;
 use crate::real::real_fns;
-use crate::registry::lock::{mutex, Mutex};
 
 real_fns! {
     QueryQp = fn ibv_query_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, attr_mask: c_int, init_attr: *mut ibv_qp_init_attr) -> c_int;
@@ -20,7 +27,7 @@ real_fns! {
 }
 
 /// What a queue takes per work request.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Caps {
     pub send_sge: u32,
     /// A QP's receive queue, or an SRQ.
@@ -28,19 +35,123 @@ pub(super) struct Caps {
     pub inline: u32,
 }
 
-/// By (queue address, handle, QP number): a queue freed and another made
-/// at the same address is asked again (its handle or number differs).
-type Key = (usize, u32, u32);
+impl Caps {
+    /// One word: SGE counts saturated at 16 bits (a queue granting more
+    /// than 65,535 SGEs does not exist), inline bytes in full.
+    fn pack(self) -> u64 {
+        let sat = |v: u32| v.min(0xffff) as u64;
+        sat(self.send_sge) | sat(self.recv_sge) << 16 | (self.inline as u64) << 32
+    }
 
-static CAPS: Mutex<Option<HashMap<Key, Caps>>> = mutex(None);
-
-fn known(k: Key) -> Option<Caps> {
-    CAPS.lock().as_ref().and_then(|m| m.get(&k)).copied()
+    fn unpack(w: u64) -> Caps {
+        Caps {
+            send_sge: (w & 0xffff) as u32,
+            recv_sge: (w >> 16 & 0xffff) as u32,
+            inline: (w >> 32) as u32,
+        }
+    }
 }
 
-fn keep(k: Key, c: Caps) -> Caps {
-    CAPS.lock().get_or_insert_with(HashMap::new).insert(k, c);
+/// One queue's side record.
+struct Side {
+    /// The queue's address; 0: never used (ends a probe); [`FREED`]: used
+    /// and free again; the address | [`WRITING`] while `caps` is written.
+    key: AtomicUsize,
+    caps: AtomicU64,
+}
+
+const FREED: usize = 2;
+const WRITING: usize = 1;
+
+/// Slots (a power of two) and the longest probe: 16 bytes each, zeroed
+/// static memory (pages never touched cost nothing).
+const SLOTS: usize = 1 << 14;
+const PROBE: usize = 32;
+
+static SIDES: [Side; SLOTS] = [const {
+    Side {
+        key: AtomicUsize::new(0),
+        caps: AtomicU64::new(0),
+    }
+}; SLOTS];
+
+static FULL_WARNED: AtomicBool = AtomicBool::new(false);
+
+#[inline]
+fn home(addr: usize) -> usize {
+    ((addr as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40) as usize & (SLOTS - 1)
+}
+
+/// The probe window of `addr`.
+#[inline]
+fn window(addr: usize) -> impl Iterator<Item = &'static Side> {
+    let h = home(addr);
+    (0..PROBE).map(move |i| &SIDES[(h + i) & (SLOTS - 1)])
+}
+
+/// The caps kept for the queue at `addr`.
+#[inline]
+fn known(addr: usize) -> Option<Caps> {
+    for s in window(addr) {
+        match s.key.load(Ordering::Acquire) {
+            k if k == addr => return Some(Caps::unpack(s.caps.load(Ordering::Relaxed))),
+            0 => return None,
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Keeps `c` for the queue at `addr` (unless another thread just did).
+fn keep(addr: usize, c: Caps) -> Caps {
+    let mut spare = None;
+    for s in window(addr) {
+        match s.key.load(Ordering::Acquire) {
+            k if k & !WRITING == addr => return c,
+            0 => {
+                spare = spare.or(Some((s, 0)));
+                break;
+            }
+            FREED => spare = spare.or(Some((s, FREED))),
+            _ => {}
+        }
+    }
+    let Some((s, was)) = spare else {
+        if !FULL_WARNED.swap(true, Ordering::Relaxed) {
+            crate::log!(
+                Level::Debug,
+                "data-path checks: queue {addr:#x}: no room to keep its caps; asked at each post"
+            );
+        }
+        return c;
+    };
+    // Claimed marked WRITING, published by the Release store of the bare
+    // address: a reader that sees the address sees these caps.
+    if s.key
+        .compare_exchange(was, addr | WRITING, Ordering::Acquire, Ordering::Relaxed)
+        .is_ok()
+    {
+        s.caps.store(c.pack(), Ordering::Relaxed);
+        s.key.store(addr, Ordering::Release);
+    }
     c
+}
+
+/// The queue at `addr` was destroyed: its caps are dropped, so that a
+/// queue made at the same address is asked for its own.
+pub(super) fn forget(addr: usize) {
+    for s in window(addr) {
+        let k = s.key.load(Ordering::Acquire);
+        if k == 0 {
+            return;
+        }
+        if k & !WRITING == addr {
+            // A racing duplicate `keep` may have claimed a second slot: all go.
+            let _ = s
+                .key
+                .compare_exchange(k, FREED, Ordering::AcqRel, Ordering::Relaxed);
+        }
+    }
 }
 
 /// A zeroed C attribute struct for the query to fill.
@@ -51,12 +162,14 @@ fn zeroed<T>() -> T {
 }
 
 /// The QP's caps, or None when the query fails (nothing is then checked).
+#[inline]
 pub(super) fn of_qp(qp: *mut ibv_qp) -> Option<Caps> {
-    // SAFETY: a live QP the program is posting to.
-    let k = unsafe { (qp as usize, (*qp).handle, (*qp).qp_num) };
-    if let Some(c) = known(k) {
-        return Some(c);
-    }
+    known(qp as usize).or_else(|| ask_qp(qp))
+}
+
+#[cold]
+#[inline(never)]
+fn ask_qp(qp: *mut ibv_qp) -> Option<Caps> {
     let real = QueryQp::unhooked().ok()?;
     let (mut attr, mut init) = (zeroed::<ibv_qp_attr>(), zeroed::<ibv_qp_init_attr>());
     let mask = ibv_qp_attr_mask::IBV_QP_CAP as c_int;
@@ -65,7 +178,7 @@ pub(super) fn of_qp(qp: *mut ibv_qp) -> Option<Caps> {
     }
     let cap = init.cap;
     Some(keep(
-        k,
+        qp as usize,
         Caps {
             send_sge: cap.max_send_sge,
             recv_sge: cap.max_recv_sge,
@@ -75,19 +188,21 @@ pub(super) fn of_qp(qp: *mut ibv_qp) -> Option<Caps> {
 }
 
 /// The SRQ's caps (`max_sge` as `recv_sge`), or None when the query fails.
+#[inline]
 pub(super) fn of_srq(srq: *mut ibv_srq) -> Option<Caps> {
-    // SAFETY: a live SRQ the program is posting to.
-    let k = unsafe { (srq as usize, (*srq).handle, u32::MAX) };
-    if let Some(c) = known(k) {
-        return Some(c);
-    }
+    known(srq as usize).or_else(|| ask_srq(srq))
+}
+
+#[cold]
+#[inline(never)]
+fn ask_srq(srq: *mut ibv_srq) -> Option<Caps> {
     let real = QuerySrq::unhooked().ok()?;
     let mut attr = zeroed::<ibv_srq_attr>();
     if real.call(srq, &mut attr) != 0 {
         return None;
     }
     Some(keep(
-        k,
+        srq as usize,
         Caps {
             send_sge: 0,
             recv_sge: attr.max_sge,
@@ -96,7 +211,44 @@ pub(super) fn of_srq(srq: *mut ibv_srq) -> Option<Caps> {
     ))
 }
 
-/// `fork()`: this module's lock, held across the fork (`interpose::fork`).
-pub(super) fn fork(step: crate::registry::lock::ForkStep) {
-    step.apply(&CAPS);
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kept_found_forgotten_and_kept_anew() {
+        let c = |n| Caps {
+            send_sge: n,
+            recv_sge: n + 1,
+            inline: 1 << 20,
+        };
+        let addr = 0x7f00_dead_b000;
+        assert_eq!(known(addr), None);
+        keep(addr, c(2));
+        assert_eq!(known(addr), Some(c(2)));
+        forget(addr);
+        assert_eq!(known(addr), None);
+        keep(addr, c(4));
+        assert_eq!(known(addr), Some(c(4)));
+        // Addresses with the same home share its window: each finds its
+        // own; past the window's room they are not kept (asked each time).
+        let others: Vec<usize> = (1..)
+            .map(|j| addr + j * 64)
+            .filter(|&a| home(a) == home(addr))
+            .take(PROBE + 8)
+            .collect();
+        for (i, &a) in others.iter().enumerate() {
+            keep(a, c(i as u32));
+        }
+        assert_eq!(known(addr), Some(c(4)));
+        assert_eq!(known(others[0]), Some(c(0)));
+        assert_eq!(known(others[PROBE - 2]), Some(c(PROBE as u32 - 2)));
+        assert_eq!(known(others[PROBE + 7]), None);
+        forget(addr);
+        assert_eq!(known(addr), None);
+        // Its slot is free again, for the next queue of the window.
+        keep(others[PROBE + 7], c(9));
+        assert_eq!(known(others[PROBE + 7]), Some(c(9)));
+        assert_eq!(Caps::unpack(c(70_000).pack()).send_sge, 0xffff);
+    }
 }

@@ -8,7 +8,7 @@
 //! [`polled`]: the hooks of the completion-fault injector and of the
 //! tracer belong there.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::ffi::c_int;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::ptr::addr_of;
@@ -21,8 +21,6 @@ use crate::log::Level;
 use crate::registry::lock::{mutex, Mutex};
 use crate::registry::objects::{self, Kind};
 
-/// Posts remembered per QP, to match an error completion to its WR.
-const RECENT: usize = 64;
 const WC_WR_FLUSH_ERR: c_int = verbs_abi::ibv_wc_status::IBV_WC_WR_FLUSH_ERR as c_int;
 
 /// A posted work request, as remembered.
@@ -36,9 +34,9 @@ pub(super) struct Posted {
     pub sge: Option<(u64, u32, u32)>,
 }
 
+/// A QP's error completions (touched only when one arrives).
 #[derive(Default)]
 struct QpLog {
-    recent: VecDeque<(Posted, usize)>,
     /// The first error completion was logged.
     failed: bool,
     /// Flushed completions not yet counted in a line.
@@ -48,7 +46,7 @@ struct QpLog {
 /// Some QP has flushed completions not yet counted in a line.
 static FLUSHED: AtomicBool = AtomicBool::new(false);
 
-/// Per (context, qp_num); hashed with one multiply (SipHash would cost
+/// Per (context, qp_num), of the QPs with an error completion; hashed with one multiply (SipHash would cost
 /// more than the rest of a post's bookkeeping).
 static QPS: Mutex<Option<QpLogs>> = mutex(None);
 
@@ -77,16 +75,9 @@ impl Hasher for MulHash {
 }
 
 /// A work request posted at `site` to QP `qp_num` of `ctx`.
+#[inline]
 pub(super) fn posted(ctx: usize, qp_num: u32, p: &Posted, site: usize) {
-    let mut g = QPS.lock();
-    let log = g
-        .get_or_insert_with(HashMap::default)
-        .entry((ctx, qp_num))
-        .or_default();
-    if log.recent.len() == RECENT {
-        log.recent.pop_front();
-    }
-    log.recent.push_back((*p, site));
+    super::recent::remember(ctx, qp_num, p, site);
 }
 
 /// `IBV_WC_*` status names, with `ibv_wc_status_str`'s words.
@@ -123,8 +114,23 @@ fn status_name(status: c_int) -> &'static str {
         .unwrap_or("unknown status")
 }
 
+/// Is there anything for [`polled`] to do? An error among the completions
+/// (one branch per completion: the success path of a poll), or flushed
+/// ones to count when the CQ is drained.
+#[inline]
+pub(super) fn worth_a_look(done: &[ibv_wc], drained: bool) -> bool {
+    let failed = |wc: &ibv_wc| {
+        // SAFETY: the provider wrote this completion; its status read as
+        // the int it is in C.
+        unsafe { addr_of!(wc.status).cast::<c_int>().read() != 0 }
+    };
+    done.iter().any(failed) || (drained && FLUSHED.load(Ordering::Relaxed))
+}
+
 /// The completions a poll of `cq` (on `ctx`) returned; `drained`: fewer
 /// than asked for (the CQ is empty for now).
+#[cold]
+#[inline(never)]
 pub(super) fn polled(ctx: usize, cq: *mut ibv_cq, done: &[ibv_wc], drained: bool) {
     // Hook: completion faults (`faults::completion_status`) and trace
     // events for each completion go here, before the scan below.
@@ -177,13 +183,7 @@ pub(super) fn failed(ctx: usize, cq: usize, wc: &Failed) {
             (false, None)
         } else {
             log.failed = true;
-            let wr = log
-                .recent
-                .iter()
-                .rev()
-                .find(|(p, _)| p.wr_id == wc.wr_id)
-                .copied();
-            (true, wr)
+            (true, super::recent::find(ctx, wc.qp_num, wc.wr_id))
         }
     };
     let qp = objects::collect(|o| o.kind() == Kind::Qp && o.ctx == ctx && o.x == wc.qp_num)

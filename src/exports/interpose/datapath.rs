@@ -18,8 +18,8 @@ use std::fmt;
 use std::ptr::addr_of;
 
 use verbs_abi::{
-    ibv_access_flags, ibv_context_ops, ibv_cq, ibv_qp, ibv_qp_state, ibv_recv_wr, ibv_send_flags,
-    ibv_send_wr, ibv_sge, ibv_srq, ibv_wc, ibv_wr_opcode,
+    ibv_context_ops, ibv_cq, ibv_qp, ibv_qp_state, ibv_recv_wr, ibv_send_flags, ibv_send_wr,
+    ibv_sge, ibv_srq, ibv_wc, ibv_wr_opcode,
 };
 
 use super::keys::{self, Key};
@@ -100,12 +100,6 @@ const WR_RDMA_READ: c_int = ibv_wr_opcode::IBV_WR_RDMA_READ as c_int;
 const WR_ATOMIC_CMP_AND_SWP: c_int = ibv_wr_opcode::IBV_WR_ATOMIC_CMP_AND_SWP as c_int;
 const WR_ATOMIC_FETCH_AND_ADD: c_int = ibv_wr_opcode::IBV_WR_ATOMIC_FETCH_AND_ADD as c_int;
 const SEND_INLINE: u32 = ibv_send_flags::IBV_SEND_INLINE as u32;
-const ACCESS_LOCAL_WRITE: u32 = ibv_access_flags::IBV_ACCESS_LOCAL_WRITE as u32;
-/// `objects::MR_VIA` entries whose SGE addresses are not virtual
-/// addresses inside `[addr, addr + length)` (an iova, a dma-buf offset, a
-/// device-memory offset): their range is not checked.
-const VIA_OTHER_SPACE: [u8; 3] = [1, 3, 4];
-
 /// What a work request was posted to.
 #[derive(Clone, Copy)]
 enum Queue {
@@ -244,10 +238,24 @@ fn same_pd(pd: usize, mr_pd: usize) -> bool {
 }
 
 /// Checks one SGE of `wr`; `write`: the operation writes into the buffer.
+#[inline]
 fn check_sge(q: Queue, ctx: usize, wr: &Wr, s: &ibv_sge, write: bool, site: usize) {
     if s.length == 0 {
         return;
     }
+    // The clean post of a known lkey: no lock, no registry lookup.
+    if let Some(f) = keys::cached(ctx, s.lkey) {
+        if f.pd == q.pd() && f.covers(s.addr, s.length) && (f.writable || !write) {
+            return;
+        }
+    }
+    check_sge_fully(q, ctx, wr, s, write, site);
+}
+
+/// [`check_sge`] through the lkey index and the registry (which caches
+/// a live MR's facts for the next post).
+#[inline(never)]
+fn check_sge_fully(q: Queue, ctx: usize, wr: &Wr, s: &ibv_sge, write: bool, site: usize) {
     let mr: Obj = match keys::lookup(ctx, s.lkey) {
         Key::Mr(o) => o,
         Key::OtherContext(o) => {
@@ -294,24 +302,22 @@ fn check_sge(q: Queue, ctx: usize, wr: &Wr, s: &ibv_sge, write: bool, site: usiz
             ),
         );
     }
-    let imported = mr.kind() == Kind::ImportedMr;
-    if !imported && !VIA_OTHER_SPACE.contains(&mr.sub()) {
+    let f = keys::Facts::of(&mr);
+    if !f.covers(s.addr, s.length) {
         let (start, end) = (mr.a as u128, mr.a as u128 + mr.b as u128);
         let (s_start, s_end) = (s.addr as u128, s.addr as u128 + s.length as u128);
-        if s_start < start || s_end > end {
-            violation(
-                Check::OutOfRange,
-                q,
-                wr,
-                site,
-                format_args!(
-                    "[{:#x}, {:#x}) is not inside MR {:#x} [{:#x}, {:#x}) (lkey {:#x})",
-                    s_start, s_end, mr.addr, start, end, s.lkey
-                ),
-            );
-        }
+        violation(
+            Check::OutOfRange,
+            q,
+            wr,
+            site,
+            format_args!(
+                "[{:#x}, {:#x}) is not inside MR {:#x} [{:#x}, {:#x}) (lkey {:#x})",
+                s_start, s_end, mr.addr, start, end, s.lkey
+            ),
+        );
     }
-    if write && !imported && mr.x & ACCESS_LOCAL_WRITE == 0 {
+    if write && !f.writable {
         violation(
             Check::Access,
             q,
@@ -628,9 +634,13 @@ unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc: *mut ibv_w
         if checks::datapath() {
             // SAFETY: the provider just wrote `n` completions there.
             let done = unsafe { std::slice::from_raw_parts(wc, n as usize) };
-            checked("ibv_poll_cq", || {
-                completions::polled(ctx as usize, cq, done, n < num_entries)
-            });
+            let drained = n < num_entries;
+            // The success path: a scan, no boundary, errno untouched.
+            if completions::worth_a_look(done, drained) {
+                checked("ibv_poll_cq", || {
+                    completions::polled(ctx as usize, cq, done, drained)
+                });
+            }
         }
         if crate::trace::wanted() {
             // SAFETY: the provider just wrote `n` completions there.

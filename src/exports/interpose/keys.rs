@@ -6,9 +6,8 @@
 //! the registry, paid only by a program that posts bad keys). Touched only
 //! with `IBV_SHIM_CHECK=datapath`.
 
-use std::cell::Cell;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
 use crate::registry::lock::{mutex, Mutex};
 use crate::registry::objects::{self, Kind, Obj};
@@ -26,10 +25,138 @@ static INDEX: Mutex<Option<Index>> = mutex(None);
 /// thread's cached answer is good only for the generation it was read in.
 static GENERATION: AtomicU64 = AtomicU64::new(1);
 
-thread_local! {
-    /// This thread's last answer (generation, context, lkey, MR): a post
-    /// loop's next SGE with the same lkey costs no lock.
-    static LAST: Cell<Option<(u64, usize, u32, Obj)>> = const { Cell::new(None) };
+/// What a clean post needs of an MR.
+#[derive(Clone, Copy)]
+pub(super) struct Facts {
+    pub pd: usize,
+    pub start: u64,
+    pub len: u64,
+    /// SGE addresses are virtual addresses inside `[start, start + len)`
+    /// (not an iova, a dma-buf or device-memory offset, nor an imported MR).
+    pub ranged: bool,
+    /// Registered with local write (or imported: not known, not checked).
+    pub writable: bool,
+}
+
+/// `objects::MR_VIA` entries whose SGE addresses are not virtual
+/// addresses inside `[addr, addr + length)` (an iova, a dma-buf offset, a
+/// device-memory offset): their range is not checked.
+pub(super) const VIA_OTHER_SPACE: [u8; 3] = [1, 3, 4];
+const ACCESS_LOCAL_WRITE: u32 = verbs_abi::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE as u32;
+
+impl Facts {
+    pub(super) fn of(mr: &Obj) -> Facts {
+        let imported = mr.kind() == Kind::ImportedMr;
+        Facts {
+            pd: mr.parent,
+            start: mr.a,
+            len: mr.b,
+            ranged: !imported && !VIA_OTHER_SPACE.contains(&mr.sub()),
+            writable: imported || mr.x & ACCESS_LOCAL_WRITE != 0,
+        }
+    }
+
+    /// Does `[addr, addr + length)` lie inside the MR? (No overflow.)
+    #[inline]
+    pub(super) fn covers(&self, addr: u64, length: u32) -> bool {
+        !self.ranged
+            || (addr >= self.start
+                && addr - self.start <= self.len
+                && self.len - (addr - self.start) >= length as u64)
+    }
+}
+
+/// One slot of the cache: a seqlock (odd while a writer fills it).
+struct Cached {
+    seq: AtomicU32,
+    lkey: AtomicU32,
+    ctx: AtomicU64,
+    generation: AtomicU64,
+    pd: AtomicU64,
+    start: AtomicU64,
+    len: AtomicU64,
+    /// bit 0: ranged; bit 1: writable.
+    flags: AtomicU32,
+}
+
+const CACHED: usize = 256;
+
+static CACHE: [Cached; CACHED] = [const {
+    Cached {
+        seq: AtomicU32::new(0),
+        lkey: AtomicU32::new(0),
+        ctx: AtomicU64::new(0),
+        generation: AtomicU64::new(0),
+        pd: AtomicU64::new(0),
+        start: AtomicU64::new(0),
+        len: AtomicU64::new(0),
+        flags: AtomicU32::new(0),
+    }
+}; CACHED];
+
+#[inline]
+fn cache_slot(ctx: usize, lkey: u32) -> &'static Cached {
+    let h = (lkey as u64 ^ (ctx as u64).rotate_left(32)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    &CACHE[(h >> 56) as usize & (CACHED - 1)]
+}
+
+/// The facts of the live MR `lkey` names on `ctx`, if cached in this
+/// generation of the index.
+#[inline]
+pub(super) fn cached(ctx: usize, lkey: u32) -> Option<Facts> {
+    let generation = GENERATION.load(Ordering::Acquire);
+    let c = cache_slot(ctx, lkey);
+    let seq = c.seq.load(Ordering::Acquire);
+    let hit = seq & 1 == 0
+        && c.lkey.load(Ordering::Relaxed) == lkey
+        && c.ctx.load(Ordering::Relaxed) == ctx as u64
+        && c.generation.load(Ordering::Relaxed) == generation;
+    let f = Facts {
+        pd: c.pd.load(Ordering::Relaxed) as usize,
+        start: c.start.load(Ordering::Relaxed),
+        len: c.len.load(Ordering::Relaxed),
+        ranged: false,
+        writable: false,
+    };
+    let flags = c.flags.load(Ordering::Relaxed);
+    fence(Ordering::Acquire);
+    (hit && c.seq.load(Ordering::Relaxed) == seq).then_some(Facts {
+        ranged: flags & 1 != 0,
+        writable: flags & 2 != 0,
+        ..f
+    })
+}
+
+/// Caches `mr`, found live for `lkey` on `ctx` in `generation` (a slot
+/// another thread is filling is left to it).
+fn cache(generation: u64, ctx: usize, lkey: u32, mr: &Obj) {
+    let c = cache_slot(ctx, lkey);
+    let seq = c.seq.load(Ordering::Relaxed);
+    if seq & 1 != 0
+        || c.seq
+            .compare_exchange(
+                seq,
+                seq.wrapping_add(1),
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            )
+            .is_err()
+    {
+        return;
+    }
+    fence(Ordering::Release);
+    let f = Facts::of(mr);
+    c.lkey.store(lkey, Ordering::Relaxed);
+    c.ctx.store(ctx as u64, Ordering::Relaxed);
+    c.generation.store(generation, Ordering::Relaxed);
+    c.pd.store(f.pd as u64, Ordering::Relaxed);
+    c.start.store(f.start, Ordering::Relaxed);
+    c.len.store(f.len, Ordering::Relaxed);
+    c.flags.store(
+        f.ranged as u32 | (f.writable as u32) << 1,
+        Ordering::Relaxed,
+    );
+    c.seq.store(seq.wrapping_add(2), Ordering::Release);
 }
 
 /// What an lkey names, for an SGE posted on context `ctx`.
@@ -105,14 +232,9 @@ fn rebuild() {
 /// What `lkey` names for an SGE posted on `ctx`.
 pub(super) fn lookup(ctx: usize, lkey: u32) -> Key {
     let generation = GENERATION.load(Ordering::Acquire);
-    if let Some((g, c, k, o)) = LAST.get() {
-        if (g, c, k) == (generation, ctx, lkey) {
-            return Key::Mr(o);
-        }
-    }
     let (hit, _) = probe(ctx, lkey);
     if let Some(Key::Mr(o)) = hit {
-        LAST.set(Some((generation, ctx, lkey, o)));
+        cache(generation, ctx, lkey, &o);
         return Key::Mr(o);
     }
     // A miss: a new MR since the last rebuild, or a bad key.
@@ -140,7 +262,18 @@ pub(super) fn deregistered(mr: &Obj) {
     GENERATION.fetch_add(1, Ordering::Release);
 }
 
-/// `fork()`: this module's lock, held across the fork (`interpose::fork`).
+/// `fork()`: this module's lock, held across the fork (`interpose::fork`);
+/// in the child, a cache slot a thread of the parent was filling is
+/// released (emptied).
 pub(super) fn fork(step: crate::registry::lock::ForkStep) {
     step.apply(&INDEX);
+    if matches!(step, crate::registry::lock::ForkStep::Child) {
+        for c in &CACHE {
+            let seq = c.seq.load(Ordering::Relaxed);
+            if seq & 1 != 0 {
+                c.generation.store(0, Ordering::Relaxed);
+                c.seq.store(seq.wrapping_add(1), Ordering::Relaxed);
+            }
+        }
+    }
 }

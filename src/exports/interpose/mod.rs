@@ -35,6 +35,7 @@ mod excq;
 mod keys;
 mod objects;
 mod queues;
+mod recent;
 mod traced;
 
 /// The entries the shim wraps, as indices into a context's saved table.
@@ -290,18 +291,23 @@ pub fn mr_deregistered(mr: &crate::registry::objects::Obj) {
     keys::deregistered(mr);
 }
 
-/// At exit: what the error-completion explainer still has to say.
+/// A QP or SRQ was destroyed (with the data-path checks on): its caps go.
+pub fn queue_destroyed(addr: usize) {
+    caps::forget(addr);
+}
+
 /// `fork()`: the data-path checks' locks (taken after the registry's, as
 /// their users take them), so that a child never inherits one held by a
 /// thread that does not exist there.
 pub fn fork(step: crate::registry::lock::ForkStep) {
     keys::fork(step);
-    caps::fork(step);
     datapath::fork(step);
     completions::fork(step);
+    recent::fork(step);
     excq::fork(step);
 }
 
+/// At exit: what the error-completion explainer still has to say.
 pub fn at_exit() {
     completions::at_exit();
 }
