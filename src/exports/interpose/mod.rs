@@ -303,7 +303,6 @@ pub fn fork(step: crate::registry::lock::ForkStep) {
     keys::fork(step);
     datapath::fork(step);
     completions::fork(step);
-    recent::fork(step);
     excq::fork(step);
 }
 

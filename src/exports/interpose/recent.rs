@@ -6,43 +6,26 @@
 //! past of every QP, shared: a QP's work request is found as long as fewer
 //! than a few thousand posts, all QPs together, came after it.
 //!
-//! Each slot is a seqlock whose writer first claims it (even -> odd): a
-//! writer finding it claimed by another thread drops its record (it is a
-//! diagnostic); a reader that sees it claimed or changed finds nothing.
+//! A slot is written with plain stores, no read-modify-write (a claim
+//! would cost an atomic operation per post): its last word is a check of
+//! the others, which a reader recomputes; a record torn by two threads
+//! writing the same slot at once fails it and is not found (it is a
+//! diagnostic, not a check).
 
 use std::ffi::c_int;
-use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::completions::Posted;
 
-struct Slot {
-    seq: AtomicU32,
-    qp_num: AtomicU32,
-    ctx: AtomicU64,
-    wr_id: AtomicU64,
-    /// opcode (low 32 bits, as the C int), num_sge (high).
-    op: AtomicU64,
-    sge_addr: AtomicU64,
-    /// length (low), lkey (high); `u64::MAX`: no SGE.
-    sge: AtomicU64,
-    site: AtomicU64,
-}
+/// ctx, qp_num, wr_id, opcode | num_sge << 32, sge addr, sge length |
+/// lkey << 32 (`u64::MAX`: no SGE), site, then the check of those.
+struct Slot([AtomicU64; 8]);
 
-/// A power of two; 56 bytes each, zeroed static memory.
+/// A power of two; 64 bytes each, zeroed static memory (an all-zero slot
+/// fails its check: see [`check`]).
 const SLOTS: usize = 1 << 12;
 
-static TABLE: [Slot; SLOTS] = [const {
-    Slot {
-        seq: AtomicU32::new(0),
-        qp_num: AtomicU32::new(0),
-        ctx: AtomicU64::new(0),
-        wr_id: AtomicU64::new(0),
-        op: AtomicU64::new(0),
-        sge_addr: AtomicU64::new(0),
-        sge: AtomicU64::new(0),
-        site: AtomicU64::new(0),
-    }
-}; SLOTS];
+static TABLE: [Slot; SLOTS] = [const { Slot([const { AtomicU64::new(0) }; 8]) }; SLOTS];
 
 #[inline]
 fn slot(ctx: usize, qp_num: u32, wr_id: u64) -> &'static Slot {
@@ -51,84 +34,81 @@ fn slot(ctx: usize, qp_num: u32, wr_id: u64) -> &'static Slot {
     &TABLE[(h >> 52) as usize & (SLOTS - 1)]
 }
 
+/// The check word of a record (odd: never that of a zeroed slot).
+#[inline]
+fn check(w: &[u64; 7]) -> u64 {
+    w.iter().fold(0x243f_6a88_85a3_08d3u64, |h, &v| {
+        (h ^ v).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29)
+    }) | 1
+}
+
 /// Remembers a work request posted at `site` to QP `qp_num` of `ctx`.
 #[inline]
 pub(super) fn remember(ctx: usize, qp_num: u32, p: &Posted, site: usize) {
-    let s = slot(ctx, qp_num, p.wr_id);
-    let seq = s.seq.load(Ordering::Relaxed);
-    if seq & 1 != 0
-        || s.seq
-            .compare_exchange(
-                seq,
-                seq.wrapping_add(1),
-                Ordering::Acquire,
-                Ordering::Relaxed,
-            )
-            .is_err()
-    {
-        return;
-    }
-    // The fields after the claim: Release on the fence orders the odd
-    // `seq` before them for a reader.
-    fence(Ordering::Release);
-    s.qp_num.store(qp_num, Ordering::Relaxed);
-    s.ctx.store(ctx as u64, Ordering::Relaxed);
-    s.wr_id.store(p.wr_id, Ordering::Relaxed);
-    s.op.store(
-        p.opcode as u32 as u64 | (p.num_sge as u32 as u64) << 32,
-        Ordering::Relaxed,
-    );
     let (addr, rest) = match p.sge {
         Some((a, l, k)) => (a, l as u64 | (k as u64) << 32),
         None => (0, u64::MAX),
     };
-    s.sge_addr.store(addr, Ordering::Relaxed);
-    s.sge.store(rest, Ordering::Relaxed);
-    s.site.store(site as u64, Ordering::Relaxed);
-    s.seq.store(seq.wrapping_add(2), Ordering::Release);
+    let w = [
+        ctx as u64,
+        qp_num as u64,
+        p.wr_id,
+        p.opcode as u32 as u64 | (p.num_sge as u32 as u64) << 32,
+        addr,
+        rest,
+        site as u64,
+    ];
+    let s = slot(ctx, qp_num, p.wr_id);
+    for (cell, v) in s.0.iter().zip(w.iter().chain([check(&w)].iter())) {
+        cell.store(*v, Ordering::Relaxed);
+    }
 }
 
 /// The last work request posted with `wr_id` to QP `qp_num` of `ctx`, and
 /// its site, if still kept.
 pub(super) fn find(ctx: usize, qp_num: u32, wr_id: u64) -> Option<(Posted, usize)> {
     let s = slot(ctx, qp_num, wr_id);
-    let seq = s.seq.load(Ordering::Acquire);
-    if seq == 0 || seq & 1 != 0 {
-        return None;
+    let mut w = [0u64; 7];
+    for (v, cell) in w.iter_mut().zip(s.0.iter()) {
+        *v = cell.load(Ordering::Relaxed);
     }
-    let mine = s.qp_num.load(Ordering::Relaxed) == qp_num
-        && s.ctx.load(Ordering::Relaxed) == ctx as u64
-        && s.wr_id.load(Ordering::Relaxed) == wr_id;
-    let op = s.op.load(Ordering::Relaxed);
-    let (addr, rest) = (
-        s.sge_addr.load(Ordering::Relaxed),
-        s.sge.load(Ordering::Relaxed),
-    );
-    let site = s.site.load(Ordering::Relaxed) as usize;
-    fence(Ordering::Acquire);
-    if !mine || s.seq.load(Ordering::Relaxed) != seq {
+    if s.0[7].load(Ordering::Relaxed) != check(&w) || w[..3] != [ctx as u64, qp_num as u64, wr_id] {
         return None;
     }
     let p = Posted {
         wr_id,
-        opcode: op as u32 as c_int,
-        num_sge: (op >> 32) as u32 as c_int,
-        sge: (rest != u64::MAX).then_some((addr, rest as u32, (rest >> 32) as u32)),
+        opcode: w[3] as u32 as c_int,
+        num_sge: (w[3] >> 32) as u32 as c_int,
+        sge: (w[5] != u64::MAX).then_some((w[4], w[5] as u32, (w[5] >> 32) as u32)),
     };
-    Some((p, site))
+    Some((p, w[6] as usize))
 }
 
-/// `fork()`, in the child: a slot a thread of the parent was writing
-/// (a thread that does not exist here) is released, its record dropped.
-pub(super) fn fork(step: crate::registry::lock::ForkStep) {
-    if !matches!(step, crate::registry::lock::ForkStep::Child) {
-        return;
-    }
-    for s in &TABLE {
-        let seq = s.seq.load(Ordering::Relaxed);
-        if seq & 1 != 0 {
-            s.ctx.store(0, Ordering::Relaxed);
-            s.seq.store(seq.wrapping_add(1), Ordering::Relaxed);
-        }
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn found_by_qp_and_wr_id_overwritten_by_a_later_post_torn_not_found() {
+        let p = |wr_id, op| Posted {
+            wr_id,
+            opcode: op,
+            num_sge: 1,
+            sge: Some((0x1000, 64, 0x55)),
+        };
+        let ctx = 0x5555_0000_1000;
+        assert!(find(ctx, 7, 1).is_none());
+        remember(ctx, 7, &p(1, 2), 0xabc);
+        let (got, site) = find(ctx, 7, 1).unwrap();
+        assert_eq!(
+            (got.opcode, got.sge, site),
+            (2, Some((0x1000, 64, 0x55)), 0xabc)
+        );
+        assert!(find(ctx, 8, 1).is_none() && find(ctx + 8, 7, 1).is_none());
+        remember(ctx, 7, &p(1, 4), 0xdef);
+        assert_eq!(find(ctx, 7, 1).unwrap().0.opcode, 4);
+        // A field changed under the check word: torn, not found.
+        slot(ctx, 7, 1).0[4].store(0x2000, Ordering::Relaxed);
+        assert!(find(ctx, 7, 1).is_none());
     }
 }
