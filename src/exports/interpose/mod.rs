@@ -12,8 +12,9 @@
 //! - `objects`: the control path (create/destroy of every table-made kind).
 //! - `datapath`: post/poll, only with `IBV_SHIM_CHECK=datapath`; otherwise
 //!   those entries are left as the provider wrote them.
-//! - `keys`: the lkey index the checks use; `completions`: error
-//!   completions explained.
+//! - `keys`: the lkey index the checks use; `caps`: each queue's granted
+//!   sizes; `completions`: error completions explained, `recent`: the
+//!   posts they are matched to. None takes a lock on a clean post.
 //!
 //! An entry the provider left NULL stays NULL (the inline verb then fails
 //! with EOPNOTSUPP, as without the shim). Saved tables are never freed:
