@@ -89,9 +89,19 @@ fn window(addr: usize) -> impl Iterator<Item = &'static Side> {
     (0..PROBE).map(move |i| &SIDES[(h + i) & (SLOTS - 1)])
 }
 
-/// The caps kept for the queue at `addr`.
+/// The caps kept for the queue at `addr`: its home slot, else the rest
+/// of its window.
 #[inline]
 fn known(addr: usize) -> Option<Caps> {
+    let s = &SIDES[home(addr)];
+    if s.key.load(Ordering::Acquire) == addr {
+        return Some(Caps::unpack(s.caps.load(Ordering::Relaxed)));
+    }
+    known_further(addr)
+}
+
+#[inline(never)]
+fn known_further(addr: usize) -> Option<Caps> {
     for s in window(addr) {
         match s.key.load(Ordering::Acquire) {
             k if k == addr => return Some(Caps::unpack(s.caps.load(Ordering::Relaxed))),

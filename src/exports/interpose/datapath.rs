@@ -25,7 +25,7 @@ use verbs_abi::{
 use super::keys::{self, Key};
 use super::{caps, completions, ctx_of, original, patch, traced, Entry, Slot};
 use crate::checks::{self, Check};
-use crate::guard::{boundary, Errno};
+use crate::guard::boundary;
 use crate::log::Level;
 use crate::registry::lock::{mutex, Mutex};
 use crate::registry::objects::{self, Kind, Obj};
@@ -333,6 +333,7 @@ fn check_sge_fully(q: Queue, ctx: usize, wr: &Wr, s: &ibv_sge, write: bool, site
 }
 
 /// Checks one work request.
+#[inline]
 fn check_wr(q: Queue, ctx: usize, wr: &Wr, write: bool, inline: bool, site: usize) {
     if wr.num_sge < 0 {
         return violation(
@@ -533,9 +534,14 @@ impl Wr {
 /// happens in them, the post is forwarded as the program made it.
 #[inline(always)]
 fn checked(name: &'static str, f: impl FnOnce()) {
-    let errno = Errno::save();
+    // SAFETY: __errno_location returns this thread's errno slot, which
+    // lives as long as the thread (asked once: it is on every post).
+    let errno = unsafe { libc::__errno_location() };
+    // SAFETY: as above.
+    let saved = unsafe { *errno };
     boundary(name, (), f);
-    errno.restore();
+    // SAFETY: as above.
+    unsafe { *errno = saved };
 }
 
 /// No saved entry (cannot happen for a context the shim patched): the
