@@ -63,9 +63,10 @@ pub(super) fn remember(ctx: usize, qp_num: u32, p: &Posted, site: usize) {
         site as u64,
     ];
     let s = slot(ctx, qp_num, p.wr_id);
-    for (cell, v) in s.0.iter().zip(w.iter().chain([check(&w)].iter())) {
-        cell.store(*v, Ordering::Relaxed);
+    for (cell, v) in s.0[..7].iter().zip(w) {
+        cell.store(v, Ordering::Relaxed);
     }
+    s.0[7].store(check(&w), Ordering::Relaxed);
 }
 
 /// The last work request posted with `wr_id` to QP `qp_num` of `ctx`, and
