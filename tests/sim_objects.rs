@@ -171,6 +171,15 @@ fn xrc_srqs_and_qps() {
     run_c("obj_xrc");
 }
 
+/// Device memory copies in whole 32-bit words (unaligned offset or length:
+/// `EINVAL`, after the range's `EFAULT`) and empty MRs on device memory, as
+/// on mlx5 (pyverbs' `test_dm_write_bad_flow`, `test_dm_bad_access`,
+/// `test_create_dm_mr`).
+#[test]
+fn device_memory_words_and_empty_mrs() {
+    run_c("obj_dm_words");
+}
+
 /// pyverbs, a third-party user of the inline verbs: memory windows of both
 /// types, device memory with copies and an MR on it, a parent domain with
 /// an MR, an XRC domain with an XRC SRQ and its number.

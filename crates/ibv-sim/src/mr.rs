@@ -171,6 +171,32 @@ pub fn reg(
     check_access(access)?;
     check_range(addr as usize, len)?;
     let iova = if zero_based { 0 } else { iova };
+    insert(ctx, pd, pd_ptr, addr, len, iova, access)
+}
+
+/// An MR on device memory (`objects::dm`, which checked that the range
+/// lies in the DM): zero-based, and it may be empty, as the kernel allows.
+pub fn reg_dm(
+    pd_ptr: *mut ibv_pd,
+    addr: *mut c_void,
+    len: usize,
+    access: u32,
+) -> Result<*mut ibv_mr, c_int> {
+    let (ctx, pd) = pd::get(pd_ptr)?;
+    check_access(access)?;
+    insert(ctx, pd, pd_ptr, addr, len, 0, access)
+}
+
+/// Registers a checked MR of `pd` (under the context lock).
+fn insert(
+    ctx: &'static SimContext,
+    pd: &'static SimPd,
+    pd_ptr: *mut ibv_pd,
+    addr: *mut c_void,
+    len: usize,
+    iova: u64,
+    access: u32,
+) -> Result<*mut ibv_mr, c_int> {
     let mut st = ctx.lock_open()?;
     if !registry::is_live(pd_ptr as usize, Kind::Pd) {
         return Err(libc::EINVAL);
