@@ -180,6 +180,13 @@ fn device_memory_words_and_empty_mrs() {
     run_c("obj_dm_words");
 }
 
+/// XRC RDMA WRITE (with immediate), READ and atomics, checked against the
+/// named XRC SRQ's PD (pyverbs' `test_xrc_atomic_*`).
+#[test]
+fn xrc_rdma_and_atomics() {
+    run_c("obj_xrc_rdma");
+}
+
 /// pyverbs, a third-party user of the inline verbs: memory windows of both
 /// types, device memory with copies and an MR on it, a parent domain with
 /// an MR, an XRC domain with an XRC SRQ and its number.
