@@ -187,6 +187,13 @@ fn xrc_rdma_and_atomics() {
     run_c("obj_xrc_rdma");
 }
 
+/// An extended CQ on a parent domain, held while the CQ lives (pyverbs'
+/// `test_mem_align_srq_excq_rc_traffic`).
+#[test]
+fn extended_cq_on_a_parent_domain() {
+    run_c("obj_cq_parent");
+}
+
 /// pyverbs, a third-party user of the inline verbs: memory windows of both
 /// types, device memory with copies and an MR on it, a parent domain with
 /// an MR, an XRC domain with an XRC SRQ and its number.
