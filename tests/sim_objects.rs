@@ -194,6 +194,13 @@ fn extended_cq_on_a_parent_domain() {
     run_c("obj_cq_parent");
 }
 
+/// On-demand paging: reported (not implicit), ODP MRs in the data path,
+/// `ibv_advise_mr`'s checks (pyverbs' `test_odp`).
+#[test]
+fn on_demand_paging() {
+    run_c("obj_odp");
+}
+
 /// pyverbs, a third-party user of the inline verbs: memory windows of both
 /// types, device memory with copies and an MR on it, a parent domain with
 /// an MR, an XRC domain with an XRC SRQ and its number.
