@@ -10,7 +10,7 @@
 //! data-path violations the suite's bad-flow tests commit.
 //!
 //! The suite is not installed by Debian: it is rdma-core's source. Where
-//! it is: `IBV_SHIM_PYVERBS_TESTS` (a `tests/` directory of rdma-core 44,
+//! it is: `PYVERBS_SUITE_DIR` (a `tests/` directory of rdma-core 44,
 //! e.g. `git archive v44.0 tests`), else `rdma-core-44.0/tests` in the
 //! source cache scripts/deps.sh fills (`IBV_SHIM_SRC_CACHE`). rdma-core
 //! 56.1's suite (deps.sh's fallback) does not load against pyverbs 44 (its
@@ -48,13 +48,13 @@ fn source_cache() -> Option<PathBuf> {
 
 /// rdma-core 44's `tests/`, or why there is none.
 fn suite_dir() -> Result<PathBuf, String> {
-    if let Some(dir) = std::env::var_os("IBV_SHIM_PYVERBS_TESTS") {
+    if let Some(dir) = std::env::var_os("PYVERBS_SUITE_DIR") {
         let dir = PathBuf::from(dir);
         return if dir.join("run_tests.py").is_file() {
             Ok(dir)
         } else {
             Err(format!(
-                "IBV_SHIM_PYVERBS_TESTS={} holds no run_tests.py",
+                "PYVERBS_SUITE_DIR={} holds no run_tests.py",
                 dir.display()
             ))
         };
@@ -65,7 +65,7 @@ fn suite_dir() -> Result<PathBuf, String> {
         Ok(dir)
     } else {
         Err(format!(
-            "no rdma-core 44 tests in {} and IBV_SHIM_PYVERBS_TESTS is not set \
+            "no rdma-core 44 tests in {} and PYVERBS_SUITE_DIR is not set \
              (scripts/deps.sh could not download rdma-core 44.0; 56.1's tests do \
              not load against pyverbs 44)",
             dir.display()
