@@ -368,3 +368,85 @@ fn perftest_default_post_api_under_the_checks_reports_nothing() {
         assert!(wrapped > 0, "{prog}: no extended QP was wrapped");
     }
 }
+
+/// Completions read through an extended CQ's cursor are treated as polled
+/// ones: a `wc` rule fails the first (the one `ibv_start_poll` reads) at
+/// the program's call, the failure is explained with the request built by
+/// the wr API, and each completion is a trace event matched to its post.
+#[test]
+fn an_extended_cq_cursor_gets_completion_faults_explanations_and_trace_events() {
+    let dir = TempDir::new("datapath-ex-excq");
+    let file = dir.join("excq.trace");
+    let file_s = file.to_str().unwrap().to_string();
+    let r = shim_run(
+        "excq",
+        &[
+            ("IBV_SHIM_CHECK", "datapath"),
+            ("IBV_SHIM_FAULTS", "wc:nth=1:status=IBV_WC_RETRY_EXC_ERR"),
+            ("IBV_SHIM_TRACE", &file_s),
+        ],
+    );
+    assert!(
+        r.status.success() && r.stdout.contains("excq done"),
+        "{}\n{}",
+        r.stdout,
+        r.log
+    );
+    // IBV_WC_RETRY_EXC_ERR = 12: the first completion, and only it.
+    let got: Vec<&str> = r
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("excq wr_id="))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            "excq wr_id=1 status=12 qp_num_ok=1",
+            "excq wr_id=2 status=0 qp_num_ok=1",
+            "excq wr_id=3 status=0 qp_num_ok=1",
+            "excq wr_id=4 status=0 qp_num_ok=1",
+        ],
+        "{}",
+        r.log
+    );
+    let injected: Vec<&str> = r
+        .log
+        .lines()
+        .filter(|l| l.contains("fault injected: wc call 1 from "))
+        .collect();
+    assert_eq!(injected.len(), 1, "{}", r.log);
+    assert!(injected[0].contains("wr_ex"), "{}", injected[0]);
+    let first: Vec<&str> = r
+        .log
+        .lines()
+        .filter(|l| l.contains("first error completion"))
+        .collect();
+    assert_eq!(first.len(), 1, "{}", r.log);
+    for part in [
+        "IBV_WC_RETRY_EXC_ERR",
+        "wr_id=0x1 ",
+        "posted as opcode=RDMA_WRITE num_sge=1",
+        "wr_ex.c:",
+    ] {
+        assert!(first[0].contains(part), "no {part:?} in {}", first[0]);
+    }
+    let qp_num = r
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("qp_num "))
+        .expect("qp_num")
+        .to_string();
+    let out = run(Command::new(target_dir().join("ibv-shim"))
+        .args(["trace", "--per-qp"])
+        .arg(&file));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let row: Vec<&str> = text
+        .lines()
+        .find(|l| l.split_whitespace().nth(1) == Some(qp_num.as_str()))
+        .unwrap_or_else(|| panic!("no row for QP {qp_num}:\n{text}"))
+        .split_whitespace()
+        .collect();
+    // pid qp_num posts completions failed matched ...
+    assert_eq!(&row[2..6], ["4", "4", "1", "4"], "{text}");
+}

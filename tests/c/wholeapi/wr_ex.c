@@ -10,6 +10,9 @@
  *                 past the end of its MR, an MR of another PD, an RDMA READ
  *                 into an MR without local write, inline data above the
  *                 QP's max_inline_data.
+ *   wr_ex excq    four RDMA writes built in one batch, their completions
+ *                 read through an extended CQ's cursor (ibv_start_poll,
+ *                 then ibv_next_poll); prints each one's wr_id and status.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -245,6 +248,52 @@ static int bad(void)
 	return 0;
 }
 
+static int excq(void)
+{
+	static struct side a, b;
+	pair(&a, &b);
+	struct ibv_cq_init_attr_ex cx = { .cqe = 16, .wc_flags = IBV_WC_EX_WITH_QP_NUM };
+	struct ibv_cq_ex *cqx = ibv_create_cq_ex(a.ctx, &cx);
+	CHECK(cqx);
+	/* Side a's QP again, sending into the extended CQ. */
+	struct ibv_qp_init_attr_ex qx = {
+		.send_cq = ibv_cq_ex_to_cq(cqx), .recv_cq = a.cq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 1, .max_recv_sge = 1 },
+		.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+		.pd = a.pd, .send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE,
+	};
+	a.qp = ibv_create_qp_ex(a.ctx, &qx);
+	CHECK(a.qp);
+	connect_rc(&a, &b);
+	connect_rc(&b, &a);
+	struct ibv_qp_ex *x = ibv_qp_to_qp_ex(a.qp);
+	ibv_wr_start(x);
+	for (int i = 1; i <= 4; i++) {
+		x->wr_id = i;
+		x->wr_flags = IBV_SEND_SIGNALED;
+		ibv_wr_rdma_write(x, b.mr->rkey, (uintptr_t)&b.buf[i * 8]);
+		ibv_wr_set_sge(x, a.mr->lkey, (uintptr_t)&a.buf[i * 8], 8);
+	}
+	CHECK(ibv_wr_complete(x) == 0);
+	struct ibv_poll_cq_attr pa = { 0 };
+	int rc, got = 0;
+	for (int spins = 0; spins < 5000 && (rc = ibv_start_poll(cqx, &pa)) == ENOENT; spins++)
+		usleep(1000);
+	CHECK(rc == 0);
+	do {
+		printf("excq wr_id=%llu status=%d qp_num_ok=%d\n", (unsigned long long)cqx->wr_id,
+		       cqx->status, ibv_wc_read_qp_num(cqx) == a.qp->qp_num);
+		got++;
+		for (int spins = 0; spins < 5000 && (rc = ibv_next_poll(cqx)) == ENOENT && got < 4;
+		     spins++)
+			usleep(1000);
+	} while (rc == 0);
+	ibv_end_poll(cqx);
+	CHECK(got == 4);
+	printf("qp_num %#x\nexcq done\n", a.qp->qp_num);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "";
@@ -252,6 +301,8 @@ int main(int argc, char **argv)
 		return clean();
 	if (!strcmp(mode, "bad"))
 		return bad();
-	fprintf(stderr, "usage: wr_ex clean|bad\n");
+	if (!strcmp(mode, "excq"))
+		return excq();
+	fprintf(stderr, "usage: wr_ex clean|bad|excq\n");
 	return 2;
 }
