@@ -94,7 +94,10 @@ fn seen(cq: *mut ibv_cq_ex, s: &Saved, site: usize) {
             // The opcode read as the int it is in C (a provider's value
             // outside the Rust enum must not be taken as one).
             let opcode = (*cq).read_opcode.map_or(0, |f| {
-                std::mem::transmute::<_, unsafe extern "C" fn(*mut ibv_cq_ex) -> c_int>(f)(cq)
+                std::mem::transmute::<
+                    unsafe extern "C" fn(*mut ibv_cq_ex) -> verbs_abi::ibv_wc_opcode,
+                    unsafe extern "C" fn(*mut ibv_cq_ex) -> c_int,
+                >(f)(cq)
             });
             super::traced::completion(qp_num(), (*cq).wr_id, opcode, status);
         }
