@@ -81,8 +81,8 @@ fn check_lines(log: &str) -> Vec<&str> {
 }
 
 /// Each kind of bad request, built twice from one site with the
-/// `ibv_wr_*` API: one line each, naming the setter and the program's
-/// site, two in the JSON. The inline one the sim's `ibv_wr_complete`
+/// `ibv_wr_*` API: one line each, naming the setter (the builder, for the
+/// QP's state) and the program's site, two in the JSON. The inline one the sim's `ibv_wr_complete`
 /// refuses (EINVAL) before anything reaches `post_send`: only the
 /// wrapped setter can see it.
 #[test]
@@ -137,6 +137,14 @@ fn each_bad_extended_work_request_is_reported_once_at_its_setter() {
             "SEND",
             "128 bytes of inline data, above the QP's max_inline_data 64",
         ),
+        (
+            "qp_state",
+            "send_in_reset",
+            "ibv_wr_send(",
+            "0x3c",
+            "SEND",
+            "the QP is in state RESET, where ibv_wr_send is not allowed",
+        ),
     ];
     let lines = check_lines(&r.log);
     assert_eq!(lines.len(), want.len(), "{}", r.log);
@@ -167,8 +175,8 @@ fn each_bad_extended_work_request_is_reported_once_at_its_setter() {
         ("other_pd", 2),
         ("access", 2),
         ("inline_size", 2),
+        ("qp_state", 2),
         ("other_context", 0),
-        ("qp_state", 0),
         ("num_sge", 0),
     ] {
         assert_eq!(json["checks"][check], n, "{check}: {json:#}");
@@ -177,6 +185,7 @@ fn each_bad_extended_work_request_is_reported_once_at_its_setter() {
     // inline batches refused by its own check, the others posted).
     assert_eq!(r.stdout.matches("rc 0\n").count(), 8, "{}", r.stdout);
     assert_eq!(r.stdout.matches("rc 22\n").count(), 2, "{}", r.stdout);
+    assert_eq!(r.stdout.matches("rc_reset 22\n").count(), 2, "{}", r.stdout);
     // The first error completion is matched to the request built with
     // the wr API, and its site.
     let first: Vec<&str> = r

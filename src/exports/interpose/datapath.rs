@@ -425,7 +425,7 @@ pub(super) fn check_state(q: Queue, wr: &Wr, site: usize) {
             format_args!(
                 "the QP is in state {}, where {} is not allowed",
                 state_name(state),
-                q.verb()
+                wr.via.unwrap_or(q.verb())
             ),
         );
     }

@@ -386,11 +386,13 @@ fn inline(e: &Qpx, x: *mut ibv_qp_ex, bytes: u64, verb: &'static str, site: usiz
 /// No saved member (cannot happen for a QP `patch` wrapped).
 #[cold]
 fn gone(x: *mut ibv_qp_ex) {
+    let errno = crate::guard::Errno::save();
     crate::log!(
         Level::Warn,
         "qp {x:p}: an ibv_wr_* call on an extended QP the shim has no saved builders for; \
          not forwarded"
     );
+    errno.restore();
 }
 
 /// A builder: records the request, then forwards.

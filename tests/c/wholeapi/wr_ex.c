@@ -9,7 +9,7 @@
  *                 twice from one site: a deregistered MR's lkey, an SGE
  *                 past the end of its MR, an MR of another PD, an RDMA READ
  *                 into an MR without local write, inline data above the
- *                 QP's max_inline_data.
+ *                 QP's max_inline_data; a send on a QP still in RESET.
  *   wr_ex excq    four RDMA writes built in one batch, their completions
  *                 read through an extended CQ's cursor (ibv_start_poll,
  *                 then ibv_next_poll); prints each one's wr_id and status.
@@ -201,6 +201,17 @@ SITE static int send_inline(struct ibv_qp *qp, uint64_t id, void *addr, size_t l
 	return ibv_wr_complete(x);
 }
 
+/* A QP still in RESET: the builder's state check. */
+SITE static int send_in_reset(struct ibv_qp *qp, uint64_t id, void *addr, uint32_t len,
+			      uint32_t lkey)
+{
+	struct ibv_qp_ex *x = ibv_qp_to_qp_ex(qp);
+	begin(x, id);
+	ibv_wr_send(x);
+	ibv_wr_set_sge(x, lkey, (uintptr_t)addr, len);
+	return ibv_wr_complete(x);
+}
+
 static void drain(struct ibv_cq *cq)
 {
 	struct ibv_wc wc[8];
@@ -233,8 +244,17 @@ static int bad(void)
 	uint32_t gone_lkey = gone->lkey;
 	CHECK(ibv_dereg_mr(gone) == 0);
 	uint64_t raddr = (uintptr_t)b.buf;
+	struct ibv_qp_init_attr_ex qx = {
+		.send_cq = a.cq, .recv_cq = a.cq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1 },
+		.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+		.pd = a.pd, .send_ops_flags = IBV_QP_EX_WITH_SEND,
+	};
+	struct ibv_qp *reset = ibv_create_qp_ex(a.ctx, &qx);
+	CHECK(reset);
 
 	for (int i = 0; i < 2; i++) {
+		printf("rc_reset %d\n", send_in_reset(reset, 60 + i, a.buf, 8, a.mr->lkey));
 		printf("rc %d\n", send_sge(a.qp, 10 + i, gone_buf, 64, gone_lkey));
 		printf("rc %d\n", write_past_end(a.qp, 20 + i, (char *)a.buf + sizeof(a.buf) - 16, 64,
 						 a.mr->lkey, raddr, b.mr->rkey));
