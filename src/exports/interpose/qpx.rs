@@ -10,8 +10,9 @@
 //! and checks the QP's state; the data setters (`ibv_wr_set_sge`,
 //! `_sge_list`, `_inline_data`, `_inline_data_list`) run the same checks
 //! as `ibv_post_send` (`datapath`) on what they are given, so the site of
-//! a report is the program's line that set the bad SGE. A trace event per
-//! work request is put at its builder. Everything is forwarded unchanged.
+//! a report is the program's line that set the bad SGE. With a trace,
+//! `ibv_wr_complete` puts a post event per request of its batch (an
+//! aborted one is no post). Everything is forwarded unchanged.
 //!
 //! The state under construction is a few relaxed atomics per QP: between
 //! `ibv_wr_start` and `ibv_wr_complete` a QP's builders are called from one
@@ -20,7 +21,7 @@
 use std::ffi::{c_int, c_void};
 use std::mem::size_of;
 use std::ptr::{addr_of, addr_of_mut, null};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
 
 use verbs_abi::ibv_wr_opcode as Op;
 use verbs_abi::{ibv_data_buf, ibv_mw, ibv_mw_bind_info, ibv_qp, ibv_qp_ex, ibv_sge};
@@ -75,7 +76,14 @@ struct Qpx {
     /// The opcode (`IBV_WR_*`) and `wr_id` of the last builder called.
     op: AtomicI32,
     wr_id: AtomicU64,
+    /// With a trace: the `wr_id`s built since `ibv_wr_start`, whose post
+    /// events `ibv_wr_complete` puts (an aborted batch is no post). A
+    /// longer batch has the rest put at their builders.
+    pending: [AtomicU64; PENDING],
+    npending: AtomicU32,
 }
+
+const PENDING: usize = 16;
 
 /// Distinct QP addresses a process can have wrapped. Zeroed static
 /// memory: untouched pages cost nothing.
@@ -87,6 +95,8 @@ static TABLE: [Qpx; QPS] = [const {
         fns: [const { AtomicUsize::new(0) }; FNS],
         op: AtomicI32::new(NONE),
         wr_id: AtomicU64::new(0),
+        pending: [const { AtomicU64::new(0) }; PENDING],
+        npending: AtomicU32::new(0),
     }
 }; QPS];
 
@@ -308,7 +318,13 @@ fn begun(e: &Qpx, x: *mut ibv_qp_ex, op: c_int, verb: &'static str, site: usize)
         });
     }
     if crate::trace::wanted() {
-        checked(verb, || traced::post(ids(x).1, wr_id, "post_send"));
+        let n = e.npending.load(Relaxed) as usize;
+        if n < PENDING {
+            e.pending[n].store(wr_id, Relaxed);
+            e.npending.store(n as u32 + 1, Relaxed);
+        } else {
+            checked(verb, || traced::post(ids(x).1, wr_id, "post_send"));
+        }
     }
 }
 
@@ -533,6 +549,7 @@ unsafe extern "C" fn wr_start(x: *mut ibv_qp_ex) {
         return gone(x);
     };
     e.op.store(NONE, Relaxed);
+    e.npending.store(0, Relaxed);
     if let Some(f) = e.orig::<Void>(F::Start) {
         // SAFETY: the provider's own member, with the program's argument.
         unsafe { f(x) }
@@ -544,6 +561,7 @@ unsafe extern "C" fn wr_abort(x: *mut ibv_qp_ex) {
         return gone(x);
     };
     e.op.store(NONE, Relaxed);
+    e.npending.store(0, Relaxed);
     if let Some(f) = e.orig::<Void>(F::Abort) {
         // SAFETY: the provider's own member, with the program's argument.
         unsafe { f(x) }
@@ -556,6 +574,17 @@ unsafe extern "C" fn wr_complete(x: *mut ibv_qp_ex) -> c_int {
         return libc::EINVAL;
     };
     e.op.store(NONE, Relaxed);
+    let n = e.npending.swap(0, Relaxed) as usize;
+    if n > 0 && crate::trace::wanted() {
+        // Before the call, as `ibv_post_send`'s: the completion may follow
+        // at once.
+        checked("ibv_wr_complete", || {
+            let qp_num = ids(x).1;
+            for p in &e.pending[..n.min(PENDING)] {
+                traced::post(qp_num, p.load(Relaxed), "post_send");
+            }
+        });
+    }
     let Some(f) = e.orig::<Complete>(F::Complete) else {
         return libc::EOPNOTSUPP;
     };
