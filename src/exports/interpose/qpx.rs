@@ -180,12 +180,19 @@ unsafe fn wrap<T: Copy, W: Copy>(e: &Qpx, f: F, field: *mut Option<T>, wrapper: 
     unsafe { field.cast::<usize>().write(ours) };
 }
 
-/// A QP `create_qp_ex` just made with send ops: wrap its builders. Called
-/// with no lock held, before the QP is returned to the program.
+/// `IBV_QP_EX_WITH_ATOMIC_WRITE`: the one builder newer than `ibv_qp_ex`
+/// itself. A provider that accepted it has the member; an older one's
+/// struct may end before it, so it is not touched otherwise.
+const WITH_ATOMIC_WRITE: u64 =
+    verbs_abi::ibv_qp_create_send_ops_flags::IBV_QP_EX_WITH_ATOMIC_WRITE as u64;
+
+/// A QP `create_qp_ex` just made with `send_ops` (its
+/// `send_ops_flags`): wrap its builders. Called with no lock held, before
+/// the QP is returned to the program.
 ///
 /// # Safety
-/// `qp` is a live QP just returned by the provider.
-pub(super) unsafe fn patch(qp: *mut ibv_qp) {
+/// `qp` is a live QP just returned by the provider for those send ops.
+pub(super) unsafe fn patch(qp: *mut ibv_qp, send_ops: u64) {
     let Ok(to_ex) = QpToQpEx::unhooked() else {
         return;
     };
@@ -240,7 +247,11 @@ pub(super) unsafe fn patch(qp: *mut ibv_qp) {
             wr_atomic_fetch_add,
             wr_atomic_fetch_add as Faa
         );
-        w!(AtomicWrite, wr_atomic_write, wr_atomic_write as AtomicWrite);
+        if send_ops & WITH_ATOMIC_WRITE != 0 {
+            w!(AtomicWrite, wr_atomic_write, wr_atomic_write as AtomicWrite);
+        } else {
+            e.fns[F::AtomicWrite as usize].store(0, Release);
+        }
         w!(BindMw, wr_bind_mw, wr_bind_mw as BindMw);
         w!(
             LocalInv,

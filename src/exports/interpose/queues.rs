@@ -118,7 +118,7 @@ pub(super) unsafe extern "C" fn create_qp_ex(
     let caller = crate::caller!();
     export("ibv_create_qp_ex", || {
         let real: CreateQpEx = orig(ctx, Slot::CreateQpEx, "ibv_create_qp_ex")?;
-        let (mut parent, mut qp_type, mut cqs, mut send_ops) = (0, 0, [0; 3], false);
+        let (mut parent, mut qp_type, mut cqs, mut send_ops) = (0, 0, [0; 3], None);
         if !attr.is_null() {
             // SAFETY: the program's attributes (the inline verb passes them
             // on); qp_type is read as the int it is in C.
@@ -133,7 +133,8 @@ pub(super) unsafe extern "C" fn create_qp_ex(
                 };
                 qp_type = addr_of!(a.qp_type).cast::<c_int>().read();
                 cqs = [a.send_cq as usize, a.recv_cq as usize, a.srq as usize];
-                send_ops = a.comp_mask & QP_INIT_ATTR_SEND_OPS_FLAGS != 0;
+                send_ops =
+                    (a.comp_mask & QP_INIT_ATTR_SEND_OPS_FLAGS != 0).then_some(a.send_ops_flags);
             }
         }
         create(
@@ -144,9 +145,12 @@ pub(super) unsafe extern "C" fn create_qp_ex(
                 let errno = Errno::save();
                 track_qp(qp, ctx, parent, qp_type, cqs, caller);
                 // Its `ibv_wr_*` builders: checked, traced.
-                if send_ops && (crate::checks::datapath() || crate::trace::wanted()) {
-                    // SAFETY: a live QP just returned by the provider.
-                    unsafe { super::qpx::patch(qp) };
+                if let Some(ops) = send_ops {
+                    if crate::checks::datapath() || crate::trace::wanted() {
+                        // SAFETY: a live QP just returned by the provider,
+                        // made with these send ops.
+                        unsafe { super::qpx::patch(qp, ops) };
+                    }
                 }
                 errno.restore();
             },

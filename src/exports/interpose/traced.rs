@@ -28,7 +28,8 @@ pub(super) unsafe fn posts<W>(
     }
 }
 
-/// One posted WR's event (also an `ibv_wr_*` builder's, as `post_send`).
+/// One posted WR's event (also one built with the `ibv_wr_*` API, put at
+/// its `ibv_wr_complete` as `post_send`).
 pub(super) fn post(qp_num: u32, wr_id: u64, verb: &str) {
     crate::trace::event(
         format_args!("{verb}(qp_num={qp_num:#x}, wr_id={wr_id:#x})"),
