@@ -559,12 +559,14 @@ unsafe extern "C" fn wr_start(x: *mut ibv_qp_ex) {
     let Some(e) = find(x) else {
         return gone(x);
     };
-    e.op.store(NONE, Relaxed);
-    e.npending.store(0, Relaxed);
     if let Some(f) = e.orig::<Void>(F::Start) {
         // SAFETY: the provider's own member, with the program's argument.
         unsafe { f(x) }
     }
+    // After the provider's start: a thread waiting there (its lock, for
+    // threads that share the QP) must not reset another's batch.
+    e.op.store(NONE, Relaxed);
+    e.npending.store(0, Relaxed);
 }
 
 unsafe extern "C" fn wr_abort(x: *mut ibv_qp_ex) {
