@@ -78,7 +78,9 @@ fetch_source() { # dir pool-path sha256
 # serving Debian 13's); then Debian 13's, also pinned: rdma-core 56.1's
 # examples (identical to 44's but for 4 lines of xsrq_pingpong.c) and
 # perftest 25.01 (its memory back ends in files of their own). The test
-# uses the first present and prints which.
+# uses the first present and prints which. tests/pyverbs_suite.rs runs
+# rdma-core 44.0's tests/ (pyverbs' suite) when present; 56.1's does not
+# load against Debian 12's pyverbs 44, so without 44.0 that test skips.
 fetch_source rdma-core-44.0 r/rdma-core/rdma-core_44.0.orig.tar.gz \
     25d6601e60f27bbcd75e07fe340400cb80e6c3c487679700535385cfc9d9858b ||
     fetch_source rdma-core-56.1 r/rdma-core/rdma-core_56.1.orig.tar.gz \

@@ -171,6 +171,36 @@ fn xrc_srqs_and_qps() {
     run_c("obj_xrc");
 }
 
+/// Device memory copies in whole 32-bit words (unaligned offset or length:
+/// `EINVAL`, after the range's `EFAULT`) and empty MRs on device memory, as
+/// on mlx5 (pyverbs' `test_dm_write_bad_flow`, `test_dm_bad_access`,
+/// `test_create_dm_mr`).
+#[test]
+fn device_memory_words_and_empty_mrs() {
+    run_c("obj_dm_words");
+}
+
+/// XRC RDMA WRITE (with immediate), READ and atomics, checked against the
+/// named XRC SRQ's PD (pyverbs' `test_xrc_atomic_*`).
+#[test]
+fn xrc_rdma_and_atomics() {
+    run_c("obj_xrc_rdma");
+}
+
+/// An extended CQ on a parent domain, held while the CQ lives (pyverbs'
+/// `test_mem_align_srq_excq_rc_traffic`).
+#[test]
+fn extended_cq_on_a_parent_domain() {
+    run_c("obj_cq_parent");
+}
+
+/// On-demand paging: reported (not implicit), ODP MRs in the data path,
+/// `ibv_advise_mr`'s checks (pyverbs' `test_odp`).
+#[test]
+fn on_demand_paging() {
+    run_c("obj_odp");
+}
+
 /// pyverbs, a third-party user of the inline verbs: memory windows of both
 /// types, device memory with copies and an MR on it, a parent domain with
 /// an MR, an XRC domain with an XRC SRQ and its number.

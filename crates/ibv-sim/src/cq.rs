@@ -6,7 +6,7 @@ use core::ffi::{c_int, c_void};
 use core::mem::{offset_of, size_of};
 use core::ptr::addr_of_mut;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::lock_api::RawMutex as _;
@@ -152,6 +152,9 @@ pub struct SimCq {
     /// QPs using this CQ (changed under the context lock).
     pub users: AtomicU32,
     channel: *mut SimChannel,
+    /// The parent domain it was made on (`ext::cq`; 0: none), which
+    /// counts it as a user until it is destroyed.
+    pub parent_pd: AtomicUsize,
 }
 
 /// A live CQ and its context.
@@ -269,6 +272,7 @@ pub fn create(
         }),
         users: AtomicU32::new(0),
         channel: channel.cast(),
+        parent_pd: AtomicUsize::new(0),
     }));
     // SAFETY: raw is fresh; set the fields that need its own address.
     unsafe {
@@ -328,6 +332,13 @@ pub fn destroy(cq: *mut ibv_cq) -> Result<(), c_int> {
             return Err(libc::EBUSY);
         }
         OBJECTS.remove(cq as usize);
+        let parent = c.parent_pd.load(Ordering::Relaxed);
+        if parent != 0 {
+            // SAFETY: the parent domain is live: it counts this CQ as a user.
+            unsafe { &*(parent as *const crate::pd::SimPd) }
+                .users
+                .fetch_sub(1, Ordering::Relaxed);
+        }
     }
     let addr = cq as usize;
     if let Some(ch) = &c.shared.channel {

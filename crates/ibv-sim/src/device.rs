@@ -74,6 +74,19 @@ crate::abi::values!(pub u32: ibv_device_cap_flags {
     CAP_N_NOTIFY_CQ = IBV_DEVICE_N_NOTIFY_CQ,
 });
 
+// On-demand paging capabilities (`objects::odp`).
+crate::abi::values!(u64: ibv_odp_general_caps {
+    ODP_SUPPORT = IBV_ODP_SUPPORT,
+});
+crate::abi::values!(u32: ibv_odp_transport_cap_bits {
+    ODP_SEND = IBV_ODP_SUPPORT_SEND,
+    ODP_RECV = IBV_ODP_SUPPORT_RECV,
+    ODP_WRITE = IBV_ODP_SUPPORT_WRITE,
+    ODP_READ = IBV_ODP_SUPPORT_READ,
+    ODP_ATOMIC = IBV_ODP_SUPPORT_ATOMIC,
+    ODP_SRQ_RECV = IBV_ODP_SUPPORT_SRQ_RECV,
+});
+
 /// The `ibv_device` handed to programs; its address is stable for the process.
 pub struct DeviceCell(UnsafeCell<ibv_device>);
 
@@ -210,6 +223,13 @@ impl SimDevice {
         a.device_cap_flags_ex = u64::from(self.device_cap_flags());
         a.phys_port_cnt_ex = u32::from(self.phys_ports());
         a.max_dm_size = limits::MAX_DM_SIZE;
+        // On-demand paging on every transport (`objects::odp`), not implicit.
+        let odp = ODP_SEND | ODP_RECV | ODP_WRITE | ODP_READ | ODP_ATOMIC | ODP_SRQ_RECV;
+        a.odp_caps.general_caps = ODP_SUPPORT;
+        a.odp_caps.per_transport_caps.rc_odp_caps = odp;
+        a.odp_caps.per_transport_caps.uc_odp_caps = ODP_SEND | ODP_RECV | ODP_WRITE | ODP_SRQ_RECV;
+        a.odp_caps.per_transport_caps.ud_odp_caps = ODP_SEND | ODP_RECV | ODP_SRQ_RECV;
+        a.xrc_odp_caps = odp;
         // WQs and indirection tables exist as objects; no QP type does RSS.
         a.max_wq_type_rq = limits::MAX_WQ;
         a.rss_caps.max_rwq_indirection_tables = limits::MAX_RWQ_IND_TABLES;

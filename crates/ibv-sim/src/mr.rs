@@ -106,10 +106,7 @@ pub fn check_access(access: u32) -> Result<(), c_int> {
     if access & !SUPPORTED != 0 {
         return Err(libc::EINVAL);
     }
-    if access & ON_DEMAND != 0 {
-        // The simulated devices report no on-demand paging.
-        return Err(libc::EOPNOTSUPP);
-    }
+    // ON_DEMAND is accepted: the sim never pins pages (`objects::odp`).
     Ok(())
 }
 
@@ -169,8 +166,39 @@ pub fn reg(
         return Err(libc::EINVAL);
     }
     check_access(access)?;
+    // Implicit ODP (the whole address space): not simulated, as on an
+    // mlx5 without IBV_ODP_SUPPORT_IMPLICIT.
+    if access & ON_DEMAND != 0 && addr.is_null() && len == usize::MAX {
+        return Err(libc::EOPNOTSUPP);
+    }
     check_range(addr as usize, len)?;
     let iova = if zero_based { 0 } else { iova };
+    insert(ctx, pd, pd_ptr, addr, len, iova, access)
+}
+
+/// An MR on device memory (`objects::dm`, which checked that the range
+/// lies in the DM): zero-based, and it may be empty, as the kernel allows.
+pub fn reg_dm(
+    pd_ptr: *mut ibv_pd,
+    addr: *mut c_void,
+    len: usize,
+    access: u32,
+) -> Result<*mut ibv_mr, c_int> {
+    let (ctx, pd) = pd::get(pd_ptr)?;
+    check_access(access)?;
+    insert(ctx, pd, pd_ptr, addr, len, 0, access)
+}
+
+/// Registers a checked MR of `pd` (under the context lock).
+fn insert(
+    ctx: &'static SimContext,
+    pd: &'static SimPd,
+    pd_ptr: *mut ibv_pd,
+    addr: *mut c_void,
+    len: usize,
+    iova: u64,
+    access: u32,
+) -> Result<*mut ibv_mr, c_int> {
     let mut st = ctx.lock_open()?;
     if !registry::is_live(pd_ptr as usize, Kind::Pd) {
         return Err(libc::EINVAL);

@@ -211,6 +211,7 @@ pub(crate) fn is_window_key(rkey: u32) -> bool {
 /// `rkey`, as the responder `dst` checks it.
 pub(crate) fn remote(
     dst: &QpShared,
+    pd: usize,
     rkey: u32,
     addr: u64,
     len: u64,
@@ -219,7 +220,7 @@ pub(crate) fn remote(
     let w = WINDOWS.get(rkey >> 8).ok_or(WC_REM_ACCESS_ERR)?;
     let bound = w.bound.lock();
     let b = bound.as_ref().ok_or(WC_REM_ACCESS_ERR)?;
-    if w.pd != dst.pd || b.key != rkey || b.access & need == 0 {
+    if w.pd != pd || b.key != rkey || b.access & need == 0 {
         return Err(WC_REM_ACCESS_ERR);
     }
     if w.ty == TYPE_2 && b.qpn != dst.qp_num {

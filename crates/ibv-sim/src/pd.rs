@@ -31,6 +31,11 @@ pub struct ParentPd {
 }
 
 impl SimPd {
+    /// Whether this is a parent domain's PD.
+    pub fn is_parent(&self) -> bool {
+        self.parent != 0
+    }
+
     /// The protection domain the data path compares: the PD itself, or
     /// the one a parent domain wraps.
     pub fn base(&self) -> usize {

@@ -148,7 +148,15 @@ pub(super) fn polled(ctx: usize, cq: *mut ibv_cq, done: &[ibv_wc], drained: bool
             failed(ctx, cq as usize, &e);
         }
     }
-    if drained && FLUSHED.load(Ordering::Relaxed) {
+    if drained {
+        self::drained(ctx);
+    }
+}
+
+/// A poll found the CQ empty for now: the flushed completions of `ctx`'s
+/// QPs not yet counted get their line.
+pub(super) fn drained(ctx: usize) {
+    if FLUSHED.load(Ordering::Relaxed) {
         flush_lines(ctx);
     }
 }

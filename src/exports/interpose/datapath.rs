@@ -102,7 +102,7 @@ const WR_ATOMIC_FETCH_AND_ADD: c_int = ibv_wr_opcode::IBV_WR_ATOMIC_FETCH_AND_AD
 const SEND_INLINE: u32 = ibv_send_flags::IBV_SEND_INLINE as u32;
 /// What a work request was posted to.
 #[derive(Clone, Copy)]
-enum Queue {
+pub(super) enum Queue {
     Send(*mut ibv_qp),
     Recv(*mut ibv_qp),
     Srq(*mut ibv_srq),
@@ -138,12 +138,14 @@ impl Queue {
 }
 
 /// One work request as the log shows it.
-struct Wr {
-    wr_id: u64,
+pub(super) struct Wr {
+    pub wr_id: u64,
     /// Send opcode (`IBV_WR_*`), or None for a receive.
-    opcode: Option<c_int>,
-    sges: *const ibv_sge,
-    num_sge: c_int,
+    pub opcode: Option<c_int>,
+    pub sges: *const ibv_sge,
+    pub num_sge: c_int,
+    /// The `ibv_wr_*` verb that built it (`qpx`); None: the queue's post.
+    pub via: Option<&'static str>,
 }
 
 impl fmt::Display for Wr {
@@ -193,7 +195,7 @@ static REPORTED: Mutex<Option<HashSet<(usize, u8)>>> = mutex(None);
 /// then, with `abort`, the end of the process.
 #[cold]
 #[inline(never)]
-fn violation(check: Check, q: Queue, wr: &Wr, site: usize, why: fmt::Arguments<'_>) {
+pub(super) fn violation(check: Check, q: Queue, wr: &Wr, site: usize, why: fmt::Arguments<'_>) {
     checks::count(check);
     let first = REPORTED
         .lock()
@@ -204,7 +206,7 @@ fn violation(check: Check, q: Queue, wr: &Wr, site: usize, why: fmt::Arguments<'
             Level::Warn,
             "data-path check {}: {}({}={:#x}) at {}: {wr}: {why}; forwarded unchanged",
             check.name(),
-            q.verb(),
+            wr.via.unwrap_or(q.verb()),
             if matches!(q, Queue::Srq(_)) {
                 "srq"
             } else {
@@ -334,7 +336,7 @@ fn check_sge_fully(q: Queue, ctx: usize, wr: &Wr, s: &ibv_sge, write: bool, site
 
 /// Checks one work request.
 #[inline]
-fn check_wr(q: Queue, ctx: usize, wr: &Wr, write: bool, inline: bool, site: usize) {
+pub(super) fn check_wr(q: Queue, ctx: usize, wr: &Wr, write: bool, inline: bool, site: usize) {
     if wr.num_sge < 0 {
         return violation(
             Check::NumSge,
@@ -414,7 +416,7 @@ pub(super) fn state_name(state: c_int) -> &'static str {
     .unwrap_or("?")
 }
 
-fn check_state(q: Queue, wr: &Wr, site: usize) {
+pub(super) fn check_state(q: Queue, wr: &Wr, site: usize) {
     let (qp, ok): (_, fn(c_int) -> bool) = match q {
         Queue::Send(qp) => (qp, |s| matches!(s, QPS_RTS | QPS_SQD | QPS_ERR)),
         Queue::Recv(qp) => (qp, |s| s != QPS_RESET),
@@ -430,7 +432,7 @@ fn check_state(q: Queue, wr: &Wr, site: usize) {
             format_args!(
                 "the QP is in state {}, where {} is not allowed",
                 state_name(state),
-                q.verb()
+                wr.via.unwrap_or(q.verb())
             ),
         );
     }
@@ -452,6 +454,7 @@ fn check_sends(qp: *mut ibv_qp, mut wr: *mut ibv_send_wr, site: usize) {
                     opcode: Some(addr_of!(r.opcode).cast::<c_int>().read()),
                     sges: r.sg_list,
                     num_sge: r.num_sge,
+                    via: None,
                 },
                 r.send_flags,
             )
@@ -498,6 +501,7 @@ fn check_recvs(q: Queue, mut wr: *mut ibv_recv_wr, site: usize) {
                 opcode: None,
                 sges: r.sg_list,
                 num_sge: r.num_sge,
+                via: None,
             }
         };
         if first {
@@ -514,7 +518,7 @@ fn check_recvs(q: Queue, mut wr: *mut ibv_recv_wr, site: usize) {
 }
 
 impl Wr {
-    fn summary(&self) -> completions::Posted {
+    pub(super) fn summary(&self) -> completions::Posted {
         let first = if self.num_sge > 0 && !self.sges.is_null() {
             // SAFETY: the program's SGE list has at least one entry.
             Some(unsafe { *self.sges })
@@ -533,7 +537,7 @@ impl Wr {
 /// Runs the checks behind their own panic boundary, errno kept: whatever
 /// happens in them, the post is forwarded as the program made it.
 #[inline(always)]
-fn checked(name: &'static str, f: impl FnOnce()) {
+pub(super) fn checked(name: &'static str, f: impl FnOnce()) {
     // SAFETY: __errno_location returns this thread's errno slot, which
     // lives as long as the thread (asked once: it is on every post).
     let errno = unsafe { libc::__errno_location() };
@@ -562,10 +566,13 @@ unsafe extern "C" fn post_send(
     let Some(real) = original::<PostSend>(ctx, Slot::PostSend) else {
         return missing();
     };
-    if checks::datapath() {
+    // Nested: a provider's `ibv_wr_complete` posting its batch through its
+    // own table (`qpx` checked and traced each WR as it was built).
+    let outer = !crate::thread::nested();
+    if outer && checks::datapath() {
         checked("ibv_post_send", || check_sends(qp, wr, site));
     }
-    if crate::trace::wanted() {
+    if outer && crate::trace::wanted() {
         // SAFETY: the program's WR chain, read while its post is under way.
         checked("ibv_post_send", || unsafe {
             traced::posts(qp, wr, "post_send", |w| (w.wr_id, w.next))

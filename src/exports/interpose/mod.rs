@@ -12,6 +12,8 @@
 //! - `objects`: the control path (create/destroy of every table-made kind).
 //! - `datapath`: post/poll, only with `IBV_SHIM_CHECK=datapath`; otherwise
 //!   those entries are left as the provider wrote them.
+//! - `qpx`: an extended QP's `ibv_wr_*` builders, `excq`: an extended
+//!   CQ's poll cursor (members of the object, not of the context's table).
 //! - `keys`: the lkey index the checks use; `caps`: each queue's granted
 //!   sizes; `completions`: error completions explained, `recent`: the
 //!   posts they are matched to. None takes a lock on a clean post.
@@ -35,6 +37,7 @@ mod datapath;
 mod excq;
 mod keys;
 mod objects;
+mod qpx;
 mod queues;
 mod recent;
 mod traced;

@@ -19,6 +19,10 @@ use super::{ctx_of, orig, Slot};
 use crate::guard::{export, Errno};
 use crate::registry::objects::{Kind, Obj};
 
+/// `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`: the QP has `ibv_wr_*` builders.
+const QP_INIT_ATTR_SEND_OPS_FLAGS: u32 =
+    verbs_abi::ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS as u32;
+
 /// An extended CQ is a CQ (`ibv_destroy_cq` takes it).
 pub(super) unsafe extern "C" fn create_cq_ex(
     ctx: *mut ibv_context,
@@ -40,7 +44,11 @@ pub(super) unsafe extern "C" fn create_cq_ex(
                 o.x = unsafe { (*cq).cqe } as u32;
                 o.a = vector as u64;
                 track(o);
-                if crate::checks::datapath() {
+                // The cursor's completions: explained, faulted, traced.
+                if crate::checks::datapath()
+                    || crate::trace::wanted()
+                    || crate::faults::completions_armed()
+                {
                     let wc_flags = read_attr(attr, 0, |a| a.wc_flags);
                     // SAFETY: a live extended CQ just returned by the provider.
                     unsafe { super::excq::patch(cq, wc_flags) };
@@ -110,7 +118,7 @@ pub(super) unsafe extern "C" fn create_qp_ex(
     let caller = crate::caller!();
     export("ibv_create_qp_ex", || {
         let real: CreateQpEx = orig(ctx, Slot::CreateQpEx, "ibv_create_qp_ex")?;
-        let (mut parent, mut qp_type, mut cqs) = (0, 0, [0; 3]);
+        let (mut parent, mut qp_type, mut cqs, mut send_ops) = (0, 0, [0; 3], None);
         if !attr.is_null() {
             // SAFETY: the program's attributes (the inline verb passes them
             // on); qp_type is read as the int it is in C.
@@ -125,6 +133,8 @@ pub(super) unsafe extern "C" fn create_qp_ex(
                 };
                 qp_type = addr_of!(a.qp_type).cast::<c_int>().read();
                 cqs = [a.send_cq as usize, a.recv_cq as usize, a.srq as usize];
+                send_ops =
+                    (a.comp_mask & QP_INIT_ATTR_SEND_OPS_FLAGS != 0).then_some(a.send_ops_flags);
             }
         }
         create(
@@ -134,6 +144,14 @@ pub(super) unsafe extern "C" fn create_qp_ex(
             |qp| {
                 let errno = Errno::save();
                 track_qp(qp, ctx, parent, qp_type, cqs, caller);
+                // Its `ibv_wr_*` builders: checked, traced.
+                if let Some(ops) = send_ops {
+                    if crate::checks::datapath() || crate::trace::wanted() {
+                        // SAFETY: a live QP just returned by the provider,
+                        // made with these send ops.
+                        unsafe { super::qpx::patch(qp, ops) };
+                    }
+                }
                 errno.restore();
             },
             |call, qp| {

@@ -23,14 +23,20 @@ pub(super) unsafe fn posts<W>(
     while !wr.is_null() {
         // SAFETY: the caller's contract.
         let (wr_id, next) = read(unsafe { &*wr });
-        crate::trace::event(
-            format_args!("{verb}(qp_num={qp_num:#x}, wr_id={wr_id:#x})"),
-            format_args!("posted"),
-            false,
-            0,
-        );
+        post(qp_num, wr_id, verb);
         wr = next;
     }
+}
+
+/// One posted WR's event (also one built with the `ibv_wr_*` API, put at
+/// its `ibv_wr_complete` as `post_send`).
+pub(super) fn post(qp_num: u32, wr_id: u64, verb: &str) {
+    crate::trace::event(
+        format_args!("{verb}(qp_num={qp_num:#x}, wr_id={wr_id:#x})"),
+        format_args!("posted"),
+        false,
+        0,
+    );
 }
 
 /// A trace event per completion polled.
@@ -43,15 +49,20 @@ pub(super) fn completions(done: &[ibv_wc]) {
                 addr_of!(wc.opcode).cast::<c_int>().read(),
             )
         };
-        let recv = opcode & ibv_wc_opcode::IBV_WC_RECV as c_int != 0;
-        crate::trace::event(
-            format_args!(
-                "completion(qp_num={:#x}, wr_id={:#x}, recv={})",
-                wc.qp_num, wc.wr_id, recv as u8
-            ),
-            format_args!("status={status}"),
-            status != 0,
-            0,
-        );
+        completion(wc.qp_num, wc.wr_id, opcode, status);
     }
+}
+
+/// One completion's event (also one read through an extended CQ's cursor).
+pub(super) fn completion(qp_num: u32, wr_id: u64, opcode: c_int, status: c_int) {
+    let recv = opcode & ibv_wc_opcode::IBV_WC_RECV as c_int != 0;
+    crate::trace::event(
+        format_args!(
+            "completion(qp_num={qp_num:#x}, wr_id={wr_id:#x}, recv={})",
+            recv as u8
+        ),
+        format_args!("status={status}"),
+        status != 0,
+        0,
+    );
 }

@@ -119,7 +119,7 @@ static void device_memory(struct side *a, struct side *b)
 	 * DM offset 1032; a READ brings DM contents back. */
 	strcpy((char *)a->buf, "written to DM");
 	CHECK(rdma(a, IBV_WR_RDMA_WRITE, a->buf, 14, 8, mr->rkey) == IBV_WC_SUCCESS);
-	CHECK(ibv_memcpy_from_dm(out, dm, 1032, 14) == 0 && strcmp(out, "written to DM") == 0);
+	CHECK(ibv_memcpy_from_dm(out, dm, 1032, 16) == 0 && strcmp(out, "written to DM") == 0);
 	CHECK(ibv_memcpy_to_dm(dm, 1024 + 512, in, sizeof(in)) == 0);
 	memset(&a->buf[8], 0, 16);
 	CHECK(rdma(a, IBV_WR_RDMA_READ, &a->buf[8], 16, 512, mr->rkey) == IBV_WC_SUCCESS);

@@ -68,7 +68,21 @@ pub(super) fn check_send(s: &QpShared, w: &SendWr) -> Result<(), c_int> {
             w.opcode,
             WR_RDMA_WRITE | WR_RDMA_WRITE_WITH_IMM | WR_SEND | WR_SEND_WITH_IMM
         ),
-        QPT_UD | QPT_XRC_SEND => matches!(w.opcode, WR_SEND | WR_SEND_WITH_IMM),
+        // XRC requests are RC's (mlx5 posts them alike), memory windows
+        // aside: the target's memory is checked against its SRQ's PD.
+        QPT_XRC_SEND => {
+            matches!(
+                w.opcode,
+                WR_RDMA_WRITE
+                    | WR_RDMA_WRITE_WITH_IMM
+                    | WR_SEND
+                    | WR_SEND_WITH_IMM
+                    | WR_RDMA_READ
+                    | WR_SEND_WITH_INV
+            ) || (s.dev.family.atomics
+                && matches!(w.opcode, WR_ATOMIC_CMP_AND_SWP | WR_ATOMIC_FETCH_AND_ADD))
+        }
+        QPT_UD => matches!(w.opcode, WR_SEND | WR_SEND_WITH_IMM),
         _ => false,
     };
     if !ok {
@@ -160,6 +174,7 @@ pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr) {
                 match remote(
                     &dst,
                     dst_access,
+                    w.xrc_srqn,
                     w.rkey,
                     w.remote_addr,
                     data.len() as u64,
@@ -171,7 +186,13 @@ pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr) {
             }
             if w.opcode == WR_RDMA_WRITE_WITH_IMM {
                 let n = data.len() as u32;
-                deliver(&dst, msg_for(Vec::new(), Some(n)), a.rnr_retry == 7);
+                // The immediate takes a receive of the named XRC SRQ.
+                let xrc = xrc_target(&dst, w.xrc_srqn).ok().flatten();
+                let m = Message {
+                    xrc,
+                    ..msg_for(Vec::new(), Some(n))
+                };
+                deliver(&dst, m, a.rnr_retry == 7);
             } else {
                 done(WC_SUCCESS, data.len() as u32);
             }
@@ -181,7 +202,15 @@ pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr) {
             let host = if len == 0 {
                 0
             } else {
-                match remote(&dst, dst_access, w.rkey, w.remote_addr, len, REMOTE_READ) {
+                match remote(
+                    &dst,
+                    dst_access,
+                    w.xrc_srqn,
+                    w.rkey,
+                    w.remote_addr,
+                    len,
+                    REMOTE_READ,
+                ) {
                     Ok(h) => h,
                     Err(st) => return done(st, 0),
                 }
@@ -197,7 +226,15 @@ pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr) {
             if !w.remote_addr.is_multiple_of(8) || total_len(&w.sge) < 8 {
                 return done(WC_REM_INV_REQ_ERR, 0);
             }
-            let host = match remote(&dst, dst_access, w.rkey, w.remote_addr, 8, REMOTE_ATOMIC) {
+            let host = match remote(
+                &dst,
+                dst_access,
+                w.xrc_srqn,
+                w.rkey,
+                w.remote_addr,
+                8,
+                REMOTE_ATOMIC,
+            ) {
                 Ok(h) => h,
                 Err(st) => return done(st, 0),
             };

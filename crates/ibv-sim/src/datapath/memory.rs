@@ -22,9 +22,13 @@ pub(super) fn local(pd: usize, lkey: u32, addr: u64, len: u64, need: u32) -> Res
 }
 
 /// Host address of remote memory through `rkey`, as the responder checks it.
+/// At an XRC receive QP (which has no PD) the keys are checked against
+/// the PD of the XRC SRQ the request names (`srqn`), as the XRC transport
+/// does; one not of the QP's domain is `IBV_WC_REM_INV_REQ_ERR`.
 pub(crate) fn remote(
     dst: &QpShared,
     dst_access: u32,
+    srqn: u32,
     rkey: u32,
     addr: u64,
     len: u64,
@@ -33,12 +37,13 @@ pub(crate) fn remote(
     if dst_access & need == 0 {
         return Err(WC_REM_ACCESS_ERR);
     }
+    let pd = xrc_target(dst, srqn)?.map_or(dst.pd, |x| x.pd);
     if crate::mw::is_window_key(rkey) {
-        return crate::mw::remote(dst, rkey, addr, len, need);
+        return crate::mw::remote(dst, pd, rkey, addr, len, need);
     }
     let m = mr::by_key(rkey).ok_or(WC_REM_ACCESS_ERR)?;
     let info = *m.info.lock();
-    if info.pd != dst.pd || info.access & need == 0 {
+    if info.pd != pd || info.access & need == 0 {
         return Err(WC_REM_ACCESS_ERR);
     }
     info.host(addr, len).ok_or(WC_REM_ACCESS_ERR)

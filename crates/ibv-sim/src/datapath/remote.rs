@@ -332,6 +332,7 @@ fn handle_request(w: &Wire, data: &[u8], replayed: bool) {
                 match remote_mem(
                     &dst,
                     access,
+                    w.qkey,
                     w.rkey,
                     w.remote_addr,
                     data.len() as u64,
@@ -343,7 +344,12 @@ fn handle_request(w: &Wire, data: &[u8], replayed: bool) {
             }
             if w.kind == kind::WRITE_IMM {
                 let n = data.len() as u32;
-                deliver(&dst, msg(Vec::new(), Some(n), WC_RDMA_WRITE), rnr_wait);
+                // The immediate takes a receive of the named XRC SRQ.
+                let m = Message {
+                    xrc: super::xrc_target(&dst, w.qkey).ok().flatten(),
+                    ..msg(Vec::new(), Some(n), WC_RDMA_WRITE)
+                };
+                deliver(&dst, m, rnr_wait);
             } else {
                 peer.reply(WC_SUCCESS);
             }
@@ -356,7 +362,15 @@ fn handle_request(w: &Wire, data: &[u8], replayed: bool) {
             if len == 0 {
                 return reply_data(&peer, kind::READ_RESP, 0, &[]);
             }
-            match remote_mem(&dst, access, w.rkey, w.remote_addr, len, REMOTE_READ) {
+            match remote_mem(
+                &dst,
+                access,
+                w.qkey,
+                w.rkey,
+                w.remote_addr,
+                len,
+                REMOTE_READ,
+            ) {
                 Ok(host) => {
                     // SAFETY: [host, host + len) lies in a registered MR of
                     // this process with remote read access (checked above).
@@ -368,7 +382,15 @@ fn handle_request(w: &Wire, data: &[u8], replayed: bool) {
             }
         }
         kind::CMP_SWAP | kind::FETCH_ADD => {
-            let host = match remote_mem(&dst, access, w.rkey, w.remote_addr, 8, REMOTE_ATOMIC) {
+            let host = match remote_mem(
+                &dst,
+                access,
+                w.qkey,
+                w.rkey,
+                w.remote_addr,
+                8,
+                REMOTE_ATOMIC,
+            ) {
                 Ok(h) => h,
                 Err(st) => return peer.reply(st),
             };

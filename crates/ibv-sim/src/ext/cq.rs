@@ -59,7 +59,7 @@ pub unsafe extern "C" fn sim_create_cq_ex(
 }
 
 fn create(ctx: *mut ibv_context, attr: *mut ibv_cq_init_attr_ex) -> Result<*mut ibv_cq_ex, c_int> {
-    context::from_ibv(ctx)?;
+    let sim = context::from_ibv(ctx)?;
     if attr.is_null() {
         return Err(libc::EINVAL);
     }
@@ -68,10 +68,18 @@ fn create(ctx: *mut ibv_context, attr: *mut ibv_cq_init_attr_ex) -> Result<*mut 
     if a.comp_mask & !(INIT_MASK_FLAGS | INIT_MASK_PD) != 0 {
         return Err(libc::EINVAL);
     }
-    // Parent domains are not simulated (the sim cannot allocate one).
-    if a.comp_mask & INIT_MASK_PD != 0 && !a.parent_domain.is_null() {
-        return Err(libc::EOPNOTSUPP);
-    }
+    // As on mlx5: a parent domain of this context (a plain PD is EINVAL),
+    // held (EBUSY) while the CQ lives. Its allocators are not called: the
+    // sim's queues are not in the program's memory.
+    let parent = if a.comp_mask & INIT_MASK_PD != 0 {
+        let (pctx, p) = crate::pd::get(a.parent_domain).map_err(|_| libc::EINVAL)?;
+        if !core::ptr::eq(pctx, sim) || !p.is_parent() {
+            return Err(libc::EINVAL);
+        }
+        Some(p)
+    } else {
+        None
+    };
     let flags = if a.comp_mask & INIT_MASK_FLAGS != 0 {
         a.flags
     } else {
@@ -85,6 +93,19 @@ fn create(ctx: *mut ibv_context, attr: *mut ibv_cq_init_attr_ex) -> Result<*mut 
     let cqe = c_int::try_from(a.cqe).map_err(|_| libc::EINVAL)?;
     let vector = c_int::try_from(a.comp_vector).map_err(|_| libc::EINVAL)?;
     let cq = cq::create(ctx, cqe, a.cq_context, a.channel, vector)?;
+    if let Some(p) = parent {
+        let st = sim.lock();
+        if !crate::registry::is_live(a.parent_domain as usize, crate::registry::Kind::Pd) {
+            drop(st);
+            let _ = cq::destroy(cq);
+            return Err(libc::EINVAL);
+        }
+        p.users.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: just created, not yet seen by the program.
+        let c = unsafe { cq::unchecked(cq) };
+        c.parent_pd
+            .store(a.parent_domain as usize, Ordering::Relaxed);
+    }
     // SAFETY: just created, not yet seen by the program.
     let e = &unsafe { cq::unchecked(cq) }.ex;
     e.wc_flags.store(a.wc_flags, Ordering::Relaxed);

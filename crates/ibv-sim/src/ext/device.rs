@@ -5,9 +5,10 @@
 //!
 //! The extended fields describe what the sim does: completion timestamps
 //! on a 1 GHz device clock (the extended CQ's `read_completion_ts`, the
-//! clock `ibv_query_rt_values_ex` reads), and zero for everything it does
-//! not simulate (ODP, TSO, RSS, WQs, packet pacing, raw packet, tag
-//! matching, CQ moderation, device memory, PCI atomics).
+//! clock `ibv_query_rt_values_ex` reads), on-demand paging (not implicit),
+//! device memory, WQs and indirection tables, and zero for everything it
+//! does not simulate (TSO, RSS hashing, packet pacing, raw packet, tag
+//! matching, CQ moderation, PCI atomics).
 
 use core::ffi::c_int;
 use core::mem::{offset_of, size_of};

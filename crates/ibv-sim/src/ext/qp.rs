@@ -100,7 +100,11 @@ pub unsafe extern "C" fn sim_create_qp_ex(
                     | WITH_SEND_WITH_INV
             }
             QPT_UC => send | write,
-            QPT_UD | crate::qp_state::QPT_XRC_SEND => send,
+            // As RC but for memory windows (see `datapath::check_send`).
+            crate::qp_state::QPT_XRC_SEND => {
+                send | write | WITH_RDMA_READ | atomics | WITH_SEND_WITH_INV
+            }
+            QPT_UD => send,
             _ => 0,
         };
         // TSO and atomic write are not simulated.

@@ -3,7 +3,10 @@
 //! an MR over a range of the device memory that the data path uses as any
 //! other (zero-based, as the kernel requires). The memory is its own
 //! anonymous mapping, so the MR's pages are nobody else's. DM with MRs on
-//! it is not freed (`EBUSY`).
+//! it is not freed (`EBUSY`). As on mlx5 (whose DM the sim's mirrors),
+//! copies move whole 32-bit words: an offset or length that is not a
+//! multiple of 4 is `EINVAL` (after the range check's `EFAULT`), and an
+//! MR on it may be empty (the kernel checks only that it fits).
 
 use core::ffi::{c_int, c_uint, c_void};
 
@@ -129,6 +132,15 @@ fn range(dm: *mut ibv_dm, offset: u64, len: usize) -> Result<usize, c_int> {
     Ok(d.base + offset as usize)
 }
 
+/// [`range`] for a copy: whole 32-bit words only (mlx5's hardware limit).
+fn copy_range(dm: *mut ibv_dm, offset: u64, len: usize) -> Result<usize, c_int> {
+    let at = range(dm, offset, len)?;
+    if !offset.is_multiple_of(4) || !len.is_multiple_of(4) {
+        return Err(libc::EINVAL);
+    }
+    Ok(at)
+}
+
 /// `ibv_dm.memcpy_to_dm` (the inline `ibv_memcpy_to_dm`).
 pub unsafe extern "C" fn sim_memcpy_to_dm(
     dm: *mut ibv_dm,
@@ -137,7 +149,7 @@ pub unsafe extern "C" fn sim_memcpy_to_dm(
     len: usize,
 ) -> c_int {
     guard::errval(|| {
-        let at = range(dm, offset, len)?;
+        let at = copy_range(dm, offset, len)?;
         if len > 0 {
             // SAFETY: the DM holds the range (checked); the caller's
             // buffer holds len bytes.
@@ -155,7 +167,7 @@ pub unsafe extern "C" fn sim_memcpy_from_dm(
     len: usize,
 ) -> c_int {
     guard::errval(|| {
-        let at = range(dm, offset, len)?;
+        let at = copy_range(dm, offset, len)?;
         if len > 0 {
             // SAFETY: as in sim_memcpy_to_dm, the other way.
             unsafe { core::ptr::copy(at as *const u8, host.cast::<u8>(), len) };
@@ -180,7 +192,7 @@ pub unsafe extern "C" fn sim_reg_dm_mr(
             return Err(libc::EINVAL);
         }
         let host = range(dm, offset, len).map_err(|_| libc::EINVAL)?;
-        let m = mr::reg(pd, host as *mut c_void, len, 0, access)?;
+        let m = mr::reg_dm(pd, host as *mut c_void, len, access)?;
         // SAFETY: m was just registered and is not yet returned.
         d.mrs.lock().push(unsafe { (*m).lkey });
         Ok(m)

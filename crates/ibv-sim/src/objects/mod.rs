@@ -11,6 +11,7 @@
 //! | `dm` | device memory, `ibv_reg_dm_mr` | `alloc_dm` / `free_dm` / `reg_dm_mr` |
 //! | `domain` | thread domains, parent domains | `alloc_td` / `dealloc_td` / `alloc_parent_domain` |
 //! | `flow` | flow steering rules, flow actions (ESP) | `ibv_create_flow` / `ibv_destroy_flow`, `create` / `modify` / `destroy_flow_action(_esp)` |
+//! | `odp` | on-demand paging: `ibv_advise_mr` | `advise_mr` |
 //! | `counters` | flow counters | `create_counters` / `attach_counters_point_flow` / `read_counters` / `destroy_counters` |
 //! | `wq` | receive WQs, RWQ indirection tables | `create_wq` / `modify_wq` / `destroy_wq`, `create_rwq_ind_table` / `destroy_rwq_ind_table` |
 //!
@@ -25,6 +26,7 @@ pub mod dm;
 pub mod domain;
 pub mod flow;
 pub mod mw;
+pub mod odp;
 pub mod wq;
 
 use verbs_abi::verbs_context;
@@ -40,4 +42,5 @@ pub fn install(vctx: &mut verbs_context) {
     wq::install(vctx);
     flow::install(vctx);
     counters::install(vctx);
+    odp::install(vctx);
 }

@@ -106,7 +106,10 @@ pub fn modify(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, attr_mask: c_int) -> Resu
             | crate::mr::REMOTE_WRITE
             | crate::mr::REMOTE_READ
             | crate::mr::REMOTE_ATOMIC
-            | (1 << 4); // MW_BIND
+            | (1 << 4) // MW_BIND
+            // An MR's flag programs pass along (pyverbs' ODP tests); mlx5
+            // ignores it.
+            | crate::mr::ON_DEMAND;
         if a.qp_access_flags & !ok != 0 {
             return Err(libc::EINVAL);
         }
