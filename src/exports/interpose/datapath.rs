@@ -25,7 +25,7 @@ use verbs_abi::{
 use super::keys::{self, Key};
 use super::{caps, completions, ctx_of, original, patch, traced, Entry, Slot};
 use crate::checks::{self, Check};
-use crate::guard::boundary;
+use crate::guard::{boundary, Errno};
 use crate::log::Level;
 use crate::registry::lock::{mutex, Mutex};
 use crate::registry::objects::{self, Kind, Obj};
@@ -254,8 +254,7 @@ fn check_sge(q: Queue, ctx: usize, wr: &Wr, s: &ibv_sge, write: bool, site: usiz
     check_sge_fully(q, ctx, wr, s, write, site);
 }
 
-/// [`check_sge`] through the lkey index and the registry (which caches
-/// a live MR's facts for the next post).
+/// [`check_sge`] through the lkey index (which caches a live MR's facts).
 #[inline(never)]
 fn check_sge_fully(q: Queue, ctx: usize, wr: &Wr, s: &ibv_sge, write: bool, site: usize) {
     let mr: Obj = match keys::lookup(ctx, s.lkey) {
@@ -538,14 +537,9 @@ impl Wr {
 /// happens in them, the post is forwarded as the program made it.
 #[inline(always)]
 pub(super) fn checked(name: &'static str, f: impl FnOnce()) {
-    // SAFETY: __errno_location returns this thread's errno slot, which
-    // lives as long as the thread (asked once: it is on every post).
-    let errno = unsafe { libc::__errno_location() };
-    // SAFETY: as above.
-    let saved = unsafe { *errno };
+    let errno = Errno::save();
     boundary(name, (), f);
-    // SAFETY: as above.
-    unsafe { *errno = saved };
+    errno.restore();
 }
 
 /// No saved entry (cannot happen for a context the shim patched): the
