@@ -9,9 +9,12 @@
 //!   what it inherited, marked as such, so it still refuses what was dead
 //!   in the parent, but reports only what it creates itself (and nothing,
 //!   writing no JSON, if it never calls verbs), and reopens a `%p` log file.
+//!   The log's queued lines are written out first (prepare), so the
+//!   child's lines follow them.
 //! - exit: the final report runs from a library destructor (`.fini_array`),
 //!   which glibc calls after the program's own `atexit` handlers, so objects
-//!   a program frees in its atexit cleanup are not reported as leaks. The
+//!   a program frees in its atexit cleanup are not reported as leaks; the
+//!   log's queued lines are written out before it. The
 //!   exiting thread's signals are held back meanwhile, so a handler that
 //!   calls `exit()` again cannot end the process halfway through the report.
 

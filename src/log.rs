@@ -554,7 +554,9 @@ fn write_out(mut bytes: &[u8]) {
 fn say_dropped(n: u64) {
     line(
         Level::Warn,
-        format_args!("{n} debug lines dropped: the log's queue stayed full (a slow log file?)"),
+        format_args!(
+            "{n} debug and trace lines dropped: the log's queue stayed full (a slow log file?)"
+        ),
     );
 }
 

@@ -66,9 +66,20 @@ static OUT: Bytes<BATCH> = Bytes(UnsafeCell::new([0; BATCH]));
 /// `position + 1` once the line starting at `position` is complete.
 static STAMP: [AtomicU64; SLOTS] = [const { AtomicU64::new(0) }; SLOTS];
 static LEN: [AtomicU16; SLOTS] = [const { AtomicU16::new(0) }; SLOTS];
+/// A cache line of its own: producers hammer `TAIL`, the consumer `HEAD`.
+#[repr(align(64))]
+struct Line<T>(T);
+
+impl<T> std::ops::Deref for Line<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
 /// Next position to claim; positions below `HEAD` are free again.
-static TAIL: AtomicU64 = AtomicU64::new(0);
-static HEAD: AtomicU64 = AtomicU64::new(0);
+static TAIL: Line<AtomicU64> = Line(AtomicU64::new(0));
+static HEAD: Line<AtomicU64> = Line(AtomicU64::new(0));
 /// The thread id of whoever is draining (0: nobody).
 static CONSUMER: AtomicI32 = AtomicI32::new(0);
 static DROPPED: AtomicU64 = AtomicU64::new(0);
