@@ -168,6 +168,14 @@ pub fn flush() {
     if CONSUMER.load(Relaxed) == me {
         return;
     }
+    // Called inside the program's fork() and verbs calls: their errno is
+    // theirs.
+    let saved = crate::errno::Errno::save();
+    drain_all_before(target, hooks, me);
+    saved.restore();
+}
+
+fn drain_all_before(target: u64, hooks: &Hooks, me: i32) {
     let started = Instant::now();
     let mut waits = 0u32;
     let mut bounded_wait = || {
