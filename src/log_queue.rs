@@ -16,6 +16,7 @@
 //! A full ring: the producer wakes the writer and waits for room, at most
 //! 100 ms (a writer thread that a loaded machine leaves unscheduled that
 //! long), then drops the line and counts it; the count is logged (warn).
+//! Until the writer frees room again, later lines are dropped at once.
 //! Lines still queued are lost if the process dies without running its
 //! exit handlers (`_exit`, a crash); `IBV_SHIM_LOG_SYNC=1` writes every
 //! line on the calling thread instead, and the binary trace
@@ -83,6 +84,10 @@ static HEAD: Line<AtomicU64> = Line(AtomicU64::new(0));
 /// The thread id of whoever is draining (0: nobody).
 static CONSUMER: AtomicI32 = AtomicI32::new(0);
 static DROPPED: AtomicU64 = AtomicU64::new(0);
+/// Set by a drop, cleared when the consumer frees slots: while the writer
+/// makes no progress (blocked on a full pipe), lines are dropped at once
+/// instead of each waiting its 100 ms.
+static DROPPING: AtomicBool = AtomicBool::new(false);
 
 /// Futex words: the writer sleeps on `WAKE`, producers waiting for room
 /// on `ROOM`.
@@ -116,7 +121,8 @@ pub fn push(line: &[u8]) -> bool {
         let h = HEAD.load(Acquire);
         let t = TAIL.load(Relaxed);
         if t + k - h > SLOTS as u64 {
-            if !wait_for_room(&mut waited) {
+            if DROPPING.load(Relaxed) || !wait_for_room(&mut waited) {
+                DROPPING.store(true, Relaxed);
                 DROPPED.fetch_add(1, Relaxed);
                 return true;
             }
@@ -216,6 +222,7 @@ pub fn after_fork_in_child() {
     SLEEPING.store(false, Relaxed);
     WAITERS.store(0, Relaxed);
     DROPPED.store(0, Relaxed);
+    DROPPING.store(false, Relaxed);
     HEAD.store(TAIL.load(Relaxed), Release);
     if MODE.load(Relaxed) != SYNC {
         MODE.store(UNSTARTED, Release);
@@ -257,6 +264,9 @@ fn drain(hooks: &Hooks) -> usize {
         return 0;
     }
     HEAD.store(h, Release);
+    if DROPPING.load(Relaxed) {
+        DROPPING.store(false, Relaxed);
+    }
     if WAITERS.load(SeqCst) > 0 {
         wake(&ROOM);
     }
