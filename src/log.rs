@@ -14,6 +14,11 @@
 //! and the numbers get reused. A log file lost that way is reopened by
 //! path; a lost stderr is given up unless fd 2 still is the original.
 //!
+//! Debug and trace lines are formatted here, on the calling thread, and
+//! written by a writer thread in batches (`log_queue`); the other levels,
+//! and every line with `IBV_SHIM_LOG_SYNC=1`, are written here, after the
+//! queued lines.
+//!
 //! Line format: `ibv-shim <secs>.<micros> <pid>:<tid> <LEVEL> <message>`.
 
 use std::fmt::{self, Write as _};
@@ -106,6 +111,10 @@ fn init_level() -> u8 {
     } else {
         text
     };
+    crate::log_queue::register(crate::log_queue::Hooks {
+        write: write_out,
+        dropped: say_dropped,
+    });
     TEXT.store(text, Ordering::Relaxed);
     LEVEL.store(gate, Ordering::Relaxed);
     // The fast paths leave the gate only when a line (or a trace record)
@@ -517,12 +526,38 @@ pub fn line(level: Level, args: fmt::Arguments<'_>) {
         b.append(b"...", 0);
     }
     b.append(b"\n", 0);
-    if let Some(fd) = output() {
-        // SAFETY: the buffer is valid for len bytes; a failed or short
-        // write of a log line is not worth failing the program's call over.
-        unsafe { libc::write(fd, b.as_bytes().as_ptr().cast(), b.len) };
+    // Debug and trace lines go to the writer thread; the rest (and every
+    // line in synchronous mode) are written here, after what is queued.
+    if level < Level::Debug || !crate::log_queue::push(b.as_bytes()) {
+        crate::log_queue::flush();
+        write_out(b.as_bytes());
     }
     saved.restore();
+}
+
+/// Writes whole lines (one, or the writer thread's batch) to the output,
+/// after one check that it still is the shim's file.
+fn write_out(mut bytes: &[u8]) {
+    let Some(fd) = output() else { return };
+    while !bytes.is_empty() {
+        // SAFETY: the slice is valid for its length. A failed write of log
+        // lines is not worth failing the program's call over; a short one
+        // (a pipe, a signal) is continued.
+        let n = unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) };
+        if n <= 0 {
+            return;
+        }
+        bytes = &bytes[n as usize..];
+    }
+}
+
+fn say_dropped(n: u64) {
+    line(
+        Level::Warn,
+        format_args!(
+            "{n} debug and trace lines dropped: the log's queue stayed full (a slow log file?)"
+        ),
+    );
 }
 
 /// Writes a multi-line block (a report) with one `write(2)` per line.
