@@ -111,6 +111,8 @@ fn try_drain(m: &Mapping) -> bool {
         return false;
     }
     let mut any = false;
+    // A fresh calibration pair for the header, one drainer at a time.
+    ring::store_clock(m);
     if !BROKEN.load(Ordering::Relaxed) {
         for ring in 0..super::config::RINGS {
             any |= drain_ring(m, ring);
