@@ -392,9 +392,8 @@ fn write_with(
     let head_word = m.ring_word(ring, meta::HEAD);
     // Only this thread moves the head.
     let pos = head_word.load(Ordering::Relaxed);
-    if pos - m.ring_word(ring, meta::TAIL).load(Ordering::Acquire) >= m.slots as u64
-        && !super::writer::room(m, ring, pos)
-    {
+    let used = pos - m.ring_word(ring, meta::TAIL).load(Ordering::Acquire);
+    if used >= m.slots as u64 && !super::writer::room(m, ring, pos) {
         m.ring_word(ring, meta::LOST)
             .fetch_add(1, Ordering::Relaxed);
         return;
@@ -422,6 +421,12 @@ fn write_with(
         seq.store(pos + 1, Ordering::Release);
     }
     head_word.store(pos + 1, Ordering::Release);
+    // Half full: the writer copies the ring out now, on its own core if
+    // there is one, rather than this thread when the ring is full. (The
+    // fill level passes this mark once per half ring.)
+    if used + 1 == (m.slots / 2) as u64 {
+        super::writer::wake();
+    }
 }
 
 /// In a forked child: drop the parent's mapping and descriptor (the
