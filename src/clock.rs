@@ -83,14 +83,12 @@ pub fn use_tsc() -> bool {
 
 /// A fresh (TSC, ns) pair, for the rate over a longer span (the trace's
 /// writer calls it as it drains): taken when the last one is over about
-/// 2^22 ticks (1 to 2 ms) old; `true` when taken.
-pub fn calibrate() -> bool {
-    if !tsc() || rdtsc().wrapping_sub(TSC1.load(Ordering::Relaxed)) < 1 << 22 {
-        return false;
+/// 2^22 ticks (1 to 2 ms) old.
+pub fn calibrate() {
+    if tsc() && rdtsc().wrapping_sub(TSC1.load(Ordering::Relaxed)) >= 1 << 22 {
+        let (t, m) = pair();
+        store_pair(t, m);
     }
-    let (t, m) = pair();
-    store_pair(t, m);
-    true
 }
 
 /// (TSC0, MONO0, TSC1, MONO1) for the trace file's header.

@@ -194,9 +194,13 @@ pub fn open() -> bool {
 /// Puts the clock's latest calibration in the header (a reader turns TSC
 /// ticks into ns with it, also after a crash).
 pub fn store_clock(m: &Mapping) {
-    if !crate::clock::tsc() || !crate::clock::calibrate() {
+    if !crate::clock::tsc() {
         return;
     }
+    // A fresh pair when the last is over a millisecond old; the header
+    // gets the pairs either way (the first time at open: a process killed
+    // before any drain still has a calibration in its file).
+    crate::clock::calibrate();
     let [t0, m0, t1, m1] = crate::clock::pairs();
     m.word(header::TSC0).store(t0, Ordering::Relaxed);
     m.word(header::MONO0).store(m0, Ordering::Relaxed);
