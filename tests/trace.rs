@@ -464,13 +464,20 @@ fn rings_of_exited_threads_are_reused() {
 
 /// The decoded trace and the debug log show each call the same way: the
 /// trace stores a verb id and raw words (no text), both sides format them
-/// from `trace_format::verbs`. Also the times: the trace's TSC ticks,
+/// from `trace_format::verbs`. Also the times, with either clock
+/// (`IBV_SHIM_TRACE_CLOCK`): the trace's TSC ticks,
 /// turned into wall-clock time by the calibration in its header, land
 /// where the log's own timestamps are (the log stamps a line after the
 /// call, to the microsecond; an uncalibrated tick count would be off by
 /// the run's length times the TSC's GHz).
 #[test]
 fn the_decoded_trace_and_the_debug_log_say_the_same() {
+    for clock in ["tsc", "monotonic"] {
+        trace_and_log_agree(clock);
+    }
+}
+
+fn trace_and_log_agree(clock: &str) {
     let dir = TempDir::new("trace-vs-log");
     let log = dir.join("debug.log");
     let (mut cmd, _fabric) = command(
@@ -481,6 +488,7 @@ fn the_decoded_trace_and_the_debug_log_say_the_same() {
             ("TRACER_FAILS", "2"),
             ("IBV_SHIM_LOG", "debug"),
             ("IBV_SHIM_LOG_FILE", log.to_str().unwrap()),
+            ("IBV_SHIM_TRACE_CLOCK", clock),
         ],
     );
     let out = run(&mut cmd);
@@ -500,7 +508,16 @@ fn the_decoded_trace_and_the_debug_log_say_the_same() {
     let files = trace_files(&dir);
     let traced = calls(&stdout(&decode(&[], &files)));
     // The file holds no text for these calls: verb ids and words.
-    let raw = trace_format::decode(&std::fs::read(&files[0]).unwrap()).unwrap();
+    let bytes = std::fs::read(&files[0]).unwrap();
+    let at = trace_format::header::CLOCK;
+    let kind = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
+    if clock == "monotonic" {
+        assert_eq!(
+            kind, 0,
+            "IBV_SHIM_TRACE_CLOCK=monotonic: CLOCK_MONOTONIC times"
+        );
+    }
+    let raw = trace_format::decode(&bytes).unwrap();
     let names: Vec<_> = raw
         .records
         .iter()
@@ -535,7 +552,7 @@ fn the_decoded_trace_and_the_debug_log_say_the_same() {
         let lead = l.0 - t.0;
         assert!(
             (-0.000_05..0.5).contains(&lead),
-            "trace {} vs log {}: {}",
+            "{clock}: trace {} vs log {}: {}",
             t.0,
             l.0,
             l.1

@@ -39,7 +39,9 @@ pub fn at_load() {
         crate::log!(crate::log::Level::Warn, "{p}");
     }
     if config::get().file.is_some() {
-        crate::clock::use_tsc();
+        if config::get().tsc {
+            crate::clock::use_tsc();
+        }
         STATE.store(UNOPENED, Ordering::Release);
         crate::log::record_calls_with(call);
     }
