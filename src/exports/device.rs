@@ -7,11 +7,10 @@
 
 use std::ffi::{c_char, c_int};
 
-use verbs_abi::{__be64, ibv_context, ibv_device};
-
 use trace_format::verbs::{
     FREE_DEVICE_LIST, GET_DEVICE_GUID, GET_DEVICE_INDEX, GET_DEVICE_NAME, OPEN_DEVICE,
 };
+use verbs_abi::{__be64, ibv_context, ibv_device};
 
 use super::{refuse, Call, Dev, Ptr};
 use crate::guard::{export, Errno, MinusOne, Refused};

@@ -10,10 +10,10 @@
 
 use std::ffi::{c_int, c_uint, c_void};
 use std::ptr::addr_of;
+
 use trace_format::verbs::{
     ACK_CQ_EVENTS, MODIFY_SRQ, QUERY_DEVICE, QUERY_GID, QUERY_PKEY, QUERY_PORT, QUERY_QP, QUERY_SRQ,
 };
-
 use verbs_abi::{
     _compat_ibv_port_attr, ibv_async_event, ibv_comp_channel, ibv_context, ibv_cq, ibv_device_attr,
     ibv_gid, ibv_qp, ibv_qp_attr, ibv_qp_init_attr, ibv_srq, ibv_srq_attr,

@@ -105,6 +105,7 @@ verbs! {
     18 CREATE_AH = "ibv_create_ah"(pd: Ptr, attr: Ptr) -> Ptr;
     19 IMPORT_DEVICE = "ibv_import_device"(cmd_fd: Int) -> Ptr;
     20 IMPORT_PD = "ibv_import_pd"(context: Ptr, pd_handle: Int) -> Ptr;
+    21 CREATE_AH_FROM_WC = "ibv_create_ah_from_wc"(pd: Ptr, wc: Ptr, grh: Ptr, port_num: Int) -> Ptr;
 }
 
 /// The verb with id `id`, if this reader knows it.

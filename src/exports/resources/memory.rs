@@ -1,8 +1,8 @@
 //! Protection domains and memory regions.
 
 use std::ffi::{c_int, c_void};
-use trace_format::verbs::ALLOC_PD;
 
+use trace_format::verbs::ALLOC_PD;
 use verbs_abi::{ibv_context, ibv_mr, ibv_pd};
 
 use super::super::create_destroy::{

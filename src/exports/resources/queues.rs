@@ -2,8 +2,8 @@
 
 use std::ffi::{c_int, c_void};
 use std::ptr::addr_of;
-use trace_format::verbs::{CREATE_COMP_CHANNEL, CREATE_CQ, CREATE_SRQ, RESIZE_CQ};
 
+use trace_format::verbs::{CREATE_COMP_CHANNEL, CREATE_CQ, CREATE_SRQ, RESIZE_CQ};
 use verbs_abi::{
     ibv_comp_channel, ibv_context, ibv_cq, ibv_pd, ibv_qp, ibv_qp_init_attr, ibv_srq,
     ibv_srq_init_attr,

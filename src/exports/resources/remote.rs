@@ -2,8 +2,8 @@
 //! from another process.
 
 use std::ffi::c_int;
-use trace_format::verbs::{CREATE_AH, IMPORT_DEVICE, IMPORT_PD};
 
+use trace_format::verbs::{CREATE_AH, CREATE_AH_FROM_WC, IMPORT_DEVICE, IMPORT_PD};
 use verbs_abi::{ibv_ah, ibv_ah_attr, ibv_context, ibv_grh, ibv_mr, ibv_pd, ibv_wc};
 
 use super::super::create_destroy::{
@@ -93,14 +93,10 @@ pub unsafe extern "C" fn ibv_create_ah_from_wc(
                 track(o);
             },
             |call, ah| {
-                call.end(
-                    format_args!(
-                        "ibv_create_ah_from_wc(pd={}, wc={}, grh={}, port_num={port_num})",
-                        Ptr(pd),
-                        Ptr(wc),
-                        Ptr(grh)
-                    ),
-                    format_args!("{}", Ptr(ah)),
+                call.done(
+                    &CREATE_AH_FROM_WC,
+                    &[pd as u64, wc as u64, grh as u64, port_num as u64],
+                    ah as u64,
                     ah.is_null(),
                 )
             },
