@@ -73,6 +73,9 @@ pub mod oom;
 pub mod real;
 // Internal: only `exports` makes the header.
 /// cbindgen:ignore
+pub mod clock;
+// Internal: only `exports` makes the header.
+/// cbindgen:ignore
 pub mod trace;
 // Internal: only `exports` makes the header.
 /// cbindgen:ignore

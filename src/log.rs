@@ -130,15 +130,9 @@ fn init_level() -> u8 {
 
 /// Where timed calls go besides the text log: the binary trace's entry
 /// point (`trace::call`), registered at load when tracing is on (the
-/// logger knows nothing else of the trace).
-pub type Recorder = fn(
-    start_ns: u64,
-    end_ns: u64,
-    fmt::Arguments<'_>,
-    fmt::Arguments<'_>,
-    failed: bool,
-    errno: i32,
-);
+/// logger knows nothing else of the trace). Times are `clock::now()`'s.
+pub type Recorder =
+    fn(start: u64, end: u64, fmt::Arguments<'_>, fmt::Arguments<'_>, failed: bool, errno: i32);
 static RECORDER: std::sync::OnceLock<Recorder> = std::sync::OnceLock::new();
 
 /// Sends every timed call to `recorder` from now on: the gate opens at
@@ -178,30 +172,43 @@ pub fn clock_ns(clock: libc::clockid_t) -> u64 {
 /// Where a timed verbs call ends up when the debug gate is on: a record in
 /// the binary trace (when tracing) and a debug line `call = result [time]`
 /// (when the text log is at debug), with errno when `failed`. Leaves errno
-/// as it found it.
+/// as it found it. `start` is a `clock::now()` time.
 #[cold]
 #[inline(never)]
-pub fn call(start_ns: u64, call: fmt::Arguments<'_>, result: fmt::Arguments<'_>, failed: bool) {
+pub fn call(start: u64, call: fmt::Arguments<'_>, result: fmt::Arguments<'_>, failed: bool) {
     let errno = crate::errno::Errno::save();
-    let took = monotonic_ns().saturating_sub(start_ns);
+    let end = crate::clock::now();
     if let Some(record) = RECORDER.get() {
-        record(start_ns, start_ns + took, call, result, failed, errno.0);
+        record(start, end, call, result, failed, errno.0);
     }
+    call_line(start, end, call, result, failed, errno.0);
+    errno.restore();
+}
+
+/// The debug line of a timed call (`clock::now()` times), when the text
+/// log is at debug.
+pub fn call_line(
+    start: u64,
+    end: u64,
+    call: fmt::Arguments<'_>,
+    result: fmt::Arguments<'_>,
+    failed: bool,
+    errno: i32,
+) {
     if text_enabled(Level::Debug) {
-        let took = Micros(took);
+        let took = Micros(crate::clock::to_ns(end.saturating_sub(start)));
         if failed {
             line(
                 Level::Debug,
                 format_args!(
                     "{call} = {result} errno={} [{took}]",
-                    crate::errno::errno_name(errno.0)
+                    crate::errno::errno_name(errno)
                 ),
             );
         } else {
             line(Level::Debug, format_args!("{call} = {result} [{took}]"));
         }
     }
-    errno.restore();
 }
 
 /// A duration in nanoseconds, shown as microseconds with one decimal
