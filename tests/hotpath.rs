@@ -164,5 +164,8 @@ fn a_pd_pair_adds_at_most_300_instructions_with_tracking_on() {
     };
     let added = per_pair(true) - per_pair(false);
     eprintln!("PD pair: +{added:.1} instructions (limit 300)");
-    assert!(added <= 300.0, "PD pair: +{added:.1} instructions (limit 300)");
+    assert!(
+        added <= 300.0,
+        "PD pair: +{added:.1} instructions (limit 300)"
+    );
 }

@@ -1,6 +1,5 @@
-//! Slab chunks: one zeroed allocation of records followed by their list
-//! links; allocation failure (the once-only warning, and the failure the
-//! unit tests inject).
+//! Slab chunks: fixed-size zeroed allocations of records; allocation
+//! failure (the once-only warning, and the failure the unit tests inject).
 
 use std::alloc::{alloc_zeroed, Layout};
 
@@ -32,89 +31,41 @@ pub(super) fn out_of_memory() {
     });
 }
 
-/// A record's place in its context's list: slab indices of its
-/// neighbours, `NIL` at the ends, `prev` `UNLISTED` when in no list (the
-/// table's sentinels).
-#[derive(Clone, Copy, Default)]
-#[repr(C)]
-pub(super) struct Link {
-    pub(super) prev: u32,
-    pub(super) next: u32,
-}
+/// Records per slab chunk: 16 records, 1 KiB. Fixed-size chunks make a
+/// slab index's chunk a shift and its offset a mask, and waste at most one
+/// partly used chunk per shard (256 shards: at most 256 KiB in all, about
+/// 1.3 bytes an object at 100,000 live; 4 KiB chunks cost 5).
+pub(super) const CHUNK: usize = 16;
+pub(super) const CHUNK_SHIFT: u32 = CHUNK.trailing_zeros();
 
-const _: () = assert!(std::mem::size_of::<Link>() == 8);
-
-/// Types a chunk may be made of by zeroing memory: integers only.
-/// A slab chunk: `len` records, then their `len` links, in one zeroed
-/// allocation (one allocation per chunk, as before the links existed, so
-/// the heap does not fragment between records and links).
-pub(super) struct Chunk {
-    ptr: std::ptr::NonNull<u8>,
-    pub(super) len: usize,
-}
-
-// SAFETY: a Chunk owns its allocation exclusively (like a Box<[u8]>); it is
-// only reached through the shard's mutex.
-unsafe impl Send for Chunk {}
+/// A slab chunk: [`CHUNK`] records in one zeroed allocation.
+pub(super) struct Chunk(Box<[Rec; CHUNK]>);
 
 impl Chunk {
-    fn layout(len: usize) -> Option<Layout> {
-        let (layout, _) = Layout::array::<Rec>(len)
-            .ok()?
-            .extend(Layout::array::<Link>(len).ok()?)
-            .ok()?;
-        Some(layout)
-    }
-
     /// None when out of memory.
-    pub(super) fn new(len: usize) -> Option<Chunk> {
-        let layout = Self::layout(len)?;
+    pub(super) fn new() -> Option<Chunk> {
+        let layout = Layout::new::<[Rec; CHUNK]>();
         if no_memory() {
             return None;
         }
-        // SAFETY: the layout has a non-zero size (len > 0).
-        let ptr = std::ptr::NonNull::new(unsafe { alloc_zeroed(layout) })?;
-        Some(Chunk { ptr, len })
-    }
-
-    pub(super) fn recs(&self) -> &[Rec] {
-        // SAFETY: the allocation starts with `len` records (64-aligned, as
-        // the layout says); all-zero bytes are a valid Rec (integers only).
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().cast::<Rec>(), self.len) }
-    }
-
-    pub(super) fn recs_mut(&mut self) -> &mut [Rec] {
-        // SAFETY: as in recs(); &mut self makes the access exclusive.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr().cast::<Rec>(), self.len) }
-    }
-
-    pub(super) fn links(&self) -> &[Link] {
-        // SAFETY: the `len` links follow the records (64 * len bytes in,
-        // 4-aligned); all-zero bytes are a valid Link (integers only).
-        unsafe {
-            std::slice::from_raw_parts(
-                self.ptr.as_ptr().add(64 * self.len).cast::<Link>(),
-                self.len,
-            )
+        // SAFETY: the layout has a non-zero size.
+        let ptr = unsafe { alloc_zeroed(layout) }.cast::<[Rec; CHUNK]>();
+        if ptr.is_null() {
+            return None;
         }
+        // SAFETY: a fresh allocation of this very layout (the global
+        // allocator's, which Box frees with), and all-zero bytes are a valid
+        // Rec (integers only).
+        Some(Chunk(unsafe { Box::from_raw(ptr) }))
     }
 
-    pub(super) fn links_mut(&mut self) -> &mut [Link] {
-        // SAFETY: as in links(); &mut self makes the access exclusive.
-        unsafe {
-            std::slice::from_raw_parts_mut(
-                self.ptr.as_ptr().add(64 * self.len).cast::<Link>(),
-                self.len,
-            )
-        }
+    #[inline(always)]
+    pub(super) fn recs(&self) -> &[Rec; CHUNK] {
+        &self.0
     }
-}
 
-impl Drop for Chunk {
-    fn drop(&mut self) {
-        if let Some(layout) = Self::layout(self.len) {
-            // SAFETY: allocated in Chunk::new with this very layout.
-            unsafe { std::alloc::dealloc(self.ptr.as_ptr(), layout) };
-        }
+    #[inline(always)]
+    pub(super) fn recs_mut(&mut self) -> &mut [Rec; CHUNK] {
+        &mut self.0
     }
 }
