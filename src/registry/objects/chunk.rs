@@ -1,7 +1,5 @@
-//! Slab chunks: fixed-size zeroed allocations of records; allocation
-//! failure (the once-only warning, and the failure the unit tests inject).
-
-use std::alloc::{alloc_zeroed, Layout};
+//! A shard's slab of records (one growing mapping), and allocation failure
+//! (the once-only warning, and the failure the unit tests inject).
 
 use super::record::Rec;
 
@@ -31,41 +29,118 @@ pub(super) fn out_of_memory() {
     });
 }
 
-/// Records per slab chunk: 16 records, 1 KiB. Fixed-size chunks make a
-/// slab index's chunk a shift and its offset a mask, and waste at most one
-/// partly used chunk per shard (256 shards: at most 256 KiB in all, about
-/// 1.3 bytes an object at 100,000 live; 4 KiB chunks cost 5).
-pub(super) const CHUNK: usize = 16;
-pub(super) const CHUNK_SHIFT: u32 = CHUNK.trailing_zeros();
+/// A shard's slab: its records by index, in one anonymous mapping that
+/// doubles with `mremap` (the kernel moves the pages: nothing is copied, and
+/// no second copy exists even for a moment). Pages are touched only as
+/// records are used, so the slab's unused tail costs address space, not
+/// memory. One buffer keeps a context's records, which its list links
+/// newest first, at descending addresses, so that a close's walk streams
+/// through memory (with 1 KiB chunks scattered over the heap it ran 3x
+/// slower at 1M).
+pub(super) struct Slab {
+    ptr: std::ptr::NonNull<Rec>,
+    /// Records mapped.
+    cap: usize,
+    /// Records handed out.
+    len: usize,
+}
 
-/// A slab chunk: [`CHUNK`] records in one zeroed allocation.
-pub(super) struct Chunk(Box<[Rec; CHUNK]>);
+// SAFETY: a Slab owns its mapping exclusively (like a Vec); it is only
+// reached through the shard's mutex.
+unsafe impl Send for Slab {}
 
-impl Chunk {
-    /// None when out of memory.
-    pub(super) fn new() -> Option<Chunk> {
-        let layout = Layout::new::<[Rec; CHUNK]>();
+/// Records in a slab's first mapping: one page.
+const FIRST: usize = 4096 / std::mem::size_of::<Rec>();
+
+impl Slab {
+    pub(super) const fn new() -> Slab {
+        Slab {
+            ptr: std::ptr::NonNull::dangling(),
+            cap: 0,
+            len: 0,
+        }
+    }
+
+    /// Appends a zeroed record; its index. None when out of memory.
+    pub(super) fn push(&mut self) -> Option<u32> {
+        if self.len == self.cap && !self.grow() {
+            return None;
+        }
+        self.len += 1;
+        Some(self.len as u32 - 1)
+    }
+
+    #[cold]
+    fn grow(&mut self) -> bool {
+        let size = std::mem::size_of::<Rec>();
+        let cap = (self.cap * 2).max(FIRST);
         if no_memory() {
-            return None;
+            return false;
         }
-        // SAFETY: the layout has a non-zero size.
-        let ptr = unsafe { alloc_zeroed(layout) }.cast::<[Rec; CHUNK]>();
-        if ptr.is_null() {
-            return None;
+        let p = if self.cap == 0 {
+            // SAFETY: a fresh private anonymous mapping; no memory of ours
+            // is touched.
+            unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    cap * size,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                )
+            }
+        } else {
+            // SAFETY: our own mapping of `self.cap * size` bytes; on success
+            // the old address is no longer used (the pointer is replaced).
+            unsafe {
+                libc::mremap(
+                    self.ptr.as_ptr().cast(),
+                    self.cap * size,
+                    cap * size,
+                    libc::MREMAP_MAYMOVE,
+                )
+            }
+        };
+        if p == libc::MAP_FAILED {
+            return false;
         }
-        // SAFETY: a fresh allocation of this very layout (the global
-        // allocator's, which Box frees with), and all-zero bytes are a valid
-        // Rec (integers only).
-        Some(Chunk(unsafe { Box::from_raw(ptr) }))
+        match std::ptr::NonNull::new(p.cast::<Rec>()) {
+            Some(ptr) => {
+                self.ptr = ptr;
+                self.cap = cap;
+                true
+            }
+            None => false,
+        }
     }
 
     #[inline(always)]
-    pub(super) fn recs(&self) -> &[Rec; CHUNK] {
-        &self.0
+    pub(super) fn get(&self, i: u32) -> &Rec {
+        assert!((i as usize) < self.len);
+        // SAFETY: below len, so inside the mapping (page-aligned, so 64-byte
+        // aligned); zeroed or written bytes are a valid Rec (integers only).
+        unsafe { &*self.ptr.as_ptr().add(i as usize) }
     }
 
     #[inline(always)]
-    pub(super) fn recs_mut(&mut self) -> &mut [Rec; CHUNK] {
-        &mut self.0
+    pub(super) fn get_mut(&mut self, i: u32) -> &mut Rec {
+        assert!((i as usize) < self.len);
+        // SAFETY: as in get(); &mut self makes the access exclusive.
+        unsafe { &mut *self.ptr.as_ptr().add(i as usize) }
+    }
+}
+
+impl Drop for Slab {
+    fn drop(&mut self) {
+        if self.cap > 0 {
+            // SAFETY: our own mapping, not used after this.
+            unsafe {
+                libc::munmap(
+                    self.ptr.as_ptr().cast(),
+                    self.cap * std::mem::size_of::<Rec>(),
+                )
+            };
+        }
     }
 }

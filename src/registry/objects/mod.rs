@@ -7,9 +7,9 @@
 //! - [`SHARDS`] shards, picked by a multiplicative hash of the address, each
 //!   behind its own mutex on its own cache lines. Nothing global is written
 //!   on the create/destroy path.
-//! - In a shard, each object is one 64-byte record in a slab of fixed
-//!   1 KiB chunks (chunks never move, so growing copies nothing), recycled
-//!   through a free list, and found through an open-addressing index of
+//! - In a shard, each object is one 64-byte record in a slab (one anonymous
+//!   mapping that doubles with `mremap`: nothing is copied, and its unused
+//!   tail is never touched), recycled through a free list, and found through an open-addressing index of
 //!   4-byte slots that hold a 16-bit hash tag and the slab index (16 bits):
 //!   linear probing, load at most 7/8, backward-shift deletion. A probe
 //!   reads a record only on a tag match (to compare the key the record
@@ -25,9 +25,9 @@
 //!   lists: its cost is the context's own objects plus one visit per shard,
 //!   not every object of the process.
 //! - Memory per object: 64 (record) + 4 / load (index: 4.6 to 10.7 bytes as
-//!   the load swings between 7/8 and 3/8 across doublings) + the last chunk
-//!   of each shard partly used (256 KiB in all) = 69 to 75 bytes, and the
-//!   shim's own fixed memory (about 1.2 MiB) on top.
+//!   the load swings between 7/8 and 3/8 across doublings) + each shard's
+//!   last page partly used (at most 1 MiB in all) = 69 to 75 bytes, and the
+//!   shim's own fixed memory (about 1.1 MiB, mostly its code) on top.
 //! - Every allocation is fallible (`try_reserve`, `alloc_zeroed` checked):
 //!   out of memory never fails the program's call nor aborts it. The object
 //!   is then not tracked, with one warning, and counted ([`untracked`]) so

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use super::chunk::{no_memory, out_of_memory, Chunk, CHUNK, CHUNK_SHIFT};
+use super::chunk::{no_memory, out_of_memory, Slab};
 use super::record::{Obj, Rec};
 
 pub(super) const NO_FREE: u32 = u32::MAX;
@@ -75,10 +75,12 @@ pub(super) struct Table {
     /// See [`MAX_SLOTS`]. Length is 0 or a power of two.
     slots: Vec<u32>,
     pub(super) len: usize,
-    chunks: Vec<Chunk>,
+    /// The records, by slab index.
+    slab: Slab,
     /// Head of the free list of slab slots (linked through `Rec::a`).
     pub(super) free: u32,
-    /// Slab slots handed out so far (the rest of the last chunk is unused).
+    /// Slab slots handed out so far (`slab.len()`, the cap below which a
+    /// slot's index fits a link).
     pub(super) used: u32,
     /// Slab slots below this were handed out before the last `fork()` (in
     /// the child: the parent's records). They are never recycled, so a
@@ -98,7 +100,7 @@ impl Table {
         Table {
             slots: Vec::new(),
             len: 0,
-            chunks: Vec::new(),
+            slab: Slab::new(),
             free: NO_FREE,
             used: 0,
             inherited: 0,
@@ -207,12 +209,12 @@ impl Table {
 
     #[inline(always)]
     pub(super) fn rec(&self, i: u32) -> &Rec {
-        &self.chunks[(i >> CHUNK_SHIFT) as usize].recs()[i as usize & (CHUNK - 1)]
+        self.slab.get(i)
     }
 
     #[inline(always)]
     pub(super) fn rec_mut(&mut self, i: u32) -> &mut Rec {
-        &mut self.chunks[(i >> CHUNK_SHIFT) as usize].recs_mut()[i as usize & (CHUNK - 1)]
+        self.slab.get_mut(i)
     }
 
     /// Where `addr` is in the index (`Ok`), or the empty slot that ends its
@@ -252,17 +254,9 @@ impl Table {
         if self.used >= MAX_RECS {
             return None;
         }
-        if self.used as usize == self.chunks.len() * CHUNK {
-            // The registry's growth never draws on the emergency reserve:
-            // out of memory, the object goes untracked (and counted).
-            let chunk = crate::oom::without_reserve(|| {
-                self.chunks.try_reserve(1).ok()?;
-                Chunk::new()
-            })?;
-            self.chunks.push(chunk);
-        }
+        let i = self.slab.push()?;
         self.used += 1;
-        Some(self.used - 1)
+        Some(i)
     }
 
     fn free_rec(&mut self, i: u32) {
@@ -547,12 +541,12 @@ mod tests {
     }
 
     #[test]
-    fn slab_grows_a_chunk_at_a_time_up_to_its_limit() {
+    fn slab_grows_up_to_its_limit() {
         let mut t = Table::new();
         for i in 0..1000u32 {
             assert_eq!(t.alloc_rec(), Some(i));
         }
-        assert_eq!(t.chunks.len(), 1000usize.div_ceil(CHUNK));
+        assert_eq!(t.used, 1000);
         t.used = MAX_RECS;
         assert_eq!(t.alloc_rec(), None, "past the shard's limit");
     }
