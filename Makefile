@@ -22,11 +22,14 @@ deps:
 	@sh scripts/deps.sh
 
 # The sim installs as target/sim/libibverbs.so.1; drop-in mode is the shim
-# itself under the real library's names in target/dropin/.
+# itself under the real library's names in target/dropin/. Copied, then
+# renamed: cp over the old file would rewrite it in place, under the
+# programs still running on it (tests in progress die of SIGBUS).
 build:
 	$(CARGO) build --release --workspace
 	@mkdir -p $(TARGET)/sim $(TARGET)/dropin
-	@cp -f $(REL)/libibv_sim.so $(TARGET)/sim/libibverbs.so.1
+	@cp -f $(REL)/libibv_sim.so $(TARGET)/sim/.libibverbs.so.1.new
+	@mv -f $(TARGET)/sim/.libibverbs.so.1.new $(TARGET)/sim/libibverbs.so.1
 	@ln -sf libibverbs.so.1 $(TARGET)/sim/libibverbs.so
 	@ln -sf ../release/libibv_shim.so $(TARGET)/dropin/libibverbs.so.1
 	@ln -sf libibverbs.so.1 $(TARGET)/dropin/libibverbs.so

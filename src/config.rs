@@ -24,6 +24,10 @@ pub struct Config {
     pub log_level: Level,
     /// `IBV_SHIM_LOG_FILE`: a path; `%p` becomes the pid. Default stderr.
     pub log_file: Option<OsString>,
+    /// `IBV_SHIM_LOG_SYNC=1`: write debug and trace lines on the calling
+    /// thread, not through the writer thread (nothing queued for a crash
+    /// to lose).
+    pub log_sync: bool,
     /// `IBV_SHIM_LIBRARY`: the library to forward to instead of `libibverbs.so.1`.
     pub library: Option<CString>,
     /// `IBV_SHIM_REPORT`: where to write the JSON leak report; `%p` = pid.
@@ -127,6 +131,7 @@ impl Config {
                 }
             });
         let backtrace = var("IBV_SHIM_BACKTRACE").is_some_and(|v| v != "0");
+        let log_sync = var("IBV_SHIM_LOG_SYNC").is_some_and(|v| v != "0");
         let default_suppressions = !var("IBV_SHIM_DEFAULT_SUPPRESSIONS").is_some_and(|v| v == "0");
         let (mut check_datapath, mut check_abort) = (false, false);
         if let Some(v) = var("IBV_SHIM_CHECK") {
@@ -146,6 +151,7 @@ impl Config {
             check_abort,
             log_level,
             log_file,
+            log_sync,
             library,
             report,
             leak_exitcode,

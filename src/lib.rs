@@ -7,6 +7,7 @@
 //!
 //! - [`config`]: options from the environment
 //! - [`log`]: the allocation-free logger
+//! - [`log_queue`]: the writer thread that writes debug lines in batches
 //! - [`files`]: files the shim opens (log, report, suppressions)
 //! - [`faults`]: fault injection (`IBV_SHIM_FAULTS`)
 //! - [`guard`]: panic boundary and errno
@@ -63,10 +64,16 @@ pub mod level;
 pub mod log;
 // Internal: only `exports` makes the header.
 /// cbindgen:ignore
+pub mod log_queue;
+// Internal: only `exports` makes the header.
+/// cbindgen:ignore
 pub mod oom;
 // Internal: only `exports` makes the header.
 /// cbindgen:ignore
 pub mod real;
+// Internal: only `exports` makes the header.
+/// cbindgen:ignore
+pub mod clock;
 // Internal: only `exports` makes the header.
 /// cbindgen:ignore
 pub mod trace;

@@ -9,9 +9,12 @@
 //!   what it inherited, marked as such, so it still refuses what was dead
 //!   in the parent, but reports only what it creates itself (and nothing,
 //!   writing no JSON, if it never calls verbs), and reopens a `%p` log file.
+//!   The log's queued lines are written out first (prepare), so the
+//!   child's lines follow them.
 //! - exit: the final report runs from a library destructor (`.fini_array`),
 //!   which glibc calls after the program's own `atexit` handlers, so objects
-//!   a program frees in its atexit cleanup are not reported as leaks. The
+//!   a program frees in its atexit cleanup are not reported as leaks; the
+//!   log's queued lines are written out before it. The
 //!   exiting thread's signals are held back meanwhile, so a handler that
 //!   calls `exit()` again cannot end the process halfway through the report.
 
@@ -43,6 +46,8 @@ pub fn on_first_load() {
 use crate::registry::lock::ForkStep;
 
 extern "C" fn prepare() {
+    // The queued log lines first, so that the child's lines follow them.
+    crate::log_queue::flush();
     // Lock order: registry, then the site cache (a report looks sites up
     // while it walks a registry shard).
     crate::registry::fork_prepare();
@@ -67,6 +72,7 @@ extern "C" fn child() {
     crate::report::after_fork_in_child();
     crate::real::after_fork_in_child();
     crate::log::after_fork_in_child();
+    crate::log_queue::after_fork_in_child();
     crate::trace::after_fork_in_child();
 }
 
@@ -112,9 +118,15 @@ extern "C" fn at_exit() {
         // exit() from a signal handler that interrupted a verbs call: the
         // report would allocate and lock what the interrupted call may hold
         // (seen: glibc aborting in malloc). One line, no allocation.
+        if crate::log::writable_without_allocating() {
+            crate::log_queue::at_exit();
+        }
         crate::report::skipped_at_exit();
         return;
     }
+    // The queued debug lines before the report; from here every line is
+    // written on its own thread.
+    crate::log_queue::at_exit();
     crate::guard::boundary("trace at exit", (), crate::trace::at_exit);
     crate::guard::boundary("exit report", (), || {
         crate::exports::interpose::at_exit();

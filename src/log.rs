@@ -14,6 +14,11 @@
 //! and the numbers get reused. A log file lost that way is reopened by
 //! path; a lost stderr is given up unless fd 2 still is the original.
 //!
+//! Debug and trace lines are formatted here, on the calling thread, and
+//! written by a writer thread in batches (`log_queue`); the other levels,
+//! and every line with `IBV_SHIM_LOG_SYNC=1`, are written here, after the
+//! queued lines.
+//!
 //! Line format: `ibv-shim <secs>.<micros> <pid>:<tid> <LEVEL> <message>`.
 
 use std::fmt::{self, Write as _};
@@ -106,6 +111,10 @@ fn init_level() -> u8 {
     } else {
         text
     };
+    crate::log_queue::register(crate::log_queue::Hooks {
+        write: write_out,
+        dropped: say_dropped,
+    });
     TEXT.store(text, Ordering::Relaxed);
     LEVEL.store(gate, Ordering::Relaxed);
     // The fast paths leave the gate only when a line (or a trace record)
@@ -121,15 +130,9 @@ fn init_level() -> u8 {
 
 /// Where timed calls go besides the text log: the binary trace's entry
 /// point (`trace::call`), registered at load when tracing is on (the
-/// logger knows nothing else of the trace).
-pub type Recorder = fn(
-    start_ns: u64,
-    end_ns: u64,
-    fmt::Arguments<'_>,
-    fmt::Arguments<'_>,
-    failed: bool,
-    errno: i32,
-);
+/// logger knows nothing else of the trace). Times are `clock::now()`'s.
+pub type Recorder =
+    fn(start: u64, end: u64, fmt::Arguments<'_>, fmt::Arguments<'_>, failed: bool, errno: i32);
 static RECORDER: std::sync::OnceLock<Recorder> = std::sync::OnceLock::new();
 
 /// Sends every timed call to `recorder` from now on: the gate opens at
@@ -169,30 +172,43 @@ pub fn clock_ns(clock: libc::clockid_t) -> u64 {
 /// Where a timed verbs call ends up when the debug gate is on: a record in
 /// the binary trace (when tracing) and a debug line `call = result [time]`
 /// (when the text log is at debug), with errno when `failed`. Leaves errno
-/// as it found it.
+/// as it found it. `start` is a `clock::now()` time.
 #[cold]
 #[inline(never)]
-pub fn call(start_ns: u64, call: fmt::Arguments<'_>, result: fmt::Arguments<'_>, failed: bool) {
+pub fn call(start: u64, call: fmt::Arguments<'_>, result: fmt::Arguments<'_>, failed: bool) {
     let errno = crate::errno::Errno::save();
-    let took = monotonic_ns().saturating_sub(start_ns);
+    let end = crate::clock::now();
     if let Some(record) = RECORDER.get() {
-        record(start_ns, start_ns + took, call, result, failed, errno.0);
+        record(start, end, call, result, failed, errno.0);
     }
+    call_line(start, end, call, result, failed, errno.0);
+    errno.restore();
+}
+
+/// The debug line of a timed call (`clock::now()` times), when the text
+/// log is at debug.
+pub fn call_line(
+    start: u64,
+    end: u64,
+    call: fmt::Arguments<'_>,
+    result: fmt::Arguments<'_>,
+    failed: bool,
+    errno: i32,
+) {
     if text_enabled(Level::Debug) {
-        let took = Micros(took);
+        let took = Micros(crate::clock::to_ns(end.saturating_sub(start)));
         if failed {
             line(
                 Level::Debug,
                 format_args!(
                     "{call} = {result} errno={} [{took}]",
-                    crate::errno::errno_name(errno.0)
+                    crate::errno::errno_name(errno)
                 ),
             );
         } else {
             line(Level::Debug, format_args!("{call} = {result} [{took}]"));
         }
     }
-    errno.restore();
 }
 
 /// A duration in nanoseconds, shown as microseconds with one decimal
@@ -517,12 +533,38 @@ pub fn line(level: Level, args: fmt::Arguments<'_>) {
         b.append(b"...", 0);
     }
     b.append(b"\n", 0);
-    if let Some(fd) = output() {
-        // SAFETY: the buffer is valid for len bytes; a failed or short
-        // write of a log line is not worth failing the program's call over.
-        unsafe { libc::write(fd, b.as_bytes().as_ptr().cast(), b.len) };
+    // Debug and trace lines go to the writer thread; the rest (and every
+    // line in synchronous mode) are written here, after what is queued.
+    if level < Level::Debug || !crate::log_queue::push(b.as_bytes()) {
+        crate::log_queue::flush();
+        write_out(b.as_bytes());
     }
     saved.restore();
+}
+
+/// Writes whole lines (one, or the writer thread's batch) to the output,
+/// after one check that it still is the shim's file.
+fn write_out(mut bytes: &[u8]) {
+    let Some(fd) = output() else { return };
+    while !bytes.is_empty() {
+        // SAFETY: the slice is valid for its length. A failed write of log
+        // lines is not worth failing the program's call over; a short one
+        // (a pipe, a signal) is continued.
+        let n = unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) };
+        if n <= 0 {
+            return;
+        }
+        bytes = &bytes[n as usize..];
+    }
+}
+
+fn say_dropped(n: u64) {
+    line(
+        Level::Warn,
+        format_args!(
+            "{n} debug and trace lines dropped: the log's queue stayed full (a slow log file?)"
+        ),
+    );
 }
 
 /// Writes a multi-line block (a report) with one `write(2)` per line.

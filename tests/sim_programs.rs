@@ -145,9 +145,29 @@ fn perftest(prog: &str, args: &[&str]) -> (Done, Done) {
     perftest_wrapped(prog, args, &[])
 }
 
+/// What perftest prints when its cycle counter's calibration against the
+/// clock failed (a loaded machine preempted it while it measured): its
+/// figures are then inf / nan, whatever the sim did.
+const CALIBRATION_FAILED: &str = "Correlation coefficient r^2";
+
 /// [`perftest`] with the server run under `wrapper` (a command and its
-/// arguments, the program and its arguments follow).
+/// arguments, the program and its arguments follow). A run in which either side says its clock
+/// calibration failed ([`CALIBRATION_FAILED`]) is run again, up to three
+/// times in all; only that message of the program's own makes a rerun.
 fn perftest_wrapped(prog: &str, args: &[&str], wrapper: &[&str]) -> (Done, Done) {
+    for attempt in 1.. {
+        let (s, c) = perftest_once(prog, args, wrapper);
+        if attempt == 3
+            || !(s.text.contains(CALIBRATION_FAILED) || c.text.contains(CALIBRATION_FAILED))
+        {
+            return (s, c);
+        }
+        eprintln!("{prog}: perftest's clock calibration failed (attempt {attempt}), again");
+    }
+    unreachable!()
+}
+
+fn perftest_once(prog: &str, args: &[&str], wrapper: &[&str]) -> (Done, Done) {
     let fab = fabric(prog);
     let _g = FabricGuard(fab.clone());
     let port = free_port();
@@ -227,8 +247,17 @@ fn lat(prog: &str, old_api: bool) {
             .unwrap_or_else(|| panic!("{who}: no result line:\n{}", d.text));
         assert!(row.len() >= 7, "{who}: {row:?}\n{}", d.text);
         assert_eq!(row[1], 200.0, "{who}: iterations {row:?}");
+        let (max, typical, stdev) = (row[3], row[4], row[6]);
+        // perftest prints its standard deviation as -nan when a loaded
+        // machine preempted one of the round trips for tens of
+        // milliseconds (its variance comes out negative): seen only with
+        // t_max 40,000 times t_typical or more, never under 1,000.
+        let outlier = max >= 1000.0 * typical;
         assert!(
-            row[2..7].iter().all(|&v| v > 0.0) && row[2] <= row[4] && row[4] <= row[3],
+            row[2..6].iter().all(|&v| v > 0.0)
+                && (stdev > 0.0 || (stdev.is_nan() && outlier))
+                && row[2] <= typical
+                && typical <= max,
             "{who}: bad latencies (min, max, typical, avg, stdev) {row:?}\n{}",
             d.text
         );
@@ -299,39 +328,68 @@ fn ib_read_lat_old_post_send() {
 /// polls) is served by the sim's progress thread; while requests keep
 /// coming it must answer them without going to sleep on its ring's futex
 /// before each one (a futex wake-up per round trip made the typical
-/// latency 8-35 us on a loaded 2-core machine instead of ~2 us). Counted
-/// with strace: the server's futex calls (all threads) over 1000 round
-/// trips.
+/// latency 8-35 us on a loaded 2-core machine instead of ~2 us).
+///
+/// Traced with strace (`-ttt`): the server's waits on a ring (the shared,
+/// not `_PRIVATE`, `FUTEX_WAIT`s) over 1000 round trips. After a message
+/// the progress thread looks again for 1 ms (`SPIN_NS`) before it sleeps,
+/// and its timed sleeps are 1 ms or longer; so no thread may wait on its
+/// ring sooner than 1 ms after its previous wait began (0.9 ms: strace's
+/// clock is not the sim's). That is a lower bound the code keeps whatever
+/// the load (a busy machine only spreads the waits out), where the count
+/// of waits is not: under three busy loops on this 2-core machine the
+/// fixed sim waited 12-415 times, the old behaviour (no look-again,
+/// `SPIN_NS` 0) 131-1004 times, of which 23-981 sooner than 0.9 ms.
 #[test]
 fn ib_read_lat_passive_side_answers_without_sleeping_per_request() {
-    let dir = std::env::temp_dir().join(format!("sim-progs-futex-{}", std::process::id()));
-    let _ = std::fs::remove_file(&dir);
-    let out = dir.to_str().unwrap().to_string();
+    let path = std::env::temp_dir().join(format!("sim-progs-futex-{}", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let out = path.to_str().unwrap().to_string();
     let wrapper = [
         "strace",
         "-f",
+        "-ttt",
         "--seccomp-bpf",
         "-e",
         "trace=futex",
-        "-c",
         "-o",
         &out,
     ];
     let (_s, c) = perftest_wrapped("ib_read_lat", &["-n", "1000"], &wrapper);
-    let summary = std::fs::read_to_string(&dir).unwrap_or_default();
-    let _ = std::fs::remove_file(&dir);
-    let calls: u64 = summary
-        .lines()
-        .find(|l| l.trim_end().ends_with(" total"))
-        .and_then(|l| l.split_whitespace().nth(3))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no strace summary:\n{summary}\n{}", c.text));
+    let trace = std::fs::read_to_string(&path).unwrap_or_default();
+    let _ = std::fs::remove_file(&path);
+    // Lines are "TID SECONDS.MICROS futex(ADDR, FUTEX_WAIT, ...": the
+    // private operations are FUTEX_WAIT_PRIVATE and the like.
+    let mut last: std::collections::HashMap<&str, f64> = Default::default();
+    let (mut waits, mut soon) = (0, Vec::new());
+    for l in trace.lines().filter(|l| l.contains(", FUTEX_WAIT,")) {
+        let mut it = l.split_whitespace();
+        let (Some(tid), Some(t)) = (it.next(), it.next().and_then(|t| t.parse::<f64>().ok()))
+        else {
+            panic!("unexpected strace line {l:?}");
+        };
+        waits += 1;
+        if let Some(prev) = last.insert(tid, t) {
+            if t - prev < 0.000_9 {
+                soon.push(format!("{:.0} us: {l}", (t - prev) * 1e6));
+            }
+        }
+    }
     assert!(
-        // The old code made one per round trip (1004); the new one makes
-        // a few, and some hundreds when a loaded machine preempts the
-        // client for longer than the progress thread's look-again window.
-        calls < 600,
-        "the server made {calls} futex calls in 1000 READ round trips:\n{summary}"
+        trace.contains("futex("),
+        "no strace output:\n{trace}\n{}",
+        c.text
+    );
+    eprintln!(
+        "server: {waits} ring waits, {} sooner than 0.9 ms after the previous one",
+        soon.len()
+    );
+    assert!(
+        soon.is_empty(),
+        "{} of the server's {waits} ring waits came sooner than 0.9 ms after the previous \
+         one (of the same thread): it sleeps between requests\n{}",
+        soon.len(),
+        soon.iter().take(20).cloned().collect::<Vec<_>>().join("\n")
     );
 }
 

@@ -461,3 +461,145 @@ fn rings_of_exited_threads_are_reused() {
     tids.dedup();
     assert_eq!(tids.len(), 200, "each thread's calls under its own id");
 }
+
+/// The decoded trace and the debug log show each call the same way: the
+/// trace stores a verb id and raw words (no text), both sides format them
+/// from `trace_format::verbs`. Also the times, with either clock
+/// (`IBV_SHIM_TRACE_CLOCK`): the trace's TSC ticks,
+/// turned into wall-clock time by the calibration in its header, land
+/// where the log's own timestamps are (the log stamps a line after the
+/// call, to the microsecond; an uncalibrated tick count would be off by
+/// the run's length times the TSC's GHz).
+#[test]
+fn the_decoded_trace_and_the_debug_log_say_the_same() {
+    for clock in ["tsc", "monotonic"] {
+        trace_and_log_agree(clock);
+    }
+}
+
+fn trace_and_log_agree(clock: &str) {
+    let dir = TempDir::new("trace-vs-log");
+    let log = dir.join("debug.log");
+    let (mut cmd, _fabric) = command(
+        &dir,
+        &["exit", "1", "300"],
+        &[
+            ("IBV_SHIM_TRACE_FULL", "block"),
+            ("TRACER_FAILS", "2"),
+            ("IBV_SHIM_LOG", "debug"),
+            ("IBV_SHIM_LOG_FILE", log.to_str().unwrap()),
+            ("IBV_SHIM_TRACE_CLOCK", clock),
+        ],
+    );
+    let out = run(&mut cmd);
+    assert!(out.status.success(), "{}", describe(&cmd, &out));
+    // `ibv-shim <secs>.<micros> <pid>:<tid> DEBUG <call> = <result> [<time>]`
+    let calls = |text: &str| -> Vec<(f64, String)> {
+        text.lines()
+            .filter(|l| l.contains(" DEBUG ibv_"))
+            .map(|l| {
+                let f: Vec<&str> = l.splitn(5, ' ').collect();
+                let body = f[4].rsplit_once(" [").map_or(f[4], |(b, _)| b);
+                (f[1].parse::<f64>().unwrap(), body.to_string())
+            })
+            .collect()
+    };
+    let logged = calls(&std::fs::read_to_string(&log).unwrap());
+    let files = trace_files(&dir);
+    let traced = calls(&stdout(&decode(&[], &files)));
+    // The file holds no text for these calls: verb ids and words.
+    let bytes = std::fs::read(&files[0]).unwrap();
+    let at = trace_format::header::CLOCK;
+    let kind = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
+    if clock == "monotonic" {
+        assert_eq!(
+            kind, 0,
+            "IBV_SHIM_TRACE_CLOCK=monotonic: CLOCK_MONOTONIC times"
+        );
+    }
+    let raw = trace_format::decode(&bytes).unwrap();
+    let names: Vec<_> = raw
+        .records
+        .iter()
+        .filter(|r| r.name() == "ibv_get_device_name")
+        .collect();
+    assert_eq!(names.len(), 300);
+    assert!(
+        names
+            .iter()
+            .all(|r| r.flags & trace_format::FLAG_BINARY != 0),
+        "{:?}",
+        names[0]
+    );
+    assert!(logged.len() >= 303, "{logged:?}");
+    assert_eq!(
+        traced.iter().map(|c| &c.1).collect::<Vec<_>>(),
+        logged.iter().map(|c| &c.1).collect::<Vec<_>>()
+    );
+    assert!(
+        traced
+            .iter()
+            .any(|c| c.1.starts_with("ibv_query_gid(context=0x")
+                && c.1.contains(", port_num=99, index=0, gid=0x")
+                && c.1.ends_with(") = -1 errno=EINVAL")),
+        "{traced:?}"
+    );
+    // Each call starts before its line is written, and not long before
+    // (generous bounds: a loaded machine may preempt between the two, and
+    // both sides are cut to the microsecond; a wrong calibration is off by
+    // milliseconds or more).
+    for (t, l) in traced.iter().zip(&logged) {
+        let lead = l.0 - t.0;
+        assert!(
+            (-0.000_05..0.5).contains(&lead),
+            "{clock}: trace {} vs log {}: {}",
+            t.0,
+            l.0,
+            l.1
+        );
+    }
+}
+
+/// What a traced call costs the calling process, in instructions
+/// (callgrind: deterministic): the record is a few words copied into the
+/// ring, not text formatted on the calling thread (2,240 added when the
+/// call's text was formatted into the record). Counted with everything the trace makes the process do: the
+/// copy-out to the file and the writer thread included.
+#[test]
+fn a_traced_call_adds_at_most_700_instructions() {
+    let dir = TempDir::new("trace-cost");
+    let count = |calls: u64, shim: bool| -> u64 {
+        let (cmd, _fabric) = command(
+            &dir,
+            &["exit", "1", &calls.to_string()],
+            &[("IBV_SHIM_TRACE_FULL", "block")],
+        );
+        let mut vg = Command::new("valgrind");
+        vg.args(["--tool=callgrind", "--callgrind-out-file=/dev/null"])
+            .arg(cmd.get_program())
+            .args(cmd.get_args());
+        for (k, v) in cmd.get_envs() {
+            match v {
+                Some(v) if shim || (k != "LD_PRELOAD" && k != "IBV_SHIM_TRACE") => {
+                    vg.env(k, v);
+                }
+                _ => {
+                    vg.env_remove(k);
+                }
+            }
+        }
+        let out = run(&mut vg);
+        assert!(out.status.success(), "{}", describe(&vg, &out));
+        stderr(&out)
+            .lines()
+            .find_map(|l| l.split("Collected :").nth(1))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no instruction count\n{}", describe(&vg, &out)))
+    };
+    let (short, long) = (2_000u64, 12_000u64);
+    let per_call =
+        |shim| (count(long, shim) as f64 - count(short, shim) as f64) / (long - short) as f64;
+    let added = per_call(true) - per_call(false);
+    eprintln!("a traced ibv_get_device_name adds {added:.0} instructions");
+    assert!(added <= 700.0, "a traced call adds {added:.0} instructions");
+}

@@ -7,9 +7,12 @@
 
 use std::ffi::{c_char, c_int};
 
+use trace_format::verbs::{
+    FREE_DEVICE_LIST, GET_DEVICE_GUID, GET_DEVICE_INDEX, GET_DEVICE_NAME, OPEN_DEVICE,
+};
 use verbs_abi::{__be64, ibv_context, ibv_device};
 
-use super::{refuse, Call, Dev, Ptr, Str};
+use super::{refuse, Call, Dev, Ptr};
 use crate::guard::{export, Errno, MinusOne, Refused};
 use crate::real::real_fns;
 use crate::registry::{self, devices};
@@ -152,7 +155,7 @@ pub unsafe extern "C" fn ibv_free_device_list(list: *mut *mut ibv_device) {
         let call = Call::begin();
         // A live list from the real ibv_get_device_list, freed once.
         real.call(list);
-        call.end_void(format_args!("ibv_free_device_list(list={})", Ptr(list)));
+        call.done(&FREE_DEVICE_LIST, &[list as u64], 0, false);
         Ok(())
     })
 }
@@ -199,13 +202,12 @@ fn get_device_name(device: *mut ibv_device) -> *const c_char {
         let call = Call::begin();
         // device is one the real library handed out.
         let name = real.call(device);
-        if call.logging() {
-            call.end(
-                format_args!("ibv_get_device_name(device={})", Dev(device)),
-                format_args!("{}", Str(name)),
-                name.is_null(),
-            );
-        }
+        call.done(
+            &GET_DEVICE_NAME,
+            &[device as u64],
+            name as u64,
+            name.is_null(),
+        );
         Ok(name)
     })
 }
@@ -242,14 +244,7 @@ fn get_device_guid(device: *mut ibv_device) -> __be64 {
                 devices::cache_guid(device, guid);
             }
             errno.restore();
-            call.end(
-                format_args!("ibv_get_device_guid(device={})", Dev(device)),
-                format_args!(
-                    "{}",
-                    crate::log::Hex::new(u64::from_be(guid), 16, false).as_str()
-                ),
-                guid == 0,
-            );
+            call.done(&GET_DEVICE_GUID, &[device as u64], guid, guid == 0);
         }
         Ok(guid)
     })
@@ -276,13 +271,7 @@ fn get_device_index(device: *mut ibv_device) -> c_int {
         let real = GetDeviceIndex::get()?;
         let call = Call::begin();
         let index = real.call(device);
-        if call.logging() {
-            call.end(
-                format_args!("ibv_get_device_index(device={})", Dev(device)),
-                format_args!("{index}"),
-                false,
-            );
-        }
+        call.done(&GET_DEVICE_INDEX, &[device as u64], index as u64, false);
         Ok(MinusOne(index))
     })
 }
@@ -307,11 +296,7 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_co
             unsafe { super::interpose::install(ctx) };
         }
         errno.restore();
-        call.end(
-            format_args!("ibv_open_device(device={})", Dev(device)),
-            format_args!("{}", Ptr(ctx)),
-            ctx.is_null(),
-        );
+        call.done(&OPEN_DEVICE, &[device as u64], ctx as u64, ctx.is_null());
         Ok(ctx)
     })
 }

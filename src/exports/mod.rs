@@ -15,6 +15,8 @@ use std::fmt;
 
 use verbs_abi::{ibv_context, ibv_device};
 
+use trace_format::verbs::{CallText, ResultText, Verb};
+
 use crate::guard::{errno_name, Errno, Refused};
 use crate::log::{self, Hex, Level};
 use crate::registry::{contexts, devices, objects};
@@ -61,16 +63,6 @@ pub struct Call {
     start: Option<u64>,
 }
 
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: ts is a valid out-pointer; CLOCK_MONOTONIC always exists.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 impl Call {
     /// One relaxed load while the gate is shut (`gate`).
     #[inline(always)]
@@ -87,7 +79,7 @@ impl Call {
     fn begin_slow() -> Call {
         crate::report::note_use();
         Call {
-            start: log::enabled(Level::Debug).then(monotonic_ns),
+            start: log::enabled(Level::Debug).then(crate::clock::now),
         }
     }
 
@@ -128,6 +120,44 @@ impl Call {
     #[inline(never)]
     fn log(start: u64, call: fmt::Arguments<'_>, result: fmt::Arguments<'_>, failed: bool) {
         log::call(start, call, result, failed);
+    }
+
+    /// Logs / traces `verb(args) = result` from raw words (one per
+    /// argument of `verb`; see `trace_format::verbs`): nothing is
+    /// formatted unless the text log is at debug. Leaves errno as it found
+    /// it.
+    #[inline(always)]
+    pub fn done(&self, verb: &'static Verb, args: &[u64], result: u64, failed: bool) {
+        if let Some(start) = self.start {
+            Self::record(start, verb, args, result, failed);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn record(start: u64, verb: &'static Verb, args: &[u64], result: u64, failed: bool) {
+        let errno = Errno::save();
+        let end = crate::clock::now();
+        crate::trace::call_bin(start, end, verb, args, result, failed, errno.0);
+        if log::text_enabled(Level::Debug) {
+            let mut buf = [0u8; trace_format::TEXT_MAX];
+            // SAFETY: `buf` has room for TEXT_MAX bytes; the export passes
+            // one word per argument of `verb`, devices and C strings from
+            // the real library where `verb` says so.
+            let (len, _) = unsafe {
+                crate::trace::capture::encode(verb, args, result, buf.as_mut_ptr(), buf.len())
+            };
+            let p = &buf[..len];
+            log::call_line(
+                start,
+                end,
+                format_args!("{}", CallText(verb, p)),
+                format_args!("{}", ResultText(verb, p)),
+                failed,
+                errno.0,
+            );
+        }
+        errno.restore();
     }
 }
 

@@ -11,6 +11,9 @@
 use std::ffi::{c_int, c_uint, c_void};
 use std::ptr::addr_of;
 
+use trace_format::verbs::{
+    ACK_CQ_EVENTS, MODIFY_SRQ, QUERY_DEVICE, QUERY_GID, QUERY_PKEY, QUERY_PORT, QUERY_QP, QUERY_SRQ,
+};
 use verbs_abi::{
     _compat_ibv_port_attr, ibv_async_event, ibv_comp_channel, ibv_context, ibv_cq, ibv_device_attr,
     ibv_gid, ibv_qp, ibv_qp_attr, ibv_qp_init_attr, ibv_srq, ibv_srq_attr,
@@ -58,13 +61,11 @@ pub unsafe extern "C" fn ibv_query_device(
             || context_ok("ibv_query_device", context, caller),
             || real.call(context, device_attr),
             |call, rc| {
-                call.end_errno(
-                    format_args!(
-                        "ibv_query_device(context={}, device_attr={})",
-                        Ptr(context),
-                        Ptr(device_attr)
-                    ),
-                    *rc,
+                call.done(
+                    &QUERY_DEVICE,
+                    &[context as u64, device_attr as u64],
+                    *rc as i64 as u64,
+                    false,
                 )
             },
         )
@@ -90,13 +91,11 @@ pub unsafe extern "C" fn ibv_query_port(
             || context_ok("ibv_query_port", context, caller),
             || real.call(context, port_num, port_attr),
             |call, rc| {
-                call.end_errno(
-                    format_args!(
-                        "ibv_query_port(context={}, port_num={port_num}, port_attr={})",
-                        Ptr(context),
-                        Ptr(port_attr)
-                    ),
-                    *rc,
+                call.done(
+                    &QUERY_PORT,
+                    &[context as u64, port_num as u64, port_attr as u64],
+                    *rc as i64 as u64,
+                    false,
                 )
             },
         )
@@ -121,13 +120,16 @@ pub unsafe extern "C" fn ibv_query_gid(
             || context_ok("ibv_query_gid", context, caller),
             || real.call(context, port_num, index, gid),
             |call, rc| {
-                call.end_minus_one(
-                    format_args!(
-                        "ibv_query_gid(context={}, port_num={port_num}, index={index}, gid={})",
-                        Ptr(context),
-                        Ptr(gid)
-                    ),
-                    *rc,
+                call.done(
+                    &QUERY_GID,
+                    &[
+                        context as u64,
+                        port_num as u64,
+                        index as i64 as u64,
+                        gid as u64,
+                    ],
+                    *rc as i64 as u64,
+                    *rc != 0,
                 )
             },
         )
@@ -152,13 +154,16 @@ pub unsafe extern "C" fn ibv_query_pkey(
             || context_ok("ibv_query_pkey", context, caller),
             || real.call(context, port_num, index, pkey),
             |call, rc| {
-                call.end_minus_one(
-                    format_args!(
-                        "ibv_query_pkey(context={}, port_num={port_num}, index={index}, pkey={})",
-                        Ptr(context),
-                        Ptr(pkey)
-                    ),
-                    *rc,
+                call.done(
+                    &QUERY_PKEY,
+                    &[
+                        context as u64,
+                        port_num as u64,
+                        index as i64 as u64,
+                        pkey as u64,
+                    ],
+                    *rc as i64 as u64,
+                    *rc != 0,
                 )
             },
         )
@@ -225,14 +230,16 @@ pub unsafe extern "C" fn ibv_query_qp(
             || alive("ibv_query_qp", "qp", qp as usize),
             || real.call(qp, attr, attr_mask, init_attr),
             |call, rc| {
-                call.end_errno(
-                    format_args!(
-                        "ibv_query_qp(qp={}, attr={}, attr_mask={attr_mask:#x}, init_attr={})",
-                        Ptr(qp),
-                        Ptr(attr),
-                        Ptr(init_attr)
-                    ),
-                    *rc,
+                call.done(
+                    &QUERY_QP,
+                    &[
+                        qp as u64,
+                        attr as u64,
+                        attr_mask as u32 as u64,
+                        init_attr as u64,
+                    ],
+                    *rc as i64 as u64,
+                    false,
                 )
             },
         )
@@ -256,13 +263,11 @@ pub unsafe extern "C" fn ibv_modify_srq(
             || alive("ibv_modify_srq", "srq", srq as usize),
             || real.call(srq, srq_attr, srq_attr_mask),
             |call, rc| {
-                call.end_errno(
-                    format_args!(
-                        "ibv_modify_srq(srq={}, srq_attr={}, srq_attr_mask={srq_attr_mask:#x})",
-                        Ptr(srq),
-                        Ptr(srq_attr)
-                    ),
-                    *rc,
+                call.done(
+                    &MODIFY_SRQ,
+                    &[srq as u64, srq_attr as u64, srq_attr_mask as u32 as u64],
+                    *rc as i64 as u64,
+                    false,
                 )
             },
         )
@@ -282,13 +287,11 @@ pub unsafe extern "C" fn ibv_query_srq(srq: *mut ibv_srq, srq_attr: *mut ibv_srq
             || alive("ibv_query_srq", "srq", srq as usize),
             || real.call(srq, srq_attr),
             |call, rc| {
-                call.end_errno(
-                    format_args!(
-                        "ibv_query_srq(srq={}, srq_attr={})",
-                        Ptr(srq),
-                        Ptr(srq_attr)
-                    ),
-                    *rc,
+                call.done(
+                    &QUERY_SRQ,
+                    &[srq as u64, srq_attr as u64],
+                    *rc as i64 as u64,
+                    false,
                 )
             },
         )
@@ -339,12 +342,7 @@ pub unsafe extern "C" fn ibv_ack_cq_events(cq: *mut ibv_cq, nevents: c_uint) {
         forward(
             || alive("ibv_ack_cq_events", "cq", cq as usize),
             || real.call(cq, nevents),
-            |call, ()| {
-                call.end_void(format_args!(
-                    "ibv_ack_cq_events(cq={}, nevents={nevents})",
-                    Ptr(cq)
-                ))
-            },
+            |call, ()| call.done(&ACK_CQ_EVENTS, &[cq as u64, nevents as u64], 0, false),
         )
     })
 }

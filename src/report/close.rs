@@ -21,6 +21,8 @@ pub fn context_closing(ctx: usize) {
 /// Called after a context closed successfully: reports its orphans, which
 /// stay tracked as zombies.
 pub fn context_closed(ctx: usize) {
+    // The program's lines up to the close are in the log when it returns.
+    crate::log_queue::flush();
     let talk = crate::log::enabled(Level::Info) || crate::log::enabled(Level::Warn);
     let dropped = oom::dropped();
     let mut sup = Suppressor::new();

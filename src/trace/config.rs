@@ -3,7 +3,9 @@
 //! `IBV_SHIM_TRACE=FILE` (`%p` = pid) turns binary tracing on;
 //! `IBV_SHIM_TRACE_FULL=drop|block` is what a full ring does;
 //! `IBV_SHIM_TRACE_SLOTS=N` sizes each thread's ring (records, a power of
-//! two). Like the other path options, `IBV_SHIM_TRACE` is made absolute at
+//! two); `IBV_SHIM_TRACE_CLOCK=monotonic` times calls with CLOCK_MONOTONIC
+//! even where the TSC could be used (`tsc`, the default, uses it when it
+//! is invariant and the kernel's clocksource). Like the other path options, `IBV_SHIM_TRACE` is made absolute at
 //! load and ignored in secure-execution mode.
 
 use std::ffi::OsString;
@@ -21,6 +23,8 @@ pub struct TraceConfig {
     pub file: Option<OsString>,
     pub block: bool,
     pub slots: usize,
+    /// May calls be timed with the TSC (see `clock`)?
+    pub tsc: bool,
     pub problems: Vec<String>,
 }
 
@@ -72,10 +76,22 @@ impl TraceConfig {
                 }
             },
         };
+        let tsc = match var("IBV_SHIM_TRACE_CLOCK") {
+            None => true,
+            Some(v) if v == "tsc" => true,
+            Some(v) if v == "monotonic" => false,
+            Some(v) => {
+                problems.push(format!(
+                    "IBV_SHIM_TRACE_CLOCK={v:?} is not tsc|monotonic; using tsc"
+                ));
+                true
+            }
+        };
         TraceConfig {
             file,
             block,
             slots,
+            tsc,
             problems,
         }
     }

@@ -8,11 +8,15 @@
 //! decodes the file; its layout is the `trace-format` crate's.
 //!
 //! `IBV_SHIM_TRACE=FILE` turns it on (`config`). Tracing rides on the
-//! debug log's path: `at_load` registers [`call`] with the logger, whose
-//! level gate then says "debug" (so a call is timed and its text
-//! assembled) and whose `log::call` sends each call here, and to the text
-//! log only when that is at debug too.
+//! debug log's gate: `at_load` registers [`call`] with the logger, whose
+//! level gate then says "debug" (so a call is timed). Most exports hand
+//! their call over as raw words ([`call_bin`]: a verb id from
+//! `trace_format::verbs`, no text made on the calling thread, `capture`);
+//! the rest as text through `log::call`. Times are `clock::now()`'s: TSC
+//! ticks where the TSC is invariant (the file's header says how to turn
+//! them into CLOCK_MONOTONIC ns), else CLOCK_MONOTONIC ns.
 
+pub mod capture;
 pub mod config;
 mod ring;
 mod stats;
@@ -35,6 +39,9 @@ pub fn at_load() {
         crate::log!(crate::log::Level::Warn, "{p}");
     }
     if config::get().file.is_some() {
+        if config::get().tsc {
+            crate::clock::use_tsc();
+        }
         STATE.store(UNOPENED, Ordering::Release);
         crate::log::record_calls_with(call);
     }
@@ -51,7 +58,7 @@ pub fn problems() -> &'static [String] {
 }
 
 /// Records a timed verbs call: `call` is `name(args)`, `result` what it
-/// returned; `errno` matters when `failed`. Times are CLOCK_MONOTONIC ns.
+/// returned; `errno` matters when `failed`. Times are `clock::now()`'s.
 pub fn call(
     start_ns: u64,
     end_ns: u64,
@@ -74,6 +81,34 @@ pub fn call(
     );
 }
 
+/// Records a timed verbs call as a binary record: `verb`'s id, `args`
+/// (one word per argument of `verb`) and `result`; `errno` matters when
+/// `failed`. Times are `clock::now()`'s.
+#[allow(clippy::too_many_arguments)]
+pub fn call_bin(
+    start: u64,
+    end: u64,
+    verb: &trace_format::verbs::Verb,
+    args: &[u64],
+    result: u64,
+    failed: bool,
+    errno: i32,
+) {
+    if !ready() {
+        return;
+    }
+    let flags = trace_format::FLAG_BINARY | if failed { trace_format::FLAG_FAILED } else { 0 };
+    ring::record_bin(
+        start,
+        end.saturating_sub(start),
+        flags,
+        errno,
+        verb,
+        args,
+        result,
+    );
+}
+
 /// An untimed event for the trace (a post or a poll seen by another part
 /// of the shim): `what` is `name(args)`, `result` its outcome. Costs one
 /// relaxed load when tracing is off; check [`wanted`] before assembling
@@ -86,7 +121,7 @@ pub fn event(what: fmt::Arguments<'_>, result: fmt::Arguments<'_>, failed: bool,
     if failed {
         flags |= trace_format::FLAG_FAILED;
     }
-    ring::record(crate::log::monotonic_ns(), 0, flags, errno, what, result);
+    ring::record(crate::clock::now(), 0, flags, errno, what, result);
 }
 
 /// Opens the trace on the first record.

@@ -168,7 +168,18 @@ pub fn open() -> bool {
         Ordering::Relaxed,
     );
     m.word(header::MONOTONIC_NS)
-        .store(crate::log::monotonic_ns(), Ordering::Relaxed);
+        .store(crate::clock::monotonic_ns(), Ordering::Relaxed);
+    // SAFETY: the header's clock field, inside the fresh mapping.
+    unsafe {
+        base.add(header::CLOCK)
+            .cast::<u32>()
+            .write(if crate::clock::tsc() {
+                trace_format::CLOCK_TSC
+            } else {
+                0
+            })
+    };
+    store_clock(&m);
     m.word(header::DRAINED_END)
         .store(len as u64, Ordering::Relaxed);
     FD_DEV.store(id.dev, Ordering::Relaxed);
@@ -178,6 +189,23 @@ pub fn open() -> bool {
     LEN.store(len, Ordering::Relaxed);
     BASE.store(base, Ordering::Release);
     true
+}
+
+/// Puts the clock's latest calibration in the header (a reader turns TSC
+/// ticks into ns with it, also after a crash).
+pub fn store_clock(m: &Mapping) {
+    if !crate::clock::tsc() {
+        return;
+    }
+    // A fresh pair when the last is over a millisecond old; the header
+    // gets the pairs either way (the first time at open: a process killed
+    // before any drain still has a calibration in its file).
+    crate::clock::calibrate();
+    let [t0, m0, t1, m1] = crate::clock::pairs();
+    m.word(header::TSC0).store(t0, Ordering::Relaxed);
+    m.word(header::MONO0).store(m0, Ordering::Relaxed);
+    m.word(header::TSC1).store(t1, Ordering::Relaxed);
+    m.word(header::MONO1).store(m1, Ordering::Relaxed);
 }
 
 /// Is `FD` still the trace file? (Daemons close every descriptor and the
@@ -295,6 +323,34 @@ pub fn record(
     }
 }
 
+/// Writes one binary record (see `capture`) into this thread's ring.
+pub fn record_bin(
+    start: u64,
+    dur: u64,
+    flags: u16,
+    errno: i32,
+    verb: &trace_format::verbs::Verb,
+    args: &[u64],
+    result: u64,
+) {
+    let Some(m) = mapping() else { return };
+    let written = with_my_ring(&m, |ring| {
+        write_with(&m, ring, start, dur, flags, errno, |at, flags| {
+            // SAFETY: `at` is the slot's text area, TEXT_MAX bytes; the
+            // export passes one word per argument of `verb`, and a device
+            // or a C string from the real library where it says so.
+            let (len, cut) = unsafe { super::capture::encode(verb, args, result, at, TEXT_MAX) };
+            if cut {
+                *flags |= FLAG_TRUNCATED;
+            }
+            (verb.id, len as u16)
+        })
+    });
+    if !written {
+        m.word(header::LOST_NO_RING).fetch_add(1, Ordering::Relaxed);
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn write(
@@ -302,17 +358,46 @@ fn write(
     ring: usize,
     start_ns: u64,
     dur_ns: u64,
-    mut flags: u16,
+    flags: u16,
     errno: i32,
     call: fmt::Arguments<'_>,
     result: fmt::Arguments<'_>,
 ) {
+    // SlotText keeps to the text area's TEXT_MAX bytes.
+    write_with(m, ring, start_ns, dur_ns, flags, errno, |at, flags| {
+        let mut text = SlotText {
+            at,
+            len: 0,
+            cut: false,
+        };
+        let _ = fmt::write(&mut text, call);
+        let call_len = text.len;
+        let _ = fmt::write(&mut text, result);
+        if text.cut {
+            *flags |= FLAG_TRUNCATED;
+        }
+        (call_len as u16, text.len as u16)
+    });
+}
+
+/// Writes one record: `fill` writes the text area (at most TEXT_MAX bytes
+/// at its pointer) and returns the CALL_LEN and TEXT_LEN fields.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn write_with(
+    m: &Mapping,
+    ring: usize,
+    start_ns: u64,
+    dur_ns: u64,
+    mut flags: u16,
+    errno: i32,
+    fill: impl FnOnce(*mut u8, &mut u16) -> (u16, u16),
+) {
     let head_word = m.ring_word(ring, meta::HEAD);
     // Only this thread moves the head.
     let pos = head_word.load(Ordering::Relaxed);
-    if pos - m.ring_word(ring, meta::TAIL).load(Ordering::Acquire) >= m.slots as u64
-        && !super::writer::room(m, ring, pos)
-    {
+    let used = pos - m.ring_word(ring, meta::TAIL).load(Ordering::Acquire);
+    if used >= m.slots as u64 && !super::writer::room(m, ring, pos) {
         m.ring_word(ring, meta::LOST)
             .fetch_add(1, Ordering::Relaxed);
         return;
@@ -326,17 +411,7 @@ fn write(
         // Uncommitted first: a crash halfway leaves no half-old record.
         seq.store(0, Ordering::Relaxed);
         fence(Ordering::Release);
-        let mut text = SlotText {
-            at: s.add(SLOT_TEXT),
-            len: 0,
-            cut: false,
-        };
-        let _ = fmt::write(&mut text, call);
-        let call_len = text.len;
-        let _ = fmt::write(&mut text, result);
-        if text.cut {
-            flags |= FLAG_TRUNCATED;
-        }
+        let (call_len, text_len) = fill(s.add(SLOT_TEXT), &mut flags);
         s.add(slot::START_NS).cast::<u64>().write(start_ns);
         s.add(slot::DUR_NS).cast::<u64>().write(dur_ns);
         s.add(slot::TID)
@@ -345,11 +420,17 @@ fn write(
         s.add(slot::ERRNO).cast::<i32>().write(errno);
         s.add(slot::RING).cast::<u16>().write(ring as u16);
         s.add(slot::FLAGS).cast::<u16>().write(flags);
-        s.add(slot::CALL_LEN).cast::<u16>().write(call_len as u16);
-        s.add(slot::TEXT_LEN).cast::<u16>().write(text.len as u16);
+        s.add(slot::CALL_LEN).cast::<u16>().write(call_len);
+        s.add(slot::TEXT_LEN).cast::<u16>().write(text_len);
         seq.store(pos + 1, Ordering::Release);
     }
     head_word.store(pos + 1, Ordering::Release);
+    // Half full: the writer copies the ring out now, on its own core if
+    // there is one, rather than this thread when the ring is full. (The
+    // fill level passes this mark once per half ring.)
+    if used + 1 == (m.slots / 2) as u64 {
+        super::writer::wake();
+    }
 }
 
 /// In a forked child: drop the parent's mapping and descriptor (the

@@ -5,7 +5,7 @@
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use trace_format::{record_len, slot, FLAG_EVENT, FLAG_FAILED, SLOT_TEXT};
+use trace_format::{record_len, slot, verbs, FLAG_BINARY, FLAG_EVENT, FLAG_FAILED, SLOT_TEXT};
 
 use crate::log::Level;
 
@@ -51,6 +51,9 @@ fn with_table<R>(f: impl FnOnce(&mut [Option<Stat>; VERBS_MAX], &mut usize) -> R
 pub fn add(batch: &[u8]) {
     with_table(|table, used| {
         let mut last = 0;
+        // The verb id of the record before when it was binary: the same
+        // verb again needs no name compare.
+        let mut last_id = u32::MAX;
         let mut at = 0;
         while at + SLOT_TEXT <= batch.len() {
             let s = &batch[at..];
@@ -61,10 +64,30 @@ pub fn add(batch: &[u8]) {
                 continue;
             }
             let call_len = u16_at(slot::CALL_LEN) as usize;
-            let call = &s[SLOT_TEXT..(SLOT_TEXT + call_len).min(s.len())];
-            let name = &call[..call.iter().position(|&b| b == b'(').unwrap_or(call.len())];
+            let dur = crate::clock::to_ns(u64::from_le_bytes(
+                s[slot::DUR_NS..slot::DUR_NS + 8].try_into().expect("8"),
+            ));
+            let id = if flags & FLAG_BINARY != 0 {
+                call_len as u32
+            } else {
+                u32::MAX - 1
+            };
+            if id == last_id {
+                if let Some(e) = table[last].as_mut() {
+                    e.calls += 1;
+                    e.errors += u64::from(flags & FLAG_FAILED != 0);
+                    e.total_ns += dur;
+                    e.max_ns = e.max_ns.max(dur);
+                }
+                continue;
+            }
+            let name = if flags & FLAG_BINARY != 0 {
+                verbs::verb(call_len as u16).map_or(&b"?"[..], |v| v.name.as_bytes())
+            } else {
+                let call = &s[SLOT_TEXT..(SLOT_TEXT + call_len).min(s.len())];
+                &call[..call.iter().position(|&b| b == b'(').unwrap_or(call.len())]
+            };
             let name = &name[..name.len().min(NAME_MAX)];
-            let dur = u64::from_le_bytes(s[slot::DUR_NS..slot::DUR_NS + 8].try_into().expect("8"));
             let is = |e: &Option<Stat>| e.as_ref().is_some_and(|e| &e.name[..e.name_len] == name);
             // The same verb as the record before, most of the time.
             let i = if last < *used && is(&table[last]) {
@@ -90,6 +113,11 @@ pub fn add(batch: &[u8]) {
                 }
             };
             last = i;
+            last_id = if id == u32::MAX - 1 || i == VERBS_MAX - 1 {
+                u32::MAX
+            } else {
+                id
+            };
             if let Some(e) = table[i].as_mut() {
                 e.calls += 1;
                 e.errors += u64::from(flags & FLAG_FAILED != 0);

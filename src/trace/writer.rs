@@ -5,7 +5,7 @@
 //! (or waits while the writer is at it).
 
 use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use trace_format::{header, record_len, ring as meta, slot};
@@ -82,12 +82,56 @@ pub fn start() {
     let _ = spawned;
 }
 
+/// The writer's wake-up word (a futex) and whether it waits on it.
+static WAKE: AtomicU32 = AtomicU32::new(0);
+static NAPPING: AtomicBool = AtomicBool::new(false);
+
 fn run() {
     while !STOP.load(Ordering::Relaxed) {
-        // Round after round while there is work; a short nap when idle.
+        // Round after round while there is work; a short nap when idle,
+        // cut short by a ring half full (`wake`).
         if !ring::mapping().is_some_and(|m| try_drain(&m)) {
-            std::thread::sleep(Duration::from_millis(2));
+            nap(Duration::from_millis(2));
         }
+    }
+}
+
+fn nap(d: Duration) {
+    let seen = WAKE.load(Ordering::Acquire);
+    NAPPING.store(true, Ordering::SeqCst);
+    let ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: d.as_nanos() as libc::c_long,
+    };
+    // SAFETY: a private futex wait on our own word, with a timeout; it
+    // returns at once if a wake bumped the word after `seen` was read.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            WAKE.as_ptr(),
+            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+            seen,
+            &ts as *const libc::timespec,
+        )
+    };
+    NAPPING.store(false, Ordering::Relaxed);
+}
+
+/// A ring is half full: wakes the writer if it naps (one system call per
+/// half ring at most; none while the writer is at work).
+#[cold]
+pub fn wake() {
+    WAKE.fetch_add(1, Ordering::Release);
+    if NAPPING.load(Ordering::SeqCst) {
+        // SAFETY: a private futex wake on our own word; async-signal-safe.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                WAKE.as_ptr(),
+                libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+                1,
+            )
+        };
     }
 }
 
@@ -111,6 +155,8 @@ fn try_drain(m: &Mapping) -> bool {
         return false;
     }
     let mut any = false;
+    // A fresh calibration pair for the header, one drainer at a time.
+    ring::store_clock(m);
     if !BROKEN.load(Ordering::Relaxed) {
         for ring in 0..super::config::RINGS {
             any |= drain_ring(m, ring);
@@ -203,6 +249,7 @@ fn descriptor() -> Option<i32> {
 /// In a forked child: the writer thread is not there, no lock is held.
 pub fn after_fork_in_child() {
     DRAINING.store(false, Ordering::Relaxed);
+    NAPPING.store(false, Ordering::Relaxed);
     BROKEN.store(false, Ordering::Relaxed);
 }
 

@@ -136,6 +136,7 @@ pub fn open(
     rx: &'static crate::fabric::Receiver,
 ) -> Result<*mut ibv_context, c_int> {
     let sim_dev = device::lookup(dev).ok_or(libc::EINVAL)?;
+    crate::fork::watch();
     if let Err(msg) = crate::fabric::attach(sim_dev, rx) {
         eprintln!("libibverbs (ibv-sim): {msg}");
         return Err(libc::EPROTO);

@@ -51,6 +51,8 @@ pub struct CqShared {
     pub comp_events: EventCounter,
     pub async_events: EventCounter,
     channel: Option<Arc<EventQueue<usize>>>,
+    /// A forked child's data path refuses its parent's CQs.
+    pub born: crate::fork::Born,
     async_q: Arc<EventQueue<AsyncEvent>>,
 }
 
@@ -137,6 +139,7 @@ impl CqShared {
             comp_events: EventCounter::default(),
             async_events: EventCounter::default(),
             channel: None,
+            born: crate::fork::Born::now(),
             async_q,
         })
     }
@@ -268,6 +271,7 @@ pub fn create(
             comp_events: EventCounter::default(),
             async_events: EventCounter::default(),
             channel: chan.map(|c| c.q.clone()),
+            born: crate::fork::Born::now(),
             async_q: sim.async_q.clone(),
         }),
         users: AtomicU32::new(0),

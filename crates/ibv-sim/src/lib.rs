@@ -35,7 +35,8 @@
 //! | `xrcd`, `xrc` | XRC domains; XRC SRQs and where XRC sends land (below `qp` and `datapath`, which use them) |
 //! | `mw` | memory windows' state: binding, invalidation, the responder's rkey check (below `datapath`) |
 //! | `objects` | issue 12's objects' table entries, one module each: memory windows' control path, device memory, thread / parent domains |
-//! | `fork` | `ibv_fork_init` state |
+//! | `fork` | `ibv_fork_init` state; a forked child refuses its parent's queues |
+//! | `fork_lock` | the process-wide locks, which a forked child finds free |
 //! | `strings` | `*_str` helpers, rate conversions |
 //! | `exports` | the exported symbols, each behind the panic boundary; `exports::ops::install` fills a context's function tables |
 //! | `exports::private`, `exports::private_cmd` | `IBVERBS_PRIVATE_34` for provider plugins; its `ibv_cmd_*` kernel commands (one table, `no_kernel_commands!`) |
@@ -59,6 +60,7 @@ pub mod exports;
 pub mod ext;
 pub mod fabric;
 pub mod fork;
+pub mod fork_lock;
 pub mod guard;
 pub mod mr;
 pub mod mw;

@@ -8,13 +8,15 @@
 //!   them, so a stale or foreign pointer is an `EINVAL`, not a crash.
 //!
 //! The tables of QPs by number and MRs by key are `qp::QPS` and `mr::KEYS`,
-//! built on [`Sharded`].
+//! built on [`Sharded`]. The shards' locks are `fork_lock`'s: a forked
+//! child finds them free.
 
 use std::collections::HashMap;
 use std::hash::Hash;
 
 use once_cell::sync::Lazy;
-use parking_lot::Mutex;
+
+use crate::fork_lock::{self, Mutex, Tier};
 
 const SHARDS: usize = 64;
 
@@ -46,11 +48,15 @@ impl ShardKey for u32 {
 
 impl<K: ShardKey, V: Clone> Sharded<K, V> {
     pub fn new() -> Self {
-        Sharded {
-            shards: (0..SHARDS)
-                .map(|_| Shard(Mutex::new(HashMap::new())))
-                .collect(),
+        let shards: Box<[Shard<K, V>]> = (0..SHARDS)
+            .map(|_| Shard(Mutex::new(HashMap::new())))
+            .collect();
+        for s in shards.iter() {
+            // SAFETY: the shards are boxed (they do not move with the
+            // map) and unregistered when the map is dropped.
+            unsafe { fork_lock::register(s.0.raw(), Tier::Table) };
         }
+        Sharded { shards }
     }
 
     fn map(&self, k: K) -> &Mutex<HashMap<K, V>> {
@@ -86,6 +92,15 @@ impl<K: ShardKey, V: Clone> Sharded<K, V> {
             m.shrink_to_fit();
         }
         v
+    }
+}
+
+impl<K, V> Drop for Sharded<K, V> {
+    fn drop(&mut self) {
+        for s in self.shards.iter() {
+            // SAFETY: raw() only reads the lock's address here.
+            fork_lock::unregister(unsafe { s.0.raw() });
+        }
     }
 }
 

@@ -26,6 +26,8 @@ pub struct SrqShared {
     pub addr: usize,
     pub rq: Mutex<SrqInner>,
     pub events: EventCounter,
+    /// A forked child's data path refuses its parent's SRQs.
+    pub born: crate::fork::Born,
     async_q: Arc<EventQueue<AsyncEvent>>,
 }
 
@@ -106,6 +108,7 @@ pub fn create(
                 limit: 0,
             }),
             events: EventCounter::default(),
+            born: crate::fork::Born::now(),
             async_q: ctx.async_q.clone(),
         }),
         users: AtomicU32::new(0),

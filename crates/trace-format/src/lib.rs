@@ -20,9 +20,13 @@
 //! between the copy and the tail update, in both: readers deduplicate by
 //! ring and `seq`).
 
+pub mod vendor;
+pub mod verbs;
+
 /// The first 8 bytes of a trace file.
 pub const MAGIC: [u8; 8] = *b"IBVTRC01";
-pub const VERSION: u32 = 1;
+/// 2: binary call records (`FLAG_BINARY`) and the TSC clock.
+pub const VERSION: u32 = 2;
 pub const HEADER_SIZE: usize = 8192;
 pub const SLOT_SIZE: usize = 256;
 /// Bytes of text a slot holds: the call (`name(args)`), then the result.
@@ -46,6 +50,17 @@ pub mod header {
     pub const LOST_NO_RING: usize = 48;
     /// End of the drained area (a file offset); 0 = nothing drained yet.
     pub const DRAINED_END: usize = 56;
+    /// The clock of records' times: 0 = CLOCK_MONOTONIC ns, 1 = TSC ticks
+    /// (`CLOCK_TSC`), turned into CLOCK_MONOTONIC ns by the reader with
+    /// the two calibration pairs below.
+    pub const CLOCK: usize = 64;
+    /// (TSC, CLOCK_MONOTONIC ns) read together when the trace started, and
+    /// again later (updated by the shim as it runs: the longer apart, the
+    /// more exact the rate).
+    pub const TSC0: usize = 72;
+    pub const MONO0: usize = 80;
+    pub const TSC1: usize = 88;
+    pub const MONO1: usize = 96;
     /// Where the per-ring metadata starts.
     pub const RINGS_META: usize = 256;
 }
@@ -85,9 +100,42 @@ pub const FLAG_FAILED: u16 = 1;
 pub const FLAG_EVENT: u16 = 2;
 /// `flags`: the text was cut to fit the slot.
 pub const FLAG_TRUNCATED: u16 = 4;
+/// `flags`: a binary call record: `CALL_LEN` is the verb's id in
+/// `verbs::VERBS`, the text area its payload (see `verbs`).
+pub const FLAG_BINARY: u16 = 8;
+/// `header::CLOCK`: times are TSC ticks.
+pub const CLOCK_TSC: u32 = 1;
+
+/// TSC ticks to CLOCK_MONOTONIC ns, from two (tsc, ns) pairs read together.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct TscClock {
+    pub tsc0: u64,
+    pub mono0: u64,
+    /// ns per tick.
+    pub rate: f64,
+}
+
+impl TscClock {
+    pub fn new(tsc0: u64, mono0: u64, tsc1: u64, mono1: u64) -> TscClock {
+        let rate = if tsc1 > tsc0 && mono1 > mono0 {
+            (mono1 - mono0) as f64 / (tsc1 - tsc0) as f64
+        } else {
+            1.0
+        };
+        TscClock { tsc0, mono0, rate }
+    }
+    pub fn ns(&self, tsc: u64) -> u64 {
+        let d = tsc.wrapping_sub(self.tsc0) as i64 as f64 * self.rate;
+        (self.mono0 as f64 + d).max(0.0) as u64
+    }
+    pub fn dur_ns(&self, ticks: u64) -> u64 {
+        (ticks as f64 * self.rate) as u64
+    }
+}
 
 /// The bytes a record takes in the drained area: its fields and text,
 /// rounded up to 8.
+#[inline]
 pub fn record_len(text_len: usize) -> usize {
     (SLOT_TEXT + text_len.min(TEXT_MAX) + 7) & !7
 }
@@ -164,8 +212,23 @@ pub fn decode_slot(s: &[u8]) -> Option<Record> {
     let text_len = (u16_at(s, slot::TEXT_LEN) as usize)
         .min(TEXT_MAX)
         .min(s.len() - SLOT_TEXT);
-    let call_len = call_len.min(text_len);
     let text = &s[SLOT_TEXT..SLOT_TEXT + text_len];
+    let flags = u16_at(s, slot::FLAGS);
+    let (call, result) = if flags & FLAG_BINARY != 0 {
+        match verbs::verb(call_len as u16) {
+            Some(v) => (
+                verbs::CallText(v, text).to_string(),
+                verbs::ResultText(v, text).to_string(),
+            ),
+            None => (format!("verb#{call_len}()"), "?".to_string()),
+        }
+    } else {
+        let call_len = call_len.min(text_len);
+        (
+            String::from_utf8_lossy(&text[..call_len]).into_owned(),
+            String::from_utf8_lossy(&text[call_len..]).into_owned(),
+        )
+    };
     Some(Record {
         ring: u16_at(s, slot::RING),
         seq: seq - 1,
@@ -173,9 +236,9 @@ pub fn decode_slot(s: &[u8]) -> Option<Record> {
         dur_ns: u64_at(s, slot::DUR_NS),
         tid: u32_at(s, slot::TID),
         errno: u32_at(s, slot::ERRNO) as i32,
-        flags: u16_at(s, slot::FLAGS),
-        call: String::from_utf8_lossy(&text[..call_len]).into_owned(),
-        result: String::from_utf8_lossy(&text[call_len..]).into_owned(),
+        flags,
+        call,
+        result,
     })
 }
 
@@ -195,7 +258,8 @@ pub fn decode(b: &[u8]) -> Result<Trace, NotATrace> {
     if b.len() < HEADER_SIZE || b[..8] != MAGIC {
         return Err(NotATrace("not an ibv-shim trace file".into()));
     }
-    if u32_at(b, header::VERSION) != VERSION {
+    let version = u32_at(b, header::VERSION);
+    if version != VERSION && version != 1 {
         return Err(NotATrace(format!(
             "trace format version {} (this reader knows {VERSION})",
             u32_at(b, header::VERSION)
@@ -251,6 +315,18 @@ pub fn decode(b: &[u8]) -> Result<Trace, NotATrace> {
             }
         }
     }
+    if version >= 2 && u32_at(b, header::CLOCK) == CLOCK_TSC {
+        let c = TscClock::new(
+            u64_at(b, header::TSC0),
+            u64_at(b, header::MONO0),
+            u64_at(b, header::TSC1),
+            u64_at(b, header::MONO1),
+        );
+        for r in &mut t.records {
+            r.start_ns = c.ns(r.start_ns);
+            r.dur_ns = c.dur_ns(r.dur_ns);
+        }
+    }
     t.records.sort_by_key(|r| (r.start_ns, r.ring, r.seq));
     Ok(t)
 }
@@ -263,6 +339,7 @@ pub fn errno_name(e: i32) -> String {
         3 => "ESRCH",
         4 => "EINTR",
         5 => "EIO",
+        6 => "ENXIO",
         9 => "EBADF",
         11 => "EAGAIN",
         12 => "ENOMEM",
@@ -272,10 +349,14 @@ pub fn errno_name(e: i32) -> String {
         17 => "EEXIST",
         19 => "ENODEV",
         22 => "EINVAL",
+        23 => "ENFILE",
         24 => "EMFILE",
         28 => "ENOSPC",
+        34 => "ERANGE",
         38 => "ENOSYS",
         61 => "ENODATA",
+        75 => "EOVERFLOW",
+        93 => "EPROTONOSUPPORT",
         95 => "EOPNOTSUPP",
         110 => "ETIMEDOUT",
         _ => return e.to_string(),

@@ -2,6 +2,7 @@
 
 use std::ffi::{c_int, c_void};
 
+use trace_format::verbs::ALLOC_PD;
 use verbs_abi::{ibv_context, ibv_mr, ibv_pd};
 
 use super::super::create_destroy::{
@@ -43,13 +44,7 @@ pub unsafe extern "C" fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd 
                 o.a = unsafe { (*pd).handle } as u64;
                 track(o);
             },
-            |call, pd| {
-                call.end(
-                    format_args!("ibv_alloc_pd(context={})", Ptr(context)),
-                    format_args!("{}", Ptr(pd)),
-                    pd.is_null(),
-                )
-            },
+            |call, pd| call.done(&ALLOC_PD, &[context as u64], pd as u64, pd.is_null()),
         )
     })
 }

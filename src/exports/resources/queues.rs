@@ -3,6 +3,7 @@
 use std::ffi::{c_int, c_void};
 use std::ptr::addr_of;
 
+use trace_format::verbs::{CREATE_COMP_CHANNEL, CREATE_CQ, CREATE_SRQ, RESIZE_CQ};
 use verbs_abi::{
     ibv_comp_channel, ibv_context, ibv_cq, ibv_pd, ibv_qp, ibv_qp_init_attr, ibv_srq,
     ibv_srq_init_attr,
@@ -50,9 +51,10 @@ pub unsafe extern "C" fn ibv_create_comp_channel(
                 track(o);
             },
             |call, ch| {
-                call.end(
-                    format_args!("ibv_create_comp_channel(context={})", Ptr(context)),
-                    format_args!("{}", Ptr(ch)),
+                call.done(
+                    &CREATE_COMP_CHANNEL,
+                    &[context as u64],
+                    ch as u64,
                     ch.is_null(),
                 )
             },
@@ -103,14 +105,16 @@ pub unsafe extern "C" fn ibv_create_cq(
                 track(o);
             },
             |call, cq| {
-                call.end(
-                    format_args!(
-                        "ibv_create_cq(context={}, cqe={cqe}, cq_context={}, channel={}, comp_vector={comp_vector})",
-                        Ptr(context),
-                        Ptr(cq_context),
-                        Ptr(channel)
-                    ),
-                    format_args!("{}", Ptr(cq)),
+                call.done(
+                    &CREATE_CQ,
+                    &[
+                        context as u64,
+                        cqe as i64 as u64,
+                        cq_context as u64,
+                        channel as u64,
+                        comp_vector as i64 as u64,
+                    ],
+                    cq as u64,
                     cq.is_null(),
                 )
             },
@@ -137,7 +141,12 @@ pub unsafe extern "C" fn ibv_resize_cq(cq: *mut ibv_cq, cqe: c_int) -> c_int {
                     objects::update(cq as usize, |o| o.x = actual);
                     errno.restore();
                 }
-                call.end_errno(format_args!("ibv_resize_cq(cq={}, cqe={cqe})", Ptr(cq)), rc);
+                call.done(
+                    &RESIZE_CQ,
+                    &[cq as u64, cqe as i64 as u64],
+                    rc as i64 as u64,
+                    false,
+                );
             },
         )
         .map(ErrnoCode)
@@ -185,13 +194,10 @@ pub unsafe extern "C" fn ibv_create_srq(
                 track(o);
             },
             |call, srq| {
-                call.end(
-                    format_args!(
-                        "ibv_create_srq(pd={}, srq_init_attr={})",
-                        Ptr(pd),
-                        Ptr(srq_init_attr)
-                    ),
-                    format_args!("{}", Ptr(srq)),
+                call.done(
+                    &CREATE_SRQ,
+                    &[pd as u64, srq_init_attr as u64],
+                    srq as u64,
                     srq.is_null(),
                 )
             },

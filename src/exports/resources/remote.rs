@@ -3,6 +3,7 @@
 
 use std::ffi::c_int;
 
+use trace_format::verbs::{CREATE_AH, CREATE_AH_FROM_WC, IMPORT_DEVICE, IMPORT_PD};
 use verbs_abi::{ibv_ah, ibv_ah_attr, ibv_context, ibv_grh, ibv_mr, ibv_pd, ibv_wc};
 
 use super::super::create_destroy::{
@@ -51,9 +52,10 @@ pub unsafe extern "C" fn ibv_create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) 
                 track(o);
             },
             |call, ah| {
-                call.end(
-                    format_args!("ibv_create_ah(pd={}, attr={})", Ptr(pd), Ptr(attr)),
-                    format_args!("{}", Ptr(ah)),
+                call.done(
+                    &CREATE_AH,
+                    &[pd as u64, attr as u64],
+                    ah as u64,
                     ah.is_null(),
                 )
             },
@@ -91,14 +93,10 @@ pub unsafe extern "C" fn ibv_create_ah_from_wc(
                 track(o);
             },
             |call, ah| {
-                call.end(
-                    format_args!(
-                        "ibv_create_ah_from_wc(pd={}, wc={}, grh={}, port_num={port_num})",
-                        Ptr(pd),
-                        Ptr(wc),
-                        Ptr(grh)
-                    ),
-                    format_args!("{}", Ptr(ah)),
+                call.done(
+                    &CREATE_AH_FROM_WC,
+                    &[pd as u64, wc as u64, grh as u64, port_num as u64],
+                    ah as u64,
                     ah.is_null(),
                 )
             },
@@ -142,9 +140,10 @@ pub unsafe extern "C" fn ibv_import_device(cmd_fd: c_int) -> *mut ibv_context {
                 errno.restore();
             },
             |call, ctx| {
-                call.end(
-                    format_args!("ibv_import_device(cmd_fd={cmd_fd})"),
-                    format_args!("{}", Ptr(ctx)),
+                call.done(
+                    &IMPORT_DEVICE,
+                    &[cmd_fd as i64 as u64],
+                    ctx as u64,
                     ctx.is_null(),
                 )
             },
@@ -170,12 +169,10 @@ pub unsafe extern "C" fn ibv_import_pd(context: *mut ibv_context, pd_handle: u32
                 track(o);
             },
             |call, pd| {
-                call.end(
-                    format_args!(
-                        "ibv_import_pd(context={}, pd_handle={pd_handle})",
-                        Ptr(context)
-                    ),
-                    format_args!("{}", Ptr(pd)),
+                call.done(
+                    &IMPORT_PD,
+                    &[context as u64, pd_handle as u64],
+                    pd as u64,
                     pd.is_null(),
                 )
             },

@@ -1,30 +1,33 @@
 //! Live verbs objects (PDs, MRs, CQs, ...) in a side table keyed by address.
 //!
-//! Built for the budget of issue 5: at most 96 bytes and 100 ns per tracked
-//! object, flat from 1k to 1M live objects, and threads working on unrelated
-//! contexts never meeting on a lock or a shared counter.
+//! Built for the budgets of issues 5 and 11: at most 80 bytes and 100 ns per
+//! tracked object, flat from 1k to 1M live objects, and threads working on
+//! unrelated contexts never meeting on a lock or a shared counter.
 //!
 //! - [`SHARDS`] shards, picked by a multiplicative hash of the address, each
 //!   behind its own mutex on its own cache lines. Nothing global is written
 //!   on the create/destroy path.
-//! - In a shard, each object is one 64-byte record in a chunked slab (chunks
-//!   never move, so growing copies nothing), recycled through a free list,
-//!   and found through an open-addressing index of 8-byte slots that hold
-//!   the key itself (`addr >> 3`, 44 bits) and the slab index (20 bits):
-//!   linear probing, load at most 3/4, backward-shift deletion. A probe
-//!   never reads a record, growth rehashes from the slots alone, and with no
-//!   tombstones probe lengths never degrade.
+//! - In a shard, each object is one 64-byte record in a slab (one anonymous
+//!   mapping that doubles with `mremap`: nothing is copied, and its unused
+//!   tail is never touched), recycled through a free list, and found through an open-addressing index of
+//!   4-byte slots that hold a 16-bit hash tag and the slab index (16 bits):
+//!   linear probing, load at most 7/8, backward-shift deletion. A probe
+//!   reads a record only on a tag match (to compare the key the record
+//!   packs), growth and deletion work from the tags alone, and with no
+//!   tombstones probe lengths never degrade. The 16-bit indices cap a shard
+//!   at 57,344 records (256 shards: 14.7M live objects; past that an object
+//!   is untracked and counted, as when memory runs out).
 //! - Each shard also keeps, per context, a doubly-linked list of that
-//!   context's records in the shard (8-byte links stored after the
-//!   records of each slab chunk; each record also packs its own key into
-//!   the spare bits
-//!   of its context, parent and caller fields, so a list walk yields whole
-//!   objects). `ibv_close_device` walks only the closing context's lists:
-//!   its cost is the context's own objects plus one visit per shard, not
-//!   every object of the process.
-//! - Memory per object: 64 (record) + 8 (link) + 8 / load (index: 10.7 to
-//!   21.3 bytes as the load swings between 3/4 and 3/8 across doublings) =
-//!   83 to 94 bytes.
+//!   context's records in the shard, linked through 16-bit slab indices in
+//!   the records themselves (each record packs its own key into the spare
+//!   bits of its context, parent and caller fields, so a list walk yields
+//!   whole objects). `ibv_close_device` walks only the closing context's
+//!   lists: its cost is the context's own objects plus one visit per shard,
+//!   not every object of the process.
+//! - Memory per object: 64 (record) + 4 / load (index: 4.6 to 10.7 bytes as
+//!   the load swings between 7/8 and 3/8 across doublings) + each shard's
+//!   last page partly used (at most 1 MiB in all) = 69 to 75 bytes, and the
+//!   shim's own fixed memory (about 1.1 MiB, mostly its code) on top.
 //! - Every allocation is fallible (`try_reserve`, `alloc_zeroed` checked):
 //!   out of memory never fails the program's call nor aborts it. The object
 //!   is then not tracked, with one warning, and counted ([`untracked`]) so
@@ -130,11 +133,15 @@ pub fn insert(obj: Obj) -> bool {
         return false;
     }
     let i = shard_index(obj.addr);
-    let (stale, ok) = {
+    let mut stale = None;
+    let ok = {
         let mut t = TABLE[i].0.lock();
-        let (stale, ok, new_list) = t.insert(&obj);
-        summarize(i, &t, obj.ctx, new_list);
-        (stale, ok)
+        let (ok, new_list) = t.insert(&obj, &mut stale);
+        // Only a new list, or a stale record's going, changes the summary.
+        if new_list || stale.is_some() {
+            summarize(i, &t, obj.ctx, new_list);
+        }
+        ok
     };
     if let Some(stale) = stale {
         if stale.is_zombie() {
@@ -199,8 +206,9 @@ pub fn take(addr: usize, kinds: Kinds) -> Taken {
     } else if !kinds.contains(obj.kind()) {
         Taken::OtherKind(obj)
     } else {
-        t.remove_at(pos);
-        summarize(shard_index(addr), &t, obj.ctx, false);
+        if t.remove_at(pos) {
+            summarize(shard_index(addr), &t, obj.ctx, false);
+        }
         Taken::Removed(obj)
     }
 }
@@ -212,12 +220,11 @@ pub fn restore(obj: Obj) {
     // The object still exists, so nobody can have recorded its address since.
     let (ok, new_list) = match t.find(obj.addr) {
         Some(_) => (true, false),
-        None => {
-            let (_, ok, new_list) = t.insert(&obj);
-            (ok, new_list)
-        }
+        None => t.insert(&obj, &mut None),
     };
-    summarize(i, &t, obj.ctx, new_list);
+    if new_list {
+        summarize(i, &t, obj.ctx, new_list);
+    }
     if !ok {
         drop(t);
         UNTRACKED.fetch_add(1, Ordering::Relaxed);
@@ -337,10 +344,10 @@ fn reflag(
             let mut t = s.0.lock();
             for i in t.list_of(ctx) {
                 let r = t.rec_mut(i);
-                let flags = (r.meta >> 48) as u8;
+                let flags = r.flags();
                 if pick(flags) {
                     let obj = r.obj();
-                    r.meta = (r.meta & !(0xffu64 << 48)) | (change(flags) as u64) << 48;
+                    r.set_flags(change(flags));
                     if unlist {
                         t.unlist(i);
                     }

@@ -136,7 +136,7 @@ pub struct Obj {
     /// Creating thread.
     pub tid: u32,
     pub x: u32,
-    /// `time_ms:40 | kind:8 | flags:8 | sub:8`.
+    /// `time_ms:40 | kind:8 | flags:8 | sub:8` (stored narrower: see [`Rec`]).
     meta: u64,
 }
 
@@ -150,7 +150,7 @@ impl Obj {
             parent,
             caller,
             tid: tid as u32,
-            meta: (now_ms() & ((1 << 40) - 1)) | (kind as u64) << 40,
+            meta: (now_ms() & ((1 << TIME_BITS) - 1)) | (kind as u64) << 40,
             ..Obj::default()
         }
     }
@@ -186,11 +186,14 @@ impl Obj {
     }
 }
 
-/// An object as stored. 64 bytes, one cache line. User addresses are below
-/// 2^47 and contexts and parents are 8-aligned, so `ctx >> 3`,
-/// `parent >> 3` (44 bits each) and `caller` (47 bits) leave room for the
-/// object's own key (`addr >> 3`, 44 bits: 20 + 20 + 4), which a list walk
-/// needs and the index slot alone would not give.
+/// An object as stored. 64 bytes, one cache line, its context's list links
+/// included. User addresses are below 2^47 and contexts and parents are
+/// 8-aligned, so `ctx >> 3`, `parent >> 3` (44 bits each) and `caller` (47
+/// bits) leave room for the object's own key (`addr >> 3`, 44 bits, in three
+/// pieces), which a list walk and an index probe need (the 4-byte index slot
+/// holds only a hash tag). A kernel thread id is below 2^22
+/// (`PID_MAX_LIMIT`) and 39 bits of milliseconds of `CLOCK_MONOTONIC` are
+/// 17 years of uptime, which leaves 32 bits for the two list links.
 #[derive(Clone, Copy, Default)]
 #[repr(C, align(64))]
 pub(super) struct Rec {
@@ -198,20 +201,24 @@ pub(super) struct Rec {
     ctx_k: u64,
     /// `parent >> 3 | key[20..40] << 44`
     parent_k: u64,
-    /// `caller | key[40..44] << 47`
+    /// `caller | key[40..44] << 47 | sub << 51 | kind << 59`
     caller_k: u64,
     pub(super) a: u64,
     b: u64,
     c: u64,
-    tid: u32,
-    x: u32,
-    pub(super) meta: u64,
+    /// `time_ms:39 | tid:22 | flags:3`
+    when: u64,
+    /// `x | prev << 32 | next << 48` (the list links: slab indices)
+    x_links: u64,
 }
 
 const _: () = assert!(std::mem::size_of::<Rec>() == 64);
 
 const LOW44: u64 = (1 << 44) - 1;
 const LOW47: u64 = (1 << 47) - 1;
+const TIME_BITS: u32 = 39;
+const TID_BITS: u32 = 22;
+const FLAGS_SHIFT: u32 = TIME_BITS + TID_BITS;
 
 /// Can `o` be stored (see [`Rec`])? Always, for what a real library returns.
 #[inline]
@@ -221,19 +228,26 @@ pub(super) fn packable(o: &Obj) -> bool {
 }
 
 impl Rec {
+    /// The record of `o`, with list links `prev` and `next`.
     #[inline]
-    pub(super) fn of(o: &Obj) -> Rec {
+    pub(super) fn of(o: &Obj, prev: u16, next: u16) -> Rec {
         let key = o.addr as u64 >> 3;
+        let (kind, flags, sub) = (
+            (o.meta >> 40) & 0x1f,
+            (o.meta >> 48) & 7,
+            (o.meta >> 56) & 0xff,
+        );
         Rec {
             ctx_k: (o.ctx as u64 >> 3) | (key & 0xf_ffff) << 44,
             parent_k: (o.parent as u64 >> 3) | (key >> 20 & 0xf_ffff) << 44,
-            caller_k: o.caller as u64 | (key >> 40) << 47,
+            caller_k: o.caller as u64 | (key >> 40) << 47 | sub << 51 | kind << 59,
             a: o.a,
             b: o.b,
             c: o.c,
-            tid: o.tid,
-            x: o.x,
-            meta: o.meta,
+            when: (o.meta & ((1 << TIME_BITS) - 1))
+                | (o.tid as u64 & ((1 << TID_BITS) - 1)) << TIME_BITS
+                | flags << FLAGS_SHIFT,
+            x_links: o.x as u64 | (prev as u64) << 32 | (next as u64) << 48,
         }
     }
 
@@ -244,13 +258,48 @@ impl Rec {
 
     #[inline]
     pub(super) fn addr(&self) -> usize {
-        let key = self.ctx_k >> 44 | (self.parent_k >> 44) << 20 | (self.caller_k >> 47) << 40;
+        let key =
+            self.ctx_k >> 44 | (self.parent_k >> 44) << 20 | (self.caller_k >> 47 & 0xf) << 40;
         (key << 3) as usize
+    }
+
+    #[inline]
+    pub(super) fn flags(&self) -> u8 {
+        (self.when >> FLAGS_SHIFT) as u8
+    }
+
+    #[inline]
+    pub(super) fn set_flags(&mut self, flags: u8) {
+        self.when = (self.when & !(7 << FLAGS_SHIFT)) | ((flags & 7) as u64) << FLAGS_SHIFT;
+    }
+
+    #[inline]
+    pub(super) fn prev(&self) -> u16 {
+        (self.x_links >> 32) as u16
+    }
+
+    #[inline]
+    pub(super) fn next(&self) -> u16 {
+        (self.x_links >> 48) as u16
+    }
+
+    #[inline]
+    pub(super) fn set_prev(&mut self, v: u16) {
+        self.x_links = (self.x_links & !(0xffff << 32)) | (v as u64) << 32;
+    }
+
+    #[inline]
+    pub(super) fn set_next(&mut self, v: u16) {
+        self.x_links = (self.x_links & !(0xffff << 48)) | (v as u64) << 48;
     }
 
     #[inline]
     pub(super) fn obj(&self) -> Obj {
         let r = *self;
+        let meta = (r.when & ((1 << TIME_BITS) - 1))
+            | (r.caller_k >> 59) << 40
+            | (r.when >> FLAGS_SHIFT) << 48
+            | (r.caller_k >> 51 & 0xff) << 56;
         Obj {
             addr: r.addr(),
             ctx: r.ctx(),
@@ -259,9 +308,9 @@ impl Rec {
             a: r.a,
             b: r.b,
             c: r.c,
-            tid: r.tid,
-            x: r.x,
-            meta: r.meta,
+            tid: (r.when >> TIME_BITS) as u32 & ((1 << TID_BITS) - 1),
+            x: r.x_links as u32,
+            meta,
         }
     }
 }
@@ -319,9 +368,21 @@ mod tests {
             o.x = u32::MAX;
             o.set_flag(FLAG_ZOMBIE);
             assert!(packable(&o));
-            let r = Rec::of(&o);
+            o.tid = (1 << 22) - 1;
+            let mut r = Rec::of(&o, 0xfffe, 0xffff);
             assert_eq!(r.obj(), o);
             assert_eq!((r.addr(), r.ctx()), (addr, ctx));
+            assert_eq!(
+                (r.prev(), r.next(), r.flags()),
+                (0xfffe, 0xffff, FLAG_ZOMBIE)
+            );
+            r.set_prev(3);
+            r.set_next(4);
+            r.set_flags(FLAG_CLOSING | FLAG_BACKTRACE);
+            assert_eq!((r.prev(), r.next()), (3, 4));
+            o.set_flag(FLAG_CLOSING | FLAG_BACKTRACE);
+            o.meta &= !((FLAG_ZOMBIE as u64) << 48);
+            assert_eq!(r.obj(), o);
         }
         let odd = Obj::new(Kind::Pd, 0x1000, 0x1001, 0, 0, 1);
         assert!(!packable(&odd) && !insert(odd));

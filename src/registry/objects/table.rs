@@ -1,16 +1,12 @@
 //! One shard's table: the slab of records, the open-addressing index over it,
-//! and the per-context lists.
+//! and the per-context lists (linked through the records themselves).
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use super::chunk::{no_memory, out_of_memory, Chunk, Link};
+use super::chunk::{no_memory, out_of_memory, Slab};
 use super::record::{Obj, Rec};
 
-/// Records in a shard's first slab chunk (1 KiB); each next chunk is twice
-/// the last, so a shard that holds a few objects costs a page, not more,
-/// and a big one wastes at most half a chunk that was never touched.
-const FIRST_CHUNK: usize = 16;
 pub(super) const NO_FREE: u32 = u32::MAX;
 pub(super) const HASH_MUL: u64 = 0x9E37_79B9_7F4A_7C15;
 
@@ -19,15 +15,25 @@ pub(super) fn hash(addr: usize) -> u64 {
     (addr as u64).wrapping_mul(HASH_MUL)
 }
 
-/// Index slot layout: `addr >> 3` (44 bits: user addresses are below 2^47
-/// and objects are 8-aligned) above the slab index + 1 (20 bits); 0 = empty.
-const IDX_BITS: u32 = 20;
-/// Records per shard: 256 shards x 1M = 268M objects. (The two highest
-/// 20-bit values are the list sentinels below.)
-const MAX_RECS: u32 = (1 << IDX_BITS) - 3;
-/// List link sentinels (20 bits): no neighbour; not in any list.
-const NIL: u32 = (1 << IDX_BITS) - 1;
-const UNLISTED: u32 = (1 << IDX_BITS) - 2;
+/// An address's 16-bit tag: hash bits 40..56 (the 8 above pick the shard).
+/// The index slot keeps it, so a probe reads a record only on a tag match
+/// (1 in 65,536 for another address) and growth and deletion find an
+/// entry's home from the slot alone.
+#[inline]
+fn tag(addr: usize) -> u32 {
+    (hash(addr) >> 40) as u32 & 0xffff
+}
+
+/// Index slot layout (4 bytes): `tag << 16 | slab index + 1`; 0 = empty.
+/// An entry's home is `tag & mask`, so the index has at most 65,536 slots.
+const MAX_SLOTS: usize = 1 << 16;
+/// Records per shard: 7/8 of the largest index (256 shards: 14.7M objects;
+/// past that an object is untracked and counted, as when memory runs out).
+const MAX_RECS: u32 = (MAX_SLOTS / 8 * 7) as u32;
+/// List link sentinels (16 bits): no neighbour; not in any list.
+const NIL: u16 = u16::MAX;
+const UNLISTED: u16 = u16::MAX - 1;
+const _: () = assert!(MAX_RECS < UNLISTED as u32);
 
 /// The hash of a context address, for the per-shard list heads.
 #[derive(Default)]
@@ -51,7 +57,7 @@ impl Hasher for AddrHasher {
     }
 }
 
-type Heads = HashMap<usize, u32, BuildHasherDefault<AddrHasher>>;
+type Heads = HashMap<usize, u16, BuildHasherDefault<AddrHasher>>;
 
 /// Can `addr` be a key? (Others are not tracked; no allocator returns them.)
 #[inline]
@@ -59,37 +65,22 @@ pub(super) fn keyable(addr: usize) -> bool {
     addr & 7 == 0 && addr != 0 && (addr as u64) < 1 << 47
 }
 
-/// Chunk and offset of slab slot `i`: chunk `k` holds slots
-/// `FIRST_CHUNK * (2^k - 1) ..` (`FIRST_CHUNK << k` of them).
 #[inline]
-fn chunk_of(i: u32) -> (usize, usize) {
-    let p = i as usize + FIRST_CHUNK;
-    let log = (usize::BITS - 1 - p.leading_zeros()) as usize;
-    let k = log - FIRST_CHUNK.trailing_zeros() as usize;
-    (k, p - (1 << log))
+pub(super) fn slot_idx(s: u32) -> u32 {
+    (s & 0xffff) - 1
 }
-
-#[inline]
-fn slot_addr(s: u64) -> usize {
-    ((s >> IDX_BITS) << 3) as usize
-}
-
-#[inline]
-pub(super) fn slot_idx(s: u64) -> u32 {
-    (s & IDX_MASK) as u32 - 1
-}
-
-const IDX_MASK: u64 = (1 << IDX_BITS) - 1;
 
 /// One shard: slab of records plus the open-addressing index over it.
 pub(super) struct Table {
-    /// See [`IDX_BITS`]. Length is 0 or a power of two.
-    slots: Vec<u64>,
+    /// See [`MAX_SLOTS`]. Length is 0 or a power of two.
+    slots: Vec<u32>,
     pub(super) len: usize,
-    chunks: Vec<Chunk>,
+    /// The records, by slab index.
+    slab: Slab,
     /// Head of the free list of slab slots (linked through `Rec::a`).
     pub(super) free: u32,
-    /// Slab slots handed out so far (the rest of the last chunk is unused).
+    /// Slab slots handed out so far (`slab.len()`, the cap below which a
+    /// slot's index fits a link).
     pub(super) used: u32,
     /// Slab slots below this were handed out before the last `fork()` (in
     /// the child: the parent's records). They are never recycled, so a
@@ -101,7 +92,7 @@ pub(super) struct Table {
     /// (NIL: empty), kept out of `heads`: a thread creating and destroying
     /// on one context touches no hash table.
     hot: usize,
-    hot_head: u32,
+    hot_head: u16,
 }
 
 impl Table {
@@ -109,7 +100,7 @@ impl Table {
         Table {
             slots: Vec::new(),
             len: 0,
-            chunks: Vec::new(),
+            slab: Slab::new(),
             free: NO_FREE,
             used: 0,
             inherited: 0,
@@ -121,7 +112,7 @@ impl Table {
 
     /// The first record of `ctx`'s list in this shard (NIL: none).
     #[inline]
-    fn head_of(&self, ctx: usize) -> u32 {
+    fn head_of(&self, ctx: usize) -> u16 {
         if ctx == self.hot && ctx != 0 {
             return self.hot_head;
         }
@@ -135,19 +126,7 @@ impl Table {
     /// Does the shard have no list at all?
     #[inline]
     pub(super) fn no_lists(&self) -> bool {
-        self.heads.as_ref().map_or(true, |h| h.is_empty()) && self.hot_head == NIL
-    }
-
-    #[inline]
-    fn link(&self, i: u32) -> &Link {
-        let (c, o) = chunk_of(i);
-        &self.chunks[c].links()[o]
-    }
-
-    #[inline]
-    fn link_mut(&mut self, i: u32) -> &mut Link {
-        let (c, o) = chunk_of(i);
-        &mut self.chunks[c].links_mut()[o]
+        self.hot_head == NIL && self.heads.as_ref().map_or(true, |h| h.is_empty())
     }
 
     /// Makes room for `ctx`'s list head, so that [`Table::list`] cannot
@@ -182,34 +161,20 @@ impl Table {
         self.hot_head = head;
     }
 
-    /// Puts record `i` at the head of `ctx`'s list. [`Table::reserve_head`]
-    /// must have made room. True when that list is new.
-    #[inline]
-    fn list(&mut self, i: u32, ctx: usize) -> bool {
-        if ctx != self.hot {
-            self.make_hot(ctx);
-        }
-        let next = self.hot_head;
-        self.hot_head = i;
-        *self.link_mut(i) = Link { prev: NIL, next };
-        if next != NIL {
-            self.link_mut(next).prev = i;
-        }
-        next == NIL
-    }
-
     /// Takes record `i` out of its context's list (if it is in one).
+    /// True when that emptied the list.
     #[inline(always)]
-    pub(super) fn unlist(&mut self, i: u32) {
-        let Link { prev, next } = *self.link(i);
+    pub(super) fn unlist(&mut self, i: u32) -> bool {
+        let r = self.rec(i);
+        let (prev, next) = (r.prev(), r.next());
         if prev == UNLISTED {
-            return;
+            return false;
         }
         if next != NIL {
-            self.link_mut(next).prev = prev;
+            self.rec_mut(next as u32).set_prev(prev);
         }
         if prev != NIL {
-            self.link_mut(prev).next = next;
+            self.rec_mut(prev as u32).set_next(next);
         } else {
             let ctx = self.rec(i).ctx();
             if ctx == self.hot {
@@ -223,7 +188,8 @@ impl Table {
                 }
             }
         }
-        self.link_mut(i).prev = UNLISTED;
+        self.rec_mut(i).set_prev(UNLISTED);
+        prev == NIL && next == NIL
     }
 
     /// The records of `ctx`'s list in this shard.
@@ -235,28 +201,39 @@ impl Table {
                 out_of_memory();
                 break;
             }
-            out.push(i);
-            i = self.link(i).next;
+            out.push(i as u32);
+            i = self.rec(i as u32).next();
         }
         out
     }
 
-    #[inline]
+    #[inline(always)]
     pub(super) fn rec(&self, i: u32) -> &Rec {
-        let (c, o) = chunk_of(i);
-        &self.chunks[c].recs()[o]
+        self.slab.get(i)
     }
 
-    #[inline]
+    #[inline(always)]
     pub(super) fn rec_mut(&mut self, i: u32) -> &mut Rec {
-        let (c, o) = chunk_of(i);
-        &mut self.chunks[c].recs_mut()[o]
+        self.slab.get_mut(i)
     }
 
-    /// Home slot of `addr` (hash bits well below the top ones, which pick the shard).
-    #[inline]
-    fn home(&self, addr: usize) -> usize {
-        (hash(addr) >> 26) as usize & (self.slots.len() - 1)
+    /// Where `addr` is in the index (`Ok`), or the empty slot that ends its
+    /// probe run (`Err`; the index must not be empty).
+    #[inline(always)]
+    fn probe(&self, addr: usize) -> Result<usize, usize> {
+        let mask = self.slots.len() - 1;
+        let t = tag(addr);
+        let mut i = t as usize & mask;
+        loop {
+            let s = self.slots[i];
+            if s == 0 {
+                return Err(i);
+            }
+            if s >> 16 == t && self.rec(slot_idx(s)).addr() == addr {
+                return Ok(i);
+            }
+            i = (i + 1) & mask;
+        }
     }
 
     /// Index slot holding `addr`.
@@ -265,19 +242,7 @@ impl Table {
         if self.slots.is_empty() {
             return None;
         }
-        let mask = self.slots.len() - 1;
-        let key = addr as u64 >> 3;
-        let mut i = self.home(addr);
-        loop {
-            let s = self.slots[i];
-            if s == 0 {
-                return None;
-            }
-            if s >> IDX_BITS == key {
-                return Some(i);
-            }
-            i = (i + 1) & mask;
-        }
+        self.probe(addr).ok()
     }
 
     fn alloc_rec(&mut self) -> Option<u32> {
@@ -289,18 +254,9 @@ impl Table {
         if self.used >= MAX_RECS {
             return None;
         }
-        let n = self.chunks.len();
-        if self.used as usize == FIRST_CHUNK * ((1 << n) - 1) {
-            // The registry's growth never draws on the emergency reserve:
-            // out of memory, the object goes untracked (and counted).
-            let chunk = crate::oom::without_reserve(|| {
-                self.chunks.try_reserve(1).ok()?;
-                Chunk::new(FIRST_CHUNK << n)
-            })?;
-            self.chunks.push(chunk);
-        }
+        let i = self.slab.push()?;
         self.used += 1;
-        Some(self.used - 1)
+        Some(i)
     }
 
     fn free_rec(&mut self, i: u32) {
@@ -312,17 +268,20 @@ impl Table {
         self.free = i;
     }
 
-    /// Doubles the index (rehashing from the keys in the slots alone).
+    /// Doubles the index (rehashing from the tags in the slots alone).
     fn grow(&mut self) -> bool {
         let cap = (self.slots.len() * 2).max(16);
-        let mut slots: Vec<u64> = Vec::new();
-        if no_memory() || crate::oom::without_reserve(|| slots.try_reserve_exact(cap)).is_err() {
+        let mut slots: Vec<u32> = Vec::new();
+        if cap > MAX_SLOTS
+            || no_memory()
+            || crate::oom::without_reserve(|| slots.try_reserve_exact(cap)).is_err()
+        {
             return false;
         }
         slots.resize(cap, 0);
         let mask = cap - 1;
         for &s in self.slots.iter().filter(|&&s| s != 0) {
-            let mut i = (hash(slot_addr(s)) >> 26) as usize & mask;
+            let mut i = (s >> 16) as usize & mask;
             while slots[i] != 0 {
                 i = (i + 1) & mask;
             }
@@ -332,44 +291,60 @@ impl Table {
         true
     }
 
-    /// Inserts `obj`, replacing (and returning) a stale record at the same
-    /// address. False when memory ran out (the object is not tracked; a
-    /// stale record is still returned, and gone).
-    /// The third value is true when the object started its context's list
-    /// in this shard.
-    pub(super) fn insert(&mut self, obj: &Obj) -> (Option<Obj>, bool, bool) {
-        // A stale record goes and the object comes as new: it may be on
-        // another context's list, or inherited.
-        let stale = self.find(obj.addr).map(|pos| {
-            let old = self.at(pos);
-            self.remove_at(pos);
-            old
-        });
-        if self.reserve_head(obj.ctx).is_err()
-            || ((self.len + 1) * 4 > self.slots.len() * 3 && !self.grow())
-        {
-            return (stale, false, false);
+    /// Inserts `obj`, replacing a stale record at the same address (put in
+    /// `stale`: written only then, as the copy is not free). False when
+    /// memory ran out (the object is not tracked; a stale record is still
+    /// given, and gone). The second value is true when the object started
+    /// its context's list in this shard.
+    #[inline]
+    pub(super) fn insert(&mut self, obj: &Obj, stale: &mut Option<Obj>) -> (bool, bool) {
+        // One probe finds a stale record or the free slot that ends the run.
+        let mut pos = match self.slots.is_empty() {
+            true => None,
+            false => match self.probe(obj.addr) {
+                Ok(pos) => {
+                    // A stale record goes and the object comes as new: it may
+                    // be on another context's list, or inherited.
+                    *stale = Some(self.at(pos));
+                    self.remove_at(pos);
+                    None
+                }
+                Err(empty) => Some(empty),
+            },
+        };
+        if self.reserve_head(obj.ctx).is_err() {
+            return (false, false);
+        }
+        // Load at most 7/8: probing reads 4-byte slots, 16 to a cache line.
+        if (self.len + 1) * 8 > self.slots.len() * 7 {
+            if !self.grow() {
+                return (false, false);
+            }
+            pos = None;
         }
         let Some(idx) = self.alloc_rec() else {
-            return (stale, false, false);
+            return (false, false);
         };
-        *self.rec_mut(idx) = Rec::of(obj);
-        let new_list = self.list(idx, obj.ctx);
-        let mask = self.slots.len() - 1;
-        let mut i = self.home(obj.addr);
-        while self.slots[i] != 0 {
-            i = (i + 1) & mask;
+        let pos = pos.unwrap_or_else(|| self.probe(obj.addr).unwrap_or_else(|e| e));
+        // At the head of its context's list.
+        if obj.ctx != self.hot {
+            self.make_hot(obj.ctx);
         }
-        self.slots[i] = (obj.addr as u64 >> 3) << IDX_BITS | (idx as u64 + 1);
+        let next = self.hot_head;
+        self.hot_head = idx as u16;
+        *self.rec_mut(idx) = Rec::of(obj, NIL, next);
+        if next != NIL {
+            self.rec_mut(next as u32).set_prev(idx as u16);
+        }
+        self.slots[pos] = tag(obj.addr) << 16 | (idx + 1);
         self.len += 1;
-        (stale, true, new_list)
+        (true, next == NIL)
     }
 
     /// The object in index slot `pos` (non-empty).
     #[inline]
     pub(super) fn at(&self, pos: usize) -> Obj {
-        let s = self.slots[pos];
-        self.rec(slot_idx(s)).obj()
+        self.rec(slot_idx(self.slots[pos])).obj()
     }
 
     /// Rewrites the record in index slot `pos` (non-empty); its context
@@ -377,15 +352,17 @@ impl Table {
     #[inline]
     pub(super) fn set(&mut self, pos: usize, obj: &Obj) {
         let idx = slot_idx(self.slots[pos]);
-        *self.rec_mut(idx) = Rec::of(obj);
+        let r = self.rec_mut(idx);
+        *r = Rec::of(obj, r.prev(), r.next());
     }
 
     /// Removes the entry in index slot `pos`, closing the gap by shifting
-    /// back the entries of the probe run after it.
+    /// back the entries of the probe run after it. True when that emptied
+    /// a context's list in this shard.
     #[inline(always)]
-    pub(super) fn remove_at(&mut self, pos: usize) {
+    pub(super) fn remove_at(&mut self, pos: usize) -> bool {
         let idx = slot_idx(self.slots[pos]);
-        self.unlist(idx);
+        let emptied = self.unlist(idx);
         self.free_rec(idx);
         let mask = self.slots.len() - 1;
         let mut hole = pos;
@@ -396,7 +373,7 @@ impl Table {
             if s == 0 {
                 break;
             }
-            let home = self.home(slot_addr(s));
+            let home = (s >> 16) as usize & mask;
             // The entry may fill the hole unless its home lies in (hole, j].
             if (j.wrapping_sub(home) & mask) >= (j.wrapping_sub(hole) & mask) {
                 self.slots[hole] = s;
@@ -405,6 +382,7 @@ impl Table {
         }
         self.slots[hole] = 0;
         self.len -= 1;
+        emptied
     }
 
     /// Index slots in use.
@@ -416,7 +394,7 @@ impl Table {
     /// them are then read sequentially (a scan of a million objects in
     /// index order would be a million cache misses); only this process's
     /// own records unless `inherited`. False when out of memory.
-    pub(super) fn in_slab_order(&self, into: &mut Vec<u64>, inherited: bool) -> bool {
+    pub(super) fn in_slab_order(&self, into: &mut Vec<u32>, inherited: bool) -> bool {
         into.clear();
         if into.try_reserve(self.len).is_err() {
             return false;
@@ -428,7 +406,7 @@ impl Table {
                 .copied()
                 .filter(|&s| s != 0 && slot_idx(s) >= own),
         );
-        into.sort_unstable_by_key(|&s| s & IDX_MASK);
+        into.sort_unstable_by_key(|&s| s & 0xffff);
         true
     }
 }
@@ -470,7 +448,8 @@ mod tests {
             } else {
                 let mut o = obj(addr);
                 o.a = round;
-                let (stale, ok, _) = t.insert(&o);
+                let mut stale = None;
+                let (ok, _) = t.insert(&o, &mut stale);
                 assert!(ok);
                 assert_eq!(stale, model.insert(addr, o), "round {round}");
             }
@@ -480,7 +459,7 @@ mod tests {
             assert_eq!(t.find(*addr).map(|p| t.at(p)), Some(*o));
         }
         assert_eq!(t.occupied().count(), model.len());
-        assert!(t.len * 4 <= t.slots.len() * 3);
+        assert!(t.len * 8 <= t.slots.len() * 7);
     }
 
     /// Every record in exactly the list of its context, through inserts,
@@ -505,7 +484,7 @@ mod tests {
             } else {
                 let mut o = obj(addr);
                 o.ctx = ctxs[(rnd() % 3) as usize];
-                assert!(t.insert(&o).1);
+                assert!(t.insert(&o, &mut None).0);
             }
         }
         let mut listed = 0;
@@ -529,12 +508,12 @@ mod tests {
         let mut t = Table::new();
         let base = 0x6600_0000_0000usize;
         for i in 0..100 {
-            assert!(t.insert(&obj(base + i * 8)).1);
+            assert!(t.insert(&obj(base + i * 8), &mut None).0);
         }
         NO_MEMORY.with(|f| f.set(true));
         let mut failed = 0;
         for i in 100..10_000 {
-            if !t.insert(&obj(base + i * 8)).1 {
+            if !t.insert(&obj(base + i * 8), &mut None).0 {
                 failed += 1;
             }
         }
@@ -558,24 +537,39 @@ mod tests {
         NO_MEMORY.with(|f| f.set(false));
         assert!(insert(o));
         assert_eq!(get(o.addr).map(|g| g.ctx), Some(o.ctx));
-        assert!(t.insert(&obj(base + 20_000 * 8)).1);
+        assert!(t.insert(&obj(base + 20_000 * 8), &mut None).0);
     }
 
     #[test]
-    fn slab_chunks_double() {
-        assert_eq!(chunk_of(0), (0, 0));
-        assert_eq!(chunk_of(15), (0, 15));
-        assert_eq!(chunk_of(16), (1, 0));
-        assert_eq!(chunk_of(47), (1, 31));
-        assert_eq!(chunk_of(48), (2, 0));
+    fn slab_grows_up_to_its_limit() {
         let mut t = Table::new();
         for i in 0..1000u32 {
             assert_eq!(t.alloc_rec(), Some(i));
-            let (c, o) = chunk_of(i);
-            assert!(o < t.chunks[c].len);
         }
-        assert_eq!(t.chunks.len(), 6);
-        assert_eq!(t.chunks.iter().map(|c| c.len).sum::<usize>(), 1008);
+        assert_eq!(t.used, 1000);
+        t.used = MAX_RECS;
+        assert_eq!(t.alloc_rec(), None, "past the shard's limit");
+    }
+
+    /// A full shard refuses (untracked) instead of overflowing its 16-bit
+    /// indices, and keeps what it has.
+    #[test]
+    fn a_full_shard_refuses_more() {
+        let mut t = Table::new();
+        let base = 0x6800_0000_0000usize;
+        let mut n = 0;
+        while t.insert(&obj(base + n * 8), &mut None).0 {
+            n += 1;
+        }
+        assert_eq!(n, MAX_RECS as usize);
+        assert_eq!(t.len, n);
+        assert_eq!(t.list_of(0x1000).len(), n);
+        for i in (0..n).step_by(997) {
+            assert_eq!(
+                t.find(base + i * 8).map(|p| t.at(p).addr),
+                Some(base + i * 8)
+            );
+        }
     }
 
     #[test]

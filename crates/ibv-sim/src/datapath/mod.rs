@@ -178,6 +178,9 @@ pub fn post_send(qp: *mut ibv_qp, wr: *mut ibv_send_wr, bad: *mut *mut ibv_send_
     // SAFETY: the program passes a QP it created (the inline verb reached
     // the sim through this QP's context).
     let s = &unsafe { qp::unchecked(qp) }.shared;
+    if let Err(e) = s.born.here() {
+        return refuse(bad, wr, e);
+    }
     let mut cur = wr;
     while !cur.is_null() {
         // SAFETY: a work request of the program's list.
@@ -234,11 +237,10 @@ pub fn post_recv(qp: *mut ibv_qp, wr: *mut ibv_recv_wr, bad: *mut *mut ibv_recv_
     // SAFETY: a QP the program created (see post_send).
     let s = &unsafe { qp::unchecked(qp) }.shared;
     if s.srq.is_some() {
-        if !bad.is_null() {
-            // SAFETY: bad points at the program's out pointer.
-            unsafe { *bad = wr };
-        }
-        return libc::EINVAL;
+        return refuse(bad, wr, libc::EINVAL);
+    }
+    if let Err(e) = s.born.here() {
+        return refuse(bad, wr, e);
     }
     let r = post_recv_list(wr, bad, |wr_id, n, list| {
         let mut g = s.st.lock();
@@ -278,6 +280,9 @@ pub fn post_srq_recv(srq: *mut ibv_srq, wr: *mut ibv_recv_wr, bad: *mut *mut ibv
     }
     // SAFETY: an SRQ the program created.
     let s = &unsafe { srq::unchecked(srq) }.shared;
+    if let Err(e) = s.born.here() {
+        return refuse(bad, wr, e);
+    }
     let r = post_recv_list(wr, bad, |wr_id, n, list| {
         let mut g = s.rq.lock();
         if n < 0 || n as u32 > g.rq.max_sge {
@@ -310,11 +315,14 @@ pub fn poll_cq(cq: *mut ibv_cq, n: c_int, out: *mut ibv_wc) -> c_int {
     if n == 0 {
         return 0;
     }
+    // SAFETY: a CQ the program created.
+    let c = unsafe { cq::unchecked(cq) };
+    if let Err(e) = c.shared.born.here() {
+        return -e;
+    }
     // What other processes sent us lands now (busy polling is the fast
     // path). Every poll API calls this before reading its CQ.
     crate::fabric::poll_progress();
-    // SAFETY: a CQ the program created.
-    let c = unsafe { cq::unchecked(cq) };
     c.shared.poll(out, n as usize) as c_int
 }
 
@@ -324,6 +332,19 @@ pub fn req_notify_cq(cq: *mut ibv_cq, solicited_only: c_int) -> c_int {
         return libc::EINVAL;
     }
     // SAFETY: a CQ the program created.
-    unsafe { cq::unchecked(cq) }.shared.arm(solicited_only != 0);
+    let s = &unsafe { cq::unchecked(cq) }.shared;
+    if let Err(e) = s.born.here() {
+        return e;
+    }
+    s.arm(solicited_only != 0);
     0
+}
+
+/// A post refused as a whole: `*bad` is its first work request.
+fn refuse<W>(bad: *mut *mut W, wr: *mut W, e: c_int) -> c_int {
+    if !bad.is_null() {
+        // SAFETY: bad points at the program's out pointer.
+        unsafe { *bad = wr };
+    }
+    e
 }

@@ -17,7 +17,6 @@ use core::ffi::c_int;
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
 use verbs_abi::ibv_ah_attr;
 
 use super::{
@@ -41,8 +40,10 @@ pub static RECEIVER: fabric::Receiver = fabric::Receiver {
     busy,
 };
 
-/// QPs with outstanding requests (their deadlines are watched).
-static WAITING: Mutex<Vec<Arc<QpShared>>> = Mutex::new(Vec::new());
+/// QPs with outstanding requests (their deadlines are watched). A forked
+/// child finds it free, and skips the parent's QPs in it (`fork`).
+static WAITING: crate::fork_lock::Mutex<Vec<Arc<QpShared>>> =
+    crate::fork_lock::Mutex::new(Vec::new());
 static N_WAITING: AtomicUsize = AtomicUsize::new(0);
 
 /// Whether any request of ours waits for a response.
@@ -171,6 +172,11 @@ pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr, signaled: bool,
             fabric::send(d, &mut wire, &payload);
         }
     }
+    static FORK_SAFE: std::sync::Once = std::sync::Once::new();
+    FORK_SAFE.call_once(|| {
+        // SAFETY: a static.
+        unsafe { crate::fork_lock::register(WAITING.raw(), crate::fork_lock::Tier::Waiting) };
+    });
     let mut wl = WAITING.lock();
     if !wl.iter().any(|q| Arc::ptr_eq(q, s)) {
         wl.push(s.clone());
@@ -473,7 +479,7 @@ pub fn check_deadlines() {
     }
     let list: Vec<Arc<QpShared>> = WAITING.lock().clone();
     let now = fabric::now_ns();
-    for q in &list {
+    for q in list.iter().filter(|q| q.born.here().is_ok()) {
         let mut g = q.st.lock();
         if let Some(e) = g.out.front_mut() {
             if now >= e.deadline {
@@ -488,7 +494,7 @@ pub fn check_deadlines() {
         }
     }
     let mut wl = WAITING.lock();
-    wl.retain(|q| !q.st.lock().out.is_empty());
+    wl.retain(|q| q.born.here().is_ok() && !q.st.lock().out.is_empty());
     if wl.is_empty() {
         wl.shrink_to_fit();
     }

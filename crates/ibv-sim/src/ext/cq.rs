@@ -233,6 +233,15 @@ unsafe extern "C" fn start_poll(cq: *mut ibv_cq_ex, attr: *mut ibv_poll_cq_attr)
             return libc::EINVAL;
         }
         // SAFETY: reached through this CQ's own table.
+        if let Err(e) = unsafe { cq::unchecked(cq.cast::<ibv_cq>()) }
+            .shared
+            .born
+            .here()
+        {
+            // A forked child's poll of its parent's CQ (`fork`).
+            return e;
+        }
+        // SAFETY: as above.
         let e = unsafe { tail(cq) };
         if e.locking.load(Ordering::Relaxed) {
             e.lock.lock();

@@ -179,10 +179,11 @@ pub fn to_qp_ex(q: *mut ibv_qp) -> *mut ibv_qp_ex {
 fn state<'a>(x: *mut ibv_qp_ex) -> Option<&'a ExState> {
     // SAFETY: the builders are reached only through the table of a live
     // extended QP; its state lives as long as the QP.
-    let p = unsafe { qp::unchecked(x.cast::<ibv_qp>()) }
-        .ex
-        .state
-        .load(Ordering::Acquire);
+    let q = unsafe { qp::unchecked(x.cast::<ibv_qp>()) };
+    // A forked child's builders do nothing and wr_complete is EINVAL: its
+    // parent's QP is not its own (`fork`).
+    q.shared.born.here().ok()?;
+    let p = q.ex.state.load(Ordering::Acquire);
     // SAFETY: non-null: the Box installed by `install`.
     (!p.is_null()).then(|| unsafe { &*p })
 }

@@ -1,6 +1,7 @@
 //! Membership: process liveness, attaching and detaching (slots, ports).
 
 use super::*;
+use crate::fork_lock::{self, Tier};
 
 /// A process's start time in clock ticks since boot, from `/proc/PID/stat`.
 pub(super) fn start_time(pid: u32) -> Option<u64> {
@@ -39,7 +40,7 @@ pub(super) struct Attached {
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
-pub(super) static STATE: Mutex<Option<Attached>> = Mutex::new(None);
+pub(super) static STATE: fork_lock::Mutex<Option<Attached>> = fork_lock::Mutex::new(None);
 /// This process's slot and token, for the hot path (token 0: detached).
 pub(super) static MY_TOKEN: AtomicU64 = AtomicU64::new(0);
 pub(super) static MY_SLOT: AtomicU32 = AtomicU32::new(0);
@@ -142,6 +143,15 @@ pub(super) fn claim(
 pub fn attach(dev: &'static SimDevice, rx: &'static Receiver) -> Result<(), String> {
     // Set before any message can arrive; callers all pass the same one.
     let _ = RECEIVER.set(rx);
+    static LOCKS: std::sync::Once = std::sync::Once::new();
+    LOCKS.call_once(|| {
+        // SAFETY: statics; a forked child finds them free.
+        unsafe {
+            fork_lock::register(STATE.raw(), Tier::Attach);
+            fork_lock::register(ENGINE.raw(), Tier::Engine);
+            fork_lock::register(OUTBOX.raw(), Tier::Outbox);
+        }
+    });
     let mut st = STATE.lock();
     if let Some(a) = st.as_mut() {
         if !a.devices.contains(&dev.index) {

@@ -54,7 +54,8 @@ impl Peer {
 }
 
 /// Fragments waiting for a full ring, in order.
-pub(super) static OUTBOX: Mutex<VecDeque<(Dest, Wire, Vec<u8>)>> = Mutex::new(VecDeque::new());
+pub(super) static OUTBOX: crate::fork_lock::Mutex<VecDeque<(Dest, Wire, Vec<u8>)>> =
+    crate::fork_lock::Mutex::new(VecDeque::new());
 
 /// Sends a message (in fragments when longer than a slot) to `d`. Never
 /// blocks: what does not fit in the ring waits in the outbox, which the
@@ -142,13 +143,14 @@ pub(super) struct Engine {
     stall: Option<(u64, u64)>,
 }
 
-pub(super) static ENGINE: once_cell::sync::Lazy<Mutex<Engine>> = once_cell::sync::Lazy::new(|| {
-    Mutex::new(Engine {
-        partial: HashMap::new(),
-        next_deadline_check: 0,
-        stall: None,
-    })
-});
+pub(super) static ENGINE: once_cell::sync::Lazy<crate::fork_lock::Mutex<Engine>> =
+    once_cell::sync::Lazy::new(|| {
+        crate::fork_lock::Mutex::new(Engine {
+            partial: HashMap::new(),
+            next_deadline_check: 0,
+            stall: None,
+        })
+    });
 
 /// Monotonic nanoseconds.
 pub fn now_ns() -> u64 {

@@ -166,6 +166,8 @@ pub struct QpShared {
     pub srq: Option<Arc<SrqShared>>,
     pub st: Mutex<QpInner>,
     pub events: EventCounter,
+    /// A forked child's data path refuses its parent's QPs.
+    pub born: crate::fork::Born,
     async_q: Arc<EventQueue<AsyncEvent>>,
 }
 
@@ -429,6 +431,7 @@ pub fn create(pd_ptr: *mut ibv_pd, init: &mut QpInit) -> Result<*mut ibv_qp, c_i
             early: VecDeque::new(),
         }),
         events: EventCounter::default(),
+        born: crate::fork::Born::now(),
         async_q: ctx.async_q.clone(),
     });
     // SAFETY: raw points at zeroed, uninitialised-by-Rust storage for a

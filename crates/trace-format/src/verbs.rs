@@ -1,0 +1,305 @@
+//! Binary call records: what a traced call stores instead of text, and how
+//! its text is made back. The shim writes a verb's id (its index in
+//! [`VERBS`]) and raw words; the shim's debug log and `ibv-shim trace`
+//! both format them with [`CallText`] and [`ResultText`], so the two texts
+//! cannot drift apart.
+//!
+//! Payload (a record's text area when `FLAG_BINARY` is set): the result's
+//! words, then each argument's words (`Show::words` each, little-endian
+//! u64), then the strings the kinds ask for (a device's name, a returned C
+//! string), each a length byte and its bytes. A payload cut to fit its slot
+//! formats what is there and `?` for the rest.
+
+use std::fmt::{self, Write as _};
+
+/// How a word is shown (and how many words and strings it takes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Show {
+    /// `NULL` or `0x...`.
+    Ptr,
+    /// Signed decimal.
+    Int,
+    /// `0x...` (`{:#x}`).
+    Hex,
+    /// A device: address, name, GUID and vendor as the log shows it.
+    /// Words: address, GUID (network order), bits (1 = known device,
+    /// 2 = GUID known); string: its name.
+    Dev,
+    /// A returned C string, quoted (`NULL` when none). Word: the pointer;
+    /// string: its bytes.
+    Str,
+    /// 0, or an errno value: `16 (EBUSY)`.
+    Rc,
+    /// A GUID (network order) as 16 hex digits.
+    Guid,
+    /// `void` (no word).
+    Void,
+}
+
+impl Show {
+    pub const fn words(self) -> usize {
+        match self {
+            Show::Void => 0,
+            Show::Dev => 3,
+            _ => 1,
+        }
+    }
+}
+
+/// Bits of a `Dev`'s third word.
+pub const DEV_KNOWN: u64 = 1;
+pub const DEV_GUID: u64 = 2;
+
+/// A verb: its name, its arguments (name, shown as), its result.
+#[derive(Debug)]
+pub struct Verb {
+    pub id: u16,
+    pub name: &'static str,
+    pub args: &'static [(&'static str, Show)],
+    pub result: Show,
+    /// Words of the payload: the result's and the arguments'.
+    pub nwords: usize,
+}
+
+impl Verb {
+    /// Words of the payload: the result's, then the arguments'.
+    #[inline(always)]
+    pub fn words(&self) -> usize {
+        self.nwords
+    }
+}
+
+macro_rules! verbs {
+    ($($id:literal $konst:ident = $name:literal ($($arg:ident: $show:ident),*) -> $res:ident;)*) => {
+        $(pub static $konst: Verb = Verb {
+            id: $id,
+            name: $name,
+            args: &[$((stringify!($arg), Show::$show)),*],
+            result: Show::$res,
+            nwords: Show::$res.words() $(+ Show::$show.words())*,
+        };)*
+        /// Every verb with a binary record, by id.
+        pub static VERBS: &[&Verb] = &[$(&$konst),*];
+    };
+}
+
+verbs! {
+    0 GET_DEVICE_NAME = "ibv_get_device_name"(device: Dev) -> Str;
+    1 GET_DEVICE_GUID = "ibv_get_device_guid"(device: Dev) -> Guid;
+    2 GET_DEVICE_INDEX = "ibv_get_device_index"(device: Dev) -> Int;
+    3 OPEN_DEVICE = "ibv_open_device"(device: Dev) -> Ptr;
+    4 FREE_DEVICE_LIST = "ibv_free_device_list"(list: Ptr) -> Void;
+    5 ALLOC_PD = "ibv_alloc_pd"(context: Ptr) -> Ptr;
+    6 QUERY_DEVICE = "ibv_query_device"(context: Ptr, device_attr: Ptr) -> Rc;
+    7 QUERY_PORT = "ibv_query_port"(context: Ptr, port_num: Int, port_attr: Ptr) -> Rc;
+    8 QUERY_GID = "ibv_query_gid"(context: Ptr, port_num: Int, index: Int, gid: Ptr) -> Int;
+    9 QUERY_PKEY = "ibv_query_pkey"(context: Ptr, port_num: Int, index: Int, pkey: Ptr) -> Int;
+    10 QUERY_QP = "ibv_query_qp"(qp: Ptr, attr: Ptr, attr_mask: Hex, init_attr: Ptr) -> Rc;
+    11 MODIFY_SRQ = "ibv_modify_srq"(srq: Ptr, srq_attr: Ptr, srq_attr_mask: Hex) -> Rc;
+    12 QUERY_SRQ = "ibv_query_srq"(srq: Ptr, srq_attr: Ptr) -> Rc;
+    13 ACK_CQ_EVENTS = "ibv_ack_cq_events"(cq: Ptr, nevents: Int) -> Void;
+    14 CREATE_COMP_CHANNEL = "ibv_create_comp_channel"(context: Ptr) -> Ptr;
+    15 CREATE_CQ = "ibv_create_cq"(context: Ptr, cqe: Int, cq_context: Ptr, channel: Ptr, comp_vector: Int) -> Ptr;
+    16 RESIZE_CQ = "ibv_resize_cq"(cq: Ptr, cqe: Int) -> Rc;
+    17 CREATE_SRQ = "ibv_create_srq"(pd: Ptr, srq_init_attr: Ptr) -> Ptr;
+    18 CREATE_AH = "ibv_create_ah"(pd: Ptr, attr: Ptr) -> Ptr;
+    19 IMPORT_DEVICE = "ibv_import_device"(cmd_fd: Int) -> Ptr;
+    20 IMPORT_PD = "ibv_import_pd"(context: Ptr, pd_handle: Int) -> Ptr;
+    21 CREATE_AH_FROM_WC = "ibv_create_ah_from_wc"(pd: Ptr, wc: Ptr, grh: Ptr, port_num: Int) -> Ptr;
+}
+
+/// The verb with id `id`, if this reader knows it.
+pub fn verb(id: u16) -> Option<&'static Verb> {
+    VERBS.get(id as usize).copied()
+}
+
+/// Reads a payload: words in order, then strings in order.
+struct Reader<'a> {
+    p: &'a [u8],
+    word: usize,
+    string: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn new(verb: &Verb, p: &'a [u8]) -> Reader<'a> {
+        Reader {
+            p,
+            word: 0,
+            string: verb.words() * 8,
+        }
+    }
+    fn word(&mut self) -> Option<u64> {
+        let at = self.word * 8;
+        self.word += 1;
+        let b = self.p.get(at..at + 8)?;
+        Some(u64::from_le_bytes(b.try_into().ok()?))
+    }
+    fn string(&mut self) -> Option<&'a [u8]> {
+        let len = *self.p.get(self.string)? as usize;
+        let start = self.string + 1;
+        self.string = start + len;
+        // A string cut with its record: what is there.
+        self.p.get(start..(start + len).min(self.p.len()))
+    }
+    /// Skips the words of the result (the call's text comes first).
+    fn skip_result(&mut self, verb: &Verb) {
+        self.word += verb.result.words();
+        if verb.result == Show::Str {
+            self.string();
+        }
+    }
+}
+
+fn hex(f: &mut dyn fmt::Write, v: u64) -> fmt::Result {
+    write!(f, "{v:#x}")
+}
+
+fn ptr(f: &mut dyn fmt::Write, v: u64) -> fmt::Result {
+    if v == 0 {
+        f.write_str("NULL")
+    } else {
+        hex(f, v)
+    }
+}
+
+/// One value of kind `show`.
+fn value(f: &mut dyn fmt::Write, show: Show, r: &mut Reader<'_>) -> fmt::Result {
+    if show == Show::Void {
+        return f.write_str("void");
+    }
+    let Some(w) = r.word() else {
+        return f.write_str("?");
+    };
+    match show {
+        Show::Ptr => ptr(f, w),
+        Show::Int => write!(f, "{}", w as i64),
+        Show::Hex => hex(f, w),
+        Show::Guid => write!(f, "{:016x}", u64::from_be(w)),
+        Show::Rc => match w as i32 {
+            0 => f.write_str("0"),
+            rc => write!(f, "{rc} ({})", crate::errno_name(rc)),
+        },
+        Show::Str => {
+            if w == 0 {
+                return f.write_str("NULL");
+            }
+            let s = String::from_utf8_lossy(r.string().unwrap_or(b"?"));
+            if s.bytes()
+                .all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\\')
+            {
+                write!(f, "\"{s}\"")
+            } else {
+                write!(f, "{s:?}")
+            }
+        }
+        Show::Dev => {
+            let guid = r.word().unwrap_or(0);
+            let bits = r.word().unwrap_or(0);
+            if w == 0 {
+                return f.write_str("NULL");
+            }
+            hex(f, w)?;
+            if bits & DEV_KNOWN != 0 {
+                let name = String::from_utf8_lossy(r.string().unwrap_or(b"?"));
+                let guid = (bits & DEV_GUID != 0).then_some(guid);
+                write!(f, " {name}")?;
+                if let Some(g) = guid {
+                    write!(f, "/{:016x}", u64::from_be(g))?;
+                }
+                if let Some(v) = crate::vendor::vendor(&name, guid) {
+                    write!(f, " [{v}]")?;
+                }
+            }
+            Ok(())
+        }
+        Show::Void => unreachable!("handled above"),
+    }
+}
+
+/// `name(arg=value, ...)`, as the debug log shows a call.
+pub struct CallText<'a>(pub &'a Verb, pub &'a [u8]);
+
+impl fmt::Display for CallText<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let CallText(verb, payload) = *self;
+        let mut r = Reader::new(verb, payload);
+        r.skip_result(verb);
+        f.write_str(verb.name)?;
+        f.write_char('(')?;
+        for (i, (name, show)) in verb.args.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            f.write_str(name)?;
+            f.write_char('=')?;
+            value(f, *show, &mut r)?;
+        }
+        f.write_char(')')
+    }
+}
+
+/// The result, as the debug log shows it.
+pub struct ResultText<'a>(pub &'a Verb, pub &'a [u8]);
+
+impl fmt::Display for ResultText<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ResultText(verb, payload) = *self;
+        // The result's string, if any, is the first one.
+        let mut r = Reader::new(verb, payload);
+        value(f, verb.result, &mut r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_indices() {
+        for (i, v) in VERBS.iter().enumerate() {
+            assert_eq!(v.id as usize, i, "{}", v.name);
+            let words = v.result.words() + v.args.iter().map(|a| a.1.words()).sum::<usize>();
+            assert_eq!(v.nwords, words, "{}", v.name);
+        }
+    }
+
+    fn payload(words: &[u64], strings: &[&[u8]]) -> Vec<u8> {
+        let mut p: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        for s in strings {
+            p.push(s.len() as u8);
+            p.extend_from_slice(s);
+        }
+        p
+    }
+
+    #[test]
+    fn texts_match_the_log() {
+        let guid = 0x0002_c903_0000_1234u64.to_be();
+        let p = payload(
+            &[0x7000, 0x5000, guid, DEV_KNOWN | DEV_GUID],
+            &[b"mlx5_0", b"mlx5_0"],
+        );
+        assert_eq!(
+            CallText(&GET_DEVICE_NAME, &p).to_string(),
+            "ibv_get_device_name(device=0x5000 mlx5_0/0002c90300001234 [NVIDIA/Mellanox])"
+        );
+        assert_eq!(ResultText(&GET_DEVICE_NAME, &p).to_string(), "\"mlx5_0\"");
+        let p = payload(&[16, 0xab0, 0, 1], &[]);
+        assert_eq!(
+            CallText(&RESIZE_CQ, &p).to_string(),
+            "ibv_resize_cq(cq=0xab0, cqe=0)"
+        );
+        assert_eq!(ResultText(&RESIZE_CQ, &p).to_string(), "16 (EBUSY)");
+        let p = payload(&[0, u64::MAX], &[]);
+        assert_eq!(
+            CallText(&IMPORT_DEVICE, &p).to_string(),
+            "ibv_import_device(cmd_fd=-1)"
+        );
+        assert_eq!(ResultText(&IMPORT_DEVICE, &p).to_string(), "NULL");
+        // Cut: what is there, then `?`.
+        assert_eq!(
+            CallText(&QUERY_PORT, &p).to_string(),
+            "ibv_query_port(context=0xffffffffffffffff, port_num=?, port_attr=?)"
+        );
+    }
+}
