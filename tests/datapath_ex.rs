@@ -239,6 +239,30 @@ fn a_clean_extended_post_program_reports_nothing() {
     );
 }
 
+/// A long-running program makes and destroys extended QPs at ever new
+/// addresses: a destroyed QP's saved builders are forgotten, so the table
+/// of wrapped QPs never fills and the 4,201st distinct QP is still
+/// checked (before, past 4,096 addresses it was not: "more than 4096
+/// extended QPs made").
+#[test]
+fn extended_qps_destroyed_free_their_place_for_new_ones() {
+    let r = shim_run("churn", &[("IBV_SHIM_CHECK", "datapath")]);
+    assert!(
+        r.status.success() && r.stdout.contains("churn done"),
+        "{}\n{}",
+        r.stdout,
+        r.log
+    );
+    assert!(!r.log.contains("extended QPs"), "{}", r.log);
+    let lines = check_lines(&r.log);
+    assert_eq!(lines.len(), 1, "{}", r.log);
+    assert!(
+        lines[0].contains("qp_state") && lines[0].contains("wr_id=0x77"),
+        "{}",
+        lines[0]
+    );
+}
+
 /// With a trace (no checks), each request built with the wr API is a post
 /// event matched to its completion: `ibv-shim trace --per-qp` shows the
 /// sending QP's 7 signaled requests, all matched (the aborted one is no

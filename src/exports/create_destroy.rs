@@ -222,7 +222,7 @@ pub fn destroy<T>(
             if o.kind() == Kind::Mr && crate::checks::datapath() {
                 super::interpose::mr_deregistered(&o);
             }
-            if matches!(o.kind(), Kind::Qp | Kind::Srq) && crate::checks::datapath() {
+            if matches!(o.kind(), Kind::Qp | Kind::Srq) && super::interpose::queues_watched() {
                 super::interpose::queue_destroyed(addr);
             }
             if o.flags() & FLAG_BACKTRACE != 0 {
@@ -237,7 +237,7 @@ pub fn destroy<T>(
         }
         Taken::Unknown if rc == 0 && addr != 0 => {
             objects::bury(addr, d.kind);
-            if matches!(d.kind, Kind::Qp | Kind::Srq) && crate::checks::datapath() {
+            if matches!(d.kind, Kind::Qp | Kind::Srq) && super::interpose::queues_watched() {
                 super::interpose::queue_destroyed(addr);
             }
         }

@@ -295,9 +295,17 @@ pub fn mr_deregistered(mr: &crate::registry::objects::Obj) {
     keys::deregistered(mr);
 }
 
-/// A QP or SRQ was destroyed (with the data-path checks on): its caps go.
+/// Does the shim keep anything per QP or SRQ (caps for the checks, the
+/// `ibv_wr_*` builders it wrapped for the checks or a trace)?
+pub fn queues_watched() -> bool {
+    crate::checks::datapath() || crate::trace::wanted()
+}
+
+/// A QP or SRQ was destroyed (see [`queues_watched`]): its caps
+/// and its saved `ibv_wr_*` builders go.
 pub fn queue_destroyed(addr: usize) {
     caps::forget(addr);
+    qpx::forget(addr);
 }
 
 /// `fork()`: the data-path checks' locks (taken after the registry's, as

@@ -69,9 +69,12 @@ const NONE: c_int = -1;
 
 /// One QP's saved originals and the work request under construction.
 struct Qpx {
-    /// The `ibv_qp_ex` address; 0 = free. Never reset: a probe chain stays
-    /// whole (a QP made again at the same address reuses its entry).
+    /// The `ibv_qp_ex` address; 0 = never used (ends a probe chain),
+    /// `GONE` = its QP was destroyed (the chain goes on; reusable).
     qp: AtomicUsize,
+    /// The QP's `ibv_qp` address, by which a destroy names it (the same as
+    /// `qp` for every provider built on rdma-core's `verbs_qp`).
+    base: AtomicUsize,
     fns: [AtomicUsize; FNS],
     /// The opcode (`IBV_WR_*`) and `wr_id` of the last builder called.
     op: AtomicI32,
@@ -92,6 +95,7 @@ const QPS: usize = 4096;
 static TABLE: [Qpx; QPS] = [const {
     Qpx {
         qp: AtomicUsize::new(0),
+        base: AtomicUsize::new(0),
         fns: [const { AtomicUsize::new(0) }; FNS],
         op: AtomicI32::new(NONE),
         wr_id: AtomicU64::new(0),
@@ -125,18 +129,51 @@ fn find(x: *mut ibv_qp_ex) -> Option<&'static Qpx> {
     None
 }
 
-/// The entry of `x`, claimed if new; None when the table is full.
+/// An entry whose QP was destroyed: free for another, but not the end of
+/// a probe chain.
+const GONE: usize = usize::MAX;
+
+/// Set once a QP's `ibv_qp_ex` was not at its `ibv_qp`'s address (then a
+/// destroy searches the table by `base`).
+static OFFSET_SEEN: AtomicBool = AtomicBool::new(false);
+
+/// The entry of `x`, claimed if new (a destroyed QP's entry is reused);
+/// None when the table is full.
 fn claim(x: *mut ibv_qp_ex) -> Option<&'static Qpx> {
+    if let Some(e) = find(x) {
+        return Some(e);
+    }
     let (k, h) = (x as usize, home(x as usize));
     for i in 0..QPS {
         let e = &TABLE[(h + i) % QPS];
-        match e.qp.compare_exchange(0, k, AcqRel, Acquire) {
-            Ok(_) => return Some(e),
-            Err(q) if q == k => return Some(e),
-            Err(_) => {}
+        for free in [0, GONE] {
+            if e.qp.compare_exchange(free, k, AcqRel, Acquire).is_ok() {
+                return Some(e);
+            }
         }
     }
     None
+}
+
+/// A QP (`ibv_qp` address `qp`) was destroyed: its entry is freed, so a
+/// long-running program that makes and destroys QPs never fills the table.
+pub(super) fn forget(qp: usize) {
+    let e = match find(qp as *mut ibv_qp_ex) {
+        Some(e) if e.base.load(Relaxed) == qp => Some(e),
+        _ if OFFSET_SEEN.load(Relaxed) => TABLE
+            .iter()
+            .find(|e| e.base.load(Relaxed) == qp && !matches!(e.qp.load(Acquire), 0 | GONE)),
+        _ => None,
+    };
+    if let Some(e) = e {
+        for f in &e.fns {
+            f.store(0, Relaxed);
+        }
+        e.op.store(NONE, Relaxed);
+        e.npending.store(0, Relaxed);
+        e.base.store(0, Relaxed);
+        e.qp.store(GONE, Release);
+    }
 }
 
 impl Qpx {
@@ -204,13 +241,17 @@ pub(super) unsafe fn patch(qp: *mut ibv_qp, send_ops: u64) {
         if !FULL_WARNED.swap(true, Relaxed) {
             crate::log!(
                 Level::Warn,
-                "qp {qp:p}: more than {QPS} extended QPs made; the ibv_wr_* calls of this one \
+                "qp {qp:p}: more than {QPS} extended QPs alive; the ibv_wr_* calls of this one \
                  are not checked"
             );
         }
         return;
     };
     e.op.store(NONE, Relaxed);
+    e.base.store(qp as usize, Relaxed);
+    if x.cast::<ibv_qp>() != qp {
+        OFFSET_SEEN.store(true, Relaxed);
+    }
     macro_rules! w {
         ($f:ident, $field:ident, $wrapper:expr) => {
             wrap(e, F::$f, addr_of_mut!((*x).$field), $wrapper)

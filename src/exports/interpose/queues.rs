@@ -146,7 +146,7 @@ pub(super) unsafe extern "C" fn create_qp_ex(
                 track_qp(qp, ctx, parent, qp_type, cqs, caller);
                 // Its `ibv_wr_*` builders: checked, traced.
                 if let Some(ops) = send_ops {
-                    if crate::checks::datapath() || crate::trace::wanted() {
+                    if super::queues_watched() {
                         // SAFETY: a live QP just returned by the provider,
                         // made with these send ops.
                         unsafe { super::qpx::patch(qp, ops) };

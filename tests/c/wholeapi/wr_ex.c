@@ -13,6 +13,11 @@
  *   wr_ex excq    four RDMA writes built in one batch, their completions
  *                 read through an extended CQ's cursor (ibv_start_poll,
  *                 then ibv_next_poll); prints each one's wr_id and status.
+ *   wr_ex churn   makes and destroys extended QPs until more than 4,200
+ *                 distinct QP addresses were seen (a few stay alive at a
+ *                 time, small blocks are kept so the heap moves on), then
+ *                 begins a send on one more QP still in RESET: the shim
+ *                 reports it only if that QP's builders were wrapped.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -314,6 +319,90 @@ static int excq(void)
 	return 0;
 }
 
+static int cmp_ptr(const void *a, const void *b)
+{
+	uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static struct ibv_qp *make_qp_ex(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_cq *cq)
+{
+	struct ibv_qp_init_attr_ex qx = {
+		.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1,
+			 .max_recv_sge = 1 },
+		.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+		.pd = pd,
+		.send_ops_flags = IBV_QP_EX_WITH_SEND,
+	};
+	return ibv_create_qp_ex(ctx, &qx);
+}
+
+/* Keeps the heap block a destroyed QP lived in (found by asking malloc for
+ * each size class until it hands that address back), so that the next QP
+ * gets a new address: the allocator would otherwise give it the same one. */
+static void plug(void *gone)
+{
+	for (size_t size = 16; size <= 16384; size += 16) {
+		void *p = malloc(size);
+		if (p == gone)
+			return; /* kept */
+		free(p);
+	}
+}
+
+static int churn(void)
+{
+	enum { WANT = 4200, LIVE = 48, MAX_ITER = 60000 };
+	struct ibv_device **list = ibv_get_device_list(NULL);
+	CHECK(list && list[0]);
+	struct ibv_context *ctx = ibv_open_device(list[0]);
+	CHECK(ctx);
+	struct ibv_pd *pd = ibv_alloc_pd(ctx);
+	struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	CHECK(pd && cq);
+	static uintptr_t seen[MAX_ITER];
+	struct ibv_qp *live[LIVE] = { 0 };
+	size_t n = 0, distinct = 0;
+	for (int i = 0; i < MAX_ITER && distinct <= WANT; i++) {
+		int k = rand() % LIVE;
+		if (live[k]) {
+			void *gone = live[k];
+			CHECK(ibv_destroy_qp(live[k]) == 0);
+			plug(gone);
+		}
+		live[k] = make_qp_ex(ctx, pd, cq);
+		CHECK(live[k]);
+		seen[n++] = (uintptr_t)live[k];
+		if (n % 512 == 0) {
+			qsort(seen, n, sizeof(seen[0]), cmp_ptr);
+			size_t d = 0;
+			for (size_t j = 0; j < n; j++)
+				if (j == 0 || seen[j] != seen[j - 1])
+					seen[d++] = seen[j];
+			n = distinct = d;
+		}
+	}
+	printf("distinct QP addresses: %zu\n", distinct);
+	CHECK(distinct > WANT);
+	for (int k = 0; k < LIVE; k++)
+		if (live[k])
+			CHECK(ibv_destroy_qp(live[k]) == 0);
+	struct ibv_qp *qp = make_qp_ex(ctx, pd, cq);
+	CHECK(qp);
+	struct ibv_qp_ex *qpx = ibv_qp_to_qp_ex(qp);
+	qpx->wr_id = 0x77;
+	ibv_wr_start(qpx);
+	ibv_wr_send(qpx); /* the QP is still in RESET */
+	ibv_wr_abort(qpx);
+	CHECK(ibv_destroy_qp(qp) == 0);
+	CHECK(ibv_destroy_cq(cq) == 0 && ibv_dealloc_pd(pd) == 0);
+	CHECK(ibv_close_device(ctx) == 0);
+	ibv_free_device_list(list);
+	printf("churn done\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "";
@@ -323,6 +412,8 @@ int main(int argc, char **argv)
 		return bad();
 	if (!strcmp(mode, "excq"))
 		return excq();
-	fprintf(stderr, "usage: wr_ex clean|bad|excq\n");
+	if (!strcmp(mode, "churn"))
+		return churn();
+	fprintf(stderr, "usage: wr_ex clean|bad|excq|churn\n");
 	return 2;
 }
