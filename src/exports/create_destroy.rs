@@ -97,18 +97,19 @@ pub fn create<T>(
 }
 
 /// Records a new object (and, with `IBV_SHIM_BACKTRACE=1`, how it was
-/// reached). errno is left as it was.
+/// reached). errno is left as it was (the registry's paths that may touch
+/// it, its lock's sleep and its growth, keep it themselves).
 #[inline]
 pub fn track(mut obj: Obj) {
-    let errno = Errno::save();
     if config::get().backtrace {
+        let errno = Errno::save();
         obj.set_flag(FLAG_BACKTRACE);
         if let Some(frames) = crate::report::capture_frames() {
             objects::store_backtrace(obj.addr, frames);
         }
+        errno.restore();
     }
     objects::insert(obj);
-    errno.restore();
 }
 
 /// A destroy verb, for the shared destroy path.

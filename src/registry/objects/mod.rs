@@ -209,7 +209,7 @@ pub fn take(addr: usize, kinds: Kinds) -> Taken {
     let r = Stored(*t.rec_at(pos));
     if r.flags() & FLAG_ZOMBIE != 0 {
         Taken::Zombie(r.obj())
-    } else if !kinds.contains(r.kind()) {
+    } else if !kinds.contains_raw(r.raw_kind()) {
         Taken::OtherKind(r.obj())
     } else {
         // An emptied list leaves its summary bit set (see `CTX_BITS`).

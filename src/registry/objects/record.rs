@@ -106,6 +106,13 @@ impl Kinds {
     pub fn contains(self, k: Kind) -> bool {
         self.0 & k.bit().0 != 0
     }
+
+    /// [`Kinds::contains`] for a stored kind number (no valid kind is 0,
+    /// so neither is any bit of a set).
+    #[inline]
+    pub(super) fn contains_raw(self, v: u8) -> bool {
+        v < 32 && self.0 >> v & 1 != 0
+    }
 }
 
 /// The record's context was closed: a destroy would touch freed memory.
@@ -325,7 +332,12 @@ pub struct Stored(pub(super) Rec);
 impl Stored {
     #[inline]
     pub fn kind(&self) -> Kind {
-        Kind::from_u8((self.0.caller_k >> 59) as u8).unwrap_or(Kind::Pd)
+        Kind::from_u8(self.raw_kind()).unwrap_or(Kind::Pd)
+    }
+
+    #[inline]
+    pub(super) fn raw_kind(&self) -> u8 {
+        (self.0.caller_k >> 59) as u8
     }
 
     #[inline]

@@ -139,7 +139,11 @@ impl Table {
         if no_memory() {
             return Err(());
         }
-        crate::oom::without_reserve(|| heads.try_reserve(1)).map_err(|_| ())
+        // errno is left as it was (the fast path does not save it).
+        let errno = crate::errno::Errno::save();
+        let r = crate::oom::without_reserve(|| heads.try_reserve(1)).map_err(|_| ());
+        errno.restore();
+        r
     }
 
     /// Makes `ctx` the hot context: the previous one goes back to `heads`
@@ -263,7 +267,16 @@ impl Table {
     }
 
     /// Doubles the index (rehashing from the tags in the slots alone).
+    /// errno is left as it was (the fast path does not save it).
+    #[cold]
     fn grow(&mut self) -> bool {
+        let errno = crate::errno::Errno::save();
+        let grown = self.regrow();
+        errno.restore();
+        grown
+    }
+
+    fn regrow(&mut self) -> bool {
         let cap = (self.slots.len() * 2).max(16);
         let mut slots: Vec<u32> = Vec::new();
         if cap > MAX_SLOTS
