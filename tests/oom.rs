@@ -114,7 +114,8 @@ fn a_leak_found_out_of_memory_is_reported_truncated() {
 #[test]
 fn objects_created_with_no_memory_left_make_the_report_incomplete() {
     // 250,000 PDs after memory ran out: more than the emergency reserve
-    // can track. Each is still created (the call is forwarded); the ones
+    // can track. Each is still created (the call is forwarded), errno left
+    // as the library left it (the registry's failed growth keeps it); the ones
     // the registry could not record are counted, and the reports say they
     // are incomplete instead of claiming a full list.
     let (context, out, report) = run_tight(&["many"], &[]);

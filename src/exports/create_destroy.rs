@@ -97,18 +97,19 @@ pub fn create<T>(
 }
 
 /// Records a new object (and, with `IBV_SHIM_BACKTRACE=1`, how it was
-/// reached). errno is left as it was.
+/// reached). errno is left as it was (the registry's paths that may touch
+/// it, its lock's sleep and its growth, keep it themselves).
 #[inline]
 pub fn track(mut obj: Obj) {
-    let errno = Errno::save();
     if config::get().backtrace {
+        let errno = Errno::save();
         obj.set_flag(FLAG_BACKTRACE);
         if let Some(frames) = crate::report::capture_frames() {
             objects::store_backtrace(obj.addr, frames);
         }
+        errno.restore();
     }
     objects::insert(obj);
-    errno.restore();
 }
 
 /// A destroy verb, for the shared destroy path.
@@ -220,7 +221,7 @@ pub fn destroy<T>(
             objects::bury(addr, o.kind());
             // The data-path checks name a deregistered MR's lkey as such.
             if o.kind() == Kind::Mr && crate::checks::datapath() {
-                super::interpose::mr_deregistered(&o);
+                super::interpose::mr_deregistered(&o.obj());
             }
             if matches!(o.kind(), Kind::Qp | Kind::Srq) && super::interpose::queues_watched() {
                 super::interpose::queue_destroyed(addr);
@@ -230,6 +231,7 @@ pub fn destroy<T>(
             }
         }
         Taken::Removed(o) => {
+            let o = o.obj();
             objects::restore(o);
             if rc == libc::EBUSY && crate::log::enabled(Level::Warn) {
                 busy(d, &o);
@@ -244,6 +246,11 @@ pub fn destroy<T>(
         _ => {}
     }
     errno.restore();
+    // Tested first: the log's arguments would be assembled even with
+    // logging off (they escape into the out-of-line logger).
+    if !call.logging() {
+        return Ok(rc);
+    }
     if d.void {
         call.end_void(format_args!(
             "{}({}={})",

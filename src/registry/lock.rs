@@ -56,8 +56,17 @@ unsafe impl lock_api::RawMutex for RawLock {
 }
 
 impl RawLock {
+    /// Leaves errno as it was (a failed futex call sets it), so that the
+    /// registry is errno-transparent without a save on its fast path.
     #[cold]
     fn lock_slow(&self) {
+        let errno = crate::errno::Errno::save();
+        self.wait();
+        errno.restore();
+    }
+
+    #[inline(always)]
+    fn wait(&self) {
         // Critical sections here are short: spin a little before sleeping.
         for _ in 0..64 {
             if self.0.load(Ordering::Relaxed) == UNLOCKED && self.try_lock() {
@@ -84,6 +93,7 @@ impl RawLock {
 
     #[cold]
     fn wake(&self) {
+        let errno = crate::errno::Errno::save();
         // SAFETY: FUTEX_WAKE on a word of our own memory.
         unsafe {
             libc::syscall(
@@ -93,6 +103,7 @@ impl RawLock {
                 1,
             )
         };
+        errno.restore();
     }
 }
 

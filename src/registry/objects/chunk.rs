@@ -20,6 +20,12 @@ pub(super) fn no_memory() -> bool {
 
 #[cold]
 pub(super) fn out_of_memory() {
+    let errno = crate::errno::Errno::save();
+    out_of_memory_warning();
+    errno.restore();
+}
+
+fn out_of_memory_warning() {
     static WARNED: std::sync::Once = std::sync::Once::new();
     WARNED.call_once(|| {
         crate::log!(
@@ -70,8 +76,16 @@ impl Slab {
         Some(self.len as u32 - 1)
     }
 
+    /// errno is left as it was (the registry's fast path does not save it).
     #[cold]
     fn grow(&mut self) -> bool {
+        let errno = crate::errno::Errno::save();
+        let grown = self.remap();
+        errno.restore();
+        grown
+    }
+
+    fn remap(&mut self) -> bool {
         let size = std::mem::size_of::<Rec>();
         let cap = (self.cap * 2).max(FIRST);
         if no_memory() {

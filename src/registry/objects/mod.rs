@@ -50,7 +50,7 @@ mod record;
 mod table;
 
 pub use record::{
-    now_ms, Kind, Kinds, Obj, AH_VIA, FLAG_BACKTRACE, FLAG_CLOSING, FLAG_ZOMBIE, MR_VIA,
+    now_ms, Kind, Kinds, Obj, Stored, AH_VIA, FLAG_BACKTRACE, FLAG_CLOSING, FLAG_ZOMBIE, MR_VIA,
 };
 
 use std::collections::HashMap;
@@ -71,11 +71,15 @@ struct Shard(Mutex<Table>);
 
 static TABLE: [Shard; SHARDS] = [const { Shard(mutex(Table::new())) }; SHARDS];
 
-/// Per shard, a 64-bit summary of the contexts that have a list there (bit
-/// `ctx_bit(ctx)`; set when a list is made, cleared when the shard has no
-/// list left), changed only under the shard's lock and read without it: a
-/// close skips the shards whose summary lacks its bit, so closing a clean
-/// context costs 256 loads from 32 cache lines, whatever else is tracked.
+/// Per shard, a 64-bit summary of the contexts that may have a list there
+/// (bit `ctx_bit(ctx)`), read without the shard's lock: a close skips the
+/// shards whose summary lacks its bit, so closing a clean context costs
+/// 256 loads from 32 cache lines, whatever else is tracked. A bit is set
+/// (under the lock) when a list is made; it is not cleared when a list
+/// empties (a create/destroy loop would then write the shared word twice
+/// per pair) but recomputed from the shard's lists, under the lock, by
+/// each close that visits the shard. So a set bit may be stale (the close
+/// then visits a shard for nothing), a clear one never is.
 static CTX_BITS: [AtomicU64; SHARDS] = [const { AtomicU64::new(0) }; SHARDS];
 
 #[inline]
@@ -88,19 +92,21 @@ fn shard_index(addr: usize) -> usize {
     (hash(addr) >> (64 - SHARD_BITS)) as usize
 }
 
-/// Keeps shard `i`'s summary right after a change to its lists (the
-/// caller holds its lock): `ctx` may have got a new list (`new_list`), or
-/// lists may have gone. No lookup: a bit is set when a list is made and
-/// all are cleared only when the shard has no list left.
-#[inline]
-fn summarize(i: usize, t: &Table, ctx: usize, new_list: bool) {
+/// `ctx` made a list in shard `i` (the caller holds its lock): its bit goes
+/// into the summary, with one load when it is there already.
+#[inline(always)]
+fn note_list(i: usize, ctx: usize) {
     let bits = &CTX_BITS[i];
-    if t.no_lists() {
-        if bits.load(Ordering::Relaxed) != 0 {
-            bits.store(0, Ordering::Release);
-        }
-    } else if new_list && bits.load(Ordering::Relaxed) & ctx_bit(ctx) == 0 {
+    if bits.load(Ordering::Relaxed) & ctx_bit(ctx) == 0 {
         bits.fetch_or(ctx_bit(ctx), Ordering::Release);
+    }
+}
+
+/// Shard `i`'s exact summary, from its lists (the caller holds its lock).
+fn resummarize(i: usize, t: &Table) {
+    let bits = t.list_contexts().fold(0, |b, ctx| b | ctx_bit(ctx));
+    if CTX_BITS[i].load(Ordering::Relaxed) != bits {
+        CTX_BITS[i].store(bits, Ordering::Release);
     }
 }
 
@@ -129,7 +135,7 @@ fn shard(addr: usize) -> &'static Mutex<Table> {
 /// not be tracked (out of memory).
 #[inline]
 pub fn insert(obj: Obj) -> bool {
-    if !keyable(obj.addr) || !packable(&obj) {
+    if !packable(&obj) {
         return false;
     }
     let i = shard_index(obj.addr);
@@ -137,9 +143,8 @@ pub fn insert(obj: Obj) -> bool {
     let ok = {
         let mut t = TABLE[i].0.lock();
         let (ok, new_list) = t.insert(&obj, &mut stale);
-        // Only a new list, or a stale record's going, changes the summary.
-        if new_list || stale.is_some() {
-            summarize(i, &t, obj.ctx, new_list);
+        if new_list {
+            note_list(i, obj.ctx);
         }
         ok
     };
@@ -178,9 +183,10 @@ pub fn note_untracked() {
 /// What [`take`] found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Taken {
-    /// Removed from the table; put it back with [`restore`] if the real
+    /// Removed from the table, still packed (a destroy that succeeds needs
+    /// only its kind and flags); put it back with [`restore`] if the real
     /// destroy fails.
-    Removed(Obj),
+    Removed(Stored),
     /// Its context was closed: left in the table, not to be forwarded.
     Zombie(Obj),
     /// Tracked as another kind: left in the table.
@@ -200,16 +206,15 @@ pub fn take(addr: usize, kinds: Kinds) -> Taken {
     let Some(pos) = t.find(addr) else {
         return Taken::Unknown;
     };
-    let obj = t.at(pos);
-    if obj.is_zombie() {
-        Taken::Zombie(obj)
-    } else if !kinds.contains(obj.kind()) {
-        Taken::OtherKind(obj)
+    let r = Stored(*t.rec_at(pos));
+    if r.flags() & FLAG_ZOMBIE != 0 {
+        Taken::Zombie(r.obj())
+    } else if !kinds.contains_raw(r.raw_kind()) {
+        Taken::OtherKind(r.obj())
     } else {
-        if t.remove_at(pos) {
-            summarize(shard_index(addr), &t, obj.ctx, false);
-        }
-        Taken::Removed(obj)
+        // An emptied list leaves its summary bit set (see `CTX_BITS`).
+        t.remove_at(pos);
+        Taken::Removed(r)
     }
 }
 
@@ -223,7 +228,7 @@ pub fn restore(obj: Obj) {
         None => t.insert(&obj, &mut None),
     };
     if new_list {
-        summarize(i, &t, obj.ctx, new_list);
+        note_list(i, obj.ctx);
     }
     if !ok {
         drop(t);
@@ -358,9 +363,8 @@ fn reflag(
                     }
                 }
             }
-            if unlist {
-                summarize(si, &t, ctx, false);
-            }
+            // Drops the bits of lists emptied since (or by this walk).
+            resummarize(si, &t);
         }
         buf.iter().for_each(&mut f);
     }
@@ -535,6 +539,29 @@ pub(super) fn fork_unlock(child: bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A destroy that empties a context's list leaves the shard's summary
+    /// bit set; a later create on the context and a close must still meet.
+    #[test]
+    fn a_close_finds_objects_after_a_list_emptied_and_refilled() {
+        let ctx = 0x7e00_0000_1000usize;
+        let a = 0x7e00_0001_0000usize;
+        let i = shard_index(a);
+        let b = (1..)
+            .map(|k| a + k * 64)
+            .find(|&x| shard_index(x) == i)
+            .unwrap();
+        assert!(insert(Obj::new(Kind::Pd, a, ctx, 0, 0, 1)));
+        assert!(matches!(take(a, Kind::Pd.bit()), Taken::Removed(o) if o.obj().addr == a));
+        assert!(insert(Obj::new(Kind::Pd, b, ctx, 0, 0, 1)));
+        assert_eq!(begin_close(ctx), 1);
+        let mut seen = Vec::new();
+        assert_eq!(finish_close(ctx, |o| seen.push(o.addr)), 1);
+        assert_eq!(seen, [b]);
+        // The close recomputed the shard's summary: `ctx` has no list left.
+        assert_eq!(reflag(ctx, |_| true, |f| f, false, |_| {}), 0);
+        assert!(matches!(take(b, Kind::Pd.bit()), Taken::Zombie(_)));
+    }
 
     #[test]
     fn graveyard_remembers_the_last_destroy() {

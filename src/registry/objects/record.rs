@@ -106,6 +106,13 @@ impl Kinds {
     pub fn contains(self, k: Kind) -> bool {
         self.0 & k.bit().0 != 0
     }
+
+    /// [`Kinds::contains`] for a stored kind number (no valid kind is 0,
+    /// so neither is any bit of a set).
+    #[inline]
+    pub(super) fn contains_raw(self, v: u8) -> bool {
+        v < 32 && self.0 >> v & 1 != 0
+    }
 }
 
 /// The record's context was closed: a destroy would touch freed memory.
@@ -220,11 +227,13 @@ const TIME_BITS: u32 = 39;
 const TID_BITS: u32 = 22;
 const FLAGS_SHIFT: u32 = TIME_BITS + TID_BITS;
 
-/// Can `o` be stored (see [`Rec`])? Always, for what a real library returns.
+/// Can `o` be stored (see [`Rec`]), its address as the key (`keyable`)?
+/// Always, for what a real library returns. One mask test for the three
+/// 8-aligned addresses below 2^47.
 #[inline]
 pub(super) fn packable(o: &Obj) -> bool {
-    let fits = |p: usize| p & 7 == 0 && (p as u64) < 1 << 47;
-    fits(o.ctx) && fits(o.parent) && (o.caller as u64) < 1 << 47
+    const BAD: u64 = !((1 << 47) - 1) | 7;
+    (o.addr | o.ctx | o.parent) as u64 & BAD == 0 && o.addr != 0 && (o.caller as u64) < 1 << 47
 }
 
 impl Rec {
@@ -314,6 +323,47 @@ impl Rec {
         }
     }
 }
+
+/// A record as stored, handed out whole by `take`: unpacked into an [`Obj`]
+/// only when needed, so that a destroy pays for its kind and flags alone.
+#[derive(Clone, Copy)]
+pub struct Stored(pub(super) Rec);
+
+impl Stored {
+    #[inline]
+    pub fn kind(&self) -> Kind {
+        Kind::from_u8(self.raw_kind()).unwrap_or(Kind::Pd)
+    }
+
+    #[inline]
+    pub(super) fn raw_kind(&self) -> u8 {
+        (self.0.caller_k >> 59) as u8
+    }
+
+    #[inline]
+    pub fn flags(&self) -> u8 {
+        self.0.flags()
+    }
+
+    #[inline]
+    pub fn obj(&self) -> Obj {
+        self.0.obj()
+    }
+}
+
+impl std::fmt::Debug for Stored {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.obj().fmt(f)
+    }
+}
+
+impl PartialEq for Stored {
+    fn eq(&self, other: &Stored) -> bool {
+        self.obj() == other.obj()
+    }
+}
+
+impl Eq for Stored {}
 
 /// `Obj::sub` of an MR: the verb that registered it.
 pub const MR_VIA: [&str; 5] = [

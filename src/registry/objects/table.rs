@@ -123,12 +123,6 @@ impl Table {
             .unwrap_or(NIL)
     }
 
-    /// Does the shard have no list at all?
-    #[inline]
-    pub(super) fn no_lists(&self) -> bool {
-        self.hot_head == NIL && self.heads.as_ref().map_or(true, |h| h.is_empty())
-    }
-
     /// Makes room for `ctx`'s list head, so that [`Table::list`] cannot
     /// fail: nothing for the hot context, else room in `heads` for the hot
     /// one it displaces.
@@ -145,7 +139,11 @@ impl Table {
         if no_memory() {
             return Err(());
         }
-        crate::oom::without_reserve(|| heads.try_reserve(1)).map_err(|_| ())
+        // errno is left as it was (the fast path does not save it).
+        let errno = crate::errno::Errno::save();
+        let r = crate::oom::without_reserve(|| heads.try_reserve(1)).map_err(|_| ());
+        errno.restore();
+        r
     }
 
     /// Makes `ctx` the hot context: the previous one goes back to `heads`
@@ -269,7 +267,16 @@ impl Table {
     }
 
     /// Doubles the index (rehashing from the tags in the slots alone).
+    /// errno is left as it was (the fast path does not save it).
+    #[cold]
     fn grow(&mut self) -> bool {
+        let errno = crate::errno::Errno::save();
+        let grown = self.regrow();
+        errno.restore();
+        grown
+    }
+
+    fn regrow(&mut self) -> bool {
         let cap = (self.slots.len() * 2).max(16);
         let mut slots: Vec<u32> = Vec::new();
         if cap > MAX_SLOTS
@@ -296,7 +303,7 @@ impl Table {
     /// memory ran out (the object is not tracked; a stale record is still
     /// given, and gone). The second value is true when the object started
     /// its context's list in this shard.
-    #[inline]
+    #[inline(always)]
     pub(super) fn insert(&mut self, obj: &Obj, stale: &mut Option<Obj>) -> (bool, bool) {
         // One probe finds a stale record or the free slot that ends the run.
         let mut pos = match self.slots.is_empty() {
@@ -339,6 +346,19 @@ impl Table {
         self.slots[pos] = tag(obj.addr) << 16 | (idx + 1);
         self.len += 1;
         (true, next == NIL)
+    }
+
+    /// The record in index slot `pos` (non-empty).
+    #[inline(always)]
+    pub(super) fn rec_at(&self, pos: usize) -> &Rec {
+        self.rec(slot_idx(self.slots[pos]))
+    }
+
+    /// The contexts with a list in this shard.
+    pub(super) fn list_contexts(&self) -> impl Iterator<Item = usize> + '_ {
+        let hot = (self.hot != 0 && self.hot_head != NIL).then_some(self.hot);
+        hot.into_iter()
+            .chain(self.heads.iter().flat_map(|h| h.keys().copied()))
     }
 
     /// The object in index slot `pos` (non-empty).

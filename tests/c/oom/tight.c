@@ -6,7 +6,10 @@
  * the shim's reports at close and at exit must run in a process that has
  * no memory left, and never abort it. Prints "closed N" and "no memory".
  * With "many", it then allocates 250,000 PDs with no memory left, more
- * than the shim's emergency reserve can track. */
+ * than the shim's emergency reserve can track, each with errno set to a
+ * sentinel the (static) library leaves alone: the shim's failed attempts
+ * to grow its table must not change it (exits 3 if they do). */
+#include <errno.h>
 #include <infiniband/verbs.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,11 +73,17 @@ int main(int argc, char **argv)
 	}
 	take_everything();
 	printf("no memory\n");
-	for (int i = 0; many && i < 250000; i++)
+	for (int i = 0; many && i < 250000; i++) {
+		errno = 4242;
 		if (!ibv_alloc_pd(ctx)) {
 			perror("ibv_alloc_pd");
 			return 2;
 		}
+		if (errno != 4242) {
+			printf("errno %d after PD %d\n", errno, i);
+			return 3;
+		}
+	}
 	rc = ibv_close_device(ctx);
 	printf("closed %d\n", rc);
 	ibv_free_device_list(list);
