@@ -15,6 +15,11 @@
 //!   from its source; see each case), and whose suppressed objects are only
 //!   what librdmacm keeps for the life of the process.
 //!
+//! A third run, with every feature of the shim on at once (debug log,
+//! binary trace, data-path checks: `all_features.rs`), must also show no
+//! violation, a trace per process that decodes and holds the debug log's
+//! calls, and (pairs on the sim) the work requests and completions.
+//!
 //! Client/server pairs talk over 127.0.0.1 on a free port. Where the
 //! baseline itself cannot work on a backend (no kernel rdma_cm for rping,
 //! no device to open on the test bed) the programs fail, and the shim must
