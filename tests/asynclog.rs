@@ -10,7 +10,7 @@
 //! reordered or torn line is seen. The program wraps `write(2)` (linked
 //! `-rdynamic`) to count the writes each of its threads makes.
 //!
-//! Needs gcc, libibverbs-dev and a built shim (`make build`).
+//! Needs gcc, libibverbs-dev and a built shim and sim (`make build`).
 
 mod common;
 
@@ -237,4 +237,32 @@ fn a_descriptor_the_program_reuses_for_its_own_file_gets_no_shim_line() {
     let tags = by_tag(&lines(&log));
     assert_all_in_order("before the close", &tags[&1].0, n);
     assert_all_in_order("after the close", &tags[&2].0, n);
+}
+
+/// `ibv_close_device`'s own line is written before the close returns: a
+/// program that leaves by `_exit` right after (no exit handlers) keeps it
+/// (`tests/c/asynclog/close_exit.c`, on the sim).
+#[test]
+fn the_close_line_survives_an_exit_right_after_the_close() {
+    let dir = TempDir::new("asynclog-close-exit");
+    let log = dir.join("log");
+    let src = repo_dir().join("tests/c/asynclog/close_exit.c");
+    let prog = cc("close_exit", &[&src], &["-O2", "-libverbs"]);
+    let fabric = FabricGuard(fabric_name("asynclog", "close-exit"));
+    let mut cmd = Command::new(prog);
+    cmd.env("LD_LIBRARY_PATH", sim_dir())
+        .env_remove("IBV_SHIM_LOG_SYNC")
+        .env_remove("IBV_SHIM_LIBRARY")
+        .env("IBV_SIM_FABRIC", &fabric.0)
+        .env("IBV_SHIM_LOG", "debug")
+        .env("IBV_SHIM_LOG_FILE", &log);
+    preload_shim(&mut cmd);
+    run_ok(&mut cmd);
+    let log = lines(&log);
+    assert!(
+        log.iter()
+            .any(|l| l.level == "DEBUG" && l.message.starts_with("ibv_close_device(")),
+        "the close's line is lost:\n{}",
+        show_log(&log)
+    );
 }

@@ -15,6 +15,11 @@
 //!   from its source; see each case), and whose suppressed objects are only
 //!   what librdmacm keeps for the life of the process.
 //!
+//! A third run, with every feature of the shim on at once (debug log,
+//! binary trace, data-path checks: `all_features.rs`), must also show no
+//! violation, a trace per process that decodes and holds the debug log's
+//! calls, and (pairs on the sim) the work requests and completions.
+//!
 //! Client/server pairs talk over 127.0.0.1 on a free port. Where the
 //! baseline itself cannot work on a backend (no kernel rdma_cm for rping,
 //! no device to open on the test bed) the programs fail, and the shim must
@@ -32,6 +37,8 @@
 //! Needs root (the test bed), the Debian packages of `scripts/deps.sh` and a
 //! built shim and sim (`make test`).
 
+#[path = "third_party/all_features.rs"]
+mod all_features;
 mod common;
 
 use common::*;
@@ -65,9 +72,48 @@ enum Mode {
     Baseline,
     Preload,
     DropIn,
+    /// Preloaded with every feature on (see `all_features`).
+    AllPreload,
+    /// Drop-in with every feature on.
+    AllDropIn,
 }
 
-const SHIM_MODES: [Mode; 2] = [Mode::Preload, Mode::DropIn];
+impl Mode {
+    fn dropin(self) -> bool {
+        matches!(self, Mode::DropIn | Mode::AllDropIn)
+    }
+
+    fn preload(self) -> bool {
+        matches!(self, Mode::Preload | Mode::AllPreload)
+    }
+
+    fn all_features(self) -> bool {
+        matches!(self, Mode::AllPreload | Mode::AllDropIn)
+    }
+}
+
+/// The shim's modes a case runs in: preloaded and drop-in with the default
+/// options always; with every feature on, preloaded for every case on the
+/// sim and drop-in for its pairs, and on the test bed for a few (the open
+/// fails there, so little but the device calls is traced), to keep the
+/// time down.
+fn shim_modes(backend: Backend, case: &Case) -> Vec<Mode> {
+    let mut modes = vec![Mode::Preload, Mode::DropIn];
+    match backend {
+        Backend::Sim => {
+            modes.push(Mode::AllPreload);
+            if case.server.is_some() {
+                modes.push(Mode::AllDropIn);
+            }
+        }
+        Backend::Testbed => {
+            if ["ibv_devinfo", "ibv_rc_pingpong", "qperf_rc_bw", "rping"].contains(&case.name) {
+                modes.push(Mode::AllDropIn);
+            }
+        }
+    }
+    modes
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Role {
@@ -134,12 +180,18 @@ impl World {
             "IBV_SHIM_LEAK_EXITCODE",
             "IBV_SHIM_SUPPRESS",
             "IBV_SHIM_BACKTRACE",
+            "IBV_SHIM_TRACE",
+            "IBV_SHIM_TRACE_FULL",
+            "IBV_SHIM_TRACE_SLOTS",
+            "IBV_SHIM_TRACE_CLOCK",
+            "IBV_SHIM_CHECK",
+            "IBV_SHIM_LOG_SYNC",
             "IBV_SIM_DEVICES",
         ] {
             cmd.env_remove(var);
         }
         let mut path: Vec<PathBuf> = Vec::new();
-        if mode == Mode::DropIn {
+        if mode.dropin() {
             path.push(self.dropin.path().to_path_buf());
         }
         if self.backend == Backend::Sim {
@@ -149,13 +201,16 @@ impl World {
         if !path.is_empty() {
             cmd.env("LD_LIBRARY_PATH", std::env::join_paths(&path).unwrap());
         }
-        if mode == Mode::Preload {
+        if mode.preload() {
             cmd.env("LD_PRELOAD", shim_so());
         }
         if mode != Mode::Baseline {
             cmd.env("IBV_SHIM_LOG", "warn")
                 .env("IBV_SHIM_LOG_FILE", out.join("log.%p"))
                 .env("IBV_SHIM_REPORT", out.join("report.%p.json"));
+        }
+        if mode.all_features() {
+            cmd.envs(all_features::env(out));
         }
         cmd
     }
@@ -308,6 +363,8 @@ struct Report {
     pid: u64,
     program: String,
     objects: Vec<Object>,
+    /// The data-path checks' counts by rule (with `IBV_SHIM_CHECK`).
+    checks: Vec<(String, u64)>,
 }
 
 fn read_reports(dir: &Path) -> Vec<Report> {
@@ -339,7 +396,16 @@ fn read_reports(dir: &Path) -> Vec<Report> {
                     suppressed: o["suppressed"].as_bool().unwrap_or(false),
                 })
                 .collect();
+            let checks = doc["checks"]
+                .as_object()
+                .map(|m| {
+                    m.iter()
+                        .map(|(k, v)| (k.clone(), v.as_u64().unwrap_or(u64::MAX)))
+                        .collect()
+                })
+                .unwrap_or_default();
             Report {
+                checks,
                 pid: doc["pid"].as_u64().unwrap_or(0),
                 program: s(&doc["program"]),
                 file,
@@ -377,6 +443,8 @@ struct Proc {
     killed_by_us: bool,
     reports: Vec<Report>,
     log: String,
+    /// Its trace files (all-features runs).
+    traces: Vec<PathBuf>,
 }
 
 impl Proc {
@@ -403,7 +471,7 @@ impl Proc {
             indent(&self.ended.stderr)
         );
         if !self.log.is_empty() {
-            s += &format!("  shim log:\n{}", indent(&self.log));
+            s += &format!("  shim log:\n{}", indent(&short_log(&self.log)));
         }
         for r in &self.reports {
             s += &format!("  report {}:\n", r.file.display());
@@ -419,6 +487,27 @@ impl Proc {
         }
         s
     }
+}
+
+/// A debug log (all-features runs: a line per call, 200,000 for qperf)
+/// without its DEBUG lines past the first 50.
+fn short_log(log: &str) -> String {
+    let mut debug = 0;
+    let mut out = String::new();
+    for line in log.lines() {
+        if line.contains(" DEBUG ") {
+            debug += 1;
+            if debug > 50 {
+                continue;
+            }
+        }
+        out += line;
+        out.push('\n');
+    }
+    if debug > 50 {
+        out += &format!("({} more DEBUG lines)\n", debug - 50);
+    }
+    out
 }
 
 fn indent(text: &str) -> String {
@@ -775,6 +864,7 @@ impl Started {
             killed_by_us,
             reports: read_reports(&self.dir),
             log: read_log(&self.dir),
+            traces: all_features::traces(&self.dir),
         }
     }
 }
@@ -1051,12 +1141,21 @@ fn check(backend: Backend, name: &'static str) {
         }
     }
     let mut failures = String::new();
-    for mode in SHIM_MODES {
+    for mode in shim_modes(backend, &case) {
         let runs = run_mode(&world, &case, mode, &tmp);
         let mut here = String::new();
         for (p, b) in runs.iter().zip(&base) {
-            for f in judge(backend, &case, p, b) {
+            let mut bad = judge(backend, &case, p, b);
+            if mode.all_features() {
+                bad.extend(all_features::judge(p));
+            }
+            for f in bad {
                 here += &format!("- {:?} {}: {f}\n", p.role, p.name());
+            }
+        }
+        if mode.all_features() && backend == Backend::Sim {
+            for f in all_features::judge_data_path(&runs) {
+                here += &format!("- the pair: {f}\n");
             }
         }
         if !here.is_empty() {

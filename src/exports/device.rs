@@ -361,6 +361,11 @@ pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
             ),
             rc,
         );
+        if rc == 0 {
+            // The close's own line too: a program that leaves by `_exit`
+            // right after the close would lose it (nothing else is queued).
+            crate::log_queue::flush();
+        }
         Ok(MinusOne(rc))
     })
 }

@@ -36,7 +36,11 @@ pub unsafe fn encode(
     if w.strings > cap {
         return (0, true);
     }
-    w.word(result);
+    // A `void` verb's result has no word in the layout: writing one would
+    // shift every argument (and spill into the strings).
+    if verb.result != Show::Void {
+        w.word(result);
+    }
     if verb.result == Show::Str && result != 0 {
         // SAFETY: per the contract, a C string from the real library.
         unsafe { w.c_string(result as *const c_char, 255) };
@@ -113,6 +117,40 @@ impl Writer {
             // SAFETY: a known device is a live struct ibv_device from the
             // real library; name is a NUL-terminated char[64] in it.
             unsafe { self.c_string((*d).name.as_ptr(), 63) };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use trace_format::verbs::{CallText, Show, VERBS};
+
+    /// Every verb whose words are plain (no device, no string) reads back
+    /// with each argument where the shim put it: a `void` verb used to get
+    /// a result word, which shifted its arguments by one.
+    #[test]
+    fn words_read_back_in_place() {
+        for verb in VERBS {
+            if verb.args.iter().any(|a| a.1 == Show::Dev) || verb.result == Show::Str {
+                continue;
+            }
+            let args: Vec<u64> = (0..verb.args.len() as u64).map(|i| 0x1000 + i).collect();
+            let mut buf = [0u8; trace_format::TEXT_MAX];
+            // SAFETY: `buf` holds TEXT_MAX bytes; one word per argument.
+            let (len, cut) = unsafe { super::encode(verb, &args, 0, buf.as_mut_ptr(), buf.len()) };
+            assert!(!cut, "{}", verb.name);
+            let text = CallText(verb, &buf[..len]).to_string();
+            for (i, &(name, show)) in verb.args.iter().enumerate() {
+                let want = match show {
+                    Show::Int => format!("{name}={}", 0x1000 + i),
+                    _ => format!("{name}={:#x}", 0x1000 + i),
+                };
+                assert!(
+                    text.contains(&want),
+                    "{}: {text:?} lacks {want:?}",
+                    verb.name
+                );
+            }
         }
     }
 }
