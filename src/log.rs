@@ -112,7 +112,7 @@ fn init_level() -> u8 {
         text
     };
     crate::log_queue::register(crate::log_queue::Hooks {
-        write: write_out,
+        write: write_batch,
         dropped: say_dropped,
     });
     TEXT.store(text, Ordering::Relaxed);
@@ -259,16 +259,21 @@ pub fn after_fork_in_child() {
 /// shim's file.
 fn output() -> Option<i32> {
     let fd = FD.load(Ordering::Acquire);
-    if fd >= 0
+    if still_ours(fd) {
+        return Some(fd);
+    }
+    reopen(fd)
+}
+
+/// Is `fd` (the shim's output) still the file it was opened on? One
+/// `fstat`: a program may have closed it and reused the number.
+fn still_ours(fd: i32) -> bool {
+    fd >= 0
         && Identity::of(fd)
             == Some(Identity {
                 dev: FD_DEV.load(Ordering::Relaxed),
                 ino: FD_INO.load(Ordering::Relaxed),
             })
-    {
-        return Some(fd);
-    }
-    reopen(fd)
 }
 
 /// Can a line be written without allocating? Yes when the output is open
@@ -278,12 +283,7 @@ pub fn writable_without_allocating() -> bool {
         return true;
     }
     let fd = FD.load(Ordering::Acquire);
-    fd >= 0
-        && Identity::of(fd)
-            == Some(Identity {
-                dev: FD_DEV.load(Ordering::Relaxed),
-                ino: FD_INO.load(Ordering::Relaxed),
-            })
+    still_ours(fd)
 }
 
 /// Opens the output: on first use, for a `%p` file after fork, and when
@@ -535,6 +535,11 @@ pub fn line(level: Level, args: fmt::Arguments<'_>) {
     b.append(b"\n", 0);
     // Debug and trace lines go to the writer thread; the rest (and every
     // line in synchronous mode) are written here, after what is queued.
+    // The log is opened on a program thread, never on the writer's (see
+    // `log_queue::REOPEN`).
+    if FD.load(Ordering::Relaxed) == UNOPENED {
+        let _ = output();
+    }
     if level < Level::Debug || !crate::log_queue::push(b.as_bytes()) {
         crate::log_queue::flush();
         write_out(b.as_bytes());
@@ -542,10 +547,30 @@ pub fn line(level: Level, args: fmt::Arguments<'_>) {
     saved.restore();
 }
 
-/// Writes whole lines (one, or the writer thread's batch) to the output,
-/// after one check that it still is the shim's file.
-fn write_out(mut bytes: &[u8]) {
+/// The writer thread's batch (`may_open` false) or a program thread's
+/// flush of the queue: `false` when the log is gone and this thread may
+/// not reopen it (the lines stay queued).
+fn write_batch(bytes: &[u8], may_open: bool) -> bool {
+    if may_open {
+        write_out(bytes);
+        return true;
+    }
+    let fd = FD.load(Ordering::Acquire);
+    let ours = still_ours(fd);
+    if ours {
+        write_all(fd, bytes);
+    }
+    ours
+}
+
+/// Writes whole lines to the output, after one check that it still is the
+/// shim's file (reopening it when not).
+fn write_out(bytes: &[u8]) {
     let Some(fd) = output() else { return };
+    write_all(fd, bytes);
+}
+
+fn write_all(fd: i32, mut bytes: &[u8]) {
     while !bytes.is_empty() {
         // SAFETY: the slice is valid for its length. A failed write of log
         // lines is not worth failing the program's call over; a short one

@@ -40,9 +40,11 @@ const BATCH: usize = 64 * 1024;
 
 /// What the ring needs from the logger.
 pub struct Hooks {
-    /// Writes a batch of whole lines to the log (checking first that the
-    /// descriptor still is the log's).
-    pub write: fn(&[u8]),
+    /// Writes a batch of whole lines to the log, after checking that the
+    /// descriptor still is the log's. With `may_open` false (the writer
+    /// thread) a lost log is not reopened: `false` = not written, keep
+    /// the lines.
+    pub write: fn(&[u8], bool) -> bool,
     /// Says (synchronously) that `n` lines were dropped.
     pub dropped: fn(u64),
 }
@@ -88,6 +90,13 @@ static DROPPED: AtomicU64 = AtomicU64::new(0);
 /// makes no progress (blocked on a full pipe), lines are dropped at once
 /// instead of each waiting its 100 ms.
 static DROPPING: AtomicBool = AtomicBool::new(false);
+/// The writer thread found the log's descriptor gone (closed, or its
+/// number reused by the program): it never opens files itself — an open
+/// on another thread takes the lowest free number, the very one a
+/// program that just closed its descriptors is about to open (daemons) —
+/// so the next thread that logs writes the queue out and reopens the log,
+/// inside its verbs call, as the synchronous logger always did.
+static REOPEN: AtomicBool = AtomicBool::new(false);
 
 /// Futex words: the writer sleeps on `WAKE`, producers waiting for room
 /// on `ROOM`.
@@ -156,6 +165,9 @@ pub fn push(line: &[u8]) -> bool {
     {
         wake(&WAKE);
     }
+    if REOPEN.load(Relaxed) {
+        flush();
+    }
     true
 }
 
@@ -200,7 +212,7 @@ fn drain_all_before(target: u64, hooks: &Hooks, me: i32) {
         }
     }
     while HEAD.load(Relaxed) < target {
-        if drain(hooks) == 0 && !bounded_wait() {
+        if drain(hooks, true) == 0 && !bounded_wait() {
             break;
         }
     }
@@ -232,7 +244,7 @@ pub fn after_fork_in_child() {
 /// Copies out the complete lines at the head of the ring (as many as fit
 /// one batch), frees their slots, then writes them. The caller holds
 /// CONSUMER. Returns the number of lines written.
-fn drain(hooks: &Hooks) -> usize {
+fn drain(hooks: &Hooks, may_open: bool) -> usize {
     let mut h = HEAD.load(Relaxed);
     let out = OUT.0.get().cast::<u8>();
     let base = DATA.0.get().cast::<u8>();
@@ -263,6 +275,16 @@ fn drain(hooks: &Hooks) -> usize {
     if n == 0 {
         return 0;
     }
+    // SAFETY: the first `used` bytes of `out` were just written.
+    if !(hooks.write)(unsafe { std::slice::from_raw_parts(out, used) }, may_open) {
+        // The log is gone and only a program thread may reopen it: the
+        // lines stay queued (HEAD not moved) for that thread.
+        REOPEN.store(true, Relaxed);
+        return 0;
+    }
+    if may_open {
+        REOPEN.store(false, Relaxed);
+    }
     HEAD.store(h, Release);
     if DROPPING.load(Relaxed) {
         DROPPING.store(false, Relaxed);
@@ -270,8 +292,6 @@ fn drain(hooks: &Hooks) -> usize {
     if WAITERS.load(SeqCst) > 0 {
         wake(&ROOM);
     }
-    // SAFETY: the first `used` bytes of `out` were just written.
-    (hooks.write)(unsafe { std::slice::from_raw_parts(out, used) });
     n
 }
 
@@ -357,7 +377,7 @@ fn run() {
         let mut wrote = 0;
         if CONSUMER.compare_exchange(0, me, Acquire, Relaxed).is_ok() {
             loop {
-                let n = drain(hooks);
+                let n = drain(hooks, false);
                 wrote += n;
                 if n == 0 {
                     break;

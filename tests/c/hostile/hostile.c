@@ -6,7 +6,7 @@
  *   hostile reopen2 FILE   close fd 2 and open FILE (which gets fd 2),
  *                          then the same
  *   hostile daemon FILE    list the devices (so the shim's log is open),
- *                          close every descriptor, open /dev/null as 0, 1
+ *                          close every descriptor, pause, open /dev/null as 0, 1
  *                          and 2, then FILE on every other number up to
  *                          1023, then the same
  *
@@ -78,6 +78,11 @@ int main(int argc, char **argv)
 			ibv_free_device_list(list);
 		for (int fd = 0; fd < 1024; fd++)
 			close(fd);
+		/* A daemon's pause between closing and opening: long enough for
+		 * the shim's log writer thread to find its log gone while the
+		 * lines of the calls above are still queued. It must not reopen
+		 * the log then (it would take fd 0). */
+		usleep(20000);
 		for (int fd = 0; fd < 3; fd++)
 			if (open("/dev/null", O_RDWR) != fd)
 				return 2;
