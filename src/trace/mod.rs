@@ -3,8 +3,8 @@
 //! and no system call (`ring`). The rings live in a shared mapping of the
 //! trace file, so every complete record survives the process however it
 //! ends (SIGKILL, a crash, `_exit`); a writer thread copies records out
-//! of the rings to the end of the file to make room (`writer`), and keeps
-//! per-verb figures for the summary at exit (`stats`). `ibv-shim trace`
+//! of the rings to the end of the file to make room (`writer`); the
+//! summary at exit counts per-verb figures from the file (`stats`). `ibv-shim trace`
 //! decodes the file; its layout is the `trace-format` crate's.
 //!
 //! `IBV_SHIM_TRACE=FILE` turns it on (`config`). Tracing rides on the
