@@ -46,6 +46,12 @@ impl Show {
     }
 }
 
+/// A `Str` result's length byte that stands for "the first argument's
+/// device name, the next string" (`ibv_get_device_name`: one copy).
+pub const SAME_AS_DEVICE_NAME: u8 = 0xff;
+/// The longest `Str` result kept (its length byte is never the marker).
+pub const STR_MAX: usize = 254;
+
 /// Bits of a `Dev`'s third word.
 pub const DEV_KNOWN: u64 = 1;
 pub const DEV_GUID: u64 = 2;
@@ -135,6 +141,13 @@ impl<'a> Reader<'a> {
         Some(u64::from_le_bytes(b.try_into().ok()?))
     }
     fn string(&mut self) -> Option<&'a [u8]> {
+        if *self.p.get(self.string)? == SAME_AS_DEVICE_NAME {
+            // The next string, left for the device to read.
+            self.string += 1;
+            let len = *self.p.get(self.string)? as usize;
+            let start = self.string + 1;
+            return self.p.get(start..(start + len).min(self.p.len()));
+        }
         let len = *self.p.get(self.string)? as usize;
         let start = self.string + 1;
         self.string = start + len;
@@ -279,6 +292,14 @@ mod tests {
             &[0x7000, 0x5000, guid, DEV_KNOWN | DEV_GUID],
             &[b"mlx5_0", b"mlx5_0"],
         );
+        assert_eq!(
+            CallText(&GET_DEVICE_NAME, &p).to_string(),
+            "ibv_get_device_name(device=0x5000 mlx5_0/0002c90300001234 [NVIDIA/Mellanox])"
+        );
+        assert_eq!(ResultText(&GET_DEVICE_NAME, &p).to_string(), "\"mlx5_0\"");
+        // The result said once: the device's name.
+        let mut p = payload(&[0x5040, 0x5000, guid, DEV_KNOWN | DEV_GUID], &[b"mlx5_0"]);
+        p.insert(32, SAME_AS_DEVICE_NAME);
         assert_eq!(
             CallText(&GET_DEVICE_NAME, &p).to_string(),
             "ibv_get_device_name(device=0x5000 mlx5_0/0002c90300001234 [NVIDIA/Mellanox])"
