@@ -486,6 +486,7 @@ fn trace_and_log_agree(clock: &str) {
         &[
             ("IBV_SHIM_TRACE_FULL", "block"),
             ("TRACER_FAILS", "2"),
+            ("TRACER_OBJECTS", "1"),
             ("IBV_SHIM_LOG", "debug"),
             ("IBV_SHIM_LOG_FILE", log.to_str().unwrap()),
             ("IBV_SHIM_TRACE_CLOCK", clock),
@@ -524,6 +525,27 @@ fn trace_and_log_agree(clock: &str) {
         .filter(|r| r.name() == "ibv_get_device_name")
         .collect();
     assert_eq!(names.len(), 300);
+    // The verbs with words of their own (an MR's keys, a QP's number, the
+    // device a context is on) are binary records too.
+    for verb in [
+        "ibv_open_device",
+        "ibv_reg_mr",
+        "ibv_create_qp",
+        "ibv_modify_qp",
+        "ibv_close_device",
+    ] {
+        let of: Vec<_> = raw
+            .records
+            .iter()
+            .filter(|r| r.name().starts_with(verb))
+            .collect();
+        assert!(!of.is_empty(), "no {verb} record");
+        assert!(
+            of.iter().all(|r| r.flags & trace_format::FLAG_BINARY != 0),
+            "{verb} is not a binary record: {:?}",
+            of[0]
+        );
+    }
     assert!(
         names
             .iter()

@@ -314,20 +314,6 @@ pub fn track_mr(
     track(o);
 }
 
-/// An MR result for the log: address and keys.
-pub struct MrResult(pub *mut ibv_mr);
-
-impl fmt::Display for MrResult {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.0.is_null() {
-            return f.write_str("NULL");
-        }
-        // SAFETY: a live MR just returned by the real library.
-        let (lkey, rkey) = unsafe { ((*self.0).lkey, (*self.0).rkey) };
-        write!(f, "{:p} (lkey={lkey:#x} rkey={rkey:#x})", self.0)
-    }
-}
-
 /// A QP result for the log: address and number.
 pub struct QpResult(pub *mut ibv_qp);
 

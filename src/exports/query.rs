@@ -12,7 +12,8 @@ use std::ffi::{c_int, c_uint, c_void};
 use std::ptr::addr_of;
 
 use trace_format::verbs::{
-    ACK_CQ_EVENTS, MODIFY_SRQ, QUERY_DEVICE, QUERY_GID, QUERY_PKEY, QUERY_PORT, QUERY_QP, QUERY_SRQ,
+    ACK_CQ_EVENTS, MODIFY_QP, MODIFY_SRQ, QUERY_DEVICE, QUERY_GID, QUERY_PKEY, QUERY_PORT,
+    QUERY_QP, QUERY_SRQ,
 };
 use verbs_abi::{
     _compat_ibv_port_attr, ibv_async_event, ibv_comp_channel, ibv_context, ibv_cq, ibv_device_attr,
@@ -199,13 +200,16 @@ pub unsafe extern "C" fn ibv_modify_qp(
                     unsafe { addr_of!((*attr).qp_state).cast::<c_int>().read() }
                 };
                 errno.restore();
-                call.end_errno(
-                    format_args!(
-                        "ibv_modify_qp(qp={}, attr={}, attr_mask={attr_mask:#x}, qp_state={state})",
-                        Ptr(qp),
-                        Ptr(attr)
-                    ),
-                    *rc,
+                call.done(
+                    &MODIFY_QP,
+                    &[
+                        qp as u64,
+                        attr as u64,
+                        attr_mask as u32 as u64,
+                        state as i64 as u64,
+                    ],
+                    *rc as i64 as u64,
+                    false,
                 );
             },
         )

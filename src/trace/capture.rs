@@ -7,7 +7,7 @@
 use std::ffi::c_char;
 
 use trace_format::verbs::{Show, Verb, DEV_GUID, DEV_KNOWN, SAME_AS_DEVICE_NAME, STR_MAX};
-use verbs_abi::ibv_device;
+use verbs_abi::{ibv_device, ibv_mr, ibv_qp};
 
 use crate::registry::devices;
 
@@ -17,7 +17,8 @@ use crate::registry::devices;
 /// # Safety
 /// `out` is valid for `cap` bytes; `args` has one word per argument; a
 /// `Dev` word is NULL or a device pointer, a `Str` result NULL or a C
-/// string from the real library.
+/// string from the real library, an `Mr` or `Qp` result NULL or the
+/// object the real library just returned.
 #[inline(always)]
 pub unsafe fn encode(
     verb: &Verb,
@@ -42,6 +43,20 @@ pub unsafe fn encode(
         _ => None,
     };
     w.word(result);
+    // An MR's keys, a QP's number: read now, the object may be gone later.
+    let more = match verb.result {
+        Show::Mr if result != 0 => {
+            let mr = result as *const ibv_mr;
+            // SAFETY: per the contract, the MR the real library just returned.
+            unsafe { u64::from((*mr).lkey) | u64::from((*mr).rkey) << 32 }
+        }
+        // SAFETY: per the contract, the QP the real library just returned.
+        Show::Qp if result != 0 => u64::from(unsafe { (*(result as *const ibv_qp)).qp_num }),
+        _ => 0,
+    };
+    if matches!(verb.result, Show::Mr | Show::Qp) {
+        w.word(more);
+    }
     if verb.result == Show::Str && result != 0 {
         // ibv_get_device_name returns the device's own name: a marker
         // rather than the same bytes twice (the name follows).
@@ -55,7 +70,7 @@ pub unsafe fn encode(
         }
     }
     for (i, (&(_, show), &a)) in verb.args.iter().zip(args).enumerate() {
-        if show == Show::Dev {
+        if show == Show::Dev || show == Show::OnDev {
             let d = match first {
                 Some(d) if i == 0 => d,
                 _ => Device::of(a as *const ibv_device),

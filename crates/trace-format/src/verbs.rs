@@ -34,13 +34,24 @@ pub enum Show {
     Guid,
     /// `void` (no word).
     Void,
+    /// Unsigned decimal.
+    Uint,
+    /// An MR: `NULL` or `0x... (lkey=0x.. rkey=0x..)`. Words: the pointer,
+    /// then lkey | rkey << 32.
+    Mr,
+    /// A QP: `NULL` or `0x... (qp_num=0x..)`. Words: the pointer, qp_num.
+    Qp,
+    /// A device shown after the argument before it as ` on <device>`
+    /// (`ibv_close_device(context=0x.. on <device>)`); words as `Dev`'s.
+    OnDev,
 }
 
 impl Show {
     pub const fn words(self) -> usize {
         match self {
             Show::Void => 0,
-            Show::Dev => 3,
+            Show::Dev | Show::OnDev => 3,
+            Show::Mr | Show::Qp => 2,
             _ => 1,
         }
     }
@@ -112,6 +123,14 @@ verbs! {
     19 IMPORT_DEVICE = "ibv_import_device"(cmd_fd: Int) -> Ptr;
     20 IMPORT_PD = "ibv_import_pd"(context: Ptr, pd_handle: Int) -> Ptr;
     21 CREATE_AH_FROM_WC = "ibv_create_ah_from_wc"(pd: Ptr, wc: Ptr, grh: Ptr, port_num: Int) -> Ptr;
+    22 REG_MR = "ibv_reg_mr"(pd: Ptr, addr: Ptr, length: Uint, access: Hex) -> Mr;
+    23 REG_MR_IOVA = "ibv_reg_mr_iova"(pd: Ptr, addr: Ptr, length: Uint, iova: Hex, access: Hex) -> Mr;
+    24 REG_MR_IOVA2 = "ibv_reg_mr_iova2"(pd: Ptr, addr: Ptr, length: Uint, iova: Hex, access: Hex) -> Mr;
+    25 REG_DMABUF_MR = "ibv_reg_dmabuf_mr"(pd: Ptr, offset: Hex, length: Uint, iova: Hex, fd: Int, access: Hex) -> Mr;
+    26 CREATE_QP = "ibv_create_qp"(pd: Ptr, qp_init_attr: Ptr) -> Qp;
+    27 MODIFY_QP = "ibv_modify_qp"(qp: Ptr, attr: Ptr, attr_mask: Hex, qp_state: Int) -> Rc;
+    28 CLOSE_DEVICE = "ibv_close_device"(context: Ptr, device: OnDev) -> Int;
+    29 IMPORT_MR = "ibv_import_mr"(pd: Ptr, mr_handle: Uint) -> Mr;
 }
 
 /// The verb with id `id`, if this reader knows it.
@@ -186,6 +205,18 @@ fn value(f: &mut dyn fmt::Write, show: Show, r: &mut Reader<'_>) -> fmt::Result 
     match show {
         Show::Ptr => ptr(f, w),
         Show::Int => write!(f, "{}", w as i64),
+        Show::Uint => write!(f, "{w}"),
+        Show::Mr | Show::Qp => {
+            let more = r.word().unwrap_or(0);
+            if w == 0 {
+                return f.write_str("NULL");
+            }
+            if show == Show::Mr {
+                write!(f, "{w:#x} (lkey={:#x} rkey={:#x})", more as u32, more >> 32)
+            } else {
+                write!(f, "{w:#x} (qp_num={:#x})", more as u32)
+            }
+        }
         Show::Hex => hex(f, w),
         Show::Guid => write!(f, "{:016x}", u64::from_be(w)),
         Show::Rc => match w as i32 {
@@ -205,7 +236,7 @@ fn value(f: &mut dyn fmt::Write, show: Show, r: &mut Reader<'_>) -> fmt::Result 
                 write!(f, "{s:?}")
             }
         }
-        Show::Dev => {
+        Show::Dev | Show::OnDev => {
             let guid = r.word().unwrap_or(0);
             let bits = r.word().unwrap_or(0);
             if w == 0 {
@@ -240,6 +271,11 @@ impl fmt::Display for CallText<'_> {
         f.write_str(verb.name)?;
         f.write_char('(')?;
         for (i, (name, show)) in verb.args.iter().enumerate() {
+            if *show == Show::OnDev {
+                f.write_str(" on ")?;
+                value(f, *show, &mut r)?;
+                continue;
+            }
             if i > 0 {
                 f.write_str(", ")?;
             }
@@ -317,6 +353,20 @@ mod tests {
             "ibv_import_device(cmd_fd=-1)"
         );
         assert_eq!(ResultText(&IMPORT_DEVICE, &p).to_string(), "NULL");
+        let q = payload(&[0, 0x7000, 0x5000, 0, DEV_KNOWN], &[b"rxe0"]);
+        assert_eq!(
+            CallText(&CLOSE_DEVICE, &q).to_string(),
+            "ibv_close_device(context=0x7000 on 0x5000 rxe0 [soft-RoCE (rxe)])"
+        );
+        let q = payload(&[0xa000, 0x1234_0000_5678, 0xb000, 0x100, 4096, 7], &[]);
+        assert_eq!(
+            CallText(&REG_MR, &q).to_string(),
+            "ibv_reg_mr(pd=0xb000, addr=0x100, length=4096, access=0x7)"
+        );
+        assert_eq!(
+            ResultText(&REG_MR, &q).to_string(),
+            "0xa000 (lkey=0x5678 rkey=0x1234)"
+        );
         // Cut: what is there, then `?`.
         assert_eq!(
             CallText(&QUERY_PORT, &p).to_string(),
