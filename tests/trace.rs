@@ -558,6 +558,17 @@ fn trace_and_log_agree(clock: &str) {
         traced.iter().map(|c| &c.1).collect::<Vec<_>>(),
         logged.iter().map(|c| &c.1).collect::<Vec<_>>()
     );
+    // A void verb's record: its argument, not an empty result word.
+    assert!(
+        traced
+            .iter()
+            .any(|c| c.1.starts_with("ibv_free_device_list(list=0x") && c.1.ends_with(" = void")),
+        "{:?}",
+        traced
+            .iter()
+            .filter(|c| c.1.starts_with("ibv_free_device_list"))
+            .collect::<Vec<_>>()
+    );
     assert!(
         traced
             .iter()

@@ -42,7 +42,11 @@ pub unsafe fn encode(
         (Some(&(_, Show::Dev)), Some(&d)) => Some(Device::of(d as *const ibv_device)),
         _ => None,
     };
-    w.word(result);
+    // A `void` verb's or an event's result has no word: the arguments'
+    // words come first.
+    if verb.result.words() > 0 {
+        w.word(result);
+    }
     // An MR's keys, a QP's number: read now, the object may be gone later.
     let more = match verb.result {
         Show::Mr if result != 0 => {

@@ -124,6 +124,18 @@ pub fn event(what: fmt::Arguments<'_>, result: fmt::Arguments<'_>, failed: bool,
     ring::record(crate::clock::now(), 0, flags, errno, what, result);
 }
 
+/// [`event`] as a binary record: `verb`'s id, `args` (one word per
+/// argument of `verb`) and `result`.
+pub fn event_bin(verb: &trace_format::verbs::Verb, args: &[u64], result: u64, failed: bool) {
+    if !ready() {
+        return;
+    }
+    let flags = trace_format::FLAG_EVENT
+        | trace_format::FLAG_BINARY
+        | if failed { trace_format::FLAG_FAILED } else { 0 };
+    ring::record_bin(crate::clock::now(), 0, flags, 0, verb, args, result);
+}
+
 /// Opens the trace on the first record.
 #[inline(always)]
 fn ready() -> bool {

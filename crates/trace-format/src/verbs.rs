@@ -41,6 +41,10 @@ pub enum Show {
     Mr,
     /// A QP: `NULL` or `0x... (qp_num=0x..)`. Words: the pointer, qp_num.
     Qp,
+    /// A data-path event's outcome `posted` (no word).
+    Posted,
+    /// A completion's status: `status=N`.
+    Status,
     /// A device shown after the argument before it as ` on <device>`
     /// (`ibv_close_device(context=0x.. on <device>)`); words as `Dev`'s.
     OnDev,
@@ -49,7 +53,7 @@ pub enum Show {
 impl Show {
     pub const fn words(self) -> usize {
         match self {
-            Show::Void => 0,
+            Show::Void | Show::Posted => 0,
             Show::Dev | Show::OnDev => 3,
             Show::Mr | Show::Qp => 2,
             _ => 1,
@@ -131,6 +135,10 @@ verbs! {
     27 MODIFY_QP = "ibv_modify_qp"(qp: Ptr, attr: Ptr, attr_mask: Hex, qp_state: Int) -> Rc;
     28 CLOSE_DEVICE = "ibv_close_device"(context: Ptr, device: OnDev) -> Int;
     29 IMPORT_MR = "ibv_import_mr"(pd: Ptr, mr_handle: Uint) -> Mr;
+    // The data path's events (`trace::event_bin`), for `ibv-shim trace --per-qp`.
+    30 POST_SEND_EVENT = "post_send"(qp_num: Hex, wr_id: Hex) -> Posted;
+    31 POST_RECV_EVENT = "post_recv"(qp_num: Hex, wr_id: Hex) -> Posted;
+    32 COMPLETION_EVENT = "completion"(qp_num: Hex, wr_id: Hex, recv: Int) -> Status;
 }
 
 /// The verb with id `id`, if this reader knows it.
@@ -199,6 +207,9 @@ fn value(f: &mut dyn fmt::Write, show: Show, r: &mut Reader<'_>) -> fmt::Result 
     if show == Show::Void {
         return f.write_str("void");
     }
+    if show == Show::Posted {
+        return f.write_str("posted");
+    }
     let Some(w) = r.word() else {
         return f.write_str("?");
     };
@@ -206,6 +217,7 @@ fn value(f: &mut dyn fmt::Write, show: Show, r: &mut Reader<'_>) -> fmt::Result 
         Show::Ptr => ptr(f, w),
         Show::Int => write!(f, "{}", w as i64),
         Show::Uint => write!(f, "{w}"),
+        Show::Status => write!(f, "status={}", w as i64),
         Show::Mr | Show::Qp => {
             let more = r.word().unwrap_or(0);
             if w == 0 {
@@ -256,7 +268,7 @@ fn value(f: &mut dyn fmt::Write, show: Show, r: &mut Reader<'_>) -> fmt::Result 
             }
             Ok(())
         }
-        Show::Void => unreachable!("handled above"),
+        Show::Void | Show::Posted => unreachable!("handled above"),
     }
 }
 
