@@ -532,7 +532,12 @@ fn trace_and_log_agree(clock: &str) {
         "ibv_reg_mr",
         "ibv_create_qp",
         "ibv_modify_qp",
+        "ibv_destroy_qp",
+        "ibv_destroy_cq",
+        "ibv_dereg_mr",
+        "ibv_dealloc_pd",
         "ibv_close_device",
+        "ibv_free_device_list",
     ] {
         let of: Vec<_> = raw
             .records

@@ -238,7 +238,10 @@ pub fn destroy<T>(
         _ => {}
     }
     errno.restore();
-    if d.void {
+    if let Some(verb) = call.logging().then(|| destroy_verb(d)).flatten() {
+        let result = if d.void { 0 } else { rc as i64 as u64 };
+        call.done(verb, &[addr as u64], result, false);
+    } else if d.void {
         call.end_void(format_args!(
             "{}({}={})",
             d.func,
@@ -252,6 +255,13 @@ pub fn destroy<T>(
         );
     }
     Ok(rc)
+}
+
+/// The binary trace's descriptor of a destroy verb (those of the
+/// context's tables have none yet: text).
+#[cold]
+fn destroy_verb(d: &Destroy) -> Option<&'static trace_format::verbs::Verb> {
+    trace_format::verbs::destroy(d.func, d.arg, d.void)
 }
 
 /// After EBUSY: names the tracked objects that still hold `o`.

@@ -139,6 +139,25 @@ verbs! {
     30 POST_SEND_EVENT = "post_send"(qp_num: Hex, wr_id: Hex) -> Posted;
     31 POST_RECV_EVENT = "post_recv"(qp_num: Hex, wr_id: Hex) -> Posted;
     32 COMPLETION_EVENT = "completion"(qp_num: Hex, wr_id: Hex, recv: Int) -> Status;
+    // The destroys (`by_name`: the shim's generic destroy knows its verb by name).
+    33 DEALLOC_PD = "ibv_dealloc_pd"(pd: Ptr) -> Rc;
+    34 DEREG_MR = "ibv_dereg_mr"(mr: Ptr) -> Rc;
+    35 DESTROY_CQ = "ibv_destroy_cq"(cq: Ptr) -> Rc;
+    36 DESTROY_SRQ = "ibv_destroy_srq"(srq: Ptr) -> Rc;
+    37 DESTROY_QP = "ibv_destroy_qp"(qp: Ptr) -> Rc;
+    38 DESTROY_AH = "ibv_destroy_ah"(ah: Ptr) -> Rc;
+    39 DESTROY_COMP_CHANNEL = "ibv_destroy_comp_channel"(channel: Ptr) -> Rc;
+    40 UNIMPORT_PD = "ibv_unimport_pd"(pd: Ptr) -> Void;
+    41 UNIMPORT_MR = "ibv_unimport_mr"(mr: Ptr) -> Void;
+}
+
+/// The destroy verb `name(arg)` (one pointer argument named `arg`;
+/// `void` when `void`), if it has a descriptor.
+pub fn destroy(name: &str, arg: &str, void: bool) -> Option<&'static Verb> {
+    VERBS[DEALLOC_PD.id as usize..=UNIMPORT_MR.id as usize]
+        .iter()
+        .copied()
+        .find(|v| v.name == name && v.args[0].0 == arg && (v.result == Show::Void) == void)
 }
 
 /// The verb with id `id`, if this reader knows it.
