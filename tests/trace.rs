@@ -602,11 +602,12 @@ fn trace_and_log_agree(clock: &str) {
 /// (callgrind: deterministic): the record is a few words copied into the
 /// ring, not text formatted on the calling thread (2,240 added when the
 /// call's text was formatted into the record; 565 with per-verb figures
-/// counted as records were copied out, the device's name copied twice).
+/// counted as records were copied out, the device's name copied twice;
+/// about 490 now, the generic payload's extra result kinds included).
 /// Counted with everything the trace makes the process do: the copy-out
 /// to the file and the writer thread included.
 #[test]
-fn a_traced_call_adds_at_most_480_instructions() {
+fn a_traced_call_adds_at_most_520_instructions() {
     let dir = TempDir::new("trace-cost");
     let count = |calls: u64, shim: bool| -> u64 {
         let (cmd, _fabric) = command(
@@ -641,5 +642,5 @@ fn a_traced_call_adds_at_most_480_instructions() {
         |shim| (count(long, shim) as f64 - count(short, shim) as f64) / (long - short) as f64;
     let added = per_call(true) - per_call(false);
     eprintln!("a traced ibv_get_device_name adds {added:.0} instructions");
-    assert!(added <= 480.0, "a traced call adds {added:.0} instructions");
+    assert!(added <= 520.0, "a traced call adds {added:.0} instructions");
 }

@@ -12,8 +12,8 @@ use std::ffi::{c_int, c_uint, c_void};
 use std::ptr::addr_of;
 
 use trace_format::verbs::{
-    ACK_CQ_EVENTS, MODIFY_QP, MODIFY_SRQ, QUERY_DEVICE, QUERY_GID, QUERY_PKEY, QUERY_PORT,
-    QUERY_QP, QUERY_SRQ,
+    ACK_CQ_EVENTS, GET_ASYNC_EVENT, GET_CQ_EVENT, MODIFY_QP, MODIFY_SRQ, QUERY_DEVICE, QUERY_GID,
+    QUERY_PKEY, QUERY_PORT, QUERY_QP, QUERY_SRQ,
 };
 use verbs_abi::{
     _compat_ibv_port_attr, ibv_async_event, ibv_comp_channel, ibv_context, ibv_cq, ibv_device_attr,
@@ -326,9 +326,10 @@ pub unsafe extern "C" fn ibv_get_cq_event(
                 } else {
                     std::ptr::null_mut()
                 };
-                call.end(
-                    format_args!("ibv_get_cq_event(channel={})", Ptr(channel)),
-                    format_args!("{rc} (cq={})", Ptr(got)),
+                call.done(
+                    &GET_CQ_EVENT,
+                    &[channel as u64, got as u64],
+                    *rc as i64 as u64,
                     *rc != 0,
                 )
             },
@@ -377,13 +378,10 @@ pub unsafe extern "C" fn ibv_get_async_event(
                 } else {
                     -1
                 };
-                call.end(
-                    format_args!(
-                        "ibv_get_async_event(context={}, event={})",
-                        Ptr(context),
-                        Ptr(event)
-                    ),
-                    format_args!("{rc} (event_type={kind})"),
+                call.done(
+                    &GET_ASYNC_EVENT,
+                    &[context as u64, event as u64, kind as i64 as u64],
+                    *rc as i64 as u64,
                     *rc != 0,
                 );
             },

@@ -15,7 +15,8 @@ use crate::registry::devices;
 /// bytes); returns its length and whether it was cut to fit.
 ///
 /// # Safety
-/// `out` is valid for `cap` bytes; `args` has one word per argument; a
+/// `out` is valid for `cap` bytes; `args` has one word per argument (then,
+/// for an `RcCq` or `RcEventType` result, its value); a
 /// `Dev` word is NULL or a device pointer, a `Str` result NULL or a C
 /// string from the real library, an `Mr` or `Qp` result NULL or the
 /// object the real library just returned.
@@ -44,10 +45,11 @@ pub unsafe fn encode(
     };
     // A `void` verb's or an event's result has no word: the arguments'
     // words come first.
-    if verb.result.words() > 0 {
+    if verb.rwords > 0 {
         w.word(result);
     }
-    // An MR's keys, a QP's number: read now, the object may be gone later.
+    // An MR's keys, a QP's number: read now, the object may be gone later;
+    // a value returned through a pointer: the word after the arguments'.
     let more = match verb.result {
         Show::Mr if result != 0 => {
             let mr = result as *const ibv_mr;
@@ -56,9 +58,10 @@ pub unsafe fn encode(
         }
         // SAFETY: per the contract, the QP the real library just returned.
         Show::Qp if result != 0 => u64::from(unsafe { (*(result as *const ibv_qp)).qp_num }),
+        Show::RcCq | Show::RcEventType => args.get(verb.args.len()).copied().unwrap_or(0),
         _ => 0,
     };
-    if matches!(verb.result, Show::Mr | Show::Qp) {
+    if verb.rwords > 1 {
         w.word(more);
     }
     if verb.result == Show::Str && result != 0 {

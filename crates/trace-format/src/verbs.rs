@@ -41,6 +41,13 @@ pub enum Show {
     Mr,
     /// A QP: `NULL` or `0x... (qp_num=0x..)`. Words: the pointer, qp_num.
     Qp,
+    /// An int result and the CQ the call returned through a pointer:
+    /// `rc (cq=0x..)`. Words: the result, the CQ (the export passes it
+    /// after the arguments' words).
+    RcCq,
+    /// An int result and the event's type: `rc (event_type=N)`; words as
+    /// `RcCq`'s.
+    RcEventType,
     /// A data-path event's outcome `posted` (no word).
     Posted,
     /// A completion's status: `status=N`.
@@ -55,7 +62,7 @@ impl Show {
         match self {
             Show::Void | Show::Posted => 0,
             Show::Dev | Show::OnDev => 3,
-            Show::Mr | Show::Qp => 2,
+            Show::Mr | Show::Qp | Show::RcCq | Show::RcEventType => 2,
             _ => 1,
         }
     }
@@ -80,6 +87,8 @@ pub struct Verb {
     pub result: Show,
     /// Words of the payload: the result's and the arguments'.
     pub nwords: usize,
+    /// Words of the result (0 to 2).
+    pub rwords: usize,
 }
 
 impl Verb {
@@ -98,6 +107,7 @@ macro_rules! verbs {
             args: &[$((stringify!($arg), Show::$show)),*],
             result: Show::$res,
             nwords: Show::$res.words() $(+ Show::$show.words())*,
+            rwords: Show::$res.words(),
         };)*
         /// Every verb with a binary record, by id.
         pub static VERBS: &[&Verb] = &[$(&$konst),*];
@@ -149,6 +159,8 @@ verbs! {
     39 DESTROY_COMP_CHANNEL = "ibv_destroy_comp_channel"(channel: Ptr) -> Rc;
     40 UNIMPORT_PD = "ibv_unimport_pd"(pd: Ptr) -> Void;
     41 UNIMPORT_MR = "ibv_unimport_mr"(mr: Ptr) -> Void;
+    42 GET_CQ_EVENT = "ibv_get_cq_event"(channel: Ptr) -> RcCq;
+    43 GET_ASYNC_EVENT = "ibv_get_async_event"(context: Ptr, event: Ptr) -> RcEventType;
 }
 
 /// The destroy verb `name(arg)` (one pointer argument named `arg`;
@@ -237,6 +249,17 @@ fn value(f: &mut dyn fmt::Write, show: Show, r: &mut Reader<'_>) -> fmt::Result 
         Show::Int => write!(f, "{}", w as i64),
         Show::Uint => write!(f, "{w}"),
         Show::Status => write!(f, "status={}", w as i64),
+        Show::RcCq | Show::RcEventType => {
+            let v = r.word().unwrap_or(0);
+            write!(f, "{} (", w as i64)?;
+            if show == Show::RcCq {
+                f.write_str("cq=")?;
+                ptr(f, v)?;
+            } else {
+                write!(f, "event_type={}", v as i64)?;
+            }
+            f.write_char(')')
+        }
         Show::Mr | Show::Qp => {
             let more = r.word().unwrap_or(0);
             if w == 0 {
@@ -398,6 +421,12 @@ mod tests {
             ResultText(&REG_MR, &q).to_string(),
             "0xa000 (lkey=0x5678 rkey=0x1234)"
         );
+        let q = payload(&[0, 0x6000, 0xc000], &[]);
+        assert_eq!(
+            CallText(&GET_CQ_EVENT, &q).to_string(),
+            "ibv_get_cq_event(channel=0xc000)"
+        );
+        assert_eq!(ResultText(&GET_CQ_EVENT, &q).to_string(), "0 (cq=0x6000)");
         // Cut: what is there, then `?`.
         assert_eq!(
             CallText(&QUERY_PORT, &p).to_string(),
