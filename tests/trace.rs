@@ -532,6 +532,7 @@ fn trace_and_log_agree(clock: &str) {
         "ibv_reg_mr",
         "ibv_create_qp",
         "ibv_modify_qp",
+        "ibv_rereg_mr",
         "ibv_destroy_qp",
         "ibv_destroy_cq",
         "ibv_dereg_mr",

@@ -12,8 +12,8 @@ use std::ffi::{c_int, c_uint, c_void};
 use std::ptr::addr_of;
 
 use trace_format::verbs::{
-    ACK_CQ_EVENTS, GET_ASYNC_EVENT, GET_CQ_EVENT, MODIFY_QP, MODIFY_SRQ, QUERY_DEVICE, QUERY_GID,
-    QUERY_PKEY, QUERY_PORT, QUERY_QP, QUERY_SRQ,
+    ACK_ASYNC_EVENT, ACK_CQ_EVENTS, FORK_INIT, GET_ASYNC_EVENT, GET_CQ_EVENT, MODIFY_QP,
+    MODIFY_SRQ, QUERY_DEVICE, QUERY_GID, QUERY_PKEY, QUERY_PORT, QUERY_QP, QUERY_SRQ,
 };
 use verbs_abi::{
     _compat_ibv_port_attr, ibv_async_event, ibv_comp_channel, ibv_context, ibv_cq, ibv_device_attr,
@@ -398,7 +398,7 @@ pub unsafe extern "C" fn ibv_ack_async_event(event: *mut ibv_async_event) {
         forward(
             unchecked,
             || real.call(event),
-            |call, ()| call.end_void(format_args!("ibv_ack_async_event(event={})", Ptr(event))),
+            |call, ()| call.done(&ACK_ASYNC_EVENT, &[event as u64], 0, false),
         )
     })
 }
@@ -455,7 +455,7 @@ pub unsafe extern "C" fn ibv_fork_init() -> c_int {
         forward(
             unchecked,
             || real.call(),
-            |call, rc| call.end_errno(format_args!("ibv_fork_init()"), *rc),
+            |call, rc| call.done(&FORK_INIT, &[], *rc as i64 as u64, false),
         )
         .map(ErrnoCode)
     })

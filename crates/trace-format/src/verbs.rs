@@ -161,6 +161,9 @@ verbs! {
     41 UNIMPORT_MR = "ibv_unimport_mr"(mr: Ptr) -> Void;
     42 GET_CQ_EVENT = "ibv_get_cq_event"(channel: Ptr) -> RcCq;
     43 GET_ASYNC_EVENT = "ibv_get_async_event"(context: Ptr, event: Ptr) -> RcEventType;
+    44 ACK_ASYNC_EVENT = "ibv_ack_async_event"(event: Ptr) -> Void;
+    45 FORK_INIT = "ibv_fork_init"() -> Rc;
+    46 REREG_MR = "ibv_rereg_mr"(mr: Ptr, flags: Hex, pd: Ptr, addr: Ptr, length: Uint, access: Hex) -> Int;
 }
 
 /// The destroy verb `name(arg)` (one pointer argument named `arg`;

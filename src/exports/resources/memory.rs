@@ -2,11 +2,11 @@
 
 use std::ffi::{c_int, c_void};
 
-use trace_format::verbs::{ALLOC_PD, REG_DMABUF_MR, REG_MR, REG_MR_IOVA, REG_MR_IOVA2};
+use trace_format::verbs::{ALLOC_PD, REG_DMABUF_MR, REG_MR, REG_MR_IOVA, REG_MR_IOVA2, REREG_MR};
 use verbs_abi::{ibv_context, ibv_mr, ibv_pd};
 
 use super::super::create_destroy::{create, destroy, on_context, record, track, track_mr, Destroy};
-use super::super::{alive, forward, not_null, Ptr};
+use super::super::{alive, forward, not_null};
 use super::{MRS, PDS};
 use crate::guard::{export, Errno, ErrnoCode, MinusOne};
 use crate::real::real_fns;
@@ -251,14 +251,18 @@ pub unsafe extern "C" fn ibv_rereg_mr(
                     });
                     errno.restore();
                 }
-                call.end_minus_one(
-                    format_args!(
-                        "ibv_rereg_mr(mr={}, flags={flags:#x}, pd={}, addr={}, length={length}, access={access:#x})",
-                        Ptr(mr),
-                        Ptr(pd),
-                        Ptr(addr)
-                    ),
-                    rc,
+                call.done(
+                    &REREG_MR,
+                    &[
+                        mr as u64,
+                        flags as u32 as u64,
+                        pd as u64,
+                        addr as u64,
+                        length as u64,
+                        access as u32 as u64,
+                    ],
+                    rc as i64 as u64,
+                    rc != 0,
                 );
             },
         )

@@ -14,7 +14,8 @@
  * ibv_get_device_guid and exits; "serial" runs the THREADS threads one
  * after another (each exits before the next starts), any number of them.
  * With $TRACER_OBJECTS set, before closing the device: a PD, an MR, a CQ
- * and an RC QP made, the QP moved to INIT, and all destroyed.
+ * and an RC QP made, the QP moved to INIT, the MR's access changed
+ * (ibv_rereg_mr), and all destroyed.
  */
 #include <infiniband/verbs.h>
 #include <fcntl.h>
@@ -70,6 +71,9 @@ static int objects(void)
         .qp_access_flags = IBV_ACCESS_LOCAL_WRITE,
     };
     int rc = ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+    /* Traced whatever its outcome (a provider may not support it). */
+    (void)ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+                       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
     ibv_destroy_qp(qp);
     ibv_destroy_cq(cq);
     ibv_dereg_mr(mr);
