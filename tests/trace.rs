@@ -486,6 +486,7 @@ fn trace_and_log_agree(clock: &str) {
         &[
             ("IBV_SHIM_TRACE_FULL", "block"),
             ("TRACER_FAILS", "2"),
+            ("TRACER_OBJECTS", "1"),
             ("IBV_SHIM_LOG", "debug"),
             ("IBV_SHIM_LOG_FILE", log.to_str().unwrap()),
             ("IBV_SHIM_TRACE_CLOCK", clock),
@@ -524,6 +525,33 @@ fn trace_and_log_agree(clock: &str) {
         .filter(|r| r.name() == "ibv_get_device_name")
         .collect();
     assert_eq!(names.len(), 300);
+    // The verbs with words of their own (an MR's keys, a QP's number, the
+    // device a context is on) are binary records too.
+    for verb in [
+        "ibv_open_device",
+        "ibv_reg_mr",
+        "ibv_create_qp",
+        "ibv_modify_qp",
+        "ibv_rereg_mr",
+        "ibv_destroy_qp",
+        "ibv_destroy_cq",
+        "ibv_dereg_mr",
+        "ibv_dealloc_pd",
+        "ibv_close_device",
+        "ibv_free_device_list",
+    ] {
+        let of: Vec<_> = raw
+            .records
+            .iter()
+            .filter(|r| r.name().starts_with(verb))
+            .collect();
+        assert!(!of.is_empty(), "no {verb} record");
+        assert!(
+            of.iter().all(|r| r.flags & trace_format::FLAG_BINARY != 0),
+            "{verb} is not a binary record: {:?}",
+            of[0]
+        );
+    }
     assert!(
         names
             .iter()
@@ -535,6 +563,17 @@ fn trace_and_log_agree(clock: &str) {
     assert_eq!(
         traced.iter().map(|c| &c.1).collect::<Vec<_>>(),
         logged.iter().map(|c| &c.1).collect::<Vec<_>>()
+    );
+    // A void verb's record: its argument, not an empty result word.
+    assert!(
+        traced
+            .iter()
+            .any(|c| c.1.starts_with("ibv_free_device_list(list=0x") && c.1.ends_with(" = void")),
+        "{:?}",
+        traced
+            .iter()
+            .filter(|c| c.1.starts_with("ibv_free_device_list"))
+            .collect::<Vec<_>>()
     );
     assert!(
         traced
@@ -563,10 +602,13 @@ fn trace_and_log_agree(clock: &str) {
 /// What a traced call costs the calling process, in instructions
 /// (callgrind: deterministic): the record is a few words copied into the
 /// ring, not text formatted on the calling thread (2,240 added when the
-/// call's text was formatted into the record). Counted with everything the trace makes the process do: the
-/// copy-out to the file and the writer thread included.
+/// call's text was formatted into the record; 565 with per-verb figures
+/// counted as records were copied out, the device's name copied twice;
+/// about 490 now, the generic payload's extra result kinds included).
+/// Counted with everything the trace makes the process do: the copy-out
+/// to the file and the writer thread included.
 #[test]
-fn a_traced_call_adds_at_most_700_instructions() {
+fn a_traced_call_adds_at_most_520_instructions() {
     let dir = TempDir::new("trace-cost");
     let count = |calls: u64, shim: bool| -> u64 {
         let (cmd, _fabric) = command(
@@ -601,5 +643,5 @@ fn a_traced_call_adds_at_most_700_instructions() {
         |shim| (count(long, shim) as f64 - count(short, shim) as f64) / (long - short) as f64;
     let added = per_call(true) - per_call(false);
     eprintln!("a traced ibv_get_device_name adds {added:.0} instructions");
-    assert!(added <= 700.0, "a traced call adds {added:.0} instructions");
+    assert!(added <= 520.0, "a traced call adds {added:.0} instructions");
 }

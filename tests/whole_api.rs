@@ -751,6 +751,22 @@ fn a_traced_pingpong_gives_posts_completions_and_latency_per_qp() {
         let us = |s: &str| s.trim_end_matches("us").parse::<f64>().unwrap();
         assert!(us(row[6]) > 0.0 && us(row[9]) >= us(row[8]), "{q}:\n{text}");
     }
+    // The posts and completions are binary records: no text made on the
+    // data path.
+    let t = trace_format::decode(&std::fs::read(&file).unwrap()).unwrap();
+    let events: Vec<_> = t
+        .records
+        .iter()
+        .filter(|r| r.flags & trace_format::FLAG_EVENT != 0)
+        .collect();
+    assert_eq!(events.len(), 160, "{events:?}");
+    assert!(
+        events
+            .iter()
+            .all(|r| r.flags & trace_format::FLAG_BINARY != 0),
+        "{:?}",
+        events[0]
+    );
 }
 
 /// A QP destroyed and the next made at its address: the checks judge the

@@ -251,7 +251,10 @@ pub fn destroy<T>(
     if !call.logging() {
         return Ok(rc);
     }
-    if d.void {
+    if let Some(verb) = destroy_verb(d) {
+        let result = if d.void { 0 } else { rc as i64 as u64 };
+        call.done(verb, &[addr as u64], result, false);
+    } else if d.void {
         call.end_void(format_args!(
             "{}({}={})",
             d.func,
@@ -265,6 +268,13 @@ pub fn destroy<T>(
         );
     }
     Ok(rc)
+}
+
+/// The binary trace's descriptor of a destroy verb (those of the
+/// context's tables have none yet: text).
+#[cold]
+fn destroy_verb(d: &Destroy) -> Option<&'static trace_format::verbs::Verb> {
+    trace_format::verbs::destroy(d.func, d.arg, d.void)
 }
 
 /// After EBUSY: names the tracked objects that still hold `o`.
@@ -325,20 +335,6 @@ pub fn track_mr(
     o.x = access;
     o.set_sub(via);
     track(o);
-}
-
-/// An MR result for the log: address and keys.
-pub struct MrResult(pub *mut ibv_mr);
-
-impl fmt::Display for MrResult {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.0.is_null() {
-            return f.write_str("NULL");
-        }
-        // SAFETY: a live MR just returned by the real library.
-        let (lkey, rkey) = unsafe { ((*self.0).lkey, (*self.0).rkey) };
-        write!(f, "{:p} (lkey={lkey:#x} rkey={rkey:#x})", self.0)
-    }
 }
 
 /// A QP result for the log: address and number.

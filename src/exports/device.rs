@@ -8,7 +8,7 @@
 use std::ffi::{c_char, c_int};
 
 use trace_format::verbs::{
-    FREE_DEVICE_LIST, GET_DEVICE_GUID, GET_DEVICE_INDEX, GET_DEVICE_NAME, OPEN_DEVICE,
+    CLOSE_DEVICE, FREE_DEVICE_LIST, GET_DEVICE_GUID, GET_DEVICE_INDEX, GET_DEVICE_NAME, OPEN_DEVICE,
 };
 use verbs_abi::{__be64, ibv_context, ibv_device};
 
@@ -353,13 +353,11 @@ pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
             registry::abort_close(context as usize);
         }
         errno.restore();
-        call.end_minus_one(
-            format_args!(
-                "ibv_close_device(context={} on {})",
-                Ptr(context),
-                Dev(device)
-            ),
-            rc,
+        call.done(
+            &CLOSE_DEVICE,
+            &[context as u64, device as u64],
+            rc as i64 as u64,
+            rc != 0,
         );
         if rc == 0 {
             // The close's own line too: a program that leaves by `_exit`

@@ -123,7 +123,8 @@ impl Call {
     }
 
     /// Logs / traces `verb(args) = result` from raw words (one per
-    /// argument of `verb`; see `trace_format::verbs`): nothing is
+    /// argument of `verb`, then an `RcCq` / `RcEventType` result's value; see
+    /// `trace_format::verbs`): nothing is
     /// formatted unless the text log is at debug. Leaves errno as it found
     /// it.
     #[inline(always)]

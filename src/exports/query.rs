@@ -12,7 +12,8 @@ use std::ffi::{c_int, c_uint, c_void};
 use std::ptr::addr_of;
 
 use trace_format::verbs::{
-    ACK_CQ_EVENTS, MODIFY_SRQ, QUERY_DEVICE, QUERY_GID, QUERY_PKEY, QUERY_PORT, QUERY_QP, QUERY_SRQ,
+    ACK_ASYNC_EVENT, ACK_CQ_EVENTS, FORK_INIT, GET_ASYNC_EVENT, GET_CQ_EVENT, MODIFY_QP,
+    MODIFY_SRQ, QUERY_DEVICE, QUERY_GID, QUERY_PKEY, QUERY_PORT, QUERY_QP, QUERY_SRQ,
 };
 use verbs_abi::{
     _compat_ibv_port_attr, ibv_async_event, ibv_comp_channel, ibv_context, ibv_cq, ibv_device_attr,
@@ -199,13 +200,16 @@ pub unsafe extern "C" fn ibv_modify_qp(
                     unsafe { addr_of!((*attr).qp_state).cast::<c_int>().read() }
                 };
                 errno.restore();
-                call.end_errno(
-                    format_args!(
-                        "ibv_modify_qp(qp={}, attr={}, attr_mask={attr_mask:#x}, qp_state={state})",
-                        Ptr(qp),
-                        Ptr(attr)
-                    ),
-                    *rc,
+                call.done(
+                    &MODIFY_QP,
+                    &[
+                        qp as u64,
+                        attr as u64,
+                        attr_mask as u32 as u64,
+                        state as i64 as u64,
+                    ],
+                    *rc as i64 as u64,
+                    false,
                 );
             },
         )
@@ -322,9 +326,10 @@ pub unsafe extern "C" fn ibv_get_cq_event(
                 } else {
                     std::ptr::null_mut()
                 };
-                call.end(
-                    format_args!("ibv_get_cq_event(channel={})", Ptr(channel)),
-                    format_args!("{rc} (cq={})", Ptr(got)),
+                call.done(
+                    &GET_CQ_EVENT,
+                    &[channel as u64, got as u64],
+                    *rc as i64 as u64,
                     *rc != 0,
                 )
             },
@@ -373,13 +378,10 @@ pub unsafe extern "C" fn ibv_get_async_event(
                 } else {
                     -1
                 };
-                call.end(
-                    format_args!(
-                        "ibv_get_async_event(context={}, event={})",
-                        Ptr(context),
-                        Ptr(event)
-                    ),
-                    format_args!("{rc} (event_type={kind})"),
+                call.done(
+                    &GET_ASYNC_EVENT,
+                    &[context as u64, event as u64, kind as i64 as u64],
+                    *rc as i64 as u64,
                     *rc != 0,
                 );
             },
@@ -396,7 +398,7 @@ pub unsafe extern "C" fn ibv_ack_async_event(event: *mut ibv_async_event) {
         forward(
             unchecked,
             || real.call(event),
-            |call, ()| call.end_void(format_args!("ibv_ack_async_event(event={})", Ptr(event))),
+            |call, ()| call.done(&ACK_ASYNC_EVENT, &[event as u64], 0, false),
         )
     })
 }
@@ -453,7 +455,7 @@ pub unsafe extern "C" fn ibv_fork_init() -> c_int {
         forward(
             unchecked,
             || real.call(),
-            |call, rc| call.end_errno(format_args!("ibv_fork_init()"), *rc),
+            |call, rc| call.done(&FORK_INIT, &[], *rc as i64 as u64, false),
         )
         .map(ErrnoCode)
     })

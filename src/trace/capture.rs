@@ -6,8 +6,8 @@
 
 use std::ffi::c_char;
 
-use trace_format::verbs::{Show, Verb, DEV_GUID, DEV_KNOWN};
-use verbs_abi::ibv_device;
+use trace_format::verbs::{Show, Verb, DEV_GUID, DEV_KNOWN, SAME_AS_DEVICE_NAME, STR_MAX};
+use verbs_abi::{ibv_device, ibv_mr, ibv_qp};
 
 use crate::registry::devices;
 
@@ -15,9 +15,11 @@ use crate::registry::devices;
 /// bytes); returns its length and whether it was cut to fit.
 ///
 /// # Safety
-/// `out` is valid for `cap` bytes; `args` has one word per argument; a
+/// `out` is valid for `cap` bytes; `args` has one word per argument (then,
+/// for an `RcCq` or `RcEventType` result, its value); a
 /// `Dev` word is NULL or a device pointer, a `Str` result NULL or a C
-/// string from the real library.
+/// string from the real library, an `Mr` or `Qp` result NULL or the
+/// object the real library just returned.
 #[inline(always)]
 pub unsafe fn encode(
     verb: &Verb,
@@ -36,23 +38,88 @@ pub unsafe fn encode(
     if w.strings > cap {
         return (0, true);
     }
-    // A `void` verb's result has no word in the layout: writing one would
-    // shift every argument (and spill into the strings).
-    if verb.result != Show::Void {
+    // The first argument's device, looked up once.
+    let first = match (verb.args.first(), args.first()) {
+        (Some(&(_, Show::Dev)), Some(&d)) => Some(Device::of(d as *const ibv_device)),
+        _ => None,
+    };
+    // A `void` verb's or an event's result has no word: the arguments'
+    // words come first.
+    if verb.rwords > 0 {
         w.word(result);
     }
-    if verb.result == Show::Str && result != 0 {
-        // SAFETY: per the contract, a C string from the real library.
-        unsafe { w.c_string(result as *const c_char, 255) };
+    // An MR's keys, a QP's number: read now, the object may be gone later;
+    // a value returned through a pointer: the word after the arguments'.
+    let more = match verb.result {
+        Show::Mr if result != 0 => {
+            let mr = result as *const ibv_mr;
+            // SAFETY: per the contract, the MR the real library just returned.
+            unsafe { u64::from((*mr).lkey) | u64::from((*mr).rkey) << 32 }
+        }
+        // SAFETY: per the contract, the QP the real library just returned.
+        Show::Qp if result != 0 => u64::from(unsafe { (*(result as *const ibv_qp)).qp_num }),
+        Show::RcCq | Show::RcEventType => args.get(verb.args.len()).copied().unwrap_or(0),
+        _ => 0,
+    };
+    if verb.rwords > 1 {
+        w.word(more);
     }
-    for (&(_, show), &a) in verb.args.iter().zip(args) {
-        if show == Show::Dev {
-            w.device(a as *const ibv_device);
+    if verb.result == Show::Str && result != 0 {
+        // ibv_get_device_name returns the device's own name: a marker
+        // rather than the same bytes twice (the name follows).
+        if first.is_some_and(|d| d.known && d.name() as u64 == result) && w.strings < cap {
+            // SAFETY: strings < cap: inside the payload area.
+            unsafe { *w.out.add(w.strings) = SAME_AS_DEVICE_NAME };
+            w.strings += 1;
+        } else {
+            // SAFETY: per the contract, a C string from the real library.
+            unsafe { w.c_string(result as *const c_char, STR_MAX) };
+        }
+    }
+    for (i, (&(_, show), &a)) in verb.args.iter().zip(args).enumerate() {
+        if show == Show::Dev || show == Show::OnDev {
+            let d = match first {
+                Some(d) if i == 0 => d,
+                _ => Device::of(a as *const ibv_device),
+            };
+            w.device(d);
         } else {
             w.word(a);
         }
     }
     (w.strings, w.cut)
+}
+
+/// A device argument: its address and what the registry knows of it.
+#[derive(Clone, Copy)]
+struct Device {
+    at: *const ibv_device,
+    guid: Option<u64>,
+    known: bool,
+}
+
+impl Device {
+    /// One registry lookup when the GUID is cached (the usual case: the
+    /// list call caches it while the debug gate is open).
+    #[inline(always)]
+    fn of(d: *const ibv_device) -> Device {
+        let guid = if d.is_null() {
+            None
+        } else {
+            devices::cached_guid(d)
+        };
+        Device {
+            at: d,
+            guid,
+            known: guid.is_some() || (!d.is_null() && devices::is_known(d)),
+        }
+    }
+    /// Where its name is (no read).
+    fn name(&self) -> *const u8 {
+        self.at
+            .cast::<u8>()
+            .wrapping_add(std::mem::offset_of!(ibv_device, name))
+    }
 }
 
 struct Writer {
@@ -101,23 +168,52 @@ impl Writer {
 
     /// A device: address, cached GUID, bits, and its name when known.
     #[inline(always)]
-    fn device(&mut self, d: *const ibv_device) {
-        self.word(d as u64);
-        // One registry lookup when the GUID is cached (the usual case: the
-        // list call caches it while the debug gate is open).
-        let guid = if d.is_null() {
-            None
-        } else {
-            devices::cached_guid(d)
-        };
-        let known = guid.is_some() || (!d.is_null() && devices::is_known(d));
-        self.word(guid.unwrap_or(0));
-        self.word(if known { DEV_KNOWN } else { 0 } | if guid.is_some() { DEV_GUID } else { 0 });
-        if known {
+    fn device(&mut self, d: Device) {
+        self.word(d.at as u64);
+        self.word(d.guid.unwrap_or(0));
+        self.word(
+            if d.known { DEV_KNOWN } else { 0 } | if d.guid.is_some() { DEV_GUID } else { 0 },
+        );
+        if d.known {
+            self.device_name(d.name());
+        }
+    }
+
+    /// A device's name: the bytes of its `char name[64]` up to the first
+    /// NUL (at most 63), copied a word at a time (no strnlen and memcpy
+    /// calls: this is most of a device verb's record).
+    #[inline(always)]
+    fn device_name(&mut self, name: *const u8) {
+        const NAME: usize = 64;
+        if self.strings + 1 + NAME > self.cap {
             // SAFETY: a known device is a live struct ibv_device from the
             // real library; name is a NUL-terminated char[64] in it.
-            unsafe { self.c_string((*d).name.as_ptr(), 63) };
+            unsafe { self.c_string(name.cast(), NAME - 1) };
+            return;
         }
+        let to = self.strings + 1;
+        let mut n = 0;
+        while n < NAME {
+            // SAFETY: n + 8 <= 64: inside the device's char[64]; the copy
+            // stays below `cap` (checked above).
+            let w = unsafe {
+                let w = name.add(n).cast::<u64>().read_unaligned();
+                self.out.add(to + n).cast::<u64>().write_unaligned(w);
+                w
+            };
+            // The lowest zero byte of the word, if any.
+            let zero = w.wrapping_sub(0x0101_0101_0101_0101) & !w & 0x8080_8080_8080_8080;
+            if zero != 0 {
+                n += zero.trailing_zeros() as usize / 8;
+                break;
+            }
+            n += 8;
+        }
+        self.cut |= n >= NAME;
+        let n = n.min(NAME - 1);
+        // SAFETY: strings < cap (checked above).
+        unsafe { *self.out.add(self.strings) = n as u8 };
+        self.strings = to + n;
     }
 }
 
@@ -131,7 +227,12 @@ mod tests {
     #[test]
     fn words_read_back_in_place() {
         for verb in VERBS {
-            if verb.args.iter().any(|a| a.1 == Show::Dev) || verb.result == Show::Str {
+            if verb
+                .args
+                .iter()
+                .any(|a| matches!(a.1, Show::Dev | Show::OnDev))
+                || verb.result == Show::Str
+            {
                 continue;
             }
             let args: Vec<u64> = (0..verb.args.len() as u64).map(|i| 0x1000 + i).collect();
@@ -142,7 +243,7 @@ mod tests {
             let text = CallText(verb, &buf[..len]).to_string();
             for (i, &(name, show)) in verb.args.iter().enumerate() {
                 let want = match show {
-                    Show::Int => format!("{name}={}", 0x1000 + i),
+                    Show::Int | Show::Uint => format!("{name}={}", 0x1000 + i),
                     _ => format!("{name}={:#x}", 0x1000 + i),
                 };
                 assert!(

@@ -3,8 +3,8 @@
 //! and no system call (`ring`). The rings live in a shared mapping of the
 //! trace file, so every complete record survives the process however it
 //! ends (SIGKILL, a crash, `_exit`); a writer thread copies records out
-//! of the rings to the end of the file to make room (`writer`), and keeps
-//! per-verb figures for the summary at exit (`stats`). `ibv-shim trace`
+//! of the rings to the end of the file to make room (`writer`); the
+//! summary at exit counts per-verb figures from the file (`stats`). `ibv-shim trace`
 //! decodes the file; its layout is the `trace-format` crate's.
 //!
 //! `IBV_SHIM_TRACE=FILE` turns it on (`config`). Tracing rides on the
@@ -122,6 +122,18 @@ pub fn event(what: fmt::Arguments<'_>, result: fmt::Arguments<'_>, failed: bool,
         flags |= trace_format::FLAG_FAILED;
     }
     ring::record(crate::clock::now(), 0, flags, errno, what, result);
+}
+
+/// [`event`] as a binary record: `verb`'s id, `args` (one word per
+/// argument of `verb`) and `result`.
+pub fn event_bin(verb: &trace_format::verbs::Verb, args: &[u64], result: u64, failed: bool) {
+    if !ready() {
+        return;
+    }
+    let flags = trace_format::FLAG_EVENT
+        | trace_format::FLAG_BINARY
+        | if failed { trace_format::FLAG_FAILED } else { 0 };
+    ring::record_bin(crate::clock::now(), 0, flags, 0, verb, args, result);
 }
 
 /// Opens the trace on the first record.

@@ -37,6 +37,9 @@ const NO_RING: u32 = u32::MAX;
 struct Claim {
     generation: Cell<u32>,
     ring: Cell<u32>,
+    /// The thread's id, read when it claims the ring (one thread-local
+    /// access per record rather than two).
+    tid: Cell<u32>,
     /// Set while this thread writes a record: a signal handler that makes
     /// a verbs call meanwhile would write the same slot.
     busy: Cell<bool>,
@@ -56,7 +59,12 @@ impl Drop for Claim {
 
 thread_local! {
     static CLAIM: Claim = const {
-        Claim { generation: Cell::new(0), ring: Cell::new(NO_RING), busy: Cell::new(false) }
+        Claim {
+            generation: Cell::new(0),
+            ring: Cell::new(NO_RING),
+            tid: Cell::new(0),
+            busy: Cell::new(false),
+        }
     };
 }
 
@@ -222,7 +230,7 @@ pub fn fd_is_ours(fd: i32) -> bool {
 /// `false` when every ring is taken, during the thread's own exit, or in
 /// a signal handler that interrupted this thread's own record.
 #[inline]
-fn with_my_ring(m: &Mapping, write: impl FnOnce(usize)) -> bool {
+fn with_my_ring(m: &Mapping, write: impl FnOnce(usize, u32)) -> bool {
     let generation = GENERATION.load(Ordering::Relaxed);
     CLAIM
         .try_with(|c| {
@@ -233,6 +241,8 @@ fn with_my_ring(m: &Mapping, write: impl FnOnce(usize)) -> bool {
                 let Some(ring) = claim(m) else { return false };
                 c.generation.set(generation);
                 c.ring.set(ring as u32);
+                // A forked child claims anew: its own id.
+                c.tid.set(crate::thread::tid() as u32);
             }
             // Cleared on the way out, also by a panic in a Display impl.
             struct Busy<'a>(&'a Cell<bool>);
@@ -243,7 +253,7 @@ fn with_my_ring(m: &Mapping, write: impl FnOnce(usize)) -> bool {
             }
             c.busy.set(true);
             let _busy = Busy(&c.busy);
-            write(c.ring.get() as usize);
+            write(c.ring.get() as usize, c.tid.get());
             true
         })
         .unwrap_or(false)
@@ -315,8 +325,8 @@ pub fn record(
     result: fmt::Arguments<'_>,
 ) {
     let Some(m) = mapping() else { return };
-    let written = with_my_ring(&m, |ring| {
-        write(&m, ring, start_ns, dur_ns, flags, errno, call, result)
+    let written = with_my_ring(&m, |ring, tid| {
+        write(&m, ring, tid, start_ns, dur_ns, flags, errno, call, result)
     });
     if !written {
         m.word(header::LOST_NO_RING).fetch_add(1, Ordering::Relaxed);
@@ -334,8 +344,8 @@ pub fn record_bin(
     result: u64,
 ) {
     let Some(m) = mapping() else { return };
-    let written = with_my_ring(&m, |ring| {
-        write_with(&m, ring, start, dur, flags, errno, |at, flags| {
+    let written = with_my_ring(&m, |ring, tid| {
+        write_with(&m, ring, tid, start, dur, flags, errno, |at, flags| {
             // SAFETY: `at` is the slot's text area, TEXT_MAX bytes; the
             // export passes one word per argument of `verb`, and a device
             // or a C string from the real library where it says so.
@@ -356,6 +366,7 @@ pub fn record_bin(
 fn write(
     m: &Mapping,
     ring: usize,
+    tid: u32,
     start_ns: u64,
     dur_ns: u64,
     flags: u16,
@@ -364,7 +375,7 @@ fn write(
     result: fmt::Arguments<'_>,
 ) {
     // SlotText keeps to the text area's TEXT_MAX bytes.
-    write_with(m, ring, start_ns, dur_ns, flags, errno, |at, flags| {
+    write_with(m, ring, tid, start_ns, dur_ns, flags, errno, |at, flags| {
         let mut text = SlotText {
             at,
             len: 0,
@@ -387,6 +398,7 @@ fn write(
 fn write_with(
     m: &Mapping,
     ring: usize,
+    tid: u32,
     start_ns: u64,
     dur_ns: u64,
     mut flags: u16,
@@ -414,9 +426,7 @@ fn write_with(
         let (call_len, text_len) = fill(s.add(SLOT_TEXT), &mut flags);
         s.add(slot::START_NS).cast::<u64>().write(start_ns);
         s.add(slot::DUR_NS).cast::<u64>().write(dur_ns);
-        s.add(slot::TID)
-            .cast::<u32>()
-            .write(crate::thread::tid() as u32);
+        s.add(slot::TID).cast::<u32>().write(tid);
         s.add(slot::ERRNO).cast::<i32>().write(errno);
         s.add(slot::RING).cast::<u16>().write(ring as u16);
         s.add(slot::FLAGS).cast::<u16>().write(flags);

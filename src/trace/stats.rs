@@ -1,6 +1,8 @@
-//! Per-verb figures gathered as records are drained, for the summary the
-//! shim logs at exit (info). `ibv-shim trace --stats` gives the full ones
-//! (percentiles) from the file.
+//! Per-verb figures for the summary the shim logs at exit (info), counted
+//! then from the drained records in the file: nothing on the calling
+//! thread or the copy-out (which runs on the calling thread when a ring is
+//! full in block mode), and nothing at all unless the text log is at info.
+//! `ibv-shim trace --stats` gives the full ones (percentiles) from the file.
 
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -46,9 +48,10 @@ fn with_table<R>(f: impl FnOnce(&mut [Option<Stat>; VERBS_MAX], &mut usize) -> R
     None
 }
 
-/// Counts drained records (`batch`: records cut to their length, back to
-/// back, as the drained area holds them).
-pub fn add(batch: &[u8]) {
+/// Counts the whole records at the start of `batch` (records cut to their
+/// length, back to back, as the drained area holds them); returns the
+/// bytes they take (a record cut by the end of `batch` is left).
+fn add(batch: &[u8]) -> usize {
     with_table(|table, used| {
         let mut last = 0;
         // The verb id of the record before when it was binary: the same
@@ -58,7 +61,11 @@ pub fn add(batch: &[u8]) {
         while at + SLOT_TEXT <= batch.len() {
             let s = &batch[at..];
             let u16_at = |i: usize| u16::from_le_bytes([s[i], s[i + 1]]);
-            at += record_len(u16_at(slot::TEXT_LEN) as usize);
+            let len = record_len(u16_at(slot::TEXT_LEN) as usize);
+            if at + len > batch.len() {
+                break;
+            }
+            at += len;
             let flags = u16_at(slot::FLAGS);
             if flags & FLAG_EVENT != 0 {
                 continue;
@@ -125,7 +132,38 @@ pub fn add(batch: &[u8]) {
                 e.max_ns = e.max_ns.max(dur);
             }
         }
-    });
+        at
+    })
+    .unwrap_or(batch.len())
+}
+
+/// Counts every record of the drained area `[from, to)` of the file `fd`.
+fn add_file(fd: i32, from: u64, to: u64) {
+    let mut buf = vec![0u8; 64 * 1024];
+    let (mut at, mut have) = (from, 0usize);
+    while at + (have as u64) < to {
+        let want = (buf.len() - have).min((to - at) as usize - have);
+        // SAFETY: reads at most `want` bytes into the buffer's free part.
+        let n = unsafe {
+            libc::pread(
+                fd,
+                buf[have..].as_mut_ptr().cast(),
+                want,
+                (at + have as u64) as libc::off_t,
+            )
+        };
+        if n <= 0 {
+            return;
+        }
+        have += n as usize;
+        let used = add(&buf[..have]);
+        if used == 0 && have == buf.len() {
+            return; // not a record: a damaged file
+        }
+        buf.copy_within(used..have, 0);
+        have -= used;
+        at += used as u64;
+    }
 }
 
 fn us(ns: u64) -> String {
@@ -151,6 +189,15 @@ pub fn summary() {
     }
     if !crate::log::text_enabled(Level::Info) {
         return;
+    }
+    if let (Some(m), Some(fd)) = (super::ring::mapping(), super::writer::descriptor()) {
+        let from = trace_format::rings_end(super::config::RINGS, m.slots) as u64;
+        add_file(
+            fd,
+            from,
+            m.word(trace_format::header::DRAINED_END)
+                .load(Ordering::Relaxed),
+        );
     }
     let lines = with_table(|table, used| {
         table[..*used]

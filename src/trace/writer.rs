@@ -2,7 +2,8 @@
 //! end of the trace file, so the rings have room again. A writer thread
 //! does it every few milliseconds; at exit the exiting thread does it one
 //! last time; in `block` mode a thread whose ring is full does it itself
-//! (or waits while the writer is at it).
+//! (or waits while the writer is at it). Only copies: the exit summary's
+//! figures are counted from the file at exit (`stats`).
 
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -11,7 +12,6 @@ use std::time::{Duration, Instant};
 use trace_format::{header, record_len, ring as meta, slot};
 
 use super::ring::{self, Mapping};
-use super::stats;
 
 /// Held by whoever is draining (writer thread, exit, a blocked producer).
 static DRAINING: AtomicBool = AtomicBool::new(false);
@@ -166,13 +166,20 @@ fn try_drain(m: &Mapping) -> bool {
     any
 }
 
-/// Where records are gathered before one `pwrite`; only the holder of
-/// `DRAINING` touches it.
-struct Batch(UnsafeCell<[u8; BATCH]>);
-const BATCH: usize = 64 * 1024;
-// SAFETY: only used under DRAINING.
+/// The records of one `pwritev`, pointed at where they lie in the ring
+/// (no copy on this side: in block mode with no spare core the calling
+/// thread drains); only the holder of `DRAINING` touches it.
+struct Batch(UnsafeCell<[libc::iovec; BATCH]>);
+/// IOV_MAX on Linux.
+const BATCH: usize = 1024;
+// SAFETY: only used under DRAINING; the pointers are only read by pwritev.
 unsafe impl Sync for Batch {}
-static BUFFER: Batch = Batch(UnsafeCell::new([0; BATCH]));
+static IOVECS: Batch = Batch(UnsafeCell::new(
+    [libc::iovec {
+        iov_base: std::ptr::null_mut(),
+        iov_len: 0,
+    }; BATCH],
+));
 
 /// Appends the ring's committed records to the file, each cut to its used
 /// length, then moves its tail. A crash between the two leaves a record in
@@ -189,34 +196,38 @@ fn drain_ring(m: &Mapping, ring: usize) -> bool {
         return false;
     };
     // SAFETY: the caller holds DRAINING, so this thread alone uses it.
-    let buf = unsafe { &mut *BUFFER.0.get() };
+    let iov = unsafe { &mut *IOVECS.0.get() };
     let end_word = m.word(header::DRAINED_END);
     let mut pos = tail;
     while pos < head {
-        let mut used = 0;
+        let (mut n, mut used) = (0, 0);
         let mut next = pos;
-        while next < head {
+        while next < head && n < BATCH {
             let s = m.slot(ring, next);
             // SAFETY: a committed slot below the head: its length field is
             // written and stays so until the tail passes it.
             let text_len = unsafe { s.add(slot::TEXT_LEN).cast::<u16>().read() } as usize;
             let len = record_len(text_len);
-            if used + len > BATCH {
-                break;
+            // Slots side by side in the ring: one piece.
+            if n > 0 && iov[n - 1].iov_base as usize + iov[n - 1].iov_len == s as usize {
+                iov[n - 1].iov_len += len;
+            } else {
+                iov[n] = libc::iovec {
+                    iov_base: s.cast(),
+                    iov_len: len,
+                };
+                n += 1;
             }
-            // SAFETY: `len` <= SLOT_SIZE bytes of the slot, into the batch.
-            unsafe { std::ptr::copy_nonoverlapping(s, buf.as_mut_ptr().add(used), len) };
             used += len;
             next += 1;
         }
-        stats::add(&buf[..used]);
         let at = end_word.load(Ordering::Relaxed);
-        // SAFETY: `used` bytes of the batch; pwrite only reads them.
-        let wrote = unsafe { libc::pwrite(fd, buf.as_ptr().cast(), used, at as libc::off_t) };
+        // SAFETY: `n` pieces of committed slots (the tail is not moved
+        // past them until they are written); pwritev only reads them.
+        let wrote = unsafe { libc::pwritev(fd, iov.as_ptr(), n as i32, at as libc::off_t) };
         if wrote != used as isize {
             // A full disk: the records stay in the ring for a later try
-            // (drop mode counts what no longer fits). Their figures were
-            // counted already; a retry counts them again, rarely.
+            // (drop mode counts what no longer fits).
             return pos != tail;
         }
         end_word.store(at + used as u64, Ordering::Release);
@@ -228,7 +239,7 @@ fn drain_ring(m: &Mapping, ring: usize) -> bool {
 
 /// The trace file's descriptor, reopened by path if the program closed
 /// it; `None` when the path no longer is the same file.
-fn descriptor() -> Option<i32> {
+pub fn descriptor() -> Option<i32> {
     let fd = ring::FD.load(Ordering::Relaxed);
     if fd >= 0 && ring::fd_is_ours(fd) {
         return Some(fd);

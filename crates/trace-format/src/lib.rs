@@ -25,8 +25,10 @@ pub mod verbs;
 
 /// The first 8 bytes of a trace file.
 pub const MAGIC: [u8; 8] = *b"IBVTRC01";
-/// 2: binary call records (`FLAG_BINARY`) and the TSC clock.
-pub const VERSION: u32 = 2;
+/// 2: binary call records (`FLAG_BINARY`) and the TSC clock. 3: a `Str`
+/// result may be `verbs::SAME_AS_DEVICE_NAME` (a reader of 2 would show
+/// it wrong, so it refuses the file).
+pub const VERSION: u32 = 3;
 pub const HEADER_SIZE: usize = 8192;
 pub const SLOT_SIZE: usize = 256;
 /// Bytes of text a slot holds: the call (`name(args)`), then the result.
@@ -259,7 +261,7 @@ pub fn decode(b: &[u8]) -> Result<Trace, NotATrace> {
         return Err(NotATrace("not an ibv-shim trace file".into()));
     }
     let version = u32_at(b, header::VERSION);
-    if version != VERSION && version != 1 {
+    if !(1..=VERSION).contains(&version) {
         return Err(NotATrace(format!(
             "trace format version {} (this reader knows {VERSION})",
             u32_at(b, header::VERSION)

@@ -34,17 +34,45 @@ pub enum Show {
     Guid,
     /// `void` (no word).
     Void,
+    /// Unsigned decimal.
+    Uint,
+    /// An MR: `NULL` or `0x... (lkey=0x.. rkey=0x..)`. Words: the pointer,
+    /// then lkey | rkey << 32.
+    Mr,
+    /// A QP: `NULL` or `0x... (qp_num=0x..)`. Words: the pointer, qp_num.
+    Qp,
+    /// An int result and the CQ the call returned through a pointer:
+    /// `rc (cq=0x..)`. Words: the result, the CQ (the export passes it
+    /// after the arguments' words).
+    RcCq,
+    /// An int result and the event's type: `rc (event_type=N)`; words as
+    /// `RcCq`'s.
+    RcEventType,
+    /// A data-path event's outcome `posted` (no word).
+    Posted,
+    /// A completion's status: `status=N`.
+    Status,
+    /// A device shown after the argument before it as ` on <device>`
+    /// (`ibv_close_device(context=0x.. on <device>)`); words as `Dev`'s.
+    OnDev,
 }
 
 impl Show {
     pub const fn words(self) -> usize {
         match self {
-            Show::Void => 0,
-            Show::Dev => 3,
+            Show::Void | Show::Posted => 0,
+            Show::Dev | Show::OnDev => 3,
+            Show::Mr | Show::Qp | Show::RcCq | Show::RcEventType => 2,
             _ => 1,
         }
     }
 }
+
+/// A `Str` result's length byte that stands for "the first argument's
+/// device name, the next string" (`ibv_get_device_name`: one copy).
+pub const SAME_AS_DEVICE_NAME: u8 = 0xff;
+/// The longest `Str` result kept (its length byte is never the marker).
+pub const STR_MAX: usize = 254;
 
 /// Bits of a `Dev`'s third word.
 pub const DEV_KNOWN: u64 = 1;
@@ -59,6 +87,8 @@ pub struct Verb {
     pub result: Show,
     /// Words of the payload: the result's and the arguments'.
     pub nwords: usize,
+    /// Words of the result (0 to 2).
+    pub rwords: usize,
 }
 
 impl Verb {
@@ -77,6 +107,7 @@ macro_rules! verbs {
             args: &[$((stringify!($arg), Show::$show)),*],
             result: Show::$res,
             nwords: Show::$res.words() $(+ Show::$show.words())*,
+            rwords: Show::$res.words(),
         };)*
         /// Every verb with a binary record, by id.
         pub static VERBS: &[&Verb] = &[$(&$konst),*];
@@ -106,6 +137,42 @@ verbs! {
     19 IMPORT_DEVICE = "ibv_import_device"(cmd_fd: Int) -> Ptr;
     20 IMPORT_PD = "ibv_import_pd"(context: Ptr, pd_handle: Int) -> Ptr;
     21 CREATE_AH_FROM_WC = "ibv_create_ah_from_wc"(pd: Ptr, wc: Ptr, grh: Ptr, port_num: Int) -> Ptr;
+    22 REG_MR = "ibv_reg_mr"(pd: Ptr, addr: Ptr, length: Uint, access: Hex) -> Mr;
+    23 REG_MR_IOVA = "ibv_reg_mr_iova"(pd: Ptr, addr: Ptr, length: Uint, iova: Hex, access: Hex) -> Mr;
+    24 REG_MR_IOVA2 = "ibv_reg_mr_iova2"(pd: Ptr, addr: Ptr, length: Uint, iova: Hex, access: Hex) -> Mr;
+    25 REG_DMABUF_MR = "ibv_reg_dmabuf_mr"(pd: Ptr, offset: Hex, length: Uint, iova: Hex, fd: Int, access: Hex) -> Mr;
+    26 CREATE_QP = "ibv_create_qp"(pd: Ptr, qp_init_attr: Ptr) -> Qp;
+    27 MODIFY_QP = "ibv_modify_qp"(qp: Ptr, attr: Ptr, attr_mask: Hex, qp_state: Int) -> Rc;
+    28 CLOSE_DEVICE = "ibv_close_device"(context: Ptr, device: OnDev) -> Int;
+    29 IMPORT_MR = "ibv_import_mr"(pd: Ptr, mr_handle: Uint) -> Mr;
+    // The data path's events (`trace::event_bin`), for `ibv-shim trace --per-qp`.
+    30 POST_SEND_EVENT = "post_send"(qp_num: Hex, wr_id: Hex) -> Posted;
+    31 POST_RECV_EVENT = "post_recv"(qp_num: Hex, wr_id: Hex) -> Posted;
+    32 COMPLETION_EVENT = "completion"(qp_num: Hex, wr_id: Hex, recv: Int) -> Status;
+    // The destroys (`by_name`: the shim's generic destroy knows its verb by name).
+    33 DEALLOC_PD = "ibv_dealloc_pd"(pd: Ptr) -> Rc;
+    34 DEREG_MR = "ibv_dereg_mr"(mr: Ptr) -> Rc;
+    35 DESTROY_CQ = "ibv_destroy_cq"(cq: Ptr) -> Rc;
+    36 DESTROY_SRQ = "ibv_destroy_srq"(srq: Ptr) -> Rc;
+    37 DESTROY_QP = "ibv_destroy_qp"(qp: Ptr) -> Rc;
+    38 DESTROY_AH = "ibv_destroy_ah"(ah: Ptr) -> Rc;
+    39 DESTROY_COMP_CHANNEL = "ibv_destroy_comp_channel"(channel: Ptr) -> Rc;
+    40 UNIMPORT_PD = "ibv_unimport_pd"(pd: Ptr) -> Void;
+    41 UNIMPORT_MR = "ibv_unimport_mr"(mr: Ptr) -> Void;
+    42 GET_CQ_EVENT = "ibv_get_cq_event"(channel: Ptr) -> RcCq;
+    43 GET_ASYNC_EVENT = "ibv_get_async_event"(context: Ptr, event: Ptr) -> RcEventType;
+    44 ACK_ASYNC_EVENT = "ibv_ack_async_event"(event: Ptr) -> Void;
+    45 FORK_INIT = "ibv_fork_init"() -> Rc;
+    46 REREG_MR = "ibv_rereg_mr"(mr: Ptr, flags: Hex, pd: Ptr, addr: Ptr, length: Uint, access: Hex) -> Int;
+}
+
+/// The destroy verb `name(arg)` (one pointer argument named `arg`;
+/// `void` when `void`), if it has a descriptor.
+pub fn destroy(name: &str, arg: &str, void: bool) -> Option<&'static Verb> {
+    VERBS[DEALLOC_PD.id as usize..=UNIMPORT_MR.id as usize]
+        .iter()
+        .copied()
+        .find(|v| v.name == name && v.args[0].0 == arg && (v.result == Show::Void) == void)
 }
 
 /// The verb with id `id`, if this reader knows it.
@@ -135,6 +202,13 @@ impl<'a> Reader<'a> {
         Some(u64::from_le_bytes(b.try_into().ok()?))
     }
     fn string(&mut self) -> Option<&'a [u8]> {
+        if *self.p.get(self.string)? == SAME_AS_DEVICE_NAME {
+            // The next string, left for the device to read.
+            self.string += 1;
+            let len = *self.p.get(self.string)? as usize;
+            let start = self.string + 1;
+            return self.p.get(start..(start + len).min(self.p.len()));
+        }
         let len = *self.p.get(self.string)? as usize;
         let start = self.string + 1;
         self.string = start + len;
@@ -167,12 +241,39 @@ fn value(f: &mut dyn fmt::Write, show: Show, r: &mut Reader<'_>) -> fmt::Result 
     if show == Show::Void {
         return f.write_str("void");
     }
+    if show == Show::Posted {
+        return f.write_str("posted");
+    }
     let Some(w) = r.word() else {
         return f.write_str("?");
     };
     match show {
         Show::Ptr => ptr(f, w),
         Show::Int => write!(f, "{}", w as i64),
+        Show::Uint => write!(f, "{w}"),
+        Show::Status => write!(f, "status={}", w as i64),
+        Show::RcCq | Show::RcEventType => {
+            let v = r.word().unwrap_or(0);
+            write!(f, "{} (", w as i64)?;
+            if show == Show::RcCq {
+                f.write_str("cq=")?;
+                ptr(f, v)?;
+            } else {
+                write!(f, "event_type={}", v as i64)?;
+            }
+            f.write_char(')')
+        }
+        Show::Mr | Show::Qp => {
+            let more = r.word().unwrap_or(0);
+            if w == 0 {
+                return f.write_str("NULL");
+            }
+            if show == Show::Mr {
+                write!(f, "{w:#x} (lkey={:#x} rkey={:#x})", more as u32, more >> 32)
+            } else {
+                write!(f, "{w:#x} (qp_num={:#x})", more as u32)
+            }
+        }
         Show::Hex => hex(f, w),
         Show::Guid => write!(f, "{:016x}", u64::from_be(w)),
         Show::Rc => match w as i32 {
@@ -192,7 +293,7 @@ fn value(f: &mut dyn fmt::Write, show: Show, r: &mut Reader<'_>) -> fmt::Result 
                 write!(f, "{s:?}")
             }
         }
-        Show::Dev => {
+        Show::Dev | Show::OnDev => {
             let guid = r.word().unwrap_or(0);
             let bits = r.word().unwrap_or(0);
             if w == 0 {
@@ -212,7 +313,7 @@ fn value(f: &mut dyn fmt::Write, show: Show, r: &mut Reader<'_>) -> fmt::Result 
             }
             Ok(())
         }
-        Show::Void => unreachable!("handled above"),
+        Show::Void | Show::Posted => unreachable!("handled above"),
     }
 }
 
@@ -227,6 +328,11 @@ impl fmt::Display for CallText<'_> {
         f.write_str(verb.name)?;
         f.write_char('(')?;
         for (i, (name, show)) in verb.args.iter().enumerate() {
+            if *show == Show::OnDev {
+                f.write_str(" on ")?;
+                value(f, *show, &mut r)?;
+                continue;
+            }
             if i > 0 {
                 f.write_str(", ")?;
             }
@@ -284,6 +390,14 @@ mod tests {
             "ibv_get_device_name(device=0x5000 mlx5_0/0002c90300001234 [NVIDIA/Mellanox])"
         );
         assert_eq!(ResultText(&GET_DEVICE_NAME, &p).to_string(), "\"mlx5_0\"");
+        // The result said once: the device's name.
+        let mut p = payload(&[0x5040, 0x5000, guid, DEV_KNOWN | DEV_GUID], &[b"mlx5_0"]);
+        p.insert(32, SAME_AS_DEVICE_NAME);
+        assert_eq!(
+            CallText(&GET_DEVICE_NAME, &p).to_string(),
+            "ibv_get_device_name(device=0x5000 mlx5_0/0002c90300001234 [NVIDIA/Mellanox])"
+        );
+        assert_eq!(ResultText(&GET_DEVICE_NAME, &p).to_string(), "\"mlx5_0\"");
         let p = payload(&[16, 0xab0, 0, 1], &[]);
         assert_eq!(
             CallText(&RESIZE_CQ, &p).to_string(),
@@ -296,6 +410,26 @@ mod tests {
             "ibv_import_device(cmd_fd=-1)"
         );
         assert_eq!(ResultText(&IMPORT_DEVICE, &p).to_string(), "NULL");
+        let q = payload(&[0, 0x7000, 0x5000, 0, DEV_KNOWN], &[b"rxe0"]);
+        assert_eq!(
+            CallText(&CLOSE_DEVICE, &q).to_string(),
+            "ibv_close_device(context=0x7000 on 0x5000 rxe0 [soft-RoCE (rxe)])"
+        );
+        let q = payload(&[0xa000, 0x1234_0000_5678, 0xb000, 0x100, 4096, 7], &[]);
+        assert_eq!(
+            CallText(&REG_MR, &q).to_string(),
+            "ibv_reg_mr(pd=0xb000, addr=0x100, length=4096, access=0x7)"
+        );
+        assert_eq!(
+            ResultText(&REG_MR, &q).to_string(),
+            "0xa000 (lkey=0x5678 rkey=0x1234)"
+        );
+        let q = payload(&[0, 0x6000, 0xc000], &[]);
+        assert_eq!(
+            CallText(&GET_CQ_EVENT, &q).to_string(),
+            "ibv_get_cq_event(channel=0xc000)"
+        );
+        assert_eq!(ResultText(&GET_CQ_EVENT, &q).to_string(), "0 (cq=0x6000)");
         // Cut: what is there, then `?`.
         assert_eq!(
             CallText(&QUERY_PORT, &p).to_string(),

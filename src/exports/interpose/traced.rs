@@ -1,10 +1,12 @@
 //! The data path's trace events (with `IBV_SHIM_TRACE`): one per posted
 //! work request and one per completion polled, for `ibv-shim trace
-//! --per-qp` to match by QP, direction and wr_id.
+//! --per-qp` to match by QP, direction and wr_id. Binary records (words,
+//! formatted by the reader): nothing formatted on the data path.
 
 use std::ffi::c_int;
 use std::ptr::addr_of;
 
+use trace_format::verbs::{COMPLETION_EVENT, POST_RECV_EVENT, POST_SEND_EVENT};
 use verbs_abi::{ibv_qp, ibv_wc, ibv_wc_opcode};
 
 /// A trace event per posted WR (`verb(qp_num=, wr_id=)`), for `ibv-shim
@@ -31,12 +33,12 @@ pub(super) unsafe fn posts<W>(
 /// One posted WR's event (also one built with the `ibv_wr_*` API, put at
 /// its `ibv_wr_complete` as `post_send`).
 pub(super) fn post(qp_num: u32, wr_id: u64, verb: &str) {
-    crate::trace::event(
-        format_args!("{verb}(qp_num={qp_num:#x}, wr_id={wr_id:#x})"),
-        format_args!("posted"),
-        false,
-        0,
-    );
+    let event = if verb == "post_recv" {
+        &POST_RECV_EVENT
+    } else {
+        &POST_SEND_EVENT
+    };
+    crate::trace::event_bin(event, &[u64::from(qp_num), wr_id], 0, false);
 }
 
 /// A trace event per completion polled.
@@ -56,13 +58,10 @@ pub(super) fn completions(done: &[ibv_wc]) {
 /// One completion's event (also one read through an extended CQ's cursor).
 pub(super) fn completion(qp_num: u32, wr_id: u64, opcode: c_int, status: c_int) {
     let recv = opcode & ibv_wc_opcode::IBV_WC_RECV as c_int != 0;
-    crate::trace::event(
-        format_args!(
-            "completion(qp_num={qp_num:#x}, wr_id={wr_id:#x}, recv={})",
-            recv as u8
-        ),
-        format_args!("status={status}"),
+    crate::trace::event_bin(
+        &COMPLETION_EVENT,
+        &[u64::from(qp_num), wr_id, u64::from(recv)],
+        status as i64 as u64,
         status != 0,
-        0,
     );
 }

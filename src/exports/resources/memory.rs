@@ -2,13 +2,11 @@
 
 use std::ffi::{c_int, c_void};
 
-use trace_format::verbs::ALLOC_PD;
+use trace_format::verbs::{ALLOC_PD, REG_DMABUF_MR, REG_MR, REG_MR_IOVA, REG_MR_IOVA2, REREG_MR};
 use verbs_abi::{ibv_context, ibv_mr, ibv_pd};
 
-use super::super::create_destroy::{
-    create, destroy, on_context, record, track, track_mr, Destroy, MrResult,
-};
-use super::super::{alive, forward, not_null, Ptr};
+use super::super::create_destroy::{create, destroy, on_context, record, track, track_mr, Destroy};
+use super::super::{alive, forward, not_null};
 use super::{MRS, PDS};
 use crate::guard::{export, Errno, ErrnoCode, MinusOne};
 use crate::real::real_fns;
@@ -83,13 +81,10 @@ pub unsafe extern "C" fn ibv_reg_mr(
             || real.call(pd, addr, length, access),
             |mr| track_mr(mr, pd, addr as u64, length, access as u32, 0, caller),
             |call, mr| {
-                call.end(
-                    format_args!(
-                        "ibv_reg_mr(pd={}, addr={}, length={length}, access={access:#x})",
-                        Ptr(pd),
-                        Ptr(addr)
-                    ),
-                    format_args!("{}", MrResult(mr)),
+                call.done(
+                    &REG_MR,
+                    &[pd as u64, addr as u64, length as u64, access as u32 as u64],
+                    mr as u64,
                     mr.is_null(),
                 )
             },
@@ -115,13 +110,16 @@ pub unsafe extern "C" fn ibv_reg_mr_iova(
             || real.call(pd, addr, length, iova, access),
             |mr| track_mr(mr, pd, addr as u64, length, access as u32, 1, caller),
             |call, mr| {
-                call.end(
-                    format_args!(
-                        "ibv_reg_mr_iova(pd={}, addr={}, length={length}, iova={iova:#x}, access={access:#x})",
-                        Ptr(pd),
-                        Ptr(addr)
-                    ),
-                    format_args!("{}", MrResult(mr)),
+                call.done(
+                    &REG_MR_IOVA,
+                    &[
+                        pd as u64,
+                        addr as u64,
+                        length as u64,
+                        iova,
+                        access as u32 as u64,
+                    ],
+                    mr as u64,
                     mr.is_null(),
                 )
             },
@@ -148,13 +146,16 @@ pub unsafe extern "C" fn ibv_reg_mr_iova2(
             || real.call(pd, addr, length, iova, access),
             |mr| track_mr(mr, pd, addr as u64, length, access, 2, caller),
             |call, mr| {
-                call.end(
-                    format_args!(
-                        "ibv_reg_mr_iova2(pd={}, addr={}, length={length}, iova={iova:#x}, access={access:#x})",
-                        Ptr(pd),
-                        Ptr(addr)
-                    ),
-                    format_args!("{}", MrResult(mr)),
+                call.done(
+                    &REG_MR_IOVA2,
+                    &[
+                        pd as u64,
+                        addr as u64,
+                        length as u64,
+                        iova,
+                        u64::from(access),
+                    ],
+                    mr as u64,
                     mr.is_null(),
                 )
             },
@@ -183,13 +184,17 @@ pub unsafe extern "C" fn ibv_reg_dmabuf_mr(
             || real.call(pd, offset, length, iova, fd, access),
             |mr| track_mr(mr, pd, offset, length, access as u32, 3, caller),
             |call, mr| {
-                call.end(
-                    format_args!(
-                        "ibv_reg_dmabuf_mr(pd={}, offset={offset:#x}, length={length}, iova={iova:#x}, fd={fd}, \
-                         access={access:#x})",
-                        Ptr(pd)
-                    ),
-                    format_args!("{}", MrResult(mr)),
+                call.done(
+                    &REG_DMABUF_MR,
+                    &[
+                        pd as u64,
+                        offset,
+                        length as u64,
+                        iova,
+                        fd as i64 as u64,
+                        access as u32 as u64,
+                    ],
+                    mr as u64,
                     mr.is_null(),
                 )
             },
@@ -246,14 +251,18 @@ pub unsafe extern "C" fn ibv_rereg_mr(
                     });
                     errno.restore();
                 }
-                call.end_minus_one(
-                    format_args!(
-                        "ibv_rereg_mr(mr={}, flags={flags:#x}, pd={}, addr={}, length={length}, access={access:#x})",
-                        Ptr(mr),
-                        Ptr(pd),
-                        Ptr(addr)
-                    ),
-                    rc,
+                call.done(
+                    &REREG_MR,
+                    &[
+                        mr as u64,
+                        flags as u32 as u64,
+                        pd as u64,
+                        addr as u64,
+                        length as u64,
+                        access as u32 as u64,
+                    ],
+                    rc as i64 as u64,
+                    rc != 0,
                 );
             },
         )

@@ -3,16 +3,16 @@
 use std::ffi::{c_int, c_void};
 use std::ptr::addr_of;
 
-use trace_format::verbs::{CREATE_COMP_CHANNEL, CREATE_CQ, CREATE_SRQ, RESIZE_CQ};
+use trace_format::verbs::{CREATE_COMP_CHANNEL, CREATE_CQ, CREATE_QP, CREATE_SRQ, RESIZE_CQ};
 use verbs_abi::{
     ibv_comp_channel, ibv_context, ibv_cq, ibv_pd, ibv_qp, ibv_qp_init_attr, ibv_srq,
     ibv_srq_init_attr,
 };
 
 use super::super::create_destroy::{
-    context_of_pd, create, destroy, on_context, record, track, Destroy, QpResult,
+    context_of_pd, create, destroy, on_context, record, track, Destroy,
 };
-use super::super::{alive, forward, not_null, Ptr};
+use super::super::{alive, forward, not_null};
 use crate::guard::{export, Errno, ErrnoCode};
 use crate::real::real_fns;
 use crate::registry::objects::{self, Kind};
@@ -250,13 +250,10 @@ pub unsafe extern "C" fn ibv_create_qp(
                 track(o);
             },
             |call, qp| {
-                call.end(
-                    format_args!(
-                        "ibv_create_qp(pd={}, qp_init_attr={})",
-                        Ptr(pd),
-                        Ptr(qp_init_attr)
-                    ),
-                    format_args!("{}", QpResult(qp)),
+                call.done(
+                    &CREATE_QP,
+                    &[pd as u64, qp_init_attr as u64],
+                    qp as u64,
                     qp.is_null(),
                 )
             },

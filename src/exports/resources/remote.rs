@@ -3,13 +3,13 @@
 
 use std::ffi::c_int;
 
-use trace_format::verbs::{CREATE_AH, CREATE_AH_FROM_WC, IMPORT_DEVICE, IMPORT_PD};
+use trace_format::verbs::{CREATE_AH, CREATE_AH_FROM_WC, IMPORT_DEVICE, IMPORT_MR, IMPORT_PD};
 use verbs_abi::{ibv_ah, ibv_ah_attr, ibv_context, ibv_grh, ibv_mr, ibv_pd, ibv_wc};
 
 use super::super::create_destroy::{
-    context_of_pd, create, destroy, on_context, record, track, Destroy, MrResult,
+    context_of_pd, create, destroy, on_context, record, track, Destroy,
 };
-use super::super::{not_null, tid, Ptr};
+use super::super::{not_null, tid};
 use super::{MRS, PDS};
 use crate::guard::{export, Errno, ErrnoCode};
 use crate::real::real_fns;
@@ -221,9 +221,10 @@ pub unsafe extern "C" fn ibv_import_mr(pd: *mut ibv_pd, mr_handle: u32) -> *mut 
                 track(o);
             },
             |call, mr| {
-                call.end(
-                    format_args!("ibv_import_mr(pd={}, mr_handle={mr_handle})", Ptr(pd)),
-                    format_args!("{}", MrResult(mr)),
+                call.done(
+                    &IMPORT_MR,
+                    &[pd as u64, u64::from(mr_handle)],
+                    mr as u64,
                     mr.is_null(),
                 )
             },

@@ -13,6 +13,9 @@
  * forks after the calls, and the child makes CALLS calls of
  * ibv_get_device_guid and exits; "serial" runs the THREADS threads one
  * after another (each exits before the next starts), any number of them.
+ * With $TRACER_OBJECTS set, before closing the device: a PD, an MR, a CQ
+ * and an RC QP made, the QP moved to INIT, the MR's access changed
+ * (ibv_rereg_mr), and all destroyed.
  */
 #include <infiniband/verbs.h>
 #include <fcntl.h>
@@ -40,6 +43,42 @@ static void *worker(void *arg)
             abort();
     }
     return NULL;
+}
+
+/* A PD, an MR, a CQ and a QP, the QP moved to INIT; 0 when all went. */
+static int objects(void)
+{
+    static char buf[4096];
+    struct ibv_pd *pd = ibv_alloc_pd(ctx);
+    if (!pd)
+        return 1;
+    struct ibv_mr *mr = ibv_reg_mr(pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE);
+    struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+    if (!mr || !cq)
+        return 1;
+    struct ibv_qp_init_attr init = {
+        .send_cq = cq,
+        .recv_cq = cq,
+        .cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1 },
+        .qp_type = IBV_QPT_RC,
+    };
+    struct ibv_qp *qp = ibv_create_qp(pd, &init);
+    if (!qp)
+        return 1;
+    struct ibv_qp_attr attr = {
+        .qp_state = IBV_QPS_INIT,
+        .port_num = 1,
+        .qp_access_flags = IBV_ACCESS_LOCAL_WRITE,
+    };
+    int rc = ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+    /* Traced whatever its outcome (a provider may not support it). */
+    (void)ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+                       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+    ibv_destroy_qp(qp);
+    ibv_destroy_cq(cq);
+    ibv_dereg_mr(mr);
+    ibv_dealloc_pd(pd);
+    return rc != 0;
 }
 
 int main(int argc, char **argv)
@@ -113,6 +152,8 @@ int main(int argc, char **argv)
             return 3;
         ibv_get_device_name(dev);
     }
+    if (getenv("TRACER_OBJECTS") && objects())
+        return 4;
     ibv_close_device(ctx);
     ibv_free_device_list(list);
     return 0;
