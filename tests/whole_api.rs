@@ -266,6 +266,40 @@ fn work_requests_above_the_granted_sges_and_inline_data_are_reported() {
     }
 }
 
+/// `ibv_rereg_mr` moving an MR to another PD and back: the checks follow
+/// it (they cache each lkey's facts): a receive while the MR is the other
+/// PD's is reported once, the receives while it is the QP's PD's are not.
+#[test]
+fn an_mr_moved_to_another_pd_by_rereg_is_checked_against_its_new_pd() {
+    let r = shim_run(&["rereg"], &[("IBV_SHIM_CHECK", "datapath")]);
+    assert!(
+        r.status.success() && r.stdout.contains("rereg done"),
+        "{}\n{}",
+        r.stdout,
+        r.log
+    );
+    let lines: Vec<&str> = r
+        .log
+        .lines()
+        .filter(|l| l.contains("data-path check"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{}", r.log);
+    assert!(
+        lines[0].contains("other_pd") && lines[0].contains("wr_id=0x6e "),
+        "{}",
+        lines[0]
+    );
+    let json = r.json.expect("a JSON report");
+    assert_eq!(json["checks"]["other_pd"], 2, "{json:#}");
+    let total: u64 = json["checks"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    assert_eq!(total, 2, "{json:#}");
+}
+
 #[test]
 fn each_bad_work_request_is_reported_once_per_site_with_its_wr_and_counted() {
     let r = shim_run(&["datapath"], &[("IBV_SHIM_CHECK", "datapath")]);

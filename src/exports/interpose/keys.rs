@@ -262,6 +262,13 @@ pub(super) fn deregistered(mr: &Obj) {
     GENERATION.fetch_add(1, Ordering::Release);
 }
 
+/// An MR was re-registered (`ibv_rereg_mr`: its PD, range, access or
+/// keys may have changed): every cached fact is stale. The index itself
+/// needs nothing: its lookups compare the registry's current lkey.
+pub(super) fn reregistered() {
+    GENERATION.fetch_add(1, Ordering::Release);
+}
+
 /// `fork()`: this module's lock, held across the fork (`interpose::fork`);
 /// in the child, a cache slot a thread of the parent was filling is
 /// released (emptied).

@@ -295,6 +295,12 @@ pub fn mr_deregistered(mr: &crate::registry::objects::Obj) {
     keys::deregistered(mr);
 }
 
+/// An MR was re-registered through the shim (with the data-path checks
+/// on): the checks forget what they cached of it.
+pub fn mr_reregistered() {
+    keys::reregistered();
+}
+
 /// Does the shim keep anything per QP or SRQ (caps for the checks, the
 /// `ibv_wr_*` builders it wrapped for the checks or a trace)?
 pub fn queues_watched() -> bool {

@@ -249,6 +249,9 @@ pub unsafe extern "C" fn ibv_rereg_mr(
                         // SAFETY: the MR was just re-registered, so it is live.
                         o.c = unsafe { (*mr).lkey as u64 | ((*mr).rkey as u64) << 32 };
                     });
+                    if crate::checks::datapath() {
+                        crate::exports::interpose::mr_reregistered();
+                    }
                     errno.restore();
                 }
                 call.done(

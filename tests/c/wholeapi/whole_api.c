@@ -306,6 +306,40 @@ static int datapath(void)
 	return 0;
 }
 
+SITE static int recv_after_rereg(struct ibv_qp *qp, uint64_t id, void *addr, uint32_t len,
+				 uint32_t lkey)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)addr, .length = len, .lkey = lkey };
+	struct ibv_recv_wr wr = { .wr_id = id, .sg_list = &sge, .num_sge = 1 }, *bad;
+	return ibv_post_recv(qp, &wr, &bad);
+}
+
+/* ibv_rereg_mr moves the receiver's MR to another PD and back: a receive
+ * into it while it is the other PD's is reported (once), the ones while it
+ * is the QP's PD again are not. Each post follows a clean one that the
+ * checks remembered the MR's facts for. */
+static int rereg(void)
+{
+	static struct side a, b;
+	struct ibv_device **list = ibv_get_device_list(NULL);
+	CHECK(list && list[0] && list[1]);
+	setup(&a, list[0], IBV_ACCESS_LOCAL_WRITE);
+	setup(&b, list[1], IBV_ACCESS_LOCAL_WRITE);
+	connect_rc(&a, &b);
+	connect_rc(&b, &a);
+	struct ibv_pd *other = ibv_alloc_pd(b.ctx);
+	CHECK(other);
+	for (int round = 0; round < 2; round++) {
+		CHECK(recv_good(b.qp, 100 + round, b.buf, 64, b.mr->lkey) == 0);
+		CHECK(ibv_rereg_mr(b.mr, IBV_REREG_MR_CHANGE_PD, other, NULL, 0, 0) == 0);
+		printf("rc %d\n", recv_after_rereg(b.qp, 110 + round, b.buf, 64, b.mr->lkey));
+		CHECK(ibv_rereg_mr(b.mr, IBV_REREG_MR_CHANGE_PD, b.pd, NULL, 0, 0) == 0);
+		CHECK(recv_good(b.qp, 120 + round, b.buf, 64, b.mr->lkey) == 0);
+	}
+	printf("rereg done\n");
+	return 0;
+}
+
 /* Work requests above the QP's caps (rc_pair.h grants 2 send and 2 receive
  * SGEs, no inline data): more SGEs than granted, inline data it has no
  * room for; each twice from one site, after two that fit. */
@@ -463,6 +497,8 @@ int main(int argc, char **argv)
 		return datapath();
 	if (!strcmp(mode, "excq"))
 		return excq();
+	if (!strcmp(mode, "rereg"))
+		return rereg();
 	if (!strcmp(mode, "caps"))
 		return caps();
 	if (!strcmp(mode, "pingpong"))
