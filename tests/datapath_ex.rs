@@ -9,7 +9,7 @@ mod common;
 
 use std::path::PathBuf;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use serde_json::Value;
@@ -302,65 +302,6 @@ fn a_traced_extended_post_program_has_its_posts_and_completions() {
     );
 }
 
-/// One side of a perftest run.
-struct Side {
-    out: std::process::Output,
-    log: String,
-    json: Option<Value>,
-}
-
-/// Runs perftest's `prog` as server and client on the sim, both under the
-/// shim with `IBV_SHIM_CHECK=datapath` and a debug log; (server, client).
-fn perftest_checked(prog: &str, args: &[&str]) -> (Side, Side) {
-    let dir = TempDir::new("datapath-ex-perftest");
-    let fab = fabric_name("wrex", prog);
-    let _g = FabricGuard(fab.clone());
-    let port = free_port().to_string();
-    let mk = |who: &str| {
-        let mut c = Command::new(prog);
-        for var in [
-            "IBV_SHIM_LIBRARY",
-            "IBV_SHIM_LEAK_EXITCODE",
-            "IBV_SHIM_TRACE",
-        ] {
-            c.env_remove(var);
-        }
-        c.env("LD_LIBRARY_PATH", sim_dir())
-            .env("IBV_SIM_FABRIC", &fab)
-            .env("IBV_SIM_DEVICES", "mlx5_0");
-        preload_shim(&mut c)
-            .env("IBV_SHIM_CHECK", "datapath")
-            .env("IBV_SHIM_LOG", "debug")
-            .env("IBV_SHIM_LOG_FILE", dir.join(format!("{who}.log")))
-            .env("IBV_SHIM_REPORT", dir.join(format!("{who}.json")))
-            .args(["-d", "mlx5_0", "-p", &port])
-            .args(args);
-        c
-    };
-    let mut server = mk("server");
-    let server = std::thread::spawn(move || run_unchecked(&mut server, Duration::from_secs(120)));
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !listening(port.parse().unwrap()) && !server.is_finished() {
-        assert!(
-            Instant::now() < deadline,
-            "{prog}: the server never listened"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let mut client = mk("client");
-    client.arg("127.0.0.1");
-    let c = run_unchecked(&mut client, Duration::from_secs(120));
-    let s = server.join().expect("server thread");
-    let side = |who: &str, out| {
-        let log = std::fs::read_to_string(dir.join(format!("{who}.log"))).unwrap_or_default();
-        let json = std::fs::read_to_string(dir.join(format!("{who}.json")))
-            .ok()
-            .map(|t| serde_json::from_str(&t).unwrap_or_else(|e| panic!("bad JSON {e}: {t}")));
-        Side { out, log, json }
-    };
-    (side("server", s), side("client", c))
-}
-
 /// The unmodified perftest programs with their default post API (the
 /// `ibv_wr_*` builders) under the checks: the builders are wrapped on the
 /// posting side(s), nothing is reported, every count is 0, and each
@@ -379,7 +320,7 @@ fn perftest_default_post_api_under_the_checks_reports_nothing() {
         ("ib_send_lat", &["-n", "200"][..], "t_avg"),
         ("ib_read_lat", &["-n", "200"][..], "t_avg"),
     ] {
-        let (s, c) = perftest_checked(prog, args);
+        let (s, c) = perftest_checked("wrex", prog, args);
         let mut wrapped = 0;
         for (who, d) in [("server", &s), ("client", &c)] {
             let out = String::from_utf8_lossy(&d.out.stdout);

@@ -11,6 +11,8 @@
 //! - `logs`: reading the shim's log: [`LogLine`], [`read_logs`],
 //!   [`log_lines_for`], [`debug_log_env`].
 //! - `symbols`: shared objects: [`dynamic_symbols`], [`real_libibverbs`].
+//! - `perftest`: perftest's two processes on the sim under the data-path
+//!   checks: [`perftest_checked`].
 //!
 //! Not every test file uses every helper.
 #![allow(dead_code)]
@@ -20,6 +22,7 @@ mod fabric;
 mod logs;
 mod net;
 mod paths;
+mod perftest;
 mod run;
 mod symbols;
 mod testbed;
@@ -35,6 +38,8 @@ pub use logs::*;
 pub use net::*;
 #[allow(unused_imports)]
 pub use paths::*;
+#[allow(unused_imports)]
+pub use perftest::*;
 #[allow(unused_imports)]
 pub use run::*;
 #[allow(unused_imports)]
