@@ -46,6 +46,7 @@ pub mod guard;
 // Internal: only `exports` makes the header.
 /// cbindgen:ignore
 pub mod errno;
+pub mod futex;
 // Internal: only `exports` makes the header.
 /// cbindgen:ignore
 pub mod thread;

@@ -338,23 +338,8 @@ fn start() -> bool {
         // Another thread is starting it (or has, or gave up).
         return MODE.load(Acquire) != SYNC;
     }
-    // SAFETY: plain sigset_t values; pthread_sigmask changes this thread's
-    // mask only, and it is restored right after the spawn (the new thread
-    // inherits the blocked mask: the program's signals are the program's).
-    let old = unsafe {
-        let mut all: libc::sigset_t = std::mem::zeroed();
-        libc::sigfillset(&mut all);
-        let mut old: libc::sigset_t = std::mem::zeroed();
-        libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut old);
-        old
-    };
-    let spawned = std::thread::Builder::new()
-        .name("ibv-shim-log".into())
-        .stack_size(64 * 1024)
-        .spawn(run);
-    // SAFETY: restores the mask saved above.
-    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
-    let mode = if spawned.is_ok() { ASYNC } else { SYNC };
+    let spawned = crate::thread::spawn_quiet("ibv-shim-log", run);
+    let mode = if spawned { ASYNC } else { SYNC };
     // An exit meanwhile decided otherwise: keep its choice.
     let _ = MODE.compare_exchange(STARTING, mode, AcqRel, Acquire);
     if MODE.load(Acquire) == SYNC {
@@ -409,36 +394,9 @@ fn ready() -> bool {
 
 fn wake(word: &AtomicU32) {
     word.fetch_add(1, SeqCst);
-    // SAFETY: FUTEX_WAKE on a valid, aligned u32 of this process; the
-    // kernel only reads the address.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
-            i32::MAX,
-        )
-    };
+    crate::futex::wake(word, i32::MAX);
 }
 
 fn futex_wait(word: &AtomicU32, seen: u32, timeout: Option<Duration>) {
-    let ts = timeout.map(|d| libc::timespec {
-        tv_sec: d.as_secs() as libc::time_t,
-        tv_nsec: d.subsec_nanos() as libc::c_long,
-    });
-    let tsp = ts
-        .as_ref()
-        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
-    // SAFETY: FUTEX_WAIT on a valid, aligned u32 of this process, with a
-    // relative timeout that lives across the call (or none); it returns at
-    // once if the word is no longer `seen`.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
-            seen,
-            tsp,
-        )
-    };
+    crate::futex::wait(word, seen, timeout);
 }

@@ -143,6 +143,30 @@ pub fn after_fork_in_child() {
     set(TID, 0);
 }
 
+/// Starts one of the shim's helper threads (the log's and the trace's
+/// writers) with every signal blocked, so that the program's signals go
+/// to the program's threads; the calling thread's mask is restored at
+/// once. `false`: no thread (no memory, no threads left).
+pub fn spawn_quiet(name: &str, f: fn()) -> bool {
+    // SAFETY: plain sigset_t values; pthread_sigmask changes this thread's
+    // mask only, and it is restored right after the spawn (the new thread
+    // inherits the blocked mask).
+    let old = unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut old);
+        old
+    };
+    let spawned = std::thread::Builder::new()
+        .name(name.into())
+        .stack_size(64 * 1024)
+        .spawn(f);
+    // SAFETY: restores the mask saved above.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
+    spawned.is_ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

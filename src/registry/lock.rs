@@ -77,32 +77,15 @@ impl RawLock {
         // From now on the word says CONTENDED whenever this thread may
         // sleep, so that the unlocker wakes it.
         while self.0.swap(CONTENDED, Ordering::Acquire) != UNLOCKED {
-            // SAFETY: FUTEX_WAIT on a word of our own memory; it returns at
-            // once when the word is no longer CONTENDED.
-            unsafe {
-                libc::syscall(
-                    libc::SYS_futex,
-                    self.0.as_ptr(),
-                    libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
-                    CONTENDED,
-                    std::ptr::null::<libc::timespec>(),
-                )
-            };
+            // Returns at once when the word is no longer CONTENDED.
+            crate::futex::wait(&self.0, CONTENDED, None);
         }
     }
 
     #[cold]
     fn wake(&self) {
         let errno = crate::errno::Errno::save();
-        // SAFETY: FUTEX_WAKE on a word of our own memory.
-        unsafe {
-            libc::syscall(
-                libc::SYS_futex,
-                self.0.as_ptr(),
-                libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
-                1,
-            )
-        };
+        crate::futex::wake(&self.0, 1);
         errno.restore();
     }
 }

@@ -61,25 +61,9 @@ pub fn room(m: &Mapping, ring: usize, pos: u64) -> bool {
 /// still kept in the rings and drained at exit.
 pub fn start() {
     STOP.store(false, Ordering::Relaxed);
-    // SAFETY: plain sigset_t values; pthread_sigmask changes this thread's
-    // mask only, and it is restored right after the spawn (the new thread
-    // inherits the blocked mask).
-    let old = unsafe {
-        let mut all: libc::sigset_t = std::mem::zeroed();
-        libc::sigfillset(&mut all);
-        let mut old: libc::sigset_t = std::mem::zeroed();
-        libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut old);
-        old
-    };
-    let spawned = std::thread::Builder::new()
-        .name("ibv-shim-trace".into())
-        .stack_size(64 * 1024)
-        .spawn(run);
-    // SAFETY: restores the mask saved above.
-    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
     // Without a writer thread (no memory, no threads) the rings are
     // copied out by a blocked producer and at exit.
-    let _ = spawned;
+    let _ = crate::thread::spawn_quiet("ibv-shim-trace", run);
 }
 
 /// The writer's wake-up word (a futex) and whether it waits on it.
@@ -99,21 +83,7 @@ fn run() {
 fn nap(d: Duration) {
     let seen = WAKE.load(Ordering::Acquire);
     NAPPING.store(true, Ordering::SeqCst);
-    let ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: d.as_nanos() as libc::c_long,
-    };
-    // SAFETY: a private futex wait on our own word, with a timeout; it
-    // returns at once if a wake bumped the word after `seen` was read.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            WAKE.as_ptr(),
-            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
-            seen,
-            &ts as *const libc::timespec,
-        )
-    };
+    crate::futex::wait(&WAKE, seen, Some(d));
     NAPPING.store(false, Ordering::Relaxed);
 }
 
@@ -123,15 +93,7 @@ fn nap(d: Duration) {
 pub fn wake() {
     WAKE.fetch_add(1, Ordering::Release);
     if NAPPING.load(Ordering::SeqCst) {
-        // SAFETY: a private futex wake on our own word; async-signal-safe.
-        unsafe {
-            libc::syscall(
-                libc::SYS_futex,
-                WAKE.as_ptr(),
-                libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
-                1,
-            )
-        };
+        crate::futex::wake(&WAKE, 1);
     }
 }
 
