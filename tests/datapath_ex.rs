@@ -9,69 +9,15 @@ mod common;
 
 use std::path::PathBuf;
 use std::process::Command;
-use std::time::Duration;
 
 use common::*;
-use serde_json::Value;
 
 fn program() -> PathBuf {
-    let include = |dir: &str| format!("-I{}", repo_dir().join(dir).display());
-    cc(
-        "wr_ex",
-        &[&repo_dir().join("tests/c/wholeapi/wr_ex.c")],
-        // -O2: the inline verbs inlined, as in real programs (the site of a
-        // report is the program's own call of the setter).
-        &[
-            &include("tests/c/sim"),
-            &include("tests/c/objects"),
-            "-O2",
-            "-libverbs",
-            "-ldl",
-        ],
-    )
+    wholeapi_program("wr_ex")
 }
 
-struct Run {
-    stdout: String,
-    log: String,
-    json: Option<Value>,
-    status: std::process::ExitStatus,
-    _dir: TempDir,
-}
-
-fn shim_run(mode: &str, env: &[(&str, &str)]) -> Run {
-    let dir = TempDir::new("datapath-ex");
-    let mut cmd = Command::new(program());
-    cmd.arg(mode);
-    for var in [
-        "IBV_SHIM_LOG",
-        "IBV_SHIM_LIBRARY",
-        "IBV_SHIM_CHECK",
-        "IBV_SHIM_TRACE",
-        "IBV_SHIM_FAULTS",
-        "IBV_SHIM_LEAK_EXITCODE",
-        "IBV_SIM_DEVICES",
-    ] {
-        cmd.env_remove(var);
-    }
-    cmd.env("LD_LIBRARY_PATH", sim_dir())
-        .env("IBV_SIM_FABRIC", fabric_name("wrex", mode));
-    preload_shim(&mut cmd)
-        .env("IBV_SHIM_LOG_FILE", dir.join("log"))
-        .env("IBV_SHIM_REPORT", dir.join("report.json"))
-        .envs(env.iter().copied());
-    let out = run_unchecked(&mut cmd, Duration::from_secs(60));
-    let log = std::fs::read_to_string(dir.join("log")).unwrap_or_default();
-    let json = std::fs::read_to_string(dir.join("report.json"))
-        .ok()
-        .map(|t| serde_json::from_str(&t).unwrap_or_else(|e| panic!("bad JSON {e}: {t}")));
-    Run {
-        stdout: stdout(&out),
-        log,
-        json,
-        status: out.status,
-        _dir: dir,
-    }
+fn shim_run(mode: &str, env: &[(&str, &str)]) -> ShimRun {
+    common::shim_run(&program(), "wrex", &[mode], env)
 }
 
 fn check_lines(log: &str) -> Vec<&str> {

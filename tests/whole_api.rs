@@ -21,61 +21,11 @@ use common::*;
 use serde_json::Value;
 
 fn program() -> PathBuf {
-    let include = |dir: &str| format!("-I{}", repo_dir().join(dir).display());
-    cc(
-        "whole_api",
-        &[&repo_dir().join("tests/c/wholeapi/whole_api.c")],
-        // -O2: the inline verbs inlined, as in real programs (the site of a
-        // post is the program's own call).
-        &[
-            &include("tests/c/sim"),
-            &include("tests/c/objects"),
-            "-O2",
-            "-libverbs",
-            "-ldl",
-        ],
-    )
+    wholeapi_program("whole_api")
 }
 
-struct Run {
-    stdout: String,
-    log: String,
-    json: Option<Value>,
-    status: std::process::ExitStatus,
-    _dir: TempDir,
-}
-
-fn shim_run(args: &[&str], env: &[(&str, &str)]) -> Run {
-    let dir = TempDir::new("whole-api");
-    let mut cmd = Command::new(program());
-    cmd.args(args);
-    for var in [
-        "IBV_SHIM_LOG",
-        "IBV_SHIM_LIBRARY",
-        "IBV_SHIM_CHECK",
-        "IBV_SHIM_LEAK_EXITCODE",
-        "IBV_SIM_DEVICES",
-    ] {
-        cmd.env_remove(var);
-    }
-    cmd.env("LD_LIBRARY_PATH", sim_dir())
-        .env("IBV_SIM_FABRIC", fabric_name("wholeapi", args[0]));
-    preload_shim(&mut cmd)
-        .env("IBV_SHIM_LOG_FILE", dir.join("log"))
-        .env("IBV_SHIM_REPORT", dir.join("report.json"))
-        .envs(env.iter().copied());
-    let out = run_unchecked(&mut cmd, Duration::from_secs(60));
-    let log = std::fs::read_to_string(dir.join("log")).unwrap_or_default();
-    let json = std::fs::read_to_string(dir.join("report.json"))
-        .ok()
-        .map(|t| serde_json::from_str(&t).unwrap_or_else(|e| panic!("bad JSON {e}: {t}")));
-    Run {
-        stdout: stdout(&out),
-        log,
-        json,
-        status: out.status,
-        _dir: dir,
-    }
+fn shim_run(args: &[&str], env: &[(&str, &str)]) -> ShimRun {
+    common::shim_run(&program(), "wholeapi", args, env)
 }
 
 /// The `made KIND HANDLE PARENT` lines.

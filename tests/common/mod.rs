@@ -4,6 +4,8 @@
 //! - `paths`: where things are: [`repo_dir`], [`target_dir`], [`shim_so`],
 //!   [`sim_dir`], [`sim_lib`], [`dropin`], [`path_list`], [`TempDir`].
 //! - `cc`: building C: [`cc`] (gcc `-Wall -Wextra -Werror`), [`cc_text`].
+//! - `checked`: the `tests/c/wholeapi/` programs under the shim on the sim:
+//!   [`wholeapi_program`], [`shim_run`].
 //! - `testbed`: running the **real** rdma-core with devices but no
 //!   hardware: [`Testbed`].
 //! - `run`: running anything: [`run`] / [`run_unchecked`] (timeout, clear
@@ -18,6 +20,7 @@
 #![allow(dead_code)]
 
 mod cc;
+mod checked;
 mod fabric;
 mod logs;
 mod net;
@@ -30,6 +33,8 @@ mod testbed;
 // A test file uses what it needs of these.
 #[allow(unused_imports)]
 pub use cc::*;
+#[allow(unused_imports)]
+pub use checked::*;
 #[allow(unused_imports)]
 pub use fabric::*;
 #[allow(unused_imports)]
