@@ -50,20 +50,7 @@ pub(super) fn check_send(s: &QpShared, w: &SendWr) -> Result<(), c_int> {
         return Err(libc::EINVAL);
     }
     let ok = match s.qp_type {
-        QPT_RC => {
-            matches!(
-                w.opcode,
-                WR_RDMA_WRITE
-                    | WR_RDMA_WRITE_WITH_IMM
-                    | WR_SEND
-                    | WR_SEND_WITH_IMM
-                    | WR_RDMA_READ
-                    | WR_LOCAL_INV
-                    | WR_BIND_MW
-                    | WR_SEND_WITH_INV
-            ) || (s.dev.family.atomics
-                && matches!(w.opcode, WR_ATOMIC_CMP_AND_SWP | WR_ATOMIC_FETCH_AND_ADD))
-        }
+        QPT_RC => rc_opcode(w.opcode, s.dev.family.atomics),
         QPT_UC => matches!(
             w.opcode,
             WR_RDMA_WRITE | WR_RDMA_WRITE_WITH_IMM | WR_SEND | WR_SEND_WITH_IMM
@@ -71,16 +58,8 @@ pub(super) fn check_send(s: &QpShared, w: &SendWr) -> Result<(), c_int> {
         // XRC requests are RC's (mlx5 posts them alike), memory windows
         // aside: the target's memory is checked against its SRQ's PD.
         QPT_XRC_SEND => {
-            matches!(
-                w.opcode,
-                WR_RDMA_WRITE
-                    | WR_RDMA_WRITE_WITH_IMM
-                    | WR_SEND
-                    | WR_SEND_WITH_IMM
-                    | WR_RDMA_READ
-                    | WR_SEND_WITH_INV
-            ) || (s.dev.family.atomics
-                && matches!(w.opcode, WR_ATOMIC_CMP_AND_SWP | WR_ATOMIC_FETCH_AND_ADD))
+            rc_opcode(w.opcode, s.dev.family.atomics)
+                && !matches!(w.opcode, WR_LOCAL_INV | WR_BIND_MW)
         }
         QPT_UD => matches!(w.opcode, WR_SEND | WR_SEND_WITH_IMM),
         _ => false,
@@ -348,4 +327,19 @@ pub(super) fn execute_ud(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr, signaled: bo
         }
     }
     done(WC_SUCCESS);
+}
+
+/// An opcode an RC send queue takes (atomics where the device has them).
+fn rc_opcode(op: c_int, atomics: bool) -> bool {
+    matches!(
+        op,
+        WR_RDMA_WRITE
+            | WR_RDMA_WRITE_WITH_IMM
+            | WR_SEND
+            | WR_SEND_WITH_IMM
+            | WR_RDMA_READ
+            | WR_LOCAL_INV
+            | WR_BIND_MW
+            | WR_SEND_WITH_INV
+    ) || (atomics && matches!(op, WR_ATOMIC_CMP_AND_SWP | WR_ATOMIC_FETCH_AND_ADD))
 }
