@@ -2,18 +2,21 @@
 //!
 //! Each thread claims a ring (one CAS on its owner word, on its first
 //! record) and is the only one to write records there, so a record is a
-//! few stores into the shared mapping: the slot's commit word cleared,
+//! few stores into the shared mapping: the record's commit word cleared,
 //! the fields and text written, the commit word set (release), the ring's
-//! head advanced. The writer thread only reads slots below the head and
-//! advances the tail. A thread that exits hands its ring on.
+//! head advanced. Records lie back to back, each its used length (about
+//! 80 bytes for a device verb, not a 256-byte slot): the writer copies a
+//! ring out in at most two pieces, and a ring's lines are each written
+//! once per lap. The writer thread only reads below the head and advances
+//! the tail. A thread that exits hands its ring on.
 
 use std::cell::Cell;
 use std::fmt;
 use std::sync::atomic::{fence, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use trace_format::{
-    header, ring as meta, slot, FLAG_TRUNCATED, HEADER_SIZE, RING_META_SIZE, SLOT_SIZE, SLOT_TEXT,
-    TEXT_MAX,
+    header, record_len, ring as meta, ring_next, slot, FLAG_TRUNCATED, HEADER_SIZE, RECORD_MAX,
+    RING_META_SIZE, RING_UNIT, SLOT_TEXT, TEXT_MAX,
 };
 
 use super::config;
@@ -22,7 +25,8 @@ use crate::files::Identity;
 /// The mapping (null when there is none) and its shape.
 static BASE: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
 static LEN: AtomicUsize = AtomicUsize::new(0);
-static SLOTS: AtomicUsize = AtomicUsize::new(0);
+/// A ring's size in bytes.
+static SIZE: AtomicUsize = AtomicUsize::new(0);
 /// The file, for the writer's appends, and which file it is.
 pub static FD: AtomicI32 = AtomicI32::new(-1);
 pub static FD_DEV: AtomicU64 = AtomicU64::new(0);
@@ -72,7 +76,8 @@ thread_local! {
 #[derive(Clone, Copy)]
 pub struct Mapping {
     base: *mut u8,
-    pub slots: usize,
+    /// A ring's size in bytes.
+    pub size: usize,
 }
 
 /// The mapping, if the trace is open.
@@ -80,7 +85,7 @@ pub fn mapping() -> Option<Mapping> {
     let base = BASE.load(Ordering::Acquire);
     (!base.is_null()).then(|| Mapping {
         base,
-        slots: SLOTS.load(Ordering::Relaxed),
+        size: SIZE.load(Ordering::Relaxed),
     })
 }
 
@@ -101,11 +106,12 @@ impl Mapping {
         // SAFETY: as in `word`; the owner field is 4-aligned.
         unsafe { &*self.base.add(at).cast::<AtomicU32>() }
     }
-    /// The slot at position `pos` of `ring`.
-    pub fn slot(&self, ring: usize, pos: u64) -> *mut u8 {
-        let i = ring * self.slots + (pos as usize & (self.slots - 1));
-        // SAFETY: ring < RINGS and the index is below `slots`: inside the mapping.
-        unsafe { self.base.add(HEADER_SIZE + i * SLOT_SIZE) }
+    /// Where position `pos` of `ring` lies (the size is a power of two).
+    pub fn at(&self, ring: usize, pos: u64) -> *mut u8 {
+        let off = ring * self.size + (pos as usize & (self.size - 1));
+        // SAFETY: ring < RINGS and the offset is below the ring's size:
+        // inside the mapping.
+        unsafe { self.base.add(HEADER_SIZE + off) }
     }
 }
 
@@ -129,6 +135,7 @@ pub fn open() -> bool {
         }
     };
     let slots = cfg.slots;
+    let size = trace_format::ring_bytes(slots);
     let len = trace_format::rings_end(config::RINGS, slots);
     // SAFETY: fd is the regular file just created, open read-write.
     let sized = unsafe { libc::ftruncate(fd, len as libc::off_t) } == 0;
@@ -159,7 +166,7 @@ pub fn open() -> bool {
         return false;
     }
     let base = base.cast::<u8>();
-    let m = Mapping { base, slots };
+    let m = Mapping { base, size };
     // SAFETY: the header's first bytes, inside the fresh mapping.
     unsafe {
         std::ptr::copy_nonoverlapping(trace_format::MAGIC.as_ptr(), base, 8);
@@ -168,7 +175,7 @@ pub fn open() -> bool {
         put32(header::PID, libc::getpid() as u32);
         put32(header::RINGS, config::RINGS as u32);
         put32(header::SLOTS, slots as u32);
-        put32(header::SLOT_SIZE, SLOT_SIZE as u32);
+        put32(header::SLOT_SIZE, RING_UNIT as u32);
         put32(header::POLICY, cfg.block as u32);
     }
     m.word(header::REALTIME_NS).store(
@@ -193,7 +200,7 @@ pub fn open() -> bool {
     FD_DEV.store(id.dev, Ordering::Relaxed);
     FD_INO.store(id.ino, Ordering::Relaxed);
     FD.store(fd, Ordering::Relaxed);
-    SLOTS.store(slots, Ordering::Relaxed);
+    SIZE.store(size, Ordering::Relaxed);
     LEN.store(len, Ordering::Relaxed);
     BASE.store(base, Ordering::Release);
     true
@@ -279,8 +286,8 @@ fn claim(m: &Mapping) -> Option<usize> {
 /// microseconds), which would otherwise land on every 16th record.
 fn populate(m: &Mapping, ring: usize) {
     const MADV_POPULATE_WRITE: i32 = 23;
-    let start = m.slot(ring, 0);
-    let len = m.slots * SLOT_SIZE;
+    let start = m.at(ring, 0);
+    let len = m.size;
     // SAFETY: the ring's own range of the mapping; the advice only faults
     // pages in (Linux 5.14+; EINVAL before, then the loop below does it).
     if unsafe { libc::madvise(start.cast(), len, MADV_POPULATE_WRITE) } == 0 {
@@ -297,7 +304,7 @@ fn populate(m: &Mapping, ring: usize) {
     }
 }
 
-/// Formats straight into a slot's text, cutting what does not fit.
+/// Formats straight into a record's text, cutting what does not fit.
 struct SlotText {
     at: *mut u8,
     len: usize,
@@ -307,7 +314,7 @@ struct SlotText {
 impl fmt::Write for SlotText {
     fn write_str(&mut self, s: &str) -> fmt::Result {
         let n = s.len().min(TEXT_MAX - self.len);
-        // SAFETY: len + n <= TEXT_MAX: inside the slot's text.
+        // SAFETY: len + n <= TEXT_MAX: inside the record's text.
         unsafe { std::ptr::copy_nonoverlapping(s.as_ptr(), self.at.add(self.len), n) };
         self.len += n;
         self.cut |= n < s.len();
@@ -346,7 +353,7 @@ pub fn record_bin(
     let Some(m) = mapping() else { return };
     let written = with_my_ring(&m, |ring, tid| {
         write_with(&m, ring, tid, start, dur, flags, errno, |at, flags| {
-            // SAFETY: `at` is the slot's text area, TEXT_MAX bytes; the
+            // SAFETY: `at` is the record's text area, TEXT_MAX bytes; the
             // export passes one word per argument of `verb`, and a device
             // or a C string from the real library where it says so.
             let (len, cut) = unsafe { super::capture::encode(verb, args, result, at, TEXT_MAX) };
@@ -407,18 +414,26 @@ fn write_with(
 ) {
     let head_word = m.ring_word(ring, meta::HEAD);
     // Only this thread moves the head.
-    let pos = head_word.load(Ordering::Relaxed);
-    let used = pos - m.ring_word(ring, meta::TAIL).load(Ordering::Acquire);
-    if used >= m.slots as u64 && !super::writer::room(m, ring, pos) {
+    let head = head_word.load(Ordering::Relaxed);
+    let pos = ring_next(head, m.size);
+    let tail = m.ring_word(ring, meta::TAIL).load(Ordering::Acquire);
+    // Room for the longest record: its length is known once written.
+    if pos + RECORD_MAX as u64 - tail > m.size as u64 && !super::writer::room(m, ring, pos) {
         m.ring_word(ring, meta::LOST)
             .fetch_add(1, Ordering::Relaxed);
         return;
     }
-    let s = m.slot(ring, pos);
-    // SAFETY: the slot is this thread's until the head passes it (the
-    // writer reads only below the head); every offset is inside the slot
-    // and aligned for its type (slots are 256-aligned).
-    unsafe {
+    if pos & (m.size as u64 - 1) == 0 {
+        // A new lap: where the last one's records end, for the writer
+        // (published by the head's release below).
+        m.ring_word(ring, meta::WRAP).store(head, Ordering::Relaxed);
+    }
+    let s = m.at(ring, pos);
+    // SAFETY: RECORD_MAX bytes from `s` are this thread's until the head
+    // passes them (the writer reads only below the head; a record never
+    // wraps, see `ring_next`); every offset is aligned for its type
+    // (positions are multiples of 8).
+    let len = unsafe {
         let seq = &*s.add(slot::SEQ).cast::<AtomicU64>();
         // Uncommitted first: a crash halfway leaves no half-old record.
         seq.store(0, Ordering::Relaxed);
@@ -433,12 +448,14 @@ fn write_with(
         s.add(slot::CALL_LEN).cast::<u16>().write(call_len);
         s.add(slot::TEXT_LEN).cast::<u16>().write(text_len);
         seq.store(pos + 1, Ordering::Release);
-    }
-    head_word.store(pos + 1, Ordering::Release);
+        record_len(text_len as usize) as u64
+    };
+    head_word.store(pos + len, Ordering::Release);
     // Half full: the writer copies the ring out now, on its own core if
     // there is one, rather than this thread when the ring is full. (The
     // fill level passes this mark once per half ring.)
-    if used + 1 == (m.slots / 2) as u64 {
+    let half = (m.size / 2) as u64;
+    if head - tail < half && pos + len - tail >= half {
         super::writer::wake();
     }
 }

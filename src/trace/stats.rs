@@ -191,7 +191,7 @@ pub fn summary() {
         return;
     }
     if let (Some(m), Some(fd)) = (super::ring::mapping(), super::writer::descriptor()) {
-        let from = trace_format::rings_end(super::config::RINGS, m.slots) as u64;
+        let from = (trace_format::HEADER_SIZE + super::config::RINGS * m.size) as u64;
         add_file(
             fd,
             from,

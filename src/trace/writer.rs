@@ -5,11 +5,10 @@
 //! (or waits while the writer is at it). Only copies: the exit summary's
 //! figures are counted from the file at exit (`stats`).
 
-use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use trace_format::{header, record_len, ring as meta, slot};
+use trace_format::{header, ring as meta, RECORD_MAX};
 
 use super::ring::{self, Mapping};
 
@@ -36,7 +35,7 @@ pub fn room(m: &Mapping, ring: usize, pos: u64) -> bool {
     let tail = m.ring_word(ring, meta::TAIL);
     let mut spins = 0u32;
     loop {
-        if pos - tail.load(Ordering::Acquire) < m.slots as u64 {
+        if pos + RECORD_MAX as u64 - tail.load(Ordering::Acquire) <= m.size as u64 {
             return true;
         }
         if started.elapsed() > BLOCK_LIMIT || BROKEN.load(Ordering::Relaxed) {
@@ -128,24 +127,11 @@ fn try_drain(m: &Mapping) -> bool {
     any
 }
 
-/// The records of one `pwritev`, pointed at where they lie in the ring
-/// (no copy on this side: in block mode with no spare core the calling
-/// thread drains); only the holder of `DRAINING` touches it.
-struct Batch(UnsafeCell<[libc::iovec; BATCH]>);
-/// IOV_MAX on Linux.
-const BATCH: usize = 1024;
-// SAFETY: only used under DRAINING; the pointers are only read by pwritev.
-unsafe impl Sync for Batch {}
-static IOVECS: Batch = Batch(UnsafeCell::new(
-    [libc::iovec {
-        iov_base: std::ptr::null_mut(),
-        iov_len: 0,
-    }; BATCH],
-));
-
-/// Appends the ring's committed records to the file, each cut to its used
-/// length, then moves its tail. A crash between the two leaves a record in
-/// both places; readers count it once.
+/// Appends the ring's committed records to the file as they lie in the
+/// ring, back to back (one piece, or two when the head is a lap ahead:
+/// the last lap's records up to where they end, then the new lap's), then
+/// moves its tail. A crash between the two leaves a record in both
+/// places; readers count it once.
 fn drain_ring(m: &Mapping, ring: usize) -> bool {
     let head = m.ring_word(ring, meta::HEAD).load(Ordering::Acquire);
     let tail_word = m.ring_word(ring, meta::TAIL);
@@ -157,45 +143,34 @@ fn drain_ring(m: &Mapping, ring: usize) -> bool {
         BROKEN.store(true, Ordering::Relaxed);
         return false;
     };
-    // SAFETY: the caller holds DRAINING, so this thread alone uses it.
-    let iov = unsafe { &mut *IOVECS.0.get() };
+    let size = m.size as u64;
+    let lap_end = (tail / size + 1) * size;
+    // The producer is at most a lap ahead of the tail (it leaves room for
+    // a whole record), so one wrap at most: the WRAP word (published with
+    // the head) says where the records before it end.
+    let pieces = if head <= lap_end {
+        [(tail, head), (head, head)]
+    } else {
+        let wrap = m.ring_word(ring, meta::WRAP).load(Ordering::Relaxed);
+        [(tail, wrap.clamp(tail, lap_end)), (lap_end, head)]
+    };
+    let iov = pieces.map(|(from, to)| libc::iovec {
+        iov_base: m.at(ring, from).cast(),
+        iov_len: (to - from) as usize,
+    });
+    let used: usize = iov.iter().map(|v| v.iov_len).sum();
     let end_word = m.word(header::DRAINED_END);
-    let mut pos = tail;
-    while pos < head {
-        let (mut n, mut used) = (0, 0);
-        let mut next = pos;
-        while next < head && n < BATCH {
-            let s = m.slot(ring, next);
-            // SAFETY: a committed slot below the head: its length field is
-            // written and stays so until the tail passes it.
-            let text_len = unsafe { s.add(slot::TEXT_LEN).cast::<u16>().read() } as usize;
-            let len = record_len(text_len);
-            // Slots side by side in the ring: one piece.
-            if n > 0 && iov[n - 1].iov_base as usize + iov[n - 1].iov_len == s as usize {
-                iov[n - 1].iov_len += len;
-            } else {
-                iov[n] = libc::iovec {
-                    iov_base: s.cast(),
-                    iov_len: len,
-                };
-                n += 1;
-            }
-            used += len;
-            next += 1;
-        }
-        let at = end_word.load(Ordering::Relaxed);
-        // SAFETY: `n` pieces of committed slots (the tail is not moved
-        // past them until they are written); pwritev only reads them.
-        let wrote = unsafe { libc::pwritev(fd, iov.as_ptr(), n as i32, at as libc::off_t) };
-        if wrote != used as isize {
-            // A full disk: the records stay in the ring for a later try
-            // (drop mode counts what no longer fits).
-            return pos != tail;
-        }
-        end_word.store(at + used as u64, Ordering::Release);
-        pos = next;
-        tail_word.store(pos, Ordering::Release);
+    let at = end_word.load(Ordering::Relaxed);
+    // SAFETY: committed records of the ring, below the head (the tail is
+    // not moved past them until they are written); pwritev only reads.
+    let wrote = unsafe { libc::pwritev(fd, iov.as_ptr(), 2, at as libc::off_t) };
+    if wrote != used as isize {
+        // A full disk: the records stay in the ring for a later try
+        // (drop mode counts what no longer fits).
+        return false;
     }
+    end_word.store(at + used as u64, Ordering::Release);
+    tail_word.store(head, Ordering::Release);
     true
 }
 

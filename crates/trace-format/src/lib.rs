@@ -6,19 +6,25 @@
 //!
 //! ```text
 //! [0, HEADER_SIZE)               file header, then one RingMeta per ring
-//! [HEADER_SIZE, rings_end)       rings: `rings` x `slots` slots of SLOT_SIZE
+//! [HEADER_SIZE, rings_end)       rings: `rings` x `ring_bytes(slots)` bytes
 //! [rings_end, drained_end)       records the shim's writer copied out of
 //!                                the rings to make room (appended, in
-//!                                order), each cut to its used length:
-//!                                `record_len(text_len)` bytes
+//!                                order, back to back as they lay in the ring)
 //! ```
 //!
-//! A slot is committed by its `seq` word, stored last (release): `seq` is
-//! the record's position in its ring plus one, so a slot whose `seq` is 0
-//! or does not match its index is a record being written, or none. A
-//! record is in the drained area or still in its ring (or, after a crash
-//! between the copy and the tail update, in both: readers deduplicate by
-//! ring and `seq`).
+//! A ring is a byte ring of records back to back, each `record_len(text_len)`
+//! bytes (its fields and used text, rounded up to 8: a device verb's record
+//! is about 80 bytes). A record's position is its first byte's offset in
+//! the ring's whole stream (the ring's offset is the position modulo the
+//! ring's size); a record never wraps: where fewer than `RECORD_MAX` bytes
+//! are left before the ring's end, the next record starts at the ring's
+//! start (`ring_next`). A record is committed by its `seq` word, stored
+//! last (release): its position plus one, so a record whose `seq` is 0 or
+//! does not match where it lies is being written, or none (a stale record
+//! of an earlier lap has an older position). Readers walk a ring from its
+//! tail, record by record. A record is in the drained area or still in its
+//! ring (or, after a crash between the copy and the tail update, in both:
+//! readers deduplicate by ring and `seq`).
 
 pub mod vendor;
 pub mod verbs;
@@ -26,20 +32,26 @@ pub mod verbs;
 /// The first 8 bytes of a trace file.
 pub const MAGIC: [u8; 8] = *b"IBVTRC01";
 /// 2: binary call records (`FLAG_BINARY`) and the TSC clock. 3: a `Str`
-/// result may be `verbs::SAME_AS_DEVICE_NAME` (a reader of 2 would show
-/// it wrong, so it refuses the file).
-pub const VERSION: u32 = 3;
+/// result may be `verbs::SAME_AS_DEVICE_NAME`. 4: rings of records back
+/// to back (`record_len` each) rather than 256-byte slots. A reader reads
+/// its own version only (the layouts differ).
+pub const VERSION: u32 = 4;
 pub const HEADER_SIZE: usize = 8192;
-pub const SLOT_SIZE: usize = 256;
-/// Bytes of text a slot holds: the call (`name(args)`), then the result.
-pub const TEXT_MAX: usize = SLOT_SIZE - SLOT_TEXT;
+/// The most bytes a record takes: its fields and TEXT_MAX bytes of text.
+pub const RECORD_MAX: usize = 256;
+/// A ring holds `slots` x RING_UNIT bytes (`IBV_SHIM_TRACE_SLOTS`).
+pub const RING_UNIT: usize = 128;
+/// Bytes of text a record holds: the call (`name(args)`), then the result.
+pub const TEXT_MAX: usize = RECORD_MAX - SLOT_TEXT;
 /// The header's fields (byte offsets).
 pub mod header {
     pub const MAGIC: usize = 0;
     pub const VERSION: usize = 8;
     pub const PID: usize = 12;
     pub const RINGS: usize = 16;
+    /// A ring's size in RING_UNIT bytes.
     pub const SLOTS: usize = 20;
+    /// RING_UNIT.
     pub const SLOT_SIZE: usize = 24;
     /// 0 = drop (and count) when a ring is full, 1 = block.
     pub const POLICY: usize = 28;
@@ -68,20 +80,25 @@ pub mod header {
 }
 /// Per-ring metadata (byte offsets inside one `RING_META_SIZE` entry).
 pub mod ring {
-    /// Records written to this ring so far (the producer's position).
+    /// Where the next record goes (a position: bytes of the ring's stream,
+    /// gaps before a wrap included).
     pub const HEAD: usize = 0;
-    /// Records copied out to the drained area so far.
+    /// The position up to which records are copied out to the drained area.
     pub const TAIL: usize = 8;
     /// Records dropped because the ring was full.
     pub const LOST: usize = 16;
     /// The thread that owns the ring now (0 = free).
     pub const OWNER: usize = 24;
+    /// Where the records of the lap before the current one end (the
+    /// head when a record last started a lap): the writer copies a ring
+    /// out in two pieces around it.
+    pub const WRAP: usize = 32;
 }
 pub const RING_META_SIZE: usize = 64;
 /// The most rings a header has room for.
 pub const MAX_RINGS: usize = (HEADER_SIZE - header::RINGS_META) / RING_META_SIZE;
 
-/// A slot's fields (byte offsets).
+/// A record's fields (byte offsets).
 pub mod slot {
     pub const SEQ: usize = 0;
     pub const START_NS: usize = 8;
@@ -100,7 +117,7 @@ pub const SLOT_TEXT: usize = 40;
 pub const FLAG_FAILED: u16 = 1;
 /// `flags`: an event (`trace::event`), not a timed verbs call.
 pub const FLAG_EVENT: u16 = 2;
-/// `flags`: the text was cut to fit the slot.
+/// `flags`: the text was cut to fit the record.
 pub const FLAG_TRUNCATED: u16 = 4;
 /// `flags`: a binary call record: `CALL_LEN` is the verb's id in
 /// `verbs::VERBS`, the text area its payload (see `verbs`).
@@ -142,16 +159,36 @@ pub fn record_len(text_len: usize) -> usize {
     (SLOT_TEXT + text_len.min(TEXT_MAX) + 7) & !7
 }
 
+/// A ring's size in bytes.
+#[inline]
+pub fn ring_bytes(slots: usize) -> usize {
+    slots * RING_UNIT
+}
+
+/// Where a record written at position `pos` of a ring of `size` bytes
+/// starts: `pos`, or the ring's next lap when fewer than RECORD_MAX bytes
+/// are left before its end (a record never wraps). The shim, its writer
+/// and readers all step with it.
+#[inline]
+pub fn ring_next(pos: u64, size: usize) -> u64 {
+    let left = size as u64 - pos % size as u64;
+    if left < RECORD_MAX as u64 {
+        pos + left
+    } else {
+        pos
+    }
+}
+
 /// The size of a trace file's header plus rings.
 pub fn rings_end(rings: usize, slots: usize) -> usize {
-    HEADER_SIZE + rings * slots * SLOT_SIZE
+    HEADER_SIZE + rings * ring_bytes(slots)
 }
 
 /// One decoded record.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Record {
     pub ring: u16,
-    /// Position in its ring (0-based).
+    /// Position in its ring (bytes of the ring's stream, 0-based).
     pub seq: u64,
     /// CLOCK_MONOTONIC at the call's start, ns.
     pub start_ns: u64,
@@ -200,8 +237,8 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
 }
 
-/// Decodes one slot (or a record of the drained area), if it holds a
-/// complete record.
+/// Decodes one record (in a ring or the drained area), if it is
+/// complete.
 pub fn decode_slot(s: &[u8]) -> Option<Record> {
     if s.len() < SLOT_TEXT {
         return None;
@@ -261,15 +298,25 @@ pub fn decode(b: &[u8]) -> Result<Trace, NotATrace> {
         return Err(NotATrace("not an ibv-shim trace file".into()));
     }
     let version = u32_at(b, header::VERSION);
-    if !(1..=VERSION).contains(&version) {
+    if version != VERSION {
         return Err(NotATrace(format!(
-            "trace format version {} (this reader knows {VERSION})",
-            u32_at(b, header::VERSION)
+            "trace format version {version}, {}; this reader reads version {VERSION} only \
+             (decode the file with the ibv-shim that wrote it)",
+            if version < VERSION {
+                "written by an older ibv-shim"
+            } else {
+                "written by a newer ibv-shim"
+            }
         )));
     }
     let rings = u32_at(b, header::RINGS) as usize;
     let slots = u32_at(b, header::SLOTS) as usize;
-    if rings > MAX_RINGS || u32_at(b, header::SLOT_SIZE) as usize != SLOT_SIZE || slots == 0 {
+    let size = ring_bytes(slots);
+    if rings > MAX_RINGS
+        || u32_at(b, header::SLOT_SIZE) as usize != RING_UNIT
+        || size < RECORD_MAX
+        || !size.is_multiple_of(8)
+    {
         return Err(NotATrace("trace header is damaged".into()));
     }
     let mut t = Trace {
@@ -301,23 +348,37 @@ pub fn decode(b: &[u8]) -> Result<Trace, NotATrace> {
     for ring_i in 0..rings {
         let meta = header::RINGS_META + ring_i * RING_META_SIZE;
         t.lost_full += u64_at(b, meta + ring::LOST);
+        let start = HEADER_SIZE + ring_i * size;
+        if start + size > b.len() {
+            break;
+        }
+        let r_bytes = &b[start..start + size];
+        // From the tail (below it, drained already and seen above), record
+        // by record while each is committed where it lies: past the head
+        // too (a crash between a commit and the head's update).
         let tail = u64_at(b, meta + ring::TAIL);
-        for i in 0..slots {
-            let at = HEADER_SIZE + (ring_i * slots + i) * SLOT_SIZE;
-            if at + SLOT_SIZE > b.len() {
+        let mut pos = tail;
+        loop {
+            pos = ring_next(pos, size);
+            // The shim writes a record only where a whole RECORD_MAX fits
+            // before the tail's lap ends.
+            if pos + RECORD_MAX as u64 > tail + size as u64 {
                 break;
             }
-            let Some(r) = decode_slot(&b[at..at + SLOT_SIZE]) else {
-                continue;
-            };
-            // Only a slot whose position matches its index is committed;
-            // below the tail it was drained already (and seen above).
-            if r.seq as usize % slots == i && r.ring as usize == ring_i && r.seq >= tail {
-                push(&mut t, r);
+            let at = (pos % size as u64) as usize;
+            let rec = &r_bytes[at..(at + RECORD_MAX).min(size)];
+            if u64_at(rec, slot::SEQ) != pos + 1 {
+                break;
             }
+            let len = record_len(u16_at(rec, slot::TEXT_LEN) as usize);
+            match decode_slot(&rec[..len]) {
+                Some(r) if r.ring as usize == ring_i => push(&mut t, r),
+                _ => break,
+            }
+            pos += len as u64;
         }
     }
-    if version >= 2 && u32_at(b, header::CLOCK) == CLOCK_TSC {
+    if u32_at(b, header::CLOCK) == CLOCK_TSC {
         let c = TscClock::new(
             u64_at(b, header::TSC0),
             u64_at(b, header::MONO0),
@@ -370,42 +431,57 @@ pub fn errno_name(e: i32) -> String {
 mod tests {
     use super::*;
 
-    /// A file with one ring of 4 slots, `drained` copied out, `in_ring`
-    /// records written at positions (seq) in the ring.
+    /// Bytes a test record takes.
+    const REC: u64 = 48;
+
+    /// A file with one ring of 4 units (512 bytes), the records numbered
+    /// `drained` copied out, those numbered `in_ring` written in the ring
+    /// (record n at position `pos(n)`, wrapping as the shim does).
     fn file(drained: &[u64], in_ring: &[u64], tail: u64) -> Vec<u8> {
         let slots = 4;
         let end = rings_end(1, slots);
         let rec = record_len(7);
+        assert_eq!(rec as u64, REC);
         let mut b = vec![0u8; end + drained.len() * rec];
         b[..8].copy_from_slice(&MAGIC);
         b[header::VERSION..header::VERSION + 4].copy_from_slice(&VERSION.to_le_bytes());
         b[header::RINGS..header::RINGS + 4].copy_from_slice(&1u32.to_le_bytes());
         b[header::SLOTS..header::SLOTS + 4].copy_from_slice(&(slots as u32).to_le_bytes());
         b[header::SLOT_SIZE..header::SLOT_SIZE + 4]
-            .copy_from_slice(&(SLOT_SIZE as u32).to_le_bytes());
+            .copy_from_slice(&(RING_UNIT as u32).to_le_bytes());
         let de = (end + drained.len() * rec) as u64;
         b[header::DRAINED_END..header::DRAINED_END + 8].copy_from_slice(&de.to_le_bytes());
         let meta = header::RINGS_META;
-        b[meta + ring::TAIL..meta + ring::TAIL + 8].copy_from_slice(&tail.to_le_bytes());
-        let put = |b: &mut Vec<u8>, at: usize, seq: u64| {
+        b[meta + ring::TAIL..meta + ring::TAIL + 8].copy_from_slice(&pos(tail).to_le_bytes());
+        let put = |b: &mut Vec<u8>, at: usize, n: u64| {
+            let seq = pos(n);
             b[at..at + 8].copy_from_slice(&(seq + 1).to_le_bytes());
-            b[at + slot::START_NS..at + slot::START_NS + 8].copy_from_slice(&seq.to_le_bytes());
+            b[at + slot::START_NS..at + slot::START_NS + 8].copy_from_slice(&n.to_le_bytes());
             let text = b"f(x=1)0";
             b[at + SLOT_TEXT..at + SLOT_TEXT + text.len()].copy_from_slice(text);
             b[at + slot::CALL_LEN..at + slot::CALL_LEN + 2].copy_from_slice(&6u16.to_le_bytes());
             b[at + slot::TEXT_LEN..at + slot::TEXT_LEN + 2].copy_from_slice(&7u16.to_le_bytes());
         };
-        for (i, &seq) in drained.iter().enumerate() {
-            put(&mut b, end + i * rec, seq);
+        for (i, &n) in drained.iter().enumerate() {
+            put(&mut b, end + i * rec, n);
         }
-        for &seq in in_ring {
-            put(
-                &mut b,
-                HEADER_SIZE + (seq as usize % slots) * SLOT_SIZE,
-                seq,
-            );
+        for &n in in_ring {
+            put(&mut b, HEADER_SIZE + (pos(n) % 512) as usize, n);
         }
         b
+    }
+
+    /// Record n's position in a 512-byte ring of REC-byte records.
+    fn pos(n: u64) -> u64 {
+        let mut p = 0;
+        for _ in 0..n {
+            p = ring_next(p, 512) + REC;
+        }
+        ring_next(p, 512)
+    }
+
+    fn numbers(t: &Trace) -> Vec<u64> {
+        t.records.iter().map(|r| r.start_ns).collect()
     }
 
     #[test]
@@ -413,24 +489,43 @@ mod tests {
         // 0..=3 drained; 2 and 3 also still in the ring (a crash between
         // the copy and the tail update); 4 and 5 only in the ring.
         let t = decode(&file(&[0, 1, 2, 3], &[2, 3, 4, 5], 2)).unwrap();
-        let seqs: Vec<u64> = t.records.iter().map(|r| r.seq).collect();
-        assert_eq!(seqs, [0, 1, 2, 3, 4, 5]);
+        assert_eq!(numbers(&t), [0, 1, 2, 3, 4, 5]);
         assert_eq!(t.records[0].name(), "f");
         assert_eq!(t.records[0].call, "f(x=1)");
         assert_eq!(t.records[0].result, "0");
     }
 
+    /// Records past the ring's end start again at its start: 6 records
+    /// fill the first lap (a RECORD_MAX no longer fits after them); the
+    /// first lap's last record, drained, is still there (stale).
     #[test]
-    fn uncommitted_and_misplaced_slots_are_skipped() {
-        let mut b = file(&[], &[0, 1], 0);
-        // Slot 1 being written: its commit word is cleared first.
-        let at = HEADER_SIZE + SLOT_SIZE;
+    fn a_ring_is_read_across_its_wrap() {
+        assert_eq!(pos(6), 512);
+        let t = decode(&file(&[0, 1, 2, 3, 4, 5], &[5, 6, 7, 8], 6)).unwrap();
+        assert_eq!(numbers(&t), [0, 1, 2, 3, 4, 5, 6, 7, 8]);
+    }
+
+    #[test]
+    fn uncommitted_and_misplaced_records_end_the_ring() {
+        let mut b = file(&[], &[0, 1, 2], 0);
+        // Record 1 being written: its commit word is cleared first.
+        let at = HEADER_SIZE + pos(1) as usize;
         b[at..at + 8].copy_from_slice(&0u64.to_le_bytes());
-        // Slot 2 claims position 7, which belongs in slot 3: garbage.
-        let at = HEADER_SIZE + 2 * SLOT_SIZE;
-        b[at..at + 8].copy_from_slice(&8u64.to_le_bytes());
         let t = decode(&b).unwrap();
-        assert_eq!(t.records.len(), 1);
+        assert_eq!(numbers(&t), [0]);
+        // A stale record of an earlier lap (its position 512 bytes back).
+        let mut b = file(&[], &[0, 1, 2], 0);
+        let at = HEADER_SIZE + pos(1) as usize;
+        b[at..at + 8].copy_from_slice(&(pos(1) + 1 + 512).to_le_bytes());
+        assert_eq!(numbers(&decode(&b).unwrap()), [0]);
         assert!(decode(b"not a trace").is_err());
+    }
+
+    #[test]
+    fn an_older_format_is_refused_with_its_version() {
+        let mut b = file(&[0], &[], 1);
+        b[header::VERSION..header::VERSION + 4].copy_from_slice(&3u32.to_le_bytes());
+        let e = decode(&b).unwrap_err().to_string();
+        assert!(e.contains("version 3") && e.contains("older"), "{e}");
     }
 }
