@@ -12,10 +12,12 @@
 
 use std::cell::Cell;
 use std::fmt;
-use std::sync::atomic::{fence, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{
+    compiler_fence, fence, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+};
 
 use trace_format::{
-    header, record_len, ring as meta, ring_next, slot, FLAG_TRUNCATED, HEADER_SIZE, RECORD_MAX,
+    header, record_len, ring as meta, slot, FLAG_TRUNCATED, HEADER_SIZE, RECORD_MAX,
     RING_META_SIZE, RING_UNIT, SLOT_TEXT, TEXT_MAX,
 };
 
@@ -44,9 +46,6 @@ struct Claim {
     /// The thread's id, read when it claims the ring (one thread-local
     /// access per record rather than two).
     tid: Cell<u32>,
-    /// Set while this thread writes a record: a signal handler that makes
-    /// a verbs call meanwhile would write the same slot.
-    busy: Cell<bool>,
 }
 
 impl Drop for Claim {
@@ -67,7 +66,6 @@ thread_local! {
             generation: Cell::new(0),
             ring: Cell::new(NO_RING),
             tid: Cell::new(0),
-            busy: Cell::new(false),
         }
     };
 }
@@ -102,8 +100,16 @@ impl Mapping {
         self.word(header::RINGS_META + ring * RING_META_SIZE + field)
     }
     pub fn owner(&self, ring: usize) -> &AtomicU32 {
-        let at = header::RINGS_META + ring * RING_META_SIZE + meta::OWNER;
-        // SAFETY: as in `word`; the owner field is 4-aligned.
+        self.word32(header::RINGS_META + ring * RING_META_SIZE + meta::OWNER)
+    }
+    /// Set while the owner writes a record: a signal handler that makes a
+    /// verbs call meanwhile would write the same place.
+    fn busy(&self, ring: usize) -> &AtomicU32 {
+        self.word32(header::RINGS_META + ring * RING_META_SIZE + meta::BUSY)
+    }
+    fn word32(&self, at: usize) -> &AtomicU32 {
+        debug_assert!(at % 4 == 0 && at < HEADER_SIZE);
+        // SAFETY: as in `word`; `at` is 4-aligned.
         unsafe { &*self.base.add(at).cast::<AtomicU32>() }
     }
     /// Where position `pos` of `ring` lies (the size is a power of two).
@@ -233,37 +239,83 @@ pub fn fd_is_ours(fd: i32) -> bool {
         })
 }
 
-/// Runs `write` with this thread's ring, claimed on its first record.
-/// `false` when every ring is taken, during the thread's own exit, or in
-/// a signal handler that interrupted this thread's own record.
-#[inline]
-fn with_my_ring(m: &Mapping, write: impl FnOnce(usize, u32)) -> bool {
+/// This thread's ring and id, the ring claimed on its first record;
+/// `None` when every ring is taken or during the thread's own exit.
+///
+/// A thread first tries ring `tid % RINGS` (where `claim` starts): its
+/// owner word says whether it is this thread's, with no thread-local
+/// access (a `thread_local!` in a shared library is a `__tls_get_addr`
+/// call); the thread-local claim is for a thread that got another ring.
+#[inline(always)]
+fn my_ring(m: &Mapping) -> Option<(usize, u32)> {
+    let tid = crate::thread::tid() as u32;
+    let ring = tid as usize % config::RINGS;
+    // Only this thread stores its own id there (`claim`) or takes it
+    // away (its exit).
+    if m.owner(ring).load(Ordering::Relaxed) == tid {
+        return Some((ring, tid));
+    }
+    claimed_ring(m)
+}
+
+#[inline(never)]
+fn claimed_ring(m: &Mapping) -> Option<(usize, u32)> {
     let generation = GENERATION.load(Ordering::Relaxed);
     CLAIM
         .try_with(|c| {
-            if c.busy.get() {
-                return false;
-            }
             if c.generation.get() != generation || c.ring.get() == NO_RING {
-                let Some(ring) = claim(m) else { return false };
+                let ring = claim(m)?;
                 c.generation.set(generation);
                 c.ring.set(ring as u32);
                 // A forked child claims anew: its own id.
                 c.tid.set(crate::thread::tid() as u32);
             }
-            // Cleared on the way out, also by a panic in a Display impl.
-            struct Busy<'a>(&'a Cell<bool>);
-            impl Drop for Busy<'_> {
-                fn drop(&mut self) {
-                    self.0.set(false);
-                }
-            }
-            c.busy.set(true);
-            let _busy = Busy(&c.busy);
-            write(c.ring.get() as usize, c.tid.get());
-            true
+            Some((c.ring.get() as usize, c.tid.get()))
         })
-        .unwrap_or(false)
+        .ok()
+        .flatten()
+}
+
+/// A ring's busy word held while its owner writes a record; `enter` is
+/// `None` when a record of this thread is being written there already (a
+/// signal handler's call in the middle of one). Only the owner (and its
+/// signal handlers) touch the word: the compiler fences keep the record's
+/// stores between the two. Dropped also by a panic in a Display impl.
+struct Busy<'a>(&'a AtomicU32);
+
+impl<'a> Busy<'a> {
+    #[inline(always)]
+    fn enter(m: &'a Mapping, ring: usize) -> Option<Busy<'a>> {
+        let busy = m.busy(ring);
+        if busy.load(Ordering::Relaxed) != 0 {
+            return None;
+        }
+        busy.store(1, Ordering::Relaxed);
+        compiler_fence(Ordering::SeqCst);
+        Some(Busy(busy))
+    }
+}
+
+impl Drop for Busy<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        compiler_fence(Ordering::SeqCst);
+        self.0.store(0, Ordering::Relaxed);
+    }
+}
+
+/// Runs `write` with this thread's ring; `false` when there is none or
+/// it is busy (see `my_ring`, `Busy`).
+#[inline(always)]
+fn with_my_ring(m: &Mapping, write: impl FnOnce(usize, u32)) -> bool {
+    let Some((ring, tid)) = my_ring(m) else {
+        return false;
+    };
+    let Some(_busy) = Busy::enter(m, ring) else {
+        return false;
+    };
+    write(ring, tid);
+    true
 }
 
 #[cold]
@@ -415,7 +467,13 @@ fn write_with(
     let head_word = m.ring_word(ring, meta::HEAD);
     // Only this thread moves the head.
     let head = head_word.load(Ordering::Relaxed);
-    let pos = ring_next(head, m.size);
+    // `ring_next` without its division (the size is a power of two).
+    let left = m.size as u64 - (head & (m.size as u64 - 1));
+    let pos = if left < RECORD_MAX as u64 {
+        head + left
+    } else {
+        head
+    };
     let tail = m.ring_word(ring, meta::TAIL).load(Ordering::Acquire);
     // Room for the longest record: its length is known once written.
     if pos + RECORD_MAX as u64 - tail > m.size as u64 && !super::writer::room(m, ring, pos) {

@@ -33,7 +33,6 @@ pub fn room(m: &Mapping, ring: usize, pos: u64) -> bool {
     }
     let started = Instant::now();
     let tail = m.ring_word(ring, meta::TAIL);
-    let mut spins = 0u32;
     loop {
         if pos + RECORD_MAX as u64 - tail.load(Ordering::Acquire) <= m.size as u64 {
             return true;
@@ -43,17 +42,23 @@ pub fn room(m: &Mapping, ring: usize, pos: u64) -> bool {
         }
         // Copy the rings out itself rather than sleep until the writer
         // wakes (a sleep or a yield on a busy machine lasts milliseconds);
-        // spin a while when the writer is at it (its round is short).
+        // when the writer is at it, sleep until its round ends (spinning
+        // would take the core from a writer that shares it).
+        let seen = ROUNDS.load(Ordering::Acquire);
         if !try_drain(m) {
-            spins += 1;
-            if spins % 4096 == 0 {
-                std::thread::yield_now();
-            } else {
-                std::hint::spin_loop();
+            WAITERS.fetch_add(1, Ordering::SeqCst);
+            if DRAINING.load(Ordering::SeqCst) {
+                crate::futex::wait(&ROUNDS, seen, Some(Duration::from_millis(1)));
             }
+            WAITERS.fetch_sub(1, Ordering::Relaxed);
         }
     }
 }
+
+/// Drain rounds ended (a futex: producers blocked on a full ring wait on
+/// it), and how many wait.
+static ROUNDS: AtomicU32 = AtomicU32::new(0);
+static WAITERS: AtomicU32 = AtomicU32::new(0);
 
 /// Starts the writer thread (its signals blocked: the program's signals
 /// are the program's). Without one (no memory, no threads) records are
@@ -124,6 +129,10 @@ fn try_drain(m: &Mapping) -> bool {
         }
     }
     DRAINING.store(false, Ordering::Release);
+    ROUNDS.fetch_add(1, Ordering::Release);
+    if WAITERS.load(Ordering::SeqCst) > 0 {
+        crate::futex::wake(&ROUNDS, i32::MAX);
+    }
     any
 }
 
@@ -199,6 +208,7 @@ pub fn after_fork_in_child() {
     DRAINING.store(false, Ordering::Relaxed);
     NAPPING.store(false, Ordering::Relaxed);
     BROKEN.store(false, Ordering::Relaxed);
+    WAITERS.store(0, Ordering::Relaxed);
 }
 
 /// Records lost so far: rings full, and no ring free.

@@ -89,6 +89,8 @@ pub mod ring {
     pub const LOST: usize = 16;
     /// The thread that owns the ring now (0 = free).
     pub const OWNER: usize = 24;
+    /// 1 while the owner writes a record (u32; the shim's own use).
+    pub const BUSY: usize = 28;
     /// Where the records of the lap before the current one end (the
     /// head when a record last started a lap): the writer copies a ring
     /// out in two pieces around it.
