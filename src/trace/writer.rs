@@ -5,7 +5,7 @@
 //! (or waits while the writer is at it). Only copies: the exit summary's
 //! figures are counted from the file at exit (`stats`).
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use trace_format::{header, ring as meta, RECORD_MAX};
@@ -45,12 +45,17 @@ pub fn room(m: &Mapping, ring: usize, pos: u64) -> bool {
         // when the writer is at it, sleep until its round ends (spinning
         // would take the core from a writer that shares it).
         let seen = ROUNDS.load(Ordering::Acquire);
-        if !try_drain(m) {
-            WAITERS.fetch_add(1, Ordering::SeqCst);
-            if DRAINING.load(Ordering::SeqCst) {
-                crate::futex::wait(&ROUNDS, seen, Some(Duration::from_millis(1)));
+        match try_drain(m) {
+            Some(true) => {}
+            // Nothing could be copied (a full disk): try again shortly.
+            Some(false) => std::thread::sleep(Duration::from_micros(100)),
+            None => {
+                WAITERS.fetch_add(1, Ordering::SeqCst);
+                if DRAINING.load(Ordering::SeqCst) {
+                    crate::futex::wait(&ROUNDS, seen, Some(Duration::from_millis(1)));
+                }
+                WAITERS.fetch_sub(1, Ordering::Relaxed);
             }
-            WAITERS.fetch_sub(1, Ordering::Relaxed);
         }
     }
 }
@@ -78,7 +83,13 @@ fn run() {
     while !STOP.load(Ordering::Relaxed) {
         // Round after round while there is work; a short nap when idle,
         // cut short by a ring half full (`wake`).
-        if !ring::mapping().is_some_and(|m| try_drain(&m)) {
+        let Some(m) = ring::mapping() else {
+            nap(Duration::from_millis(2));
+            continue;
+        };
+        let drained = try_drain(&m);
+        allocate_ahead(&m);
+        if drained != Some(true) {
             nap(Duration::from_millis(2));
         }
     }
@@ -106,19 +117,55 @@ pub fn stop_and_drain() {
     STOP.store(true, Ordering::Relaxed);
     let Some(m) = ring::mapping() else { return };
     let started = Instant::now();
-    while !try_drain(&m) {
+    while try_drain(&m).is_none() {
         // The writer is mid-copy: it finishes within milliseconds.
         if started.elapsed() > Duration::from_secs(2) {
             return;
         }
         std::thread::sleep(Duration::from_micros(200));
     }
+    // The space allocated ahead and not used: the file ends at its last
+    // record.
+    let end = m.word(header::DRAINED_END).load(Ordering::Relaxed);
+    if ALLOCATED.load(Ordering::Relaxed) > end {
+        if let Some(fd) = descriptor() {
+            // SAFETY: the trace file's own descriptor; only shrinks what
+            // `allocate_ahead` added past the records.
+            unsafe { libc::ftruncate(fd, end as libc::off_t) };
+        }
+    }
 }
 
-/// Drains every ring if no one else is; `true` if it drained something.
-fn try_drain(m: &Mapping) -> bool {
+/// How far the writer allocates the file ahead of its drained records.
+const AHEAD: u64 = 4 << 20;
+/// The file's allocated end, past the drained records (0: nothing ahead).
+static ALLOCATED: AtomicU64 = AtomicU64::new(0);
+
+/// Keeps AHEAD bytes allocated past the drained records (the writer, when
+/// a round leaves less than half of it): a copy-out then only copies,
+/// the file's pages are found rather than made (a third to a half of an
+/// append's cost into tmpfs here). A crash leaves the allocated zeros
+/// past `DRAINED_END`, which readers ignore; an exit cuts them off.
+fn allocate_ahead(m: &Mapping) {
+    let end = m.word(header::DRAINED_END).load(Ordering::Relaxed);
+    let have = ALLOCATED.load(Ordering::Relaxed).max(end);
+    if have - end >= AHEAD / 2 || BROKEN.load(Ordering::Relaxed) {
+        return;
+    }
+    let Some(fd) = descriptor() else { return };
+    // SAFETY: the trace file's own descriptor; only adds zeroed space
+    // past its records (a file system without fallocate says EOPNOTSUPP:
+    // the copy-out then appends as it did).
+    if unsafe { libc::fallocate(fd, 0, have as libc::off_t, AHEAD as libc::off_t) } == 0 {
+        ALLOCATED.store(have + AHEAD, Ordering::Relaxed);
+    }
+}
+
+/// Drains every ring if no one else is (`None` when someone is); `true`
+/// if it drained something.
+fn try_drain(m: &Mapping) -> Option<bool> {
     if DRAINING.swap(true, Ordering::Acquire) {
-        return false;
+        return None;
     }
     let mut any = false;
     // A fresh calibration pair for the header, one drainer at a time.
@@ -133,7 +180,7 @@ fn try_drain(m: &Mapping) -> bool {
     if WAITERS.load(Ordering::SeqCst) > 0 {
         crate::futex::wake(&ROUNDS, i32::MAX);
     }
-    any
+    Some(any)
 }
 
 /// Appends the ring's committed records to the file as they lie in the
@@ -209,6 +256,7 @@ pub fn after_fork_in_child() {
     NAPPING.store(false, Ordering::Relaxed);
     BROKEN.store(false, Ordering::Relaxed);
     WAITERS.store(0, Ordering::Relaxed);
+    ALLOCATED.store(0, Ordering::Relaxed);
 }
 
 /// Records lost so far: rings full, and no ring free.
