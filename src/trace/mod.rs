@@ -1,9 +1,10 @@
-//! Binary tracing: every verbs call the shim times becomes a fixed-size
-//! record in a per-thread ring, written by the calling thread with no lock
-//! and no system call (`ring`). The rings live in a shared mapping of the
-//! trace file, so every complete record survives the process however it
-//! ends (SIGKILL, a crash, `_exit`); a writer thread copies records out
-//! of the rings to the end of the file to make room (`writer`); the
+//! Binary tracing: every verbs call the shim times becomes a record (its
+//! used length, back to back) in a per-thread ring, written by the calling
+//! thread with no lock and no system call (`ring`). The rings live in a
+//! shared mapping of the trace file, so every complete record survives the
+//! process however it ends (SIGKILL, a crash, `_exit`); a writer thread
+//! copies records out of the rings to the end of the file to make room, a
+//! ring in one or two pieces (`writer`); the
 //! summary at exit counts per-verb figures from the file (`stats`). `ibv-shim trace`
 //! decodes the file; its layout is the `trace-format` crate's.
 //!

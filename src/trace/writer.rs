@@ -1,8 +1,9 @@
 //! The consumer side: copies committed records out of the rings to the
 //! end of the trace file, so the rings have room again. A writer thread
-//! does it every few milliseconds; at exit the exiting thread does it one
-//! last time; in `block` mode a thread whose ring is full does it itself
-//! (or waits while the writer is at it). Only copies: the exit summary's
+//! does it every few milliseconds, and keeps the file allocated ahead; at
+//! exit the exiting thread does it one last time; in `block` mode a thread
+//! whose ring is full does it itself (or sleeps while the writer is at
+//! it). Only copies: the exit summary's
 //! figures are counted from the file at exit (`stats`).
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
