@@ -46,7 +46,7 @@ pub fn room(m: &Mapping, ring: usize, pos: u64) -> bool {
         // when the writer is at it, sleep until its round ends (spinning
         // would take the core from a writer that shares it).
         let seen = ROUNDS.load(Ordering::Acquire);
-        match try_drain(m) {
+        match try_drain(m, Then::Nothing) {
             Some(true) => {}
             // Nothing could be copied (a full disk): try again shortly.
             Some(false) => std::thread::sleep(Duration::from_micros(100)),
@@ -88,7 +88,7 @@ fn run() {
             nap(Duration::from_millis(2));
             continue;
         };
-        let drained = try_drain(&m);
+        let drained = try_drain(&m, Then::Nothing);
         allocate_ahead(&m);
         if drained != Some(true) {
             nap(Duration::from_millis(2));
@@ -115,20 +115,38 @@ pub fn wake() {
 
 /// At exit: the writer stops, the rings are copied out one last time.
 pub fn stop_and_drain() {
-    STOP.store(true, Ordering::Relaxed);
+    STOP.store(true, Ordering::SeqCst);
     let Some(m) = ring::mapping() else { return };
     let started = Instant::now();
-    while try_drain(&m).is_none() {
+    while try_drain(&m, Then::CutOff).is_none() {
         // The writer is mid-copy: it finishes within milliseconds.
         if started.elapsed() > Duration::from_secs(2) {
             return;
         }
         std::thread::sleep(Duration::from_micros(200));
     }
-    // The space allocated ahead and not used: the file ends at its last
-    // record.
+}
+
+/// What a drainer does after a round, still the only drainer: the exit
+/// cuts the space allocated ahead off.
+#[derive(Clone, Copy, PartialEq)]
+enum Then {
+    Nothing,
+    CutOff,
+}
+
+/// The space allocated ahead and not used: the file ends at its last
+/// record. After STOP: once no allocation is under way, none starts.
+fn cut_off(m: &Mapping) {
+    let started = Instant::now();
+    while ALLOCATING.load(Ordering::SeqCst) {
+        if started.elapsed() > Duration::from_secs(2) {
+            return;
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
     let end = m.word(header::DRAINED_END).load(Ordering::Relaxed);
-    if ALLOCATED.load(Ordering::Relaxed) > end {
+    if ALLOCATED.swap(0, Ordering::Relaxed) > end {
         if let Some(fd) = descriptor() {
             // SAFETY: the trace file's own descriptor; only shrinks what
             // `allocate_ahead` added past the records.
@@ -141,6 +159,9 @@ pub fn stop_and_drain() {
 const AHEAD: u64 = 4 << 20;
 /// The file's allocated end, past the drained records (0: nothing ahead).
 static ALLOCATED: AtomicU64 = AtomicU64::new(0);
+/// Set while the writer allocates (outside DRAINING: a blocked producer
+/// does not wait for it).
+static ALLOCATING: AtomicBool = AtomicBool::new(false);
 
 /// Keeps AHEAD bytes allocated past the drained records (the writer, when
 /// a round leaves less than half of it): a copy-out then only copies,
@@ -153,18 +174,27 @@ fn allocate_ahead(m: &Mapping) {
     if have - end >= AHEAD / 2 || BROKEN.load(Ordering::Relaxed) {
         return;
     }
-    let Some(fd) = descriptor() else { return };
-    // SAFETY: the trace file's own descriptor; only adds zeroed space
-    // past its records (a file system without fallocate says EOPNOTSUPP:
-    // the copy-out then appends as it did).
-    if unsafe { libc::fallocate(fd, 0, have as libc::off_t, AHEAD as libc::off_t) } == 0 {
-        ALLOCATED.store(have + AHEAD, Ordering::Relaxed);
+    // The exit sets STOP, then waits for ALLOCATING to clear: either it
+    // sees this allocation or this sees STOP.
+    ALLOCATING.store(true, Ordering::SeqCst);
+    // The descriptor as it is (reopening is the drainer's: two threads
+    // reopening at once would leak one).
+    let fd = ring::FD.load(Ordering::Relaxed);
+    if !STOP.load(Ordering::SeqCst) && fd >= 0 && ring::fd_is_ours(fd) {
+        let at = have as libc::off_t;
+        // SAFETY: the trace file's own descriptor; only adds zeroed space
+        // past its records (a file system without fallocate says
+        // EOPNOTSUPP: the copy-out then appends as it did).
+        if unsafe { libc::fallocate(fd, 0, at, AHEAD as libc::off_t) } == 0 {
+            ALLOCATED.store(have + AHEAD, Ordering::Relaxed);
+        }
     }
+    ALLOCATING.store(false, Ordering::SeqCst);
 }
 
 /// Drains every ring if no one else is (`None` when someone is); `true`
 /// if it drained something.
-fn try_drain(m: &Mapping) -> Option<bool> {
+fn try_drain(m: &Mapping, then: Then) -> Option<bool> {
     if DRAINING.swap(true, Ordering::Acquire) {
         return None;
     }
@@ -175,6 +205,10 @@ fn try_drain(m: &Mapping) -> Option<bool> {
         for ring in 0..super::config::RINGS {
             any |= drain_ring(m, ring);
         }
+    }
+    match then {
+        Then::Nothing => {}
+        Then::CutOff => cut_off(m),
     }
     DRAINING.store(false, Ordering::Release);
     ROUNDS.fetch_add(1, Ordering::Release);
@@ -258,6 +292,7 @@ pub fn after_fork_in_child() {
     BROKEN.store(false, Ordering::Relaxed);
     WAITERS.store(0, Ordering::Relaxed);
     ALLOCATED.store(0, Ordering::Relaxed);
+    ALLOCATING.store(false, Ordering::Relaxed);
 }
 
 /// Records lost so far: rings full, and no ring free.
