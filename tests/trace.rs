@@ -400,6 +400,28 @@ fn file_mode(p: &Path) -> u32 {
     std::fs::metadata(p).unwrap().permissions().mode() & 0o777
 }
 
+/// A file of an older format (version 3: 256-byte slots) is refused by
+/// name, not misread: the layouts differ.
+#[test]
+fn an_older_trace_format_is_refused_with_its_version() {
+    let dir = TempDir::new("trace-version");
+    let (mut cmd, _fabric) = command(&dir, &["exit", "1", "10"], &[]);
+    let out = run(&mut cmd);
+    assert!(out.status.success(), "{}", describe(&cmd, &out));
+    let files = trace_files(&dir);
+    let mut bytes = std::fs::read(&files[0]).unwrap();
+    assert!(decode(&[], &files).status.success());
+    bytes[8..12].copy_from_slice(&3u32.to_le_bytes());
+    std::fs::write(&files[0], &bytes).unwrap();
+    let out = run(Command::new(launcher()).arg("trace").args(&files));
+    assert!(!out.status.success(), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains("trace format version 3, written by an older ibv-shim"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 /// The front door: `ibv-shim --sim --trace DIR/t.%p -- PROG`, then
 /// `ibv-shim trace DIR/t.*`.
 #[test]
