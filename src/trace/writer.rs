@@ -89,8 +89,9 @@ fn run() {
             continue;
         };
         let drained = try_drain(&m, Then::Nothing);
-        allocate_ahead(&m);
-        if drained != Some(true) {
+        // One allocation step between rounds, no nap while some is due.
+        let allocated = allocate_ahead(&m);
+        if drained != Some(true) && !allocated {
             nap(Duration::from_millis(2));
         }
     }
@@ -155,25 +156,30 @@ fn cut_off(m: &Mapping) {
     }
 }
 
-/// How far the writer allocates the file ahead of its drained records.
+/// How far the writer allocates the file ahead of its drained records,
+/// a STEP per round (a few tens of microseconds: a long allocation would
+/// keep it from the rings, which fill in a few hundred).
 const AHEAD: u64 = 4 << 20;
+const STEP: u64 = 256 << 10;
 /// The file's allocated end, past the drained records (0: nothing ahead).
 static ALLOCATED: AtomicU64 = AtomicU64::new(0);
 /// Set while the writer allocates (outside DRAINING: a blocked producer
 /// does not wait for it).
 static ALLOCATING: AtomicBool = AtomicBool::new(false);
 
-/// Keeps AHEAD bytes allocated past the drained records (the writer, when
-/// a round leaves less than half of it): a copy-out then only copies,
+/// Keeps AHEAD bytes allocated past the drained records (the writer, a
+/// STEP after each round that leaves less; `true` if it took one): a
+/// copy-out then only copies,
 /// the file's pages are found rather than made (a third to a half of an
 /// append's cost into tmpfs here). A crash leaves the allocated zeros
 /// past `DRAINED_END`, which readers ignore; an exit cuts them off.
-fn allocate_ahead(m: &Mapping) {
+fn allocate_ahead(m: &Mapping) -> bool {
     let end = m.word(header::DRAINED_END).load(Ordering::Relaxed);
     let have = ALLOCATED.load(Ordering::Relaxed).max(end);
-    if have - end >= AHEAD / 2 || BROKEN.load(Ordering::Relaxed) {
-        return;
+    if have - end >= AHEAD || BROKEN.load(Ordering::Relaxed) {
+        return false;
     }
+    let mut done = false;
     // The exit sets STOP, then waits for ALLOCATING to clear: either it
     // sees this allocation or this sees STOP.
     ALLOCATING.store(true, Ordering::SeqCst);
@@ -185,11 +191,13 @@ fn allocate_ahead(m: &Mapping) {
         // SAFETY: the trace file's own descriptor; only adds zeroed space
         // past its records (a file system without fallocate says
         // EOPNOTSUPP: the copy-out then appends as it did).
-        if unsafe { libc::fallocate(fd, 0, at, AHEAD as libc::off_t) } == 0 {
-            ALLOCATED.store(have + AHEAD, Ordering::Relaxed);
+        if unsafe { libc::fallocate(fd, 0, at, STEP as libc::off_t) } == 0 {
+            ALLOCATED.store(have + STEP, Ordering::Relaxed);
+            done = true;
         }
     }
     ALLOCATING.store(false, Ordering::SeqCst);
+    done
 }
 
 /// Drains every ring if no one else is (`None` when someone is); `true`
