@@ -16,7 +16,8 @@ use once_cell::sync::Lazy;
 /// Rings in a trace file: threads tracing at once (a ring is handed on
 /// when its thread exits).
 pub const RINGS: usize = 64;
-const DEFAULT_SLOTS: usize = 4096;
+/// 1 MiB a ring (the 256-byte slots' size before): about 13,000 device verb records.
+const DEFAULT_SLOTS: usize = 8192;
 
 #[derive(Debug)]
 pub struct TraceConfig {
