@@ -329,6 +329,9 @@ fn claim(m: &Mapping) -> Option<usize> {
                 .compare_exchange(0, tid.max(1), Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
         })?;
+    // A thread that ended in the middle of a record (cancelled) left it
+    // set: the ring is this thread's now.
+    m.busy(ring).store(0, Ordering::Relaxed);
     populate(m, ring);
     Some(ring)
 }
