@@ -55,16 +55,29 @@ pub enum Show {
     /// A device shown after the argument before it as ` on <device>`
     /// (`ibv_close_device(context=0x.. on <device>)`); words as `Dev`'s.
     OnDev,
+    /// A device list (`ibv_get_device_list`'s result): `NULL` or
+    /// `0x... [N devices: <device>, ...]`, the devices being the verb's
+    /// `ListDev` arguments. Words: the list, its length.
+    DevList,
+    /// A device of a `DevList` result, shown in the result, not in the
+    /// call; words as `Dev`'s. A list longer than the verb's `ListDev`
+    /// arguments shows the first ones, then `...`.
+    ListDev,
 }
 
 impl Show {
     pub const fn words(self) -> usize {
         match self {
             Show::Void | Show::Posted => 0,
-            Show::Dev | Show::OnDev => 3,
-            Show::Mr | Show::Qp | Show::RcCq | Show::RcEventType => 2,
+            Show::Dev | Show::OnDev | Show::ListDev => 3,
+            Show::Mr | Show::Qp | Show::RcCq | Show::RcEventType | Show::DevList => 2,
             _ => 1,
         }
+    }
+
+    /// Words of a device, and its name when known (`capture` stores them).
+    pub const fn is_device(self) -> bool {
+        matches!(self, Show::Dev | Show::OnDev | Show::ListDev)
     }
 }
 
@@ -164,6 +177,38 @@ verbs! {
     44 ACK_ASYNC_EVENT = "ibv_ack_async_event"(event: Ptr) -> Void;
     45 FORK_INIT = "ibv_fork_init"() -> Rc;
     46 REREG_MR = "ibv_rereg_mr"(mr: Ptr, flags: Hex, pd: Ptr, addr: Ptr, length: Uint, access: Hex) -> Int;
+    // The rest of the exports that used to log text.
+    47 GET_DEVICE_LIST = "ibv_get_device_list"(num_devices: Ptr, d0: ListDev, d1: ListDev, d2: ListDev, d3: ListDev, d4: ListDev, d5: ListDev) -> DevList;
+    48 VERBS_OPEN_DEVICE = "verbs_open_device"(device: Dev, private_data: Ptr) -> Ptr;
+    49 CREATE_QP_EX = "ibv_create_qp_ex"(context: Ptr, qp_init_attr_ex: Ptr) -> Qp;
+    50 BIND_MW = "ibv_bind_mw"(qp: Ptr, mw: Ptr) -> Rc;
+    51 ATTACH_MCAST = "ibv_attach_mcast"(qp: Ptr, gid: Ptr, lid: Hex) -> Rc;
+    52 DETACH_MCAST = "ibv_detach_mcast"(qp: Ptr, gid: Ptr, lid: Hex) -> Rc;
+    // The context table's creates (`made`: found by name, `made`).
+    53 ALLOC_MW = "ibv_alloc_mw"(context: Ptr, pd: Ptr) -> Ptr;
+    54 CREATE_COUNTERS = "ibv_create_counters"(context: Ptr, attr: Ptr) -> Ptr;
+    55 REG_DM_MR = "ibv_reg_dm_mr"(context: Ptr, pd: Ptr) -> Ptr;
+    56 ALLOC_DM = "ibv_alloc_dm"(context: Ptr, attr: Ptr) -> Ptr;
+    57 CREATE_FLOW_ACTION_ESP = "ibv_create_flow_action_esp"(context: Ptr, attr: Ptr) -> Ptr;
+    58 ALLOC_PARENT_DOMAIN = "ibv_alloc_parent_domain"(context: Ptr, pd: Ptr) -> Ptr;
+    59 ALLOC_TD = "ibv_alloc_td"(context: Ptr, attr: Ptr) -> Ptr;
+    60 CREATE_RWQ_IND_TABLE = "ibv_create_rwq_ind_table"(context: Ptr, attr: Ptr) -> Ptr;
+    61 CREATE_WQ = "ibv_create_wq"(context: Ptr, pd: Ptr) -> Ptr;
+    62 CREATE_CQ_EX = "ibv_create_cq_ex"(context: Ptr, channel: Ptr) -> Ptr;
+    63 CREATE_FLOW = "ibv_create_flow"(context: Ptr, qp: Ptr) -> Ptr;
+    64 OPEN_QP = "ibv_open_qp"(context: Ptr, xrcd: Ptr) -> Ptr;
+    65 CREATE_SRQ_EX = "ibv_create_srq_ex"(context: Ptr, pd: Ptr) -> Ptr;
+    66 OPEN_XRCD = "ibv_open_xrcd"(context: Ptr, attr: Ptr) -> Ptr;
+    // The context table's destroys (`destroy`).
+    67 DEALLOC_MW = "ibv_dealloc_mw"(mw: Ptr) -> Rc;
+    68 DESTROY_COUNTERS = "ibv_destroy_counters"(counters: Ptr) -> Rc;
+    69 FREE_DM = "ibv_free_dm"(dm: Ptr) -> Rc;
+    70 DESTROY_FLOW_ACTION = "ibv_destroy_flow_action"(action: Ptr) -> Rc;
+    71 DEALLOC_TD = "ibv_dealloc_td"(td: Ptr) -> Rc;
+    72 DESTROY_RWQ_IND_TABLE = "ibv_destroy_rwq_ind_table"(rwq_ind_table: Ptr) -> Rc;
+    73 DESTROY_WQ = "ibv_destroy_wq"(wq: Ptr) -> Rc;
+    74 CLOSE_XRCD = "ibv_close_xrcd"(xrcd: Ptr) -> Rc;
+    75 DESTROY_FLOW = "ibv_destroy_flow"(flow: Ptr) -> Rc;
 }
 
 /// The destroy verb `name(arg)` (one pointer argument named `arg`;
@@ -171,8 +216,18 @@ verbs! {
 pub fn destroy(name: &str, arg: &str, void: bool) -> Option<&'static Verb> {
     VERBS[DEALLOC_PD.id as usize..=UNIMPORT_MR.id as usize]
         .iter()
+        .chain(&VERBS[DEALLOC_MW.id as usize..=DESTROY_FLOW.id as usize])
         .copied()
         .find(|v| v.name == name && v.args[0].0 == arg && (v.result == Show::Void) == void)
+}
+
+/// The context table's create `name(context, arg)` (`arg` the second
+/// argument's name), if it has a descriptor.
+pub fn made(name: &str, arg: &str) -> Option<&'static Verb> {
+    VERBS[ALLOC_MW.id as usize..=OPEN_XRCD.id as usize]
+        .iter()
+        .copied()
+        .find(|v| v.name == name && v.args[1].0 == arg)
 }
 
 /// The verb with id `id`, if this reader knows it.
@@ -182,14 +237,16 @@ pub fn verb(id: u16) -> Option<&'static Verb> {
 
 /// Reads a payload: words in order, then strings in order.
 struct Reader<'a> {
+    verb: &'a Verb,
     p: &'a [u8],
     word: usize,
     string: usize,
 }
 
 impl<'a> Reader<'a> {
-    fn new(verb: &Verb, p: &'a [u8]) -> Reader<'a> {
+    fn new(verb: &'a Verb, p: &'a [u8]) -> Reader<'a> {
         Reader {
+            verb,
             p,
             word: 0,
             string: verb.words() * 8,
@@ -293,7 +350,35 @@ fn value(f: &mut dyn fmt::Write, show: Show, r: &mut Reader<'_>) -> fmt::Result 
                 write!(f, "{s:?}")
             }
         }
-        Show::Dev | Show::OnDev => {
+        Show::DevList => {
+            let n = r.word().unwrap_or(0);
+            if w == 0 {
+                return f.write_str("NULL");
+            }
+            hex(f, w)?;
+            write!(f, " [{n} devices: ")?;
+            // The list's devices are the last arguments, after
+            // arguments without strings (`num_devices`).
+            let args = r.verb.args;
+            r.word += args
+                .iter()
+                .filter(|a| a.1 != Show::ListDev)
+                .map(|a| a.1.words())
+                .sum::<usize>();
+            let slots = args.iter().filter(|a| a.1 == Show::ListDev).count();
+            let shown = slots.min(n as usize);
+            for i in 0..shown {
+                if i > 0 {
+                    f.write_str(", ")?;
+                }
+                value(f, Show::Dev, r)?;
+            }
+            if shown < n as usize {
+                f.write_str(if shown > 0 { ", ..." } else { "..." })?;
+            }
+            f.write_char(']')
+        }
+        Show::Dev | Show::OnDev | Show::ListDev => {
             let guid = r.word().unwrap_or(0);
             let bits = r.word().unwrap_or(0);
             if w == 0 {
@@ -328,6 +413,10 @@ impl fmt::Display for CallText<'_> {
         f.write_str(verb.name)?;
         f.write_char('(')?;
         for (i, (name, show)) in verb.args.iter().enumerate() {
+            if *show == Show::ListDev {
+                // Shown in the result (`DevList`).
+                continue;
+            }
             if *show == Show::OnDev {
                 f.write_str(" on ")?;
                 value(f, *show, &mut r)?;
