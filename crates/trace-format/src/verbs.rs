@@ -519,6 +519,33 @@ mod tests {
             "ibv_get_cq_event(channel=0xc000)"
         );
         assert_eq!(ResultText(&GET_CQ_EVENT, &q).to_string(), "0 (cq=0x6000)");
+        // A list: its devices in the result, not in the call; more than
+        // the record's six slots are cut and marked.
+        let dev = |at: u64, name: &'static [u8]| ([at, 0, DEV_KNOWN], name);
+        let devs: Vec<_> = (0..6).map(|i| dev(0x100 * (i + 1), b"rxe0")).collect();
+        let mut words = vec![0x9000, 8, 0x7ff0];
+        words.extend(devs.iter().flat_map(|d| d.0));
+        let q = payload(&words, &devs.iter().map(|d| d.1).collect::<Vec<_>>());
+        assert_eq!(
+            CallText(&GET_DEVICE_LIST, &q).to_string(),
+            "ibv_get_device_list(num_devices=0x7ff0)"
+        );
+        let one = "rxe0 [soft-RoCE (rxe)]";
+        assert_eq!(
+            ResultText(&GET_DEVICE_LIST, &q).to_string(),
+            format!(
+                "0x9000 [8 devices: 0x100 {one}, 0x200 {one}, 0x300 {one}, 0x400 {one}, \
+                 0x500 {one}, 0x600 {one}, ...]"
+            )
+        );
+        // Unused slots: NULL devices.
+        let mut words = vec![0x9000, 1, 0, 0x100, 0, DEV_KNOWN];
+        words.resize(GET_DEVICE_LIST.words(), 0);
+        let q = payload(&words, &[b"rxe0"]);
+        assert_eq!(
+            ResultText(&GET_DEVICE_LIST, &q).to_string(),
+            format!("0x9000 [1 devices: 0x100 {one}]")
+        );
         // Cut: what is there, then `?`.
         assert_eq!(
             CallText(&QUERY_PORT, &p).to_string(),
