@@ -65,23 +65,24 @@ pub unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *m
         let list = real.call(num_devices);
         let errno = Errno::save();
         if !list.is_null() {
-            let fast = resolve_getters();
             let mut n = 0;
+            let mut all_fast = true;
             // SAFETY: the real library returns a NULL-terminated array.
             while !unsafe { *list.add(n) }.is_null() {
                 // SAFETY: n is before the terminating NULL.
                 let dev = unsafe { *list.add(n) };
-                devices::remember(dev);
-                if fast {
-                    devices::allow_fast(dev);
-                }
-                if call.logging() && devices::cached_guid(dev).is_none() {
-                    if let Ok(guid) = GetDeviceGuid::unhooked() {
-                        // dev is a device of the list just returned.
-                        devices::cache_guid(dev, guid.call(dev));
-                    }
-                }
+                // In the fast index: remembered already (the usual case
+                // after the first list: one hash and one load).
+                all_fast &= devices::is_known_fast(dev);
                 n += 1;
+            }
+            // SAFETY: the first n entries of the list are devices.
+            let devs = unsafe { std::slice::from_raw_parts(list, n) };
+            if !all_fast {
+                remember_all(devs);
+            }
+            if call.logging() {
+                cache_guids(devs);
             }
             // Out of memory: counted as untracked (see `devices`).
             devices::list_returned(devices::LiveList {
@@ -109,6 +110,36 @@ pub unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *m
         errno.restore();
         Ok(list)
     })
+}
+
+/// Remembers the devices of a list and lets them take the getters' fast
+/// path (out of line: after the first list, its devices are known).
+#[cold]
+#[inline(never)]
+fn remember_all(devs: &[*mut ibv_device]) {
+    let fast = resolve_getters();
+    for &dev in devs {
+        devices::remember(dev);
+        if fast {
+            devices::allow_fast(dev);
+        }
+    }
+}
+
+/// The log shows each device's GUID: read once per device (the real
+/// getter reads sysfs; the caller restores errno).
+#[cold]
+#[inline(never)]
+fn cache_guids(devs: &[*mut ibv_device]) {
+    let Ok(guid) = GetDeviceGuid::unhooked() else {
+        return;
+    };
+    for &dev in devs {
+        if devices::cached_guid(dev).is_none() {
+            // dev is a device of the list just returned.
+            devices::cache_guid(dev, guid.call(dev));
+        }
+    }
 }
 
 /// The list's record: `num_devices`, the first devices (the descriptor's
