@@ -127,16 +127,17 @@ static MODE: AtomicU8 = AtomicU8::new(UNSTARTED);
 /// (synchronous mode, or no writer thread). A line that finds the ring
 /// full for 100 ms is dropped and counted.
 pub fn push(line: &[u8]) -> bool {
-    push_entry(false, line, &[])
+    push_entry(false, line)
 }
 
-/// Queues a binary entry, `head` then `body` (at most ENTRY_MAX bytes in
-/// all), for the writer thread to render; `false` as [`push`].
-pub fn push_binary(head: &[u8], body: &[u8]) -> bool {
-    push_entry(true, head, body)
+/// Queues a binary entry (at most ENTRY_MAX bytes) for the writer thread
+/// to render; `false` as [`push`].
+pub fn push_binary(entry: &[u8]) -> bool {
+    push_entry(true, entry)
 }
 
-fn push_entry(binary: bool, head: &[u8], body: &[u8]) -> bool {
+#[inline(always)]
+fn push_entry(binary: bool, entry: &[u8]) -> bool {
     // While one thread starts the writer, the others queue already.
     let mode = MODE.load(Acquire);
     if mode != ASYNC && mode != STARTING && !start() {
@@ -147,7 +148,7 @@ fn push_entry(binary: bool, head: &[u8], body: &[u8]) -> bool {
     } else {
         BINARY as usize - 1
     };
-    let len = (head.len() + body.len()).min(max);
+    let len = entry.len().min(max);
     let k = len.div_ceil(SLOT).max(1) as u64;
     let mut waited = 0;
     let (t, h) = loop {
@@ -170,9 +171,17 @@ fn push_entry(binary: bool, head: &[u8], body: &[u8]) -> bool {
         }
     };
     let at = (t as usize % SLOTS) * SLOT;
-    let h_len = head.len().min(len);
-    copy_in(at, &head[..h_len]);
-    copy_in((at + h_len) % BYTES, &body[..len - h_len]);
+    let first = len.min(BYTES - at);
+    // SAFETY: slots t..t+k are this thread's (claimed above, HEAD past
+    // their last use); `at + first <= BYTES`, and the rest (`len - first
+    // <= BYTES`) goes to the start.
+    unsafe {
+        let base = DATA.0.get().cast::<u8>();
+        std::ptr::copy_nonoverlapping(entry.as_ptr(), base.add(at), first);
+        if first < len {
+            std::ptr::copy_nonoverlapping(entry.as_ptr().add(first), base, len - first);
+        }
+    }
     let i = t as usize % SLOTS;
     LEN[i].store(len as u16 | if binary { BINARY } else { 0 }, Relaxed);
     STAMP[i].store(t + 1, Release);
@@ -189,20 +198,6 @@ fn push_entry(binary: bool, head: &[u8], body: &[u8]) -> bool {
         flush();
     }
     true
-}
-
-/// Copies `bytes` into the ring at `at`, wrapping at its end. The caller
-/// claimed the slots they fill.
-fn copy_in(at: usize, bytes: &[u8]) {
-    let first = bytes.len().min(BYTES - at);
-    // SAFETY: the slots are the caller's (claimed, HEAD past their last
-    // use); `at + first <= BYTES` and the rest, `len - first <= BYTES`,
-    // goes to the start.
-    unsafe {
-        let base = DATA.0.get().cast::<u8>();
-        std::ptr::copy_nonoverlapping(bytes.as_ptr(), base.add(at), first);
-        std::ptr::copy_nonoverlapping(bytes.as_ptr().add(first), base, bytes.len() - first);
-    }
 }
 
 /// Writes out what is queued now, on this thread, before a synchronous

@@ -333,7 +333,7 @@ fn lines_show_the_names_the_calls_saw_and_a_long_list_is_cut_and_marked() {
 
 /// Instructions (callgrind, `--separate-threads`) that the debug log adds
 /// to the thread making `ibv_get_device_name` calls, per call: the call's
-/// words queued, no text (about 560 measured; the line formatted on the
+/// words queued, no text (about 440 measured; the line formatted on the
 /// calling thread, as before issue 11's binary entries, cost about 4,000
 /// more). With `IBV_SHIM_LOG_SYNC=1` the calling thread formats its lines
 /// itself: the same measurement must see that, or it measures nothing.

@@ -107,14 +107,14 @@ impl Call {
         let end = crate::clock::now();
         crate::trace::call_bin(start, end, verb, args, result, failed, errno.0);
         if log::text_enabled(Level::Debug) {
-            let mut buf = [0u8; trace_format::TEXT_MAX];
-            // SAFETY: `buf` has room for TEXT_MAX bytes; the export passes
-            // one word per argument of `verb`, devices and C strings from
-            // the real library where `verb` says so.
-            let (len, _) = unsafe {
-                crate::trace::capture::encode(verb, args, result, buf.as_mut_ptr(), buf.len())
-            };
-            log::entry::call(start, end, verb, &buf[..len], failed, errno.0);
+            log::entry::call(start, end, verb, failed, errno.0, |out| {
+                // SAFETY: `out` has room for its length; the export passes
+                // one word per argument of `verb`, devices and C strings
+                // from the real library where `verb` says so.
+                unsafe {
+                    crate::trace::capture::encode(verb, args, result, out.as_mut_ptr(), out.len()).0
+                }
+            });
         }
         errno.restore();
     }

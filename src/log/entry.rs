@@ -20,35 +20,42 @@ use super::{prefix, Dec, Level, LineBuf};
 /// u16, failed u8; then the payload.
 const HEAD: usize = 32;
 
-/// Sends the debug line of `verb`'s call (`payload`: its encoded words)
-/// to the log. The caller checked that the text log is at debug, and
-/// keeps errno.
-pub fn call(start: u64, end: u64, verb: &Verb, payload: &[u8], failed: bool, errno: i32) {
+/// Room for a payload after the head: a trace record's (the log shows
+/// what the trace keeps, the same text).
+const PAYLOAD_MAX: usize = trace_format::TEXT_MAX;
+const _: () = assert!(HEAD + PAYLOAD_MAX <= crate::log_queue::ENTRY_MAX);
+
+/// Sends the debug line of `verb`'s call to the log: `payload` writes
+/// the call's encoded words (`trace::capture::encode`) into the slice it
+/// gets (a trace record's room) and returns their length. The caller checked that the text log is
+/// at debug, and keeps errno.
+pub fn call(
+    start: u64,
+    end: u64,
+    verb: &Verb,
+    failed: bool,
+    errno: i32,
+    payload: impl FnOnce(&mut [u8]) -> usize,
+) {
     let tid = crate::thread::tid();
-    let mut head = [0u8; HEAD];
-    head[0..8].copy_from_slice(&start.to_ne_bytes());
-    head[8..16].copy_from_slice(&end.to_ne_bytes());
-    head[16..20].copy_from_slice(&tid.to_ne_bytes());
-    head[20..24].copy_from_slice(&errno.to_ne_bytes());
-    head[24..26].copy_from_slice(&verb.id.to_ne_bytes());
-    head[26] = failed as u8;
-    let payload = &payload[..payload.len().min(crate::log_queue::ENTRY_MAX - HEAD)];
+    // The head and the payload in one buffer: one copy into the queue.
+    let mut e = [0u8; HEAD + PAYLOAD_MAX];
+    e[0..8].copy_from_slice(&start.to_ne_bytes());
+    e[8..16].copy_from_slice(&end.to_ne_bytes());
+    e[16..20].copy_from_slice(&tid.to_ne_bytes());
+    e[20..24].copy_from_slice(&errno.to_ne_bytes());
+    e[24..26].copy_from_slice(&verb.id.to_ne_bytes());
+    e[26] = failed as u8;
+    let len = HEAD + payload(&mut e[HEAD..]).min(PAYLOAD_MAX);
     super::open_here();
-    if !crate::log_queue::push_binary(&head, payload) {
+    if !crate::log_queue::push_binary(&e[..len]) {
         // Synchronous: formatted and written here, after what is queued.
         crate::log_queue::flush();
-        let e = Entry {
-            start,
-            end,
-            tid,
-            errno,
-            verb: verb.id,
-            failed,
-            payload,
-        };
-        let mut b = LineBuf::new();
-        e.format(&mut b);
-        super::write_out(b.as_bytes());
+        if let Some(e) = Entry::read(&e[..len]) {
+            let mut b = LineBuf::new();
+            e.format(&mut b);
+            super::write_out(b.as_bytes());
+        }
     }
 }
 
