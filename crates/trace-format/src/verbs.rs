@@ -281,8 +281,22 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// `{v:#x}`, by hand: core::fmt's padded integers cost more than the rest
+/// of a debug line (the log's writer thread formats every line with this).
 fn hex(f: &mut dyn fmt::Write, v: u64) -> fmt::Result {
-    write!(f, "{v:#x}")
+    let digits = (64 - v.leading_zeros() as usize).div_ceil(4).max(1);
+    f.write_str("0x")?;
+    hex_digits(f, v, digits)
+}
+
+/// The lowest `digits` hex digits of `v` (zero-padded), lower case.
+fn hex_digits(f: &mut dyn fmt::Write, v: u64, digits: usize) -> fmt::Result {
+    let mut buf = [b'0'; 16];
+    let digits = digits.min(16);
+    for (i, b) in buf[16 - digits..].iter_mut().rev().enumerate() {
+        *b = b"0123456789abcdef"[(v >> (4 * i)) as usize & 15];
+    }
+    f.write_str(std::str::from_utf8(&buf[16 - digits..]).unwrap_or("?"))
 }
 
 fn ptr(f: &mut dyn fmt::Write, v: u64) -> fmt::Result {
@@ -332,7 +346,7 @@ fn value(f: &mut dyn fmt::Write, show: Show, r: &mut Reader<'_>) -> fmt::Result 
             }
         }
         Show::Hex => hex(f, w),
-        Show::Guid => write!(f, "{:016x}", u64::from_be(w)),
+        Show::Guid => hex_digits(f, u64::from_be(w), 16),
         Show::Rc => match w as i32 {
             0 => f.write_str("0"),
             rc => write!(f, "{rc} ({})", crate::errno_name(rc)),
@@ -345,7 +359,9 @@ fn value(f: &mut dyn fmt::Write, show: Show, r: &mut Reader<'_>) -> fmt::Result 
             if s.bytes()
                 .all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\\')
             {
-                write!(f, "\"{s}\"")
+                f.write_char('"')?;
+                f.write_str(&s)?;
+                f.write_char('"')
             } else {
                 write!(f, "{s:?}")
             }
@@ -388,12 +404,16 @@ fn value(f: &mut dyn fmt::Write, show: Show, r: &mut Reader<'_>) -> fmt::Result 
             if bits & DEV_KNOWN != 0 {
                 let name = String::from_utf8_lossy(r.string().unwrap_or(b"?"));
                 let guid = (bits & DEV_GUID != 0).then_some(guid);
-                write!(f, " {name}")?;
+                f.write_char(' ')?;
+                f.write_str(&name)?;
                 if let Some(g) = guid {
-                    write!(f, "/{:016x}", u64::from_be(g))?;
+                    f.write_char('/')?;
+                    hex_digits(f, u64::from_be(g), 16)?;
                 }
                 if let Some(v) = crate::vendor::vendor(&name, guid) {
-                    write!(f, " [{v}]")?;
+                    f.write_str(" [")?;
+                    f.write_str(v)?;
+                    f.write_char(']')?;
                 }
             }
             Ok(())
@@ -465,6 +485,26 @@ mod tests {
             p.extend_from_slice(s);
         }
         p
+    }
+
+    #[test]
+    fn hex_by_hand_is_core_fmts() {
+        for v in [
+            0u64,
+            1,
+            0xf,
+            0x10,
+            0xdead_beef,
+            0x0002_c903_0000_1234,
+            u64::MAX,
+        ] {
+            let mut a = String::new();
+            hex(&mut a, v).unwrap();
+            assert_eq!(a, format!("{v:#x}"));
+            let mut b = String::new();
+            hex_digits(&mut b, v, 16).unwrap();
+            assert_eq!(b, format!("{v:016x}"));
+        }
     }
 
     #[test]
