@@ -377,17 +377,34 @@ impl Dec {
         Dec::padded(n, 1)
     }
 
-    /// At least `width` digits, zero-padded (width <= 20).
+    /// At least `width` digits, zero-padded (width <= 20). Two digits per
+    /// division: every log line has six numbers or more.
     pub fn padded(mut n: u64, width: usize) -> Dec {
+        const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+              2021222324252627282930313233343536373839\
+              4041424344454647484950515253545556575859\
+              6061626364656667686970717273747576777879\
+              8081828384858687888990919293949596979899";
+        // Zeros already: padding only moves the start.
         let mut d = Dec {
             buf: [b'0'; 20],
             start: 20,
         };
-        while n > 0 || d.start > 20 - width.clamp(1, 20) {
-            d.start -= 1;
-            d.buf[d.start] = b'0' + (n % 10) as u8;
-            n /= 10;
+        while n >= 100 {
+            let r = (n % 100) as usize * 2;
+            n /= 100;
+            d.start -= 2;
+            d.buf[d.start..d.start + 2].copy_from_slice(&PAIRS[r..r + 2]);
         }
+        if n >= 10 {
+            let r = n as usize * 2;
+            d.start -= 2;
+            d.buf[d.start..d.start + 2].copy_from_slice(&PAIRS[r..r + 2]);
+        } else {
+            d.start -= 1;
+            d.buf[d.start] = b'0' + n as u8;
+        }
+        d.start = d.start.min(20 - width.clamp(1, 20));
         d
     }
 

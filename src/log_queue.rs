@@ -293,16 +293,25 @@ fn drain(hooks: &Hooks, may_open: bool) -> usize {
         let at = i * SLOT;
         let first = len.min(BYTES - at);
         if binary {
-            let mut entry = [0u8; ENTRY_MAX];
-            // SAFETY: as below; `len <= ENTRY_MAX` (`push_binary`).
-            unsafe {
-                std::ptr::copy_nonoverlapping(base.add(at), entry.as_mut_ptr(), first);
-                std::ptr::copy_nonoverlapping(base, entry.as_mut_ptr().add(first), len - first);
-            }
+            let copy: [u8; ENTRY_MAX];
+            let entry = if first == len {
+                // SAFETY: published, and ours until HEAD moves (below).
+                unsafe { std::slice::from_raw_parts(base.add(at), len) }
+            } else {
+                // Wraps at the ring's end: put together.
+                let mut c = [0u8; ENTRY_MAX];
+                // SAFETY: as below; `len <= ENTRY_MAX` (`push_binary`).
+                unsafe {
+                    std::ptr::copy_nonoverlapping(base.add(at), c.as_mut_ptr(), first);
+                    std::ptr::copy_nonoverlapping(base, c.as_mut_ptr().add(first), len - first);
+                }
+                copy = c;
+                &copy[..len]
+            };
             // SAFETY: `out` is ours while we hold CONSUMER, and
             // `used + RENDERED_MAX <= BATCH`.
             let to = unsafe { std::slice::from_raw_parts_mut(out.add(used), RENDERED_MAX) };
-            used += (hooks.render)(&entry[..len], to).min(RENDERED_MAX);
+            used += (hooks.render)(entry, to).min(RENDERED_MAX);
         } else {
             // SAFETY: the line is published (stamp read with Acquire) and its
             // slots stay unclaimed until HEAD moves past them; `out` is ours
