@@ -287,15 +287,22 @@ fn on_sim(log: &Path, devices: &str, args: &[&str]) -> Command {
 /// the names in it are the ones the call saw, copied at call time, not
 /// what the device's memory holds when the line is formatted (the program
 /// overwrites every name right after its calls). A list longer than its
-/// record's six device slots shows the first six and `...`.
+/// record's six device slots shows the first six and `...`. With
+/// `IBV_SHIM_LOG_SYNC=1` the calling thread formats the same lines.
 #[test]
 fn lines_show_the_names_the_calls_saw_and_a_long_list_is_cut_and_marked() {
+    for sync in ["0", "1"] {
+        names_the_calls_saw(sync);
+    }
+}
+
+fn names_the_calls_saw(sync: &str) {
     let dir = TempDir::new("asynclog-rename");
     let log = dir.join("log");
     let names = [
         "mlx5_0", "mlx5_1", "rxe0", "mlx4_0", "mlx5_2", "mlx5_3", "mlx5_4", "mlx5_5",
     ];
-    run_ok(&mut on_sim(&log, &names.join(","), &["rename", "0"]));
+    run_ok(on_sim(&log, &names.join(","), &["rename", "0"]).env("IBV_SHIM_LOG_SYNC", sync));
     let log = lines(&log);
     let text = show_log(&log);
     assert!(
