@@ -25,7 +25,8 @@
 //! (`IBV_SHIM_TRACE`) is the crash-proof recording.
 //!
 //! Knows nothing of the log's format or file: `log` registers how a batch
-//! is written and how a drop is said ([`register`]).
+//! is written, how a drop is said and how a binary entry becomes its line
+//! ([`register`]).
 
 use std::cell::UnsafeCell;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
