@@ -103,8 +103,9 @@ fn note_list(i: usize, ctx: usize) {
 }
 
 /// Shard `i`'s exact summary, from its lists (the caller holds its lock).
-fn resummarize(i: usize, t: &Table) {
+fn resummarize(i: usize, t: &mut Table) {
     let bits = t.list_contexts().fold(0, |b, ctx| b | ctx_bit(ctx));
+    t.hot_noted = bits & ctx_bit(t.hot) != 0;
     if CTX_BITS[i].load(Ordering::Relaxed) != bits {
         CTX_BITS[i].store(bits, Ordering::Release);
     }
@@ -132,8 +133,8 @@ fn shard(addr: usize) -> &'static Mutex<Table> {
 
 /// Records a new object; a stale record at the same address (an object
 /// freed behind the shim's back) is replaced. Returns false when it could
-/// not be tracked (out of memory).
-#[inline]
+/// not be tracked (out of memory). Inlined into each create export.
+#[inline(always)]
 pub fn insert(obj: Obj) -> bool {
     if !packable(&obj) {
         return false;
@@ -149,20 +150,33 @@ pub fn insert(obj: Obj) -> bool {
         ok
     };
     if let Some(stale) = stale {
-        if stale.is_zombie() {
-            ZOMBIES.fetch_sub(1, Ordering::Relaxed);
-        }
-        if stale.flags() & FLAG_BACKTRACE != 0 && obj.flags() & FLAG_BACKTRACE == 0 {
-            take_backtrace(stale.addr);
-        }
+        replaced(&obj, &stale);
     }
     // A live object at this address is not the one destroyed there before.
     unbury(obj.addr);
     if !ok {
-        UNTRACKED.fetch_add(1, Ordering::Relaxed);
-        out_of_memory();
+        not_tracked();
     }
     ok
+}
+
+/// `insert` replaced a stale record (an object freed behind the shim's back).
+#[cold]
+#[inline(never)]
+fn replaced(obj: &Obj, stale: &Obj) {
+    if stale.is_zombie() {
+        ZOMBIES.fetch_sub(1, Ordering::Relaxed);
+    }
+    if stale.flags() & FLAG_BACKTRACE != 0 && obj.flags() & FLAG_BACKTRACE == 0 {
+        take_backtrace(stale.addr);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn not_tracked() {
+    UNTRACKED.fetch_add(1, Ordering::Relaxed);
+    out_of_memory();
 }
 
 /// How many objects (and contexts, device lists) the real library handed
@@ -196,8 +210,9 @@ pub enum Taken {
 }
 
 /// Takes the record of `addr` out of the table ahead of a destroy, unless
-/// it is a zombie or not one of `kinds`.
-#[inline]
+/// it is a zombie or not one of `kinds`. Inlined into each destroy export:
+/// no frame of its own, and the record is copied out once.
+#[inline(always)]
 pub fn take(addr: usize, kinds: Kinds) -> Taken {
     if !keyable(addr) {
         return Taken::Unknown;
@@ -364,7 +379,7 @@ fn reflag(
                 }
             }
             // Drops the bits of lists emptied since (or by this walk).
-            resummarize(si, &t);
+            resummarize(si, &mut t);
         }
         buf.iter().for_each(&mut f);
     }

@@ -84,8 +84,15 @@ impl Kind {
         self.report().name()
     }
 
+    #[inline]
     pub(super) fn from_u8(v: u8) -> Option<Kind> {
-        Kind::ALL.get((v as usize).wrapping_sub(1)).copied()
+        if (1..=Kind::ALL.len() as u8).contains(&v) {
+            // SAFETY: Kind is repr(u8) with the values 1..=ALL.len(), all
+            // used (checked below), and `v` is one of them.
+            Some(unsafe { std::mem::transmute::<u8, Kind>(v) })
+        } else {
+            None
+        }
     }
 
     /// This kind as a bit of a [`Kinds`] set.
@@ -93,6 +100,15 @@ impl Kind {
         Kinds(1 << self as u32)
     }
 }
+
+// `Kind::from_u8` relies on the values being exactly 1..=ALL.len().
+const _: () = {
+    let mut i = 0;
+    while i < Kind::ALL.len() {
+        assert!(Kind::ALL[i] as usize == i + 1);
+        i += 1;
+    }
+};
 
 /// A set of kinds (what a destroy verb accepts).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -195,21 +211,27 @@ impl Obj {
 
 /// An object as stored. 64 bytes, one cache line, its context's list links
 /// included. User addresses are below 2^47 and contexts and parents are
-/// 8-aligned, so `ctx >> 3`, `parent >> 3` (44 bits each) and `caller` (47
-/// bits) leave room for the object's own key (`addr >> 3`, 44 bits, in three
-/// pieces), which a list walk and an index probe need (the 4-byte index slot
-/// holds only a hash tag). A kernel thread id is below 2^22
+/// 8-aligned, so the object's own key (`addr >> 3`, 44 bits, which an index
+/// probe compares: the 4-byte index slot holds only a hash tag), `parent >>
+/// 3` (44 bits) and `caller` (47 bits) leave room for the context (`ctx >>
+/// 3`, 44 bits, in three pieces). The key is whole in the first word, so a
+/// probe compares it with one mask; the context is read only by a close's
+/// list walk and the reports. A kernel thread id is below 2^22
 /// (`PID_MAX_LIMIT`) and 39 bits of milliseconds of `CLOCK_MONOTONIC` are
 /// 17 years of uptime, which leaves 32 bits for the two list links.
+///
+/// Not `align(64)`: the slab is page-aligned and a record 64 bytes, so
+/// records sit on cache lines anyway, and a copy handed out by `take` then
+/// costs its callers no realigned stack frame.
 #[derive(Clone, Copy, Default)]
-#[repr(C, align(64))]
+#[repr(C)]
 pub(super) struct Rec {
-    /// `ctx >> 3 | key[0..20] << 44`
-    ctx_k: u64,
-    /// `parent >> 3 | key[20..40] << 44`
-    parent_k: u64,
-    /// `caller | key[40..44] << 47 | sub << 51 | kind << 59`
-    caller_k: u64,
+    /// `addr >> 3 | ctx[0..20] << 44` (`ctx` is `ctx >> 3`)
+    key_c: u64,
+    /// `parent >> 3 | ctx[20..40] << 44`
+    parent_c: u64,
+    /// `caller | ctx[40..44] << 47 | sub << 51 | kind << 59`
+    caller_c: u64,
     pub(super) a: u64,
     b: u64,
     c: u64,
@@ -233,23 +255,23 @@ const FLAGS_SHIFT: u32 = TIME_BITS + TID_BITS;
 #[inline]
 pub(super) fn packable(o: &Obj) -> bool {
     const BAD: u64 = !((1 << 47) - 1) | 7;
-    (o.addr | o.ctx | o.parent) as u64 & BAD == 0 && o.addr != 0 && (o.caller as u64) < 1 << 47
+    ((o.addr | o.ctx | o.parent) as u64 & BAD | (o.caller as u64) >> 47) == 0 && o.addr != 0
 }
 
 impl Rec {
     /// The record of `o`, with list links `prev` and `next`.
     #[inline]
     pub(super) fn of(o: &Obj, prev: u16, next: u16) -> Rec {
-        let key = o.addr as u64 >> 3;
+        let c = o.ctx as u64 >> 3;
         let (kind, flags, sub) = (
             (o.meta >> 40) & 0x1f,
             (o.meta >> 48) & 7,
             (o.meta >> 56) & 0xff,
         );
         Rec {
-            ctx_k: (o.ctx as u64 >> 3) | (key & 0xf_ffff) << 44,
-            parent_k: (o.parent as u64 >> 3) | (key >> 20 & 0xf_ffff) << 44,
-            caller_k: o.caller as u64 | (key >> 40) << 47 | sub << 51 | kind << 59,
+            key_c: (o.addr as u64 >> 3) | c << 44,
+            parent_c: (o.parent as u64 >> 3) | (c >> 20) << 44,
+            caller_c: o.caller as u64 | (c >> 40) << 47 | sub << 51 | kind << 59,
             a: o.a,
             b: o.b,
             c: o.c,
@@ -262,14 +284,19 @@ impl Rec {
 
     #[inline]
     pub(super) fn ctx(&self) -> usize {
-        ((self.ctx_k & LOW44) << 3) as usize
+        let c = self.key_c >> 44 | (self.parent_c >> 44) << 20 | (self.caller_c >> 47 & 0xf) << 40;
+        (c << 3) as usize
+    }
+
+    /// Is this the record of `addr`?
+    #[inline(always)]
+    pub(super) fn is(&self, addr: usize) -> bool {
+        self.key_c & LOW44 == addr as u64 >> 3
     }
 
     #[inline]
     pub(super) fn addr(&self) -> usize {
-        let key =
-            self.ctx_k >> 44 | (self.parent_k >> 44) << 20 | (self.caller_k >> 47 & 0xf) << 40;
-        (key << 3) as usize
+        ((self.key_c & LOW44) << 3) as usize
     }
 
     #[inline]
@@ -306,14 +333,14 @@ impl Rec {
     pub(super) fn obj(&self) -> Obj {
         let r = *self;
         let meta = (r.when & ((1 << TIME_BITS) - 1))
-            | (r.caller_k >> 59) << 40
+            | (r.caller_c >> 59) << 40
             | (r.when >> FLAGS_SHIFT) << 48
-            | (r.caller_k >> 51 & 0xff) << 56;
+            | (r.caller_c >> 51 & 0xff) << 56;
         Obj {
             addr: r.addr(),
             ctx: r.ctx(),
-            parent: ((r.parent_k & LOW44) << 3) as usize,
-            caller: (r.caller_k & LOW47) as usize,
+            parent: ((r.parent_c & LOW44) << 3) as usize,
+            caller: (r.caller_c & LOW47) as usize,
             a: r.a,
             b: r.b,
             c: r.c,
@@ -337,7 +364,7 @@ impl Stored {
 
     #[inline]
     pub(super) fn raw_kind(&self) -> u8 {
-        (self.0.caller_k >> 59) as u8
+        (self.0.caller_c >> 59) as u8
     }
 
     #[inline]
