@@ -153,10 +153,10 @@ impl Destroy {
 /// checks read memory, which may set it).
 #[cold]
 #[inline(never)]
-fn not_taken(d: Destroy, addr: usize, taken: &Taken) -> bool {
+fn not_taken(d: Destroy, addr: usize, taken: Taken, rec: &objects::Stored) -> bool {
     match taken {
-        Taken::Zombie(o) => {
-            use_after_close(d.func, d.arg, o);
+        Taken::Zombie => {
+            use_after_close(d.func, d.arg, &rec.obj());
             true
         }
         Taken::Unknown => {
@@ -168,18 +168,18 @@ fn not_taken(d: Destroy, addr: usize, taken: &Taken) -> bool {
             errno.restore();
             false
         }
-        Taken::OtherKind(o) => {
+        Taken::OtherKind => {
             crate::log!(
                 Level::Warn,
                 "{}({}={addr:#x}): that is a {}, not a {}; forwarding unchanged",
                 d.func,
                 d.arg,
-                o.kind().name(),
+                rec.kind().name(),
                 d.arg
             );
             false
         }
-        Taken::Removed(_) => false,
+        Taken::Removed => false,
     }
 }
 
@@ -240,20 +240,22 @@ pub fn destroy<T>(
     if nested() {
         return Ok(forward());
     }
-    let taken = objects::take(addr, d.kinds);
-    if !matches!(taken, Taken::Removed(_)) && not_taken(*d, addr, &taken) {
+    let mut rec = objects::Stored::EMPTY;
+    let taken = objects::take(addr, d.kinds, &mut rec);
+    if taken != Taken::Removed && not_taken(*d, addr, taken, &rec) {
         return Err(Refused(libc::EINVAL));
     }
     let call = Call::begin();
     let rc = inside(forward);
     match taken {
-        Taken::Removed(o) if rc == 0 => {
-            objects::bury(addr, o.kind());
-            if o.flags() & FLAG_BACKTRACE != 0 || checked_kind(o.kind()) {
-                destroyed_extras(addr, &o);
+        Taken::Removed if rc == 0 => {
+            let kind = rec.kind();
+            objects::bury(addr, kind);
+            if rec.flags() & FLAG_BACKTRACE != 0 || checked_kind(kind) {
+                destroyed_extras(addr, &rec);
             }
         }
-        Taken::Removed(o) => failed(*d, &o, rc),
+        Taken::Removed => failed(*d, &rec, rc),
         Taken::Unknown if rc == 0 && addr != 0 => {
             objects::bury(addr, d.kind);
             if matches!(d.kind, Kind::Qp | Kind::Srq) && super::interpose::queues_watched() {

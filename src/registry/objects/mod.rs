@@ -194,26 +194,27 @@ pub fn note_untracked() {
     out_of_memory();
 }
 
-/// What [`take`] found.
+/// What [`take`] found (the record, when there is one, is in its `rec`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Taken {
     /// Removed from the table, still packed (a destroy that succeeds needs
     /// only its kind and flags); put it back with [`restore`] if the real
     /// destroy fails.
-    Removed(Stored),
+    Removed,
     /// Its context was closed: left in the table, not to be forwarded.
-    Zombie(Obj),
+    Zombie,
     /// Tracked as another kind: left in the table.
-    OtherKind(Obj),
+    OtherKind,
     /// Not tracked.
     Unknown,
 }
 
 /// Takes the record of `addr` out of the table ahead of a destroy, unless
-/// it is a zombie or not one of `kinds`. Inlined into each destroy export:
-/// no frame of its own, and the record is copied out once.
+/// it is a zombie or not one of `kinds`; the record found is copied into
+/// `rec` (once: the caller's buffer is where the destroy reads it).
+/// Inlined into each destroy export: no frame of its own.
 #[inline(always)]
-pub fn take(addr: usize, kinds: Kinds) -> Taken {
+pub fn take(addr: usize, kinds: Kinds, rec: &mut Stored) -> Taken {
     if !keyable(addr) {
         return Taken::Unknown;
     }
@@ -221,15 +222,15 @@ pub fn take(addr: usize, kinds: Kinds) -> Taken {
     let Some(pos) = t.find(addr) else {
         return Taken::Unknown;
     };
-    let r = Stored(*t.rec_at(pos));
-    if r.flags() & FLAG_ZOMBIE != 0 {
-        Taken::Zombie(r.obj())
-    } else if !kinds.contains_raw(r.raw_kind()) {
-        Taken::OtherKind(r.obj())
+    *rec = Stored(*t.rec_at(pos));
+    if rec.flags() & FLAG_ZOMBIE != 0 {
+        Taken::Zombie
+    } else if !kinds.contains_raw(rec.raw_kind()) {
+        Taken::OtherKind
     } else {
         // An emptied list leaves its summary bit set (see `CTX_BITS`).
         t.remove_at(pos);
-        Taken::Removed(r)
+        Taken::Removed
     }
 }
 
@@ -567,7 +568,9 @@ mod tests {
             .find(|&x| shard_index(x) == i)
             .unwrap();
         assert!(insert(Obj::new(Kind::Pd, a, ctx, 0, 0, 1)));
-        assert!(matches!(take(a, Kind::Pd.bit()), Taken::Removed(o) if o.obj().addr == a));
+        let mut rec = Stored::EMPTY;
+        assert_eq!(take(a, Kind::Pd.bit(), &mut rec), Taken::Removed);
+        assert_eq!(rec.obj().addr, a);
         assert!(insert(Obj::new(Kind::Pd, b, ctx, 0, 0, 1)));
         assert_eq!(begin_close(ctx), 1);
         let mut seen = Vec::new();
@@ -575,7 +578,7 @@ mod tests {
         assert_eq!(seen, [b]);
         // The close recomputed the shard's summary: `ctx` has no list left.
         assert_eq!(reflag(ctx, |_| true, |f| f, false, |_| {}), 0);
-        assert!(matches!(take(b, Kind::Pd.bit()), Taken::Zombie(_)));
+        assert_eq!(take(b, Kind::Pd.bit(), &mut rec), Taken::Zombie);
     }
 
     #[test]

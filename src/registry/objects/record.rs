@@ -159,7 +159,9 @@ pub struct Obj {
     /// Creating thread.
     pub tid: u32,
     pub x: u32,
-    /// `time_ms:40 | kind:8 | flags:8 | sub:8` (stored narrower: see [`Rec`]).
+    /// `time_ms:39 | sub:8 | kind:5 | flags:3 << 61`: the record's `when`
+    /// word but for its thread id, and its `caller` word's top 13 bits, so
+    /// that packing a record moves these bits in two masks and two shifts.
     meta: u64,
 }
 
@@ -173,26 +175,26 @@ impl Obj {
             parent,
             caller,
             tid: tid as u32,
-            meta: (now_ms() & ((1 << TIME_BITS) - 1)) | (kind as u64) << 40,
+            meta: (now_ms() & LOW39) | (kind as u64) << KIND_SHIFT,
             ..Obj::default()
         }
     }
 
     pub fn kind(&self) -> Kind {
-        Kind::from_u8((self.meta >> 40) as u8).unwrap_or(Kind::Pd)
+        Kind::from_u8((self.meta >> KIND_SHIFT) as u8 & 0x1f).unwrap_or(Kind::Pd)
     }
 
     /// Creation time, CLOCK_MONOTONIC_COARSE milliseconds (see [`now_ms`]).
     pub fn time_ms(&self) -> u64 {
-        self.meta & ((1 << 40) - 1)
+        self.meta & LOW39
     }
 
     pub fn flags(&self) -> u8 {
-        (self.meta >> 48) as u8
+        (self.meta >> FLAGS_SHIFT) as u8
     }
 
     pub fn set_flag(&mut self, flag: u8) {
-        self.meta |= (flag as u64) << 48;
+        self.meta |= ((flag & 7) as u64) << FLAGS_SHIFT;
     }
 
     pub fn is_zombie(&self) -> bool {
@@ -201,11 +203,11 @@ impl Obj {
 
     /// A small kind-specific value (QP type, which verb made an MR or AH).
     pub fn sub(&self) -> u8 {
-        (self.meta >> 56) as u8
+        (self.meta >> TIME_BITS) as u8
     }
 
     pub fn set_sub(&mut self, v: u8) {
-        self.meta = (self.meta & !(0xff << 56)) | (v as u64) << 56;
+        self.meta = (self.meta & !(0xff << TIME_BITS)) | (v as u64) << TIME_BITS;
     }
 }
 
@@ -248,6 +250,9 @@ const LOW47: u64 = (1 << 47) - 1;
 const TIME_BITS: u32 = 39;
 const TID_BITS: u32 = 22;
 const FLAGS_SHIFT: u32 = TIME_BITS + TID_BITS;
+const LOW39: u64 = (1 << TIME_BITS) - 1;
+/// Where an [`Obj`]'s kind sits in its `meta` (after the 8 bits of sub).
+const KIND_SHIFT: u32 = TIME_BITS + 8;
 
 /// Can `o` be stored (see [`Rec`]), its address as the key (`keyable`)?
 /// Always, for what a real library returns. One mask test for the three
@@ -263,21 +268,17 @@ impl Rec {
     #[inline]
     pub(super) fn of(o: &Obj, prev: u16, next: u16) -> Rec {
         let c = o.ctx as u64 >> 3;
-        let (kind, flags, sub) = (
-            (o.meta >> 40) & 0x1f,
-            (o.meta >> 48) & 7,
-            (o.meta >> 56) & 0xff,
-        );
+        // sub and kind, as the caller word's top 13 bits.
+        let sub_kind = (o.meta >> TIME_BITS & 0x1fff) << 51;
         Rec {
             key_c: (o.addr as u64 >> 3) | c << 44,
             parent_c: (o.parent as u64 >> 3) | (c >> 20) << 44,
-            caller_c: o.caller as u64 | (c >> 40) << 47 | sub << 51 | kind << 59,
+            caller_c: o.caller as u64 | (c >> 40) << 47 | sub_kind,
             a: o.a,
             b: o.b,
             c: o.c,
-            when: (o.meta & ((1 << TIME_BITS) - 1))
-                | (o.tid as u64 & ((1 << TID_BITS) - 1)) << TIME_BITS
-                | flags << FLAGS_SHIFT,
+            when: (o.meta & (LOW39 | 7 << FLAGS_SHIFT))
+                | (o.tid as u64 & ((1 << TID_BITS) - 1)) << TIME_BITS,
             x_links: o.x as u64 | (prev as u64) << 32 | (next as u64) << 48,
         }
     }
@@ -332,10 +333,7 @@ impl Rec {
     #[inline]
     pub(super) fn obj(&self) -> Obj {
         let r = *self;
-        let meta = (r.when & ((1 << TIME_BITS) - 1))
-            | (r.caller_c >> 59) << 40
-            | (r.when >> FLAGS_SHIFT) << 48
-            | (r.caller_c >> 51 & 0xff) << 56;
+        let meta = (r.when & (LOW39 | 7 << FLAGS_SHIFT)) | (r.caller_c >> 51) << TIME_BITS;
         Obj {
             addr: r.addr(),
             ctx: r.ctx(),
@@ -357,6 +355,18 @@ impl Rec {
 pub struct Stored(pub(super) Rec);
 
 impl Stored {
+    /// A buffer for `take` to fill.
+    pub const EMPTY: Stored = Stored(Rec {
+        key_c: 0,
+        parent_c: 0,
+        caller_c: 0,
+        a: 0,
+        b: 0,
+        c: 0,
+        when: 0,
+        x_links: 0,
+    });
+
     #[inline]
     pub fn kind(&self) -> Kind {
         Kind::from_u8(self.raw_kind()).unwrap_or(Kind::Pd)
@@ -458,7 +468,7 @@ mod tests {
             r.set_flags(FLAG_CLOSING | FLAG_BACKTRACE);
             assert_eq!((r.prev(), r.next()), (3, 4));
             o.set_flag(FLAG_CLOSING | FLAG_BACKTRACE);
-            o.meta &= !((FLAG_ZOMBIE as u64) << 48);
+            o.meta &= !((FLAG_ZOMBIE as u64) << FLAGS_SHIFT);
             assert_eq!(r.obj(), o);
         }
         let odd = Obj::new(Kind::Pd, 0x1000, 0x1001, 0, 0, 1);

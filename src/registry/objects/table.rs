@@ -643,6 +643,7 @@ mod tests {
         assert!(!keyable(0x5555_0000_1234));
         assert!(!keyable(1 << 47));
         assert!(!insert(obj(0x1001)));
-        assert_eq!(take(0x1001, Kind::Mr.bit()), Taken::Unknown);
+        let mut rec = crate::registry::objects::Stored::EMPTY;
+        assert_eq!(take(0x1001, Kind::Mr.bit(), &mut rec), Taken::Unknown);
     }
 }
