@@ -103,19 +103,21 @@ pub fn create<T>(
 #[inline(always)]
 pub fn track(mut obj: Obj) {
     if config::get().backtrace {
-        backtrace(&mut obj);
+        obj.set_flag(FLAG_BACKTRACE);
+        backtrace(obj.addr);
     }
     objects::insert(obj);
 }
 
 /// `IBV_SHIM_BACKTRACE=1`: the creation's call stack goes to the side map.
+/// Takes the address alone, so that the record being built stays in
+/// registers (a reference would put it in memory on the fast path too).
 #[cold]
 #[inline(never)]
-fn backtrace(obj: &mut Obj) {
+fn backtrace(addr: usize) {
     let errno = Errno::save();
-    obj.set_flag(FLAG_BACKTRACE);
     if let Some(frames) = crate::report::capture_frames() {
-        objects::store_backtrace(obj.addr, frames);
+        objects::store_backtrace(addr, frames);
     }
     errno.restore();
 }
@@ -249,9 +251,8 @@ pub fn destroy<T>(
     let rc = inside(forward);
     match taken {
         Taken::Removed if rc == 0 => {
-            let kind = rec.kind();
-            objects::bury(addr, kind);
-            if rec.flags() & FLAG_BACKTRACE != 0 || checked_kind(kind) {
+            objects::bury_taken(addr, &rec);
+            if rec.flags() & FLAG_BACKTRACE != 0 || rec.kind_in(WATCHED) {
                 destroyed_extras(addr, &rec);
             }
         }
@@ -277,10 +278,7 @@ pub fn destroy<T>(
 
 /// The kinds whose destroy the data-path checks or the trace may want to
 /// hear of (see `destroyed_extras`).
-#[inline(always)]
-fn checked_kind(k: Kind) -> bool {
-    matches!(k, Kind::Mr | Kind::Qp | Kind::Srq)
-}
+const WATCHED: Kinds = Kind::Mr.bit().or(Kind::Qp).or(Kind::Srq);
 
 /// What else a tracked object's successful destroy forgets: its lkey for
 /// the data-path checks, its queue's caps and builders, its backtrace.

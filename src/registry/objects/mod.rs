@@ -150,7 +150,7 @@ pub fn insert(obj: Obj) -> bool {
         ok
     };
     if let Some(stale) = stale {
-        replaced(&obj, &stale);
+        replaced(obj.flags(), stale);
     }
     // A live object at this address is not the one destroyed there before.
     unbury(obj.addr);
@@ -160,14 +160,16 @@ pub fn insert(obj: Obj) -> bool {
     ok
 }
 
-/// `insert` replaced a stale record (an object freed behind the shim's back).
+/// `insert` replaced a stale record (an object freed behind the shim's
+/// back) with one of `flags`. Takes values, not references: the new record
+/// stays in registers on the fast path.
 #[cold]
 #[inline(never)]
-fn replaced(obj: &Obj, stale: &Obj) {
+fn replaced(flags: u8, stale: Obj) {
     if stale.is_zombie() {
         ZOMBIES.fetch_sub(1, Ordering::Relaxed);
     }
-    if stale.flags() & FLAG_BACKTRACE != 0 && obj.flags() & FLAG_BACKTRACE == 0 {
+    if stale.flags() & FLAG_BACKTRACE != 0 && flags & FLAG_BACKTRACE == 0 {
         take_backtrace(stale.addr);
     }
 }
@@ -505,11 +507,21 @@ pub fn bury(addr: usize, kind: Kind) {
     grave(addr).store((addr as u64) << 8 | kind as u64, Ordering::Relaxed);
 }
 
-/// Forgets a destroy of `addr`: an object lives there again.
+/// [`bury`] for the record a destroy took: its kind as stored.
+#[inline(always)]
+pub fn bury_taken(addr: usize, rec: &Stored) {
+    grave(addr).store(
+        (addr as u64) << 8 | rec.raw_kind() as u64,
+        Ordering::Relaxed,
+    );
+}
+
+/// Forgets a destroy of `addr` (a key: below 2^47): an object lives there
+/// again.
 #[inline]
 fn unbury(addr: usize) {
     let g = grave(addr);
-    if g.load(Ordering::Relaxed) >> 8 == (addr as u64) & ((1 << 56) - 1) {
+    if g.load(Ordering::Relaxed) >> 8 == addr as u64 {
         g.store(0, Ordering::Relaxed);
     }
 }

@@ -377,6 +377,12 @@ impl Stored {
         (self.0.caller_c >> 59) as u8
     }
 
+    /// Is its kind one of `kinds`? (No decoding.)
+    #[inline]
+    pub fn kind_in(&self, kinds: Kinds) -> bool {
+        kinds.contains_raw(self.raw_kind())
+    }
+
     #[inline]
     pub fn flags(&self) -> u8 {
         self.0.flags()
