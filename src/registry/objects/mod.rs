@@ -593,6 +593,32 @@ mod tests {
         assert_eq!(take(b, Kind::Pd.bit(), &mut rec), Taken::Zombie);
     }
 
+    /// A close that finds a shard's list of its context empty clears the
+    /// shard's summary bit; the shard must then note the bit again when the
+    /// context starts a new list there (the table remembers the hot
+    /// context's bit as noted, and the close must make it forget).
+    #[test]
+    fn a_close_finds_objects_made_after_a_close_cleared_the_summary() {
+        let ctx = 0x7e10_0000_1000usize;
+        let a = 0x7e10_0001_0000usize;
+        let i = shard_index(a);
+        let b = (1..)
+            .map(|k| a + k * 64)
+            .find(|&x| shard_index(x) == i)
+            .unwrap();
+        let mut rec = Stored::EMPTY;
+        assert!(insert(Obj::new(Kind::Pd, a, ctx, 0, 0, 1)));
+        assert_eq!(take(a, Kind::Pd.bit(), &mut rec), Taken::Removed);
+        // Nothing left: the close visits the shard and clears the bit.
+        assert_eq!(begin_close(ctx), 0);
+        assert_eq!(finish_close(ctx, |_| {}), 0);
+        // A new context at the same address (or the same one, reopened).
+        assert!(insert(Obj::new(Kind::Pd, b, ctx, 0, 0, 1)));
+        assert_eq!(begin_close(ctx), 1, "the close must find the new object");
+        assert_eq!(finish_close(ctx, |_| {}), 1);
+        assert_eq!(take(b, Kind::Pd.bit(), &mut rec), Taken::Zombie);
+    }
+
     #[test]
     fn graveyard_remembers_the_last_destroy() {
         bury(0x7f00_dead_bee0, Kind::Cq);
