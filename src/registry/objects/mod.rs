@@ -70,6 +70,8 @@ const SHARD_BITS: u32 = SHARDS.trailing_zeros();
 struct Shard(Mutex<Table>);
 
 static TABLE: [Shard; SHARDS] = [const { Shard(mutex(Table::new())) }; SHARDS];
+// A shard's header stays within its two cache lines (fixed memory: 32 KiB).
+const _: () = assert!(std::mem::size_of::<Shard>() <= 128);
 
 /// Per shard, a 64-bit summary of the contexts that may have a list there
 /// (bit `ctx_bit(ctx)`), read without the shard's lock: a close skips the

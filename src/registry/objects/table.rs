@@ -100,6 +100,9 @@ pub(super) struct Table {
     /// Cleared when another context becomes hot; a summary that is
     /// recomputed (under this shard's lock) sets it again from the bits.
     pub(super) hot_noted: bool,
+    /// `len` at which the index doubles: 7/8 of its slots (0 while it has
+    /// none), kept so that an insert's load check is one compare.
+    grow_at: u32,
 }
 
 impl Table {
@@ -115,6 +118,7 @@ impl Table {
             hot: 0,
             hot_head: NIL,
             hot_noted: false,
+            grow_at: 0,
         }
     }
 
@@ -335,6 +339,7 @@ impl Table {
             slots[i] = s;
         }
         self.slots = slots;
+        self.grow_at = (cap / 8 * 7) as u32;
         true
     }
 
@@ -364,7 +369,7 @@ impl Table {
             return (false, false);
         }
         // Load at most 7/8: probing reads 4-byte slots, 16 to a cache line.
-        if (self.len + 1) * 8 > self.slots.len() * 7 {
+        if self.len >= self.grow_at as usize {
             if !self.grow() {
                 return (false, false);
             }
