@@ -448,7 +448,7 @@ if [ "$HAVE_SHIM" = 1 ] && [ "$HAVE_SIM" = 1 ]; then
         md "| extra memory per tracked object, 100000 live | | | $(f "$per1" 1) ± $(f "$noise1" 1) bytes | <= 80 bytes | $verdict1 |"
         jfig scale.bytes_per_object_100k 3 "extra memory per tracked object, 100000 live" bytes "$per1" NA NA NA NA
         # The figure above charges the shim's fixed footprint (its code
-        # pages, static tables: ~1 MiB whatever the count) to the objects;
+        # pages, static tables: ~0.75 MiB whatever the count) to the objects;
         # the growth from 1,000 to 100,000 live leaves that out. Shown for
         # the reader; the verdict stays the figure above's.
         g1=$(calc 'a - b' "$a1" "$(st diff scale report rss_kb_1000 direct)")

@@ -14,10 +14,11 @@
 //! and the numbers get reused. A log file lost that way is reopened by
 //! path; a lost stderr is given up unless fd 2 still is the original.
 //!
-//! Debug and trace lines are formatted here, on the calling thread, and
-//! written by a writer thread in batches (`log_queue`); the other levels,
-//! and every line with `IBV_SHIM_LOG_SYNC=1`, are written here, after the
-//! queued lines.
+//! Debug and trace lines are written by a writer thread in batches
+//! (`log_queue`); the other levels, and every line with
+//! `IBV_SHIM_LOG_SYNC=1`, are written here, after the queued lines. A
+//! timed call's debug line is queued as a binary entry (its words, no
+//! text: [`entry`]) and formatted by the thread that writes it.
 //!
 //! Line format: `ibv-shim <secs>.<micros> <pid>:<tid> <LEVEL> <message>`.
 
@@ -26,6 +27,8 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicU8, Ordering};
 
 use crate::config;
 use crate::files::Identity;
+
+pub mod entry;
 
 pub use crate::level::Level;
 
@@ -114,6 +117,7 @@ fn init_level() -> u8 {
     crate::log_queue::register(crate::log_queue::Hooks {
         write: write_batch,
         dropped: say_dropped,
+        render: entry::render,
     });
     TEXT.store(text, Ordering::Relaxed);
     LEVEL.store(gate, Ordering::Relaxed);
@@ -167,61 +171,6 @@ pub fn clock_ns(clock: libc::clockid_t) -> u64 {
     // SAFETY: ts is a valid out-pointer; an unknown clock leaves it 0.
     unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-/// Where a timed verbs call ends up when the debug gate is on: a record in
-/// the binary trace (when tracing) and a debug line `call = result [time]`
-/// (when the text log is at debug), with errno when `failed`. Leaves errno
-/// as it found it. `start` is a `clock::now()` time.
-#[cold]
-#[inline(never)]
-pub fn call(start: u64, call: fmt::Arguments<'_>, result: fmt::Arguments<'_>, failed: bool) {
-    let errno = crate::errno::Errno::save();
-    let end = crate::clock::now();
-    if let Some(record) = RECORDER.get() {
-        record(start, end, call, result, failed, errno.0);
-    }
-    call_line(start, end, call, result, failed, errno.0);
-    errno.restore();
-}
-
-/// The debug line of a timed call (`clock::now()` times), when the text
-/// log is at debug.
-pub fn call_line(
-    start: u64,
-    end: u64,
-    call: fmt::Arguments<'_>,
-    result: fmt::Arguments<'_>,
-    failed: bool,
-    errno: i32,
-) {
-    if text_enabled(Level::Debug) {
-        let took = Micros(crate::clock::to_ns(end.saturating_sub(start)));
-        if failed {
-            line(
-                Level::Debug,
-                format_args!(
-                    "{call} = {result} errno={} [{took}]",
-                    crate::errno::errno_name(errno)
-                ),
-            );
-        } else {
-            line(Level::Debug, format_args!("{call} = {result} [{took}]"));
-        }
-    }
-}
-
-/// A duration in nanoseconds, shown as microseconds with one decimal
-/// (integer arithmetic: float formatting costs more than the rest of a line).
-struct Micros(u64);
-
-impl fmt::Display for Micros {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(Dec::new(self.0 / 1000).as_str())?;
-        f.write_str(".")?;
-        f.write_str(Dec::new(self.0 % 1000 / 100).as_str())?;
-        f.write_str("us")
-    }
 }
 
 /// The pid, read once (a system call per log line would double its cost);
@@ -404,8 +353,16 @@ impl LineBuf {
 
     /// Appends bytes the shim produced itself (ASCII): no UTF-8 check.
     /// Keeps 4 bytes for "...\n".
-    fn push(&mut self, bytes: &[u8]) {
+    pub fn push(&mut self, bytes: &[u8]) {
         self.append(bytes, 4);
+    }
+
+    /// Ends the line: `...` when it was cut, and the newline.
+    pub fn finish(&mut self) {
+        if self.truncated {
+            self.append(b"...", 0);
+        }
+        self.append(b"\n", 0);
     }
 }
 
@@ -420,17 +377,34 @@ impl Dec {
         Dec::padded(n, 1)
     }
 
-    /// At least `width` digits, zero-padded (width <= 20).
+    /// At least `width` digits, zero-padded (width <= 20). Two digits per
+    /// division: every log line has six numbers or more.
     pub fn padded(mut n: u64, width: usize) -> Dec {
+        const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+              2021222324252627282930313233343536373839\
+              4041424344454647484950515253545556575859\
+              6061626364656667686970717273747576777879\
+              8081828384858687888990919293949596979899";
+        // Zeros already: padding only moves the start.
         let mut d = Dec {
             buf: [b'0'; 20],
             start: 20,
         };
-        while n > 0 || d.start > 20 - width.clamp(1, 20) {
-            d.start -= 1;
-            d.buf[d.start] = b'0' + (n % 10) as u8;
-            n /= 10;
+        while n >= 100 {
+            let r = (n % 100) as usize * 2;
+            n /= 100;
+            d.start -= 2;
+            d.buf[d.start..d.start + 2].copy_from_slice(&PAIRS[r..r + 2]);
         }
+        if n >= 10 {
+            let r = n as usize * 2;
+            d.start -= 2;
+            d.buf[d.start..d.start + 2].copy_from_slice(&PAIRS[r..r + 2]);
+        } else {
+            d.start -= 1;
+            d.buf[d.start] = b'0' + n as u8;
+        }
+        d.start = d.start.min(20 - width.clamp(1, 20));
         d
     }
 
@@ -514,37 +488,48 @@ pub fn line(level: Level, args: fmt::Arguments<'_>) {
     let saved = crate::errno::Errno::save();
     let mut b = LineBuf::new();
     let (secs, micros) = now();
-    let (pid, tid) = (pid(), crate::thread::tid());
-    // The prefix by hand: core::fmt's padded integers cost more than the
-    // rest of a typical line.
-    b.push(b"ibv-shim ");
-    b.push(Dec::new(secs as u64).as_bytes());
-    b.push(b".");
-    b.push(Dec::padded(micros as u64, 6).as_bytes());
-    b.push(b" ");
-    b.push(Dec::new(pid as u64).as_bytes());
-    b.push(b":");
-    b.push(Dec::new(tid as u64).as_bytes());
-    b.push(b" ");
-    b.push(level.name().as_bytes());
-    b.push(b" ");
+    prefix(
+        &mut b,
+        secs as u64,
+        micros as u64,
+        crate::thread::tid(),
+        level,
+    );
     let _ = b.write_fmt(args);
-    if b.truncated {
-        b.append(b"...", 0);
-    }
-    b.append(b"\n", 0);
+    b.finish();
     // Debug and trace lines go to the writer thread; the rest (and every
     // line in synchronous mode) are written here, after what is queued.
-    // The log is opened on a program thread, never on the writer's (see
-    // `log_queue::REOPEN`).
-    if FD.load(Ordering::Relaxed) == UNOPENED {
-        let _ = output();
-    }
+    open_here();
     if level < Level::Debug || !crate::log_queue::push(b.as_bytes()) {
         crate::log_queue::flush();
         write_out(b.as_bytes());
     }
     saved.restore();
+}
+
+/// `ibv-shim <secs>.<micros> <pid>:<tid> <LEVEL> `, by hand: core::fmt's
+/// padded integers cost more than the rest of a typical line.
+pub fn prefix(b: &mut LineBuf, secs: u64, micros: u64, tid: i32, level: Level) {
+    b.push(b"ibv-shim ");
+    b.push(Dec::new(secs).as_bytes());
+    b.push(b".");
+    b.push(Dec::padded(micros, 6).as_bytes());
+    b.push(b" ");
+    b.push(Dec::new(pid() as u64).as_bytes());
+    b.push(b":");
+    b.push(Dec::new(tid as u64).as_bytes());
+    b.push(b" ");
+    b.push(level.name().as_bytes());
+    b.push(b" ");
+}
+
+/// Opens the log on first use, on a program thread: never on the writer's
+/// (see `log_queue::REOPEN`).
+#[inline(always)]
+pub fn open_here() {
+    if FD.load(Ordering::Relaxed) == UNOPENED {
+        let _ = output();
+    }
 }
 
 /// The writer thread's batch (`may_open` false) or a program thread's
@@ -565,7 +550,7 @@ fn write_batch(bytes: &[u8], may_open: bool) -> bool {
 
 /// Writes whole lines to the output, after one check that it still is the
 /// shim's file (reopening it when not).
-fn write_out(bytes: &[u8]) {
+pub fn write_out(bytes: &[u8]) {
     let Some(fd) = output() else { return };
     write_all(fd, bytes);
 }

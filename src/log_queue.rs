@@ -1,7 +1,9 @@
-//! The text log's queue: debug and trace lines, formatted on the calling
-//! thread (timestamp included), are written by a writer thread in batches:
-//! one `write(2)` and one identity check of the log's descriptor per batch
-//! instead of per line.
+//! The text log's queue: debug and trace lines are written by a writer
+//! thread in batches: one `write(2)` and one identity check of the log's
+//! descriptor per batch instead of per line. An entry is a line formatted
+//! on the calling thread, or a binary entry (a timed call's words, see
+//! `log::entry`) that the thread draining the queue turns into its line
+//! ([`Hooks::render`]): no formatting on the calling thread.
 //!
 //! One bounded multi-producer ring of 64-byte slots in static memory (only
 //! the pages used become resident). A producer claims the slots of a line
@@ -23,7 +25,8 @@
 //! (`IBV_SHIM_TRACE`) is the crash-proof recording.
 //!
 //! Knows nothing of the log's format or file: `log` registers how a batch
-//! is written and how a drop is said ([`register`]).
+//! is written, how a drop is said and how a binary entry becomes its line
+//! ([`register`]).
 
 use std::cell::UnsafeCell;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
@@ -37,6 +40,11 @@ const SLOTS: usize = 16384;
 const BYTES: usize = SLOT * SLOTS;
 /// The consumer's copy buffer: the most one `write(2)` takes.
 const BATCH: usize = 64 * 1024;
+/// The longest binary entry, and the longest line one renders to.
+pub const ENTRY_MAX: usize = 512;
+pub const RENDERED_MAX: usize = 1024;
+/// `LEN`'s bit for a binary entry.
+const BINARY: u16 = 0x8000;
 
 /// What the ring needs from the logger.
 pub struct Hooks {
@@ -47,6 +55,9 @@ pub struct Hooks {
     pub write: fn(&[u8], bool) -> bool,
     /// Says (synchronously) that `n` lines were dropped.
     pub dropped: fn(u64),
+    /// Turns a binary entry into its line at `out` (RENDERED_MAX bytes);
+    /// returns the line's length.
+    pub render: fn(&[u8], &mut [u8]) -> usize,
 }
 static HOOKS: OnceLock<Hooks> = OnceLock::new();
 
@@ -117,12 +128,28 @@ static MODE: AtomicU8 = AtomicU8::new(UNSTARTED);
 /// (synchronous mode, or no writer thread). A line that finds the ring
 /// full for 100 ms is dropped and counted.
 pub fn push(line: &[u8]) -> bool {
+    push_entry(false, line)
+}
+
+/// Queues a binary entry (at most ENTRY_MAX bytes) for the writer thread
+/// to render; `false` as [`push`].
+pub fn push_binary(entry: &[u8]) -> bool {
+    push_entry(true, entry)
+}
+
+#[inline(always)]
+fn push_entry(binary: bool, entry: &[u8]) -> bool {
     // While one thread starts the writer, the others queue already.
     let mode = MODE.load(Acquire);
     if mode != ASYNC && mode != STARTING && !start() {
         return false;
     }
-    let len = line.len().min(u16::MAX as usize);
+    let max = if binary {
+        ENTRY_MAX
+    } else {
+        BINARY as usize - 1
+    };
+    let len = entry.len().min(max);
     let k = len.div_ceil(SLOT).max(1) as u64;
     let mut waited = 0;
     let (t, h) = loop {
@@ -147,14 +174,17 @@ pub fn push(line: &[u8]) -> bool {
     let at = (t as usize % SLOTS) * SLOT;
     let first = len.min(BYTES - at);
     // SAFETY: slots t..t+k are this thread's (claimed above, HEAD past
-    // their last use); `at + first <= BYTES` and `len - first <= BYTES`.
+    // their last use); `at + first <= BYTES`, and the rest (`len - first
+    // <= BYTES`) goes to the start.
     unsafe {
         let base = DATA.0.get().cast::<u8>();
-        std::ptr::copy_nonoverlapping(line.as_ptr(), base.add(at), first);
-        std::ptr::copy_nonoverlapping(line.as_ptr().add(first), base, len - first);
+        std::ptr::copy_nonoverlapping(entry.as_ptr(), base.add(at), first);
+        if first < len {
+            std::ptr::copy_nonoverlapping(entry.as_ptr().add(first), base, len - first);
+        }
     }
     let i = t as usize % SLOTS;
-    LEN[i].store(len as u16, Relaxed);
+    LEN[i].store(len as u16 | if binary { BINARY } else { 0 }, Relaxed);
     STAMP[i].store(t + 1, Release);
     // Pairs with the writer's fence before it goes to sleep: either it
     // sees this line, or this thread sees it asleep and wakes it.
@@ -255,20 +285,44 @@ fn drain(hooks: &Hooks, may_open: bool) -> usize {
             // Claimed, still being copied in.
             break;
         }
-        let len = LEN[i].load(Relaxed) as usize;
-        if used + len > BATCH {
+        let word = LEN[i].load(Relaxed);
+        let binary = word & BINARY != 0;
+        let len = (word & !BINARY) as usize;
+        if used + if binary { RENDERED_MAX } else { len } > BATCH {
             break;
         }
         let at = i * SLOT;
         let first = len.min(BYTES - at);
-        // SAFETY: the line is published (stamp read with Acquire) and its
-        // slots stay unclaimed until HEAD moves past them; `out` is ours
-        // while we hold CONSUMER, and `used + len <= BATCH`.
-        unsafe {
-            std::ptr::copy_nonoverlapping(base.add(at), out.add(used), first);
-            std::ptr::copy_nonoverlapping(base, out.add(used + first), len - first);
+        if binary {
+            let copy: [u8; ENTRY_MAX];
+            let entry = if first == len {
+                // SAFETY: published, and ours until HEAD moves (below).
+                unsafe { std::slice::from_raw_parts(base.add(at), len) }
+            } else {
+                // Wraps at the ring's end: put together.
+                let mut c = [0u8; ENTRY_MAX];
+                // SAFETY: as below; `len <= ENTRY_MAX` (`push_binary`).
+                unsafe {
+                    std::ptr::copy_nonoverlapping(base.add(at), c.as_mut_ptr(), first);
+                    std::ptr::copy_nonoverlapping(base, c.as_mut_ptr().add(first), len - first);
+                }
+                copy = c;
+                &copy[..len]
+            };
+            // SAFETY: `out` is ours while we hold CONSUMER, and
+            // `used + RENDERED_MAX <= BATCH`.
+            let to = unsafe { std::slice::from_raw_parts_mut(out.add(used), RENDERED_MAX) };
+            used += (hooks.render)(entry, to).min(RENDERED_MAX);
+        } else {
+            // SAFETY: the line is published (stamp read with Acquire) and its
+            // slots stay unclaimed until HEAD moves past them; `out` is ours
+            // while we hold CONSUMER, and `used + len <= BATCH`.
+            unsafe {
+                std::ptr::copy_nonoverlapping(base.add(at), out.add(used), first);
+                std::ptr::copy_nonoverlapping(base, out.add(used + first), len - first);
+            }
+            used += len;
         }
-        used += len;
         n += 1;
         h += len.div_ceil(SLOT).max(1) as u64;
     }

@@ -266,3 +266,141 @@ fn the_close_line_survives_an_exit_right_after_the_close() {
         show_log(&log)
     );
 }
+
+/// `asynclog ARGS` on ibv-sim's `devices` under the shim, the debug log
+/// to `log`.
+fn on_sim(log: &Path, devices: &str, args: &[&str]) -> Command {
+    let mut cmd = Command::new(prog());
+    cmd.args(args)
+        .env("LD_LIBRARY_PATH", sim_dir())
+        .env_remove("IBV_SHIM_LOG_SYNC")
+        .env_remove("IBV_SHIM_LIBRARY")
+        .env_remove("IBV_SHIM_TRACE")
+        .env("IBV_SIM_DEVICES", devices)
+        .env("IBV_SHIM_LOG", "debug")
+        .env("IBV_SHIM_LOG_FILE", log);
+    preload_shim(&mut cmd);
+    cmd
+}
+
+/// A debug line is made from the call's words by the writer thread, later:
+/// the names in it are the ones the call saw, copied at call time, not
+/// what the device's memory holds when the line is formatted (the program
+/// overwrites every name right after its calls). A list longer than its
+/// record's six device slots shows the first six and `...`. With
+/// `IBV_SHIM_LOG_SYNC=1` the calling thread formats the same lines.
+#[test]
+fn lines_show_the_names_the_calls_saw_and_a_long_list_is_cut_and_marked() {
+    for sync in ["0", "1"] {
+        names_the_calls_saw(sync);
+    }
+}
+
+fn names_the_calls_saw(sync: &str) {
+    let dir = TempDir::new("asynclog-rename");
+    let log = dir.join("log");
+    let names = [
+        "mlx5_0", "mlx5_1", "rxe0", "mlx4_0", "mlx5_2", "mlx5_3", "mlx5_4", "mlx5_5",
+    ];
+    run_ok(on_sim(&log, &names.join(","), &["rename", "0"]).env("IBV_SHIM_LOG_SYNC", sync));
+    let log = lines(&log);
+    let text = show_log(&log);
+    assert!(
+        !text.contains("gone"),
+        "a name read after the call:\n{text}"
+    );
+    let list = log
+        .iter()
+        .find(|l| l.message.starts_with("ibv_get_device_list("))
+        .unwrap_or_else(|| panic!("no list line\n{text}"));
+    let shown = list.message.split(" [8 devices: ").nth(1).unwrap_or("");
+    for (i, name) in names.iter().enumerate() {
+        assert_eq!(
+            shown.contains(&format!(" {name}/")),
+            i < 6,
+            "device {i} ({name}) in the list line: {}",
+            list.message
+        );
+    }
+    assert!(
+        shown.contains("[NVIDIA/Mellanox], ...] ["),
+        "a cut list is marked: {}",
+        list.message
+    );
+    for name in names {
+        assert!(
+            log.iter()
+                .any(|l| l.message.starts_with("ibv_get_device_name(")
+                    && l.message.contains(&format!(" {name}/"))
+                    && l.message.contains(&format!(") = \"{name}\" ["))),
+            "no ibv_get_device_name line for {name}:\n{text}"
+        );
+    }
+}
+
+/// Instructions (callgrind, `--separate-threads`) that the debug log adds
+/// to the thread making `ibv_get_device_name` calls, per call: the call's
+/// words queued, no text (about 440 measured; the line formatted on the
+/// calling thread, as before issue 11's binary entries, cost about 4,000
+/// more). With `IBV_SHIM_LOG_SYNC=1` the calling thread formats its lines
+/// itself: the same measurement must see that, or it measures nothing.
+#[test]
+fn the_calling_thread_formats_no_debug_line() {
+    let dir = TempDir::new("asynclog-cost");
+    let count = |calls: u64, shim: bool, sync: bool| -> u64 {
+        let log = dir.join("log");
+        let out = dir.join(format!("cg.{calls}.{shim}.{sync}"));
+        let cmd = on_sim(&log, "mlx5_0", &["names", &calls.to_string()]);
+        let mut vg = Command::new("valgrind");
+        vg.args(["--tool=callgrind", "--separate-threads=yes"])
+            .arg(format!("--callgrind-out-file={}", out.display()))
+            .arg(cmd.get_program())
+            .args(cmd.get_args());
+        for (k, v) in cmd.get_envs() {
+            match v {
+                Some(v) if shim || k != "LD_PRELOAD" => {
+                    vg.env(k, v);
+                }
+                _ => {
+                    vg.env_remove(k);
+                }
+            }
+        }
+        if sync {
+            vg.env("IBV_SHIM_LOG_SYNC", "1");
+        }
+        run_ok(&mut vg);
+        if shim {
+            let n = lines(&log)
+                .iter()
+                .filter(|l| l.message.starts_with("ibv_get_device_name("))
+                .count();
+            assert_eq!(n as u64, calls, "lines logged under callgrind");
+        }
+        let _ = std::fs::remove_file(&log);
+        // Thread 2: the program's second thread, the one making the calls
+        // (the shim's writer thread, started by its first line, is 3).
+        let file = format!("{}-02", out.display());
+        let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{file}: {e}"));
+        text.lines()
+            .find_map(|l| l.strip_prefix("totals: "))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no totals in {file}"))
+    };
+    let (short, long) = (1_000u64, 3_000u64);
+    let per_call = |shim, sync| {
+        (count(long, shim, sync) as f64 - count(short, shim, sync) as f64) / (long - short) as f64
+    };
+    let direct = per_call(false, false);
+    let added = per_call(true, false) - direct;
+    let sync = per_call(true, true) - direct;
+    eprintln!("the debug log adds {added:.0} instructions per call to the calling thread ({sync:.0} formatting there)");
+    assert!(
+        added <= 800.0,
+        "the debug log adds {added:.0} instructions per ibv_get_device_name to the calling thread"
+    );
+    assert!(
+        sync > 2.0 * 800.0,
+        "IBV_SHIM_LOG_SYNC=1 (lines formatted on the calling thread) measured {sync:.0}: the measurement sees nothing"
+    );
+}

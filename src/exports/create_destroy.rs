@@ -5,14 +5,12 @@
 //! if the destroy failed) -> log. No lock is held while the real function
 //! runs.
 
-use std::ffi::{c_int, c_void};
+use std::ffi::c_int;
 use std::fmt;
 
-use verbs_abi::{ibv_context, ibv_mr, ibv_pd, ibv_qp};
+use verbs_abi::{ibv_context, ibv_mr, ibv_pd};
 
-use super::{
-    alive, context_ok, inside, nested, not_null, read_word, tid, use_after_close, Call, Ptr,
-};
+use super::{alive, context_ok, inside, nested, not_null, read_word, tid, use_after_close, Call};
 use crate::config;
 use crate::guard::{set_errno, Errno, Refused};
 use crate::log::Level;
@@ -321,23 +319,11 @@ fn destroy_logged(d: Destroy, call: &Call, addr: usize, rc: c_int) {
     if let Some(verb) = destroy_verb(&d) {
         let result = if d.void { 0 } else { rc as i64 as u64 };
         call.done(verb, &[addr as u64], result, false);
-    } else if d.void {
-        call.end_void(format_args!(
-            "{}({}={})",
-            d.func,
-            d.arg,
-            Ptr(addr as *const c_void)
-        ));
-    } else {
-        call.end_errno(
-            format_args!("{}({}={})", d.func, d.arg, Ptr(addr as *const c_void)),
-            rc,
-        );
     }
 }
 
-/// The binary trace's descriptor of a destroy verb (those of the
-/// context's tables have none yet: text).
+/// The descriptor of a destroy verb (every destroy has one: see
+/// `trace_format::verbs::destroy`).
 #[cold]
 fn destroy_verb(d: &Destroy) -> Option<&'static trace_format::verbs::Verb> {
     trace_format::verbs::destroy(d.func, d.arg, d.void)
@@ -401,19 +387,4 @@ pub fn track_mr(
     o.x = access;
     o.set_sub(via);
     track(o);
-}
-
-/// A QP result for the log: address and number.
-pub struct QpResult(pub *mut ibv_qp);
-
-impl fmt::Display for QpResult {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.0.is_null() {
-            return f.write_str("NULL");
-        }
-        // SAFETY: a live QP just returned by the real library.
-        write!(f, "{:p} (qp_num={:#x})", self.0, unsafe {
-            (*self.0).qp_num
-        })
-    }
 }

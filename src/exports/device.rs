@@ -8,11 +8,12 @@
 use std::ffi::{c_char, c_int};
 
 use trace_format::verbs::{
-    CLOSE_DEVICE, FREE_DEVICE_LIST, GET_DEVICE_GUID, GET_DEVICE_INDEX, GET_DEVICE_NAME, OPEN_DEVICE,
+    CLOSE_DEVICE, FREE_DEVICE_LIST, GET_DEVICE_GUID, GET_DEVICE_INDEX, GET_DEVICE_LIST,
+    GET_DEVICE_NAME, OPEN_DEVICE,
 };
 use verbs_abi::{__be64, ibv_context, ibv_device};
 
-use super::{refuse, Call, Dev, Ptr};
+use super::{refuse, Call};
 use crate::guard::{export, Errno, MinusOne, Refused};
 use crate::real::real_fns;
 use crate::registry::{self, devices};
@@ -25,18 +26,6 @@ real_fns! {
     GetDeviceIndex = fn ibv_get_device_index(device: *mut ibv_device) -> c_int;
     OpenDevice = fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_context;
     CloseDevice = fn ibv_close_device(context: *mut ibv_context) -> c_int;
-}
-
-/// The devices of a list, for the log.
-struct DevList<'a>(&'a [*mut ibv_device]);
-
-impl std::fmt::Display for DevList<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        for (i, d) in self.0.iter().enumerate() {
-            write!(f, "{}{}", if i > 0 { ", " } else { "" }, Dev(*d))?;
-        }
-        Ok(())
-    }
 }
 
 /// Checks a device argument: NULL and pointers the real library never
@@ -76,23 +65,24 @@ pub unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *m
         let list = real.call(num_devices);
         let errno = Errno::save();
         if !list.is_null() {
-            let fast = resolve_getters();
             let mut n = 0;
+            let mut all_fast = true;
             // SAFETY: the real library returns a NULL-terminated array.
             while !unsafe { *list.add(n) }.is_null() {
                 // SAFETY: n is before the terminating NULL.
                 let dev = unsafe { *list.add(n) };
-                devices::remember(dev);
-                if fast {
-                    devices::allow_fast(dev);
-                }
-                if call.logging() && devices::cached_guid(dev).is_none() {
-                    if let Ok(guid) = GetDeviceGuid::unhooked() {
-                        // dev is a device of the list just returned.
-                        devices::cache_guid(dev, guid.call(dev));
-                    }
-                }
+                // In the fast index: remembered already (the usual case
+                // after the first list: one hash and one load).
+                all_fast &= devices::is_known_fast(dev);
                 n += 1;
+            }
+            // SAFETY: the first n entries of the list are devices.
+            let devs = unsafe { std::slice::from_raw_parts(list, n) };
+            if !all_fast {
+                remember_all(devs);
+            }
+            if call.logging() {
+                cache_guids(devs);
             }
             // Out of memory: counted as untracked (see `devices`).
             devices::list_returned(devices::LiveList {
@@ -108,25 +98,66 @@ pub unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *m
                 unsafe { crate::forward::copy_objects(h) };
             }
             if call.logging() {
-                // SAFETY: the first n entries of the list are devices.
-                let devs = unsafe { std::slice::from_raw_parts(list, n) };
                 errno.restore();
-                call.end(
-                    format_args!("ibv_get_device_list(num_devices={})", Ptr(num_devices)),
-                    format_args!("{} [{n} devices: {}]", Ptr(list), DevList(devs)),
-                    false,
-                );
+                log_list(&call, num_devices, list, n);
             }
         } else {
-            call.end(
-                format_args!("ibv_get_device_list(num_devices={})", Ptr(num_devices)),
-                format_args!("NULL"),
-                true,
-            );
+            errno.restore();
+            let mut args = [0u64; LIST_ARGS + 1];
+            args[0] = num_devices as u64;
+            call.done(&GET_DEVICE_LIST, &args, 0, true);
         }
         errno.restore();
         Ok(list)
     })
+}
+
+/// Remembers the devices of a list and lets them take the getters' fast
+/// path (out of line: after the first list, its devices are known).
+#[cold]
+#[inline(never)]
+fn remember_all(devs: &[*mut ibv_device]) {
+    let fast = resolve_getters();
+    for &dev in devs {
+        devices::remember(dev);
+        if fast {
+            devices::allow_fast(dev);
+        }
+    }
+}
+
+/// The log shows each device's GUID: read once per device (the real
+/// getter reads sysfs; the caller restores errno).
+#[cold]
+#[inline(never)]
+fn cache_guids(devs: &[*mut ibv_device]) {
+    let Ok(guid) = GetDeviceGuid::unhooked() else {
+        return;
+    };
+    for &dev in devs {
+        if devices::cached_guid(dev).is_none() {
+            // dev is a device of the list just returned.
+            devices::cache_guid(dev, guid.call(dev));
+        }
+    }
+}
+
+/// The list's record: `num_devices`, the first devices (the descriptor's
+/// `ListDev` slots: a longer list is shown cut, marked `...`), then its
+/// length.
+const LIST_ARGS: usize = GET_DEVICE_LIST.args.len();
+
+#[cold]
+#[inline(never)]
+fn log_list(call: &Call, num_devices: *mut c_int, list: *mut *mut ibv_device, n: usize) {
+    let mut args = [0u64; LIST_ARGS + 1];
+    args[0] = num_devices as u64;
+    for (i, a) in args[1..LIST_ARGS].iter_mut().enumerate().take(n) {
+        // SAFETY: i < n: a device of the list just returned.
+        *a = unsafe { *list.add(i) } as u64;
+    }
+    args[LIST_ARGS] = n as u64;
+    call.done(&GET_DEVICE_LIST, &args, list as u64, false);
 }
 
 /// Frees an array returned by `ibv_get_device_list()`. Devices that were

@@ -10,12 +10,12 @@
 //! C reader, so clippy's `# Safety` section rule does not apply here.
 #![allow(clippy::missing_safety_doc)]
 
-use std::ffi::{c_char, c_int, CStr};
+use std::ffi::{c_char, CStr};
 use std::fmt;
 
 use verbs_abi::{ibv_context, ibv_device};
 
-use trace_format::verbs::{CallText, ResultText, Verb};
+use trace_format::verbs::Verb;
 
 use crate::guard::{errno_name, Errno, Refused};
 use crate::log::{self, Hex, Level};
@@ -88,45 +88,11 @@ impl Call {
         self.start.is_some()
     }
 
-    /// Logs `call = result [time]`, with errno when `failed`. Leaves errno
-    /// as it found it. Inlined so that, with logging off, the arguments are
-    /// never even assembled.
-    #[inline(always)]
-    pub fn end(&self, call: fmt::Arguments<'_>, result: fmt::Arguments<'_>, failed: bool) {
-        if let Some(start) = self.start {
-            Self::log(start, call, result, failed);
-        }
-    }
-
-    /// [`Call::end`] for a verb that returns 0 or an errno value.
-    #[inline(always)]
-    pub fn end_errno(&self, call: fmt::Arguments<'_>, rc: c_int) {
-        self.end(call, format_args!("{}", Rc(rc)), false);
-    }
-
-    /// [`Call::end`] for a verb that returns 0, or -1 with errno.
-    #[inline(always)]
-    pub fn end_minus_one(&self, call: fmt::Arguments<'_>, rc: c_int) {
-        self.end(call, format_args!("{rc}"), rc != 0);
-    }
-
-    /// [`Call::end`] for a `void` verb.
-    #[inline(always)]
-    pub fn end_void(&self, call: fmt::Arguments<'_>) {
-        self.end(call, format_args!("void"), false);
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn log(start: u64, call: fmt::Arguments<'_>, result: fmt::Arguments<'_>, failed: bool) {
-        log::call(start, call, result, failed);
-    }
-
     /// Logs / traces `verb(args) = result` from raw words (one per
-    /// argument of `verb`, then an `RcCq` / `RcEventType` result's value; see
-    /// `trace_format::verbs`): nothing is
-    /// formatted unless the text log is at debug. Leaves errno as it found
-    /// it.
+    /// argument of `verb`, then an `RcCq` / `RcEventType` / `DevList`
+    /// result's value; see `trace_format::verbs`): the calling thread
+    /// formats nothing (the log's writer thread does, `log::entry`).
+    /// Leaves errno as it found it.
     #[inline(always)]
     pub fn done(&self, verb: &'static Verb, args: &[u64], result: u64, failed: bool) {
         if let Some(start) = self.start {
@@ -141,22 +107,14 @@ impl Call {
         let end = crate::clock::now();
         crate::trace::call_bin(start, end, verb, args, result, failed, errno.0);
         if log::text_enabled(Level::Debug) {
-            let mut buf = [0u8; trace_format::TEXT_MAX];
-            // SAFETY: `buf` has room for TEXT_MAX bytes; the export passes
-            // one word per argument of `verb`, devices and C strings from
-            // the real library where `verb` says so.
-            let (len, _) = unsafe {
-                crate::trace::capture::encode(verb, args, result, buf.as_mut_ptr(), buf.len())
-            };
-            let p = &buf[..len];
-            log::call_line(
-                start,
-                end,
-                format_args!("{}", CallText(verb, p)),
-                format_args!("{}", ResultText(verb, p)),
-                failed,
-                errno.0,
-            );
+            log::entry::call(start, end, verb, failed, errno.0, |out| {
+                // SAFETY: `out` has room for its length; the export passes
+                // one word per argument of `verb`, devices and C strings
+                // from the real library where `verb` says so.
+                unsafe {
+                    crate::trace::capture::encode(verb, args, result, out.as_mut_ptr(), out.len()).0
+                }
+            });
         }
         errno.restore();
     }
@@ -184,18 +142,6 @@ pub fn forward<R>(
     let r = inside(forward);
     log(&call, &r);
     Ok(r)
-}
-
-/// A verb's result that is 0 or an errno value, for the log: `0` or `16 (EBUSY)`.
-pub struct Rc(pub c_int);
-
-impl fmt::Display for Rc {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0 {
-            0 => f.write_str("0"),
-            rc => write!(f, "{rc} ({})", errno_name(rc)),
-        }
-    }
 }
 
 /// A NULL object argument to a verb that would dereference it (rdma-core

@@ -10,7 +10,7 @@ use std::ffi::c_void;
 
 use verbs_abi::{ibv_context, ibv_device};
 
-use super::{inside, nested, tid, Call, Dev, Ptr};
+use super::{inside, nested, tid, Call};
 use crate::guard::{export, Errno};
 use crate::real::real_fns;
 use crate::registry::{contexts, devices};
@@ -43,13 +43,10 @@ pub unsafe extern "C" fn verbs_open_device(
             unsafe { super::interpose::install(ctx) };
         }
         errno.restore();
-        call.end(
-            format_args!(
-                "verbs_open_device(device={}, private_data={})",
-                Dev(device),
-                Ptr(private_data)
-            ),
-            format_args!("{}", Ptr(ctx)),
+        call.done(
+            &trace_format::verbs::VERBS_OPEN_DEVICE,
+            &[device as u64, private_data as u64],
+            ctx as u64,
             ctx.is_null(),
         );
         Ok(ctx)

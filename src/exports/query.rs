@@ -12,7 +12,7 @@ use std::ffi::{c_int, c_uint, c_void};
 use std::ptr::addr_of;
 
 use trace_format::verbs::{
-    ACK_ASYNC_EVENT, ACK_CQ_EVENTS, FORK_INIT, GET_ASYNC_EVENT, GET_CQ_EVENT, MODIFY_QP,
+    Verb, ACK_ASYNC_EVENT, ACK_CQ_EVENTS, FORK_INIT, GET_ASYNC_EVENT, GET_CQ_EVENT, MODIFY_QP,
     MODIFY_SRQ, QUERY_DEVICE, QUERY_GID, QUERY_PKEY, QUERY_PORT, QUERY_QP, QUERY_SRQ,
 };
 use verbs_abi::{
@@ -20,7 +20,7 @@ use verbs_abi::{
     ibv_gid, ibv_qp, ibv_qp_attr, ibv_qp_init_attr, ibv_srq, ibv_srq_attr,
 };
 
-use super::{alive, context_ok, forward, not_null, Ptr};
+use super::{alive, context_ok, forward, not_null};
 use crate::guard::{export, Errno, ErrnoCode, MinusOne};
 use crate::real::real_fns;
 
@@ -405,19 +405,21 @@ pub unsafe extern "C" fn ibv_ack_async_event(event: *mut ibv_async_event) {
 
 /// The shared body of attach/detach multicast: `real` forwards.
 fn mcast(
-    func: &'static str,
+    verb: &'static Verb,
     qp: *mut ibv_qp,
     gid: *const ibv_gid,
     lid: u16,
     real: impl FnOnce() -> c_int,
 ) -> Result<ErrnoCode, super::Refused> {
     forward(
-        || alive(func, "qp", qp as usize),
+        || alive(verb.name, "qp", qp as usize),
         real,
-        |call, rc| {
-            call.end_errno(
-                format_args!("{func}(qp={}, gid={}, lid={lid:#x})", Ptr(qp), Ptr(gid)),
-                *rc,
+        |call, &rc| {
+            call.done(
+                verb,
+                &[qp as u64, gid as u64, lid as u64],
+                rc as i64 as u64,
+                false,
             )
         },
     )
@@ -431,7 +433,9 @@ pub unsafe extern "C" fn ibv_attach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, 
     export("ibv_attach_mcast", || {
         not_null("ibv_attach_mcast", "qp", qp)?;
         let real = AttachMcast::get()?;
-        mcast("ibv_attach_mcast", qp, gid, lid, || real.call(qp, gid, lid))
+        mcast(&trace_format::verbs::ATTACH_MCAST, qp, gid, lid, || {
+            real.call(qp, gid, lid)
+        })
     })
 }
 
@@ -442,7 +446,9 @@ pub unsafe extern "C" fn ibv_detach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, 
     export("ibv_detach_mcast", || {
         not_null("ibv_detach_mcast", "qp", qp)?;
         let real = DetachMcast::get()?;
-        mcast("ibv_detach_mcast", qp, gid, lid, || real.call(qp, gid, lid))
+        mcast(&trace_format::verbs::DETACH_MCAST, qp, gid, lid, || {
+            real.call(qp, gid, lid)
+        })
     })
 }
 

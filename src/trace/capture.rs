@@ -16,7 +16,7 @@ use crate::registry::devices;
 ///
 /// # Safety
 /// `out` is valid for `cap` bytes; `args` has one word per argument (then,
-/// for an `RcCq` or `RcEventType` result, its value); a
+/// for an `RcCq`, `RcEventType` or `DevList` result, its value); a
 /// `Dev` word is NULL or a device pointer, a `Str` result NULL or a C
 /// string from the real library, an `Mr` or `Qp` result NULL or the
 /// object the real library just returned.
@@ -58,7 +58,9 @@ pub unsafe fn encode(
         }
         // SAFETY: per the contract, the QP the real library just returned.
         Show::Qp if result != 0 => u64::from(unsafe { (*(result as *const ibv_qp)).qp_num }),
-        Show::RcCq | Show::RcEventType => args.get(verb.args.len()).copied().unwrap_or(0),
+        Show::RcCq | Show::RcEventType | Show::DevList => {
+            args.get(verb.args.len()).copied().unwrap_or(0)
+        }
         _ => 0,
     };
     if verb.rwords > 1 {
@@ -77,7 +79,7 @@ pub unsafe fn encode(
         }
     }
     for (i, (&(_, show), &a)) in verb.args.iter().zip(args).enumerate() {
-        if show == Show::Dev || show == Show::OnDev {
+        if show.is_device() {
             let d = match first {
                 Some(d) if i == 0 => d,
                 _ => Device::of(a as *const ibv_device),
@@ -227,12 +229,7 @@ mod tests {
     #[test]
     fn words_read_back_in_place() {
         for verb in VERBS {
-            if verb
-                .args
-                .iter()
-                .any(|a| matches!(a.1, Show::Dev | Show::OnDev))
-                || verb.result == Show::Str
-            {
+            if verb.args.iter().any(|a| a.1.is_device()) || verb.result == Show::Str {
                 continue;
             }
             let args: Vec<u64> = (0..verb.args.len() as u64).map(|i| 0x1000 + i).collect();

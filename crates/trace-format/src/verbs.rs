@@ -55,16 +55,29 @@ pub enum Show {
     /// A device shown after the argument before it as ` on <device>`
     /// (`ibv_close_device(context=0x.. on <device>)`); words as `Dev`'s.
     OnDev,
+    /// A device list (`ibv_get_device_list`'s result): `NULL` or
+    /// `0x... [N devices: <device>, ...]`, the devices being the verb's
+    /// `ListDev` arguments. Words: the list, its length.
+    DevList,
+    /// A device of a `DevList` result, shown in the result, not in the
+    /// call; words as `Dev`'s. A list longer than the verb's `ListDev`
+    /// arguments shows the first ones, then `...`.
+    ListDev,
 }
 
 impl Show {
     pub const fn words(self) -> usize {
         match self {
             Show::Void | Show::Posted => 0,
-            Show::Dev | Show::OnDev => 3,
-            Show::Mr | Show::Qp | Show::RcCq | Show::RcEventType => 2,
+            Show::Dev | Show::OnDev | Show::ListDev => 3,
+            Show::Mr | Show::Qp | Show::RcCq | Show::RcEventType | Show::DevList => 2,
             _ => 1,
         }
+    }
+
+    /// Words of a device, and its name when known (`capture` stores them).
+    pub const fn is_device(self) -> bool {
+        matches!(self, Show::Dev | Show::OnDev | Show::ListDev)
     }
 }
 
@@ -164,6 +177,38 @@ verbs! {
     44 ACK_ASYNC_EVENT = "ibv_ack_async_event"(event: Ptr) -> Void;
     45 FORK_INIT = "ibv_fork_init"() -> Rc;
     46 REREG_MR = "ibv_rereg_mr"(mr: Ptr, flags: Hex, pd: Ptr, addr: Ptr, length: Uint, access: Hex) -> Int;
+    // The rest of the exports that used to log text.
+    47 GET_DEVICE_LIST = "ibv_get_device_list"(num_devices: Ptr, d0: ListDev, d1: ListDev, d2: ListDev, d3: ListDev, d4: ListDev, d5: ListDev) -> DevList;
+    48 VERBS_OPEN_DEVICE = "verbs_open_device"(device: Dev, private_data: Ptr) -> Ptr;
+    49 CREATE_QP_EX = "ibv_create_qp_ex"(context: Ptr, qp_init_attr_ex: Ptr) -> Qp;
+    50 BIND_MW = "ibv_bind_mw"(qp: Ptr, mw: Ptr) -> Rc;
+    51 ATTACH_MCAST = "ibv_attach_mcast"(qp: Ptr, gid: Ptr, lid: Hex) -> Rc;
+    52 DETACH_MCAST = "ibv_detach_mcast"(qp: Ptr, gid: Ptr, lid: Hex) -> Rc;
+    // The context table's creates (`made`: found by name, `made`).
+    53 ALLOC_MW = "ibv_alloc_mw"(context: Ptr, pd: Ptr) -> Ptr;
+    54 CREATE_COUNTERS = "ibv_create_counters"(context: Ptr, attr: Ptr) -> Ptr;
+    55 REG_DM_MR = "ibv_reg_dm_mr"(context: Ptr, pd: Ptr) -> Ptr;
+    56 ALLOC_DM = "ibv_alloc_dm"(context: Ptr, attr: Ptr) -> Ptr;
+    57 CREATE_FLOW_ACTION_ESP = "ibv_create_flow_action_esp"(context: Ptr, attr: Ptr) -> Ptr;
+    58 ALLOC_PARENT_DOMAIN = "ibv_alloc_parent_domain"(context: Ptr, pd: Ptr) -> Ptr;
+    59 ALLOC_TD = "ibv_alloc_td"(context: Ptr, attr: Ptr) -> Ptr;
+    60 CREATE_RWQ_IND_TABLE = "ibv_create_rwq_ind_table"(context: Ptr, attr: Ptr) -> Ptr;
+    61 CREATE_WQ = "ibv_create_wq"(context: Ptr, pd: Ptr) -> Ptr;
+    62 CREATE_CQ_EX = "ibv_create_cq_ex"(context: Ptr, channel: Ptr) -> Ptr;
+    63 CREATE_FLOW = "ibv_create_flow"(context: Ptr, qp: Ptr) -> Ptr;
+    64 OPEN_QP = "ibv_open_qp"(context: Ptr, xrcd: Ptr) -> Ptr;
+    65 CREATE_SRQ_EX = "ibv_create_srq_ex"(context: Ptr, pd: Ptr) -> Ptr;
+    66 OPEN_XRCD = "ibv_open_xrcd"(context: Ptr, attr: Ptr) -> Ptr;
+    // The context table's destroys (`destroy`).
+    67 DEALLOC_MW = "ibv_dealloc_mw"(mw: Ptr) -> Rc;
+    68 DESTROY_COUNTERS = "ibv_destroy_counters"(counters: Ptr) -> Rc;
+    69 FREE_DM = "ibv_free_dm"(dm: Ptr) -> Rc;
+    70 DESTROY_FLOW_ACTION = "ibv_destroy_flow_action"(action: Ptr) -> Rc;
+    71 DEALLOC_TD = "ibv_dealloc_td"(td: Ptr) -> Rc;
+    72 DESTROY_RWQ_IND_TABLE = "ibv_destroy_rwq_ind_table"(rwq_ind_table: Ptr) -> Rc;
+    73 DESTROY_WQ = "ibv_destroy_wq"(wq: Ptr) -> Rc;
+    74 CLOSE_XRCD = "ibv_close_xrcd"(xrcd: Ptr) -> Rc;
+    75 DESTROY_FLOW = "ibv_destroy_flow"(flow: Ptr) -> Rc;
 }
 
 /// The destroy verb `name(arg)` (one pointer argument named `arg`;
@@ -171,8 +216,18 @@ verbs! {
 pub fn destroy(name: &str, arg: &str, void: bool) -> Option<&'static Verb> {
     VERBS[DEALLOC_PD.id as usize..=UNIMPORT_MR.id as usize]
         .iter()
+        .chain(&VERBS[DEALLOC_MW.id as usize..=DESTROY_FLOW.id as usize])
         .copied()
         .find(|v| v.name == name && v.args[0].0 == arg && (v.result == Show::Void) == void)
+}
+
+/// The context table's create `name(context, arg)` (`arg` the second
+/// argument's name), if it has a descriptor.
+pub fn made(name: &str, arg: &str) -> Option<&'static Verb> {
+    VERBS[ALLOC_MW.id as usize..=OPEN_XRCD.id as usize]
+        .iter()
+        .copied()
+        .find(|v| v.name == name && v.args[1].0 == arg)
 }
 
 /// The verb with id `id`, if this reader knows it.
@@ -182,14 +237,16 @@ pub fn verb(id: u16) -> Option<&'static Verb> {
 
 /// Reads a payload: words in order, then strings in order.
 struct Reader<'a> {
+    verb: &'a Verb,
     p: &'a [u8],
     word: usize,
     string: usize,
 }
 
 impl<'a> Reader<'a> {
-    fn new(verb: &Verb, p: &'a [u8]) -> Reader<'a> {
+    fn new(verb: &'a Verb, p: &'a [u8]) -> Reader<'a> {
         Reader {
+            verb,
             p,
             word: 0,
             string: verb.words() * 8,
@@ -224,8 +281,22 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// `{v:#x}`, by hand: core::fmt's padded integers cost more than the rest
+/// of a debug line (the log's writer thread formats every line with this).
 fn hex(f: &mut dyn fmt::Write, v: u64) -> fmt::Result {
-    write!(f, "{v:#x}")
+    let digits = (64 - v.leading_zeros() as usize).div_ceil(4).max(1);
+    f.write_str("0x")?;
+    hex_digits(f, v, digits)
+}
+
+/// The lowest `digits` hex digits of `v` (zero-padded), lower case.
+fn hex_digits(f: &mut dyn fmt::Write, v: u64, digits: usize) -> fmt::Result {
+    let mut buf = [b'0'; 16];
+    let digits = digits.min(16);
+    for (i, b) in buf[16 - digits..].iter_mut().rev().enumerate() {
+        *b = b"0123456789abcdef"[(v >> (4 * i)) as usize & 15];
+    }
+    f.write_str(std::str::from_utf8(&buf[16 - digits..]).unwrap_or("?"))
 }
 
 fn ptr(f: &mut dyn fmt::Write, v: u64) -> fmt::Result {
@@ -275,7 +346,7 @@ fn value(f: &mut dyn fmt::Write, show: Show, r: &mut Reader<'_>) -> fmt::Result 
             }
         }
         Show::Hex => hex(f, w),
-        Show::Guid => write!(f, "{:016x}", u64::from_be(w)),
+        Show::Guid => hex_digits(f, u64::from_be(w), 16),
         Show::Rc => match w as i32 {
             0 => f.write_str("0"),
             rc => write!(f, "{rc} ({})", crate::errno_name(rc)),
@@ -288,12 +359,42 @@ fn value(f: &mut dyn fmt::Write, show: Show, r: &mut Reader<'_>) -> fmt::Result 
             if s.bytes()
                 .all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\\')
             {
-                write!(f, "\"{s}\"")
+                f.write_char('"')?;
+                f.write_str(&s)?;
+                f.write_char('"')
             } else {
                 write!(f, "{s:?}")
             }
         }
-        Show::Dev | Show::OnDev => {
+        Show::DevList => {
+            let n = r.word().unwrap_or(0);
+            if w == 0 {
+                return f.write_str("NULL");
+            }
+            hex(f, w)?;
+            write!(f, " [{n} devices: ")?;
+            // The list's devices are the last arguments, after
+            // arguments without strings (`num_devices`).
+            let args = r.verb.args;
+            r.word += args
+                .iter()
+                .filter(|a| a.1 != Show::ListDev)
+                .map(|a| a.1.words())
+                .sum::<usize>();
+            let slots = args.iter().filter(|a| a.1 == Show::ListDev).count();
+            let shown = slots.min(n as usize);
+            for i in 0..shown {
+                if i > 0 {
+                    f.write_str(", ")?;
+                }
+                value(f, Show::Dev, r)?;
+            }
+            if shown < n as usize {
+                f.write_str(if shown > 0 { ", ..." } else { "..." })?;
+            }
+            f.write_char(']')
+        }
+        Show::Dev | Show::OnDev | Show::ListDev => {
             let guid = r.word().unwrap_or(0);
             let bits = r.word().unwrap_or(0);
             if w == 0 {
@@ -303,12 +404,16 @@ fn value(f: &mut dyn fmt::Write, show: Show, r: &mut Reader<'_>) -> fmt::Result 
             if bits & DEV_KNOWN != 0 {
                 let name = String::from_utf8_lossy(r.string().unwrap_or(b"?"));
                 let guid = (bits & DEV_GUID != 0).then_some(guid);
-                write!(f, " {name}")?;
+                f.write_char(' ')?;
+                f.write_str(&name)?;
                 if let Some(g) = guid {
-                    write!(f, "/{:016x}", u64::from_be(g))?;
+                    f.write_char('/')?;
+                    hex_digits(f, u64::from_be(g), 16)?;
                 }
                 if let Some(v) = crate::vendor::vendor(&name, guid) {
-                    write!(f, " [{v}]")?;
+                    f.write_str(" [")?;
+                    f.write_str(v)?;
+                    f.write_char(']')?;
                 }
             }
             Ok(())
@@ -328,6 +433,10 @@ impl fmt::Display for CallText<'_> {
         f.write_str(verb.name)?;
         f.write_char('(')?;
         for (i, (name, show)) in verb.args.iter().enumerate() {
+            if *show == Show::ListDev {
+                // Shown in the result (`DevList`).
+                continue;
+            }
             if *show == Show::OnDev {
                 f.write_str(" on ")?;
                 value(f, *show, &mut r)?;
@@ -376,6 +485,26 @@ mod tests {
             p.extend_from_slice(s);
         }
         p
+    }
+
+    #[test]
+    fn hex_by_hand_is_core_fmts() {
+        for v in [
+            0u64,
+            1,
+            0xf,
+            0x10,
+            0xdead_beef,
+            0x0002_c903_0000_1234,
+            u64::MAX,
+        ] {
+            let mut a = String::new();
+            hex(&mut a, v).unwrap();
+            assert_eq!(a, format!("{v:#x}"));
+            let mut b = String::new();
+            hex_digits(&mut b, v, 16).unwrap();
+            assert_eq!(b, format!("{v:016x}"));
+        }
     }
 
     #[test]
@@ -430,6 +559,33 @@ mod tests {
             "ibv_get_cq_event(channel=0xc000)"
         );
         assert_eq!(ResultText(&GET_CQ_EVENT, &q).to_string(), "0 (cq=0x6000)");
+        // A list: its devices in the result, not in the call; more than
+        // the record's six slots are cut and marked.
+        let dev = |at: u64, name: &'static [u8]| ([at, 0, DEV_KNOWN], name);
+        let devs: Vec<_> = (0..6).map(|i| dev(0x100 * (i + 1), b"rxe0")).collect();
+        let mut words = vec![0x9000, 8, 0x7ff0];
+        words.extend(devs.iter().flat_map(|d| d.0));
+        let q = payload(&words, &devs.iter().map(|d| d.1).collect::<Vec<_>>());
+        assert_eq!(
+            CallText(&GET_DEVICE_LIST, &q).to_string(),
+            "ibv_get_device_list(num_devices=0x7ff0)"
+        );
+        let one = "rxe0 [soft-RoCE (rxe)]";
+        assert_eq!(
+            ResultText(&GET_DEVICE_LIST, &q).to_string(),
+            format!(
+                "0x9000 [8 devices: 0x100 {one}, 0x200 {one}, 0x300 {one}, 0x400 {one}, \
+                 0x500 {one}, 0x600 {one}, ...]"
+            )
+        );
+        // Unused slots: NULL devices.
+        let mut words = vec![0x9000, 1, 0, 0x100, 0, DEV_KNOWN];
+        words.resize(GET_DEVICE_LIST.words(), 0);
+        let q = payload(&words, &[b"rxe0"]);
+        assert_eq!(
+            ResultText(&GET_DEVICE_LIST, &q).to_string(),
+            format!("0x9000 [1 devices: 0x100 {one}]")
+        );
         // Cut: what is there, then `?`.
         assert_eq!(
             CallText(&QUERY_PORT, &p).to_string(),

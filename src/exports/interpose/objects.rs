@@ -23,7 +23,7 @@ use verbs_abi::{
 };
 
 use super::super::create_destroy::{create, destroy, record, track, track_mr, Destroy};
-use super::super::{alive, forward, Ptr};
+use super::super::{alive, forward, Call};
 use super::queues::*;
 use super::{ctx_of, orig, patch, patch_vctx, Entry, Slot};
 use crate::guard::{export, Errno, ErrnoCode, Refused};
@@ -247,18 +247,20 @@ pub(super) fn made<T>(
             errno.restore();
         },
         |call, obj| {
-            call.end(
-                format_args!(
-                    "{func}(context={}, {}={})",
-                    Ptr(ctx),
-                    parent.0,
-                    Ptr(parent.1 as *const u8)
-                ),
-                format_args!("{}", Ptr(obj)),
-                obj.is_null(),
-            )
+            if call.logging() {
+                log_made(call, func, ctx, parent, obj as u64);
+            }
         },
     )
+}
+
+/// `made`'s record: its verb found by name (debug only).
+#[cold]
+#[inline(never)]
+fn log_made(call: &Call, func: &str, ctx: *mut ibv_context, parent: (&str, usize), obj: u64) {
+    if let Some(verb) = trace_format::verbs::made(func, parent.0) {
+        call.done(verb, &[ctx as u64, parent.1 as u64], obj, obj == 0);
+    }
 }
 
 /// Reads the program's attribute struct (the inline verb hands it on
@@ -386,9 +388,11 @@ unsafe extern "C" fn bind_mw(qp: *mut ibv_qp, mw: *mut ibv_mw, bind: *mut ibv_mw
                     objects::update(mw as usize, |o| o.a = rkey);
                     errno.restore();
                 }
-                call.end_errno(
-                    format_args!("ibv_bind_mw(qp={}, mw={})", Ptr(qp), Ptr(mw)),
-                    rc,
+                call.done(
+                    &trace_format::verbs::BIND_MW,
+                    &[qp as u64, mw as u64],
+                    rc as i64 as u64,
+                    false,
                 );
             },
         )

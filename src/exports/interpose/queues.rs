@@ -12,8 +12,8 @@ use verbs_abi::{
     ibv_xrcd_init_attr,
 };
 
-use super::super::create_destroy::{create, record, track, QpResult};
-use super::super::{tid, Ptr};
+use super::super::create_destroy::{create, record, track};
+use super::super::tid;
 use super::objects::*;
 use super::{ctx_of, orig, Slot};
 use crate::guard::{export, Errno};
@@ -155,13 +155,10 @@ pub(super) unsafe extern "C" fn create_qp_ex(
                 errno.restore();
             },
             |call, qp| {
-                call.end(
-                    format_args!(
-                        "ibv_create_qp_ex(context={}, qp_init_attr_ex={})",
-                        Ptr(ctx),
-                        Ptr(attr)
-                    ),
-                    format_args!("{}", QpResult(qp)),
+                call.done(
+                    &trace_format::verbs::CREATE_QP_EX,
+                    &[ctx as u64, attr as u64],
+                    qp as u64,
                     qp.is_null(),
                 )
             },

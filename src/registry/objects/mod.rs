@@ -15,7 +15,7 @@
 //!   reads a record only on a tag match (to compare the key the record
 //!   packs), growth and deletion work from the tags alone, and with no
 //!   tombstones probe lengths never degrade. The 16-bit indices cap a shard
-//!   at 57,344 records (256 shards: 14.7M live objects; past that an object
+//!   at 57,344 records (64 shards: 3.67M live objects; past that an object
 //!   is untracked and counted, as when memory runs out).
 //! - Each shard also keeps, per context, a doubly-linked list of that
 //!   context's records in the shard, linked through 16-bit slab indices in
@@ -26,8 +26,9 @@
 //!   not every object of the process.
 //! - Memory per object: 64 (record) + 4 / load (index: 4.6 to 10.7 bytes as
 //!   the load swings between 7/8 and 3/8 across doublings) + each shard's
-//!   last page partly used (at most 1 MiB in all) = 69 to 75 bytes, and the
-//!   shim's own fixed memory (about 1.1 MiB, mostly its code) on top.
+//!   last page partly used (at most 256 KiB in all) = 69 to 75 bytes, and the
+//!   shim's own fixed memory on top (about 0.5 MiB: 388 KiB of its file,
+//!   184 of them code (see `hot_text.ld`), and its static tables).
 //! - Every allocation is fallible (`try_reserve`, `alloc_zeroed` checked):
 //!   out of memory never fails the program's call nor aborts it. The object
 //!   is then not tracked, with one warning, and counted ([`untracked`]) so
@@ -62,8 +63,10 @@ use record::packable;
 use table::{hash, keyable, slot_idx, Table, HASH_MUL, NO_FREE};
 
 /// Number of shards (a power of two). A thread's working set is a handful
-/// of addresses; with 256 shards two threads seldom share a lock.
-pub const SHARDS: usize = 256;
+/// of addresses; with 64 shards two threads seldom share a lock. Not more:
+/// each shard's slab is whole pages, its last one partly used: 256 shards
+/// cost ~770 KiB more than 64 with 1k objects live, ~330 KiB at 100k.
+pub const SHARDS: usize = 64;
 const SHARD_BITS: u32 = SHARDS.trailing_zeros();
 
 #[repr(align(128))]
@@ -76,7 +79,7 @@ const _: () = assert!(std::mem::size_of::<Shard>() <= 128);
 /// Per shard, a 64-bit summary of the contexts that may have a list there
 /// (bit `ctx_bit(ctx)`), read without the shard's lock: a close skips the
 /// shards whose summary lacks its bit, so closing a clean context costs
-/// 256 loads from 32 cache lines, whatever else is tracked. A bit is set
+/// 64 loads from 8 cache lines, whatever else is tracked. A bit is set
 /// (under the lock) when a list is made; it is not cleared when a list
 /// empties (a create/destroy loop would then write the shared word twice
 /// per pair) but recomputed from the shard's lists, under the lock, by

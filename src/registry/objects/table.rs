@@ -27,7 +27,7 @@ fn tag(addr: usize) -> u32 {
 /// Index slot layout (4 bytes): `tag << 16 | slab index + 1`; 0 = empty.
 /// An entry's home is `tag & mask`, so the index has at most 65,536 slots.
 const MAX_SLOTS: usize = 1 << 16;
-/// Records per shard: 7/8 of the largest index (256 shards: 14.7M objects;
+/// Records per shard: 7/8 of the largest index (64 shards: 3.67M objects;
 /// past that an object is untracked and counted, as when memory runs out).
 const MAX_RECS: u32 = (MAX_SLOTS / 8 * 7) as u32;
 /// List link sentinels (16 bits): no neighbour; not in any list.

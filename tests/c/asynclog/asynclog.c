@@ -12,6 +12,14 @@
  *   warn N        N calls, then a refused ibv_close_device(NULL) (a WARN)
  *   reuse N PATH  N calls, closes the log's descriptor and opens PATH on
  *                 that number, N more calls (tag 2), writes its own line
+ *   names N       (on ibv-sim's devices) a second thread, the first to
+ *                 make a verbs call, calls ibv_get_device_list, N x
+ *                 ibv_get_device_name(list[0]), ibv_free_device_list;
+ *                 main joins it (callgrind --separate-threads: thread 2)
+ *   rename N      (on ibv-sim's devices) ibv_get_device_list, each
+ *                 device's name asked, then every name overwritten
+ *                 ("gone") before the list is freed: the log must show
+ *                 the names the calls saw; N is unused
  *
  * write(2) is wrapped (the program is linked -rdynamic, so the shim's
  * calls land here) to count the writes each thread makes. */
@@ -97,6 +105,18 @@ static int count_in(const char *path, const char *needle)
     return n;
 }
 
+static void *names(void *arg)
+{
+    int n = *(int *)arg;
+    struct ibv_device **list = ibv_get_device_list(NULL);
+    if (!list || !list[0])
+        return list;
+    for (int i = 0; i < n; i++)
+        ibv_get_device_name(list[0]);
+    ibv_free_device_list(list);
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3)
@@ -148,6 +168,27 @@ int main(int argc, char **argv)
         waitpid(pid, &status, 0);
         calls(3, n);
         printf("child %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+        return 0;
+    }
+    if (!strcmp(mode, "names")) {
+        pthread_t th;
+        void *rc;
+        pthread_create(&th, NULL, names, &n);
+        pthread_join(th, &rc);
+        return rc ? 1 : 0;
+    }
+    if (!strcmp(mode, "rename")) {
+        int num = 0;
+        struct ibv_device **list = ibv_get_device_list(&num);
+        if (!list || !list[0])
+            return 1;
+        for (int i = 0; i < num; i++)
+            ibv_get_device_name(list[i]);
+        /* As if the devices were freed and their memory reused before
+         * the log's writer thread formats the lines. */
+        for (int i = 0; i < num; i++)
+            snprintf(list[i]->name, sizeof list[i]->name, "gone%d", i);
+        ibv_free_device_list(list);
         return 0;
     }
     if (!strcmp(mode, "warn")) {
