@@ -27,30 +27,36 @@ const BOUNDARIES: usize = 4;
 const TID: usize = 8;
 
 /// The block's offset from this thread's `fs` base (the same for every
-/// thread: initial-exec TLS).
+/// thread: initial-exec TLS). `nomem`: the GOT entry is a constant once
+/// relocated, so an export loads it once however many fields it touches.
 #[inline(always)]
 fn block() -> usize {
     let off: usize;
     // SAFETY: reads the GOT entry the dynamic linker filled with the
-    // block's TP offset; the entry never changes after relocation.
+    // block's TP offset; the entry never changes after relocation (before
+    // any of the shim's code runs), so it is as good as a constant.
     unsafe {
         asm!(
             "mov {}, qword ptr [rip + ibvshim_thread_state@GOTTPOFF]",
             out(reg) off,
-            options(pure, readonly, nostack, preserves_flags)
+            options(pure, nomem, nostack, preserves_flags)
         )
     };
     off
 }
 
+// The field's offset goes into the instruction (`fs:[block + FIELD]`): no
+// separate add per access.
+
 #[inline(always)]
-fn get(field: usize) -> u32 {
+fn get<const FIELD: usize>() -> u32 {
     let v: u32;
-    // SAFETY: `block() + field` is inside this thread's 16-byte block.
+    // SAFETY: `block() + FIELD` is inside this thread's 16-byte block.
     unsafe {
         asm!(
-            "mov {v:e}, dword ptr fs:[{o}]",
-            o = in(reg) block() + field,
+            "mov {v:e}, dword ptr fs:[{o} + {f}]",
+            o = in(reg) block(),
+            f = const FIELD,
             v = out(reg) v,
             options(nostack, preserves_flags, readonly)
         )
@@ -59,13 +65,14 @@ fn get(field: usize) -> u32 {
 }
 
 #[inline(always)]
-fn set(field: usize, v: u32) {
-    // SAFETY: `block() + field` is inside this thread's 16-byte block,
+fn set<const FIELD: usize>(v: u32) {
+    // SAFETY: `block() + FIELD` is inside this thread's 16-byte block,
     // which only this thread writes.
     unsafe {
         asm!(
-            "mov dword ptr fs:[{o}], {v:e}",
-            o = in(reg) block() + field,
+            "mov dword ptr fs:[{o} + {f}], {v:e}",
+            o = in(reg) block(),
+            f = const FIELD,
             v = in(reg) v,
             options(nostack, preserves_flags)
         )
@@ -75,11 +82,11 @@ fn set(field: usize, v: u32) {
 /// This thread's kernel thread id, read once per thread.
 #[inline]
 pub fn tid() -> i32 {
-    match get(TID) as i32 {
+    match get::<TID>() as i32 {
         0 => {
             // SAFETY: gettid cannot fail.
             let tid = unsafe { libc::gettid() };
-            set(TID, tid as u32);
+            set::<TID>(tid as u32);
             tid
         }
         tid => tid,
@@ -93,54 +100,58 @@ pub fn tid() -> i32 {
 /// outer export records and logs the object, so the inner one only forwards.
 #[inline(always)]
 pub fn nested() -> bool {
-    get(DEPTH) != 0
+    get::<DEPTH>() != 0
 }
 
 /// Runs a forwarded call with this thread marked as inside the real library.
 #[inline(always)]
 pub fn inside<R>(f: impl FnOnce() -> R) -> R {
-    inc(DEPTH);
+    inc::<DEPTH>();
     let r = f();
-    dec(DEPTH);
+    dec::<DEPTH>();
     r
 }
 
 /// `field += 1` in one instruction (an export's boundary or depth is one
 /// GOT load and one `inc`).
 #[inline(always)]
-fn inc(field: usize) {
-    // SAFETY: `block() + field` is inside this thread's 16-byte block,
+fn inc<const FIELD: usize>() {
+    // SAFETY: `block() + FIELD` is inside this thread's 16-byte block,
     // which only this thread writes.
-    unsafe { asm!("inc dword ptr fs:[{o}]", o = in(reg) block() + field, options(nostack)) };
+    unsafe {
+        asm!("inc dword ptr fs:[{o} + {f}]", o = in(reg) block(), f = const FIELD, options(nostack))
+    };
 }
 
 /// `field -= 1` in one instruction.
 #[inline(always)]
-fn dec(field: usize) {
+fn dec<const FIELD: usize>() {
     // SAFETY: as in `inc`.
-    unsafe { asm!("dec dword ptr fs:[{o}]", o = in(reg) block() + field, options(nostack)) };
+    unsafe {
+        asm!("dec dword ptr fs:[{o} + {f}]", o = in(reg) block(), f = const FIELD, options(nostack))
+    };
 }
 
 /// Enters one of the shim's boundaries (see `guard::boundary`).
 #[inline(always)]
 pub fn enter_boundary() {
-    inc(BOUNDARIES);
+    inc::<BOUNDARIES>();
 }
 
 /// Leaves what [`enter_boundary`] entered.
 #[inline(always)]
 pub fn leave_boundary() {
-    dec(BOUNDARIES);
+    dec::<BOUNDARIES>();
 }
 
 /// Is this thread inside one of the shim's boundaries?
 pub fn inside_boundary() -> bool {
-    get(BOUNDARIES) != 0
+    get::<BOUNDARIES>() != 0
 }
 
 /// After `fork()`, in the child: its one thread has a new id.
 pub fn after_fork_in_child() {
-    set(TID, 0);
+    set::<TID>(0);
 }
 
 /// Starts one of the shim's helper threads (the log's and the trace's

@@ -96,21 +96,33 @@ pub fn create<T>(
 
 /// Records a new object (and, with `IBV_SHIM_BACKTRACE=1`, how it was
 /// reached). errno is left as it was (the registry's paths that may touch
-/// it, its lock's sleep and its growth, keep it themselves).
-#[inline]
+/// it, its lock's sleep and its growth, keep it themselves). Inlined into
+/// each create: the record is packed from registers, not from a copy.
+#[inline(always)]
 pub fn track(mut obj: Obj) {
     if config::get().backtrace {
-        let errno = Errno::save();
         obj.set_flag(FLAG_BACKTRACE);
-        if let Some(frames) = crate::report::capture_frames() {
-            objects::store_backtrace(obj.addr, frames);
-        }
-        errno.restore();
+        backtrace(obj.addr);
     }
     objects::insert(obj);
 }
 
-/// A destroy verb, for the shared destroy path.
+/// `IBV_SHIM_BACKTRACE=1`: the creation's call stack goes to the side map.
+/// Takes the address alone, so that the record being built stays in
+/// registers (a reference would put it in memory on the fast path too).
+#[cold]
+#[inline(never)]
+fn backtrace(addr: usize) {
+    let errno = Errno::save();
+    if let Some(frames) = crate::report::capture_frames() {
+        objects::store_backtrace(addr, frames);
+    }
+    errno.restore();
+}
+
+/// A destroy verb, for the shared destroy path. Handed by value to the
+/// cold paths, so that the fast path never builds one in memory.
+#[derive(Clone, Copy)]
 pub struct Destroy {
     pub func: &'static str,
     pub arg: &'static str,
@@ -135,9 +147,44 @@ impl Destroy {
     }
 }
 
+/// A destroy the table did not simply take: a zombie, a pointer it does
+/// not hold (NULL included) or one of another kind. Returns true to refuse
+/// it (errno set), false to forward it unchanged (errno as it was: the
+/// checks read memory, which may set it).
+#[cold]
+#[inline(never)]
+fn not_taken(d: Destroy, addr: usize, taken: Taken, rec: &objects::Stored) -> bool {
+    match taken {
+        Taken::Zombie => {
+            use_after_close(d.func, d.arg, &rec.obj());
+            true
+        }
+        Taken::Unknown => {
+            let errno = Errno::save();
+            if untracked(&d, addr) {
+                set_errno(libc::EINVAL);
+                return true;
+            }
+            errno.restore();
+            false
+        }
+        Taken::OtherKind => {
+            crate::log!(
+                Level::Warn,
+                "{}({}={addr:#x}): that is a {}, not a {}; forwarding unchanged",
+                d.func,
+                d.arg,
+                rec.kind().name(),
+                d.arg
+            );
+            false
+        }
+        Taken::Removed => false,
+    }
+}
+
 /// A destroy of a pointer the table does not hold. Returns true to refuse
 /// it (a double destroy), false to forward it unchanged.
-#[cold]
 fn untracked(d: &Destroy, addr: usize) -> bool {
     if addr == 0 {
         crate::log!(
@@ -179,6 +226,11 @@ fn untracked(d: &Destroy, addr: usize) -> bool {
 /// The destroy path shared by every destroy verb: `forward` calls the real
 /// function and returns its result (0 or an errno value; 0 for void verbs).
 /// A use after close or a double destroy is refused with EINVAL.
+///
+/// errno: the fast path (a tracked object destroyed) touches nothing that
+/// sets it (the registry's lock and growth keep it themselves), so it is
+/// saved only on the paths that may change it.
+#[inline(always)]
 pub fn destroy<T>(
     d: &Destroy,
     obj: *mut T,
@@ -188,72 +240,86 @@ pub fn destroy<T>(
     if nested() {
         return Ok(forward());
     }
-    let errno = Errno::save();
-    let taken = if addr == 0 {
-        Taken::Unknown
-    } else {
-        objects::take(addr, d.kinds)
-    };
-    match taken {
-        Taken::Zombie(o) => return Err(use_after_close(d.func, d.arg, &o)),
-        Taken::Unknown if untracked(d, addr) => {
-            set_errno(libc::EINVAL);
-            return Err(Refused(libc::EINVAL));
-        }
-        Taken::OtherKind(o) => crate::log!(
-            Level::Warn,
-            "{}({}={addr:#x}): that is a {}, not a {}; forwarding unchanged",
-            d.func,
-            d.arg,
-            o.kind().name(),
-            d.arg
-        ),
-        _ => {}
+    let mut rec = objects::Stored::EMPTY;
+    let taken = objects::take(addr, d.kinds, &mut rec);
+    if taken != Taken::Removed && not_taken(*d, addr, taken, &rec) {
+        return Err(Refused(libc::EINVAL));
     }
-    errno.restore();
     let call = Call::begin();
     let rc = inside(forward);
-    let errno = Errno::save();
     match taken {
-        Taken::Removed(o) if rc == 0 => {
-            objects::bury(addr, o.kind());
-            // The data-path checks name a deregistered MR's lkey as such.
-            if o.kind() == Kind::Mr && crate::checks::datapath() {
-                super::interpose::mr_deregistered(&o.obj());
-            }
-            if matches!(o.kind(), Kind::Qp | Kind::Srq) && super::interpose::queues_watched() {
-                super::interpose::queue_destroyed(addr);
-            }
-            if o.flags() & FLAG_BACKTRACE != 0 {
-                objects::take_backtrace(addr);
+        Taken::Removed if rc == 0 => {
+            objects::bury_taken(addr, &rec);
+            if rec.flags() & FLAG_BACKTRACE != 0 || rec.kind_in(WATCHED) {
+                destroyed_extras(addr, &rec);
             }
         }
-        Taken::Removed(o) => {
-            let o = o.obj();
-            objects::restore(o);
-            if rc == libc::EBUSY && crate::log::enabled(Level::Warn) {
-                busy(d, &o);
-            }
-        }
+        Taken::Removed => failed(*d, &rec, rc),
         Taken::Unknown if rc == 0 && addr != 0 => {
             objects::bury(addr, d.kind);
             if matches!(d.kind, Kind::Qp | Kind::Srq) && super::interpose::queues_watched() {
+                let errno = Errno::save();
                 super::interpose::queue_destroyed(addr);
+                errno.restore();
             }
         }
         _ => {}
     }
-    errno.restore();
     // Tested first: the log's arguments would be assembled even with
     // logging off (they escape into the out-of-line logger).
     if !call.logging() {
         return Ok(rc);
     }
-    if let Some(verb) = destroy_verb(d) {
+    destroy_logged(*d, &call, addr, rc);
+    Ok(rc)
+}
+
+/// The kinds whose destroy the data-path checks or the trace may want to
+/// hear of (see `destroyed_extras`).
+const WATCHED: Kinds = Kind::Mr.bit().or(Kind::Qp).or(Kind::Srq);
+
+/// What else a tracked object's successful destroy forgets: its lkey for
+/// the data-path checks, its queue's caps and builders, its backtrace.
+/// Leaves errno as it was.
+#[cold]
+#[inline(never)]
+fn destroyed_extras(addr: usize, o: &objects::Stored) {
+    let errno = Errno::save();
+    // The data-path checks name a deregistered MR's lkey as such.
+    if o.kind() == Kind::Mr && crate::checks::datapath() {
+        super::interpose::mr_deregistered(&o.obj());
+    }
+    if matches!(o.kind(), Kind::Qp | Kind::Srq) && super::interpose::queues_watched() {
+        super::interpose::queue_destroyed(addr);
+    }
+    if o.flags() & FLAG_BACKTRACE != 0 {
+        objects::take_backtrace(addr);
+    }
+    errno.restore();
+}
+
+/// The real destroy failed: the record goes back, and an EBUSY names what
+/// still holds the object. Leaves errno as it was.
+#[cold]
+#[inline(never)]
+fn failed(d: Destroy, o: &objects::Stored, rc: c_int) {
+    let errno = Errno::save();
+    let o = o.obj();
+    objects::restore(o);
+    if rc == libc::EBUSY && crate::log::enabled(Level::Warn) {
+        busy(&d, &o);
+    }
+    errno.restore();
+}
+
+/// The debug log's line (or trace record) of a destroy.
+#[cold]
+#[inline(never)]
+fn destroy_logged(d: Destroy, call: &Call, addr: usize, rc: c_int) {
+    if let Some(verb) = destroy_verb(&d) {
         let result = if d.void { 0 } else { rc as i64 as u64 };
         call.done(verb, &[addr as u64], result, false);
     }
-    Ok(rc)
 }
 
 /// The descriptor of a destroy verb (every destroy has one: see

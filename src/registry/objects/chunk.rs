@@ -131,15 +131,17 @@ impl Slab {
 
     #[inline(always)]
     pub(super) fn get(&self, i: u32) -> &Rec {
-        assert!((i as usize) < self.len);
-        // SAFETY: below len, so inside the mapping (page-aligned, so 64-byte
+        debug_assert!((i as usize) < self.len);
+        // SAFETY: every index the table passes was handed out by `push`
+        // (slots, list links and the free list hold nothing else), so it
+        // is below len, so inside the mapping (page-aligned, so 64-byte
         // aligned); zeroed or written bytes are a valid Rec (integers only).
         unsafe { &*self.ptr.as_ptr().add(i as usize) }
     }
 
     #[inline(always)]
     pub(super) fn get_mut(&mut self, i: u32) -> &mut Rec {
-        assert!((i as usize) < self.len);
+        debug_assert!((i as usize) < self.len);
         // SAFETY: as in get(); &mut self makes the access exclusive.
         unsafe { &mut *self.ptr.as_ptr().add(i as usize) }
     }

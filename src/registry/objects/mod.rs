@@ -73,6 +73,8 @@ const SHARD_BITS: u32 = SHARDS.trailing_zeros();
 struct Shard(Mutex<Table>);
 
 static TABLE: [Shard; SHARDS] = [const { Shard(mutex(Table::new())) }; SHARDS];
+// A shard's header stays within its two cache lines (fixed memory: 32 KiB).
+const _: () = assert!(std::mem::size_of::<Shard>() <= 128);
 
 /// Per shard, a 64-bit summary of the contexts that may have a list there
 /// (bit `ctx_bit(ctx)`), read without the shard's lock: a close skips the
@@ -106,8 +108,9 @@ fn note_list(i: usize, ctx: usize) {
 }
 
 /// Shard `i`'s exact summary, from its lists (the caller holds its lock).
-fn resummarize(i: usize, t: &Table) {
+fn resummarize(i: usize, t: &mut Table) {
     let bits = t.list_contexts().fold(0, |b, ctx| b | ctx_bit(ctx));
+    t.hot_noted = bits & ctx_bit(t.hot) != 0;
     if CTX_BITS[i].load(Ordering::Relaxed) != bits {
         CTX_BITS[i].store(bits, Ordering::Release);
     }
@@ -135,8 +138,8 @@ fn shard(addr: usize) -> &'static Mutex<Table> {
 
 /// Records a new object; a stale record at the same address (an object
 /// freed behind the shim's back) is replaced. Returns false when it could
-/// not be tracked (out of memory).
-#[inline]
+/// not be tracked (out of memory). Inlined into each create export.
+#[inline(always)]
 pub fn insert(obj: Obj) -> bool {
     if !packable(&obj) {
         return false;
@@ -152,20 +155,35 @@ pub fn insert(obj: Obj) -> bool {
         ok
     };
     if let Some(stale) = stale {
-        if stale.is_zombie() {
-            ZOMBIES.fetch_sub(1, Ordering::Relaxed);
-        }
-        if stale.flags() & FLAG_BACKTRACE != 0 && obj.flags() & FLAG_BACKTRACE == 0 {
-            take_backtrace(stale.addr);
-        }
+        replaced(obj.flags(), stale);
     }
     // A live object at this address is not the one destroyed there before.
     unbury(obj.addr);
     if !ok {
-        UNTRACKED.fetch_add(1, Ordering::Relaxed);
-        out_of_memory();
+        not_tracked();
     }
     ok
+}
+
+/// `insert` replaced a stale record (an object freed behind the shim's
+/// back) with one of `flags`. Takes values, not references: the new record
+/// stays in registers on the fast path.
+#[cold]
+#[inline(never)]
+fn replaced(flags: u8, stale: Obj) {
+    if stale.is_zombie() {
+        ZOMBIES.fetch_sub(1, Ordering::Relaxed);
+    }
+    if stale.flags() & FLAG_BACKTRACE != 0 && flags & FLAG_BACKTRACE == 0 {
+        take_backtrace(stale.addr);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn not_tracked() {
+    UNTRACKED.fetch_add(1, Ordering::Relaxed);
+    out_of_memory();
 }
 
 /// How many objects (and contexts, device lists) the real library handed
@@ -183,25 +201,27 @@ pub fn note_untracked() {
     out_of_memory();
 }
 
-/// What [`take`] found.
+/// What [`take`] found (the record, when there is one, is in its `rec`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Taken {
     /// Removed from the table, still packed (a destroy that succeeds needs
     /// only its kind and flags); put it back with [`restore`] if the real
     /// destroy fails.
-    Removed(Stored),
+    Removed,
     /// Its context was closed: left in the table, not to be forwarded.
-    Zombie(Obj),
+    Zombie,
     /// Tracked as another kind: left in the table.
-    OtherKind(Obj),
+    OtherKind,
     /// Not tracked.
     Unknown,
 }
 
 /// Takes the record of `addr` out of the table ahead of a destroy, unless
-/// it is a zombie or not one of `kinds`.
-#[inline]
-pub fn take(addr: usize, kinds: Kinds) -> Taken {
+/// it is a zombie or not one of `kinds`; the record found is copied into
+/// `rec` (once: the caller's buffer is where the destroy reads it).
+/// Inlined into each destroy export: no frame of its own.
+#[inline(always)]
+pub fn take(addr: usize, kinds: Kinds, rec: &mut Stored) -> Taken {
     if !keyable(addr) {
         return Taken::Unknown;
     }
@@ -209,15 +229,15 @@ pub fn take(addr: usize, kinds: Kinds) -> Taken {
     let Some(pos) = t.find(addr) else {
         return Taken::Unknown;
     };
-    let r = Stored(*t.rec_at(pos));
-    if r.flags() & FLAG_ZOMBIE != 0 {
-        Taken::Zombie(r.obj())
-    } else if !kinds.contains_raw(r.raw_kind()) {
-        Taken::OtherKind(r.obj())
+    *rec = Stored(*t.rec_at(pos));
+    if rec.flags() & FLAG_ZOMBIE != 0 {
+        Taken::Zombie
+    } else if !kinds.contains_raw(rec.raw_kind()) {
+        Taken::OtherKind
     } else {
         // An emptied list leaves its summary bit set (see `CTX_BITS`).
         t.remove_at(pos);
-        Taken::Removed(r)
+        Taken::Removed
     }
 }
 
@@ -367,7 +387,7 @@ fn reflag(
                 }
             }
             // Drops the bits of lists emptied since (or by this walk).
-            resummarize(si, &t);
+            resummarize(si, &mut t);
         }
         buf.iter().for_each(&mut f);
     }
@@ -492,11 +512,21 @@ pub fn bury(addr: usize, kind: Kind) {
     grave(addr).store((addr as u64) << 8 | kind as u64, Ordering::Relaxed);
 }
 
-/// Forgets a destroy of `addr`: an object lives there again.
+/// [`bury`] for the record a destroy took: its kind as stored.
+#[inline(always)]
+pub fn bury_taken(addr: usize, rec: &Stored) {
+    grave(addr).store(
+        (addr as u64) << 8 | rec.raw_kind() as u64,
+        Ordering::Relaxed,
+    );
+}
+
+/// Forgets a destroy of `addr` (a key: below 2^47): an object lives there
+/// again.
 #[inline]
 fn unbury(addr: usize) {
     let g = grave(addr);
-    if g.load(Ordering::Relaxed) >> 8 == (addr as u64) & ((1 << 56) - 1) {
+    if g.load(Ordering::Relaxed) >> 8 == addr as u64 {
         g.store(0, Ordering::Relaxed);
     }
 }
@@ -555,7 +585,9 @@ mod tests {
             .find(|&x| shard_index(x) == i)
             .unwrap();
         assert!(insert(Obj::new(Kind::Pd, a, ctx, 0, 0, 1)));
-        assert!(matches!(take(a, Kind::Pd.bit()), Taken::Removed(o) if o.obj().addr == a));
+        let mut rec = Stored::EMPTY;
+        assert_eq!(take(a, Kind::Pd.bit(), &mut rec), Taken::Removed);
+        assert_eq!(rec.obj().addr, a);
         assert!(insert(Obj::new(Kind::Pd, b, ctx, 0, 0, 1)));
         assert_eq!(begin_close(ctx), 1);
         let mut seen = Vec::new();
@@ -563,7 +595,33 @@ mod tests {
         assert_eq!(seen, [b]);
         // The close recomputed the shard's summary: `ctx` has no list left.
         assert_eq!(reflag(ctx, |_| true, |f| f, false, |_| {}), 0);
-        assert!(matches!(take(b, Kind::Pd.bit()), Taken::Zombie(_)));
+        assert_eq!(take(b, Kind::Pd.bit(), &mut rec), Taken::Zombie);
+    }
+
+    /// A close that finds a shard's list of its context empty clears the
+    /// shard's summary bit; the shard must then note the bit again when the
+    /// context starts a new list there (the table remembers the hot
+    /// context's bit as noted, and the close must make it forget).
+    #[test]
+    fn a_close_finds_objects_made_after_a_close_cleared_the_summary() {
+        let ctx = 0x7e10_0000_1000usize;
+        let a = 0x7e10_0001_0000usize;
+        let i = shard_index(a);
+        let b = (1..)
+            .map(|k| a + k * 64)
+            .find(|&x| shard_index(x) == i)
+            .unwrap();
+        let mut rec = Stored::EMPTY;
+        assert!(insert(Obj::new(Kind::Pd, a, ctx, 0, 0, 1)));
+        assert_eq!(take(a, Kind::Pd.bit(), &mut rec), Taken::Removed);
+        // Nothing left: the close visits the shard and clears the bit.
+        assert_eq!(begin_close(ctx), 0);
+        assert_eq!(finish_close(ctx, |_| {}), 0);
+        // A new context at the same address (or the same one, reopened).
+        assert!(insert(Obj::new(Kind::Pd, b, ctx, 0, 0, 1)));
+        assert_eq!(begin_close(ctx), 1, "the close must find the new object");
+        assert_eq!(finish_close(ctx, |_| {}), 1);
+        assert_eq!(take(b, Kind::Pd.bit(), &mut rec), Taken::Zombie);
     }
 
     #[test]

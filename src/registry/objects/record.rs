@@ -84,8 +84,15 @@ impl Kind {
         self.report().name()
     }
 
+    #[inline]
     pub(super) fn from_u8(v: u8) -> Option<Kind> {
-        Kind::ALL.get((v as usize).wrapping_sub(1)).copied()
+        if (1..=Kind::ALL.len() as u8).contains(&v) {
+            // SAFETY: Kind is repr(u8) with the values 1..=ALL.len(), all
+            // used (checked below), and `v` is one of them.
+            Some(unsafe { std::mem::transmute::<u8, Kind>(v) })
+        } else {
+            None
+        }
     }
 
     /// This kind as a bit of a [`Kinds`] set.
@@ -93,6 +100,15 @@ impl Kind {
         Kinds(1 << self as u32)
     }
 }
+
+// `Kind::from_u8` relies on the values being exactly 1..=ALL.len().
+const _: () = {
+    let mut i = 0;
+    while i < Kind::ALL.len() {
+        assert!(Kind::ALL[i] as usize == i + 1);
+        i += 1;
+    }
+};
 
 /// A set of kinds (what a destroy verb accepts).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -143,7 +159,9 @@ pub struct Obj {
     /// Creating thread.
     pub tid: u32,
     pub x: u32,
-    /// `time_ms:40 | kind:8 | flags:8 | sub:8` (stored narrower: see [`Rec`]).
+    /// `time_ms:39 | sub:8 | kind:5 | flags:3 << 61`: the record's `when`
+    /// word but for its thread id, and its `caller` word's top 13 bits, so
+    /// that packing a record moves these bits in two masks and two shifts.
     meta: u64,
 }
 
@@ -157,26 +175,26 @@ impl Obj {
             parent,
             caller,
             tid: tid as u32,
-            meta: (now_ms() & ((1 << TIME_BITS) - 1)) | (kind as u64) << 40,
+            meta: (now_ms() & LOW39) | (kind as u64) << KIND_SHIFT,
             ..Obj::default()
         }
     }
 
     pub fn kind(&self) -> Kind {
-        Kind::from_u8((self.meta >> 40) as u8).unwrap_or(Kind::Pd)
+        Kind::from_u8((self.meta >> KIND_SHIFT) as u8 & 0x1f).unwrap_or(Kind::Pd)
     }
 
     /// Creation time, CLOCK_MONOTONIC_COARSE milliseconds (see [`now_ms`]).
     pub fn time_ms(&self) -> u64 {
-        self.meta & ((1 << 40) - 1)
+        self.meta & LOW39
     }
 
     pub fn flags(&self) -> u8 {
-        (self.meta >> 48) as u8
+        (self.meta >> FLAGS_SHIFT) as u8
     }
 
     pub fn set_flag(&mut self, flag: u8) {
-        self.meta |= (flag as u64) << 48;
+        self.meta |= ((flag & 7) as u64) << FLAGS_SHIFT;
     }
 
     pub fn is_zombie(&self) -> bool {
@@ -185,31 +203,37 @@ impl Obj {
 
     /// A small kind-specific value (QP type, which verb made an MR or AH).
     pub fn sub(&self) -> u8 {
-        (self.meta >> 56) as u8
+        (self.meta >> TIME_BITS) as u8
     }
 
     pub fn set_sub(&mut self, v: u8) {
-        self.meta = (self.meta & !(0xff << 56)) | (v as u64) << 56;
+        self.meta = (self.meta & !(0xff << TIME_BITS)) | (v as u64) << TIME_BITS;
     }
 }
 
 /// An object as stored. 64 bytes, one cache line, its context's list links
 /// included. User addresses are below 2^47 and contexts and parents are
-/// 8-aligned, so `ctx >> 3`, `parent >> 3` (44 bits each) and `caller` (47
-/// bits) leave room for the object's own key (`addr >> 3`, 44 bits, in three
-/// pieces), which a list walk and an index probe need (the 4-byte index slot
-/// holds only a hash tag). A kernel thread id is below 2^22
+/// 8-aligned, so the object's own key (`addr >> 3`, 44 bits, which an index
+/// probe compares: the 4-byte index slot holds only a hash tag), `parent >>
+/// 3` (44 bits) and `caller` (47 bits) leave room for the context (`ctx >>
+/// 3`, 44 bits, in three pieces). The key is whole in the first word, so a
+/// probe compares it with one mask; the context is read only by a close's
+/// list walk and the reports. A kernel thread id is below 2^22
 /// (`PID_MAX_LIMIT`) and 39 bits of milliseconds of `CLOCK_MONOTONIC` are
 /// 17 years of uptime, which leaves 32 bits for the two list links.
+///
+/// Not `align(64)`: the slab is page-aligned and a record 64 bytes, so
+/// records sit on cache lines anyway, and a copy handed out by `take` then
+/// costs its callers no realigned stack frame.
 #[derive(Clone, Copy, Default)]
-#[repr(C, align(64))]
+#[repr(C)]
 pub(super) struct Rec {
-    /// `ctx >> 3 | key[0..20] << 44`
-    ctx_k: u64,
-    /// `parent >> 3 | key[20..40] << 44`
-    parent_k: u64,
-    /// `caller | key[40..44] << 47 | sub << 51 | kind << 59`
-    caller_k: u64,
+    /// `addr >> 3 | ctx[0..20] << 44` (`ctx` is `ctx >> 3`)
+    key_c: u64,
+    /// `parent >> 3 | ctx[20..40] << 44`
+    parent_c: u64,
+    /// `caller | ctx[40..44] << 47 | sub << 51 | kind << 59`
+    caller_c: u64,
     pub(super) a: u64,
     b: u64,
     c: u64,
@@ -226,6 +250,9 @@ const LOW47: u64 = (1 << 47) - 1;
 const TIME_BITS: u32 = 39;
 const TID_BITS: u32 = 22;
 const FLAGS_SHIFT: u32 = TIME_BITS + TID_BITS;
+const LOW39: u64 = (1 << TIME_BITS) - 1;
+/// Where an [`Obj`]'s kind sits in its `meta` (after the 8 bits of sub).
+const KIND_SHIFT: u32 = TIME_BITS + 8;
 
 /// Can `o` be stored (see [`Rec`]), its address as the key (`keyable`)?
 /// Always, for what a real library returns. One mask test for the three
@@ -233,43 +260,44 @@ const FLAGS_SHIFT: u32 = TIME_BITS + TID_BITS;
 #[inline]
 pub(super) fn packable(o: &Obj) -> bool {
     const BAD: u64 = !((1 << 47) - 1) | 7;
-    (o.addr | o.ctx | o.parent) as u64 & BAD == 0 && o.addr != 0 && (o.caller as u64) < 1 << 47
+    ((o.addr | o.ctx | o.parent) as u64 & BAD | (o.caller as u64) >> 47) == 0 && o.addr != 0
 }
 
 impl Rec {
     /// The record of `o`, with list links `prev` and `next`.
     #[inline]
     pub(super) fn of(o: &Obj, prev: u16, next: u16) -> Rec {
-        let key = o.addr as u64 >> 3;
-        let (kind, flags, sub) = (
-            (o.meta >> 40) & 0x1f,
-            (o.meta >> 48) & 7,
-            (o.meta >> 56) & 0xff,
-        );
+        let c = o.ctx as u64 >> 3;
+        // sub and kind, as the caller word's top 13 bits.
+        let sub_kind = (o.meta >> TIME_BITS & 0x1fff) << 51;
         Rec {
-            ctx_k: (o.ctx as u64 >> 3) | (key & 0xf_ffff) << 44,
-            parent_k: (o.parent as u64 >> 3) | (key >> 20 & 0xf_ffff) << 44,
-            caller_k: o.caller as u64 | (key >> 40) << 47 | sub << 51 | kind << 59,
+            key_c: (o.addr as u64 >> 3) | c << 44,
+            parent_c: (o.parent as u64 >> 3) | (c >> 20) << 44,
+            caller_c: o.caller as u64 | (c >> 40) << 47 | sub_kind,
             a: o.a,
             b: o.b,
             c: o.c,
-            when: (o.meta & ((1 << TIME_BITS) - 1))
-                | (o.tid as u64 & ((1 << TID_BITS) - 1)) << TIME_BITS
-                | flags << FLAGS_SHIFT,
+            when: (o.meta & (LOW39 | 7 << FLAGS_SHIFT))
+                | (o.tid as u64 & ((1 << TID_BITS) - 1)) << TIME_BITS,
             x_links: o.x as u64 | (prev as u64) << 32 | (next as u64) << 48,
         }
     }
 
     #[inline]
     pub(super) fn ctx(&self) -> usize {
-        ((self.ctx_k & LOW44) << 3) as usize
+        let c = self.key_c >> 44 | (self.parent_c >> 44) << 20 | (self.caller_c >> 47 & 0xf) << 40;
+        (c << 3) as usize
+    }
+
+    /// Is this the record of `addr`?
+    #[inline(always)]
+    pub(super) fn is(&self, addr: usize) -> bool {
+        self.key_c & LOW44 == addr as u64 >> 3
     }
 
     #[inline]
     pub(super) fn addr(&self) -> usize {
-        let key =
-            self.ctx_k >> 44 | (self.parent_k >> 44) << 20 | (self.caller_k >> 47 & 0xf) << 40;
-        (key << 3) as usize
+        ((self.key_c & LOW44) << 3) as usize
     }
 
     #[inline]
@@ -305,15 +333,12 @@ impl Rec {
     #[inline]
     pub(super) fn obj(&self) -> Obj {
         let r = *self;
-        let meta = (r.when & ((1 << TIME_BITS) - 1))
-            | (r.caller_k >> 59) << 40
-            | (r.when >> FLAGS_SHIFT) << 48
-            | (r.caller_k >> 51 & 0xff) << 56;
+        let meta = (r.when & (LOW39 | 7 << FLAGS_SHIFT)) | (r.caller_c >> 51) << TIME_BITS;
         Obj {
             addr: r.addr(),
             ctx: r.ctx(),
-            parent: ((r.parent_k & LOW44) << 3) as usize,
-            caller: (r.caller_k & LOW47) as usize,
+            parent: ((r.parent_c & LOW44) << 3) as usize,
+            caller: (r.caller_c & LOW47) as usize,
             a: r.a,
             b: r.b,
             c: r.c,
@@ -330,6 +355,18 @@ impl Rec {
 pub struct Stored(pub(super) Rec);
 
 impl Stored {
+    /// A buffer for `take` to fill.
+    pub const EMPTY: Stored = Stored(Rec {
+        key_c: 0,
+        parent_c: 0,
+        caller_c: 0,
+        a: 0,
+        b: 0,
+        c: 0,
+        when: 0,
+        x_links: 0,
+    });
+
     #[inline]
     pub fn kind(&self) -> Kind {
         Kind::from_u8(self.raw_kind()).unwrap_or(Kind::Pd)
@@ -337,7 +374,13 @@ impl Stored {
 
     #[inline]
     pub(super) fn raw_kind(&self) -> u8 {
-        (self.0.caller_k >> 59) as u8
+        (self.0.caller_c >> 59) as u8
+    }
+
+    /// Is its kind one of `kinds`? (No decoding.)
+    #[inline]
+    pub fn kind_in(&self, kinds: Kinds) -> bool {
+        kinds.contains_raw(self.raw_kind())
     }
 
     #[inline]
@@ -431,7 +474,7 @@ mod tests {
             r.set_flags(FLAG_CLOSING | FLAG_BACKTRACE);
             assert_eq!((r.prev(), r.next()), (3, 4));
             o.set_flag(FLAG_CLOSING | FLAG_BACKTRACE);
-            o.meta &= !((FLAG_ZOMBIE as u64) << 48);
+            o.meta &= !((FLAG_ZOMBIE as u64) << FLAGS_SHIFT);
             assert_eq!(r.obj(), o);
         }
         let odd = Obj::new(Kind::Pd, 0x1000, 0x1001, 0, 0, 1);

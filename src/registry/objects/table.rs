@@ -62,7 +62,9 @@ type Heads = HashMap<usize, u16, BuildHasherDefault<AddrHasher>>;
 /// Can `addr` be a key? (Others are not tracked; no allocator returns them.)
 #[inline]
 pub(super) fn keyable(addr: usize) -> bool {
-    addr & 7 == 0 && addr != 0 && (addr as u64) < 1 << 47
+    // One compare: rotated right by 3, an 8-aligned address below 2^47 is
+    // below 2^44 (set low bits land on top), and 0 wraps to the maximum.
+    (addr as u64).rotate_right(3).wrapping_sub(1) < (1 << 44) - 1
 }
 
 #[inline]
@@ -91,8 +93,16 @@ pub(super) struct Table {
     /// The context used last (0: none) and the first record of its list
     /// (NIL: empty), kept out of `heads`: a thread creating and destroying
     /// on one context touches no hash table.
-    hot: usize,
+    pub(super) hot: usize,
     hot_head: u16,
+    /// The hot context's bit is known set in the shard's summary
+    /// (`objects::CTX_BITS`): a list it starts need not look there again.
+    /// Cleared when another context becomes hot; a summary that is
+    /// recomputed (under this shard's lock) sets it again from the bits.
+    pub(super) hot_noted: bool,
+    /// `len` at which the index doubles: 7/8 of its slots (0 while it has
+    /// none), kept so that an insert's load check is one compare.
+    grow_at: u32,
 }
 
 impl Table {
@@ -107,6 +117,8 @@ impl Table {
             heads: None,
             hot: 0,
             hot_head: NIL,
+            hot_noted: false,
+            grow_at: 0,
         }
     }
 
@@ -157,12 +169,21 @@ impl Table {
         }
         self.hot = ctx;
         self.hot_head = head;
+        self.hot_noted = false;
     }
 
-    /// Takes record `i` out of its context's list (if it is in one).
-    /// True when that emptied the list.
-    #[inline(always)]
+    /// Takes record `i` out of its context's list (if it is in one), and
+    /// marks it unlisted (it stays in the table). True when that emptied
+    /// the list.
     pub(super) fn unlist(&mut self, i: u32) -> bool {
+        let emptied = self.unlink(i);
+        self.rec_mut(i).set_prev(UNLISTED);
+        emptied
+    }
+
+    /// [`Table::unlist`] without the mark, for a record about to be freed.
+    #[inline(always)]
+    fn unlink(&mut self, i: u32) -> bool {
         let r = self.rec(i);
         let (prev, next) = (r.prev(), r.next());
         if prev == UNLISTED {
@@ -173,21 +194,27 @@ impl Table {
         }
         if prev != NIL {
             self.rec_mut(prev as u32).set_next(next);
+        } else if self.hot_head == i as u16 {
+            // The head of the hot list: no context to decode.
+            self.hot_head = next;
         } else {
-            let ctx = self.rec(i).ctx();
-            if ctx == self.hot {
-                self.hot_head = next;
-            } else if let Some(heads) = self.heads.as_mut() {
-                // Never allocates: the hot context stays as it is.
-                if next == NIL {
-                    heads.remove(&ctx);
-                } else if let Some(h) = heads.get_mut(&ctx) {
-                    *h = next;
-                }
+            self.unlink_cold_head(self.rec(i).ctx(), next);
+        }
+        prev == NIL && next == NIL
+    }
+
+    /// The head of a list other than the hot one moves to `next`.
+    #[cold]
+    #[inline(never)]
+    fn unlink_cold_head(&mut self, ctx: usize, next: u16) {
+        if let Some(heads) = self.heads.as_mut() {
+            // Never allocates: the hot context stays as it is.
+            if next == NIL {
+                heads.remove(&ctx);
+            } else if let Some(h) = heads.get_mut(&ctx) {
+                *h = next;
             }
         }
-        self.rec_mut(i).set_prev(UNLISTED);
-        prev == NIL && next == NIL
     }
 
     /// The records of `ctx`'s list in this shard.
@@ -215,6 +242,23 @@ impl Table {
         self.slab.get_mut(i)
     }
 
+    /// Index slot `pos`, which the caller masked with `slots.len() - 1`
+    /// (or got from a probe): no bounds check on the hot paths.
+    #[inline(always)]
+    fn slot(&self, pos: usize) -> u32 {
+        debug_assert!(pos < self.slots.len());
+        // SAFETY: every `pos` here is masked by `slots.len() - 1` (a power
+        // of two) or comes from a probe that was.
+        unsafe { *self.slots.get_unchecked(pos) }
+    }
+
+    #[inline(always)]
+    fn set_slot(&mut self, pos: usize, v: u32) {
+        debug_assert!(pos < self.slots.len());
+        // SAFETY: as in `slot`.
+        unsafe { *self.slots.get_unchecked_mut(pos) = v }
+    }
+
     /// Where `addr` is in the index (`Ok`), or the empty slot that ends its
     /// probe run (`Err`; the index must not be empty).
     #[inline(always)]
@@ -223,11 +267,11 @@ impl Table {
         let t = tag(addr);
         let mut i = t as usize & mask;
         loop {
-            let s = self.slots[i];
+            let s = self.slot(i);
             if s == 0 {
                 return Err(i);
             }
-            if s >> 16 == t && self.rec(slot_idx(s)).addr() == addr {
+            if s >> 16 == t && self.rec(slot_idx(s)).is(addr) {
                 return Ok(i);
             }
             i = (i + 1) & mask;
@@ -295,6 +339,7 @@ impl Table {
             slots[i] = s;
         }
         self.slots = slots;
+        self.grow_at = (cap / 8 * 7) as u32;
         true
     }
 
@@ -302,7 +347,8 @@ impl Table {
     /// `stale`: written only then, as the copy is not free). False when
     /// memory ran out (the object is not tracked; a stale record is still
     /// given, and gone). The second value is true when the object started
-    /// its context's list in this shard.
+    /// its context's list in this shard and the shard's summary may lack
+    /// its bit (see `hot_noted`): the caller must note it.
     #[inline(always)]
     pub(super) fn insert(&mut self, obj: &Obj, stale: &mut Option<Obj>) -> (bool, bool) {
         // One probe finds a stale record or the free slot that ends the run.
@@ -323,7 +369,7 @@ impl Table {
             return (false, false);
         }
         // Load at most 7/8: probing reads 4-byte slots, 16 to a cache line.
-        if (self.len + 1) * 8 > self.slots.len() * 7 {
+        if self.len >= self.grow_at as usize {
             if !self.grow() {
                 return (false, false);
             }
@@ -343,15 +389,18 @@ impl Table {
         if next != NIL {
             self.rec_mut(next as u32).set_prev(idx as u16);
         }
-        self.slots[pos] = tag(obj.addr) << 16 | (idx + 1);
+        self.set_slot(pos, tag(obj.addr) << 16 | (idx + 1));
         self.len += 1;
-        (true, next == NIL)
+        // The caller notes the list in the summary (under this lock).
+        let note = next == NIL && !self.hot_noted;
+        self.hot_noted = true;
+        (true, note)
     }
 
     /// The record in index slot `pos` (non-empty).
     #[inline(always)]
     pub(super) fn rec_at(&self, pos: usize) -> &Rec {
-        self.rec(slot_idx(self.slots[pos]))
+        self.rec(slot_idx(self.slot(pos)))
     }
 
     /// The contexts with a list in this shard.
@@ -364,7 +413,7 @@ impl Table {
     /// The object in index slot `pos` (non-empty).
     #[inline]
     pub(super) fn at(&self, pos: usize) -> Obj {
-        self.rec(slot_idx(self.slots[pos])).obj()
+        self.rec(slot_idx(self.slot(pos))).obj()
     }
 
     /// Rewrites the record in index slot `pos` (non-empty); its context
@@ -381,26 +430,26 @@ impl Table {
     /// a context's list in this shard.
     #[inline(always)]
     pub(super) fn remove_at(&mut self, pos: usize) -> bool {
-        let idx = slot_idx(self.slots[pos]);
-        let emptied = self.unlist(idx);
+        let idx = slot_idx(self.slot(pos));
+        let emptied = self.unlink(idx);
         self.free_rec(idx);
         let mask = self.slots.len() - 1;
         let mut hole = pos;
         let mut j = pos;
         loop {
             j = (j + 1) & mask;
-            let s = self.slots[j];
+            let s = self.slot(j);
             if s == 0 {
                 break;
             }
             let home = (s >> 16) as usize & mask;
             // The entry may fill the hole unless its home lies in (hole, j].
             if (j.wrapping_sub(home) & mask) >= (j.wrapping_sub(hole) & mask) {
-                self.slots[hole] = s;
+                self.set_slot(hole, s);
                 hole = j;
             }
         }
-        self.slots[hole] = 0;
+        self.set_slot(hole, 0);
         self.len -= 1;
         emptied
     }
@@ -599,6 +648,7 @@ mod tests {
         assert!(!keyable(0x5555_0000_1234));
         assert!(!keyable(1 << 47));
         assert!(!insert(obj(0x1001)));
-        assert_eq!(take(0x1001, Kind::Mr.bit()), Taken::Unknown);
+        let mut rec = crate::registry::objects::Stored::EMPTY;
+        assert_eq!(take(0x1001, Kind::Mr.bit(), &mut rec), Taken::Unknown);
     }
 }
