@@ -53,9 +53,48 @@ impl Peer {
     }
 }
 
-/// Fragments waiting for a full ring, in order.
-pub(super) static OUTBOX: crate::fork_lock::Mutex<VecDeque<(Dest, Wire, Vec<u8>)>> =
+/// A message (the part of it not yet in the destination's ring) waiting
+/// for room there: one entry per message, not per fragment, so a long
+/// queue behind a busy peer costs one allocation per message and a short
+/// walk per flush.
+pub(super) struct Queued {
+    d: Dest,
+    wire: Wire,
+    /// The bytes from offset `base` to the end of the message.
+    data: Vec<u8>,
+    base: usize,
+    /// How much of `data` is in the ring already.
+    pos: usize,
+}
+
+/// Messages waiting for a full ring, in order.
+pub(super) static OUTBOX: crate::fork_lock::Mutex<VecDeque<Queued>> =
     crate::fork_lock::Mutex::new(VecDeque::new());
+
+/// Pushes the fragments of `payload` (the bytes of `wire`'s message from
+/// offset `base`, `wire.total` bytes in all) into `ring` from `payload[*at..]`
+/// while it has room; false when it fills first (`*at`: how far it got).
+fn push_fragments(
+    ring: Ring,
+    token: u64,
+    wire: &mut Wire,
+    payload: &[u8],
+    base: usize,
+    at: &mut usize,
+) -> bool {
+    loop {
+        let n = (payload.len() - *at).min(CHUNK);
+        wire.offset = (base + *at) as u32;
+        wire.len = n as u32;
+        if !ring.push(token, wire, &payload[*at..*at + n]) {
+            return false;
+        }
+        *at += n;
+        if *at >= payload.len() {
+            return true;
+        }
+    }
+}
 
 /// Sends a message (in fragments when longer than a slot) to `d`. Never
 /// blocks: what does not fit in the ring waits in the outbox, which the
@@ -70,30 +109,26 @@ pub fn send(d: Dest, wire: &mut Wire, payload: &[u8]) {
     // Under the outbox lock all of one process's fragments go out in
     // order, so a message's fragments reach each ring one after another.
     let mut o = OUTBOX.lock();
-    let target = seg.ring(d.slot as usize);
-    // Behind fragments already waiting for this ring, wait too (in order);
+    // Behind messages already waiting for this ring, wait too (in order);
     // other destinations are not held up.
-    let mut queued = o.iter().any(|(q, _, _)| *q == d);
-    let mut off = 0usize;
-    loop {
-        let n = (payload.len() - off).min(CHUNK);
-        wire.offset = off as u32;
-        wire.len = n as u32;
-        let chunk = &payload[off..off + n];
-        if queued || !target.push(token, wire, chunk) {
-            queued = true;
-            o.push_back((d, *wire, chunk.to_vec()));
-        }
-        off += n;
-        if off >= payload.len() {
-            break;
-        }
+    let mut at = 0usize;
+    if !o.iter().any(|q| q.d == d)
+        && push_fragments(seg.ring(d.slot as usize), token, wire, payload, 0, &mut at)
+    {
+        return;
     }
+    o.push_back(Queued {
+        d,
+        wire: *wire,
+        data: payload[at..].to_vec(),
+        base: at,
+        pos: 0,
+    });
 }
 
 pub(super) static NEXT_LIVENESS: AtomicU64 = AtomicU64::new(0);
 
-/// Moves waiting fragments to their rings, each destination in order;
+/// Moves waiting messages to their rings, each destination in order;
 /// drops those for processes that are gone (a dead one's full ring would
 /// otherwise hold them for ever).
 pub(super) fn flush_outbox(seg: &Segment) -> bool {
@@ -110,22 +145,34 @@ pub(super) fn flush_outbox(seg: &Segment) -> bool {
     if check {
         NEXT_LIVENESS.store(now + 10_000_000, Ordering::Relaxed);
     }
-    o.retain(|(d, w, data)| {
-        if dead.contains(d) || seg.proc_(d.slot as usize).token.load(Ordering::Acquire) != d.token {
+    o.retain_mut(|q| {
+        let d = q.d;
+        if dead.contains(&d) || seg.proc_(d.slot as usize).token.load(Ordering::Acquire) != d.token
+        {
             return false;
         }
-        if full.contains(d) {
+        if full.contains(&d) {
             return true;
         }
-        if seg.ring(d.slot as usize).push(w.src_token, w, data) {
-            did = true;
+        let pos = q.pos;
+        let ring = seg.ring(d.slot as usize);
+        let sent = push_fragments(
+            ring,
+            q.wire.src_token,
+            &mut q.wire,
+            &q.data,
+            q.base,
+            &mut q.pos,
+        );
+        did |= sent || q.pos > pos;
+        if sent {
             return false;
         }
         if !check || slot_alive(seg, d.slot as usize) {
-            full.push(*d);
+            full.push(d);
             true
         } else {
-            dead.push(*d);
+            dead.push(d);
             false
         }
     });
@@ -135,9 +182,18 @@ pub(super) fn flush_outbox(seg: &Segment) -> bool {
     did
 }
 
+/// A message arriving in fragments.
+enum Partial {
+    /// Reassembled here, handed over whole at its last fragment.
+    Kept(Wire, Vec<u8>),
+    /// Placed fragment by fragment by the layer above (an RDMA WRITE
+    /// into its memory: no copy kept here); the first failure, if any.
+    Placed(Wire, Result<(), c_int>),
+}
+
 /// The progress engine's state: fragments being reassembled.
 pub(super) struct Engine {
-    partial: HashMap<(u32, u32, bool), (Wire, Vec<u8>)>,
+    partial: HashMap<(u32, u32, bool), Partial>,
     next_deadline_check: u64,
     /// The ring's head slot claimed but unpublished since (position, ns).
     stall: Option<(u64, u64)>,
@@ -174,28 +230,69 @@ impl Engine {
             return dispatch(w, data);
         }
         let key = (w.src_slot, w.src_qpn, wire::kind::is_response(w.kind));
+        if w.offset == 0 {
+            // A new message from this sender: whatever was half-built is
+            // stale. A request the layer above can place as it comes (an
+            // RDMA WRITE) is not reassembled: one copy instead of two.
+            let placed = !key.2
+                && RECEIVER
+                    .get()
+                    .is_some_and(|r| (r.place)(w, data, true).is_ok());
+            let e = if placed {
+                Partial::Placed(*w, Ok(()))
+            } else {
+                let mut buf = match self.partial.remove(&key) {
+                    Some(Partial::Kept(_, b)) => b,
+                    _ => Vec::new(),
+                };
+                buf.clear();
+                buf.resize(w.total as usize, 0);
+                Partial::Kept(*w, buf)
+            };
+            self.partial.insert(key, e);
+            if placed {
+                return self.finish(key, w);
+            }
+        }
         let e = self
             .partial
             .entry(key)
-            .or_insert_with(|| (*w, vec![0; w.total as usize]));
-        if w.offset == 0 {
-            // A new message from this sender: whatever was half-built is stale.
-            e.0 = *w;
-            e.1.clear();
-            e.1.resize(w.total as usize, 0);
-        }
+            .or_insert_with(|| Partial::Kept(*w, vec![0; w.total as usize]));
         let off = w.offset as usize;
-        let end = off + data.len();
-        if end <= e.1.len() {
-            e.1[off..end].copy_from_slice(data);
+        match e {
+            Partial::Kept(_, buf) => {
+                let end = off + data.len();
+                if end <= buf.len() {
+                    buf[off..end].copy_from_slice(data);
+                }
+            }
+            Partial::Placed(_, st) => {
+                if st.is_ok() {
+                    if let Some(r) = RECEIVER.get() {
+                        *st = (r.place)(w, data, false);
+                    }
+                }
+            }
         }
-        if end >= w.total as usize {
-            if let Some((head, buf)) = self.partial.remove(&key) {
-                dispatch(&head, &buf);
+        self.finish(key, w);
+    }
+
+    /// Hands over the message of `key` when `w` was its last fragment.
+    fn finish(&mut self, key: (u32, u32, bool), w: &Wire) {
+        if (w.offset as usize).saturating_add(w.len as usize) < w.total as usize {
+            return;
+        }
+        match self.partial.remove(&key) {
+            Some(Partial::Kept(head, buf)) => dispatch(&head, &buf),
+            Some(Partial::Placed(head, st)) => {
+                if let Some(r) = RECEIVER.get() {
+                    (r.placed)(&head, st);
+                }
             }
-            if self.partial.is_empty() {
-                self.partial.shrink_to_fit();
-            }
+            None => {}
+        }
+        if self.partial.is_empty() {
+            self.partial.shrink_to_fit();
         }
     }
 }
@@ -206,6 +303,16 @@ pub struct Receiver {
     /// A request from another process; `replayed` when it is one that
     /// arrived early and is delivered now (see [`replay`]).
     pub request: fn(&Wire, &[u8], bool),
+    /// A fragment of a request that arrives in several (`first`: the one
+    /// at offset 0): `Ok` when the layer above placed its bytes itself, so
+    /// the engine keeps none of them. Asked at the first fragment; an
+    /// `Err` there has the message reassembled and given to `request`
+    /// (which answers it as usual), an `Err` later is the message's
+    /// outcome, given to `placed` at its end.
+    pub place: fn(&Wire, &[u8], bool) -> Result<(), c_int>,
+    /// The end of a message whose fragments went to `place`: the header
+    /// of its first fragment and the first failure, if any.
+    pub placed: fn(&Wire, Result<(), c_int>),
     /// A response to a request of ours.
     pub response: fn(&Wire, &[u8]),
     /// Runs every millisecond or so: the deadlines of requests of ours.
