@@ -435,3 +435,97 @@ pub(super) fn progress_thread(stop: Arc<AtomicBool>) {
         ring.wait(if busy { 1_000_000 } else { 100_000_000 });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the test receiver was given: (callback, offset or total, bytes).
+    static SEEN: std::sync::Mutex<Vec<(&'static str, u32, Vec<u8>)>> =
+        std::sync::Mutex::new(Vec::new());
+
+    fn note(what: &'static str, at: u32, data: &[u8]) {
+        SEEN.lock().unwrap().push((what, at, data.to_vec()));
+    }
+
+    /// Places WRITEs (refusing a first fragment whose `rkey` is 13, or a
+    /// later one whose `imm` is 13), keeps nothing else.
+    static RX: Receiver = Receiver {
+        request: |w, d, _| note("request", w.total, d),
+        place: |w, d, first| {
+            if w.kind != wire::kind::WRITE || (first && w.rkey == 13) {
+                return Err(1);
+            }
+            if !first && w.imm == 13 {
+                return Err(7);
+            }
+            note("place", w.offset, d);
+            Ok(())
+        },
+        placed: |w, st| note("placed", w.total, &[st.err().unwrap_or(0) as u8]),
+        response: |w, d| note("response", w.total, d),
+        tick: || {},
+        busy: || false,
+    };
+
+    /// Feeds one message in fragments of `chunk` bytes (the sender's
+    /// way), returns what the receiver saw.
+    fn feed(
+        e: &mut Engine,
+        kind: u32,
+        rkey: u32,
+        imm: u32,
+        msg: &[u8],
+        chunk: usize,
+    ) -> Vec<(&'static str, u32, Vec<u8>)> {
+        SEEN.lock().unwrap().clear();
+        let mut w = Wire::zeroed();
+        w.kind = kind;
+        w.rkey = rkey;
+        w.imm = imm;
+        w.src_qpn = 5;
+        w.total = msg.len() as u32;
+        for (i, c) in msg.chunks(chunk).enumerate() {
+            w.offset = (i * chunk) as u32;
+            w.len = c.len() as u32;
+            e.feed(&w, c);
+        }
+        std::mem::take(&mut *SEEN.lock().unwrap())
+    }
+
+    #[test]
+    fn fragmented_writes_are_placed_as_they_come_and_the_rest_reassembled() {
+        assert!(RECEIVER.set(&RX).is_ok());
+        let mut e = Engine {
+            partial: HashMap::new(),
+            next_deadline_check: 0,
+            stall: None,
+        };
+        let msg: Vec<u8> = (0..10u8).collect();
+        // A WRITE: every fragment placed as it arrives, nothing kept.
+        let got = feed(&mut e, wire::kind::WRITE, 1, 0, &msg, 4);
+        let want = vec![
+            ("place", 0, msg[0..4].to_vec()),
+            ("place", 4, msg[4..8].to_vec()),
+            ("place", 8, msg[8..10].to_vec()),
+            ("placed", 10, vec![0]),
+        ];
+        assert_eq!(got, want);
+        assert!(e.partial.is_empty());
+        // A later fragment refused: the rest is not placed, the failure is the outcome.
+        let got = feed(&mut e, wire::kind::WRITE, 1, 13, &msg, 4);
+        assert_eq!(
+            got,
+            vec![("place", 0, msg[0..4].to_vec()), ("placed", 10, vec![7])]
+        );
+        // A first fragment refused, or another kind: reassembled, handed over whole.
+        for (kind, rkey) in [(wire::kind::WRITE, 13), (wire::kind::SEND, 1)] {
+            let got = feed(&mut e, kind, rkey, 0, &msg, 4);
+            assert_eq!(got, vec![("request", 10, msg.clone())]);
+        }
+        // Unfragmented: handed over as it is.
+        let got = feed(&mut e, wire::kind::WRITE, 1, 0, &msg, 64);
+        assert_eq!(got, vec![("request", 10, msg.clone())]);
+        assert!(e.partial.is_empty());
+    }
+}
