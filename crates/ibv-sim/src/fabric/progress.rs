@@ -54,11 +54,8 @@ impl Peer {
 }
 
 /// A message (the part of it not yet in the destination's ring) waiting
-/// for room there: one entry per message, not per fragment, so a long
-/// queue behind a busy peer costs one allocation per message and a short
-/// walk per flush.
+/// for room there: one entry per message, not per fragment.
 pub(super) struct Queued {
-    d: Dest,
     wire: Wire,
     /// The bytes from offset `base` to the end of the message.
     data: Vec<u8>,
@@ -67,9 +64,11 @@ pub(super) struct Queued {
     pos: usize,
 }
 
-/// Messages waiting for a full ring, in order.
-pub(super) static OUTBOX: crate::fork_lock::Mutex<VecDeque<Queued>> =
-    crate::fork_lock::Mutex::new(VecDeque::new());
+/// Messages waiting for a full ring: a queue per destination, in order
+/// (a flush looks at each destination once, not at every message: a
+/// busy peer can have a hundred 64 KiB writes waiting).
+pub(super) static OUTBOX: crate::fork_lock::Mutex<Vec<(Dest, VecDeque<Queued>)>> =
+    crate::fork_lock::Mutex::new(Vec::new());
 
 /// Pushes the fragments of `payload` (the bytes of `wire`'s message from
 /// offset `base`, `wire.total` bytes in all) into `ring` from `payload[*at..]`
@@ -112,18 +111,22 @@ pub fn send(d: Dest, wire: &mut Wire, payload: &[u8]) {
     // Behind messages already waiting for this ring, wait too (in order);
     // other destinations are not held up.
     let mut at = 0usize;
-    if !o.iter().any(|q| q.d == d)
+    let waiting = o.iter().position(|(q, _)| *q == d);
+    if waiting.is_none()
         && push_fragments(seg.ring(d.slot as usize), token, wire, payload, 0, &mut at)
     {
         return;
     }
-    o.push_back(Queued {
-        d,
+    let q = Queued {
         wire: *wire,
         data: payload[at..].to_vec(),
         base: at,
         pos: 0,
-    });
+    };
+    match waiting {
+        Some(i) => o[i].1.push_back(q),
+        None => o.push((d, VecDeque::from([q]))),
+    }
 }
 
 pub(super) static NEXT_LIVENESS: AtomicU64 = AtomicU64::new(0);
@@ -137,44 +140,29 @@ pub(super) fn flush_outbox(seg: &Segment) -> bool {
         return false;
     }
     let mut did = false;
-    let mut full: Vec<Dest> = Vec::new();
-    let mut dead: Vec<Dest> = Vec::new();
     // Liveness costs a read of /proc: at most every 10 ms.
     let now = now_ns();
     let check = now >= NEXT_LIVENESS.load(Ordering::Relaxed);
     if check {
         NEXT_LIVENESS.store(now + 10_000_000, Ordering::Relaxed);
     }
-    o.retain_mut(|q| {
-        let d = q.d;
-        if dead.contains(&d) || seg.proc_(d.slot as usize).token.load(Ordering::Acquire) != d.token
-        {
+    o.retain_mut(|(d, list)| {
+        if seg.proc_(d.slot as usize).token.load(Ordering::Acquire) != d.token {
             return false;
         }
-        if full.contains(&d) {
-            return true;
-        }
-        let pos = q.pos;
         let ring = seg.ring(d.slot as usize);
-        let sent = push_fragments(
-            ring,
-            q.wire.src_token,
-            &mut q.wire,
-            &q.data,
-            q.base,
-            &mut q.pos,
-        );
-        did |= sent || q.pos > pos;
-        if sent {
-            return false;
+        while let Some(q) = list.front_mut() {
+            let pos = q.pos;
+            let token = q.wire.src_token;
+            let sent = push_fragments(ring, token, &mut q.wire, &q.data, q.base, &mut q.pos);
+            did |= sent || q.pos > pos;
+            if !sent {
+                // Full: a dead process's ring stays full for ever.
+                return !check || slot_alive(seg, d.slot as usize);
+            }
+            list.pop_front();
         }
-        if !check || slot_alive(seg, d.slot as usize) {
-            full.push(d);
-            true
-        } else {
-            dead.push(d);
-            false
-        }
+        false
     });
     if o.is_empty() {
         o.shrink_to_fit();
