@@ -171,7 +171,17 @@ pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr, signaled: bool,
         });
         // Sent under the QP's lock: a QP's requests stay in order.
         if let Some(d) = dest {
-            fabric::send(d, &mut wire, body.bytes());
+            match body {
+                // SAFETY: the program's registered memory of this
+                // request, left alone until it completes; what the outbox
+                // still reads of it is copied first whenever it could go
+                // back to the program early (`fabric::settle_outbox`: error
+                // and flush completions, reset, destroy, deregistration).
+                Payload::InPlace(..) => unsafe {
+                    fabric::send_in_place(d, &mut wire, body.bytes())
+                },
+                Payload::Owned(_) => fabric::send(d, &mut wire, body.bytes()),
+            }
         }
     }
     static FORK_SAFE: std::sync::Once = std::sync::Once::new();

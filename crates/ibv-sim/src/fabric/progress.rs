@@ -58,10 +58,29 @@ impl Peer {
 pub(super) struct Queued {
     wire: Wire,
     /// The bytes from offset `base` to the end of the message.
-    data: Vec<u8>,
+    data: Bytes,
     base: usize,
     /// How much of `data` is in the ring already.
     pos: usize,
+}
+
+/// The waiting bytes of a message.
+enum Bytes {
+    Owned(Vec<u8>),
+    /// Still in the sender's memory (address, length): see [`send_in_place`].
+    InPlace(usize, usize),
+}
+
+impl Bytes {
+    fn get(&self) -> &[u8] {
+        match self {
+            Bytes::Owned(v) => v,
+            // SAFETY: `send_in_place`'s contract: readable until
+            // `settle_outbox` turns it into a copy, which the data path
+            // does before the memory can be given back to the program.
+            Bytes::InPlace(a, n) => unsafe { core::slice::from_raw_parts(*a as *const u8, *n) },
+        }
+    }
 }
 
 /// Messages waiting for a full ring: a queue per destination, in order
@@ -96,9 +115,41 @@ fn push_fragments(
 }
 
 /// Sends a message (in fragments when longer than a slot) to `d`. Never
-/// blocks: what does not fit in the ring waits in the outbox, which the
-/// progress engine flushes.
+/// blocks: what does not fit in the ring waits in the outbox (copied),
+/// which the progress engine flushes.
 pub fn send(d: Dest, wire: &mut Wire, payload: &[u8]) {
+    send_from(d, wire, payload, false)
+}
+
+/// [`send`] for a payload that may wait in the outbox where it is,
+/// uncopied: a posted RC request's buffer, which the program leaves alone
+/// until the request completes (and it cannot complete successfully
+/// before all of it is in the ring). A 64 KiB WRITE to a busy peer is
+/// then copied once, into the ring, not twice.
+///
+/// # Safety
+/// `payload` must stay readable and unchanged until [`settle_outbox`]
+/// has run: the caller runs it before the memory can go back to the
+/// program (an error or flush completion, the QP reset or destroyed,
+/// the MR deregistered).
+pub unsafe fn send_in_place(d: Dest, wire: &mut Wire, payload: &[u8]) {
+    send_from(d, wire, payload, true)
+}
+
+/// Copies every message waiting in the outbox in place (see
+/// [`send_in_place`]): afterwards the outbox reads no program memory.
+pub fn settle_outbox() {
+    let mut o = OUTBOX.lock();
+    for (_, list) in o.iter_mut() {
+        for q in list.iter_mut() {
+            if let Bytes::InPlace(..) = q.data {
+                q.data = Bytes::Owned(q.data.get().to_vec());
+            }
+        }
+    }
+}
+
+fn send_from(d: Dest, wire: &mut Wire, payload: &[u8], in_place: bool) {
     let Some((seg, slot, token)) = me() else {
         return;
     };
@@ -117,9 +168,14 @@ pub fn send(d: Dest, wire: &mut Wire, payload: &[u8]) {
     {
         return;
     }
+    let rest = &payload[at..];
     let q = Queued {
         wire: *wire,
-        data: payload[at..].to_vec(),
+        data: if in_place {
+            Bytes::InPlace(rest.as_ptr() as usize, rest.len())
+        } else {
+            Bytes::Owned(rest.to_vec())
+        },
         base: at,
         pos: 0,
     };
@@ -154,7 +210,7 @@ pub(super) fn flush_outbox(seg: &Segment) -> bool {
         while let Some(q) = list.front_mut() {
             let pos = q.pos;
             let token = q.wire.src_token;
-            let sent = push_fragments(ring, token, &mut q.wire, &q.data, q.base, &mut q.pos);
+            let sent = push_fragments(ring, token, &mut q.wire, q.data.get(), q.base, &mut q.pos);
             did |= sent || q.pos > pos;
             if !sent {
                 // Full: a dead process's ring stays full for ever.
