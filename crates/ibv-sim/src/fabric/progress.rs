@@ -208,6 +208,11 @@ pub(super) fn flush_outbox(seg: &Segment) -> bool {
         }
         let ring = seg.ring(d.slot as usize);
         while let Some(q) = list.front_mut() {
+            // The receiver may leave while we push (and a new process
+            // take its slot): look again before each message.
+            if seg.proc_(d.slot as usize).token.load(Ordering::Acquire) != d.token {
+                return false;
+            }
             let pos = q.pos;
             let token = q.wire.src_token;
             let sent = push_fragments(ring, token, &mut q.wire, q.data.get(), q.base, &mut q.pos);
