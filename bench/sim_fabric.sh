@@ -5,6 +5,19 @@
 # options: the extended post API, busy polling). Server and client run on
 # target/sim's libibverbs alone (no shim), each pair on its own fabric.
 #
+# Why that baseline: ib_write_bw (one QP) registers 2 x max(size, 4 KiB)
+# per side and, for a message over half its 4 KiB cycle buffer, writes
+# every time from the same SIZE bytes of its buffer to the same SIZE bytes
+# of the server's. So the bytes moved are a hot SIZE-byte source copied to
+# a hot SIZE-byte destination, which is what memcpy_bw times (the layout,
+# one page-aligned 2 x SIZE buffer or two mallocs, made no difference
+# here): a transport with one copy would run at that speed; the sim's ring
+# (a copy in, a copy out, across cores) is what the ratio measures.
+# The baseline's jump from ~2 GB/s to ~37 GB/s between bench runs came
+# with the machine (the CPU row of bench/results/latest.md: AMD EPYC up
+# to 669d445, Intel Xeon from a6477d2), not with this script or
+# memcpy_bw.c, unchanged since they were written.
+#
 # Prints a markdown section on stdout; with BENCH_BUDGETS set (bench/run.sh
 # does), appends its budget verdicts there in run.sh's format. Runs alone:
 # `sh bench/sim_fabric.sh`. Knobs: BENCH_SIM (the sim's directory),
@@ -117,7 +130,8 @@ vr=$(budget simfab.read_lat "ib_read_lat typical <= 10 us" "$rl" le 10)
 echo "Server and client processes on \`target/sim\` (no shim), one fresh fabric per run, default"
 echo "perftest options (extended post API, busy polling); $REPS repetitions, interleaved with the"
 echo "baseline; median (min-max). Bandwidth: $SIZE-byte RDMA WRITEs, $BW_ITERS per run; the"
-echo "baseline is one thread's memcpy of the same size between two buffers. Latency: $LAT_ITERS"
+echo "baseline is one thread's memcpy of the same size between two buffers (perftest's footprint: it"
+echo "writes the same $SIZE bytes to the same $SIZE bytes each time, so one copy is the best transport). Latency: $LAT_ITERS"
 echo "round trips of 2 bytes per run. Load average now: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs."
 echo ""
 echo "| figure | median (min-max) | baseline | budget | verdict |"

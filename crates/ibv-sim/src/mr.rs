@@ -253,6 +253,8 @@ pub fn rereg(
     let input = |e| (REREG_ERR_INPUT, e);
     let cmd = |e| (REREG_ERR_CMD, e);
     let (ctx, mr) = get(mr_ptr).map_err(input)?;
+    // As in `dereg`: the old range may be unmapped next.
+    crate::fabric::settle_outbox();
     if flags & !REREG_FLAGS_SUPPORTED != 0 {
         return Err(input(libc::EINVAL));
     }
@@ -328,6 +330,9 @@ pub fn rereg(
 /// `ibv_dereg_mr`.
 pub fn dereg(mr_ptr: *mut ibv_mr) -> Result<(), c_int> {
     let (ctx, mr) = get(mr_ptr)?;
+    // The outbox may still read a posted request's buffer in this MR (a
+    // program that deregisters before the completion): copy it now.
+    crate::fabric::settle_outbox();
     let mut st = ctx.lock_open()?;
     if !registry::is_live(mr_ptr as usize, Kind::Mr) {
         return Err(libc::EINVAL);

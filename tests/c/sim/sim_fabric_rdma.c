@@ -20,6 +20,10 @@
 
 #define BUF (256 * 1024)
 #define SEND_LEN 100000
+/* Longer than a ring slot: arrives in fragments, placed one by one. */
+#define WIMM_LEN 20000
+/* Where a WRITE whose first fragment fits but not the rest starts. */
+#define TAIL (BUF - 3 * 4096)
 
 struct addr {
 	uint16_t lid;
@@ -215,7 +219,8 @@ static void requester(void)
 
 	/* WRITE with immediate and a fragmented SEND consume receives there. */
 	memset(s.buf, 0x42, SEND_LEN);
-	CHECK(post(qp, IBV_WR_RDMA_WRITE_WITH_IMM, s.buf, 16, s.mr->lkey, p->buf + 64, p->rkey) == 0);
+	CHECK(post(qp, IBV_WR_RDMA_WRITE_WITH_IMM, s.buf, WIMM_LEN, s.mr->lkey, p->buf + 64, p->rkey) ==
+	      0);
 	CHECK(wait_wc(s.cq).status == IBV_WC_SUCCESS);
 	CHECK(post(qp, IBV_WR_SEND, s.buf, SEND_LEN, s.mr->lkey, 0, 0) == 0);
 	CHECK(wait_wc(s.cq).status == IBV_WC_SUCCESS);
@@ -230,6 +235,11 @@ static void requester(void)
 	refused(&s, IBV_WR_ATOMIC_FETCH_AND_ADD, p->ro_buf, p->ro_rkey, 8, IBV_WC_REM_ACCESS_ERR);
 	/* A receive too small for the SEND (the responder posts 16 bytes). */
 	refused(&s, IBV_WR_SEND, p->buf, 0, 64, IBV_WC_REM_INV_REQ_ERR);
+	/* Fragmented WRITEs: a bad key, and one that starts inside the
+	 * region and runs past its end (refused as a whole, as the responder
+	 * checks a RETH: nothing of it lands; the responder checks). */
+	refused(&s, IBV_WR_RDMA_WRITE, p->buf, p->rkey ^ 0x100, 65536, IBV_WC_REM_ACCESS_ERR);
+	refused(&s, IBV_WR_RDMA_WRITE, p->buf + TAIL, p->rkey, 65536, IBV_WC_REM_ACCESS_ERR);
 	/* The read-only region can be read. */
 	struct ibv_qp *qp2 = connect_qp(&s);
 	CHECK(post(qp2, IBV_WR_RDMA_READ, s.buf, 4096, s.mr->lkey, p->ro_buf, p->ro_rkey) == 0);
@@ -288,9 +298,12 @@ static void responder(void)
 	CHECK(c == 's');
 	struct ibv_wc wc = wait_wc(s.cq);
 	CHECK(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM);
-	CHECK((wc.wc_flags & IBV_WC_WITH_IMM) && ntohl(wc.imm_data) == 0xabcd && wc.byte_len == 16);
+	CHECK((wc.wc_flags & IBV_WC_WITH_IMM) && ntohl(wc.imm_data) == 0xabcd &&
+	      wc.byte_len == WIMM_LEN);
 	CHECK(*(uint64_t *)s.buf == 0x2227); /* swapped to 0x2222, then +5 */
-	CHECK(s.buf[64] == 0x42 && s.buf[79] == 0x42);
+	for (int i = 64; i < 64 + WIMM_LEN; i++)
+		CHECK(s.buf[i] == 0x42);
+	CHECK(s.buf[64 + WIMM_LEN] == (char)((64 + WIMM_LEN) * 3 + 2));
 	wc = wait_wc(s.cq);
 	CHECK(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RECV && wc.byte_len == SEND_LEN);
 	CHECK(wc.src_qp == ((struct addr *)qp->qp_context)->qpn);
@@ -298,7 +311,7 @@ static void responder(void)
 		CHECK(rbuf[i] == 0x42);
 	xsend("y", 1);
 	/* The refused requests, each on a QP of its own. */
-	for (int i = 0; i < 6; i++) {
+	for (int i = 0; i < 8; i++) {
 		struct ibv_qp *q = connect_qp(&s);
 		if (i == 4) {
 			struct ibv_sge sge = { (uintptr_t)rbuf, 16, rmr->lkey };
@@ -330,6 +343,9 @@ static void responder(void)
 	xsend("y", 1);
 	xrecv(&c, 1);
 	CHECK(c == 'q');
+	/* The WRITE past the region's end left its start alone. */
+	for (int i = TAIL; i < BUF; i++)
+		CHECK(s.buf[i] == (char)(i * 3 + 2));
 	printf("responder: %d checks passed\n", checks);
 	fflush(stdout);
 	xsend("y", 1);

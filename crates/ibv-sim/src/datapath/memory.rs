@@ -81,6 +81,53 @@ pub(crate) fn gather(src: &QpShared, list: &[ibv_sge], inline: bool) -> Result<V
     Ok(out)
 }
 
+/// The payload of a send / write to another process, as [`payload`] finds it.
+pub(crate) enum Payload {
+    /// Gathered into a buffer of ours.
+    Owned(Vec<u8>),
+    /// One range of the program's registered memory (host address and
+    /// length), read in place: the fabric copies it into the peer's ring
+    /// without a gathered copy in between.
+    InPlace(usize, usize),
+}
+
+impl Payload {
+    pub(crate) fn bytes(&self) -> &[u8] {
+        match self {
+            Payload::Owned(v) => v,
+            // SAFETY: the range was checked against a registered MR of the
+            // program through its lkey (`payload`), and the program leaves
+            // a posted buffer alone until its completion, which comes
+            // after this borrow ends (the READ response reads an MR the
+            // same way).
+            Payload::InPlace(host, n) => unsafe {
+                core::slice::from_raw_parts(*host as *const u8, *n)
+            },
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Payload::Owned(v) => v.len(),
+            Payload::InPlace(_, n) => *n,
+        }
+    }
+}
+
+/// The payload of a send / write to another process: a single non-inline
+/// entry is read in place (the common case, and a 64 KiB write's copy
+/// saved), anything else gathered.
+pub(crate) fn payload(src: &QpShared, list: &[ibv_sge], inline: bool) -> Result<Payload, c_int> {
+    match list {
+        [e] if !inline && e.length > 0 => {
+            let n = u64::from(e.length);
+            let host = local(src.pd, e.lkey, e.addr, n, 0)?;
+            Ok(Payload::InPlace(host, n as usize))
+        }
+        _ => gather(src, list, inline).map(Payload::Owned),
+    }
+}
+
 /// Scatters `data` through a receive (or read response) scatter list of
 /// `owner`: `LOC_LEN_ERR` when it does not fit, `LOC_PROT_ERR` on a bad key.
 pub(crate) fn scatter(owner_pd: usize, list: &[ibv_sge], data: &[&[u8]]) -> Result<(), c_int> {

@@ -68,6 +68,10 @@ pub(crate) fn complete_send(
     status: c_int,
     byte_len: u32,
 ) {
+    if status != WC_SUCCESS {
+        // The buffer goes back to the program before all of it was sent.
+        crate::fabric::settle_outbox();
+    }
     if status != WC_SUCCESS || signaled {
         let mut w = wc(wr_id, status, opcode, src.qp_num);
         w.byte_len = byte_len;

@@ -20,11 +20,11 @@ use std::sync::Arc;
 use verbs_abi::ibv_ah_attr;
 
 use super::{
-    complete_send, deliver, gather, land, reaches, remote as remote_mem, scatter, take_wqe,
-    total_len, wc_opcode_of, Message, Origin, SendWr, Taken, GRH_LEN, SEND_INLINE, SEND_SOLICITED,
-    WC_COMP_SWAP, WC_FETCH_ADD, WC_LOC_LEN_ERR, WC_RDMA_READ, WC_RDMA_WRITE, WC_REM_INV_REQ_ERR,
-    WC_RETRY_EXC_ERR, WC_SEND, WC_SUCCESS, WR_ATOMIC_CMP_AND_SWP, WR_ATOMIC_FETCH_AND_ADD,
-    WR_RDMA_READ, WR_RDMA_WRITE, WR_RDMA_WRITE_WITH_IMM, WR_SEND_WITH_IMM,
+    complete_send, deliver, land, payload, reaches, remote as remote_mem, scatter, take_wqe,
+    total_len, wc_opcode_of, Message, Origin, Payload, SendWr, Taken, GRH_LEN, SEND_INLINE,
+    SEND_SOLICITED, WC_COMP_SWAP, WC_FETCH_ADD, WC_LOC_LEN_ERR, WC_RDMA_READ, WC_RDMA_WRITE,
+    WC_REM_INV_REQ_ERR, WC_RETRY_EXC_ERR, WC_SEND, WC_SUCCESS, WR_ATOMIC_CMP_AND_SWP,
+    WR_ATOMIC_FETCH_AND_ADD, WR_RDMA_READ, WR_RDMA_WRITE, WR_RDMA_WRITE_WITH_IMM, WR_SEND_WITH_IMM,
 };
 use crate::fabric::wire::{flag, kind, Wire};
 use crate::fabric::{self, Peer};
@@ -35,6 +35,8 @@ use crate::qp_state::{QPT_UC, QPT_UD};
 /// What the fabric hands to the data path.
 pub static RECEIVER: fabric::Receiver = fabric::Receiver {
     request: handle_request,
+    place: place_write,
+    placed: on_placed,
     response: on_response,
     tick: check_deadlines,
     busy,
@@ -97,11 +99,11 @@ pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr, signaled: bool,
     if w.opcode == super::WR_SEND_WITH_INV {
         wire.flags |= flag::INV;
     }
-    let (k, payload, byte_len) = match w.opcode {
+    let (k, body, byte_len) = match w.opcode {
         WR_RDMA_READ => {
             let len = total_len(&w.sge);
             wire.compare_add = len;
-            (kind::READ, Vec::new(), len as u32)
+            (kind::READ, Payload::Owned(Vec::new()), len as u32)
         }
         WR_ATOMIC_CMP_AND_SWP | WR_ATOMIC_FETCH_AND_ADD => {
             if !w.remote_addr.is_multiple_of(8) || total_len(&w.sge) < 8 {
@@ -114,10 +116,10 @@ pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr, signaled: bool,
             } else {
                 kind::FETCH_ADD
             };
-            (k, Vec::new(), 8)
+            (k, Payload::Owned(Vec::new()), 8)
         }
         _ => {
-            let data = match gather(s, &w.sge, w.flags & SEND_INLINE != 0) {
+            let data = match payload(s, &w.sge, w.flags & SEND_INLINE != 0) {
                 Ok(d) => d,
                 Err(st) => return done(st, 0),
             };
@@ -134,7 +136,7 @@ pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr, signaled: bool,
     if s.qp_type == QPT_UC {
         // Unreliable: sent (or lost) and done.
         if let Some(d) = dest {
-            fabric::send(d, &mut wire, &payload);
+            fabric::send(d, &mut wire, body.bytes());
         }
         let len = if opcode == WC_RDMA_WRITE { byte_len } else { 0 };
         return done(WC_SUCCESS, len);
@@ -169,7 +171,17 @@ pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr, signaled: bool,
         });
         // Sent under the QP's lock: a QP's requests stay in order.
         if let Some(d) = dest {
-            fabric::send(d, &mut wire, &payload);
+            match body {
+                // SAFETY: the program's registered memory of this
+                // request, left alone until it completes; what the outbox
+                // still reads of it is copied first whenever it could go
+                // back to the program early (`fabric::settle_outbox`: error
+                // and flush completions, reset, destroy, deregistration).
+                Payload::InPlace(..) => unsafe {
+                    fabric::send_in_place(d, &mut wire, body.bytes())
+                },
+                Payload::Owned(_) => fabric::send(d, &mut wire, body.bytes()),
+            }
         }
     }
     static FORK_SAFE: std::sync::Once = std::sync::Once::new();
@@ -242,14 +254,15 @@ fn reached(w: &Wire, dst: &QpShared, port: u8) -> bool {
     reaches(&ah, dst, u32::from(port))
 }
 
-/// A request from another process, in the responder's progress engine
-/// (`replayed`: one that arrived early, delivered now).
-fn handle_request(w: &Wire, data: &[u8], replayed: bool) {
-    let peer = Peer::of(w);
-    let Some(dst) = QPS.get(w.dst_qpn) else {
-        return peer.reply(WC_RETRY_EXC_ERR);
-    };
-    let msg = |payload: Vec<u8>, write_imm_len: Option<u32>, send_opcode: c_int| Message {
+/// The message a request from `peer` carries to a receive queue.
+fn message(
+    w: &Wire,
+    peer: &Peer,
+    payload: Vec<u8>,
+    write_imm_len: Option<u32>,
+    send_opcode: c_int,
+) -> Message {
+    Message {
         src: Origin::Remote(Peer {
             dest: peer.dest,
             qpn: peer.qpn,
@@ -270,6 +283,87 @@ fn handle_request(w: &Wire, data: &[u8], replayed: bool) {
         wr_id: 0,
         signaled: false,
         send_opcode,
+    }
+}
+
+/// Whether `dst` (locked in `g`) takes a connected-mode request `w`: the
+/// type pairs, the QP can receive, is connected back to the requester,
+/// and the address the request was sent to reaches its port.
+fn accepts(w: &Wire, dst: &QpShared, g: &qp::QpInner) -> bool {
+    super::peers(w.qp_type, dst.qp_type)
+        && qp::can_receive(g.state)
+        && g.attrs.dest_qp_num == w.src_qpn
+        && reached(w, dst, g.attrs.port_num)
+}
+
+/// An RDMA WRITE that arrives in fragments, one fragment (`first`: the
+/// one at offset 0), written straight into the target memory instead of
+/// being reassembled first. The first fragment is taken only when the
+/// request would be executed at once (QP found, accepting, nothing held
+/// before it, keys good for the whole length, as the responder checks a
+/// RETH); any `Err` there leaves the message to [`handle_request`],
+/// which answers it as before. Each later fragment is checked again
+/// (the QP or the MR may have gone meanwhile): an `Err` is the message's
+/// outcome, answered by [`on_placed`].
+fn place_write(w: &Wire, data: &[u8], first: bool) -> Result<(), c_int> {
+    if !matches!(w.kind, kind::WRITE | kind::WRITE_IMM) {
+        return Err(WC_REM_INV_REQ_ERR);
+    }
+    let dst = QPS.get(w.dst_qpn).ok_or(WC_RETRY_EXC_ERR)?;
+    let access = {
+        let g = dst.st.lock();
+        if (first && !g.early.is_empty()) || !accepts(w, &dst, &g) {
+            return Err(WC_RETRY_EXC_ERR);
+        }
+        g.attrs.access
+    };
+    let host = remote_mem(
+        &dst,
+        access,
+        w.qkey,
+        w.rkey,
+        w.remote_addr,
+        u64::from(w.total),
+        REMOTE_WRITE,
+    )?;
+    let off = w.offset as usize;
+    if off.saturating_add(data.len()) > w.total as usize {
+        return Err(WC_REM_INV_REQ_ERR);
+    }
+    super::copy_bytes(data.as_ptr() as usize, host + off, data.len());
+    Ok(())
+}
+
+/// The end of an RDMA WRITE placed by [`place_write`]: answered as
+/// [`handle_request`] answers one it executes.
+fn on_placed(w: &Wire, outcome: Result<(), c_int>) {
+    let peer = Peer::of(w);
+    if let Err(st) = outcome {
+        return peer.reply(st);
+    }
+    if w.kind != kind::WRITE_IMM {
+        return peer.reply(WC_SUCCESS);
+    }
+    let Some(dst) = QPS.get(w.dst_qpn) else {
+        return peer.reply(WC_RETRY_EXC_ERR);
+    };
+    // The immediate takes a receive of the named XRC SRQ.
+    let m = Message {
+        xrc: super::xrc_target(&dst, w.qkey).ok().flatten(),
+        ..message(w, &peer, Vec::new(), Some(w.total), WC_RDMA_WRITE)
+    };
+    deliver(&dst, m, w.flags & flag::RNR_WAIT != 0);
+}
+
+/// A request from another process, in the responder's progress engine
+/// (`replayed`: one that arrived early, delivered now).
+fn handle_request(w: &Wire, data: &[u8], replayed: bool) {
+    let peer = Peer::of(w);
+    let Some(dst) = QPS.get(w.dst_qpn) else {
+        return peer.reply(WC_RETRY_EXC_ERR);
+    };
+    let msg = |payload: Vec<u8>, write_imm_len: Option<u32>, send_opcode: c_int| {
+        message(w, &peer, payload, write_imm_len, send_opcode)
     };
     if w.kind == kind::UD {
         let g = dst.st.lock();
@@ -308,13 +402,7 @@ fn handle_request(w: &Wire, data: &[u8], replayed: bool) {
             }
             return;
         }
-        (
-            super::peers(w.qp_type, dst.qp_type)
-                && qp::can_receive(g.state)
-                && g.attrs.dest_qp_num == w.src_qpn
-                && reached(w, &dst, g.attrs.port_num),
-            g.attrs.access,
-        )
+        (accepts(w, &dst, &g), g.attrs.access)
     };
     if !ok {
         return peer.reply(WC_RETRY_EXC_ERR);

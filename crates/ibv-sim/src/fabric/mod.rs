@@ -57,7 +57,7 @@ pub const ENV_FABRIC: &str = "IBV_SIM_FABRIC";
 
 const MAGIC: u64 = u64::from_le_bytes(*b"IBVSIMFB");
 /// Bumped on any change of the segment's layout or protocol.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 const MAX_PROCS: usize = 128;
 const MAX_PORTS: usize = 1024;

@@ -53,14 +53,103 @@ impl Peer {
     }
 }
 
-/// Fragments waiting for a full ring, in order.
-pub(super) static OUTBOX: crate::fork_lock::Mutex<VecDeque<(Dest, Wire, Vec<u8>)>> =
-    crate::fork_lock::Mutex::new(VecDeque::new());
+/// A message (the part of it not yet in the destination's ring) waiting
+/// for room there: one entry per message, not per fragment.
+pub(super) struct Queued {
+    wire: Wire,
+    /// The bytes from offset `base` to the end of the message.
+    data: Bytes,
+    base: usize,
+    /// How much of `data` is in the ring already.
+    pos: usize,
+}
+
+/// The waiting bytes of a message.
+enum Bytes {
+    Owned(Vec<u8>),
+    /// Still in the sender's memory (address, length): see [`send_in_place`].
+    InPlace(usize, usize),
+}
+
+impl Bytes {
+    fn get(&self) -> &[u8] {
+        match self {
+            Bytes::Owned(v) => v,
+            // SAFETY: `send_in_place`'s contract: readable until
+            // `settle_outbox` turns it into a copy, which the data path
+            // does before the memory can be given back to the program.
+            Bytes::InPlace(a, n) => unsafe { core::slice::from_raw_parts(*a as *const u8, *n) },
+        }
+    }
+}
+
+/// Messages waiting for a full ring: a queue per destination, in order
+/// (a flush looks at each destination once, not at every message: a
+/// busy peer can have a hundred 64 KiB writes waiting).
+pub(super) static OUTBOX: crate::fork_lock::Mutex<Vec<(Dest, VecDeque<Queued>)>> =
+    crate::fork_lock::Mutex::new(Vec::new());
+
+/// Pushes the fragments of `payload` (the bytes of `wire`'s message from
+/// offset `base`, `wire.total` bytes in all) into `ring` from `payload[*at..]`
+/// while it has room; false when it fills first (`*at`: how far it got).
+fn push_fragments(
+    ring: Ring,
+    token: u64,
+    wire: &mut Wire,
+    payload: &[u8],
+    base: usize,
+    at: &mut usize,
+) -> bool {
+    loop {
+        let n = (payload.len() - *at).min(CHUNK);
+        wire.offset = (base + *at) as u32;
+        wire.len = n as u32;
+        if !ring.push(token, wire, &payload[*at..*at + n]) {
+            return false;
+        }
+        *at += n;
+        if *at >= payload.len() {
+            return true;
+        }
+    }
+}
 
 /// Sends a message (in fragments when longer than a slot) to `d`. Never
-/// blocks: what does not fit in the ring waits in the outbox, which the
-/// progress engine flushes.
+/// blocks: what does not fit in the ring waits in the outbox (copied),
+/// which the progress engine flushes.
 pub fn send(d: Dest, wire: &mut Wire, payload: &[u8]) {
+    send_from(d, wire, payload, false)
+}
+
+/// [`send`] for a payload that may wait in the outbox where it is,
+/// uncopied: a posted RC request's buffer, which the program leaves alone
+/// until the request completes (and it cannot complete successfully
+/// before all of it is in the ring). A 64 KiB WRITE to a busy peer is
+/// then copied once, into the ring, not twice.
+///
+/// # Safety
+/// `payload` must stay readable and unchanged until [`settle_outbox`]
+/// has run: the caller runs it before the memory can go back to the
+/// program (an error or flush completion, the QP reset or destroyed,
+/// the MR deregistered).
+pub unsafe fn send_in_place(d: Dest, wire: &mut Wire, payload: &[u8]) {
+    send_from(d, wire, payload, true)
+}
+
+/// Copies every message waiting in the outbox in place (see
+/// [`send_in_place`]): afterwards the outbox reads no program memory.
+pub fn settle_outbox() {
+    let mut o = OUTBOX.lock();
+    for (_, list) in o.iter_mut() {
+        for q in list.iter_mut() {
+            if let Bytes::InPlace(..) = q.data {
+                q.data = Bytes::Owned(q.data.get().to_vec());
+            }
+        }
+    }
+}
+
+fn send_from(d: Dest, wire: &mut Wire, payload: &[u8], in_place: bool) {
     let Some((seg, slot, token)) = me() else {
         return;
     };
@@ -70,30 +159,35 @@ pub fn send(d: Dest, wire: &mut Wire, payload: &[u8]) {
     // Under the outbox lock all of one process's fragments go out in
     // order, so a message's fragments reach each ring one after another.
     let mut o = OUTBOX.lock();
-    let target = seg.ring(d.slot as usize);
-    // Behind fragments already waiting for this ring, wait too (in order);
+    // Behind messages already waiting for this ring, wait too (in order);
     // other destinations are not held up.
-    let mut queued = o.iter().any(|(q, _, _)| *q == d);
-    let mut off = 0usize;
-    loop {
-        let n = (payload.len() - off).min(CHUNK);
-        wire.offset = off as u32;
-        wire.len = n as u32;
-        let chunk = &payload[off..off + n];
-        if queued || !target.push(token, wire, chunk) {
-            queued = true;
-            o.push_back((d, *wire, chunk.to_vec()));
-        }
-        off += n;
-        if off >= payload.len() {
-            break;
-        }
+    let mut at = 0usize;
+    let waiting = o.iter().position(|(q, _)| *q == d);
+    if waiting.is_none()
+        && push_fragments(seg.ring(d.slot as usize), token, wire, payload, 0, &mut at)
+    {
+        return;
+    }
+    let rest = &payload[at..];
+    let q = Queued {
+        wire: *wire,
+        data: if in_place {
+            Bytes::InPlace(rest.as_ptr() as usize, rest.len())
+        } else {
+            Bytes::Owned(rest.to_vec())
+        },
+        base: at,
+        pos: 0,
+    };
+    match waiting {
+        Some(i) => o[i].1.push_back(q),
+        None => o.push((d, VecDeque::from([q]))),
     }
 }
 
 pub(super) static NEXT_LIVENESS: AtomicU64 = AtomicU64::new(0);
 
-/// Moves waiting fragments to their rings, each destination in order;
+/// Moves waiting messages to their rings, each destination in order;
 /// drops those for processes that are gone (a dead one's full ring would
 /// otherwise hold them for ever).
 pub(super) fn flush_outbox(seg: &Segment) -> bool {
@@ -102,32 +196,34 @@ pub(super) fn flush_outbox(seg: &Segment) -> bool {
         return false;
     }
     let mut did = false;
-    let mut full: Vec<Dest> = Vec::new();
-    let mut dead: Vec<Dest> = Vec::new();
     // Liveness costs a read of /proc: at most every 10 ms.
     let now = now_ns();
     let check = now >= NEXT_LIVENESS.load(Ordering::Relaxed);
     if check {
         NEXT_LIVENESS.store(now + 10_000_000, Ordering::Relaxed);
     }
-    o.retain(|(d, w, data)| {
-        if dead.contains(d) || seg.proc_(d.slot as usize).token.load(Ordering::Acquire) != d.token {
+    o.retain_mut(|(d, list)| {
+        if seg.proc_(d.slot as usize).token.load(Ordering::Acquire) != d.token {
             return false;
         }
-        if full.contains(d) {
-            return true;
+        let ring = seg.ring(d.slot as usize);
+        while let Some(q) = list.front_mut() {
+            // The receiver may leave while we push (and a new process
+            // take its slot): look again before each message.
+            if seg.proc_(d.slot as usize).token.load(Ordering::Acquire) != d.token {
+                return false;
+            }
+            let pos = q.pos;
+            let token = q.wire.src_token;
+            let sent = push_fragments(ring, token, &mut q.wire, q.data.get(), q.base, &mut q.pos);
+            did |= sent || q.pos > pos;
+            if !sent {
+                // Full: a dead process's ring stays full for ever.
+                return !check || slot_alive(seg, d.slot as usize);
+            }
+            list.pop_front();
         }
-        if seg.ring(d.slot as usize).push(w.src_token, w, data) {
-            did = true;
-            return false;
-        }
-        if !check || slot_alive(seg, d.slot as usize) {
-            full.push(*d);
-            true
-        } else {
-            dead.push(*d);
-            false
-        }
+        false
     });
     if o.is_empty() {
         o.shrink_to_fit();
@@ -135,9 +231,18 @@ pub(super) fn flush_outbox(seg: &Segment) -> bool {
     did
 }
 
+/// A message arriving in fragments.
+enum Partial {
+    /// Reassembled here, handed over whole at its last fragment.
+    Kept(Wire, Vec<u8>),
+    /// Placed fragment by fragment by the layer above (an RDMA WRITE
+    /// into its memory: no copy kept here); the first failure, if any.
+    Placed(Wire, Result<(), c_int>),
+}
+
 /// The progress engine's state: fragments being reassembled.
 pub(super) struct Engine {
-    partial: HashMap<(u32, u32, bool), (Wire, Vec<u8>)>,
+    partial: HashMap<(u32, u32, bool), Partial>,
     next_deadline_check: u64,
     /// The ring's head slot claimed but unpublished since (position, ns).
     stall: Option<(u64, u64)>,
@@ -174,28 +279,69 @@ impl Engine {
             return dispatch(w, data);
         }
         let key = (w.src_slot, w.src_qpn, wire::kind::is_response(w.kind));
+        if w.offset == 0 {
+            // A new message from this sender: whatever was half-built is
+            // stale. A request the layer above can place as it comes (an
+            // RDMA WRITE) is not reassembled: one copy instead of two.
+            let placed = !key.2
+                && RECEIVER
+                    .get()
+                    .is_some_and(|r| (r.place)(w, data, true).is_ok());
+            let e = if placed {
+                Partial::Placed(*w, Ok(()))
+            } else {
+                let mut buf = match self.partial.remove(&key) {
+                    Some(Partial::Kept(_, b)) => b,
+                    _ => Vec::new(),
+                };
+                buf.clear();
+                buf.resize(w.total as usize, 0);
+                Partial::Kept(*w, buf)
+            };
+            self.partial.insert(key, e);
+            if placed {
+                return self.finish(key, w);
+            }
+        }
         let e = self
             .partial
             .entry(key)
-            .or_insert_with(|| (*w, vec![0; w.total as usize]));
-        if w.offset == 0 {
-            // A new message from this sender: whatever was half-built is stale.
-            e.0 = *w;
-            e.1.clear();
-            e.1.resize(w.total as usize, 0);
-        }
+            .or_insert_with(|| Partial::Kept(*w, vec![0; w.total as usize]));
         let off = w.offset as usize;
-        let end = off + data.len();
-        if end <= e.1.len() {
-            e.1[off..end].copy_from_slice(data);
+        match e {
+            Partial::Kept(_, buf) => {
+                let end = off + data.len();
+                if end <= buf.len() {
+                    buf[off..end].copy_from_slice(data);
+                }
+            }
+            Partial::Placed(_, st) => {
+                if st.is_ok() {
+                    if let Some(r) = RECEIVER.get() {
+                        *st = (r.place)(w, data, false);
+                    }
+                }
+            }
         }
-        if end >= w.total as usize {
-            if let Some((head, buf)) = self.partial.remove(&key) {
-                dispatch(&head, &buf);
+        self.finish(key, w);
+    }
+
+    /// Hands over the message of `key` when `w` was its last fragment.
+    fn finish(&mut self, key: (u32, u32, bool), w: &Wire) {
+        if (w.offset as usize).saturating_add(w.len as usize) < w.total as usize {
+            return;
+        }
+        match self.partial.remove(&key) {
+            Some(Partial::Kept(head, buf)) => dispatch(&head, &buf),
+            Some(Partial::Placed(head, st)) => {
+                if let Some(r) = RECEIVER.get() {
+                    (r.placed)(&head, st);
+                }
             }
-            if self.partial.is_empty() {
-                self.partial.shrink_to_fit();
-            }
+            None => {}
+        }
+        if self.partial.is_empty() {
+            self.partial.shrink_to_fit();
         }
     }
 }
@@ -206,6 +352,16 @@ pub struct Receiver {
     /// A request from another process; `replayed` when it is one that
     /// arrived early and is delivered now (see [`replay`]).
     pub request: fn(&Wire, &[u8], bool),
+    /// A fragment of a request that arrives in several (`first`: the one
+    /// at offset 0): `Ok` when the layer above placed its bytes itself, so
+    /// the engine keeps none of them. Asked at the first fragment; an
+    /// `Err` there has the message reassembled and given to `request`
+    /// (which answers it as usual), an `Err` later is the message's
+    /// outcome, given to `placed` at its end.
+    pub place: fn(&Wire, &[u8], bool) -> Result<(), c_int>,
+    /// The end of a message whose fragments went to `place`: the header
+    /// of its first fragment and the first failure, if any.
+    pub placed: fn(&Wire, Result<(), c_int>),
     /// A response to a request of ours.
     pub response: fn(&Wire, &[u8]),
     /// Runs every millisecond or so: the deadlines of requests of ours.
@@ -326,5 +482,99 @@ pub(super) fn progress_thread(stop: Arc<AtomicBool>) {
         let ring = seg.ring(slot);
         let busy = busy() || !OUTBOX.lock().is_empty();
         ring.wait(if busy { 1_000_000 } else { 100_000_000 });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the test receiver was given: (callback, offset or total, bytes).
+    static SEEN: std::sync::Mutex<Vec<(&'static str, u32, Vec<u8>)>> =
+        std::sync::Mutex::new(Vec::new());
+
+    fn note(what: &'static str, at: u32, data: &[u8]) {
+        SEEN.lock().unwrap().push((what, at, data.to_vec()));
+    }
+
+    /// Places WRITEs (refusing a first fragment whose `rkey` is 13, or a
+    /// later one whose `imm` is 13), keeps nothing else.
+    static RX: Receiver = Receiver {
+        request: |w, d, _| note("request", w.total, d),
+        place: |w, d, first| {
+            if w.kind != wire::kind::WRITE || (first && w.rkey == 13) {
+                return Err(1);
+            }
+            if !first && w.imm == 13 {
+                return Err(7);
+            }
+            note("place", w.offset, d);
+            Ok(())
+        },
+        placed: |w, st| note("placed", w.total, &[st.err().unwrap_or(0) as u8]),
+        response: |w, d| note("response", w.total, d),
+        tick: || {},
+        busy: || false,
+    };
+
+    /// Feeds one message in fragments of `chunk` bytes (the sender's
+    /// way), returns what the receiver saw.
+    fn feed(
+        e: &mut Engine,
+        kind: u32,
+        rkey: u32,
+        imm: u32,
+        msg: &[u8],
+        chunk: usize,
+    ) -> Vec<(&'static str, u32, Vec<u8>)> {
+        SEEN.lock().unwrap().clear();
+        let mut w = Wire::zeroed();
+        w.kind = kind;
+        w.rkey = rkey;
+        w.imm = imm;
+        w.src_qpn = 5;
+        w.total = msg.len() as u32;
+        for (i, c) in msg.chunks(chunk).enumerate() {
+            w.offset = (i * chunk) as u32;
+            w.len = c.len() as u32;
+            e.feed(&w, c);
+        }
+        std::mem::take(&mut *SEEN.lock().unwrap())
+    }
+
+    #[test]
+    fn fragmented_writes_are_placed_as_they_come_and_the_rest_reassembled() {
+        assert!(RECEIVER.set(&RX).is_ok());
+        let mut e = Engine {
+            partial: HashMap::new(),
+            next_deadline_check: 0,
+            stall: None,
+        };
+        let msg: Vec<u8> = (0..10u8).collect();
+        // A WRITE: every fragment placed as it arrives, nothing kept.
+        let got = feed(&mut e, wire::kind::WRITE, 1, 0, &msg, 4);
+        let want = vec![
+            ("place", 0, msg[0..4].to_vec()),
+            ("place", 4, msg[4..8].to_vec()),
+            ("place", 8, msg[8..10].to_vec()),
+            ("placed", 10, vec![0]),
+        ];
+        assert_eq!(got, want);
+        assert!(e.partial.is_empty());
+        // A later fragment refused: the rest is not placed, the failure is the outcome.
+        let got = feed(&mut e, wire::kind::WRITE, 1, 13, &msg, 4);
+        assert_eq!(
+            got,
+            vec![("place", 0, msg[0..4].to_vec()), ("placed", 10, vec![7])]
+        );
+        // A first fragment refused, or another kind: reassembled, handed over whole.
+        for (kind, rkey) in [(wire::kind::WRITE, 13), (wire::kind::SEND, 1)] {
+            let got = feed(&mut e, kind, rkey, 0, &msg, 4);
+            assert_eq!(got, vec![("request", 10, msg.clone())]);
+        }
+        // Unfragmented: handed over as it is.
+        let got = feed(&mut e, wire::kind::WRITE, 1, 0, &msg, 64);
+        assert_eq!(got, vec![("request", 10, msg.clone())]);
+        assert!(e.partial.is_empty());
     }
 }

@@ -202,6 +202,9 @@ impl QpShared {
     /// on an SRQ reports `IBV_EVENT_QP_LAST_WQE_REACHED` instead.
     fn flush_locked(&self, g: &mut QpInner) {
         g.drop_early();
+        // Flushed requests' buffers go back to the program: the outbox
+        // must not read them any more.
+        crate::fabric::settle_outbox();
         for e in g.out.drain(..) {
             self.send_cq
                 .push(cq::flush_wc(e.wr_id, e.opcode, self.qp_num), true);
@@ -634,6 +637,7 @@ pub fn destroy(qp: *mut ibv_qp) -> Result<(), c_int> {
         g.rq.wqes.clear();
         g.out.clear();
     }
+    crate::fabric::settle_outbox();
     drop_pending_from(s);
     let addr = qp as usize;
     ctx.async_q

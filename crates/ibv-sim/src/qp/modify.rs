@@ -184,6 +184,7 @@ pub fn modify(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, attr_mask: c_int) -> Resu
             RESET => {
                 g.rq.wqes.clear();
                 g.out.clear();
+                crate::fabric::settle_outbox();
                 g.attrs = QpAttrs::default();
                 drop(g);
                 s.send_cq.remove_qp(s.qp_num);

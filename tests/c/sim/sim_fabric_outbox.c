@@ -1,0 +1,196 @@
+/*
+ * RC WRITEs that wait for room in a stopped peer's ring are read from the
+ * program's own buffer when they go out (the sim does not copy them at
+ * post time). Once the program may have its buffer back before they went
+ * out, the sim must have copied them: here the requester posts 3 MiB of
+ * 64 KiB WRITEs to a responder it stopped (SIGSTOP, so its 2 MiB ring
+ * fills), then either resets its QP (which discards the requests: the
+ * buffer is the program's again) or deregisters the buffer's MR (before
+ * the requests completed: a bug, which must not crash the sim), scribbles
+ * on and unmaps the buffer, and only then lets the responder go on
+ * (`argv[1]`: "reset" or "dereg"). The requester must not crash, and every
+ * byte that reaches the responder is what was posted.
+ *
+ * The process forks before any verbs call; the halves talk over a
+ * socketpair.
+ */
+#include <infiniband/verbs.h>
+#include <signal.h>
+#include <stdint.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+
+#define MSG (64 * 1024)
+#define NMSG 48
+#define PATTERN 0xa5
+
+struct addr {
+	uint16_t lid;
+	uint32_t qpn;
+	uint64_t buf;
+	uint32_t rkey;
+};
+
+static int sock;
+
+static void xsend(const void *p, size_t n) { CHECK(write(sock, p, n) == (ssize_t)n); }
+static void xrecv(void *p, size_t n)
+{
+	size_t got = 0;
+	while (got < n) {
+		ssize_t r = read(sock, (char *)p + got, n - got);
+		CHECK(r > 0);
+		got += r;
+	}
+}
+
+struct side {
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	struct ibv_mr *mr;
+	char *buf;
+};
+
+/* Opens the device, registers `len` bytes (mapped, so they can be
+ * unmapped) and connects an RC QP with the peer's. */
+static struct addr open_side(struct side *s, size_t len)
+{
+	struct ibv_device **list = ibv_get_device_list(NULL);
+	CHECK(list && list[0]);
+	s->ctx = ibv_open_device(list[0]);
+	CHECK(s->ctx);
+	ibv_free_device_list(list);
+	s->pd = ibv_alloc_pd(s->ctx);
+	s->cq = ibv_create_cq(s->ctx, 2 * NMSG, NULL, NULL, 0);
+	CHECK(s->pd && s->cq);
+	s->buf = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	CHECK(s->buf != MAP_FAILED);
+	s->mr = ibv_reg_mr(s->pd, s->buf, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	CHECK(s->mr);
+	struct ibv_qp_init_attr ia = {
+		.send_cq = s->cq, .recv_cq = s->cq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = NMSG, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+	s->qp = ibv_create_qp(s->pd, &ia);
+	CHECK(s->qp);
+	struct ibv_port_attr pa;
+	CHECK(ibv_query_port(s->ctx, 1, &pa) == 0);
+	struct addr me = { pa.lid, s->qp->qp_num, (uintptr_t)s->buf, s->mr->rkey }, peer;
+	xsend(&me, sizeof me);
+	xrecv(&peer, sizeof peer);
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
+				 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE };
+	CHECK(ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+					       IBV_QP_ACCESS_FLAGS) == 0);
+	memset(&a, 0, sizeof a);
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = IBV_MTU_4096;
+	a.dest_qp_num = peer.qpn;
+	a.min_rnr_timer = 12;
+	a.ah_attr.dlid = peer.lid;
+	a.ah_attr.port_num = 1;
+	CHECK(ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+					       IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+					       IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == 0);
+	memset(&a, 0, sizeof a);
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = 14;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	CHECK(ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+					       IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+					       IBV_QP_MAX_QP_RD_ATOMIC) == 0);
+	return peer;
+}
+
+static void requester(pid_t responder, int reset)
+{
+	struct side s;
+	struct addr peer = open_side(&s, MSG);
+	memset(s.buf, PATTERN, MSG);
+	char c;
+	xrecv(&c, 1);
+	CHECK(c == 'r');
+	int st;
+	CHECK(kill(responder, SIGSTOP) == 0);
+	CHECK(waitpid(responder, &st, WUNTRACED) == responder && WIFSTOPPED(st));
+	/* Three times what the stopped responder's ring holds. */
+	for (int i = 0; i < NMSG; i++) {
+		struct ibv_sge sge = { (uintptr_t)s.buf, MSG, s.mr->lkey };
+		struct ibv_send_wr wr = { .wr_id = i, .sg_list = &sge, .num_sge = 1,
+					  .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED },
+				   *bad;
+		wr.wr.rdma.remote_addr = peer.buf + (uint64_t)i * MSG;
+		wr.wr.rdma.rkey = peer.rkey;
+		CHECK(ibv_post_send(s.qp, &wr, &bad) == 0);
+	}
+	if (reset) {
+		/* The requests are discarded, the buffer is the program's. */
+		struct ibv_qp_attr a = { .qp_state = IBV_QPS_RESET };
+		CHECK(ibv_modify_qp(s.qp, &a, IBV_QP_STATE) == 0);
+	} else {
+		CHECK(ibv_dereg_mr(s.mr) == 0);
+	}
+	memset(s.buf, 0, MSG);
+	CHECK(munmap(s.buf, MSG) == 0);
+	CHECK(kill(responder, SIGCONT) == 0);
+	/* What was waiting goes out now, from the sim's copies; the responder
+	 * says when all of it has landed. Polling runs the progress engine. */
+	struct ibv_wc wc;
+	CHECK(ibv_poll_cq(s.cq, 1, &wc) >= 0);
+	xsend("c", 1);
+	xrecv(&c, 1);
+	CHECK(c == 'y');
+	CHECK(waitpid(responder, &st, 0) == responder && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	CHECK(ibv_destroy_qp(s.qp) == 0);
+	if (reset)
+		CHECK(ibv_dereg_mr(s.mr) == 0);
+	printf("requester: ");
+}
+
+static void responder(void)
+{
+	struct side s;
+	open_side(&s, (size_t)NMSG * MSG);
+	xsend("r", 1);
+	char c;
+	xrecv(&c, 1);
+	CHECK(c == 'c');
+	/* Verbs give a responder no completion for a WRITE: wait (bounded)
+	 * for the last byte of each message, then check them all. */
+	for (int m = 0; m < NMSG; m++) {
+		volatile char *last = s.buf + (size_t)m * MSG + MSG - 1;
+		for (int i = 0; *last != (char)PATTERN; i++) {
+			CHECK(i < 20000);
+			usleep(1000);
+		}
+	}
+	for (size_t i = 0; i < (size_t)NMSG * MSG; i++)
+		if (s.buf[i] != (char)PATTERN)
+			CHECK(!"a WRITE landed with bytes that were not posted");
+	printf("responder: %d checks passed\n", checks);
+	fflush(stdout);
+	xsend("y", 1);
+	_exit(0);
+}
+
+int main(int argc, char **argv)
+{
+	CHECK(argc == 2 && (!strcmp(argv[1], "reset") || !strcmp(argv[1], "dereg")));
+	int sv[2];
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+	pid_t pid = fork();
+	CHECK(pid >= 0);
+	sock = pid == 0 ? sv[1] : sv[0];
+	close(pid == 0 ? sv[0] : sv[1]);
+	if (pid == 0)
+		responder();
+	requester(pid, !strcmp(argv[1], "reset"));
+	DONE("sim_fabric_outbox");
+}
