@@ -107,16 +107,23 @@ impl Call {
         let end = crate::clock::now();
         crate::trace::call_bin(start, end, verb, args, result, failed, errno.0);
         if log::text_enabled(Level::Debug) {
-            log::entry::call(start, end, verb, failed, errno.0, |out| {
-                // SAFETY: `out` has room for its length; the export passes
-                // one word per argument of `verb`, devices and C strings
-                // from the real library where `verb` says so.
-                unsafe {
-                    crate::trace::capture::encode(verb, args, result, out.as_mut_ptr(), out.len()).0
-                }
-            });
+            Self::log(start, end, verb, args, result, failed, errno.0);
         }
         errno.restore();
+    }
+
+    /// The debug line's entry, out of `record`: its buffer would make
+    /// every traced call's frame larger.
+    #[inline(never)]
+    fn log(start: u64, end: u64, verb: &Verb, args: &[u64], result: u64, failed: bool, errno: i32) {
+        log::entry::call(start, end, verb, failed, errno, |out| {
+            // SAFETY: `out` has room for its length; the export passes
+            // one word per argument of `verb`, devices and C strings from
+            // the real library where `verb` says so.
+            unsafe {
+                crate::trace::capture::encode(verb, args, result, out.as_mut_ptr(), out.len()).0
+            }
+        });
     }
 }
 

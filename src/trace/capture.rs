@@ -6,7 +6,7 @@
 
 use std::ffi::c_char;
 
-use trace_format::verbs::{Show, Verb, DEV_GUID, DEV_KNOWN, SAME_AS_DEVICE_NAME, STR_MAX};
+use trace_format::verbs::{Shape, Show, Verb, DEV_GUID, DEV_KNOWN, SAME_AS_DEVICE_NAME, STR_MAX};
 use verbs_abi::{ibv_device, ibv_mr, ibv_qp};
 
 use crate::registry::devices;
@@ -28,6 +28,84 @@ pub unsafe fn encode(
     out: *mut u8,
     cap: usize,
 ) -> (usize, bool) {
+    // The usual shapes without the walk over the descriptor (the same
+    // bytes; `Shape`); the rest, or a payload that may not fit, walks.
+    match verb.shape {
+        Shape::Words if verb.words() * 8 <= cap && args.len() + verb.rwords == verb.words() => {
+            // SAFETY: the words fit (checked); one word per argument.
+            unsafe { words(verb.rwords > 0, args, result, out) }
+        }
+        // SAFETY: as `encode`'s: a device (or NULL) argument, a C string
+        // result from the real library.
+        Shape::OneDev if cap >= 32 && !args.is_empty() => unsafe {
+            one_device(verb.result == Show::Str, args[0], result, out, cap)
+        },
+        // SAFETY: as `encode`'s.
+        _ => unsafe { walk(verb, args, result, out, cap) },
+    }
+}
+
+/// A `Words` verb's payload: the result's word, if it has one, then the
+/// arguments'.
+///
+/// # Safety
+/// `out` is valid for that many words.
+#[inline(always)]
+unsafe fn words(result_word: bool, args: &[u64], result: u64, out: *mut u8) -> (usize, bool) {
+    let mut at = out;
+    if result_word {
+        // SAFETY: the first of the words `out` has room for.
+        unsafe { at.cast::<u64>().write_unaligned(result) };
+        at = at.wrapping_add(8);
+    }
+    // SAFETY: the rest of them.
+    unsafe { std::ptr::copy_nonoverlapping(args.as_ptr().cast::<u8>(), at, args.len() * 8) };
+    (usize::from(result_word) * 8 + args.len() * 8, false)
+}
+
+/// A `OneDev` verb's payload: the result's word, the device's three, the
+/// result's string if it is one, the device's name.
+///
+/// # Safety
+/// `out` is valid for `cap` bytes, at least 32; `dev` is NULL or a device
+/// pointer; a `Str` result is NULL or a C string from the real library.
+#[inline(always)]
+unsafe fn one_device(
+    str_result: bool,
+    dev: u64,
+    result: u64,
+    out: *mut u8,
+    cap: usize,
+) -> (usize, bool) {
+    let d = Device::of(dev as *const ibv_device);
+    let mut w = Writer {
+        out,
+        cap,
+        words: 0,
+        strings: 32,
+        cut: false,
+    };
+    w.word(result);
+    if str_result && result != 0 {
+        if d.known && d.name() as u64 == result && 32 < cap {
+            // SAFETY: 32 < cap.
+            unsafe { *out.add(32) = SAME_AS_DEVICE_NAME };
+            w.strings += 1;
+        } else {
+            // SAFETY: per the contract, a C string from the real library.
+            unsafe { w.c_string(result as *const c_char, STR_MAX) };
+        }
+    }
+    w.device(d);
+    (w.strings, w.cut)
+}
+
+/// Any verb: a walk over its descriptor, argument by argument.
+///
+/// # Safety
+/// As `encode`'s.
+#[inline(never)]
+unsafe fn walk(verb: &Verb, args: &[u64], result: u64, out: *mut u8, cap: usize) -> (usize, bool) {
     let mut w = Writer {
         out,
         cap,

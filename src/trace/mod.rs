@@ -86,6 +86,7 @@ pub fn call(
 /// (one word per argument of `verb`) and `result`; `errno` matters when
 /// `failed`. Times are `clock::now()`'s.
 #[allow(clippy::too_many_arguments)]
+#[inline(always)]
 pub fn call_bin(
     start: u64,
     end: u64,
