@@ -78,26 +78,33 @@ unsafe fn one_device(
     cap: usize,
 ) -> (usize, bool) {
     let d = Device::of(dev as *const ibv_device);
-    let mut w = Writer {
-        out,
-        cap,
-        words: 0,
-        strings: 32,
-        cut: false,
-    };
-    w.word(result);
+    let words = out.cast::<u64>();
+    // SAFETY: cap >= 32: the four words.
+    unsafe {
+        words.write_unaligned(result);
+        words.add(1).write_unaligned(dev);
+        words.add(2).write_unaligned(d.guid.unwrap_or(0));
+        words.add(3).write_unaligned(d.bits());
+    }
+    let (mut at, mut cut) = (32, false);
     if str_result && result != 0 {
-        if d.known && d.name() as u64 == result && 32 < cap {
-            // SAFETY: 32 < cap.
-            unsafe { *out.add(32) = SAME_AS_DEVICE_NAME };
-            w.strings += 1;
+        if d.known && d.name() as u64 == result && at < cap {
+            // SAFETY: at < cap.
+            unsafe { *out.add(at) = SAME_AS_DEVICE_NAME };
+            at += 1;
         } else {
+            let mut w = Writer::strings_at(out, cap, at);
             // SAFETY: per the contract, a C string from the real library.
             unsafe { w.c_string(result as *const c_char, STR_MAX) };
+            (at, cut) = (w.strings, w.cut);
         }
     }
-    w.device(d);
-    (w.strings, w.cut)
+    if d.known {
+        let mut w = Writer::strings_at(out, cap, at);
+        w.device_name(d.name());
+        (at, cut) = (w.strings, cut | w.cut);
+    }
+    (at, cut)
 }
 
 /// Any verb: a walk over its descriptor, argument by argument.
@@ -194,6 +201,12 @@ impl Device {
             known: guid.is_some() || (!d.is_null() && devices::is_known(d)),
         }
     }
+    /// Its third word.
+    #[inline(always)]
+    fn bits(&self) -> u64 {
+        u64::from(self.known) * DEV_KNOWN | u64::from(self.guid.is_some()) * DEV_GUID
+    }
+
     /// Where its name is (no read).
     fn name(&self) -> *const u8 {
         self.at
@@ -211,6 +224,18 @@ struct Writer {
 }
 
 impl Writer {
+    /// A writer of strings only, from `at`.
+    #[inline(always)]
+    fn strings_at(out: *mut u8, cap: usize, at: usize) -> Writer {
+        Writer {
+            out,
+            cap,
+            words: 0,
+            strings: at,
+            cut: false,
+        }
+    }
+
     #[inline(always)]
     fn word(&mut self, v: u64) {
         // SAFETY: the words fit (checked by `encode`), 8 bytes each.
@@ -251,9 +276,7 @@ impl Writer {
     fn device(&mut self, d: Device) {
         self.word(d.at as u64);
         self.word(d.guid.unwrap_or(0));
-        self.word(
-            if d.known { DEV_KNOWN } else { 0 } | if d.guid.is_some() { DEV_GUID } else { 0 },
-        );
+        self.word(d.bits());
         if d.known {
             self.device_name(d.name());
         }
@@ -271,30 +294,46 @@ impl Writer {
             unsafe { self.c_string(name.cast(), NAME - 1) };
             return;
         }
-        let to = self.strings + 1;
-        let mut n = 0;
-        while n < NAME {
-            // SAFETY: n + 8 <= 64: inside the device's char[64]; the copy
-            // stays below `cap` (checked above).
-            let w = unsafe {
-                let w = name.add(n).cast::<u64>().read_unaligned();
-                self.out.add(to + n).cast::<u64>().write_unaligned(w);
-                w
-            };
-            // The lowest zero byte of the word, if any.
-            let zero = w.wrapping_sub(0x0101_0101_0101_0101) & !w & 0x8080_8080_8080_8080;
-            if zero != 0 {
-                n += zero.trailing_zeros() as usize / 8;
-                break;
-            }
-            n += 8;
-        }
-        self.cut |= n >= NAME;
-        let n = n.min(NAME - 1);
-        // SAFETY: strings < cap (checked above).
-        unsafe { *self.out.add(self.strings) = n as u8 };
-        self.strings = to + n;
+        // SAFETY: strings + 1 + 64 <= cap (checked above); a known
+        // device's name is a char[64].
+        let (n, cut) = unsafe { copy_name(name, self.out.add(self.strings)) };
+        self.cut |= cut;
+        self.strings += n;
     }
+}
+
+/// A device's name, the bytes of its `char name[64]` up to the first NUL
+/// (at most 63), after its length byte at `to`, copied a word at a time
+/// (no strnlen and memcpy calls); returns the bytes written and whether
+/// it was cut (no NUL).
+///
+/// # Safety
+/// `name` is 64 readable bytes; `to` has room for 65.
+#[inline(always)]
+unsafe fn copy_name(name: *const u8, to: *mut u8) -> (usize, bool) {
+    let mut n = 0;
+    let cut = loop {
+        // SAFETY: n + 8 <= 64: inside the name and the room.
+        let w = unsafe {
+            let w = name.add(n).cast::<u64>().read_unaligned();
+            to.add(1 + n).cast::<u64>().write_unaligned(w);
+            w
+        };
+        // The lowest zero byte of the word, if any.
+        let zero = w.wrapping_sub(0x0101_0101_0101_0101) & !w & 0x8080_8080_8080_8080;
+        if zero != 0 {
+            n += zero.trailing_zeros() as usize / 8;
+            break false;
+        }
+        n += 8;
+        if n == 64 {
+            n = 63;
+            break true;
+        }
+    };
+    // SAFETY: the length byte, inside the room.
+    unsafe { *to = n as u8 };
+    (1 + n, cut)
 }
 
 #[cfg(test)]
