@@ -116,13 +116,12 @@ impl Call {
     /// every traced call's frame larger.
     #[inline(never)]
     fn log(start: u64, end: u64, verb: &Verb, args: &[u64], result: u64, failed: bool, errno: i32) {
-        log::entry::call(start, end, verb, failed, errno, |out| {
-            // SAFETY: `out` has room for its length; the export passes
+        log::entry::call(start, end, verb, failed, errno, |out, room| {
+            // SAFETY: `out` has room for `room` bytes; the export passes
             // one word per argument of `verb`, devices and C strings from
-            // the real library where `verb` says so.
-            unsafe {
-                crate::trace::capture::encode(verb, args, result, out.as_mut_ptr(), out.len()).0
-            }
+            // the real library where `verb` says so. `encode` writes every
+            // byte below the length it returns.
+            unsafe { crate::trace::capture::encode(verb, args, result, out, room).0 }
         });
     }
 }

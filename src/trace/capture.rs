@@ -12,7 +12,8 @@ use verbs_abi::{ibv_device, ibv_mr, ibv_qp};
 use crate::registry::devices;
 
 /// Writes the payload of `verb(args) = result` at `out` (room for `cap`
-/// bytes); returns its length and whether it was cut to fit.
+/// bytes); returns its length, every byte below it written, and whether
+/// it was cut to fit.
 ///
 /// # Safety
 /// `out` is valid for `cap` bytes; `args` has one word per argument (then,
@@ -173,6 +174,13 @@ unsafe fn walk(verb: &Verb, args: &[u64], result: u64, out: *mut u8, cap: usize)
         } else {
             w.word(a);
         }
+    }
+    // Fewer words than the verb has (not per the contract): zeros, so that
+    // every byte below the length is written (`log::entry` relies on it).
+    let end = verb.words() * 8;
+    if w.words * 8 < end {
+        // SAFETY: below `end`, which is within `cap` (checked above).
+        unsafe { w.out.add(w.words * 8).write_bytes(0, end - w.words * 8) };
     }
     (w.strings, w.cut)
 }
