@@ -46,6 +46,29 @@ pub unsafe fn encode(
     }
 }
 
+/// `encode` for a `OneDev` verb (`args` being `[dev]`), for a caller
+/// that knows the shape: no dispatch on it.
+///
+/// # Safety
+/// As `encode`'s.
+#[inline(always)]
+pub unsafe fn encode_dev(
+    verb: &Verb,
+    dev: u64,
+    result: u64,
+    out: *mut u8,
+    cap: usize,
+) -> (usize, bool) {
+    debug_assert!(verb.shape == Shape::OneDev);
+    if cap >= 32 {
+        // SAFETY: as `encode`'s.
+        unsafe { one_device(verb.result == Show::Str, dev, result, out, cap) }
+    } else {
+        // SAFETY: as `encode`'s.
+        unsafe { walk(verb, &[dev], result, out, cap) }
+    }
+}
+
 /// A `Words` verb's payload: the result's word, if it has one, then the
 /// arguments'.
 ///

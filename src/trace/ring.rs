@@ -403,17 +403,19 @@ pub fn record(
     }
 }
 
-/// Writes one binary record (see `capture`) into this thread's ring.
-/// Inlined into its two callers (a call and an event): one frame less.
+/// Writes one binary record into this thread's ring: `verb`'s id, and the
+/// payload `encode` writes (see `capture`) at the pointer it gets, with
+/// room for the length it gets; it returns the payload's length and
+/// whether it was cut. Inlined into its callers (a call and an event): one
+/// frame less.
 #[inline(always)]
 pub fn record_bin(
     start: u64,
     dur: u64,
     flags: u16,
     errno: i32,
-    verb: &trace_format::verbs::Verb,
-    args: &[u64],
-    result: u64,
+    verb: u16,
+    encode: impl FnOnce(*mut u8, usize) -> (usize, bool),
 ) {
     let Some(m) = mapping() else { return };
     // `with_my_ring` spelt out: its closure is not always inlined here.
@@ -433,14 +435,12 @@ pub fn record_bin(
         errno,
         #[inline(always)]
         |at, flags| {
-            // SAFETY: `at` is the record's text area, TEXT_MAX bytes; the
-            // export passes one word per argument of `verb`, and a device
-            // or a C string from the real library where it says so.
-            let (len, cut) = unsafe { super::capture::encode(verb, args, result, at, TEXT_MAX) };
+            // `at` is the record's text area, TEXT_MAX bytes.
+            let (len, cut) = encode(at, TEXT_MAX);
             if cut {
                 *flags |= FLAG_TRUNCATED;
             }
-            (verb.id, len as u16)
+            (verb, len as u16)
         },
     );
 }
