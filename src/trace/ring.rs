@@ -17,7 +17,7 @@ use std::sync::atomic::{
 };
 
 use trace_format::{
-    header, record_len, ring as meta, slot, FLAG_TRUNCATED, HEADER_SIZE, RECORD_MAX,
+    header, ring as meta, slot, FLAG_TRUNCATED, HEADER_SIZE, RECORD_MAX,
     RING_META_SIZE, RING_UNIT, SLOT_TEXT, TEXT_MAX,
 };
 
@@ -482,7 +482,8 @@ fn write(
 }
 
 /// Writes one record: `fill` writes the text area (at most TEXT_MAX bytes
-/// at its pointer) and returns the CALL_LEN and TEXT_LEN fields.
+/// at its pointer) and returns the CALL_LEN and TEXT_LEN fields (TEXT_LEN
+/// at most TEXT_MAX).
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn write_with(
@@ -544,7 +545,9 @@ fn write_with(
         s.add(slot::CALL_LEN).cast::<u16>().write(call_len);
         s.add(slot::TEXT_LEN).cast::<u16>().write(text_len);
         seq.store(pos + 1, Ordering::Release);
-        record_len(text_len as usize) as u64
+        // `record_len` without its bound: `fill` keeps to TEXT_MAX.
+        debug_assert!(text_len as usize <= TEXT_MAX);
+        ((SLOT_TEXT + text_len as usize + 7) & !7) as u64
     };
     m.ring_word(ring, meta::HEAD)
         .store(pos + len, Ordering::Release);
