@@ -369,7 +369,102 @@ unsafe fn copy_name(name: *const u8, to: *mut u8) -> (usize, bool) {
 
 #[cfg(test)]
 mod tests {
-    use trace_format::verbs::{CallText, Show, VERBS};
+    use trace_format::verbs::{CallText, Shape, Show, VERBS};
+    use verbs_abi::ibv_device;
+
+    use crate::registry::devices;
+
+    /// Memory that passes for a `struct ibv_device` with `name` (only its
+    /// address and name are read).
+    fn fake_device(name: &[u8]) -> Vec<u64> {
+        let mut d = vec![0u64; std::mem::size_of::<ibv_device>() / 8 + 1];
+        let at = std::mem::offset_of!(ibv_device, name);
+        // SAFETY: the name field lies inside `d`; `name` is at most 64 bytes.
+        unsafe {
+            let p = d.as_mut_ptr().cast::<u8>().add(at);
+            std::ptr::copy_nonoverlapping(name.as_ptr(), p, name.len().min(64));
+        }
+        d
+    }
+
+    /// The shortcuts (`Shape::Words`, `Shape::OneDev`, `encode_dev`) write
+    /// what the walk over the descriptor writes, byte for byte, for every
+    /// verb of their shape and every room from none to a record's: known
+    /// devices (with and without a cached GUID, a name of 63 bytes, one of
+    /// 64 with no NUL), an unknown one, NULL; a string result that is the
+    /// device's name, another string, NULL. Each side starts from other
+    /// bytes: one that leaves a byte below its length unwritten differs.
+    #[test]
+    fn shortcuts_write_what_the_walk_writes() {
+        let mut short = fake_device(b"mlx5_7\0");
+        let mut guid = fake_device(b"rxe0\0");
+        let mut long63 = fake_device(&[b'n'; 63]);
+        let mut long64 = fake_device(&[b'x'; 64]);
+        let unknown = fake_device(b"ghost\0");
+        let known =
+            [&mut short, &mut guid, &mut long63, &mut long64].map(|d| d.as_mut_ptr() as u64);
+        for &d in &known {
+            devices::remember(d as *mut ibv_device);
+        }
+        devices::cache_guid(known[1] as *const ibv_device, 0x1234_5678_9abc_def0);
+        let other = b"another string\0";
+        let name_of = |d: u64| d + std::mem::offset_of!(ibv_device, name) as u64;
+        let mut devs: Vec<u64> = known.to_vec();
+        devs.extend([unknown.as_ptr() as u64, 0]);
+        let caps = [
+            0, 1, 8, 31, 32, 33, 34, 40, 64, 96, 97, 98, 99, 100, 128, 150, 216,
+        ];
+        let mut checked = [0usize; 2];
+        for verb in VERBS.iter().filter(|v| v.shape != Shape::Walk) {
+            let mut cases: Vec<(Vec<u64>, u64)> = Vec::new();
+            if verb.shape == Shape::Words {
+                let args = (0..verb.args.len() as u64).map(|i| 0x1000 + i).collect();
+                cases.push((args, 0xdead_beef));
+            } else {
+                for &d in &devs {
+                    let mut results = vec![0, 0x5000];
+                    if verb.result == Show::Str {
+                        results = vec![0, other.as_ptr() as u64];
+                        if d != 0 {
+                            results.push(name_of(d));
+                        }
+                    }
+                    cases.extend(results.into_iter().map(|r| (vec![d], r)));
+                }
+            }
+            for (args, result) in &cases {
+                for cap in caps {
+                    let (mut a, mut b) = (
+                        [0xaau8; trace_format::TEXT_MAX],
+                        [0x55u8; trace_format::TEXT_MAX],
+                    );
+                    // SAFETY: `cap` bytes of each buffer; the devices and
+                    // strings above, one word per argument.
+                    let (fast, walked) = unsafe {
+                        (
+                            super::encode(verb, args, *result, a.as_mut_ptr(), cap),
+                            super::walk(verb, args, *result, b.as_mut_ptr(), cap),
+                        )
+                    };
+                    let what = format!("{} {args:x?} = {result:#x}, room {cap}", verb.name);
+                    assert_eq!(fast, walked, "{what}");
+                    assert_eq!(a[..fast.0], b[..walked.0], "{what}");
+                    if verb.shape == Shape::OneDev {
+                        let mut c = [0x33u8; trace_format::TEXT_MAX];
+                        // SAFETY: as above.
+                        let dev = unsafe {
+                            super::encode_dev(verb, args[0], *result, c.as_mut_ptr(), cap)
+                        };
+                        assert_eq!(dev, walked, "encode_dev: {what}");
+                        assert_eq!(c[..dev.0], b[..walked.0], "encode_dev: {what}");
+                    }
+                }
+            }
+            checked[(verb.shape == Shape::OneDev) as usize] += 1;
+        }
+        // Both shortcuts were taken by some verb.
+        assert!(checked[0] > 10 && checked[1] >= 4, "{checked:?}");
+    }
 
     /// Every verb whose words are plain (no device, no string) reads back
     /// with each argument where the shim put it: a `void` verb used to get

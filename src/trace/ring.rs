@@ -17,8 +17,8 @@ use std::sync::atomic::{
 };
 
 use trace_format::{
-    header, ring as meta, slot, FLAG_TRUNCATED, HEADER_SIZE, RECORD_MAX,
-    RING_META_SIZE, RING_UNIT, SLOT_TEXT, TEXT_MAX,
+    header, ring as meta, slot, FLAG_TRUNCATED, HEADER_SIZE, RECORD_MAX, RING_META_SIZE, RING_UNIT,
+    SLOT_TEXT, TEXT_MAX,
 };
 
 use super::config;

@@ -511,6 +511,22 @@ mod tests {
             assert_eq!(v.id as usize, i, "{}", v.name);
             let words = v.result.words() + v.args.iter().map(|a| a.1.words()).sum::<usize>();
             assert_eq!(v.nwords, words, "{}", v.name);
+            // A shape's promise, which the shim's shortcut relies on.
+            match v.shape {
+                Shape::Words => assert!(
+                    v.rwords <= 1
+                        && v.result != Show::Str
+                        && v.args.iter().all(|a| a.1.words() == 1 && !a.1.is_device()),
+                    "{}",
+                    v.name
+                ),
+                Shape::OneDev => assert!(
+                    v.rwords == 1 && matches!(v.args, [(_, Show::Dev)]),
+                    "{}",
+                    v.name
+                ),
+                Shape::Walk => {}
+            }
         }
     }
 
