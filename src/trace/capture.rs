@@ -235,7 +235,7 @@ impl Device {
     /// Its third word.
     #[inline(always)]
     fn bits(&self) -> u64 {
-        u64::from(self.known) * DEV_KNOWN | u64::from(self.guid.is_some()) * DEV_GUID
+        (u64::from(self.known) * DEV_KNOWN) | (u64::from(self.guid.is_some()) * DEV_GUID)
     }
 
     /// Where its name is (no read).
