@@ -492,7 +492,7 @@ fn write_with(
     tid: u32,
     start_ns: u64,
     dur_ns: u64,
-    mut flags: u16,
+    flags: u16,
     errno: i32,
     fill: impl FnOnce(*mut u8, &mut u16) -> (u16, u16),
 ) {
@@ -540,8 +540,10 @@ fn write_with(
         s.add(slot::TID).cast::<u32>().write(tid);
         s.add(slot::ERRNO).cast::<i32>().write(errno);
         s.add(slot::RING).cast::<u16>().write(ring as u16);
-        let (call_len, text_len) = fill(s.add(SLOT_TEXT), &mut flags);
-        s.add(slot::FLAGS).cast::<u16>().write(flags);
+        // `fill` adds to the flags where they lie.
+        let flags_at = s.add(slot::FLAGS).cast::<u16>();
+        flags_at.write(flags);
+        let (call_len, text_len) = fill(s.add(SLOT_TEXT), &mut *flags_at);
         s.add(slot::CALL_LEN).cast::<u16>().write(call_len);
         s.add(slot::TEXT_LEN).cast::<u16>().write(text_len);
         seq.store(pos + 1, Ordering::Release);
