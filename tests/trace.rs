@@ -631,11 +631,14 @@ fn trace_and_log_agree(clock: &str) {
 /// 485 with 256-byte slots copied out one `iovec` each, the thread's ring
 /// found through a `thread_local!`, and a blocked producer spinning; 467
 /// with records back to back copied out a ring at a time, 470 with the
-/// debug log's binary entries merged in).
+/// debug log's binary entries merged in; 301..304 with the device
+/// getters' records written by a function of their own, no walk over the
+/// verb's descriptor, and fewer values kept in memory across the record).
 /// Counted with everything the trace makes the process do: the copy-out
-/// to the file and the writer thread included.
+/// to the file and the writer thread included (which varies by a few from
+/// run to run).
 #[test]
-fn a_traced_call_adds_at_most_480_instructions() {
+fn a_traced_call_adds_at_most_315_instructions() {
     let dir = TempDir::new("trace-cost");
     let count = |calls: u64, shim: bool| -> u64 {
         let (cmd, _fabric) = command(
@@ -670,5 +673,5 @@ fn a_traced_call_adds_at_most_480_instructions() {
         |shim| (count(long, shim) as f64 - count(short, shim) as f64) / (long - short) as f64;
     let added = per_call(true) - per_call(false);
     eprintln!("a traced ibv_get_device_name adds {added:.0} instructions");
-    assert!(added <= 480.0, "a traced call adds {added:.0} instructions");
+    assert!(added <= 315.0, "a traced call adds {added:.0} instructions");
 }

@@ -15,7 +15,7 @@ use std::fmt;
 
 use verbs_abi::{ibv_context, ibv_device};
 
-use trace_format::verbs::Verb;
+use trace_format::verbs::{Shape, Verb};
 
 use crate::guard::{errno_name, Errno, Refused};
 use crate::log::{self, Hex, Level};
@@ -96,7 +96,13 @@ impl Call {
     #[inline(always)]
     pub fn done(&self, verb: &'static Verb, args: &[u64], result: u64, failed: bool) {
         if let Some(start) = self.start {
-            Self::record(start, verb, args, result, failed);
+            // `verb` is the export's constant: the match is made when the
+            // export is compiled. A one-device verb (the device getters)
+            // has a record function of its own, the device in a register.
+            match (verb.shape, args) {
+                (Shape::OneDev, &[dev]) => Self::record_dev(start, verb, dev, result, failed),
+                _ => Self::record(start, verb, args, result, failed),
+            }
         }
     }
 
@@ -105,18 +111,51 @@ impl Call {
     fn record(start: u64, verb: &'static Verb, args: &[u64], result: u64, failed: bool) {
         let errno = Errno::save();
         let end = crate::clock::now();
-        crate::trace::call_bin(start, end, verb, args, result, failed, errno.0);
+        // The log's entry first: what the trace's record needs is then
+        // the last use of the call's values (fewer kept in memory).
         if log::text_enabled(Level::Debug) {
-            log::entry::call(start, end, verb, failed, errno.0, |out| {
-                // SAFETY: `out` has room for its length; the export passes
-                // one word per argument of `verb`, devices and C strings
-                // from the real library where `verb` says so.
-                unsafe {
-                    crate::trace::capture::encode(verb, args, result, out.as_mut_ptr(), out.len()).0
-                }
-            });
+            Self::log(start, end, verb, args, result, failed, errno.0);
         }
+        crate::trace::call_bin(start, end, verb, failed, errno.0, |out, room| {
+            // SAFETY: `out` has room for `room` bytes; the export passes
+            // one word per argument of `verb`, devices and C strings from
+            // the real library where `verb` says so.
+            unsafe { crate::trace::capture::encode(verb, args, result, out, room) }
+        });
         errno.restore();
+    }
+
+    /// `record` for a `OneDev` verb.
+    #[cold]
+    #[inline(never)]
+    fn record_dev(start: u64, verb: &'static Verb, dev: u64, result: u64, failed: bool) {
+        let errno = Errno::save();
+        let end = crate::clock::now();
+        // The log's entry first: what the trace's record needs is then
+        // the last use of the call's values (fewer kept in memory).
+        if log::text_enabled(Level::Debug) {
+            Self::log(start, end, verb, &[dev], result, failed, errno.0);
+        }
+        crate::trace::call_bin(start, end, verb, failed, errno.0, |out, room| {
+            // SAFETY: `out` has room for `room` bytes; `dev` is NULL or a
+            // device, the result a C string from the real library where
+            // `verb` says so.
+            unsafe { crate::trace::capture::encode_dev(verb, dev, result, out, room) }
+        });
+        errno.restore();
+    }
+
+    /// The debug line's entry, out of `record`: its buffer would make
+    /// every traced call's frame larger.
+    #[inline(never)]
+    fn log(start: u64, end: u64, verb: &Verb, args: &[u64], result: u64, failed: bool, errno: i32) {
+        log::entry::call(start, end, verb, failed, errno, |out, room| {
+            // SAFETY: `out` has room for `room` bytes; the export passes
+            // one word per argument of `verb`, devices and C strings from
+            // the real library where `verb` says so. `encode` writes every
+            // byte below the length it returns.
+            unsafe { crate::trace::capture::encode(verb, args, result, out, room).0 }
+        });
     }
 }
 

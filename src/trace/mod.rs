@@ -82,18 +82,18 @@ pub fn call(
     );
 }
 
-/// Records a timed verbs call as a binary record: `verb`'s id, `args`
-/// (one word per argument of `verb`) and `result`; `errno` matters when
-/// `failed`. Times are `clock::now()`'s.
-#[allow(clippy::too_many_arguments)]
+/// Records a timed verbs call as a binary record: `verb`'s id and the
+/// payload `encode` writes (`ring::record_bin`; `capture`'s encoders for
+/// the verb's arguments and result); `errno` matters when `failed`. Times
+/// are `clock::now()`'s.
+#[inline(always)]
 pub fn call_bin(
     start: u64,
     end: u64,
     verb: &trace_format::verbs::Verb,
-    args: &[u64],
-    result: u64,
     failed: bool,
     errno: i32,
+    encode: impl FnOnce(*mut u8, usize) -> (usize, bool),
 ) {
     if !ready() {
         return;
@@ -104,9 +104,8 @@ pub fn call_bin(
         end.saturating_sub(start),
         flags,
         errno,
-        verb,
-        args,
-        result,
+        verb.id,
+        encode,
     );
 }
 
@@ -134,7 +133,11 @@ pub fn event_bin(verb: &trace_format::verbs::Verb, args: &[u64], result: u64, fa
     let flags = trace_format::FLAG_EVENT
         | trace_format::FLAG_BINARY
         | if failed { trace_format::FLAG_FAILED } else { 0 };
-    ring::record_bin(crate::clock::now(), 0, flags, 0, verb, args, result);
+    ring::record_bin(crate::clock::now(), 0, flags, 0, verb.id, |out, room| {
+        // SAFETY: `out` has room for `room` bytes; the caller passes one
+        // word per argument of `verb` (its contract).
+        unsafe { capture::encode(verb, args, result, out, room) }
+    });
 }
 
 /// Opens the trace on the first record.

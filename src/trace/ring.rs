@@ -17,8 +17,8 @@ use std::sync::atomic::{
 };
 
 use trace_format::{
-    header, record_len, ring as meta, slot, FLAG_TRUNCATED, HEADER_SIZE, RECORD_MAX,
-    RING_META_SIZE, RING_UNIT, SLOT_TEXT, TEXT_MAX,
+    header, ring as meta, slot, FLAG_TRUNCATED, HEADER_SIZE, RECORD_MAX, RING_META_SIZE, RING_UNIT,
+    SLOT_TEXT, TEXT_MAX,
 };
 
 use super::config;
@@ -255,25 +255,33 @@ fn my_ring(m: &Mapping) -> Option<(usize, u32)> {
     if m.owner(ring).load(Ordering::Relaxed) == tid {
         return Some((ring, tid));
     }
-    claimed_ring(m)
+    // Packed in one word: an `Option` of a pair comes back through memory.
+    let packed = claimed_ring(m.base, m.size);
+    (packed != NONE).then_some(((packed >> 32) as usize, packed as u32))
 }
 
+/// `claimed_ring`'s "no ring".
+const NONE: u64 = u64::MAX;
+
+/// The ring in the high half, the thread's id in the low; `NONE`.
 #[inline(never)]
-fn claimed_ring(m: &Mapping) -> Option<(usize, u32)> {
+fn claimed_ring(base: *mut u8, size: usize) -> u64 {
+    let m = Mapping { base, size };
     let generation = GENERATION.load(Ordering::Relaxed);
     CLAIM
         .try_with(|c| {
             if c.generation.get() != generation || c.ring.get() == NO_RING {
-                let ring = claim(m)?;
+                let ring = claim(&m)?;
                 c.generation.set(generation);
                 c.ring.set(ring as u32);
                 // A forked child claims anew: its own id.
                 c.tid.set(crate::thread::tid() as u32);
             }
-            Some((c.ring.get() as usize, c.tid.get()))
+            Some(u64::from(c.ring.get()) << 32 | u64::from(c.tid.get()))
         })
         .ok()
         .flatten()
+        .unwrap_or(NONE)
 }
 
 /// A ring's busy word held while its owner writes a record; `enter` is
@@ -395,32 +403,52 @@ pub fn record(
     }
 }
 
-/// Writes one binary record (see `capture`) into this thread's ring.
+/// Writes one binary record into this thread's ring: `verb`'s id, and the
+/// payload `encode` writes (see `capture`) at the pointer it gets, with
+/// room for the length it gets; it returns the payload's length and
+/// whether it was cut. Inlined into its callers (a call and an event): one
+/// frame less.
+#[inline(always)]
 pub fn record_bin(
     start: u64,
     dur: u64,
     flags: u16,
     errno: i32,
-    verb: &trace_format::verbs::Verb,
-    args: &[u64],
-    result: u64,
+    verb: u16,
+    encode: impl FnOnce(*mut u8, usize) -> (usize, bool),
 ) {
     let Some(m) = mapping() else { return };
-    let written = with_my_ring(&m, |ring, tid| {
-        write_with(&m, ring, tid, start, dur, flags, errno, |at, flags| {
-            // SAFETY: `at` is the record's text area, TEXT_MAX bytes; the
-            // export passes one word per argument of `verb`, and a device
-            // or a C string from the real library where it says so.
-            let (len, cut) = unsafe { super::capture::encode(verb, args, result, at, TEXT_MAX) };
+    // `with_my_ring` spelt out: its closure is not always inlined here.
+    let Some((ring, tid)) = my_ring(&m) else {
+        return lost(&m);
+    };
+    let Some(_busy) = Busy::enter(&m, ring) else {
+        return lost(&m);
+    };
+    write_with(
+        &m,
+        ring,
+        tid,
+        start,
+        dur,
+        flags,
+        errno,
+        #[inline(always)]
+        |at, flags| {
+            // `at` is the record's text area, TEXT_MAX bytes.
+            let (len, cut) = encode(at, TEXT_MAX);
             if cut {
                 *flags |= FLAG_TRUNCATED;
             }
-            (verb.id, len as u16)
-        })
-    });
-    if !written {
-        m.word(header::LOST_NO_RING).fetch_add(1, Ordering::Relaxed);
-    }
+            (verb, len as u16)
+        },
+    );
+}
+
+/// A record with no ring to go to.
+#[cold]
+fn lost(m: &Mapping) {
+    m.word(header::LOST_NO_RING).fetch_add(1, Ordering::Relaxed);
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -454,7 +482,8 @@ fn write(
 }
 
 /// Writes one record: `fill` writes the text area (at most TEXT_MAX bytes
-/// at its pointer) and returns the CALL_LEN and TEXT_LEN fields.
+/// at its pointer) and returns the CALL_LEN and TEXT_LEN fields (TEXT_LEN
+/// at most TEXT_MAX).
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn write_with(
@@ -463,13 +492,12 @@ fn write_with(
     tid: u32,
     start_ns: u64,
     dur_ns: u64,
-    mut flags: u16,
+    flags: u16,
     errno: i32,
     fill: impl FnOnce(*mut u8, &mut u16) -> (u16, u16),
 ) {
-    let head_word = m.ring_word(ring, meta::HEAD);
     // Only this thread moves the head.
-    let head = head_word.load(Ordering::Relaxed);
+    let head = m.ring_word(ring, meta::HEAD).load(Ordering::Relaxed);
     // `ring_next` without its division (the size is a power of two).
     let left = m.size as u64 - (head & (m.size as u64 - 1));
     let pos = if left < RECORD_MAX as u64 {
@@ -479,7 +507,7 @@ fn write_with(
     };
     let tail = m.ring_word(ring, meta::TAIL).load(Ordering::Acquire);
     // Room for the longest record: its length is known once written.
-    if pos + RECORD_MAX as u64 - tail > m.size as u64 && !super::writer::room(m, ring, pos) {
+    if pos + RECORD_MAX as u64 - tail > m.size as u64 && !room(m.base, m.size, ring, pos) {
         m.ring_word(ring, meta::LOST)
             .fetch_add(1, Ordering::Relaxed);
         return;
@@ -489,6 +517,13 @@ fn write_with(
         // (published by the head's release below).
         m.ring_word(ring, meta::WRAP).store(head, Ordering::Relaxed);
     }
+    // Half full: the writer copies the ring out now, on its own core if
+    // there is one, rather than this thread when the ring is full. (The
+    // fill level passes this mark once per half ring.) Worked out before
+    // the record is: fewer values kept across `fill`.
+    let half = (m.size / 2) as u64;
+    let below_half = head - tail < half;
+    let from_tail = pos - tail;
     let s = m.at(ring, pos);
     // SAFETY: RECORD_MAX bytes from `s` are this thread's until the head
     // passes them (the writer reads only below the head; a record never
@@ -499,26 +534,36 @@ fn write_with(
         // Uncommitted first: a crash halfway leaves no half-old record.
         seq.store(0, Ordering::Relaxed);
         fence(Ordering::Release);
-        let (call_len, text_len) = fill(s.add(SLOT_TEXT), &mut flags);
+        // The fields the text does not change first, then the text.
         s.add(slot::START_NS).cast::<u64>().write(start_ns);
         s.add(slot::DUR_NS).cast::<u64>().write(dur_ns);
         s.add(slot::TID).cast::<u32>().write(tid);
         s.add(slot::ERRNO).cast::<i32>().write(errno);
         s.add(slot::RING).cast::<u16>().write(ring as u16);
-        s.add(slot::FLAGS).cast::<u16>().write(flags);
+        // `fill` adds to the flags where they lie.
+        let flags_at = s.add(slot::FLAGS).cast::<u16>();
+        flags_at.write(flags);
+        let (call_len, text_len) = fill(s.add(SLOT_TEXT), &mut *flags_at);
         s.add(slot::CALL_LEN).cast::<u16>().write(call_len);
         s.add(slot::TEXT_LEN).cast::<u16>().write(text_len);
         seq.store(pos + 1, Ordering::Release);
-        record_len(text_len as usize) as u64
+        // `record_len` without its bound: `fill` keeps to TEXT_MAX.
+        debug_assert!(text_len as usize <= TEXT_MAX);
+        ((SLOT_TEXT + text_len as usize + 7) & !7) as u64
     };
-    head_word.store(pos + len, Ordering::Release);
-    // Half full: the writer copies the ring out now, on its own core if
-    // there is one, rather than this thread when the ring is full. (The
-    // fill level passes this mark once per half ring.)
-    let half = (m.size / 2) as u64;
-    if head - tail < half && pos + len - tail >= half {
+    m.ring_word(ring, meta::HEAD)
+        .store(pos + len, Ordering::Release);
+    if below_half && from_tail + len >= half {
         super::writer::wake();
     }
+}
+
+/// `writer::room`, the mapping passed in registers (a `&Mapping` would
+/// make every record put it in memory).
+#[cold]
+#[inline(never)]
+fn room(base: *mut u8, size: usize, ring: usize, pos: u64) -> bool {
+    super::writer::room(&Mapping { base, size }, ring, pos)
 }
 
 /// In a forked child: drop the parent's mapping and descriptor (the

@@ -102,6 +102,41 @@ pub struct Verb {
     pub nwords: usize,
     /// Words of the result (0 to 2).
     pub rwords: usize,
+    /// What the shim's encoder may skip (see [`Shape`]).
+    pub shape: Shape,
+}
+
+/// A verb's payload as the shim writes it, for a shorter path than the
+/// walk over its descriptor (the bytes are the same).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shape {
+    /// Any other.
+    Walk,
+    /// The result's word (if any), then the arguments' words as passed:
+    /// no device, no string, no second result word.
+    Words,
+    /// One `Dev` argument and a one-word result (`Str` included).
+    OneDev,
+}
+
+const fn shape(args: &[Show], result: Show) -> Shape {
+    if result.words() > 1 {
+        return Shape::Walk;
+    }
+    if let [Show::Dev] = args {
+        return Shape::OneDev;
+    }
+    if matches!(result, Show::Str) {
+        return Shape::Walk;
+    }
+    let mut i = 0;
+    while i < args.len() {
+        if args[i].words() != 1 || args[i].is_device() {
+            return Shape::Walk;
+        }
+        i += 1;
+    }
+    Shape::Words
 }
 
 impl Verb {
@@ -121,6 +156,7 @@ macro_rules! verbs {
             result: Show::$res,
             nwords: Show::$res.words() $(+ Show::$show.words())*,
             rwords: Show::$res.words(),
+            shape: shape(&[$(Show::$show),*], Show::$res),
         };)*
         /// Every verb with a binary record, by id.
         pub static VERBS: &[&Verb] = &[$(&$konst),*];
@@ -475,6 +511,22 @@ mod tests {
             assert_eq!(v.id as usize, i, "{}", v.name);
             let words = v.result.words() + v.args.iter().map(|a| a.1.words()).sum::<usize>();
             assert_eq!(v.nwords, words, "{}", v.name);
+            // A shape's promise, which the shim's shortcut relies on.
+            match v.shape {
+                Shape::Words => assert!(
+                    v.rwords <= 1
+                        && v.result != Show::Str
+                        && v.args.iter().all(|a| a.1.words() == 1 && !a.1.is_device()),
+                    "{}",
+                    v.name
+                ),
+                Shape::OneDev => assert!(
+                    v.rwords == 1 && matches!(v.args, [(_, Show::Dev)]),
+                    "{}",
+                    v.name
+                ),
+                Shape::Walk => {}
+            }
         }
     }
 
