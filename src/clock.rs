@@ -34,7 +34,7 @@ pub fn tsc() -> bool {
 }
 
 #[inline(always)]
-fn rdtsc() -> u64 {
+pub(crate) fn rdtsc() -> u64 {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: rdtsc has no preconditions (chosen only on x86_64 CPUs that
     // have an invariant TSC, see `use_tsc`).
@@ -114,7 +114,7 @@ fn store_pair(t: u64, m: u64) {
 
 /// The TSC and CLOCK_MONOTONIC read as close together as this thread
 /// can: the TSC read on both sides, the tighter of a few tries kept.
-fn pair() -> (u64, u64) {
+pub(crate) fn pair() -> (u64, u64) {
     let mut best = (u64::MAX, 0, 0);
     for _ in 0..5 {
         let a = rdtsc();
@@ -129,7 +129,7 @@ fn pair() -> (u64, u64) {
 
 /// The TSC ticks at a constant rate in every C-state (CPUID
 /// 0x80000007 EDX bit 8) and the kernel keeps time with it.
-fn invariant_tsc() -> bool {
+pub(crate) fn invariant_tsc() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         // The extended leaf is read only when the CPU says it has it.
