@@ -34,7 +34,7 @@ pub fn tsc() -> bool {
 }
 
 #[inline(always)]
-fn rdtsc() -> u64 {
+pub(crate) fn rdtsc() -> u64 {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: rdtsc has no preconditions (chosen only on x86_64 CPUs that
     // have an invariant TSC, see `use_tsc`).
@@ -114,7 +114,7 @@ fn store_pair(t: u64, m: u64) {
 
 /// The TSC and CLOCK_MONOTONIC read as close together as this thread
 /// can: the TSC read on both sides, the tighter of a few tries kept.
-fn pair() -> (u64, u64) {
+pub(crate) fn pair() -> (u64, u64) {
     let mut best = (u64::MAX, 0, 0);
     for _ in 0..5 {
         let a = rdtsc();
@@ -129,21 +129,36 @@ fn pair() -> (u64, u64) {
 
 /// The TSC ticks at a constant rate in every C-state (CPUID
 /// 0x80000007 EDX bit 8) and the kernel keeps time with it.
-fn invariant_tsc() -> bool {
+pub(crate) fn invariant_tsc() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         // The extended leaf is read only when the CPU says it has it.
         let max = core::arch::x86_64::__cpuid(0x8000_0000).eax;
         let invariant =
             max >= 0x8000_0007 && core::arch::x86_64::__cpuid(0x8000_0007).edx & (1 << 8) != 0;
-        invariant
-            && std::fs::read_to_string(
-                "/sys/devices/system/clocksource/clocksource0/current_clocksource",
-            )
-            .is_ok_and(|s| s.trim() == "tsc")
+        invariant && clocksource_is_tsc()
     }
     #[cfg(not(target_arch = "x86_64"))]
     false
+}
+
+/// Is the kernel's clocksource the TSC? Read with plain system calls into
+/// a stack buffer: the registry asks at a process's first create, and
+/// std's file code would map pages of the shim's text no verb uses.
+#[cfg(target_arch = "x86_64")]
+fn clocksource_is_tsc() -> bool {
+    let path = c"/sys/devices/system/clocksource/clocksource0/current_clocksource";
+    // SAFETY: a NUL-terminated path; the descriptor is closed below.
+    let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return false;
+    }
+    let mut buf = [0u8; 16];
+    // SAFETY: reads at most buf.len() bytes into buf, from our own fd.
+    let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+    // SAFETY: fd is ours and open.
+    unsafe { libc::close(fd) };
+    n >= 3 && buf[..n as usize].trim_ascii() == b"tsc"
 }
 
 #[cfg(test)]

@@ -6,7 +6,9 @@
 //! the real library calling back into verbs) gets `None` at once instead of
 //! deadlocking. Each function is resolved with `dlvsym` at its exact
 //! version on first use and cached in its own atomic slot, so a forwarded
-//! call costs one atomic load and one indirect call.
+//! call costs one atomic load and one indirect call. While fault rules are
+//! armed every slot is marked (its top bit), which sends its calls to the
+//! cold path and the fault check: no export loads a separate flag.
 //!
 //! The shim must never forward to itself: when `libibverbs.so.1` on the
 //! search path is the shim (drop-in mode) it looks further, and when
@@ -409,12 +411,21 @@ impl Unavailable {
 }
 
 const MISSING: usize = 1;
+/// A resolved slot's top bit while fault rules are armed (`faults` sets
+/// it): the fast path (one signed compare) then fails, and the cold path
+/// asks `faults` first. So an export pays no separate "armed?" load when
+/// none is set.
+const HOOKED: usize = crate::faults::HOOKED;
 
 /// A function of the real library, resolved at its exact version on first
 /// use. `F` is the function pointer type.
 pub struct RealFn<F> {
     name: &'static CStr,
     slot: AtomicUsize,
+    /// The address as resolved, never marked [`HOOKED`]: for
+    /// [`resolved`](Self::resolved), whose callers (the device getters'
+    /// tail calls) may have checked the gate just before rules were armed.
+    plain: AtomicUsize,
     _f: PhantomData<F>,
 }
 
@@ -424,18 +435,60 @@ impl<F: Copy> RealFn<F> {
         RealFn {
             name,
             slot: AtomicUsize::new(0),
+            plain: AtomicUsize::new(0),
             _f: PhantomData,
         }
     }
 
-    /// The real function, or why it cannot be called.
+    /// The real function, or why it cannot be called; `hook` is the fault
+    /// check (`faults::check` for this verb, handed in by `real_fns!`),
+    /// which the fast path (resolved, no rule armed) skips: one load and
+    /// one compare.
     #[inline(always)]
-    pub fn get(&self) -> Result<F, Unavailable> {
+    pub fn get_hooked(
+        &'static self,
+        hook: impl FnOnce() -> Result<(), i32>,
+    ) -> Result<F, Unavailable> {
         let p = self.slot.load(Ordering::Acquire);
-        if p > MISSING {
+        if p as isize > MISSING as isize {
+            // SAFETY: as in `get`.
+            return Ok(unsafe { std::mem::transmute_copy::<usize, F>(&p) });
+        }
+        self.slow_hooked(p, hook)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn slow_hooked(
+        &'static self,
+        p: usize,
+        hook: impl FnOnce() -> Result<(), i32>,
+    ) -> Result<F, Unavailable> {
+        hook().map_err(Unavailable::Injected)?;
+        self.slow(p)
+    }
+
+    /// The real function, or why it cannot be called, with no fault check
+    /// (the shim's own calls).
+    #[inline(always)]
+    pub fn get(&'static self) -> Result<F, Unavailable> {
+        let p = self.slot.load(Ordering::Acquire);
+        if p as isize > MISSING as isize {
             // SAFETY: the slot only holds the address dlvsym returned for
             // this symbol, whose C signature is F (checked by the layout and
             // header tests against the real verbs.h).
+            return Ok(unsafe { std::mem::transmute_copy::<usize, F>(&p) });
+        }
+        self.slow(p)
+    }
+
+    /// Not resolved yet, missing, or fault rules armed (`HOOKED`).
+    #[cold]
+    #[inline(never)]
+    fn slow(&'static self, p: usize) -> Result<F, Unavailable> {
+        if p & HOOKED != 0 {
+            let p = p & !HOOKED;
+            // SAFETY: as in `get` (the address, marked).
             return Ok(unsafe { std::mem::transmute_copy::<usize, F>(&p) });
         }
         if p == MISSING {
@@ -448,18 +501,18 @@ impl<F: Copy> RealFn<F> {
     /// The real function, resolved before.
     ///
     /// # Safety
-    /// `get` must have returned it (a slot, once resolved,
-    /// never changes).
+    /// `get` must have returned it (once resolved, an address never
+    /// changes).
     #[inline(always)]
     pub unsafe fn resolved(&self) -> F {
-        let p = self.slot.load(Ordering::Relaxed);
+        let p = self.plain.load(Ordering::Relaxed);
         debug_assert!(p > MISSING);
         // SAFETY: resolved (the caller's contract), so as in `get`.
         unsafe { std::mem::transmute_copy::<usize, F>(&p) }
     }
 
     #[cold]
-    fn resolve(&self) -> Result<F, Unavailable> {
+    fn resolve(&'static self) -> Result<F, Unavailable> {
         // Loading the library and dlvsym may leave errno changed (a failed
         // stat or dlopen of a candidate): the program's errno must reach the
         // real call untouched. The error paths set errno themselves.
@@ -469,7 +522,7 @@ impl<F: Copy> RealFn<F> {
         r
     }
 
-    fn resolve_inner(&self) -> Result<F, Unavailable> {
+    fn resolve_inner(&'static self) -> Result<F, Unavailable> {
         let h = handle().ok_or(Unavailable::NotLoaded)?;
         let version = version_of(self.name).ok_or(Unavailable::Missing)?;
         // SAFETY: h is a live handle; both strings are NUL-terminated.
@@ -484,9 +537,17 @@ impl<F: Copy> RealFn<F> {
             );
             return Err(Unavailable::Missing);
         }
-        self.slot.store(p, Ordering::Release);
+        self.store_resolved(p);
         // SAFETY: as in `get`.
         Ok(unsafe { std::mem::transmute_copy::<usize, F>(&p) })
+    }
+
+    /// Caches `p`, marked [`HOOKED`] if fault rules are armed, now or
+    /// later (`faults::resolved`).
+    fn store_resolved(&'static self, p: usize) {
+        self.plain.store(p, Ordering::Release);
+        self.slot.store(p, Ordering::SeqCst);
+        crate::faults::resolved(&self.slot);
     }
 
     pub fn name(&self) -> &'static str {
@@ -559,9 +620,14 @@ macro_rules! real_fns {
             #[inline(always)]
             fn get() -> Result<Self, $crate::real::Unavailable> {
                 // A void verb cannot fail: never injected.
-                $crate::faults::check(stringify!($name), <[&str]>::len(&[$(stringify!($ret))?]) == 1)
-                    .map_err($crate::real::Unavailable::Injected)?;
-                Self::unhooked()
+                Self::slot()
+                    .get_hooked(|| {
+                        $crate::faults::check(
+                            stringify!($name),
+                            <[&str]>::len(&[$(stringify!($ret))?]) == 1,
+                        )
+                    })
+                    .map($ty)
             }
 
             /// The real function, for the shim's own calls (no fault rule).

@@ -124,6 +124,41 @@ fn nth_fails_that_call_only_with_its_errno_and_creates_nothing() {
     );
 }
 
+/// A rule also fires for a verb the program called before the shim was
+/// set up (from a library's constructor, which runs before the preloaded
+/// shim's): the real function resolved then is marked for the fault check
+/// when the rules are armed (fails when a resolved function's fast path
+/// skips the check).
+#[test]
+fn a_rule_fires_for_a_verb_first_called_before_the_shim_was_set_up() {
+    let src = repo_dir().join("tests/c/faults/early.c");
+    let lib = cc(
+        "early_lib",
+        &[src.as_path()],
+        &["-DEARLY_LIB", "-shared", "-fPIC", "-libverbs"],
+    );
+    // Linked even though the program uses none of its symbols.
+    let lib = lib.to_str().unwrap();
+    let prog = cc(
+        "early",
+        &[src.as_path()],
+        &["-Wl,--no-as-needed", lib, "-libverbs"],
+    );
+    let f = fabric("early");
+    let out = run(launcher(
+        &f.0,
+        &["-q", "--faults", "ibv_alloc_pd:nth=1:errno=ENOMEM", "--"],
+    )
+    .arg(prog));
+    let text = stdout(&out);
+    assert_eq!(
+        text,
+        format!("early ok\npd fail {}\n", libc::ENOMEM),
+        "{}",
+        stderr(&out)
+    );
+}
+
 #[test]
 fn every_fails_each_nth_call() {
     let (lines, log) = calls("ibv_create_qp:every=3:errno=EAGAIN", "qp", 7);

@@ -345,7 +345,15 @@ fn counts_text(expected: &[Made]) -> String {
 #[test]
 fn each_kind_leaked_is_reported_at_close_as_a_tree_and_in_the_json() {
     let p = prog("leak_each");
+    let wall = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64()
+    };
+    let started = wall();
     let run = shim_run(&p, &["close"], &[]);
+    let ended = wall();
     assert!(run.out.status.success(), "{run}");
     let out = run.stdout();
     let expected = made(&out);
@@ -411,7 +419,13 @@ fn each_kind_leaked_is_reported_at_close_as_a_tree_and_in_the_json() {
         );
         assert!(o["created"]["offset"].as_u64().unwrap() > 0);
         assert_eq!(o["created"]["backtrace"], Value::Null);
-        assert!(o["created"]["time"].as_f64().unwrap() > 1.6e9);
+        // Made while the program ran (a stamp converts to the time it
+        // was taken, within a jiffy: 10 ms at HZ=100).
+        let time = o["created"]["time"].as_f64().unwrap();
+        assert!(
+            time >= started - 0.02 && time <= ended + 0.02,
+            "{started} <= {time} <= {ended}: {o}"
+        );
     }
     // The MR whose access flags were not a compile-time constant went
     // through ibv_reg_mr_iova2.

@@ -3,8 +3,9 @@
 //! the leak audit can say what their cleanup forgot.
 //!
 //! The hook is in `real_fns!`'s `get()`, which every instrumented export
-//! calls before forwarding: one relaxed load of [`ARMED`] when no rule is
-//! set. A call that fires a rule gets its errno back, which `get()` turns
+//! calls before forwarding: while no rule is set it costs nothing (a real
+//! function's cached slot is marked when rules are armed, see
+//! `real::arm_faults`, and only a marked one takes the path to [`check`]). A call that fires a rule gets its errno back, which `get()` turns
 //! into `real::Unavailable::Injected(errno)`, so the export returns its own
 //! failure convention (NULL, -1, the errno value: `guard::CReturn`) with
 //! that errno, and the real verb is not called. The grammar and the decision are in [`rules`] (shared with the
@@ -19,7 +20,7 @@ pub mod rules;
 use std::collections::HashMap;
 use std::ffi::{c_void, CStr, OsString};
 use std::os::unix::ffi::OsStrExt;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use once_cell::sync::Lazy;
@@ -124,6 +125,8 @@ pub fn init() {
             // The device getters' fast path skips `real_fns!`'s hook: an
             // open gate sends every call through it.
             crate::gate::set(crate::gate::FAULTS);
+            // A resolved real function's fast path skips it too.
+            mark_resolved();
         }
     }
 }
@@ -148,6 +151,48 @@ fn open_count(path: &OsString) -> i32 {
         );
     }
     fd
+}
+
+/// Every real function's slot resolved so far (`real::RealFn`), for
+/// [`mark_resolved`]. There are fewer real functions than this; one past
+/// it would simply not be marked.
+const RESOLVED_MAX: usize = 1024;
+static RESOLVED: [AtomicPtr<AtomicUsize>; RESOLVED_MAX] =
+    [const { AtomicPtr::new(std::ptr::null_mut()) }; RESOLVED_MAX];
+static RESOLVED_LEN: AtomicUsize = AtomicUsize::new(0);
+/// Rules are armed: slots resolved from now on are marked at once.
+static MARK_ALL: AtomicBool = AtomicBool::new(false);
+/// The bit a marked slot carries (a resolved address is below 2^47, so
+/// never has it): `real::RealFn`'s fast path refuses a marked slot.
+pub const HOOKED: usize = 1 << 63;
+
+/// A real function's slot was just resolved (cold, once per slot but for
+/// threads racing on its first call: a repeated entry is harmless): noted,
+/// and marked if rules are armed. SeqCst with [`mark_resolved`]: a slot
+/// resolved while rules are armed is marked by one or the other.
+pub fn resolved(slot: &'static AtomicUsize) {
+    let i = RESOLVED_LEN.fetch_add(1, Ordering::SeqCst);
+    if let Some(r) = RESOLVED.get(i) {
+        r.store(std::ptr::from_ref(slot).cast_mut(), Ordering::SeqCst);
+    }
+    if MARK_ALL.load(Ordering::SeqCst) {
+        slot.fetch_or(HOOKED, Ordering::SeqCst);
+    }
+}
+
+/// Rules are armed (once, at load): every slot, resolved already (by a
+/// verbs call from a constructor that ran before the shim's) or later,
+/// sends its calls through [`check`].
+fn mark_resolved() {
+    MARK_ALL.store(true, Ordering::SeqCst);
+    let n = RESOLVED_LEN.load(Ordering::SeqCst).min(RESOLVED_MAX);
+    for r in &RESOLVED[..n] {
+        let slot = r.load(Ordering::SeqCst);
+        if !slot.is_null() {
+            // SAFETY: only ever set from a `&'static` slot (`resolved`).
+            unsafe { &*slot }.fetch_or(HOOKED, Ordering::SeqCst);
+        }
+    }
 }
 
 /// The hook in `real_fns!`'s `get()`: `Err(errno)` makes the export fail

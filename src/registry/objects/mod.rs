@@ -48,6 +48,7 @@
 
 mod chunk;
 mod record;
+mod stamp;
 mod table;
 
 pub use record::{
