@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "sock_io.h"
 
 #define MSG (64 * 1024)
 #define NMSG 48
@@ -35,18 +36,6 @@ struct addr {
 	uint32_t rkey;
 };
 
-static int sock;
-
-static void xsend(const void *p, size_t n) { CHECK(write(sock, p, n) == (ssize_t)n); }
-static void xrecv(void *p, size_t n)
-{
-	size_t got = 0;
-	while (got < n) {
-		ssize_t r = read(sock, (char *)p + got, n - got);
-		CHECK(r > 0);
-		got += r;
-	}
-}
 
 struct side {
 	struct ibv_context *ctx;

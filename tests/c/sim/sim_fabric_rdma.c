@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "sock_io.h"
 
 #define BUF (256 * 1024)
 #define SEND_LEN 100000
@@ -41,18 +42,6 @@ struct side {
 	uint16_t lid;
 };
 
-static int sock;
-
-static void xsend(const void *p, size_t n) { CHECK(write(sock, p, n) == (ssize_t)n); }
-static void xrecv(void *p, size_t n)
-{
-	size_t got = 0;
-	while (got < n) {
-		ssize_t r = read(sock, (char *)p + got, n - got);
-		CHECK(r > 0);
-		got += r;
-	}
-}
 
 static void open_side(struct side *s)
 {
