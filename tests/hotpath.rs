@@ -164,16 +164,16 @@ fn pd_pair_added() -> f64 {
 
 /// Issue 11's budget: the leak audit's tracking of a PD (record at create,
 /// look up and remove at destroy) plus the export skeleton add at most 300
-/// instructions per pair. Not met yet (+410; +418 before an export stopped
-/// loading the fault rules' flag besides its real function's slot, +437
-/// before a record's creation time became a TSC read instead of a
-/// `clock_gettime`; +635
+/// instructions per pair. Not met yet (+429; +437 before an export stopped
+/// loading the fault rules' flag besides its real function's slot (a
+/// creation time read with `rdtsc` gave +410 but was slower on this VM,
+/// 17-26 ns against the coarse clock's 7-9, and was reverted); +635
 /// before the destroy stopped saving errno on its fast path, the record
 /// stopped going through memory on its way into the table and the key
 /// became one word of it; +835 before the registry was made leaner): ignored so that the suite
 /// stays green, run with `--ignored`.
 #[test]
-#[ignore = "issue 11: the PD pair adds +410 instructions, the budget is 300"]
+#[ignore = "issue 11: the PD pair adds +429 instructions, the budget is 300"]
 fn a_pd_pair_adds_at_most_300_instructions_with_tracking_on() {
     let added = pd_pair_added();
     eprintln!("PD pair: +{added:.1} instructions (limit 300)");
@@ -183,16 +183,15 @@ fn a_pd_pair_adds_at_most_300_instructions_with_tracking_on() {
     );
 }
 
-/// What the PD pair costs today must not grow back: +410 instructions
+/// What the PD pair costs today must not grow back: +429 instructions
 /// (the sim's own hashing varies a little from run to run). Fails on the
-/// creation time read with `clock_gettime` (+437) and on the registry and
-/// skeleton of session 18 (+635).
+/// registry and skeleton of session 18 (+635).
 #[test]
-fn a_pd_pair_adds_no_more_than_422_instructions_with_tracking_on() {
+fn a_pd_pair_adds_no_more_than_442_instructions_with_tracking_on() {
     let added = pd_pair_added();
-    eprintln!("PD pair: +{added:.1} instructions (limit 422)");
+    eprintln!("PD pair: +{added:.1} instructions (limit 442)");
     assert!(
-        added <= 422.0,
-        "PD pair: +{added:.1} instructions (limit 422)"
+        added <= 442.0,
+        "PD pair: +{added:.1} instructions (limit 442)"
     );
 }

@@ -48,10 +48,9 @@ impl Counts {
 }
 
 /// Listing order: oldest first; a PD before what sits on it when both were
-/// made in the same millisecond (the raw stamps: they order as the times
-/// they convert to).
+/// made in the same millisecond.
 pub(super) fn age(o: &Obj) -> (u64, Kind, usize) {
-    (o.stamp(), o.kind(), o.addr)
+    (o.time_ms(), o.kind(), o.addr)
 }
 
 /// An object ordered by [`age`].

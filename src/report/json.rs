@@ -34,8 +34,7 @@ use super::suppress::{Suppressor, Why};
 use super::text::qp_type;
 use super::used::report_path;
 
-/// Wall-clock seconds of a CLOCK_MONOTONIC_COARSE millisecond stamp (or of
-/// an object's CLOCK_MONOTONIC time: the two differ by under a jiffy).
+/// Wall-clock seconds of a CLOCK_MONOTONIC_COARSE millisecond stamp.
 pub(super) struct Clock {
     pub(super) offset_ms: f64,
 }

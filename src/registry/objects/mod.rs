@@ -48,7 +48,6 @@
 
 mod chunk;
 mod record;
-mod stamp;
 mod table;
 
 pub use record::{

@@ -159,7 +159,7 @@ pub struct Obj {
     /// Creating thread.
     pub tid: u32,
     pub x: u32,
-    /// `stamp:39 | sub:8 | kind:5 | flags:3 << 61`: the record's `when`
+    /// `time_ms:39 | sub:8 | kind:5 | flags:3 << 61`: the record's `when`
     /// word but for its thread id, and its `caller` word's top 13 bits, so
     /// that packing a record moves these bits in two masks and two shifts.
     meta: u64,
@@ -175,7 +175,7 @@ impl Obj {
             parent,
             caller,
             tid: tid as u32,
-            meta: (super::stamp::now() & LOW39) | (kind as u64) << KIND_SHIFT,
+            meta: (now_ms() & LOW39) | (kind as u64) << KIND_SHIFT,
             ..Obj::default()
         }
     }
@@ -184,14 +184,8 @@ impl Obj {
         Kind::from_u8((self.meta >> KIND_SHIFT) as u8 & 0x1f).unwrap_or(Kind::Pd)
     }
 
-    /// Creation time, CLOCK_MONOTONIC milliseconds (see `stamp`).
+    /// Creation time, CLOCK_MONOTONIC_COARSE milliseconds (see [`now_ms`]).
     pub fn time_ms(&self) -> u64 {
-        super::stamp::to_ms(self.stamp())
-    }
-
-    /// The creation stamp as kept (see `stamp`): orders objects by age
-    /// without converting.
-    pub fn stamp(&self) -> u64 {
         self.meta & LOW39
     }
 
@@ -225,9 +219,8 @@ impl Obj {
 /// 3`, 44 bits, in three pieces). The key is whole in the first word, so a
 /// probe compares it with one mask; the context is read only by a close's
 /// list walk and the reports. A kernel thread id is below 2^22
-/// (`PID_MAX_LIMIT`) and a creation stamp 39 bits (17 years of uptime in
-/// ms, or 18 of a 4 GHz TSC in 2^22-tick units: see `stamp`), which leaves
-/// 32 bits for the two list links.
+/// (`PID_MAX_LIMIT`) and 39 bits of milliseconds of `CLOCK_MONOTONIC` are
+/// 17 years of uptime, which leaves 32 bits for the two list links.
 ///
 /// Not `align(64)`: the slab is page-aligned and a record 64 bytes, so
 /// records sit on cache lines anyway, and a copy handed out by `take` then
@@ -244,7 +237,7 @@ pub(super) struct Rec {
     pub(super) a: u64,
     b: u64,
     c: u64,
-    /// `stamp:39 | tid:22 | flags:3`
+    /// `time_ms:39 | tid:22 | flags:3`
     when: u64,
     /// `x | prev << 32 | next << 48` (the list links: slab indices)
     x_links: u64,
