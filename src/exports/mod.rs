@@ -109,6 +109,37 @@ impl Call {
     #[cold]
     #[inline(never)]
     fn record(start: u64, verb: &'static Verb, args: &[u64], result: u64, failed: bool) {
+        Self::record_with(start, verb, args, result, failed, |out, room| {
+            // SAFETY: `out` has room for `room` bytes; the export passes
+            // one word per argument of `verb`, devices and C strings from
+            // the real library where `verb` says so.
+            unsafe { crate::trace::capture::encode(verb, args, result, out, room) }
+        });
+    }
+
+    /// `record` for a `OneDev` verb.
+    #[cold]
+    #[inline(never)]
+    fn record_dev(start: u64, verb: &'static Verb, dev: u64, result: u64, failed: bool) {
+        Self::record_with(start, verb, &[dev], result, failed, |out, room| {
+            // SAFETY: `out` has room for `room` bytes; `dev` is NULL or a
+            // device, the result a C string from the real library where
+            // `verb` says so.
+            unsafe { crate::trace::capture::encode_dev(verb, dev, result, out, room) }
+        });
+    }
+
+    /// The body of `record` and `record_dev` (inlined into each): the
+    /// log's entry, then the trace's record made by `encode`.
+    #[inline(always)]
+    fn record_with(
+        start: u64,
+        verb: &'static Verb,
+        args: &[u64],
+        result: u64,
+        failed: bool,
+        encode: impl FnOnce(*mut u8, usize) -> (usize, bool),
+    ) {
         let errno = Errno::save();
         let end = crate::clock::now();
         // The log's entry first: what the trace's record needs is then
@@ -116,32 +147,7 @@ impl Call {
         if log::text_enabled(Level::Debug) {
             Self::log(start, end, verb, args, result, failed, errno.0);
         }
-        crate::trace::call_bin(start, end, verb, failed, errno.0, |out, room| {
-            // SAFETY: `out` has room for `room` bytes; the export passes
-            // one word per argument of `verb`, devices and C strings from
-            // the real library where `verb` says so.
-            unsafe { crate::trace::capture::encode(verb, args, result, out, room) }
-        });
-        errno.restore();
-    }
-
-    /// `record` for a `OneDev` verb.
-    #[cold]
-    #[inline(never)]
-    fn record_dev(start: u64, verb: &'static Verb, dev: u64, result: u64, failed: bool) {
-        let errno = Errno::save();
-        let end = crate::clock::now();
-        // The log's entry first: what the trace's record needs is then
-        // the last use of the call's values (fewer kept in memory).
-        if log::text_enabled(Level::Debug) {
-            Self::log(start, end, verb, &[dev], result, failed, errno.0);
-        }
-        crate::trace::call_bin(start, end, verb, failed, errno.0, |out, room| {
-            // SAFETY: `out` has room for `room` bytes; `dev` is NULL or a
-            // device, the result a C string from the real library where
-            // `verb` says so.
-            unsafe { crate::trace::capture::encode_dev(verb, dev, result, out, room) }
-        });
+        crate::trace::call_bin(start, end, verb, failed, errno.0, encode);
         errno.restore();
     }
 
