@@ -242,7 +242,7 @@ fn a_wc_rule_fails_the_completions_it_names() {
     let dir = repo_dir().join("tests/c");
     let src = dir.join("faults/completions.c");
     let inc_sim = format!("-I{}", dir.join("sim").display());
-    let inc_pair = format!("-I{}", dir.join("objects").display());
+    let inc_pair = format!("-I{}", dir.join("common").display());
     let prog = cc(
         "completions",
         &[src.as_path()],

@@ -344,12 +344,12 @@ fn a_child_that_posts_on_its_parents_busy_qp_gets_an_error_not_a_hang() {
     let prog = {
         let dir = repo_dir().join("tests/c");
         let src = dir.join("fork/shared_qp.c");
-        let objects = format!("-I{}", dir.join("objects").display());
+        let common = format!("-I{}", dir.join("common").display());
         let sim = format!("-I{}", dir.join("sim").display());
         cc(
             "shared_qp",
             &[&src],
-            &["-O2", "-pthread", &objects, &sim, "-libverbs"],
+            &["-O2", "-pthread", &common, &sim, "-libverbs"],
         )
     };
     let forks = 300;

@@ -22,13 +22,18 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
-/// Compiles `tests/c/objects/NAME.c` (with `tests/c/sim/check.h`).
+/// Compiles `tests/c/objects/NAME.c` (with `tests/c/sim/check.h` and the
+/// set-up headers of `tests/c/common`).
 fn c_program(name: &str) -> PathBuf {
     let dir = repo_dir().join("tests/c/objects");
     let inc_sim = format!("-I{}", repo_dir().join("tests/c/sim").display());
-    let inc_own = format!("-I{}", dir.display());
+    let inc_common = format!("-I{}", repo_dir().join("tests/c/common").display());
     let src = dir.join(format!("{name}.c"));
-    cc(name, &[src.as_path()], &[&inc_sim, &inc_own, "-libverbs"])
+    cc(
+        name,
+        &[src.as_path()],
+        &[&inc_sim, &inc_common, "-libverbs"],
+    )
 }
 
 /// A command running `prog` on the sim alone (its default two devices).

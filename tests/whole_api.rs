@@ -492,7 +492,7 @@ fn the_sims_self_checks_pass_unchanged_under_the_checks() {
     let obj_c = repo_dir().join("tests/c/objects");
     let includes = [
         format!("-I{}", sim_c.display()),
-        format!("-I{}", obj_c.display()),
+        format!("-I{}", repo_dir().join("tests/c/common").display()),
     ];
     let suites = [
         (&sim_c, "sim_errors"),
@@ -698,11 +698,16 @@ fn a_traced_pingpong_gives_posts_completions_and_latency_per_qp() {
 /// neither missing its violation nor inventing one.
 #[test]
 fn a_qp_made_at_a_destroyed_qps_address_is_checked_against_its_own_caps() {
-    let include = format!("-I{}", repo_dir().join("tests/c/sim").display());
+    let include = |dir: &str| format!("-I{}", repo_dir().join(dir).display());
     let prog = cc(
         "recycled_qp",
         &[&repo_dir().join("tests/c/wholeapi/recycled_qp.c")],
-        &[&include, "-O2", "-libverbs"],
+        &[
+            &include("tests/c/sim"),
+            &include("tests/c/common"),
+            "-O2",
+            "-libverbs",
+        ],
     );
     let dir = TempDir::new("recycled-qp");
     let mut cmd = Command::new(prog);

@@ -19,7 +19,7 @@ pub fn wholeapi_program(name: &str) -> PathBuf {
         &[&repo_dir().join(format!("tests/c/wholeapi/{name}.c"))],
         &[
             &include("tests/c/sim"),
-            &include("tests/c/objects"),
+            &include("tests/c/common"),
             "-O2",
             "-libverbs",
             "-ldl",

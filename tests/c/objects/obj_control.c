@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "check.h"
+#include "first_device.h" /* tests/c/common: the first device, a PD, a CQ */
 
 static void wqs(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_cq *cq)
 {
@@ -174,17 +175,10 @@ static void flows(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_cq *cq)
 
 int main(void)
 {
-	struct ibv_device **list = ibv_get_device_list(NULL);
-	CHECK(list && list[0]);
-	struct ibv_context *ctx = ibv_open_device(list[0]);
-	CHECK(ctx);
-	struct ibv_pd *pd = ibv_alloc_pd(ctx);
-	struct ibv_cq *cq = ibv_create_cq(ctx, 8, NULL, NULL, 0);
-	CHECK(pd && cq);
-	wqs(ctx, pd, cq);
-	flows(ctx, pd, cq);
-	CHECK(ibv_destroy_cq(cq) == 0 && ibv_dealloc_pd(pd) == 0);
-	CHECK(ibv_close_device(ctx) == 0);
-	ibv_free_device_list(list);
+	struct first_device dev;
+	open_first_device(&dev, 8);
+	wqs(dev.ctx, dev.pd, dev.cq);
+	flows(dev.ctx, dev.pd, dev.cq);
+	close_first_device(&dev);
 	DONE("obj_control");
 }

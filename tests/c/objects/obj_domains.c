@@ -135,11 +135,8 @@ static void device_memory(struct side *a, struct side *b)
 
 int main(void)
 {
-	struct ibv_device **list = ibv_get_device_list(NULL);
-	CHECK(list && list[0] && list[1]);
 	static struct side a, b;
-	setup(&a, list[0], ALL_REMOTE);
-	setup(&b, list[1], ALL_REMOTE);
+	setup_pair(&a, &b, ALL_REMOTE);
 	reconnect(&a, &b);
 
 	xrc_domains(b.ctx);

@@ -41,8 +41,7 @@ static enum ibv_wc_status bind2(struct side *b, struct ibv_mw *mw, uint32_t rkey
 
 int main(void)
 {
-	struct ibv_device **list = ibv_get_device_list(NULL);
-	CHECK(list && list[0] && list[1]);
+	struct ibv_device **list = two_devices();
 	static struct side a, b;
 	setup(&a, list[0], ALL_REMOTE);
 	setup(&b, list[1], ALL_REMOTE | IBV_ACCESS_MW_BIND);

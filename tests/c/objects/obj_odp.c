@@ -10,11 +10,8 @@
 
 int main(void)
 {
-	struct ibv_device **list = ibv_get_device_list(NULL);
-	CHECK(list && list[0] && list[1]);
 	static struct side a, b;
-	setup(&a, list[0], ODP);
-	setup(&b, list[1], ODP);
+	setup_pair(&a, &b, ODP);
 	CHECK(a.mr->lkey && b.mr->rkey);
 
 	struct ibv_device_attr_ex dx;

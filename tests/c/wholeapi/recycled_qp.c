@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "check.h"
+#include "first_device.h" /* tests/c/common: the first device, a PD, a CQ */
 
 static struct ibv_qp *make(struct ibv_pd *pd, struct ibv_cq *cq, uint32_t sges)
 {
@@ -39,15 +40,11 @@ __attribute__((noipa)) static int recv_three(struct ibv_qp *qp, uint64_t id, str
 
 int main(void)
 {
-	struct ibv_device **list = ibv_get_device_list(NULL);
-	CHECK(list && list[0]);
-	struct ibv_context *ctx = ibv_open_device(list[0]);
-	CHECK(ctx);
-	struct ibv_pd *pd = ibv_alloc_pd(ctx);
-	struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	struct first_device dev;
+	open_first_device(&dev, 16);
 	static char buf[256];
-	struct ibv_mr *mr = ibv_reg_mr(pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
-	CHECK(pd && cq && mr);
+	struct ibv_mr *mr = ibv_reg_mr(dev.pd, buf, sizeof(buf), IBV_ACCESS_LOCAL_WRITE);
+	CHECK(mr);
 	struct ibv_sge sge[3];
 	for (int i = 0; i < 3; i++)
 		sge[i] = (struct ibv_sge){ .addr = (uintptr_t)&buf[i * 64], .length = 64,
@@ -58,7 +55,7 @@ int main(void)
 	int recycled = 0;
 	for (int i = 0; i < N; i++) {
 		uint32_t sges = i % 2 ? 2 : 4;
-		struct ibv_qp *qp = make(pd, cq, sges);
+		struct ibv_qp *qp = make(dev.pd, dev.cq, sges);
 		addr[i] = (uintptr_t)qp;
 		for (int j = 0; j < i; j++)
 			if (addr[j] == addr[i] && (j % 2) != (i % 2)) {
@@ -70,9 +67,6 @@ int main(void)
 	}
 	printf("recycled %d\n", recycled);
 	CHECK(ibv_dereg_mr(mr) == 0);
-	CHECK(ibv_destroy_cq(cq) == 0);
-	CHECK(ibv_dealloc_pd(pd) == 0);
-	CHECK(ibv_close_device(ctx) == 0);
-	ibv_free_device_list(list);
+	close_first_device(&dev);
 	DONE("recycled_qp");
 }

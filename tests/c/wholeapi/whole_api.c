@@ -20,17 +20,8 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "rc_pair.h" /* tests/c/objects: two connected RC QPs */
-
-static struct ibv_context *open_first(int i)
-{
-	struct ibv_device **list = ibv_get_device_list(NULL);
-	CHECK(list && list[i]);
-	struct ibv_context *ctx = ibv_open_device(list[i]);
-	CHECK(ctx);
-	ibv_free_device_list(list);
-	return ctx;
-}
+#include "first_device.h" /* tests/c/common: open_first */
+#include "rc_pair.h"      /* tests/c/common: two connected RC QPs */
 
 #define MADE(kind, obj, parent)                                                          \
 	printf("made %s 0x%lx 0x%lx\n", kind, (unsigned long)(uintptr_t)(obj),            \
@@ -61,7 +52,7 @@ struct all {
 
 static void make_all(struct all *a)
 {
-	a->ctx = open_first(0);
+	a->ctx = open_first();
 	a->pd = ibv_alloc_pd(a->ctx);
 	a->cq = ibv_create_cq(a->ctx, 16, NULL, NULL, 0);
 	CHECK(a->pd && a->cq);
@@ -267,12 +258,8 @@ static void drain(struct ibv_cq *cq)
 static int datapath(void)
 {
 	static struct side a, b;
-	struct ibv_device **list = ibv_get_device_list(NULL);
-	CHECK(list && list[0] && list[1]);
-	setup(&a, list[0], IBV_ACCESS_LOCAL_WRITE);
-	setup(&b, list[1], IBV_ACCESS_LOCAL_WRITE);
-	connect_rc(&a, &b);
-	connect_rc(&b, &a);
+	setup_pair(&a, &b, IBV_ACCESS_LOCAL_WRITE);
+	connect_pair(&a, &b);
 
 	/* A clean exchange first: nothing to report. */
 	CHECK(recv_good(b.qp, 1, b.buf, 64, b.mr->lkey) == 0);
@@ -321,12 +308,8 @@ SITE static int recv_after_rereg(struct ibv_qp *qp, uint64_t id, void *addr, uin
 static int rereg(void)
 {
 	static struct side a, b;
-	struct ibv_device **list = ibv_get_device_list(NULL);
-	CHECK(list && list[0] && list[1]);
-	setup(&a, list[0], IBV_ACCESS_LOCAL_WRITE);
-	setup(&b, list[1], IBV_ACCESS_LOCAL_WRITE);
-	connect_rc(&a, &b);
-	connect_rc(&b, &a);
+	setup_pair(&a, &b, IBV_ACCESS_LOCAL_WRITE);
+	connect_pair(&a, &b);
 	struct ibv_pd *other = ibv_alloc_pd(b.ctx);
 	CHECK(other);
 	for (int round = 0; round < 2; round++) {
@@ -366,12 +349,8 @@ SITE static int recv_sges(struct ibv_qp *qp, uint64_t id, struct ibv_sge *sge, i
 static int caps(void)
 {
 	static struct side a, b;
-	struct ibv_device **list = ibv_get_device_list(NULL);
-	CHECK(list && list[0] && list[1]);
-	setup(&a, list[0], IBV_ACCESS_LOCAL_WRITE);
-	setup(&b, list[1], IBV_ACCESS_LOCAL_WRITE);
-	connect_rc(&a, &b);
-	connect_rc(&b, &a);
+	setup_pair(&a, &b, IBV_ACCESS_LOCAL_WRITE);
+	connect_pair(&a, &b);
 	struct ibv_sge sa[3], sb[3];
 	for (int i = 0; i < 3; i++) {
 		sa[i] = (struct ibv_sge){ .addr = (uintptr_t)&a.buf[i * 8], .length = 16, .lkey = a.mr->lkey };
@@ -399,12 +378,8 @@ static int caps(void)
 static int pingpong(void)
 {
 	static struct side a, b;
-	struct ibv_device **list = ibv_get_device_list(NULL);
-	CHECK(list && list[0] && list[1]);
-	setup(&a, list[0], IBV_ACCESS_LOCAL_WRITE);
-	setup(&b, list[1], IBV_ACCESS_LOCAL_WRITE);
-	connect_rc(&a, &b);
-	connect_rc(&b, &a);
+	setup_pair(&a, &b, IBV_ACCESS_LOCAL_WRITE);
+	connect_pair(&a, &b);
 	for (int i = 0; i < 40; i++) {
 		struct side *from = i % 2 ? &b : &a, *to = i % 2 ? &a : &b;
 		post_recv(to, 1000 + i, to->buf, 64);
@@ -421,10 +396,7 @@ static int pingpong(void)
 static int excq(void)
 {
 	static struct side a, b;
-	struct ibv_device **list = ibv_get_device_list(NULL);
-	CHECK(list && list[0] && list[1]);
-	setup(&a, list[0], IBV_ACCESS_LOCAL_WRITE);
-	setup(&b, list[1], IBV_ACCESS_LOCAL_WRITE);
+	setup_pair(&a, &b, IBV_ACCESS_LOCAL_WRITE);
 	struct ibv_cq_init_attr_ex cx = { .cqe = 16,
 					  .wc_flags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_QP_NUM };
 	struct ibv_cq_ex *cqx = ibv_create_cq_ex(a.ctx, &cx);
@@ -438,8 +410,7 @@ static int excq(void)
 						 .max_send_sge = 1, .max_recv_sge = 1 } };
 	a.qp = ibv_create_qp(a.pd, &qia);
 	CHECK(a.qp);
-	connect_rc(&a, &b);
-	connect_rc(&b, &a);
+	connect_pair(&a, &b);
 	printf("rc %d\n", send_one(a.qp, 7, a.buf, 8, 0xdead));
 	struct ibv_poll_cq_attr pa = { 0 };
 	int got = 0;
@@ -475,7 +446,7 @@ int main(int argc, char **argv)
 		 * record, a destroy after close is refused. (A second destroy
 		 * cannot be shown: the inline verb reads the freed object before
 		 * the shim sees the call.) */
-		struct ibv_context *ctx = open_first(0);
+		struct ibv_context *ctx = open_first();
 		struct ibv_pd *pd = ibv_alloc_pd(ctx);
 		struct ibv_td_init_attr ta = { 0 };
 		struct ibv_td *td = ibv_alloc_td(ctx, &ta);
@@ -504,7 +475,7 @@ int main(int argc, char **argv)
 	if (!strcmp(mode, "pingpong"))
 		return pingpong();
 	if (!strcmp(mode, "ops")) {
-		struct ibv_context *ctx = open_first(0);
+		struct ibv_context *ctx = open_first();
 		Dl_info info;
 		CHECK(dladdr((void *)ctx->ops.post_send, &info) && info.dli_fname);
 		printf("post_send in %s\n", info.dli_fname);

@@ -27,7 +27,8 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "rc_pair.h" /* tests/c/objects: struct side, connect_rc, poll_one */
+#include "first_device.h" /* tests/c/common: the first device, a PD, a CQ */
+#include "rc_pair.h"      /* tests/c/common: struct side, connect_pair, poll_one */
 
 #define ACCESS                                                                           \
 	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |      \
@@ -36,13 +37,7 @@
 /* rc_pair.h's setup, the QP made with ibv_create_qp_ex and send ops. */
 static void setup_ex(struct side *s, struct ibv_device *dev)
 {
-	struct ibv_port_attr pa;
-	s->ctx = ibv_open_device(dev);
-	CHECK(s->ctx && ibv_query_port(s->ctx, 1, &pa) == 0);
-	s->lid = pa.lid;
-	s->pd = ibv_alloc_pd(s->ctx);
-	s->cq = ibv_create_cq(s->ctx, 64, NULL, NULL, 0);
-	s->mr = ibv_reg_mr(s->pd, s->buf, sizeof(s->buf), ACCESS);
+	setup_side(s, dev, ACCESS);
 	CHECK(s->pd && s->cq && s->mr);
 	struct ibv_qp_init_attr_ex qx = {
 		.send_cq = s->cq, .recv_cq = s->cq, .qp_type = IBV_QPT_RC,
@@ -61,13 +56,11 @@ static void setup_ex(struct side *s, struct ibv_device *dev)
 
 static void pair(struct side *a, struct side *b)
 {
-	struct ibv_device **list = ibv_get_device_list(NULL);
-	CHECK(list && list[0] && list[1]);
+	struct ibv_device **list = two_devices();
 	setup_ex(a, list[0]);
 	setup_ex(b, list[1]);
 	ibv_free_device_list(list);
-	connect_rc(a, b);
-	connect_rc(b, a);
+	connect_pair(a, b);
 }
 
 static void begin(struct ibv_qp_ex *x, uint64_t id)
@@ -289,8 +282,7 @@ static int excq(void)
 	};
 	a.qp = ibv_create_qp_ex(a.ctx, &qx);
 	CHECK(a.qp);
-	connect_rc(&a, &b);
-	connect_rc(&b, &a);
+	connect_pair(&a, &b);
 	struct ibv_qp_ex *x = ibv_qp_to_qp_ex(a.qp);
 	ibv_wr_start(x);
 	for (int i = 1; i <= 4; i++) {
@@ -354,13 +346,8 @@ static void plug(void *gone)
 static int churn(void)
 {
 	enum { WANT = 4200, LIVE = 48, MAX_ITER = 60000 };
-	struct ibv_device **list = ibv_get_device_list(NULL);
-	CHECK(list && list[0]);
-	struct ibv_context *ctx = ibv_open_device(list[0]);
-	CHECK(ctx);
-	struct ibv_pd *pd = ibv_alloc_pd(ctx);
-	struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
-	CHECK(pd && cq);
+	struct first_device dev;
+	open_first_device(&dev, 16);
 	static uintptr_t seen[MAX_ITER];
 	struct ibv_qp *live[LIVE] = { 0 };
 	size_t n = 0, distinct = 0;
@@ -371,7 +358,7 @@ static int churn(void)
 			CHECK(ibv_destroy_qp(live[k]) == 0);
 			plug(gone);
 		}
-		live[k] = make_qp_ex(ctx, pd, cq);
+		live[k] = make_qp_ex(dev.ctx, dev.pd, dev.cq);
 		CHECK(live[k]);
 		seen[n++] = (uintptr_t)live[k];
 		if (n % 512 == 0) {
@@ -388,7 +375,7 @@ static int churn(void)
 	for (int k = 0; k < LIVE; k++)
 		if (live[k])
 			CHECK(ibv_destroy_qp(live[k]) == 0);
-	struct ibv_qp *qp = make_qp_ex(ctx, pd, cq);
+	struct ibv_qp *qp = make_qp_ex(dev.ctx, dev.pd, dev.cq);
 	CHECK(qp);
 	struct ibv_qp_ex *qpx = ibv_qp_to_qp_ex(qp);
 	qpx->wr_id = 0x77;
@@ -396,9 +383,7 @@ static int churn(void)
 	ibv_wr_send(qpx); /* the QP is still in RESET */
 	ibv_wr_abort(qpx);
 	CHECK(ibv_destroy_qp(qp) == 0);
-	CHECK(ibv_destroy_cq(cq) == 0 && ibv_dealloc_pd(pd) == 0);
-	CHECK(ibv_close_device(ctx) == 0);
-	ibv_free_device_list(list);
+	close_first_device(&dev);
 	printf("churn done\n");
 	return 0;
 }

@@ -1,7 +1,8 @@
 /* Two RC QPs on the sim's two devices, connected to each other, for the
- * object tests: set-up, (re)connection after an error, posting, polling. */
-#ifndef OBJ_RC_PAIR_H
-#define OBJ_RC_PAIR_H
+ * object, whole-API, fault and fork tests (tests/c/objects, wholeapi,
+ * faults, fork): set-up, (re)connection after an error, posting, polling. */
+#ifndef C_RC_PAIR_H
+#define C_RC_PAIR_H
 #include <infiniband/verbs.h>
 #include <poll.h>
 #include <stdint.h>
@@ -19,7 +20,18 @@ struct side {
 	uint64_t buf[512];
 };
 
-static inline void setup(struct side *s, struct ibv_device *dev, int mr_access)
+/* The device list, checked to hold the sim's two devices. */
+static inline struct ibv_device **two_devices(void)
+{
+	struct ibv_device **list = ibv_get_device_list(NULL);
+	CHECK(list && list[0] && list[1]);
+	return list;
+}
+
+/* A side's context (and its port's LID), PD, CQ and MR over its buffer,
+ * without the QP: the part every side has, whichever way its QP is made.
+ * The caller checks pd, cq and mr. */
+static inline void setup_side(struct side *s, struct ibv_device *dev, int mr_access)
 {
 	struct ibv_port_attr pa;
 	s->ctx = ibv_open_device(dev);
@@ -28,6 +40,12 @@ static inline void setup(struct side *s, struct ibv_device *dev, int mr_access)
 	s->pd = ibv_alloc_pd(s->ctx);
 	s->cq = ibv_create_cq(s->ctx, 64, NULL, NULL, 0);
 	s->mr = ibv_reg_mr(s->pd, s->buf, sizeof(s->buf), mr_access);
+}
+
+/* A side with an RC QP of 16 work requests and 2 SGEs each way. */
+static inline void setup(struct side *s, struct ibv_device *dev, int mr_access)
+{
+	setup_side(s, dev, mr_access);
 	struct ibv_qp_init_attr qia = { .send_cq = s->cq, .recv_cq = s->cq, .qp_type = IBV_QPT_RC,
 					.cap = { .max_send_wr = 16, .max_recv_wr = 16,
 						 .max_send_sge = 2, .max_recv_sge = 2 } };
@@ -35,6 +53,7 @@ static inline void setup(struct side *s, struct ibv_device *dev, int mr_access)
 	CHECK(s->pd && s->cq && s->mr && s->qp);
 }
 
+/* s's QP through RESET, INIT and RTR to RTS, towards peer's QP. */
 static inline void connect_rc(struct side *s, struct side *peer)
 {
 	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RESET };
@@ -66,12 +85,28 @@ static inline void connect_rc(struct side *s, struct side *peer)
 					       IBV_QP_MAX_QP_RD_ATOMIC) == 0);
 }
 
+/* Side a on the first device, b on the second, their MRs with mr_access;
+ * not connected yet. The list is left allocated, as these tests always
+ * did (the shim's reports of the runs that keep it name it). */
+static inline void setup_pair(struct side *a, struct side *b, int mr_access)
+{
+	struct ibv_device **list = two_devices();
+	setup(a, list[0], mr_access);
+	setup(b, list[1], mr_access);
+}
+
+/* Each QP to RTS towards the other's. */
+static inline void connect_pair(struct side *a, struct side *b)
+{
+	connect_rc(a, b);
+	connect_rc(b, a);
+}
+
 /* After an error completion: both QPs back to RTS, CQs drained. */
 static inline void reconnect(struct side *a, struct side *b)
 {
 	struct ibv_wc wc;
-	connect_rc(a, b);
-	connect_rc(b, a);
+	connect_pair(a, b);
 	while (ibv_poll_cq(a->cq, 1, &wc) > 0)
 		;
 	while (ibv_poll_cq(b->cq, 1, &wc) > 0)
