@@ -3,51 +3,16 @@
  * and an XRC send from one device's XRC send QP through the other's XRC
  * receive QP into the SRQ it names (a wrong SRQ number is the requester's
  * IBV_WC_REM_INV_REQ_ERR). ibv_xsrq_pingpong covers two processes. */
-#include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <stdint.h>
 
 #include "check.h"
+#include "xrc.h"
 
-static void modify(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
-{
-	CHECK(ibv_modify_qp(qp, a, mask) == 0);
-}
-
-/* xsrq_pingpong's transitions: INIT, RTR towards dest_qpn, RTS. */
+/* The receive QP takes remote writes; no READs or atomics. */
 static void connect(struct ibv_qp *qp, uint32_t dest_qpn, uint16_t dlid, int recv)
 {
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
-				 .qp_access_flags = recv ? IBV_ACCESS_REMOTE_WRITE : 0 };
-	modify(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.dest_qp_num = dest_qpn;
-	a.path_mtu = IBV_MTU_1024;
-	a.min_rnr_timer = 12;
-	a.ah_attr.dlid = dlid;
-	a.ah_attr.port_num = 1;
-	modify(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-			       IBV_QP_RQ_PSN |
-			       (recv ? IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER : 0));
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	modify(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_SQ_PSN |
-			       (recv ? 0 : IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-						   IBV_QP_MAX_QP_RD_ATOMIC));
-}
-
-static struct ibv_wc poll_one(struct ibv_cq *cq)
-{
-	struct ibv_wc wc;
-	for (int i = 0; i < 5000000; i++)
-		if (ibv_poll_cq(cq, 1, &wc) == 1)
-			return wc;
-	CHECK(!"a completion");
-	return wc;
+	xrc_connect(qp, dest_qpn, dlid, recv, IBV_ACCESS_REMOTE_WRITE, 0);
 }
 
 int main(void)
@@ -66,10 +31,7 @@ int main(void)
 	struct ibv_mr *mra = ibv_reg_mr(pda, abuf, sizeof(abuf), IBV_ACCESS_LOCAL_WRITE);
 	struct ibv_mr *mrb = ibv_reg_mr(pdb, bbuf, sizeof(bbuf), IBV_ACCESS_LOCAL_WRITE);
 	CHECK(pda && pdb && cqa && cqb && mra && mrb);
-	struct ibv_xrcd_init_attr xa = { .comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
-					 .fd = -1, .oflags = O_CREAT };
-	struct ibv_xrcd *xrcd = ibv_open_xrcd(b, &xa);
-	CHECK(xrcd);
+	struct ibv_xrcd *xrcd = new_xrcd(b);
 
 	/* An XRC SRQ needs its domain and CQ. */
 	struct ibv_srq_init_attr_ex sa = {

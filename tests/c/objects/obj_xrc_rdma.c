@@ -4,55 +4,19 @@
  * the request names (an MR of another PD is IBV_WC_REM_ACCESS_ERR), the
  * immediate taking a receive of that SRQ; the extended post API accepts
  * the same operations on an XRC send QP. */
-#include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <stdint.h>
 
 #include "check.h"
+#include "xrc.h"
 
 #define REMOTE (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | \
 		IBV_ACCESS_REMOTE_ATOMIC)
 
-static void modify(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
-{
-	CHECK(ibv_modify_qp(qp, a, mask) == 0);
-}
-
+/* The receive QP takes remote writes, READs and atomics, 4 in flight. */
 static void connect(struct ibv_qp *qp, uint32_t dest_qpn, uint16_t dlid, int recv)
 {
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
-				 .qp_access_flags = recv ? REMOTE & ~IBV_ACCESS_LOCAL_WRITE : 0 };
-	modify(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.dest_qp_num = dest_qpn;
-	a.path_mtu = IBV_MTU_1024;
-	a.min_rnr_timer = 12;
-	a.max_dest_rd_atomic = 4;
-	a.ah_attr.dlid = dlid;
-	a.ah_attr.port_num = 1;
-	modify(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-			       IBV_QP_RQ_PSN |
-			       (recv ? IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER : 0));
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.max_rd_atomic = 4;
-	modify(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_SQ_PSN |
-			       (recv ? 0 : IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-						   IBV_QP_MAX_QP_RD_ATOMIC));
-}
-
-static struct ibv_wc poll_one(struct ibv_cq *cq)
-{
-	struct ibv_wc wc;
-	for (int i = 0; i < 5000000; i++)
-		if (ibv_poll_cq(cq, 1, &wc) == 1)
-			return wc;
-	CHECK(!"a completion");
-	return wc;
+	xrc_connect(qp, dest_qpn, dlid, recv, REMOTE & ~IBV_ACCESS_LOCAL_WRITE, 4);
 }
 
 static struct ibv_qp *send_qp;
@@ -97,10 +61,7 @@ int main(void)
 	struct ibv_mr *mrb = ibv_reg_mr(pdb, bbuf, sizeof(bbuf), REMOTE);
 	struct ibv_mr *mro = ibv_reg_mr(pdb2, other, sizeof(other), REMOTE);
 	CHECK(pda && pdb && pdb2 && cqa && cqb && mra && mrb && mro);
-	struct ibv_xrcd_init_attr xa = { .comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
-					 .fd = -1, .oflags = O_CREAT };
-	struct ibv_xrcd *xrcd = ibv_open_xrcd(b, &xa);
-	CHECK(xrcd);
+	struct ibv_xrcd *xrcd = new_xrcd(b);
 	struct ibv_srq_init_attr_ex sa = {
 		.attr = { .max_wr = 4, .max_sge = 1 },
 		.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_PD |
