@@ -120,9 +120,10 @@ fn a_forked_child_that_only_calls_a_getter_is_noted_as_a_verbs_user() {
     }
 }
 
-/// Instructions `pd_loop n` executes on the sim under callgrind, direct or
-/// with the shim preloaded at its default settings (tracking on).
-fn pd_instructions(exe: &Path, n: u64, shim: bool) -> u64 {
+/// Instructions `exe n` (a `*_loop.c` of `tests/c/hotpath`) executes on
+/// the sim under callgrind, direct or with the shim preloaded at its
+/// default settings (tracking on).
+fn loop_instructions(exe: &Path, n: u64, shim: bool) -> u64 {
     let mut cmd = std::process::Command::new("valgrind");
     cmd.args(["--tool=callgrind", "--callgrind-out-file=/dev/null"])
         .arg(exe)
@@ -145,35 +146,38 @@ fn pd_instructions(exe: &Path, n: u64, shim: bool) -> u64 {
         .unwrap_or_else(|| panic!("no instruction count\n{}", describe(&cmd, &out)))
 }
 
-/// Instructions the shim adds per `ibv_alloc_pd` + `ibv_dealloc_pd` pair
-/// on the sim: the difference between two run lengths cancels start-up.
-fn pd_pair_added() -> f64 {
+/// Instructions the shim adds per create + destroy pair of `tests/c/
+/// hotpath/<name>.c` on the sim: the difference between two run lengths
+/// cancels start-up.
+fn pair_added(name: &str) -> f64 {
     let exe = cc(
-        "pd_loop",
-        &[&repo_dir().join("tests/c/hotpath/pd_loop.c")],
+        name,
+        &[&repo_dir().join(format!("tests/c/hotpath/{name}.c"))],
         &["-libverbs"],
     );
     let (short, long) = (1_000u64, 6_000u64);
     let per_pair = |shim| {
-        let a = pd_instructions(&exe, short, shim);
-        let b = pd_instructions(&exe, long, shim);
+        let a = loop_instructions(&exe, short, shim);
+        let b = loop_instructions(&exe, long, shim);
         (b as f64 - a as f64) / (long - short) as f64
     };
     per_pair(true) - per_pair(false)
 }
 
+fn pd_pair_added() -> f64 {
+    pair_added("pd_loop")
+}
+
 /// Issue 11's budget: the leak audit's tracking of a PD (record at create,
 /// look up and remove at destroy) plus the export skeleton add at most 300
-/// instructions per pair. Not met yet (+429; +437 before an export stopped
-/// loading the fault rules' flag besides its real function's slot (a
-/// creation time read with `rdtsc` gave +410 but was slower on this VM,
-/// 17-26 ns against the coarse clock's 7-9, and was reverted); +635
-/// before the destroy stopped saving errno on its fast path, the record
-/// stopped going through memory on its way into the table and the key
-/// became one word of it; +835 before the registry was made leaner): ignored so that the suite
-/// stays green, run with `--ignored`.
+/// instructions per pair. Not met (+429), and out of reach of this
+/// registry's design (BENCHMARKS.md, "The misses"): cut out one after
+/// another, the creation clock is 32, the graveyard 14 and the per-context
+/// lists 33; with no registry at all the export skeleton is 121; and `bench/c/registry_model.c`, the core coded
+/// ideally in C, needs ~180 (ours: 229). Ignored so that the suite stays
+/// green; run with `--ignored`.
 #[test]
-#[ignore = "issue 11: the PD pair adds +429 instructions, the budget is 300"]
+#[ignore = "issue 11 (blocked): the PD pair adds +429 instructions, the budget is 300"]
 fn a_pd_pair_adds_at_most_300_instructions_with_tracking_on() {
     let added = pd_pair_added();
     eprintln!("PD pair: +{added:.1} instructions (limit 300)");
@@ -193,5 +197,19 @@ fn a_pd_pair_adds_no_more_than_442_instructions_with_tracking_on() {
     assert!(
         added <= 442.0,
         "PD pair: +{added:.1} instructions (limit 442)"
+    );
+}
+
+/// An MR pair's tracking must not grow back: +449 instructions. Fails on
+/// the shim of session 19 (+517), whose MR record was packed in a function
+/// of its own and whose destroy called out of line, saving errno, to ask
+/// whether the data-path checks wanted to hear of it.
+#[test]
+fn an_mr_pair_adds_no_more_than_460_instructions_with_tracking_on() {
+    let added = pair_added("mr_loop");
+    eprintln!("MR pair: +{added:.1} instructions (limit 460)");
+    assert!(
+        added <= 460.0,
+        "MR pair: +{added:.1} instructions (limit 460)"
     );
 }

@@ -130,7 +130,10 @@ impl Call {
     }
 
     /// The body of `record` and `record_dev` (inlined into each): the
-    /// log's entry, then the trace's record made by `encode`.
+    /// debug log's entry, and the trace's record made by `encode`. With
+    /// both on, the call's words are encoded once, for the log, and the
+    /// trace gets a copy of them (the encoders write the same bytes: see
+    /// `capture`'s tests).
     #[inline(always)]
     fn record_with(
         start: u64,
@@ -142,26 +145,46 @@ impl Call {
     ) {
         let errno = Errno::save();
         let end = crate::clock::now();
-        // The log's entry first: what the trace's record needs is then
-        // the last use of the call's values (fewer kept in memory).
         if log::text_enabled(Level::Debug) {
             Self::log(start, end, verb, args, result, failed, errno.0);
+        } else {
+            crate::trace::call_bin(start, end, verb, failed, errno.0, encode);
         }
-        crate::trace::call_bin(start, end, verb, failed, errno.0, encode);
         errno.restore();
     }
 
-    /// The debug line's entry, out of `record`: its buffer would make
-    /// every traced call's frame larger.
+    /// The debug line's entry, and the trace's record copied from its
+    /// payload; out of `record`: its buffer would make every traced call's
+    /// frame larger.
     #[inline(never)]
     fn log(start: u64, end: u64, verb: &Verb, args: &[u64], result: u64, failed: bool, errno: i32) {
-        log::entry::call(start, end, verb, failed, errno, |out, room| {
-            // SAFETY: `out` has room for `room` bytes; the export passes
-            // one word per argument of `verb`, devices and C strings from
-            // the real library where `verb` says so. `encode` writes every
-            // byte below the length it returns.
-            unsafe { crate::trace::capture::encode(verb, args, result, out, room).0 }
-        });
+        let cut = std::cell::Cell::new(false);
+        log::entry::call(
+            start,
+            end,
+            verb,
+            failed,
+            errno,
+            |out, room| {
+                // SAFETY: `out` has room for `room` bytes; the export passes
+                // one word per argument of `verb`, devices and C strings from
+                // the real library where `verb` says so. `encode` writes every
+                // byte below the length it returns.
+                let (len, was_cut) =
+                    unsafe { crate::trace::capture::encode(verb, args, result, out, room) };
+                cut.set(was_cut);
+                len
+            },
+            |payload| {
+                crate::trace::call_bin(start, end, verb, failed, errno, |at, room| {
+                    let len = payload.len().min(room);
+                    // SAFETY: `at` has room for `room` bytes, `len` is within
+                    // both, and the log's buffer does not overlap the ring.
+                    unsafe { std::ptr::copy_nonoverlapping(payload.as_ptr(), at, len) };
+                    (len, cut.get())
+                });
+            },
+        );
     }
 }
 

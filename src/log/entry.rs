@@ -30,7 +30,8 @@ const _: () = assert!(HEAD + PAYLOAD_MAX <= crate::log_queue::ENTRY_MAX);
 /// the call's encoded words (`trace::capture::encode`) at the pointer it
 /// gets, which has room for the length it gets (a trace record's room),
 /// and returns their length, every byte below it written. The caller
-/// checked that the text log is at debug, and keeps errno.
+/// checked that the text log is at debug, and keeps errno. `also` sees
+/// the payload before the entry is queued (the trace copies it).
 pub fn call(
     start: u64,
     end: u64,
@@ -38,6 +39,7 @@ pub fn call(
     failed: bool,
     errno: i32,
     payload: impl FnOnce(*mut u8, usize) -> usize,
+    also: impl FnOnce(&[u8]),
 ) {
     let tid = crate::thread::tid();
     // The head and the payload in one buffer: one copy into the queue.
@@ -59,6 +61,8 @@ pub fn call(
     let len = HEAD + payload(unsafe { e.add(HEAD) }, PAYLOAD_MAX).min(PAYLOAD_MAX);
     // SAFETY: the head and the payload's `len - HEAD` bytes are written.
     let e = unsafe { std::slice::from_raw_parts(e.cast_const(), len) };
+    // The trace's copy of the payload, when it is on too.
+    also(&e[HEAD..]);
     super::open_here();
     if !crate::log_queue::push_binary(e) {
         // Synchronous: formatted and written here, after what is queued.
