@@ -488,7 +488,9 @@ fn writes_waiting_for_a_stopped_peer_survive_the_buffer_going_back() {
     let src = common::repo_dir().join("tests/c/sim/sim_fabric_outbox.c");
     let bin = common::cc("sim_fabric_outbox", &[&src], &["-O1", "-libverbs"]);
     let mut failed = Vec::new();
-    for how in ["reset", "flush", "error", "destroy", "dereg", "rereg"] {
+    for how in [
+        "reset", "flush", "error", "atomic", "destroy", "dereg", "rereg",
+    ] {
         let fab = fabric(&format!("outbox-{how}"));
         let _g = FabricGuard(fab.clone());
         let mut c = sim_command(bin.to_str().unwrap(), &fab, "mlx5_0");

@@ -10,6 +10,8 @@
  *   error    posts one more WRITE with a bad lkey: the QP goes to ERR,
  *            the waiting ones are flushed and it completes with
  *            IBV_WC_LOC_PROT_ERR after them (polled, as with "flush");
+ *   atomic   the same with a misaligned fetch-and-add
+ *            (IBV_WC_REM_INV_REQ_ERR, found before it is sent);
  *   destroy  destroys the QP with the requests outstanding;
  *   dereg    deregisters the buffer's MR before the requests completed
  *            (a bug, which must not crash the sim);
@@ -41,8 +43,9 @@
 #define NMSG 48
 #define PATTERN 0xa5
 
-enum how { RESET, FLUSH, ERROR, DESTROY, DEREG, REREG };
-static const char *const hows[] = { "reset", "flush", "error", "destroy", "dereg", "rereg" };
+enum how { RESET, FLUSH, ERROR, ATOMIC, DESTROY, DEREG, REREG };
+static const char *const hows[] = { "reset", "flush", "error", "atomic",
+				    "destroy", "dereg", "rereg" };
 
 struct addr {
 	uint16_t lid;
@@ -113,11 +116,11 @@ static struct addr open_side(struct side *s, size_t len)
 	return peer;
 }
 
-/* Polls the `n` completions a flush (and `bad`, unless -1, an error)
- * produced, which are there by the time the verb that caused them has
+/* Polls the `n` completions a flush (and `bad`, unless -1, an error
+ * `status`) produced, which are there by the time the verb that caused them has
  * returned: one per work request, in error, in the order they were
  * posted (a send queue's completions are), and nothing more. */
-static void expect_failed(struct ibv_cq *cq, int n, int bad)
+static void expect_failed(struct ibv_cq *cq, int n, int bad, enum ibv_wc_status status)
 {
 	struct ibv_wc wc[NMSG + 1];
 	int got = 0;
@@ -129,7 +132,7 @@ static void expect_failed(struct ibv_cq *cq, int n, int bad)
 	}
 	for (int i = 0; i < n; i++) {
 		CHECK(wc[i].wr_id == (uint64_t)i);
-		CHECK(wc[i].status == (i == bad ? IBV_WC_LOC_PROT_ERR : IBV_WC_WR_FLUSH_ERR));
+		CHECK(wc[i].status == (i == bad ? status : IBV_WC_WR_FLUSH_ERR));
 	}
 	CHECK(ibv_poll_cq(cq, 1, wc) == 0);
 }
@@ -164,17 +167,29 @@ static void requester(pid_t responder, enum how how)
 		a.qp_state = how == RESET ? IBV_QPS_RESET : IBV_QPS_ERR;
 		CHECK(ibv_modify_qp(s.qp, &a, IBV_QP_STATE) == 0);
 		if (how == FLUSH)
-			expect_failed(s.cq, NMSG, -1);
+			expect_failed(s.cq, NMSG, -1, IBV_WC_SUCCESS);
 		break;
-	case ERROR: {
-		struct ibv_sge sge = { (uintptr_t)s.buf, MSG, s.mr->lkey + 1 };
+	case ERROR:
+	case ATOMIC: {
+		/* Refused before it is sent, behind the waiting ones. */
+		struct ibv_sge sge = { (uintptr_t)s.buf, MSG, s.mr->lkey };
 		struct ibv_send_wr wr = { .wr_id = NMSG, .sg_list = &sge, .num_sge = 1,
 					  .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED },
 				   *bad;
 		wr.wr.rdma.remote_addr = peer.buf;
 		wr.wr.rdma.rkey = peer.rkey;
+		if (how == ERROR) {
+			sge.lkey++;
+		} else {
+			sge.length = 8;
+			wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+			wr.wr.atomic.remote_addr = peer.buf + 1;
+			wr.wr.atomic.rkey = peer.rkey;
+			wr.wr.atomic.compare_add = 1;
+		}
 		CHECK(ibv_post_send(s.qp, &wr, &bad) == 0);
-		expect_failed(s.cq, NMSG + 1, NMSG);
+		expect_failed(s.cq, NMSG + 1, NMSG,
+			      how == ERROR ? IBV_WC_LOC_PROT_ERR : IBV_WC_REM_INV_REQ_ERR);
 		break;
 	}
 	case DESTROY:
