@@ -4,12 +4,25 @@
  * post time). Once the program may have its buffer back before they went
  * out, the sim must have copied them: here the requester posts 3 MiB of
  * 64 KiB WRITEs to a responder it stopped (SIGSTOP, so its 2 MiB ring
- * fills), then either resets its QP (which discards the requests: the
- * buffer is the program's again) or deregisters the buffer's MR (before
- * the requests completed: a bug, which must not crash the sim), scribbles
- * on and unmaps the buffer, and only then lets the responder go on
- * (`argv[1]`: "reset" or "dereg"). The requester must not crash, and every
- * byte that reaches the responder is what was posted.
+ * fills), then gives the buffer back to itself one way (`argv[1]`):
+ *   reset    moves its QP to RESET (the requests are discarded);
+ *   flush    moves it to ERR and polls a flush completion for each;
+ *   error    posts one more WRITE with a bad lkey: the QP goes to ERR,
+ *            the waiting ones are flushed and it completes with
+ *            IBV_WC_LOC_PROT_ERR after them (polled, as with "flush");
+ *   atomic   the same with a misaligned fetch-and-add
+ *            (IBV_WC_REM_INV_REQ_ERR, found before it is sent);
+ *   destroy  destroys the QP with the requests outstanding;
+ *   dereg    deregisters the buffer's MR before the requests completed
+ *            (a bug, which must not crash the sim);
+ *   rereg    moves the MR to another buffer (IBV_REREG_MR_CHANGE_TRANSLATION,
+ *            "conceptually a dereg then a reg": the same bug);
+ * scribbles on and unmaps the buffer, and only then lets the responder go
+ * on. The requester must not crash, and every byte that reaches the
+ * responder is what was posted. The sim still delivers what was waiting
+ * (from its copies) after each of these: for requests that complete in
+ * error or are discarded, verbs leave the remote buffer undefined, so the
+ * responder waits for all of it and checks it is the posted bytes.
  *
  * The process forks before any verbs call; the halves talk over a
  * socketpair.
@@ -18,6 +31,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -28,6 +42,10 @@
 #define MSG (64 * 1024)
 #define NMSG 48
 #define PATTERN 0xa5
+
+enum how { RESET, FLUSH, ERROR, ATOMIC, DESTROY, DEREG, REREG };
+static const char *const hows[] = { "reset", "flush", "error", "atomic",
+				    "destroy", "dereg", "rereg" };
 
 struct addr {
 	uint16_t lid;
@@ -64,7 +82,7 @@ static struct addr open_side(struct side *s, size_t len)
 	CHECK(s->mr);
 	struct ibv_qp_init_attr ia = {
 		.send_cq = s->cq, .recv_cq = s->cq, .qp_type = IBV_QPT_RC,
-		.cap = { .max_send_wr = NMSG, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1 },
+		.cap = { .max_send_wr = NMSG + 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1 },
 	};
 	s->qp = ibv_create_qp(s->pd, &ia);
 	CHECK(s->qp);
@@ -98,7 +116,28 @@ static struct addr open_side(struct side *s, size_t len)
 	return peer;
 }
 
-static void requester(pid_t responder, int reset)
+/* Polls the `n` completions a flush (and `bad`, unless -1, an error
+ * `status`) produced, which are there by the time the verb that caused them has
+ * returned: one per work request, in error, in the order they were
+ * posted (a send queue's completions are), and nothing more. */
+static void expect_failed(struct ibv_cq *cq, int n, int bad, enum ibv_wc_status status)
+{
+	struct ibv_wc wc[NMSG + 1];
+	int got = 0;
+	for (int tries = 0; got < n; tries++) {
+		CHECK(tries < 1000);
+		int r = ibv_poll_cq(cq, n - got, wc + got);
+		CHECK(r >= 0);
+		got += r;
+	}
+	for (int i = 0; i < n; i++) {
+		CHECK(wc[i].wr_id == (uint64_t)i);
+		CHECK(wc[i].status == (i == bad ? status : IBV_WC_WR_FLUSH_ERR));
+	}
+	CHECK(ibv_poll_cq(cq, 1, wc) == 0);
+}
+
+static void requester(pid_t responder, enum how how)
 {
 	struct side s;
 	struct addr peer = open_side(&s, MSG);
@@ -119,12 +158,51 @@ static void requester(pid_t responder, int reset)
 		wr.wr.rdma.rkey = peer.rkey;
 		CHECK(ibv_post_send(s.qp, &wr, &bad) == 0);
 	}
-	if (reset) {
-		/* The requests are discarded, the buffer is the program's. */
-		struct ibv_qp_attr a = { .qp_state = IBV_QPS_RESET };
+	/* Each way, the buffer is the program's again (or it takes it). */
+	struct ibv_qp_attr a = { 0 };
+	char *moved = NULL;
+	switch (how) {
+	case RESET:
+	case FLUSH:
+		a.qp_state = how == RESET ? IBV_QPS_RESET : IBV_QPS_ERR;
 		CHECK(ibv_modify_qp(s.qp, &a, IBV_QP_STATE) == 0);
-	} else {
+		if (how == FLUSH)
+			expect_failed(s.cq, NMSG, -1, IBV_WC_SUCCESS);
+		break;
+	case ERROR:
+	case ATOMIC: {
+		/* Refused before it is sent, behind the waiting ones. */
+		struct ibv_sge sge = { (uintptr_t)s.buf, MSG, s.mr->lkey };
+		struct ibv_send_wr wr = { .wr_id = NMSG, .sg_list = &sge, .num_sge = 1,
+					  .opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED },
+				   *bad;
+		wr.wr.rdma.remote_addr = peer.buf;
+		wr.wr.rdma.rkey = peer.rkey;
+		if (how == ERROR) {
+			sge.lkey++;
+		} else {
+			sge.length = 8;
+			wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+			wr.wr.atomic.remote_addr = peer.buf + 1;
+			wr.wr.atomic.rkey = peer.rkey;
+			wr.wr.atomic.compare_add = 1;
+		}
+		CHECK(ibv_post_send(s.qp, &wr, &bad) == 0);
+		expect_failed(s.cq, NMSG + 1, NMSG,
+			      how == ERROR ? IBV_WC_LOC_PROT_ERR : IBV_WC_REM_INV_REQ_ERR);
+		break;
+	}
+	case DESTROY:
+		CHECK(ibv_destroy_qp(s.qp) == 0);
+		break;
+	case DEREG:
 		CHECK(ibv_dereg_mr(s.mr) == 0);
+		break;
+	case REREG:
+		moved = mmap(NULL, MSG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		CHECK(moved != MAP_FAILED);
+		CHECK(ibv_rereg_mr(s.mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, moved, MSG, 0) == 0);
+		break;
 	}
 	memset(s.buf, 0, MSG);
 	CHECK(munmap(s.buf, MSG) == 0);
@@ -137,9 +215,12 @@ static void requester(pid_t responder, int reset)
 	xrecv(&c, 1);
 	CHECK(c == 'y');
 	CHECK(waitpid(responder, &st, 0) == responder && WIFEXITED(st) && WEXITSTATUS(st) == 0);
-	CHECK(ibv_destroy_qp(s.qp) == 0);
-	if (reset)
+	if (how != DESTROY)
+		CHECK(ibv_destroy_qp(s.qp) == 0);
+	if (how != DEREG)
 		CHECK(ibv_dereg_mr(s.mr) == 0);
+	if (moved)
+		CHECK(munmap(moved, MSG) == 0);
 	printf("requester: ");
 }
 
@@ -171,15 +252,22 @@ static void responder(void)
 
 int main(int argc, char **argv)
 {
-	CHECK(argc == 2 && (!strcmp(argv[1], "reset") || !strcmp(argv[1], "dereg")));
+	int how = 0;
+	CHECK(argc == 2);
+	while (strcmp(argv[1], hows[how]))
+		CHECK(++how < (int)(sizeof hows / sizeof *hows));
 	int sv[2];
 	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
 	pid_t pid = fork();
 	CHECK(pid >= 0);
 	sock = pid == 0 ? sv[1] : sv[0];
 	close(pid == 0 ? sv[0] : sv[1]);
-	if (pid == 0)
+	if (pid == 0) {
+		/* A requester that fails while it holds the responder stopped
+		 * must not leave it stopped for ever. */
+		CHECK(prctl(PR_SET_PDEATHSIG, SIGKILL) == 0);
 		responder();
-	requester(pid, !strcmp(argv[1], "reset"));
+	}
+	requester(pid, how);
 	DONE("sim_fabric_outbox");
 }

@@ -30,7 +30,7 @@ use crate::fabric::wire::{flag, kind, Wire};
 use crate::fabric::{self, Peer};
 use crate::mr::{REMOTE_ATOMIC, REMOTE_READ, REMOTE_WRITE};
 use crate::qp::{self, Outstanding, QpAttrs, QpShared, QPS};
-use crate::qp_state::{QPT_UC, QPT_UD};
+use crate::qp_state::{ERR, QPT_UC, QPT_UD};
 
 /// What the fabric hands to the data path.
 pub static RECEIVER: fabric::Receiver = fabric::Receiver {
@@ -81,6 +81,16 @@ fn address(w: &mut Wire, a: &QpAttrs, slid: u16) {
 pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr, signaled: bool, slid: u16) {
     let opcode = wc_opcode_of(w.opcode);
     let done = |status: c_int, len: u32| complete_send(s, w.wr_id, signaled, opcode, status, len);
+    // Found wrong before it is sent (a bad local key, a misaligned
+    // atomic): a send queue completes in order, so the requests still
+    // outstanding ahead of it are flushed first (the QP goes to ERR with
+    // them, as it would with this one's error).
+    let refused = |status: c_int| {
+        if !s.st.lock().out.is_empty() {
+            s.fail(ERR);
+        }
+        done(status, 0)
+    };
     let mut wire = Wire::zeroed();
     wire.qp_type = s.qp_type;
     wire.src_qpn = s.qp_num;
@@ -107,7 +117,7 @@ pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr, signaled: bool,
         }
         WR_ATOMIC_CMP_AND_SWP | WR_ATOMIC_FETCH_AND_ADD => {
             if !w.remote_addr.is_multiple_of(8) || total_len(&w.sge) < 8 {
-                return done(WC_REM_INV_REQ_ERR, 0);
+                return refused(WC_REM_INV_REQ_ERR);
             }
             wire.compare_add = w.compare_add;
             wire.swap = w.swap;
@@ -121,7 +131,7 @@ pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr, signaled: bool,
         _ => {
             let data = match payload(s, &w.sge, w.flags & SEND_INLINE != 0) {
                 Ok(d) => d,
-                Err(st) => return done(st, 0),
+                Err(st) => return refused(st),
             };
             let n = data.len() as u32;
             match w.opcode {
