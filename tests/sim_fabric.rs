@@ -482,14 +482,16 @@ fn rdma_and_atomics_between_processes_with_remote_checks() {
 /// The sim copied what was still waiting first, so the requester does not
 /// crash and the responder gets exactly the posted bytes
 /// (`tests/c/sim/sim_fabric_outbox.c`, once each way; every way is run and
-/// the failures are reported together).
+/// the failures are reported together). The same set-up checks the order
+/// of completions (`bind`): a memory window bound behind the waiting
+/// WRITEs completes after them.
 #[test]
 fn writes_waiting_for_a_stopped_peer_survive_the_buffer_going_back() {
     let src = common::repo_dir().join("tests/c/sim/sim_fabric_outbox.c");
     let bin = common::cc("sim_fabric_outbox", &[&src], &["-O1", "-libverbs"]);
     let mut failed = Vec::new();
     for how in [
-        "reset", "flush", "error", "atomic", "destroy", "dereg", "rereg",
+        "reset", "flush", "error", "atomic", "destroy", "dereg", "rereg", "bind",
     ] {
         let fab = fabric(&format!("outbox-{how}"));
         let _g = FabricGuard(fab.clone());

@@ -17,6 +17,11 @@
  *            (a bug, which must not crash the sim);
  *   rereg    moves the MR to another buffer (IBV_REREG_MR_CHANGE_TRANSLATION,
  *            "conceptually a dereg then a reg": the same bug);
+ *   bind     (not a way back: the order of completions) binds a memory
+ *            window behind the waiting WRITEs: the sim carries the bind
+ *            out at once, but its completion must wait for theirs (a send
+ *            queue completes in order); then the responder goes on and
+ *            the WRITEs, then the bind, complete;
  * scribbles on and unmaps the buffer, and only then lets the responder go
  * on. The requester must not crash, and every byte that reaches the
  * responder is what was posted. The sim still delivers what was waiting
@@ -43,9 +48,9 @@
 #define NMSG 48
 #define PATTERN 0xa5
 
-enum how { RESET, FLUSH, ERROR, ATOMIC, DESTROY, DEREG, REREG };
+enum how { RESET, FLUSH, ERROR, ATOMIC, DESTROY, DEREG, REREG, BIND };
 static const char *const hows[] = { "reset", "flush", "error", "atomic",
-				    "destroy", "dereg", "rereg" };
+				    "destroy", "dereg", "rereg", "bind" };
 
 struct addr {
 	uint16_t lid;
@@ -78,7 +83,8 @@ static struct addr open_side(struct side *s, size_t len)
 	CHECK(s->pd && s->cq);
 	s->buf = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	CHECK(s->buf != MAP_FAILED);
-	s->mr = ibv_reg_mr(s->pd, s->buf, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	s->mr = ibv_reg_mr(s->pd, s->buf, len,
+			   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_MW_BIND);
 	CHECK(s->mr);
 	struct ibv_qp_init_attr ia = {
 		.send_cq = s->cq, .recv_cq = s->cq, .qp_type = IBV_QPT_RC,
@@ -198,6 +204,43 @@ static void requester(pid_t responder, enum how how)
 	case DEREG:
 		CHECK(ibv_dereg_mr(s.mr) == 0);
 		break;
+	case BIND: {
+		struct ibv_mw *mw = ibv_alloc_mw(s.pd, IBV_MW_TYPE_2);
+		CHECK(mw);
+		struct ibv_send_wr wr = { .wr_id = NMSG, .opcode = IBV_WR_BIND_MW,
+					  .send_flags = IBV_SEND_SIGNALED },
+				   *bad;
+		wr.bind_mw.mw = mw;
+		wr.bind_mw.rkey = ibv_inc_rkey(mw->rkey);
+		wr.bind_mw.bind_info.mr = s.mr;
+		wr.bind_mw.bind_info.addr = (uintptr_t)s.buf;
+		wr.bind_mw.bind_info.length = MSG;
+		wr.bind_mw.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_WRITE;
+		CHECK(ibv_post_send(s.qp, &wr, &bad) == 0);
+		/* Nothing completes while the WRITEs ahead of it wait. */
+		struct ibv_wc wc[NMSG + 1];
+		for (int i = 0; i < 50; i++) {
+			CHECK(ibv_poll_cq(s.cq, 1, wc) == 0);
+			usleep(1000);
+		}
+		CHECK(kill(responder, SIGCONT) == 0);
+		int got = 0;
+		for (int tries = 0; got < NMSG + 1; tries++) {
+			CHECK(tries < 20000);
+			int r = ibv_poll_cq(s.cq, NMSG + 1 - got, wc + got);
+			CHECK(r >= 0);
+			got += r;
+			if (!r)
+				usleep(1000);
+		}
+		for (int i = 0; i <= NMSG; i++) {
+			CHECK(wc[i].wr_id == (uint64_t)i);
+			CHECK(wc[i].status == IBV_WC_SUCCESS);
+			CHECK(wc[i].opcode == (i < NMSG ? IBV_WC_RDMA_WRITE : IBV_WC_BIND_MW));
+		}
+		CHECK(ibv_dealloc_mw(mw) == 0);
+		break;
+	}
 	case REREG:
 		moved = mmap(NULL, MSG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		CHECK(moved != MAP_FAILED);

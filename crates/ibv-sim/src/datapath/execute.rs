@@ -89,7 +89,7 @@ pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr) {
 
     if matches!(w.opcode, WR_BIND_MW | WR_LOCAL_INV) {
         let (opcode, status) = crate::mw::execute_local(s, w.bind.as_ref(), w.rkey);
-        return complete_send(s, w.wr_id, signaled, opcode, status, 0);
+        return remote::complete_in_order(s, w.wr_id, signaled, opcode, status);
     }
     if s.qp_type == QPT_UD {
         return execute_ud(s, a, w, signaled, slid);

@@ -519,6 +519,43 @@ fn handle_request(w: &Wire, data: &[u8], replayed: bool) {
     }
 }
 
+/// Completes a request the requester carries out by itself (a memory
+/// window bind, a local invalidate) with `status`, in its place: a send
+/// queue completes in posting order, so behind RC requests still waiting
+/// for their answers it joins them, answered already, and completes when
+/// they have (`complete_front`), or is flushed with them.
+pub(super) fn complete_in_order(
+    s: &Arc<QpShared>,
+    wr_id: u64,
+    signaled: bool,
+    opcode: c_int,
+    status: c_int,
+) {
+    let mut g = s.st.lock();
+    if g.out.is_empty() {
+        drop(g);
+        return complete_send(s, wr_id, signaled, opcode, status, 0);
+    }
+    let seq = g.next_seq;
+    g.next_seq += 1;
+    g.out.push_back(Outstanding {
+        seq,
+        wr_id,
+        signaled,
+        opcode,
+        sge: Vec::new(),
+        byte_len: 0,
+        dest: None,
+        // Never at the front unanswered: `complete_front` takes it with
+        // the answered ones ahead of it.
+        deadline: u64::MAX,
+        timeout: 0,
+        doomed: false,
+        not_ready: false,
+        done: Some(status),
+    });
+}
+
 /// Completes the answered requests at the front of `q`'s queue, in order.
 fn complete_front(q: &Arc<QpShared>, mut g: parking_lot::MutexGuard<'_, qp::QpInner>) {
     let mut finished = Vec::new();
