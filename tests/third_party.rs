@@ -783,26 +783,32 @@ fn ucx_perftest(s: &Seen<'_>) -> Result<Expect, String> {
 /// Iterations of a `ucx_perftest` case (after 20 of warm-up).
 const UCX_ITERATIONS: &str = "200";
 
-/// `ucx_perftest` (UCP level) over the sim's mlx5_0 with the transports
-/// `tls` only; `-f` prints the final row only, whatever the run's length.
-fn ucx_perftest_case(name: &'static str, test: &str, extra: &str, tls: &'static str) -> Case {
+/// UCP's transports for the RC cases: RC needs UD beside it to set up its
+/// connections; the traffic itself goes over RC (`ep_cfg[0]:
+/// tag(rc_verbs/mlx5_0:1)` at `UCX_LOG_LEVEL=info`).
+const UCP_RC: &[(&str, &str)] = &[
+    ("UCX_TLS", "rc_verbs,ud_verbs"),
+    ("UCX_NET_DEVICES", "mlx5_0:1"),
+];
+const UCP_UD: &[(&str, &str)] = &[("UCX_TLS", "ud_verbs"), ("UCX_NET_DEVICES", "mlx5_0:1")];
+
+/// `ucx_perftest` over the sim's mlx5_0: `test` is `-t TEST` and its
+/// options (a UCT test names its transport and device, `-x`, `-d`; a UCP
+/// test gets them from `env`). `-f` prints the final row only, whatever
+/// the run's length.
+fn ucx_perftest_case(
+    name: &'static str,
+    test: &str,
+    env: &'static [(&'static str, &'static str)],
+) -> Case {
     let mut c = pair(
         name,
         "ucx_perftest -p {port} -f",
-        &format!(
-            "ucx_perftest -p {{port}} -f -t {test} -n {UCX_ITERATIONS} -w 20 {extra} 127.0.0.1"
-        ),
+        &format!("ucx_perftest -p {{port}} -f -n {UCX_ITERATIONS} -w 20 {test} 127.0.0.1"),
         Compare::Shape,
         ucx_perftest,
     );
-    c.env = match tls {
-        "rc_verbs,ud_verbs" => &[
-            ("UCX_TLS", "rc_verbs,ud_verbs"),
-            ("UCX_NET_DEVICES", "mlx5_0:1"),
-        ],
-        "ud_verbs" => &[("UCX_TLS", "ud_verbs"), ("UCX_NET_DEVICES", "mlx5_0:1")],
-        other => panic!("no UCX transports {other}"),
-    };
+    c.env = env;
     c.uverbs_nodes = true;
     c
 }
@@ -866,14 +872,16 @@ fn case(name: &'static str, backend: Backend) -> Case {
             c.uverbs_nodes = true;
             c
         }
-        // UCX's RC transport needs UD beside it to set up its connections;
-        // the tag traffic itself goes over RC (`ep_cfg[0]: tag(rc_verbs/
-        // mlx5_0:1)` at UCX_LOG_LEVEL=info).
-        "ucx_tag_lat_rc" => ucx_perftest_case(name, "tag_lat", "", "rc_verbs,ud_verbs"),
-        // RDMA writes of 64 KiB.
-        "ucx_put_bw_rc" => ucx_perftest_case(name, "ucp_put_bw", "-s 65536", "rc_verbs,ud_verbs"),
-        // Sends of 8 KiB, cut by UCX into UD datagrams of the path MTU.
-        "ucx_tag_bw_ud" => ucx_perftest_case(name, "tag_bw", "-s 8192", "ud_verbs"),
+        // UCP: tag-matched sends, RDMA writes of 64 KiB (over RC), sends of
+        // 8 KiB cut by UCX into UD datagrams of the path MTU.
+        "ucx_tag_lat_rc" => ucx_perftest_case(name, "-t tag_lat", UCP_RC),
+        "ucx_put_bw_rc" => ucx_perftest_case(name, "-t ucp_put_bw -s 65536", UCP_RC),
+        "ucx_tag_bw_ud" => ucx_perftest_case(name, "-t tag_bw -s 8192", UCP_UD),
+        // UCT over RC: zero-copy RDMA reads, and fetch-and-add atomics.
+        "ucx_get_rc" => {
+            ucx_perftest_case(name, "-t get -x rc_verbs -d mlx5_0:1 -s 4096 -D zcopy", &[])
+        }
+        "ucx_fadd_rc" => ucx_perftest_case(name, "-t fadd -x rc_verbs -d mlx5_0:1", &[]),
         "ibv_rc_pingpong" | "ibv_uc_pingpong" | "ibv_ud_pingpong" | "ibv_srq_pingpong"
         | "ibv_xsrq_pingpong" => pair(
             name,
@@ -1315,4 +1323,6 @@ cases! {
     ucx_tag_lat_rc,
     ucx_put_bw_rc,
     ucx_tag_bw_ud,
+    ucx_get_rc,
+    ucx_fadd_rc,
 }
