@@ -791,8 +791,14 @@ const UCP_RC: &[(&str, &str)] = &[
     ("UCX_NET_DEVICES", "mlx5_0:1"),
 ];
 const UCP_UD: &[(&str, &str)] = &[("UCX_TLS", "ud_verbs"), ("UCX_NET_DEVICES", "mlx5_0:1")];
+/// RC over RoCE: the sim's rxe0 alone (GIDs, GRH address handles).
+const UCP_RC_ROCE: &[(&str, &str)] = &[
+    ("IBV_SIM_DEVICES", "rxe0"),
+    ("UCX_TLS", "rc_verbs,ud_verbs"),
+    ("UCX_NET_DEVICES", "rxe0:1"),
+];
 
-/// `ucx_perftest` over the sim's mlx5_0: `test` is `-t TEST` and its
+/// `ucx_perftest` over the sim's mlx5_0 (unless `env` says otherwise): `test` is `-t TEST` and its
 /// options (a UCT test names its transport and device, `-x`, `-d`; a UCP
 /// test gets them from `env`). `-f` prints the final row only, whatever
 /// the run's length.
@@ -877,6 +883,7 @@ fn case(name: &'static str, backend: Backend) -> Case {
         "ucx_tag_lat_rc" => ucx_perftest_case(name, "-t tag_lat", UCP_RC),
         "ucx_put_bw_rc" => ucx_perftest_case(name, "-t ucp_put_bw -s 65536", UCP_RC),
         "ucx_tag_bw_ud" => ucx_perftest_case(name, "-t tag_bw -s 8192", UCP_UD),
+        "ucx_tag_lat_roce" => ucx_perftest_case(name, "-t tag_lat", UCP_RC_ROCE),
         // UCT over RC: zero-copy RDMA reads, and fetch-and-add atomics.
         "ucx_get_rc" => {
             ucx_perftest_case(name, "-t get -x rc_verbs -d mlx5_0:1 -s 4096 -D zcopy", &[])
@@ -1323,6 +1330,7 @@ cases! {
     ucx_tag_lat_rc,
     ucx_put_bw_rc,
     ucx_tag_bw_ud,
+    ucx_tag_lat_roce,
     ucx_get_rc,
     ucx_fadd_rc,
 }
