@@ -884,6 +884,9 @@ fn case(name: &'static str, backend: Backend) -> Case {
         "ucx_put_bw_rc" => ucx_perftest_case(name, "-t ucp_put_bw -s 65536", UCP_RC),
         "ucx_tag_bw_ud" => ucx_perftest_case(name, "-t tag_bw -s 8192", UCP_UD),
         "ucx_tag_lat_roce" => ucx_perftest_case(name, "-t tag_lat", UCP_RC_ROCE),
+        // 1 MiB: UCX's rendezvous protocol, zero-copy from the user's buffers
+        // (registered whole, through UCX's registration cache).
+        "ucx_tag_bw_rndv_rc" => ucx_perftest_case(name, "-t tag_bw -s 1048576", UCP_RC),
         // UCT over RC: zero-copy RDMA reads, and fetch-and-add atomics.
         "ucx_get_rc" => {
             ucx_perftest_case(name, "-t get -x rc_verbs -d mlx5_0:1 -s 4096 -D zcopy", &[])
@@ -1331,6 +1334,7 @@ cases! {
     ucx_put_bw_rc,
     ucx_tag_bw_ud,
     ucx_tag_lat_roce,
+    ucx_tag_bw_rndv_rc,
     ucx_get_rc,
     ucx_fadd_rc,
 }
