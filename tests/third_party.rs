@@ -791,17 +791,17 @@ const UCP_RC: &[(&str, &str)] = &[
     ("UCX_NET_DEVICES", "mlx5_0:1"),
 ];
 const UCP_UD: &[(&str, &str)] = &[("UCX_TLS", "ud_verbs"), ("UCX_NET_DEVICES", "mlx5_0:1")];
-/// RC over RoCE: the sim's rxe0 alone (GIDs, GRH address handles).
+/// RC over RoCE: the sim's rxe0 alone (GID-addressed, with a GRH).
 const UCP_RC_ROCE: &[(&str, &str)] = &[
     ("IBV_SIM_DEVICES", "rxe0"),
     ("UCX_TLS", "rc_verbs,ud_verbs"),
     ("UCX_NET_DEVICES", "rxe0:1"),
 ];
 
-/// `ucx_perftest` over the sim's mlx5_0 (unless `env` says otherwise): `test` is `-t TEST` and its
-/// options (a UCT test names its transport and device, `-x`, `-d`; a UCP
-/// test gets them from `env`). `-f` prints the final row only, whatever
-/// the run's length.
+/// `ucx_perftest` over the sim's mlx5_0 (unless `env` says otherwise):
+/// `test` is `-t TEST` and its options (a UCT test names its transport and
+/// device, `-x`, `-d`; a UCP test gets them from `env`). `-f` prints the
+/// final row only, whatever the run's length.
 fn ucx_perftest_case(
     name: &'static str,
     test: &str,
