@@ -20,6 +20,12 @@
 //! violation, a trace per process that decodes and holds the debug log's
 //! calls, and (pairs on the sim) the work requests and completions.
 //!
+//! UCX lists a verbs device only if `/dev/infiniband/uverbsN` is a
+//! character device it may read and write: its cases on the sim run in a
+//! private mount namespace where that node exists (`DevNamespace`; only
+//! `stat()`ed, the sim never opens it). Its `ucx_perftest` pairs move data
+//! over the sim's RC and UD QPs (rc_verbs, ud_verbs).
+//!
 //! Client/server pairs talk over 127.0.0.1 on a free port. Where the
 //! baseline itself cannot work on a backend (no kernel rdma_cm for rping,
 //! no device to open on the test bed) the programs fail, and the shim must
@@ -127,6 +133,10 @@ enum Role {
 struct World {
     backend: Backend,
     testbed: Option<Testbed>,
+    /// On the sim, for UCX: `/dev/infiniband/uverbsN` as character devices.
+    uverbs_nodes: Option<DevNamespace>,
+    /// The case's own environment (`UCX_TLS`, ...).
+    env: Vec<(&'static str, &'static str)>,
     /// `IBV_SIM_FABRIC`: the sim's processes of this case find each other
     /// here and no other case's.
     fabric: String,
@@ -134,14 +144,19 @@ struct World {
 }
 
 impl World {
-    fn new(backend: Backend, case: &str) -> World {
+    fn new(backend: Backend, case: &Case) -> World {
         let dropin = TempDir::new("third-party-dropin");
         std::os::unix::fs::symlink(shim_so(), dropin.join("libibverbs.so.1")).unwrap();
         std::os::unix::fs::symlink("libibverbs.so.1", dropin.join("libibverbs.so")).unwrap();
         let world = World {
             backend,
             testbed: (backend == Backend::Testbed).then(Testbed::new),
-            fabric: format!("tp-{case}-{}", std::process::id()),
+            // One node per device of the sim's default list, mlx5_0 and
+            // mlx5_1 (uverbs0, uverbs1).
+            uverbs_nodes: (backend == Backend::Sim && case.uverbs_nodes)
+                .then(|| DevNamespace::new(UverbsNode::CharDevice, 2)),
+            env: case.env.to_vec(),
+            fabric: format!("tp-{}-{}", case.name, std::process::id()),
             dropin,
         };
         world.remove_fabric();
@@ -165,9 +180,10 @@ impl World {
     /// and writes its JSON report there. The caller's LD_* and shim
     /// variables are cleared first.
     fn command(&self, mode: Mode, argv: &[String], out: &Path) -> Command {
-        let mut cmd = match &self.testbed {
-            Some(tb) => tb.command(&argv[0]),
-            None => Command::new(&argv[0]),
+        let mut cmd = match (&self.testbed, &self.uverbs_nodes) {
+            (Some(tb), _) => tb.command(&argv[0]),
+            (None, Some(ns)) => ns.command(&argv[0]),
+            (None, None) => Command::new(&argv[0]),
         };
         cmd.args(&argv[1..]).stdin(Stdio::null());
         for var in [
@@ -190,6 +206,7 @@ impl World {
         ] {
             cmd.env_remove(var);
         }
+        cmd.envs(self.env.iter().copied());
         let mut path: Vec<PathBuf> = Vec::new();
         if mode.dropin() {
             path.push(self.dropin.path().to_path_buf());
@@ -584,6 +601,11 @@ struct Case {
     /// client is done and what it forked has exited.
     server_stays: bool,
     expect: fn(&Seen<'_>) -> Result<Expect, String>,
+    /// Environment of every process of the case.
+    env: &'static [(&'static str, &'static str)],
+    /// On the sim, `/dev/infiniband/uverbsN` must exist as character
+    /// devices (UCX lists no verbs device without them).
+    uverbs_nodes: bool,
 }
 
 /// A command line split at blanks, then `{port}` and `{repo}` (the
@@ -611,6 +633,8 @@ fn alone(
         compare,
         server_stays: false,
         expect,
+        env: &[],
+        uverbs_nodes: false,
     }
 }
 
@@ -628,6 +652,8 @@ fn pair(
         compare,
         server_stays: false,
         expect,
+        env: &[],
+        uverbs_nodes: false,
     }
 }
 
@@ -721,6 +747,78 @@ fn qperf(s: &Seen<'_>) -> Result<Expect, String> {
     })
 }
 
+/// `ucx_info -d`: on the sim, both devices with UCX's generic verbs
+/// transports (rc_verbs, ud_verbs; the mlx5 ones need mlx5dv, which the sim
+/// is not). On the test bed no device can be opened, and UCX lists none.
+fn ucx_info(s: &Seen<'_>) -> Result<Expect, String> {
+    if s.backend == Backend::Sim {
+        for dev in ["mlx5_0", "mlx5_1"] {
+            for tl in ["rc_verbs", "ud_verbs"] {
+                let listed = s.stdout.lines().collect::<Vec<_>>().windows(2).any(|w| {
+                    w[0].trim_start_matches(['#', ' ']) == format!("Transport: {tl}")
+                        && w[1].trim_start_matches(['#', ' ']) == format!("Device: {dev}:1")
+                });
+                if !listed {
+                    return Err(format!("ucx_info lists no {tl} on {dev}:1"));
+                }
+            }
+        }
+    }
+    no_leaks(s)
+}
+
+/// `ucx_perftest`: both sides free everything; the client must print its
+/// result row (the iteration count first).
+fn ucx_perftest(s: &Seen<'_>) -> Result<Expect, String> {
+    let result_row = s
+        .stdout
+        .lines()
+        .any(|l| l.split_whitespace().next() == Some(UCX_ITERATIONS));
+    if s.code != Some(0) || (s.role == Role::Client && !result_row) {
+        return unknown(s);
+    }
+    no_leaks(s)
+}
+
+/// Iterations of a `ucx_perftest` case (after 20 of warm-up).
+const UCX_ITERATIONS: &str = "200";
+
+/// UCP's transports for the RC cases: RC needs UD beside it to set up its
+/// connections; the traffic itself goes over RC (`ep_cfg[0]:
+/// tag(rc_verbs/mlx5_0:1)` at `UCX_LOG_LEVEL=info`).
+const UCP_RC: &[(&str, &str)] = &[
+    ("UCX_TLS", "rc_verbs,ud_verbs"),
+    ("UCX_NET_DEVICES", "mlx5_0:1"),
+];
+const UCP_UD: &[(&str, &str)] = &[("UCX_TLS", "ud_verbs"), ("UCX_NET_DEVICES", "mlx5_0:1")];
+/// RC over RoCE: the sim's rxe0 alone (GID-addressed, with a GRH).
+const UCP_RC_ROCE: &[(&str, &str)] = &[
+    ("IBV_SIM_DEVICES", "rxe0"),
+    ("UCX_TLS", "rc_verbs,ud_verbs"),
+    ("UCX_NET_DEVICES", "rxe0:1"),
+];
+
+/// `ucx_perftest` over the sim's mlx5_0 (unless `env` says otherwise):
+/// `test` is `-t TEST` and its options (a UCT test names its transport and
+/// device, `-x`, `-d`; a UCP test gets them from `env`). `-f` prints the
+/// final row only, whatever the run's length.
+fn ucx_perftest_case(
+    name: &'static str,
+    test: &str,
+    env: &'static [(&'static str, &'static str)],
+) -> Case {
+    let mut c = pair(
+        name,
+        "ucx_perftest -p {port} -f",
+        &format!("ucx_perftest -p {{port}} -f -n {UCX_ITERATIONS} -w 20 {test} 127.0.0.1"),
+        Compare::Shape,
+        ucx_perftest,
+    );
+    c.env = env;
+    c.uverbs_nodes = true;
+    c
+}
+
 fn perftest_case(name: &'static str, prog: &'static str, extra: &str) -> Case {
     fn expect_for(prog: &str) -> fn(&Seen<'_>) -> Result<Expect, String> {
         match prog {
@@ -770,12 +868,30 @@ fn case(name: &'static str, backend: Backend) -> Case {
         // which keeps its device list and contexts for the life of the
         // process: suppressed by default, so nothing is reported.
         "fi_info" => alone("fi_info", "fi_info -p verbs", Compare::Exact, no_leaks),
-        "ucx_info" => alone(
-            "ucx_info",
-            "ucx_info -d",
-            Compare::ExactBut("allocate:"),
-            no_leaks,
-        ),
+        "ucx_info" => {
+            let mut c = alone(
+                "ucx_info",
+                "ucx_info -d",
+                Compare::ExactBut("allocate:"),
+                ucx_info,
+            );
+            c.uverbs_nodes = true;
+            c
+        }
+        // UCP: tag-matched sends, RDMA writes of 64 KiB (over RC), sends of
+        // 8 KiB cut by UCX into UD datagrams of the path MTU.
+        "ucx_tag_lat_rc" => ucx_perftest_case(name, "-t tag_lat", UCP_RC),
+        "ucx_put_bw_rc" => ucx_perftest_case(name, "-t ucp_put_bw -s 65536", UCP_RC),
+        "ucx_tag_bw_ud" => ucx_perftest_case(name, "-t tag_bw -s 8192", UCP_UD),
+        "ucx_tag_lat_roce" => ucx_perftest_case(name, "-t tag_lat", UCP_RC_ROCE),
+        // 1 MiB: UCX's rendezvous protocol, zero-copy from the user's buffers
+        // (registered whole, through UCX's registration cache).
+        "ucx_tag_bw_rndv_rc" => ucx_perftest_case(name, "-t tag_bw -s 1048576", UCP_RC),
+        // UCT over RC: zero-copy RDMA reads, and fetch-and-add atomics.
+        "ucx_get_rc" => {
+            ucx_perftest_case(name, "-t get -x rc_verbs -d mlx5_0:1 -s 4096 -D zcopy", &[])
+        }
+        "ucx_fadd_rc" => ucx_perftest_case(name, "-t fadd -x rc_verbs -d mlx5_0:1", &[]),
         "ibv_rc_pingpong" | "ibv_uc_pingpong" | "ibv_ud_pingpong" | "ibv_srq_pingpong"
         | "ibv_xsrq_pingpong" => pair(
             name,
@@ -1119,7 +1235,7 @@ fn judge(backend: Backend, case: &Case, p: &Proc, base: &Proc) -> Vec<String> {
 fn check(backend: Backend, name: &'static str) {
     let case = case(name, backend);
     let name = case.name;
-    let world = World::new(backend, name);
+    let world = World::new(backend, &case);
     let tmp = TempDir::new(&format!("third-party-{name}"));
     let base = run_mode(&world, &case, Mode::Baseline, &tmp);
     let show = |procs: &[Proc]| procs.iter().map(Proc::show).collect::<String>();
@@ -1172,11 +1288,14 @@ fn check(backend: Backend, name: &'static str) {
     );
 }
 
-/// One test per case and backend: `on_the_sim::qperf_rc_bw`, ...
+/// One test per case and backend: `on_the_sim::qperf_rc_bw`, ...; the
+/// cases after `sim only:` need a device that opens (UCX's transfers), so
+/// they run on the sim only.
 macro_rules! cases {
-    ($($name:ident),* $(,)?) => {
+    ($($name:ident),* $(,)?; sim only: $($sim:ident),* $(,)?) => {
         mod on_the_sim {
             $( #[test] fn $name() { super::check(super::Backend::Sim, stringify!($name)) } )*
+            $( #[test] fn $sim() { super::check(super::Backend::Sim, stringify!($sim)) } )*
         }
         mod on_the_testbed {
             $( #[test] fn $name() { super::check(super::Backend::Testbed, stringify!($name)) } )*
@@ -1209,5 +1328,13 @@ cases! {
     rping,
     ucmatose,
     udaddy,
-    rdma_server,
+    rdma_server;
+    sim only:
+    ucx_tag_lat_rc,
+    ucx_put_bw_rc,
+    ucx_tag_bw_ud,
+    ucx_tag_lat_roce,
+    ucx_tag_bw_rndv_rc,
+    ucx_get_rc,
+    ucx_fadd_rc,
 }

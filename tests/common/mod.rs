@@ -8,6 +8,8 @@
 //!   [`wholeapi_program`], [`shim_run`].
 //! - `testbed`: running the **real** rdma-core with devices but no
 //!   hardware: [`Testbed`].
+//! - `devns`: a private `/dev` with `/dev/infiniband/uverbsN` entries
+//!   (the test bed's, and the sim's for UCX): [`DevNamespace`].
 //! - `run`: running anything: [`run`] / [`run_unchecked`] (timeout, clear
 //!   panics), [`describe`], [`assert_same_output`], [`preload_shim`].
 //! - `logs`: reading the shim's log: [`LogLine`], [`read_logs`],
@@ -21,6 +23,7 @@
 
 mod cc;
 mod checked;
+mod devns;
 mod fabric;
 mod logs;
 mod net;
@@ -35,6 +38,8 @@ mod testbed;
 pub use cc::*;
 #[allow(unused_imports)]
 pub use checked::*;
+#[allow(unused_imports)]
+pub use devns::*;
 #[allow(unused_imports)]
 pub use fabric::*;
 #[allow(unused_imports)]

@@ -2,7 +2,7 @@
 //! private mount namespace.
 
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use super::*;
 
@@ -49,39 +49,17 @@ pub const DEVICES: [FakeDevice; 3] = [
     },
 ];
 
-/// `testbed.sh NS_DIR N_DEVICES PROGRAM ARGS...`, run by `sh` in the new
-/// mount namespace: sets it up, then execs the program. The setup commands run without the
-/// caller's LD_PRELOAD / LD_LIBRARY_PATH; the program gets them back.
-const TESTBED_SH: &str = r#"
-set -e
-ns=$1; n=$2; shift 2
-if [ "${LD_PRELOAD+set}" = set ]; then tb_preload=$LD_PRELOAD; unset LD_PRELOAD; fi
-if [ "${LD_LIBRARY_PATH+set}" = set ]; then tb_libpath=$LD_LIBRARY_PATH; unset LD_LIBRARY_PATH; fi
-mount -t tmpfs -o mode=0755 ibv-testbed "$ns"
-mkdir -p "$ns/upper/infiniband" "$ns/work" "$ns/dev"
-i=0
-while [ "$i" -lt "$n" ]; do : > "$ns/upper/infiniband/uverbs$i"; i=$((i + 1)); done
-mount -t overlay overlay -o "lowerdir=/dev,upperdir=$ns/upper,workdir=$ns/work" "$ns/dev"
-for sub in /dev/*/; do
-    sub=${sub%/}
-    if mountpoint -q "$sub"; then mount --rbind "$sub" "$ns/dev/${sub#/dev/}"; fi
-done
-mount --move "$ns/dev" /dev
-if [ "${tb_preload+set}" = set ]; then LD_PRELOAD=$tb_preload; export LD_PRELOAD; fi
-if [ "${tb_libpath+set}" = set ]; then LD_LIBRARY_PATH=$tb_libpath; export LD_LIBRARY_PATH; fi
-exec "$@"
-"#;
-
 /// The real rdma-core with three devices and no hardware.
 ///
 /// A fake sysfs tree (`SYSFS_PATH`) describes [`DEVICES`]; [`Testbed::command`]
-/// runs a program in a private mount namespace (`unshare -m`) where an
+/// runs a program in a private mount namespace ([`DevNamespace`]) where an
 /// overlayfs over `/dev` adds `/dev/infiniband/uverbs0..2` as empty regular
 /// files (never device nodes). The real libibverbs and its real provider
 /// plugins then list the devices; `ibv_open_device` fails with ENOENT.
 /// Needs root. The machine's own `/dev` is never touched.
 pub struct Testbed {
     dir: TempDir,
+    dev: DevNamespace,
 }
 
 impl Testbed {
@@ -107,9 +85,10 @@ impl Testbed {
                 write(ib.join("device/modalias"), format!("{modalias}\n"));
             }
         }
-        std::fs::create_dir_all(dir.join("ns")).unwrap();
-        write(dir.join("testbed.sh"), TESTBED_SH.into());
-        Testbed { dir }
+        Testbed {
+            dir,
+            dev: DevNamespace::new(UverbsNode::EmptyFile, DEVICES.len()),
+        }
     }
 
     /// The devices the real library will list, in order.
@@ -128,14 +107,8 @@ impl Testbed {
     /// the child's pid is `prog`'s pid (the `%p` of a log file name).
     /// Stdin is /dev/null.
     pub fn command(&self, prog: impl AsRef<std::ffi::OsStr>) -> Command {
-        let mut cmd = Command::new("unshare");
-        cmd.args(["-m", "--propagation", "private", "sh"])
-            .arg(self.dir.join("testbed.sh"))
-            .arg(self.dir.join("ns"))
-            .arg(DEVICES.len().to_string())
-            .arg(prog)
-            .env("SYSFS_PATH", self.sysfs_path())
-            .stdin(Stdio::null());
+        let mut cmd = self.dev.command(prog);
+        cmd.env("SYSFS_PATH", self.sysfs_path());
         cmd
     }
 }
