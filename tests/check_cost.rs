@@ -4,7 +4,9 @@
 //!
 //! The program is the benchmark's (`bench/c/datapath.c`: one signaled
 //! 8-byte RDMA WRITE from an SGE, then polling its completion), on the
-//! sim, direct and under the shim with the checks on.
+//! sim, direct and under the shim with the checks on. The cost is that of
+//! the clean path (`interpose::clean`); `tests/c/wholeapi/clean_chain.c`
+//! checks its hand-over to the full checks and what it remembers.
 //! Needs gcc, libibverbs-dev, valgrind and a built shim (`make test`).
 
 mod common;
@@ -74,4 +76,74 @@ fn a_checked_wr_and_its_completion_add_at_most_310_instructions() {
         added <= 310.0,
         "checked WR + completion: +{added:.1} instructions (limit 310)"
     );
+}
+
+/// The clean path hands a chain over to the full checks at its first
+/// doubtful WR, and remembers what it vouched for: a clean WRITE's error
+/// completion (bad rkey) is explained with the WR as posted; in a chain of
+/// three WRITEs whose third runs past its MR, and one of two receives
+/// whose second has an unknown lkey, only the bad one is reported, once
+/// (each after clean posts that asked the caps and cached the lkey).
+#[test]
+fn the_clean_path_hands_a_chain_over_at_its_first_bad_wr_and_remembers_its_posts() {
+    let exe = wholeapi_program("clean_chain");
+    let r = shim_run(
+        &exe,
+        "check-cost",
+        &["clean_chain"],
+        &[("IBV_SHIM_CHECK", "datapath")],
+    );
+    for line in [
+        "bad rkey: wr_id=0x201 status=remote access error",
+        "chain rc 0",
+        "recv chain rc 0",
+        "clean_chain done",
+    ] {
+        assert!(
+            r.stdout.contains(line),
+            "no {line:?} in\n{}\n{}",
+            r.stdout,
+            r.log
+        );
+    }
+    let first: Vec<&str> = r
+        .log
+        .lines()
+        .filter(|l| l.contains("first error completion"))
+        .collect();
+    assert_eq!(first.len(), 1, "{}", r.log);
+    for part in [
+        "IBV_WC_REM_ACCESS_ERR",
+        "wr_id=0x201 (posted as opcode=RDMA_WRITE num_sge=1 sge[0]=",
+        "clean_chain",
+    ] {
+        assert!(first[0].contains(part), "no {part:?} in {}", first[0]);
+    }
+    let reported: Vec<&str> = r
+        .log
+        .lines()
+        .filter(|l| l.contains("data-path check "))
+        .collect();
+    assert_eq!(reported.len(), 2, "{}", r.log);
+    assert!(
+        reported[0].contains("data-path check out_of_range: ibv_post_send")
+            && reported[0].contains("wr_id=0x103 "),
+        "{}",
+        reported[0]
+    );
+    assert!(
+        reported[1].contains("data-path check dead_lkey: ibv_post_recv")
+            && reported[1].contains("wr_id=0x302 "),
+        "{}",
+        reported[1]
+    );
+    let json = r.json.as_ref().expect("a JSON report");
+    for (check, n) in [
+        ("out_of_range", 1),
+        ("dead_lkey", 1),
+        ("num_sge", 0),
+        ("other_pd", 0),
+    ] {
+        assert_eq!(json["checks"][check], n, "{check}: {json:#}");
+    }
 }
