@@ -93,11 +93,37 @@ fn window(addr: usize) -> impl Iterator<Item = &'static Side> {
 /// of its window.
 #[inline]
 fn known(addr: usize) -> Option<Caps> {
+    known_packed(addr).map(|p| Caps::unpack(p.0))
+}
+
+/// [`known`], still packed (the clean post reads the two fields it needs
+/// from one register: unpacked, the three fields were spilled).
+#[inline]
+pub(super) fn known_packed(addr: usize) -> Option<Packed> {
     let s = &SIDES[home(addr)];
     if s.key.load(Ordering::Acquire) == addr {
-        return Some(Caps::unpack(s.caps.load(Ordering::Relaxed)));
+        return Some(Packed(s.caps.load(Ordering::Relaxed)));
     }
-    known_further(addr)
+    known_further(addr).map(|c| Packed(c.pack()))
+}
+
+/// [`Caps`] as kept: one word.
+#[derive(Clone, Copy)]
+pub(super) struct Packed(u64);
+
+impl Packed {
+    #[inline(always)]
+    pub(super) fn send_sge(self) -> u32 {
+        (self.0 & 0xffff) as u32
+    }
+    #[inline(always)]
+    pub(super) fn recv_sge(self) -> u32 {
+        (self.0 >> 16 & 0xffff) as u32
+    }
+    #[inline(always)]
+    pub(super) fn inline(self) -> u32 {
+        (self.0 >> 32) as u32
+    }
 }
 
 #[inline(never)]

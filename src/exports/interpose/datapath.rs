@@ -10,7 +10,9 @@
 //! was found. Each violation is logged once per site (the program's call
 //! of the inline verb) and rule, and counted for the JSON report
 //! (`checks`). `IBV_SHIM_CHECK=datapath,abort` aborts at the first one, as
-//! the sanitizers do.
+//! the sanitizers do. A chain that passes every rule is vouched for by
+//! `clean` (loads only, no boundary); anything else takes the full path
+//! here, which checks it again and reports.
 
 use std::collections::HashSet;
 use std::ffi::c_int;
@@ -18,12 +20,11 @@ use std::fmt;
 use std::ptr::addr_of;
 
 use verbs_abi::{
-    ibv_context_ops, ibv_cq, ibv_qp, ibv_qp_state, ibv_recv_wr, ibv_send_flags, ibv_send_wr,
-    ibv_sge, ibv_srq, ibv_wc, ibv_wr_opcode,
+    ibv_context_ops, ibv_cq, ibv_qp, ibv_recv_wr, ibv_send_wr, ibv_sge, ibv_srq, ibv_wc,
 };
 
 use super::keys::{self, Key};
-use super::{caps, completions, ctx_of, original, patch, traced, Entry, Slot};
+use super::{caps, clean, completions, ctx_of, original, patch, traced, Entry, Slot};
 use crate::checks::{self, Check};
 use crate::guard::{boundary, Errno};
 use crate::log::Level;
@@ -90,16 +91,6 @@ pub(super) unsafe fn patch_poll(e: &Entry, ops: *mut ibv_context_ops) {
     };
 }
 
-// IBV_QPS_* and IBV_WR_* / IBV_SEND_* / IBV_ACCESS_* values of verbs.h,
-// as the C ints the checks compare.
-const QPS_RESET: c_int = ibv_qp_state::IBV_QPS_RESET as c_int;
-const QPS_RTS: c_int = ibv_qp_state::IBV_QPS_RTS as c_int;
-const QPS_SQD: c_int = ibv_qp_state::IBV_QPS_SQD as c_int;
-const QPS_ERR: c_int = ibv_qp_state::IBV_QPS_ERR as c_int;
-const WR_RDMA_READ: c_int = ibv_wr_opcode::IBV_WR_RDMA_READ as c_int;
-const WR_ATOMIC_CMP_AND_SWP: c_int = ibv_wr_opcode::IBV_WR_ATOMIC_CMP_AND_SWP as c_int;
-const WR_ATOMIC_FETCH_AND_ADD: c_int = ibv_wr_opcode::IBV_WR_ATOMIC_FETCH_AND_ADD as c_int;
-const SEND_INLINE: u32 = ibv_send_flags::IBV_SEND_INLINE as u32;
 /// What a work request was posted to.
 #[derive(Clone, Copy)]
 pub(super) enum Queue {
@@ -246,10 +237,8 @@ fn check_sge(q: Queue, ctx: usize, wr: &Wr, s: &ibv_sge, write: bool, site: usiz
         return;
     }
     // The clean post of a known lkey: no lock, no registry lookup.
-    if let Some(f) = keys::cached(ctx, s.lkey) {
-        if f.pd == q.pd() && f.covers(s.addr, s.length) && (f.writable || !write) {
-            return;
-        }
+    if keys::passes(ctx, s.lkey, q.pd(), s.addr, s.length, write) {
+        return;
     }
     check_sge_fully(q, ctx, wr, s, write, site);
 }
@@ -417,8 +406,8 @@ pub(super) fn state_name(state: c_int) -> &'static str {
 
 pub(super) fn check_state(q: Queue, wr: &Wr, site: usize) {
     let (qp, ok): (_, fn(c_int) -> bool) = match q {
-        Queue::Send(qp) => (qp, |s| matches!(s, QPS_RTS | QPS_SQD | QPS_ERR)),
-        Queue::Recv(qp) => (qp, |s| s != QPS_RESET),
+        Queue::Send(qp) => (qp, clean::sends_allowed),
+        Queue::Recv(qp) => (qp, clean::recvs_allowed),
         Queue::Srq(_) => return,
     };
     let state = qp_state(qp);
@@ -463,18 +452,8 @@ fn check_sends(qp: *mut ibv_qp, mut wr: *mut ibv_send_wr, site: usize) {
             check_state(Queue::Send(qp), &w, site);
             first = false;
         }
-        let write = matches!(
-            op,
-            WR_RDMA_READ | WR_ATOMIC_CMP_AND_SWP | WR_ATOMIC_FETCH_AND_ADD
-        );
-        check_wr(
-            Queue::Send(qp),
-            ctx,
-            &w,
-            write,
-            flags & SEND_INLINE != 0,
-            site,
-        );
+        let inline = flags & clean::SEND_INLINE != 0;
+        check_wr(Queue::Send(qp), ctx, &w, clean::writes(op), inline, site);
         completions::posted(ctx, qp_num, &w.summary(), site);
         // SAFETY: as above.
         wr = unsafe { (*wr).next };
@@ -542,6 +521,21 @@ pub(super) fn checked(name: &'static str, f: impl FnOnce()) {
     errno.restore();
 }
 
+/// The full checks of a send chain the clean path did not pass, out of
+/// the wrapper's line (its frame stays small).
+#[cold]
+#[inline(never)]
+fn sends_in_full(qp: *mut ibv_qp, wr: *mut ibv_send_wr, site: usize) {
+    checked("ibv_post_send", || check_sends(qp, wr, site));
+}
+
+/// As [`sends_in_full`], for a receive chain.
+#[cold]
+#[inline(never)]
+fn recvs_in_full(verb: &'static str, q: Queue, wr: *mut ibv_recv_wr, site: usize) {
+    checked(verb, || check_recvs(q, wr, site));
+}
+
 /// No saved entry (cannot happen for a context the shim patched): the
 /// inline verb would have called NULL; ENOSYS, as a missing op.
 #[cold]
@@ -563,8 +557,9 @@ unsafe extern "C" fn post_send(
     // Nested: a provider's `ibv_wr_complete` posting its batch through its
     // own table (`qpx` checked and traced each WR as it was built).
     let outer = !crate::thread::nested();
-    if outer && checks::datapath() {
-        checked("ibv_post_send", || check_sends(qp, wr, site));
+    // The clean chain: loads only, no boundary; anything else, the full path.
+    if outer && checks::datapath() && !clean::sends(qp, wr, site) {
+        sends_in_full(qp, wr, site);
     }
     if outer && crate::trace::wanted() {
         // SAFETY: the program's WR chain, read while its post is under way.
@@ -587,8 +582,8 @@ unsafe extern "C" fn post_recv(
     let Some(real) = original::<PostRecv>(ctx, Slot::PostRecv) else {
         return missing();
     };
-    if checks::datapath() {
-        checked("ibv_post_recv", || check_recvs(Queue::Recv(qp), wr, site));
+    if checks::datapath() && !clean::recvs(qp, wr, site) {
+        recvs_in_full("ibv_post_recv", Queue::Recv(qp), wr, site);
     }
     if crate::trace::wanted() {
         // SAFETY: the program's WR chain, read while its post is under way.
@@ -611,10 +606,8 @@ unsafe extern "C" fn post_srq_recv(
     let Some(real) = original::<PostSrqRecv>(ctx, Slot::PostSrqRecv) else {
         return missing();
     };
-    if checks::datapath() {
-        checked("ibv_post_srq_recv", || {
-            check_recvs(Queue::Srq(srq), wr, site)
-        });
+    if checks::datapath() && !clean::srq_recvs(srq, wr, site) {
+        recvs_in_full("ibv_post_srq_recv", Queue::Srq(srq), wr, site);
     }
     // SAFETY: the provider's own entry, with the program's arguments.
     unsafe { real(srq, wr, bad_wr) }

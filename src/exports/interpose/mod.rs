@@ -17,6 +17,7 @@
 //! - `keys`: the lkey index the checks use; `caps`: each queue's granted
 //!   sizes; `completions`: error completions explained, `recent`: the
 //!   posts they are matched to. None takes a lock on a clean post.
+//! - `clean`: the checks of a post that passes them all (loads only).
 //!
 //! An entry the provider left NULL stays NULL (the inline verb then fails
 //! with EOPNOTSUPP, as without the shim). Saved tables are never freed:
@@ -32,6 +33,7 @@ use crate::guard::Refused;
 use crate::log::Level;
 
 mod caps;
+mod clean;
 mod completions;
 mod datapath;
 mod excq;
@@ -109,9 +111,19 @@ fn home(ctx: usize) -> usize {
         % CONTEXTS
 }
 
-/// The saved table of `ctx`, if it was interposed.
+/// The saved table of `ctx`, if it was interposed: its home entry (every
+/// wrapper's first step: no loop), else the rest of the chain.
 #[inline]
 fn entry(ctx: usize) -> Option<&'static Entry> {
+    let e = &TABLE[home(ctx)];
+    if e.ctx.load(Ordering::Acquire) == ctx {
+        return Some(e);
+    }
+    entry_further(ctx)
+}
+
+#[inline(never)]
+fn entry_further(ctx: usize) -> Option<&'static Entry> {
     let h = home(ctx);
     for i in 0..CONTEXTS {
         let e = &TABLE[(h + i) % CONTEXTS];

@@ -1,0 +1,213 @@
+//! The clean post: the data-path checks of a chain that passes them all,
+//! with nothing but loads (the queue's state, its caps in `caps`, each
+//! SGE's MR in the lkey cache of `keys`) and the `recent` record of each
+//! work request. No lock, no call, no boundary, no errno save: nothing
+//! here can fail, panic or touch errno. At the first thing it cannot vouch
+//! for (a rule broken, caps not yet asked, an lkey not cached, a parent
+//! domain) it answers false, and the post takes the full path
+//! (`datapath::check_sends` / `check_recvs`), which checks the chain again
+//! from its start and reports; the records already written are written
+//! again, the same.
+//!
+//! The rules are those of `datapath` (its `check_state`, `check_caps`,
+//! `check_sge`), each only in its passing direction.
+
+use std::ffi::c_int;
+use std::ptr::addr_of;
+
+use verbs_abi::{
+    ibv_qp, ibv_qp_state, ibv_recv_wr, ibv_send_flags, ibv_send_wr, ibv_sge, ibv_srq, ibv_wr_opcode,
+};
+
+use super::completions::{self, Posted};
+use super::{caps, keys};
+
+// IBV_QPS_* and IBV_WR_* / IBV_SEND_* values of verbs.h, as the C ints
+// the rules compare.
+const QPS_RESET: c_int = ibv_qp_state::IBV_QPS_RESET as c_int;
+const QPS_RTS: c_int = ibv_qp_state::IBV_QPS_RTS as c_int;
+const QPS_SQD: c_int = ibv_qp_state::IBV_QPS_SQD as c_int;
+const QPS_ERR: c_int = ibv_qp_state::IBV_QPS_ERR as c_int;
+const WR_RDMA_READ: c_int = ibv_wr_opcode::IBV_WR_RDMA_READ as c_int;
+const WR_ATOMIC_CMP_AND_SWP: c_int = ibv_wr_opcode::IBV_WR_ATOMIC_CMP_AND_SWP as c_int;
+const WR_ATOMIC_FETCH_AND_ADD: c_int = ibv_wr_opcode::IBV_WR_ATOMIC_FETCH_AND_ADD as c_int;
+pub(super) const SEND_INLINE: u32 = ibv_send_flags::IBV_SEND_INLINE as u32;
+
+// The rules both paths apply (`datapath` reports what breaks them).
+
+/// May a QP in `state` post sends?
+#[inline(always)]
+pub(super) fn sends_allowed(state: c_int) -> bool {
+    matches!(state, QPS_RTS | QPS_SQD | QPS_ERR)
+}
+
+/// May a QP in `state` post receives?
+#[inline(always)]
+pub(super) fn recvs_allowed(state: c_int) -> bool {
+    state != QPS_RESET
+}
+
+/// Does the send `opcode` write into its SGEs' buffers (local write)?
+#[inline(always)]
+pub(super) fn writes(opcode: c_int) -> bool {
+    matches!(
+        opcode,
+        WR_RDMA_READ | WR_ATOMIC_CMP_AND_SWP | WR_ATOMIC_FETCH_AND_ADD
+    )
+}
+
+/// Does one work request's SGE list pass? `max`: the queue's granted
+/// SGEs; `inline`: the QP's `max_inline_data` when the WR is inline (its
+/// SGEs are copied, not looked up); `write`: the operation writes into
+/// the buffers.
+#[inline(always)]
+fn sges_pass(
+    ctx: usize,
+    pd: usize,
+    sges: *const ibv_sge,
+    num_sge: c_int,
+    max: u32,
+    inline: Option<u32>,
+    write: bool,
+) -> bool {
+    // Negative: far above any `max` (saturated at 16 bits).
+    let n = num_sge as u32;
+    if n > max {
+        return false;
+    }
+    if sges.is_null() {
+        return true;
+    }
+    if let Some(limit) = inline {
+        let mut bytes = 0u64;
+        for i in 0..n as usize {
+            // SAFETY: the program's SGE list of `num_sge` entries, read
+            // while its post is under way.
+            bytes += unsafe { (*sges.add(i)).length } as u64;
+        }
+        return bytes <= limit as u64;
+    }
+    for i in 0..n as usize {
+        // SAFETY: as above.
+        let s = unsafe { *sges.add(i) };
+        if s.length == 0 {
+            continue;
+        }
+        if !keys::passes(ctx, s.lkey, pd, s.addr, s.length, write) {
+            return false;
+        }
+    }
+    true
+}
+
+/// What `recent` keeps of a work request.
+#[inline(always)]
+fn posted(wr_id: u64, opcode: c_int, sges: *const ibv_sge, num_sge: c_int) -> Posted {
+    let sge = if num_sge > 0 && !sges.is_null() {
+        // SAFETY: the program's SGE list has at least one entry.
+        let s = unsafe { *sges };
+        Some((s.addr, s.length, s.lkey))
+    } else {
+        None
+    };
+    Posted {
+        wr_id,
+        opcode,
+        num_sge,
+        sge,
+    }
+}
+
+/// A chain of send WRs to `qp`, posted at `site`: true when all passed
+/// (each remembered for the error explainer).
+#[inline(always)]
+pub(super) fn sends(qp: *mut ibv_qp, mut wr: *mut ibv_send_wr, site: usize) -> bool {
+    // SAFETY: a live QP (the inline verb read its context); the state
+    // read as the int it is in C.
+    let (ctx, pd, qp_num, state) = unsafe {
+        (
+            (*qp).context as usize,
+            (*qp).pd as usize,
+            (*qp).qp_num,
+            addr_of!((*qp).state).cast::<c_int>().read(),
+        )
+    };
+    if !sends_allowed(state) {
+        return false;
+    }
+    let Some(c) = caps::known_packed(qp as usize) else {
+        return false;
+    };
+    while !wr.is_null() {
+        // SAFETY: the program's WR chain, read while its post is under
+        // way; the opcode read as the int it is in C.
+        let (r, opcode) = unsafe { (&*wr, addr_of!((*wr).opcode).cast::<c_int>().read()) };
+        let write = writes(opcode);
+        let inline = (r.send_flags & SEND_INLINE != 0).then_some(c.inline());
+        if !sges_pass(ctx, pd, r.sg_list, r.num_sge, c.send_sge(), inline, write) {
+            return false;
+        }
+        let p = posted(r.wr_id, opcode, r.sg_list, r.num_sge);
+        completions::posted(ctx, qp_num, &p, site);
+        wr = r.next;
+    }
+    true
+}
+
+/// A chain of receive WRs to `qp`, posted at `site`: as [`sends`].
+#[inline(always)]
+pub(super) fn recvs(qp: *mut ibv_qp, wr: *mut ibv_recv_wr, site: usize) -> bool {
+    // SAFETY: a live QP (the inline verb read its context); the state
+    // read as the int it is in C.
+    let (ctx, pd, qp_num, state) = unsafe {
+        (
+            (*qp).context as usize,
+            (*qp).pd as usize,
+            (*qp).qp_num,
+            addr_of!((*qp).state).cast::<c_int>().read(),
+        )
+    };
+    if !recvs_allowed(state) {
+        return false;
+    }
+    let Some(c) = caps::known_packed(qp as usize) else {
+        return false;
+    };
+    recv_chain(ctx, pd, c.recv_sge(), Some(qp_num), wr, site)
+}
+
+/// A chain of receive WRs to `srq`: as [`sends`] (an SRQ has no state
+/// rule, and its posts are not remembered: no QP number).
+#[inline(always)]
+pub(super) fn srq_recvs(srq: *mut ibv_srq, wr: *mut ibv_recv_wr, site: usize) -> bool {
+    // SAFETY: a live SRQ (the inline verb read its context).
+    let (ctx, pd) = unsafe { ((*srq).context as usize, (*srq).pd as usize) };
+    let Some(c) = caps::known_packed(srq as usize) else {
+        return false;
+    };
+    recv_chain(ctx, pd, c.recv_sge(), None, wr, site)
+}
+
+#[inline(always)]
+fn recv_chain(
+    ctx: usize,
+    pd: usize,
+    max: u32,
+    qp_num: Option<u32>,
+    mut wr: *mut ibv_recv_wr,
+    site: usize,
+) -> bool {
+    while !wr.is_null() {
+        // SAFETY: the program's WR chain, read while its post is under way.
+        let r = unsafe { &*wr };
+        if !sges_pass(ctx, pd, r.sg_list, r.num_sge, max, None, true) {
+            return false;
+        }
+        if let Some(n) = qp_num {
+            let p = posted(r.wr_id, -1, r.sg_list, r.num_sge);
+            completions::posted(ctx, n, &p, site);
+        }
+        wr = r.next;
+    }
+    true
+}
