@@ -134,19 +134,15 @@ fn each_bad_extended_work_request_is_reported_once_at_its_setter() {
     assert_eq!(r.stdout.matches("rc_reset 22\n").count(), 2, "{}", r.stdout);
     // The first error completion is matched to the request built with
     // the wr API, and its site.
-    let first: Vec<&str> = r
-        .log
-        .lines()
-        .filter(|l| l.contains("first error completion"))
-        .collect();
-    assert_eq!(first.len(), 1, "{}", r.log);
-    for part in [
-        "wr_id=0xa ",
-        "posted as opcode=SEND num_sge=1",
-        "at send_sge (",
-    ] {
-        assert!(first[0].contains(part), "no {part:?} in {}", first[0]);
-    }
+    the_line_with(
+        &r.log,
+        "first error completion",
+        &[
+            "wr_id=0xa ",
+            "posted as opcode=SEND num_sge=1",
+            "at send_sge (",
+        ],
+    );
 }
 
 /// Every operation the sim builds, each completed with success: nothing
@@ -336,20 +332,16 @@ fn an_extended_cq_cursor_gets_completion_faults_explanations_and_trace_events() 
         .collect();
     assert_eq!(injected.len(), 1, "{}", r.log);
     assert!(injected[0].contains("wr_ex"), "{}", injected[0]);
-    let first: Vec<&str> = r
-        .log
-        .lines()
-        .filter(|l| l.contains("first error completion"))
-        .collect();
-    assert_eq!(first.len(), 1, "{}", r.log);
-    for part in [
-        "IBV_WC_RETRY_EXC_ERR",
-        "wr_id=0x1 ",
-        "posted as opcode=RDMA_WRITE num_sge=1",
-        "wr_ex.c:",
-    ] {
-        assert!(first[0].contains(part), "no {part:?} in {}", first[0]);
-    }
+    the_line_with(
+        &r.log,
+        "first error completion",
+        &[
+            "IBV_WC_RETRY_EXC_ERR",
+            "wr_id=0x1 ",
+            "posted as opcode=RDMA_WRITE num_sge=1",
+            "wr_ex.c:",
+        ],
+    );
     let qp_num = r
         .stdout
         .lines()

@@ -133,3 +133,19 @@ pub fn debug_log_env(dir: &Path) -> [(&'static str, String); 2] {
         ),
     ]
 }
+
+/// The one line of `log` that contains `needle`, which must also contain
+/// each of `parts`; panics, showing the log or the line, otherwise.
+pub fn the_line_with<'a>(log: &'a str, needle: &str, parts: &[&str]) -> &'a str {
+    let lines: Vec<&str> = log.lines().filter(|l| l.contains(needle)).collect();
+    assert_eq!(
+        lines.len(),
+        1,
+        "{} lines with {needle:?} in the log:\n{log}",
+        lines.len()
+    );
+    for part in parts {
+        assert!(lines[0].contains(part), "no {part:?} in {}", lines[0]);
+    }
+    lines[0]
+}
