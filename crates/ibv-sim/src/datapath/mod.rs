@@ -337,6 +337,8 @@ pub fn req_notify_cq(cq: *mut ibv_cq, solicited_only: c_int) -> c_int {
         return e;
     }
     s.arm(solicited_only != 0);
+    // A program thread will wait for the event: the engine must run.
+    crate::fabric::armed();
     0
 }
 

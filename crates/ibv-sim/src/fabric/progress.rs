@@ -442,6 +442,13 @@ pub(super) fn unstall(seg: &Segment, ring: Ring, e: &mut Engine, now: u64) {
 /// Runs the progress engine once from a program thread (`ibv_poll_cq`):
 /// skipped when another thread is already at it.
 pub fn poll_progress() {
+    // A program thread is polling: the progress thread leaves the engine
+    // to it (see `progress_thread`). A plain increment (a lost one between
+    // two polling threads changes nothing: any change is the signal).
+    POLLS.store(
+        POLLS.load(Ordering::Relaxed).wrapping_add(1),
+        Ordering::Relaxed,
+    );
     let Some((seg, slot, _)) = me() else { return };
     let ring = seg.ring(slot);
     if ring.is_empty() && !busy() && OUTBOX.lock().is_empty() {
@@ -460,9 +467,54 @@ pub fn poll_progress() {
 /// futex wake-up each time (tens of microseconds on a loaded machine).
 const SPIN_NS: u64 = 1_000_000;
 
+/// Program threads' calls of [`poll_progress`] and [`armed`], counted:
+/// see `progress_thread`.
+static POLLS: AtomicU64 = AtomicU64::new(0);
+static ARMS: AtomicU64 = AtomicU64::new(0);
+/// The progress thread's nap: the futex word [`armed`] bumps to end it,
+/// and whether it is napping.
+static NAP_WORD: AtomicU32 = AtomicU32::new(0);
+static NAPPING: AtomicBool = AtomicBool::new(false);
+/// How long the progress thread naps while program threads poll: the
+/// most a message waits if they stop polling to wait for something else
+/// than a completion event.
+const NAP_NS: u64 = 100_000;
+
+/// A CQ was armed (`ibv_req_notify_cq`): a program thread is about to wait
+/// for a completion event, which the engine must produce. A napping
+/// progress thread wakes up (one system call, only while it naps).
+pub fn armed() {
+    ARMS.fetch_add(1, Ordering::SeqCst);
+    if NAPPING.load(Ordering::SeqCst) {
+        NAP_WORD.fetch_add(1, Ordering::SeqCst);
+        ring::futex_wake(&NAP_WORD);
+    }
+}
+
 pub(super) fn progress_thread(stop: Arc<AtomicBool>) {
     let mut last_active = 0u64;
+    let mut seen = (POLLS.load(Ordering::Relaxed), ARMS.load(Ordering::SeqCst));
     while !stop.load(Ordering::SeqCst) {
+        // Program threads polled since the last look, and none armed a CQ
+        // to wait for an event: they run the engine themselves (ACKs,
+        // WRITEs, what the outbox waits to send). Out of their way, and
+        // unannounced, so that peers do not pay a futex wake per message
+        // for a thread that would find nothing to do, nor does a third
+        // busy thread share the cores with the two of a transfer.
+        let now_seen = (POLLS.load(Ordering::Relaxed), ARMS.load(Ordering::SeqCst));
+        let polled_only = now_seen.0 != seen.0 && now_seen.1 == seen.1;
+        seen = now_seen;
+        if polled_only {
+            let w = NAP_WORD.load(Ordering::SeqCst);
+            NAPPING.store(true, Ordering::SeqCst);
+            // An arm after the look above ends the nap: it either shows
+            // here or sees NAPPING and moves the word.
+            if ARMS.load(Ordering::SeqCst) == seen.1 {
+                ring::futex_wait(&NAP_WORD, w, NAP_NS);
+            }
+            NAPPING.store(false, Ordering::SeqCst);
+            continue;
+        }
         let Some((seg, slot, _)) = me() else { return };
         let did = {
             let mut e = ENGINE.lock();

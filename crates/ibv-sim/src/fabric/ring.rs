@@ -232,7 +232,7 @@ impl Ring {
     }
 }
 
-fn futex_wake(word: &AtomicU32) {
+pub(super) fn futex_wake(word: &AtomicU32) {
     // SAFETY: FUTEX_WAKE on a word of the shared mapping (not
     // FUTEX_PRIVATE: the waiter is another process).
     unsafe {
@@ -246,7 +246,7 @@ fn futex_wake(word: &AtomicU32) {
     };
 }
 
-fn futex_wait(word: &AtomicU32, expected: u32, timeout_ns: u64) {
+pub(super) fn futex_wait(word: &AtomicU32, expected: u32, timeout_ns: u64) {
     let ts = libc::timespec {
         tv_sec: (timeout_ns / 1_000_000_000) as libc::time_t,
         tv_nsec: (timeout_ns % 1_000_000_000) as libc::c_long,
