@@ -100,21 +100,18 @@ fn sges_pass(
     true
 }
 
-/// What `recent` keeps of a work request.
+/// What a rule needs of a QP: its context, PD, number and state (read
+/// as the int it is in C).
 #[inline(always)]
-fn posted(wr_id: u64, opcode: c_int, sges: *const ibv_sge, num_sge: c_int) -> Posted {
-    let sge = if num_sge > 0 && !sges.is_null() {
-        // SAFETY: the program's SGE list has at least one entry.
-        let s = unsafe { *sges };
-        Some((s.addr, s.length, s.lkey))
-    } else {
-        None
-    };
-    Posted {
-        wr_id,
-        opcode,
-        num_sge,
-        sge,
+fn facts(qp: *mut ibv_qp) -> (usize, usize, u32, c_int) {
+    // SAFETY: a live QP (the inline verb read its context).
+    unsafe {
+        (
+            (*qp).context as usize,
+            (*qp).pd as usize,
+            (*qp).qp_num,
+            addr_of!((*qp).state).cast::<c_int>().read(),
+        )
     }
 }
 
@@ -122,16 +119,7 @@ fn posted(wr_id: u64, opcode: c_int, sges: *const ibv_sge, num_sge: c_int) -> Po
 /// (each remembered for the error explainer).
 #[inline(always)]
 pub(super) fn sends(qp: *mut ibv_qp, mut wr: *mut ibv_send_wr, site: usize) -> bool {
-    // SAFETY: a live QP (the inline verb read its context); the state
-    // read as the int it is in C.
-    let (ctx, pd, qp_num, state) = unsafe {
-        (
-            (*qp).context as usize,
-            (*qp).pd as usize,
-            (*qp).qp_num,
-            addr_of!((*qp).state).cast::<c_int>().read(),
-        )
-    };
+    let (ctx, pd, qp_num, state) = facts(qp);
     if !sends_allowed(state) {
         return false;
     }
@@ -147,7 +135,7 @@ pub(super) fn sends(qp: *mut ibv_qp, mut wr: *mut ibv_send_wr, site: usize) -> b
         if !sges_pass(ctx, pd, r.sg_list, r.num_sge, c.send_sge(), inline, write) {
             return false;
         }
-        let p = posted(r.wr_id, opcode, r.sg_list, r.num_sge);
+        let p = Posted::of(r.wr_id, opcode, r.sg_list, r.num_sge);
         completions::posted(ctx, qp_num, &p, site);
         wr = r.next;
     }
@@ -157,16 +145,7 @@ pub(super) fn sends(qp: *mut ibv_qp, mut wr: *mut ibv_send_wr, site: usize) -> b
 /// A chain of receive WRs to `qp`, posted at `site`: as [`sends`].
 #[inline(always)]
 pub(super) fn recvs(qp: *mut ibv_qp, wr: *mut ibv_recv_wr, site: usize) -> bool {
-    // SAFETY: a live QP (the inline verb read its context); the state
-    // read as the int it is in C.
-    let (ctx, pd, qp_num, state) = unsafe {
-        (
-            (*qp).context as usize,
-            (*qp).pd as usize,
-            (*qp).qp_num,
-            addr_of!((*qp).state).cast::<c_int>().read(),
-        )
-    };
+    let (ctx, pd, qp_num, state) = facts(qp);
     if !recvs_allowed(state) {
         return false;
     }
@@ -204,7 +183,7 @@ fn recv_chain(
             return false;
         }
         if let Some(n) = qp_num {
-            let p = posted(r.wr_id, -1, r.sg_list, r.num_sge);
+            let p = Posted::of(r.wr_id, -1, r.sg_list, r.num_sge);
             completions::posted(ctx, n, &p, site);
         }
         wr = r.next;

@@ -34,6 +34,32 @@ pub(super) struct Posted {
     pub sge: Option<(u64, u32, u32)>,
 }
 
+impl Posted {
+    /// What is remembered of a work request with `num_sge` SGEs at `sges`
+    /// (the program's list, read while its post is under way).
+    #[inline(always)]
+    pub(super) fn of(
+        wr_id: u64,
+        opcode: c_int,
+        sges: *const verbs_abi::ibv_sge,
+        num_sge: c_int,
+    ) -> Posted {
+        let sge = if num_sge > 0 && !sges.is_null() {
+            // SAFETY: the program's SGE list has at least one entry.
+            let s = unsafe { *sges };
+            Some((s.addr, s.length, s.lkey))
+        } else {
+            None
+        };
+        Posted {
+            wr_id,
+            opcode,
+            num_sge,
+            sge,
+        }
+    }
+}
+
 /// A QP's error completions (touched only when one arrives).
 #[derive(Default)]
 struct QpLog {

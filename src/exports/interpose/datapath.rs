@@ -497,18 +497,12 @@ fn check_recvs(q: Queue, mut wr: *mut ibv_recv_wr, site: usize) {
 
 impl Wr {
     pub(super) fn summary(&self) -> completions::Posted {
-        let first = if self.num_sge > 0 && !self.sges.is_null() {
-            // SAFETY: the program's SGE list has at least one entry.
-            Some(unsafe { *self.sges })
-        } else {
-            None
-        };
-        completions::Posted {
-            wr_id: self.wr_id,
-            opcode: self.opcode.unwrap_or(-1),
-            num_sge: self.num_sge,
-            sge: first.map(|s| (s.addr, s.length, s.lkey)),
-        }
+        completions::Posted::of(
+            self.wr_id,
+            self.opcode.unwrap_or(-1),
+            self.sges,
+            self.num_sge,
+        )
     }
 }
 
