@@ -43,11 +43,11 @@ impl Caps {
         sat(self.send_sge) | sat(self.recv_sge) << 16 | (self.inline as u64) << 32
     }
 
-    fn unpack(w: u64) -> Caps {
+    fn unpack(p: Packed) -> Caps {
         Caps {
-            send_sge: (w & 0xffff) as u32,
-            recv_sge: (w >> 16 & 0xffff) as u32,
-            inline: (w >> 32) as u32,
+            send_sge: p.send_sge(),
+            recv_sge: p.recv_sge(),
+            inline: p.inline(),
         }
     }
 }
@@ -93,7 +93,7 @@ fn window(addr: usize) -> impl Iterator<Item = &'static Side> {
 /// of its window.
 #[inline]
 fn known(addr: usize) -> Option<Caps> {
-    known_packed(addr).map(|p| Caps::unpack(p.0))
+    known_packed(addr).map(Caps::unpack)
 }
 
 /// [`known`], still packed (the clean post reads the two fields it needs
@@ -130,7 +130,7 @@ impl Packed {
 fn known_further(addr: usize) -> Option<Caps> {
     for s in window(addr) {
         match s.key.load(Ordering::Acquire) {
-            k if k == addr => return Some(Caps::unpack(s.caps.load(Ordering::Relaxed))),
+            k if k == addr => return Some(Caps::unpack(Packed(s.caps.load(Ordering::Relaxed)))),
             0 => return None,
             _ => {}
         }
@@ -285,6 +285,6 @@ mod tests {
         // Its slot is free again, for the next queue of the window.
         keep(others[PROBE + 7], c(9));
         assert_eq!(known(others[PROBE + 7]), Some(c(9)));
-        assert_eq!(Caps::unpack(c(70_000).pack()).send_sge, 0xffff);
+        assert_eq!(Caps::unpack(Packed(c(70_000).pack())).send_sge, 0xffff);
     }
 }
