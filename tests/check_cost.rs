@@ -26,7 +26,7 @@ fn datapath() -> PathBuf {
 /// direct or with the shim preloaded and the data-path checks on.
 fn instructions(exe: &Path, n: u64, checked: bool) -> u64 {
     let mut cmd = std::process::Command::new("valgrind");
-    cmd.args(["--tool=callgrind", "--callgrind-out-file=/dev/null"])
+    cmd.args(CALLGRIND)
         .arg(exe)
         .args([&n.to_string(), "1", "sge"])
         .env("LD_LIBRARY_PATH", sim_dir())
@@ -42,11 +42,7 @@ fn instructions(exe: &Path, n: u64, checked: bool) -> u64 {
     }
     let out = run(&mut cmd);
     assert!(stdout(&out).starts_with("ns="), "{}", describe(&cmd, &out));
-    stderr(&out)
-        .lines()
-        .find_map(|l| l.split("Collected :").nth(1))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no instruction count\n{}", describe(&cmd, &out)))
+    instructions_counted(&cmd, &out)
 }
 
 /// Instructions the checks add per WR + its completion: the difference

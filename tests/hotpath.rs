@@ -24,19 +24,13 @@ fn getter_loop() -> PathBuf {
 /// with the shim preloaded (logging off).
 fn instructions(tb: &Testbed, exe: &Path, op: &str, n: u64, shim: bool) -> u64 {
     let mut cmd = tb.command("valgrind");
-    cmd.args(["--tool=callgrind", "--callgrind-out-file=/dev/null"])
-        .arg(exe)
-        .args([op, &n.to_string()]);
+    cmd.args(CALLGRIND).arg(exe).args([op, &n.to_string()]);
     if shim {
         preload_shim(&mut cmd).env("IBV_SHIM_LOG", "off");
     }
     let out = run(&mut cmd);
     assert_eq!(stdout(&out), "ok\n", "{}", describe(&cmd, &out));
-    let err = stderr(&out);
-    err.lines()
-        .find_map(|l| l.split("Collected :").nth(1))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no instruction count\n{}", describe(&cmd, &out)))
+    instructions_counted(&cmd, &out)
 }
 
 /// Instructions the shim adds per call of `op`: the difference between two
@@ -125,7 +119,7 @@ fn a_forked_child_that_only_calls_a_getter_is_noted_as_a_verbs_user() {
 /// default settings (tracking on).
 fn loop_instructions(exe: &Path, n: u64, shim: bool) -> u64 {
     let mut cmd = std::process::Command::new("valgrind");
-    cmd.args(["--tool=callgrind", "--callgrind-out-file=/dev/null"])
+    cmd.args(CALLGRIND)
         .arg(exe)
         .arg(n.to_string())
         .env("LD_LIBRARY_PATH", sim_dir())
@@ -139,11 +133,7 @@ fn loop_instructions(exe: &Path, n: u64, shim: bool) -> u64 {
     }
     let out = run(&mut cmd);
     assert_eq!(stdout(&out), "ok\n", "{}", describe(&cmd, &out));
-    stderr(&out)
-        .lines()
-        .find_map(|l| l.split("Collected :").nth(1))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no instruction count\n{}", describe(&cmd, &out)))
+    instructions_counted(&cmd, &out)
 }
 
 /// Instructions the shim adds per create + destroy pair of `tests/c/

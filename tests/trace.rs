@@ -681,7 +681,7 @@ fn a_traced_call_adds_at_most_315_instructions() {
             &[("IBV_SHIM_TRACE_FULL", "block")],
         );
         let mut vg = Command::new("valgrind");
-        vg.args(["--tool=callgrind", "--callgrind-out-file=/dev/null"])
+        vg.args(CALLGRIND)
             .arg(cmd.get_program())
             .args(cmd.get_args());
         for (k, v) in cmd.get_envs() {
@@ -696,11 +696,7 @@ fn a_traced_call_adds_at_most_315_instructions() {
         }
         let out = run(&mut vg);
         assert!(out.status.success(), "{}", describe(&vg, &out));
-        stderr(&out)
-            .lines()
-            .find_map(|l| l.split("Collected :").nth(1))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or_else(|| panic!("no instruction count\n{}", describe(&vg, &out)))
+        instructions_counted(&vg, &out)
     };
     let (short, long) = (2_000u64, 12_000u64);
     let per_call =

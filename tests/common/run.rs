@@ -122,6 +122,19 @@ pub fn assert_same_output(
     );
 }
 
+/// valgrind's arguments that count instructions and write no profile.
+pub const CALLGRIND: [&str; 2] = ["--tool=callgrind", "--callgrind-out-file=/dev/null"];
+
+/// The instructions callgrind counted in `output`, a run of `cmd` under
+/// [`CALLGRIND`]; panics, showing the run, when it printed no count.
+pub fn instructions_counted(cmd: &Command, output: &Output) -> u64 {
+    stderr(output)
+        .lines()
+        .find_map(|l| l.split("Collected :").nth(1))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no instruction count\n{}", describe(cmd, output)))
+}
+
 /// Stdout as text (panics on invalid UTF-8).
 pub fn stdout(output: &Output) -> String {
     String::from_utf8(output.stdout.clone()).expect("stdout is UTF-8")
