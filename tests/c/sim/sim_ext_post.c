@@ -7,6 +7,7 @@
 #include <infiniband/verbs.h>
 #include <stdint.h>
 
+#include "../common/rc_connect.h"
 #include "check.h"
 
 #define WC_FLAGS (IBV_WC_STANDARD_FLAGS | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP | \
@@ -79,31 +80,10 @@ static void setup(struct side *s, struct ibv_device *dev, enum ibv_qp_type t)
 
 static void connect_rc(struct side *s, struct side *peer)
 {
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
-				 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-						    IBV_ACCESS_REMOTE_ATOMIC };
-	CHECK(ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-					       IBV_QP_ACCESS_FLAGS) == 0);
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_4096;
-	a.dest_qp_num = peer->qp->qp_num;
-	a.max_dest_rd_atomic = 4;
-	a.min_rnr_timer = 12;
-	a.ah_attr.dlid = peer->lid;
-	a.ah_attr.sl = 3;
-	a.ah_attr.port_num = 1;
-	CHECK(ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-					       IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-					       IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == 0);
-	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 0;
-	a.max_rd_atomic = 4;
-	CHECK(ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-					       IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-					       IBV_QP_MAX_QP_RD_ATOMIC) == 0);
+	rc_init(s->qp, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
+	struct rc_path p = { .qpn = peer->qp->qp_num, .lid = peer->lid, .sl = 3, .rd_atomic = 4,
+			     .rnr_timer = 12, .timeout = 14, .retry_cnt = 7, .rnr_retry = 0 };
+	rc_rtr_rts(s->qp, &p);
 }
 
 static uint64_t now_ns(struct ibv_context *ctx)

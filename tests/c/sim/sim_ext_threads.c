@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "../common/rc_connect.h"
 #include "check.h"
 
 #define POSTERS 4
@@ -54,23 +55,9 @@ static void setup(struct side *s, struct ibv_device *dev)
 
 static void connect_rc(struct side *s, struct side *peer)
 {
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
-				 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE };
-	CHECK(ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-					       IBV_QP_ACCESS_FLAGS) == 0);
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_4096;
-	a.dest_qp_num = peer->qp->qp_num;
-	a.ah_attr.dlid = peer->lid;
-	a.ah_attr.port_num = 1;
-	CHECK(ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-					       IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-					       IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == 0);
-	a.qp_state = IBV_QPS_RTS;
-	CHECK(ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-					       IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-					       IBV_QP_MAX_QP_RD_ATOMIC) == 0);
+	rc_init(s->qp, IBV_ACCESS_REMOTE_WRITE);
+	struct rc_path p = { .qpn = peer->qp->qp_num, .lid = peer->lid };
+	rc_rtr_rts(s->qp, &p);
 }
 
 static void *poster(void *arg)

@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../common/rc_connect.h"
 #include "check.h"
 #include "sock_io.h"
 
@@ -84,35 +85,15 @@ static struct ibv_qp *connect_qp_hold(struct side *s, int hold)
 		    peer;
 	xsend(&me, sizeof me);
 	xrecv(&peer, sizeof peer);
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
-				 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-						    IBV_ACCESS_REMOTE_ATOMIC };
-	CHECK(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-					    IBV_QP_ACCESS_FLAGS) == 0);
+	rc_init(qp, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
 	if (hold) {
 		char c;
 		xrecv(&c, 1);
 		CHECK(c == 'p');
 	}
-	memset(&a, 0, sizeof a);
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_4096;
-	a.dest_qp_num = peer.qpn;
-	a.max_dest_rd_atomic = 4;
-	a.min_rnr_timer = 12;
-	a.ah_attr.dlid = peer.lid;
-	a.ah_attr.port_num = 1;
-	CHECK(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-					    IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-					    IBV_QP_MIN_RNR_TIMER) == 0);
-	memset(&a, 0, sizeof a);
-	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.max_rd_atomic = 4;
-	CHECK(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-					    IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC) == 0);
+	struct rc_path p = { .qpn = peer.qpn, .lid = peer.lid, .rd_atomic = 4, .rnr_timer = 12,
+			     .timeout = 14, .retry_cnt = 7, .rnr_retry = 7 };
+	rc_rtr_rts(qp, &p);
 	/* The peer's addresses, for the requester. */
 	static struct addr last;
 	last = peer;
