@@ -6,7 +6,7 @@
 #define C_FIRST_DEVICE_H
 #include <infiniband/verbs.h>
 
-#include "check.h"
+#include "../sim/check.h"
 
 /* A context on the first device; the list is freed at once (an open
  * context keeps its device), so nothing but the context is left. */

@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "check.h"
+#include "../sim/check.h"
 #include "rc_connect.h"
 
 struct side {

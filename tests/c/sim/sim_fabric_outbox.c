@@ -41,6 +41,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../common/first_device.h"
 #include "../common/rc_connect.h"
 #include "check.h"
 #include "sock_io.h"
@@ -74,11 +75,7 @@ struct side {
  * unmapped) and connects an RC QP with the peer's. */
 static struct addr open_side(struct side *s, size_t len)
 {
-	struct ibv_device **list = ibv_get_device_list(NULL);
-	CHECK(list && list[0]);
-	s->ctx = ibv_open_device(list[0]);
-	CHECK(s->ctx);
-	ibv_free_device_list(list);
+	s->ctx = open_first();
 	s->pd = ibv_alloc_pd(s->ctx);
 	s->cq = ibv_create_cq(s->ctx, 2 * NMSG, NULL, NULL, 0);
 	CHECK(s->pd && s->cq);
