@@ -17,6 +17,8 @@
 //! - `symbols`: shared objects: [`dynamic_symbols`], [`real_libibverbs`].
 //! - `perftest`: perftest's two processes on the sim under the data-path
 //!   checks: [`perftest_checked`].
+//! - `skip`: a missing dependency fails the test, naming it, unless its
+//!   group is opted out by name: [`require`], [`opted_out`].
 //!
 //! Not every test file uses every helper.
 #![allow(dead_code)]
@@ -30,6 +32,7 @@ mod net;
 mod paths;
 mod perftest;
 mod run;
+mod skip;
 mod symbols;
 mod testbed;
 
@@ -52,6 +55,8 @@ pub use paths::*;
 pub use perftest::*;
 #[allow(unused_imports)]
 pub use run::*;
+#[allow(unused_imports)]
+pub use skip::*;
 #[allow(unused_imports)]
 pub use symbols::*;
 #[allow(unused_imports)]
