@@ -14,6 +14,11 @@ PACKAGES="$PACKAGES librdmacm-dev rdmacm-utils perftest qperf libfabric-bin ucx-
 PACKAGES="$PACKAGES pkg-config man-db groff-base"
 # The bench set: the tracers `make bench` compares the shim's trace with.
 PACKAGES="$PACKAGES uftrace liblttng-ust-dev lttng-tools"
+# The real-kernel test bed and `ibv-shim --vm` (crates/vm): QEMU, a static
+# busybox for the initramfs, kmod (depmod, modprobe --show-depends), iproute2
+# (ip, rdma) inside the guest. The kernel package itself is fetched on first
+# use with apt-get download into ~/.cache/ibv-shim/vm.
+PACKAGES="$PACKAGES qemu-system-x86 busybox-static kmod iproute2"
 
 missing=""
 for p in $PACKAGES; do

@@ -10,6 +10,7 @@
 //! - `sweep`: `--fault-sweep`; `fault_rules`: the shim's own rule parser.
 //! - `trace`: the `ibv-shim trace FILE...` subcommand (decoding trace files).
 //! - `merge`: `ibv-shim report merge`, one summary over many processes' reports.
+//! - `vm`: `--vm`, the same run on a real kernel RDMA stack in a micro-VM.
 
 mod environment;
 mod merge;
@@ -19,6 +20,7 @@ mod run;
 mod status;
 mod summary;
 mod sweep;
+mod vm;
 
 // The shim's `IBV_SHIM_FAULTS` grammar, compiled here too so that a wrong
 // rule is refused before the program starts.
@@ -76,7 +78,9 @@ fn launch(args: impl IntoIterator<Item = OsString>) -> i32 {
     if args.peek().is_some_and(|a| a == "report") {
         return merge::main(args.skip(1));
     }
-    let o = match options::parse(args) {
+    let args: Vec<OsString> = args.collect();
+    let in_vm = vm::strip(&args);
+    let o = match options::parse(in_vm.clone().unwrap_or(args)) {
         Ok(Command::Help) => {
             let _ = std::io::stdout()
                 .lock()
@@ -94,6 +98,15 @@ fn launch(args: impl IntoIterator<Item = OsString>) -> i32 {
                 .lock()
                 .write_all(options::DEFAULT_SUPPRESSIONS.as_bytes());
             return 0;
+        }
+        Ok(Command::Run(_)) if in_vm.is_some() => {
+            return match vm::run(in_vm.unwrap_or_default()) {
+                Ok(status) => status,
+                Err(message) => {
+                    to_stderr(&format!("ibv-shim: {message}\n"));
+                    125
+                }
+            }
         }
         Ok(Command::Run(o)) => o,
         Err(e) => {

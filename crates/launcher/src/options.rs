@@ -328,6 +328,16 @@ option sets is inherited unchanged):
                        (default: ../sim from this executable's directory,
                        made from libibv_sim.so next to it when missing or
                        older; installed: ../lib/ibv-shim/sim). Implies --sim.
+  --vm                 run on a real kernel RDMA stack instead: Debian's own
+                       kernel with Soft-RoCE (rdma_rxe, device rxe0) and the
+                       RDMA CM in a QEMU micro-VM over this machine's own
+                       files, read-only but for the current directory, which
+                       is shared writable. The launcher runs inside with the
+                       other options; output and exit status come back. Needs
+                       qemu-system-x86_64, a static busybox and kmod; the
+                       kernel package is fetched once with apt-get into
+                       ~/.cache/ibv-shim/vm (IBV_SHIM_VM_KERNEL names an
+                       unpacked one instead). Standard input is not passed.
   -q, --quiet          print no summary (errors are still printed).
   --faults RULES       make chosen verbs calls fail (checked before the program
                        starts; a wrong rule is a usage error). Sets
@@ -562,6 +572,8 @@ mod tests {
             "--library",
             "--shim",
             "--sim-dir",
+            "--vm ",
+            "IBV_SHIM_VM_KERNEL",
             "--quiet",
             "--help",
             "--version",
