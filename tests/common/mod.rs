@@ -17,6 +17,8 @@
 //! - `symbols`: shared objects: [`dynamic_symbols`], [`real_libibverbs`].
 //! - `perftest`: perftest's two processes on the sim under the data-path
 //!   checks: [`perftest_checked`].
+//! - `vm`: the real kernel RDMA stack (rxe0 in a micro-VM), one per test
+//!   binary: [`kernel_vm`], [`vm_sh`].
 //! - `skip`: a missing dependency fails the test, naming it, unless its
 //!   group is opted out by name: [`require`], [`opted_out`].
 //!
@@ -35,6 +37,7 @@ mod run;
 mod skip;
 mod symbols;
 mod testbed;
+mod vm;
 
 // A test file uses what it needs of these.
 #[allow(unused_imports)]
@@ -61,3 +64,5 @@ pub use skip::*;
 pub use symbols::*;
 #[allow(unused_imports)]
 pub use testbed::*;
+#[allow(unused_imports)]
+pub use vm::*;

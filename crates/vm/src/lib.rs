@@ -169,6 +169,8 @@ impl Job {
             quote(&mut s, v.as_bytes());
             s.push(b'\n');
         }
+        // The pid the program will have (the shell execs it).
+        s.extend_from_slice(b"echo $$ > \"${0%/*}/program.pid\"\n");
         s.extend_from_slice(b"cd ");
         quote(&mut s, self.cwd.as_os_str().as_bytes());
         s.extend_from_slice(b" || exit 126\nexec");
@@ -540,6 +542,15 @@ impl Running<'_> {
         }
     }
 
+    /// The program's pid in the guest, once its shell has started.
+    pub fn pid(&self) -> Option<u32> {
+        std::fs::read_to_string(self.dir.join("program.pid"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+
     /// Kills the job's whole process group.
     pub fn kill(&self) {
         let _ = self.vm.send(&format!("kill {}\n", self.id));
@@ -655,7 +666,7 @@ mod tests {
         let j = Job::new(["prog", "it's"]).env("A", "x y").cwd("/w d");
         assert_eq!(
             String::from_utf8(j.script()).unwrap(),
-            "export A='x y'\ncd '/w d' || exit 126\nexec 'prog' 'it'\\''s'\n"
+            "export A='x y'\necho $$ > \"${0%/*}/program.pid\"\ncd '/w d' || exit 126\nexec 'prog' 'it'\\''s'\n"
         );
     }
 
