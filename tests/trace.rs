@@ -379,6 +379,73 @@ fn a_trace_path_through_a_link_is_refused() {
     );
 }
 
+/// The decoder reads a trace file a window at a time and only a regular
+/// file: a 20 GB sparse trace (also one whose header says its drained
+/// records run to the end) is decoded in a 1 GiB address space, `/dev/zero`
+/// and a FIFO are refused by name, at once (a FIFO never hangs it).
+#[test]
+fn the_decoder_reads_in_bounded_memory_and_only_regular_files() {
+    use std::os::unix::process::CommandExt;
+    let dir = TempDir::new("trace-decoder");
+    let (mut cmd, _fabric) = command(&dir, &["exit", "1", "10"], &[]);
+    let out = run(&mut cmd);
+    assert!(out.status.success(), "{}", describe(&cmd, &out));
+    let real = trace_files(&dir).remove(0);
+    let limited = |args: &[&str], file: &Path| {
+        let mut c = Command::new(launcher());
+        c.arg("trace").args(args).arg(file);
+        // SAFETY: setrlimit is async-signal-safe; nothing else runs here.
+        unsafe {
+            c.pre_exec(|| {
+                let lim = libc::rlimit {
+                    rlim_cur: 1 << 30,
+                    rlim_max: 1 << 30,
+                };
+                if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let out = run(&mut c);
+        (out.status.code(), stdout(&out), stderr(&out))
+    };
+    let sparse = dir.join("sparse");
+    std::fs::copy(&real, &sparse).unwrap();
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&sparse)
+        .unwrap();
+    f.set_len(20 << 30).unwrap();
+    let (code, out, err) = limited(&["--stats"], &sparse);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("ibv_get_device_name "), "{out}");
+    // The header's drained end moved to the file's end: zeros, not records.
+    use std::os::unix::fs::FileExt;
+    f.write_at(&(20u64 << 30).to_le_bytes(), 56).unwrap();
+    let (code, out, err) = limited(&[], &sparse);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(lines_of(&out, "ibv_get_device_name"), 10, "{out}");
+    assert!(err.contains("the rest of it was not read"), "{err}");
+
+    let (code, _, err) = limited(&[], Path::new("/dev/zero"));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("/dev/zero: a character device, not a regular file; refused"),
+        "{err}"
+    );
+    let fifo = dir.join("fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let (code, _, err) = limited(&[], &fifo);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("fifo: a FIFO, not a regular file; refused"),
+        "{err}"
+    );
+}
+
 /// Tracing does not put debug lines in the text log: it keeps its level.
 #[test]
 fn tracing_leaves_the_text_log_at_its_level() {
