@@ -36,6 +36,9 @@ pub static FD_INO: AtomicU64 = AtomicU64::new(0);
 /// Bumped in a forked child: a ring claimed before the fork is the
 /// parent's.
 static GENERATION: AtomicU32 = AtomicU32::new(1);
+/// The trace file's path (the one made: `PATH.<pid>` when the asked one
+/// was taken), for reopening it; a leaked C string, null before `open`.
+static PATH: AtomicPtr<libc::c_char> = AtomicPtr::new(std::ptr::null_mut());
 
 const NO_RING: u32 = u32::MAX;
 
@@ -128,18 +131,28 @@ pub fn open() -> bool {
     let Some(template) = cfg.file.as_ref() else {
         return false;
     };
-    let path = crate::config::expand_pid(template);
-    let (fd, id) = match crate::files::create_trace(&path) {
+    let asked = crate::config::expand_pid(template);
+    let made = match crate::files::create_trace(&asked) {
         Ok(v) => v,
         Err(e) => {
             crate::log!(
                 crate::log::Level::Error,
                 "IBV_SHIM_TRACE={}: {e}; not tracing",
-                path.to_string_lossy()
+                asked.to_string_lossy()
             );
             return false;
         }
     };
+    let (fd, id) = (made.fd, made.id);
+    let path = made.path;
+    if let Some(why) = &made.instead {
+        crate::log!(
+            crate::log::Level::Warn,
+            "IBV_SHIM_TRACE={}: {why}; tracing to {} instead",
+            asked.to_string_lossy(),
+            path.to_string_lossy()
+        );
+    }
     let slots = cfg.slots;
     let size = trace_format::ring_bytes(slots);
     let len = trace_format::rings_end(config::RINGS, slots);
@@ -162,8 +175,12 @@ pub fn open() -> bool {
     };
     if base == libc::MAP_FAILED {
         let e = std::io::Error::last_os_error();
-        // SAFETY: our own descriptor, not handed out.
-        unsafe { libc::close(fd) };
+        // SAFETY: our own descriptor, not handed out; the path is the file
+        // just made, with no header yet (left, it would be no trace).
+        unsafe {
+            libc::unlink(path.as_ptr());
+            libc::close(fd);
+        }
         crate::log!(
             crate::log::Level::Error,
             "IBV_SHIM_TRACE={}: cannot map {len} bytes: {e}; not tracing",
@@ -205,6 +222,9 @@ pub fn open() -> bool {
         .store(len as u64, Ordering::Relaxed);
     FD_DEV.store(id.dev, Ordering::Relaxed);
     FD_INO.store(id.ino, Ordering::Relaxed);
+    // Kept for the life of the process (a forked child's own trace leaks
+    // its parent's few bytes).
+    PATH.store(path.into_raw(), Ordering::Release);
     FD.store(fd, Ordering::Relaxed);
     SIZE.store(size, Ordering::Relaxed);
     LEN.store(len, Ordering::Relaxed);
@@ -227,6 +247,13 @@ pub fn store_clock(m: &Mapping) {
     m.word(header::MONO0).store(m0, Ordering::Relaxed);
     m.word(header::TSC1).store(t1, Ordering::Relaxed);
     m.word(header::MONO1).store(m1, Ordering::Relaxed);
+}
+
+/// The trace file's path, once it is made.
+pub fn path() -> Option<&'static std::ffi::CStr> {
+    let p = PATH.load(Ordering::Acquire);
+    // SAFETY: a C string leaked by `open`, never freed.
+    (!p.is_null()).then(|| unsafe { std::ffi::CStr::from_ptr(p) })
 }
 
 /// Is `FD` still the trace file? (Daemons close every descriptor and the

@@ -273,18 +273,39 @@ fn drain_ring(m: &Mapping, ring: usize) -> bool {
     true
 }
 
+/// Set while a thread reopens the trace file (two reopening at once
+/// would leak a descriptor).
+static REOPENING: AtomicBool = AtomicBool::new(false);
+
 /// The trace file's descriptor, reopened by path if the program closed
-/// it; `None` when the path no longer is the same file.
+/// it; `None` when the path no longer is the same file (or another thread
+/// is reopening it and has not finished).
 pub fn descriptor() -> Option<i32> {
-    let fd = ring::FD.load(Ordering::Relaxed);
+    let fd = ring::FD.load(Ordering::Acquire);
     if fd >= 0 && ring::fd_is_ours(fd) {
         return Some(fd);
     }
-    let template = super::config::get().file.as_ref()?;
-    let path = crate::config::expand_pid(template);
-    let fd = crate::files::reopen_trace(&path).ok()?;
+    for _ in 0..1000 {
+        if !REOPENING.swap(true, Ordering::Acquire) {
+            let fd = reopen();
+            REOPENING.store(false, Ordering::Release);
+            return fd;
+        }
+        // SAFETY: sched_yield has no preconditions.
+        unsafe { libc::sched_yield() };
+    }
+    None
+}
+
+fn reopen() -> Option<i32> {
+    // Another thread reopened it meanwhile.
+    let fd = ring::FD.load(Ordering::Acquire);
+    if fd >= 0 && ring::fd_is_ours(fd) {
+        return Some(fd);
+    }
+    let fd = crate::files::reopen_trace(ring::path()?).ok()?;
     if ring::fd_is_ours(fd) {
-        ring::FD.store(fd, Ordering::Relaxed);
+        ring::FD.store(fd, Ordering::Release);
         Some(fd)
     } else {
         // SAFETY: the descriptor just opened, not handed out.
@@ -301,6 +322,7 @@ pub fn after_fork_in_child() {
     WAITERS.store(0, Ordering::Relaxed);
     ALLOCATED.store(0, Ordering::Relaxed);
     ALLOCATING.store(false, Ordering::Relaxed);
+    REOPENING.store(false, Ordering::Relaxed);
 }
 
 /// Records lost so far: rings full, and no ring free.

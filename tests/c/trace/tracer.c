@@ -12,7 +12,12 @@
  * opens files until one gets each number, then makes the calls; "fork"
  * forks after the calls, and the child makes CALLS calls of
  * ibv_get_device_guid and exits; "serial" runs the THREADS threads one
- * after another (each exits before the next starts), any number of them.
+ * after another (each exits before the next starts), any number of them;
+ * "exec" forks after the
+ * calls and the child execs this program as "tracer exit 1 CALLS" (same
+ * environment, so the same trace path), while the parent calls
+ * ibv_get_device_name until the child has exited and prints "parent
+ * calls N" (N those calls).
  * With $TRACER_OBJECTS set, before closing the device: a PD, an MR, a CQ
  * and an RC QP made, the QP moved to INIT, the MR's access changed
  * (ibv_rereg_mr), and all destroyed.
@@ -151,6 +156,24 @@ int main(int argc, char **argv)
         if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
             return 3;
         ibv_get_device_name(dev);
+    }
+    if (!strcmp(mode, "exec")) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            char n[32];
+            snprintf(n, sizeof n, "%ld", calls);
+            execl("/proc/self/exe", "tracer", "exit", "1", n, (char *)NULL);
+            _exit(127);
+        }
+        long made = 0;
+        int status;
+        while (waitpid(pid, &status, WNOHANG) == 0) {
+            ibv_get_device_name(dev);
+            made++;
+        }
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            return 3;
+        printf("parent calls %ld\n", made);
     }
     if (getenv("TRACER_OBJECTS") && objects())
         return 4;
