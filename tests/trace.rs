@@ -568,6 +568,94 @@ fn planted_trace_and_log_files_are_refused_and_left_as_they_are() {
     );
 }
 
+/// A full disk (the trace on a 64 KiB tmpfs, in a private mount
+/// namespace): the program runs on and exits normally, never SIGBUS (the
+/// mapping is only ever touched where file space is allocated); the shim
+/// says once that the trace stopped for want of space, counts what it
+/// dropped, and the file decodes.
+#[test]
+fn a_full_disk_stops_the_trace_not_the_program() {
+    let Some(()) = require("root", root()) else {
+        return;
+    };
+    for (size, threads, calls, full) in [
+        ("64k", "3", "20000", "drop"),
+        ("64k", "3", "20000", "block"),
+        ("6m", "3", "100000", "drop"),
+    ] {
+        let dir = TempDir::new("trace-full");
+        let mnt = dir.join("mnt");
+        std::fs::create_dir(&mnt).unwrap();
+        let (cmd, _fabric) = command(
+            &dir,
+            &["exit", threads, calls],
+            &[("IBV_SHIM_TRACE_FULL", full)],
+        );
+        let mut sh = Command::new("unshare");
+        sh.args(["-m", "--propagation", "private", "sh", "-c"])
+            .arg(format!(
+                "mount -t tmpfs -o size={size} ibv-trace-full \"$1\" && shift && \"$@\"; \
+                 rc=$?; cp \"$0\"/t.* \"$0\"/..; exit $rc"
+            ))
+            .arg(&mnt)
+            .arg(&mnt)
+            .arg(cmd.get_program())
+            .args(cmd.get_args());
+        for (k, v) in cmd.get_envs() {
+            match v {
+                Some(v) => sh.env(k, v),
+                None => sh.env_remove(k),
+            };
+        }
+        sh.env("IBV_SHIM_TRACE", mnt.join("t.%p"));
+        let out = run(&mut sh);
+        assert!(out.status.success(), "{}", describe(&sh, &out));
+        let err = stderr(&out);
+        assert!(
+            err.contains("trace stopped: no space (No space left on device"),
+            "{size} {full}: {err}"
+        );
+        assert!(err.contains("records lost"), "{err}");
+        let files = trace_files(&dir);
+        assert_eq!(files.len(), 1, "{files:?}");
+        let decoded = decode(&["--stats"], &files);
+        assert!(
+            stderr(&decoded).contains("records lost"),
+            "{}",
+            stderr(&decoded)
+        );
+    }
+}
+
+/// The largest rings (`IBV_SHIM_TRACE_SLOTS=1048576`, 128 MiB each) take
+/// file space as they fill, not whole when a thread first records: five
+/// threads' few calls take a few MiB of disk (a MiB per ring), not 640.
+#[test]
+fn a_large_ring_takes_disk_only_as_it_fills() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = TempDir::new("trace-large");
+    let (mut cmd, _fabric) = command(
+        &dir,
+        &["exit", "4", "100"],
+        &[("IBV_SHIM_TRACE_SLOTS", "1048576")],
+    );
+    let out = run(&mut cmd);
+    assert!(out.status.success(), "{}", describe(&cmd, &out));
+    let files = trace_files(&dir);
+    assert_eq!(stats(&files)["ibv_get_device_name"].0, 400);
+    let m = std::fs::metadata(&files[0]).unwrap();
+    assert!(
+        m.len() > 8 << 30,
+        "the file's size is its 64 rings: {}",
+        m.len()
+    );
+    let used = m.blocks() * 512;
+    assert!(
+        used < 32 << 20,
+        "{used} bytes of disk for 5 rings' few records"
+    );
+}
+
 /// The decoder reads a trace file a window at a time and only a regular
 /// file: a 20 GB sparse trace (also one whose header says its drained
 /// records run to the end) is decoded in a 1 GiB address space, `/dev/zero`

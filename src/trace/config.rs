@@ -3,7 +3,8 @@
 //! `IBV_SHIM_TRACE=FILE` (`%p` = pid) turns binary tracing on;
 //! `IBV_SHIM_TRACE_FULL=drop|block` is what a full ring does;
 //! `IBV_SHIM_TRACE_SLOTS=N` sizes each thread's ring (N x 128 bytes, a
-//! power of two; a device verb's record takes about 80); `IBV_SHIM_TRACE_CLOCK=monotonic` times calls with CLOCK_MONOTONIC
+//! power of two; a device verb's record takes about 80; its file space is
+//! allocated as it fills); `IBV_SHIM_TRACE_CLOCK=monotonic` times calls with CLOCK_MONOTONIC
 //! even where the TSC could be used (`tsc`, the default, uses it when it
 //! is invariant and the kernel's clocksource). Like the other path options, `IBV_SHIM_TRACE` is made absolute at
 //! load and ignored in secure-execution mode.

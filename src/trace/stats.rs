@@ -178,11 +178,15 @@ pub fn summary() {
         if full + no_ring > 0 {
             crate::log!(
                 Level::Warn,
-                "trace: {} records lost ({full} to full rings (IBV_SHIM_TRACE_FULL={}), {no_ring} with \
-                 no ring to write to (more than {} threads at once, or a call from a signal handler \
-                 in the middle of a record))",
+                "trace: {} records lost ({full} to full rings or a full disk \
+                 (IBV_SHIM_TRACE_FULL={}), {no_ring} with no ring to write to (more than {} \
+                 threads at once, or a call from a signal handler in the middle of a record))",
                 full + no_ring,
-                if super::config::get().block { "block" } else { "drop" },
+                if super::config::get().block {
+                    "block"
+                } else {
+                    "drop"
+                },
                 super::config::RINGS
             );
         }

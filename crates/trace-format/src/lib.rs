@@ -95,6 +95,13 @@ pub mod ring {
     /// head when a record last started a lap): the writer copies a ring
     /// out in two pieces around it.
     pub const WRAP: usize = 32;
+    /// Bytes of the ring, from its start, whose file space is allocated
+    /// (the shim's own use: it writes a record only there, and allocates
+    /// more as the ring fills; readers find zeros past it).
+    pub const ALLOC: usize = 40;
+    /// The position up to which the ring's writer may write with no other
+    /// check (the shim's own use).
+    pub const LIMIT: usize = 48;
 }
 /// The most slots a ring has (`IBV_SHIM_TRACE_SLOTS`' limit): a header
 /// that says more is damaged.
