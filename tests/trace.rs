@@ -627,6 +627,38 @@ fn a_full_disk_stops_the_trace_not_the_program() {
     }
 }
 
+/// `block` mode past the rings' number: 200 threads live at once, each
+/// holding the trace (64 rings) until all have made their calls: every
+/// record is kept (the threads beyond share rings), none lost.
+#[test]
+fn more_threads_than_rings_lose_nothing_in_blocking_mode() {
+    let dir = TempDir::new("trace-many");
+    let (mut cmd, _fabric) = command(
+        &dir,
+        &["together", "200", "100"],
+        &[
+            ("IBV_SHIM_TRACE_SLOTS", "64"),
+            ("IBV_SHIM_TRACE_FULL", "block"),
+        ],
+    );
+    let out = run(&mut cmd);
+    assert!(out.status.success(), "{}", describe(&cmd, &out));
+    assert!(!stderr(&out).contains("lost"), "{}", stderr(&out));
+    let files = trace_files(&dir);
+    let decoded = decode(&[], &files);
+    assert!(stderr(&decoded).is_empty(), "{}", stderr(&decoded));
+    let text = stdout(&decoded);
+    assert_eq!(lines_of(&text, "ibv_get_device_name"), 20_000);
+    let mut tids: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains(" ibv_get_device_name("))
+        .filter_map(|l| l.split_whitespace().nth(2))
+        .collect();
+    tids.sort_unstable();
+    tids.dedup();
+    assert_eq!(tids.len(), 200, "each thread's calls under its own id");
+}
+
 /// The largest rings (`IBV_SHIM_TRACE_SLOTS=1048576`, 128 MiB each) take
 /// file space as they fill, not whole when a thread first records: five
 /// threads' few calls take a few MiB of disk (a MiB per ring), not 640.

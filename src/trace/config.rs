@@ -15,7 +15,8 @@ use std::os::unix::ffi::OsStrExt;
 use once_cell::sync::Lazy;
 
 /// Rings in a trace file: threads tracing at once (a ring is handed on
-/// when its thread exits).
+/// when its thread exits); in `block` mode the last `ring::SHARED_RINGS`
+/// are shared by the threads past the rest.
 pub const RINGS: usize = 64;
 /// 1 MiB a ring (the 256-byte slots' size before): about 13,000 device verb records.
 const DEFAULT_SLOTS: usize = 8192;

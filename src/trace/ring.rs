@@ -8,7 +8,11 @@
 //! 80 bytes for a device verb, not a 256-byte slot): the writer copies a
 //! ring out in at most two pieces, and a ring's lines are each written
 //! once per lap. The writer thread only reads below the head and advances
-//! the tail. A thread that exits hands its ring on.
+//! the tail. A thread that exits hands its ring on. In `block` mode the
+//! last SHARED_RINGS rings are no thread's: a thread that finds every
+//! other ring taken writes to one of them, taking turns with the others
+//! under the ring's busy word (a lock then), so no record is lost to the
+//! number of threads.
 //!
 //! The mapping covers the whole file, but only file space that is
 //! allocated is ever touched: the header at open, a ring as it fills
@@ -24,7 +28,7 @@ use std::sync::atomic::{
 
 use trace_format::{
     header, ring as meta, slot, FLAG_TRUNCATED, HEADER_SIZE, RECORD_MAX, RING_META_SIZE, RING_UNIT,
-    SLOT_TEXT, TEXT_MAX,
+    SHARED_OWNER, SLOT_TEXT, TEXT_MAX,
 };
 
 use super::config;
@@ -45,8 +49,15 @@ static GENERATION: AtomicU32 = AtomicU32::new(1);
 /// The trace file's path (the one made: `PATH.<pid>` when the asked one
 /// was taken), for reopening it; a leaked C string, null before `open`.
 static PATH: AtomicPtr<libc::c_char> = AtomicPtr::new(std::ptr::null_mut());
+/// Rings handed on so far: a thread on a shared ring tries for one of its
+/// own again when this moves.
+static RELEASED: AtomicU32 = AtomicU32::new(0);
 
 const NO_RING: u32 = u32::MAX;
+/// Rings threads share in `block` mode (the last ones).
+pub const SHARED_RINGS: usize = 4;
+/// A claim's ring bit: a shared ring, taken per record.
+const GUEST: u32 = 1 << 31;
 /// How much of a ring's file space `grow` allocates at a time: the
 /// default ring (1 MiB) whole at its first record, as its pages were
 /// faulted in before; a larger one as it fills.
@@ -60,15 +71,20 @@ struct Claim {
     /// The thread's id, read when it claims the ring (one thread-local
     /// access per record rather than two).
     tid: Cell<u32>,
+    /// `RELEASED` when a thread on a shared ring last looked for its own.
+    released: Cell<u32>,
 }
 
 impl Drop for Claim {
     fn drop(&mut self) {
-        if self.ring.get() != NO_RING && self.generation.get() == GENERATION.load(Ordering::Relaxed)
+        let ring = self.ring.get();
+        if ring != NO_RING
+            && ring & GUEST == 0
+            && self.generation.get() == GENERATION.load(Ordering::Relaxed)
         {
             if let Some(m) = mapping() {
-                m.owner(self.ring.get() as usize)
-                    .store(0, Ordering::Release);
+                m.owner(ring as usize).store(0, Ordering::Release);
+                RELEASED.fetch_add(1, Ordering::Release);
             }
         }
     }
@@ -80,6 +96,7 @@ thread_local! {
             generation: Cell::new(0),
             ring: Cell::new(NO_RING),
             tid: Cell::new(0),
+            released: Cell::new(0),
         }
     };
 }
@@ -228,6 +245,11 @@ pub fn open() -> bool {
         put32(header::SLOT_SIZE, RING_UNIT as u32);
         put32(header::POLICY, cfg.block as u32);
     }
+    if cfg.block {
+        for r in config::RINGS - SHARED_RINGS..config::RINGS {
+            m.owner(r).store(SHARED_OWNER, Ordering::Relaxed);
+        }
+    }
     m.word(header::REALTIME_NS).store(
         crate::log::clock_ns(libc::CLOCK_REALTIME),
         Ordering::Relaxed,
@@ -328,8 +350,9 @@ pub fn fd_is_ours(fd: i32) -> bool {
         })
 }
 
-/// This thread's ring and id, the ring claimed on its first record;
-/// `None` when every ring is taken or during the thread's own exit.
+/// This thread's ring and id, the ring claimed on its first record (with
+/// the GUEST bit: a shared ring, see `Busy::enter`); `None` when every
+/// ring is taken or during the thread's own exit.
 ///
 /// A thread first tries ring `tid % RINGS` (where `claim` starts): its
 /// owner word says whether it is this thread's, with no thread-local
@@ -359,10 +382,24 @@ fn claimed_ring(base: *mut u8, size: usize) -> u64 {
     let generation = GENERATION.load(Ordering::Relaxed);
     CLAIM
         .try_with(|c| {
-            if c.generation.get() != generation || c.ring.get() == NO_RING {
-                let ring = claim(&m)?;
+            let ring = c.ring.get();
+            if c.generation.get() != generation
+                || ring == NO_RING
+                || (ring & GUEST != 0 && RELEASED.load(Ordering::Relaxed) != c.released.get())
+            {
+                // Read before looking: a ring handed on meanwhile is seen
+                // by the next record.
+                c.released.set(RELEASED.load(Ordering::Acquire));
+                let ring = match claim(&m) {
+                    Some(r) => r as u32,
+                    None if super::config::get().block => {
+                        let tid = crate::thread::tid() as u32;
+                        (config::RINGS - SHARED_RINGS + tid as usize % SHARED_RINGS) as u32 | GUEST
+                    }
+                    None => return None,
+                };
                 c.generation.set(generation);
-                c.ring.set(ring as u32);
+                c.ring.set(ring);
                 // A forked child claims anew: its own id.
                 c.tid.set(crate::thread::tid() as u32);
             }
@@ -373,16 +410,23 @@ fn claimed_ring(base: *mut u8, size: usize) -> u64 {
         .unwrap_or(NONE)
 }
 
-/// A ring's busy word held while its owner writes a record; `enter` is
+/// A ring's busy word held while a record is written there; `enter` is
 /// `None` when a record of this thread is being written there already (a
-/// signal handler's call in the middle of one). Only the owner (and its
-/// signal handlers) touch the word: the compiler fences keep the record's
-/// stores between the two. Dropped also by a panic in a Display impl.
+/// signal handler's call in the middle of one). On a thread's own ring
+/// only the owner (and its signal handlers) touch the word: the compiler
+/// fences keep the record's stores between the two. On a shared ring
+/// (`ring` has the GUEST bit) it is a lock holding the writer's id, taken
+/// by CAS (`lock_shared`). Dropped also by a panic in a Display impl; the
+/// release store (a plain store on x86) ends either.
 struct Busy<'a>(&'a AtomicU32);
 
 impl<'a> Busy<'a> {
     #[inline(always)]
-    fn enter(m: &'a Mapping, ring: usize) -> Option<Busy<'a>> {
+    fn enter(m: &'a Mapping, ring: usize, tid: u32) -> Option<Busy<'a>> {
+        if ring as u32 & GUEST != 0 {
+            let busy = m.busy(ring & !(GUEST as usize));
+            return lock_shared(busy, tid).then_some(Busy(busy));
+        }
         let busy = m.busy(ring);
         if busy.load(Ordering::Relaxed) != 0 {
             return None;
@@ -397,7 +441,37 @@ impl Drop for Busy<'_> {
     #[inline(always)]
     fn drop(&mut self) {
         compiler_fence(Ordering::SeqCst);
-        self.0.store(0, Ordering::Relaxed);
+        self.0.store(0, Ordering::Release);
+    }
+}
+
+/// Takes a shared ring's lock for thread `tid`: `false` when this thread
+/// holds it already (a signal handler's call in the middle of its record)
+/// or it stays taken for BLOCK_LIMIT (a holder that cannot go on: the
+/// record is dropped and counted rather than the program hung).
+#[cold]
+#[inline(never)]
+fn lock_shared(busy: &AtomicU32, tid: u32) -> bool {
+    let me = tid.max(1);
+    let mut spins = 0u32;
+    let mut since = None;
+    loop {
+        match busy.compare_exchange_weak(0, me, Ordering::Acquire, Ordering::Relaxed) {
+            Ok(_) => return true,
+            Err(held) if held == me => return false,
+            Err(_) => {}
+        }
+        spins += 1;
+        if spins < 100 {
+            std::hint::spin_loop();
+            continue;
+        }
+        let since = *since.get_or_insert_with(std::time::Instant::now);
+        if since.elapsed() > super::writer::BLOCK_LIMIT {
+            return false;
+        }
+        // SAFETY: sched_yield has no preconditions.
+        unsafe { libc::sched_yield() };
     }
 }
 
@@ -408,10 +482,10 @@ fn with_my_ring(m: &Mapping, write: impl FnOnce(usize, u32)) -> bool {
     let Some((ring, tid)) = my_ring(m) else {
         return false;
     };
-    let Some(_busy) = Busy::enter(m, ring) else {
+    let Some(_busy) = Busy::enter(m, ring, tid) else {
         return false;
     };
-    write(ring, tid);
+    write(ring & !(GUEST as usize), tid);
     true
 }
 
@@ -560,9 +634,10 @@ pub fn record_bin(
     let Some((ring, tid)) = my_ring(&m) else {
         return lost(&m);
     };
-    let Some(_busy) = Busy::enter(&m, ring) else {
+    let Some(_busy) = Busy::enter(&m, ring, tid) else {
         return lost(&m);
     };
+    let ring = ring & !(GUEST as usize);
     write_with(
         &m,
         ring,

@@ -24,7 +24,7 @@ static BROKEN: AtomicBool = AtomicBool::new(false);
 /// How long a producer in `block` mode waits for room before it drops the
 /// record (and counts it): a writer that cannot make progress must not
 /// hang the program.
-const BLOCK_LIMIT: Duration = Duration::from_secs(10);
+pub const BLOCK_LIMIT: Duration = Duration::from_secs(10);
 
 /// The file system holding the trace is full: no more space is asked for
 /// (a ring no longer grows, a copy-out that failed is not waited for in

@@ -103,6 +103,10 @@ pub mod ring {
     /// check (the shim's own use).
     pub const LIMIT: usize = 48;
 }
+/// The owner word of a ring that threads share (`block` mode: threads
+/// beyond the rings' number take turns on these, under the ring's busy
+/// word); never a thread id.
+pub const SHARED_OWNER: u32 = u32::MAX;
 /// The most slots a ring has (`IBV_SHIM_TRACE_SLOTS`' limit): a header
 /// that says more is damaged.
 pub const SLOTS_MAX: usize = 1 << 20;

@@ -13,7 +13,9 @@
  * forks after the calls, and the child makes CALLS calls of
  * ibv_get_device_guid and exits; "serial" runs the THREADS threads one
  * after another (each exits before the next starts), any number of them;
- * "exec" forks after the
+ * "together" runs the THREADS threads (up to 512) all at once, each
+ * making its calls and then waiting for all the others before it exits
+ * (every one holds a trace ring at the same time); "exec" forks after the
  * calls and the child execs this program as "tracer exit 1 CALLS" (same
  * environment, so the same trace path), while the parent calls
  * ibv_get_device_name until the child has exited and prints "parent
@@ -35,6 +37,7 @@
 static struct ibv_device *dev;
 static struct ibv_context *ctx;
 static long calls, fails;
+static pthread_barrier_t all_made;
 
 static void *worker(void *arg)
 {
@@ -47,6 +50,14 @@ static void *worker(void *arg)
         if (ibv_query_gid(ctx, 99, 0, &gid) == 0)
             abort();
     }
+    return NULL;
+}
+
+/* worker, then wait until every thread has made its calls. */
+static void *worker_together(void *arg)
+{
+    worker(arg);
+    pthread_barrier_wait(&all_made);
     return NULL;
 }
 
@@ -121,6 +132,18 @@ int main(int argc, char **argv)
             pthread_create(&one, NULL, worker, NULL);
             pthread_join(one, NULL);
         }
+        threads = 0;
+    }
+    if (!strcmp(mode, "together")) {
+        static pthread_t many[512];
+        if (threads > 512)
+            threads = 512;
+        pthread_barrier_init(&all_made, NULL, threads);
+        for (int i = 0; i < threads; i++)
+            if (pthread_create(&many[i], NULL, worker_together, NULL))
+                return 5;
+        for (int i = 0; i < threads; i++)
+            pthread_join(many[i], NULL);
         threads = 0;
     }
     pthread_t t[64];
