@@ -13,6 +13,15 @@
 //! - files the shim writes are never reached through a symbolic link
 //!   (`O_NOFOLLOW`), are created mode 0600 (reports and logs hold heap
 //!   addresses) and are close-on-exec;
+//! - a file found at such a path (the shim did not create it) is used only
+//!   if it is a regular file owned by the effective user and not writable
+//!   by group or others: one planted by someone else in a shared directory
+//!   is refused, never written, never changed;
+//! - the trace file, which is mapped shared, is never truncated: it is
+//!   created `O_EXCL`, locked (`flock`) for the life of its process, and
+//!   a trace found at its path is replaced (unlinked, made anew) only when
+//!   no live process holds it; otherwise the process traces to
+//!   `PATH.<pid>` (see [`create_trace`]);
 //! - the JSON report is written to an unpredictable temporary created with
 //!   `O_EXCL` beside its target, then renamed over it;
 //! - what the shim reads has a size limit.
@@ -150,59 +159,247 @@ fn open_regular(path: &CStr, flags: i32) -> io::Result<(Fd, Identity)> {
     Ok((fd, id))
 }
 
-/// Opens (creating it, mode 0600) the log file for appending. Refuses a
-/// symbolic link and anything but a regular file; never blocks. Returns
-/// the descriptor (the caller keeps it for the life of the process) and
-/// its identity.
-pub fn open_log(path: &CStr) -> io::Result<(i32, Identity)> {
-    let (fd, id) = open_regular(
-        path,
-        libc::O_WRONLY
-            | libc::O_CREAT
-            | libc::O_APPEND
-            | libc::O_CLOEXEC
-            | libc::O_NOFOLLOW
-            | libc::O_NONBLOCK
-            | libc::O_NOCTTY,
-    )?;
-    let raw = fd.0;
-    std::mem::forget(fd);
-    Ok((raw, id))
+/// Is a file found at a path the shim writes (one it did not create)
+/// fit to write? Only a regular file of the effective user that neither
+/// group nor others may write: anything else may be someone else's, who
+/// could read the shim's output or write into it.
+fn check_found(st: &libc::stat) -> io::Result<()> {
+    if !is_regular(st) {
+        return Err(not_regular(st.st_mode));
+    }
+    // SAFETY: geteuid cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    if st.st_uid != euid {
+        return Err(refused(&format!(
+            "a file owned by uid {}, not by this process's user (uid {euid}); refused",
+            st.st_uid
+        )));
+    }
+    if st.st_mode & 0o022 != 0 {
+        return Err(refused(&format!(
+            "mode {:04o}: writable by group or others; refused",
+            st.st_mode & 0o7777
+        )));
+    }
+    Ok(())
 }
 
-/// Creates (truncating, mode 0600) the binary trace file, open read-write
-/// for its shared mapping; refuses a symbolic link and anything but a
-/// regular file. The descriptor is numbered out of the program's way.
-pub fn create_trace(path: &CStr) -> io::Result<(i32, Identity)> {
-    let (fd, id) = open_regular(
-        path,
-        libc::O_RDWR
-            | libc::O_CREAT
-            | libc::O_TRUNC
-            | libc::O_CLOEXEC
-            | libc::O_NOFOLLOW
-            | libc::O_NONBLOCK
-            | libc::O_NOCTTY,
-    )?;
-    // SAFETY: fcntl on our own open descriptor; no pointers.
-    let high = unsafe { libc::fcntl(fd.0, libc::F_DUPFD_CLOEXEC, 100) };
-    if high >= 0 {
-        drop(fd);
-        return Ok((high, id));
+/// Creates `path` with `flags | O_CREAT | O_EXCL` (mode 0600): `Ok(None)`
+/// when something is there already.
+fn create_new(path: &CStr, flags: i32) -> io::Result<Option<(Fd, Identity)>> {
+    match open(path, flags | libc::O_CREAT | libc::O_EXCL, 0o600) {
+        Ok(fd) => {
+            let st = fstat(fd.0)?;
+            let id = Identity {
+                dev: st.st_dev,
+                ino: st.st_ino,
+            };
+            Ok(Some((fd, id)))
+        }
+        Err(e) if e.raw_os_error() == Some(libc::EEXIST) => Ok(None),
+        Err(e) => Err(e),
     }
-    let raw = fd.0;
-    std::mem::forget(fd);
-    Ok((raw, id))
+}
+
+/// Opens (creating it, mode 0600) the log file for appending. Refuses a
+/// symbolic link, anything but a regular file, and a file found there that
+/// is not the effective user's own or that group or others may write
+/// (`check_found`); never blocks. Returns the descriptor (the caller keeps
+/// it for the life of the process) and its identity.
+pub fn open_log(path: &CStr) -> io::Result<(i32, Identity)> {
+    let flags = libc::O_WRONLY
+        | libc::O_APPEND
+        | libc::O_CLOEXEC
+        | libc::O_NOFOLLOW
+        | libc::O_NONBLOCK
+        | libc::O_NOCTTY;
+    // A file removed between the two opens: try again, a few times.
+    for _ in 0..4 {
+        if let Some(st) = stat(path, false)? {
+            if st.st_mode & libc::S_IFMT == libc::S_IFLNK {
+                return Err(refused("a symbolic link; refused (not followed)"));
+            }
+        }
+        if let Some((fd, id)) = create_new(path, flags)? {
+            let raw = fd.0;
+            std::mem::forget(fd);
+            return Ok((raw, id));
+        }
+        let (fd, _) = match open_regular(path, flags) {
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue,
+            r => r?,
+        };
+        let st = fstat(fd.0)?;
+        check_found(&st)?;
+        let id = Identity {
+            dev: st.st_dev,
+            ino: st.st_ino,
+        };
+        let raw = fd.0;
+        std::mem::forget(fd);
+        return Ok((raw, id));
+    }
+    Err(refused(
+        "created and removed by someone else meanwhile; refused",
+    ))
+}
+
+/// The trace file the shim made: its descriptor (read-write, locked, out
+/// of the program's way), identity and path, and why that path is not the
+/// one asked for, when it is not.
+pub struct Trace {
+    pub fd: i32,
+    pub id: Identity,
+    pub path: CString,
+    pub instead: Option<String>,
+}
+
+/// Creates the binary trace file, mode 0600, for its shared mapping,
+/// never truncating a file: another process may have it mapped (a
+/// truncated mapping kills its process with SIGBUS at its next record).
+///
+/// The file is created `O_CREAT | O_EXCL | O_NOFOLLOW` and locked
+/// (`flock`, held while the descriptor is, so by the live process that
+/// traces into it, dropped by the kernel when it ends) before its header
+/// is written. A file found at the path is replaced (unlinked, created
+/// anew) only when it is a trace (its magic), the effective user's with no
+/// group or other write, and no one holds its lock: a finished run's
+/// trace. Otherwise (a live process's trace, as when a traced program
+/// execs another or two programs share the path; a link; a file of
+/// someone else's or not a trace) it is left as it is and the process
+/// traces to `PATH.<pid>`, the caller saying so with `instead`'s reason.
+pub fn create_trace(path: &CStr) -> io::Result<Trace> {
+    let why = match create_trace_at(path)? {
+        Ok((fd, id)) => {
+            return Ok(Trace {
+                fd,
+                id,
+                path: path.to_owned(),
+                instead: None,
+            })
+        }
+        Err(why) => why,
+    };
+    let mut derived = path.to_bytes().to_vec();
+    // SAFETY: getpid cannot fail.
+    derived.extend_from_slice(format!(".{}", unsafe { libc::getpid() }).as_bytes());
+    let derived = CString::new(derived).expect("no NUL: a C string and digits");
+    match create_trace_at(&derived)? {
+        Ok((fd, id)) => Ok(Trace {
+            fd,
+            id,
+            path: derived,
+            instead: Some(why),
+        }),
+        Err(also) => Err(refused(&format!(
+            "{why}; and {}: {also}",
+            derived.to_string_lossy()
+        ))),
+    }
+}
+
+/// `create_trace` at one path: the descriptor, or why the path is taken.
+fn create_trace_at(path: &CStr) -> io::Result<Result<(i32, Identity), String>> {
+    let flags =
+        libc::O_RDWR | libc::O_CLOEXEC | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY;
+    for _ in 0..4 {
+        if let Some((fd, id)) = create_new(path, flags)? {
+            // Locked before the header (the magic) is written: a process
+            // that finds the magic finds the lock held.
+            // SAFETY: flock on our own descriptor.
+            unsafe { libc::flock(fd.0, libc::LOCK_EX | libc::LOCK_NB) };
+            // SAFETY: fcntl on our own open descriptor; no pointers.
+            let high = unsafe { libc::fcntl(fd.0, libc::F_DUPFD_CLOEXEC, 100) };
+            if high >= 0 {
+                // The lock belongs to the open file, which the copy shares.
+                drop(fd);
+                return Ok(Ok((high, id)));
+            }
+            let raw = fd.0;
+            std::mem::forget(fd);
+            return Ok(Ok((raw, id)));
+        }
+        match stale_trace(path)? {
+            Stale::Removed | Stale::Gone => continue,
+            Stale::Kept(why) => return Ok(Err(why)),
+        }
+    }
+    Ok(Err("created and removed by others meanwhile".into()))
+}
+
+enum Stale {
+    /// A finished run's trace, unlinked.
+    Removed,
+    /// Nothing there any more.
+    Gone,
+    /// Left as it is, and why.
+    Kept(String),
+}
+
+/// What is at a trace path that `O_EXCL` found taken (see `create_trace`).
+fn stale_trace(path: &CStr) -> io::Result<Stale> {
+    let Some(st) = stat(path, false)? else {
+        return Ok(Stale::Gone);
+    };
+    if st.st_mode & libc::S_IFMT == libc::S_IFLNK {
+        return Ok(Stale::Kept("a symbolic link, not followed".into()));
+    }
+    if !is_regular(&st) {
+        return Ok(Stale::Kept(format!(
+            "{}, not a regular file",
+            kind_of(st.st_mode)
+        )));
+    }
+    let fd = match open(
+        path,
+        libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY,
+        0,
+    ) {
+        Ok(fd) => fd,
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(Stale::Gone),
+        Err(e) => return Ok(Stale::Kept(format!("cannot open it to check it: {e}"))),
+    };
+    let st = fstat(fd.0)?;
+    if let Err(e) = check_found(&st) {
+        return Ok(Stale::Kept(e.to_string()));
+    }
+    let mut magic = [0u8; 8];
+    // SAFETY: reads at most 8 bytes into `magic`.
+    let n = unsafe { libc::pread(fd.0, magic.as_mut_ptr().cast(), 8, 0) };
+    if n != 8 || magic != trace_format::MAGIC {
+        return Ok(Stale::Kept("not a trace file (left as it is)".into()));
+    }
+    // SAFETY: flock on our own descriptor.
+    if unsafe { libc::flock(fd.0, libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return Ok(Stale::Kept("the trace of a live process".into()));
+    }
+    // Still the file checked (not swapped meanwhile)?
+    match stat(path, false)? {
+        Some(now) if now.st_dev == st.st_dev && now.st_ino == st.st_ino => {}
+        _ => return Ok(Stale::Gone),
+    }
+    // Unlinked, not truncated: whoever still maps it keeps their pages.
+    // SAFETY: path is NUL-terminated.
+    if unsafe { libc::unlink(path.as_ptr()) } != 0 {
+        let e = io::Error::last_os_error();
+        return Ok(Stale::Kept(format!(
+            "a finished trace that cannot be replaced: {e}"
+        )));
+    }
+    Ok(Stale::Removed)
 }
 
 /// Opens the trace file again (the program closed the shim's descriptor):
 /// never through a link, never creating; the caller checks its identity.
+/// Takes the lock again (the program's close dropped it).
 pub fn reopen_trace(path: &CStr) -> io::Result<i32> {
     let fd = open(
         path,
         libc::O_RDWR | libc::O_CLOEXEC | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY,
         0,
     )?;
+    // SAFETY: flock on our own descriptor.
+    unsafe { libc::flock(fd.0, libc::LOCK_EX | libc::LOCK_NB) };
     let raw = fd.0;
     std::mem::forget(fd);
     Ok(raw)
@@ -431,6 +628,80 @@ mod tests {
         assert!(e.to_string().contains("character device"), "{e}");
         let e = check_loadable(c"/dev/null").err().unwrap();
         assert!(e.to_string().contains("character device"), "{e}");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_found_log_is_used_only_if_it_is_the_users_own_and_not_group_writable() {
+        let d = scratch("found");
+        let log = d.join("log");
+        let c = cstring(log.as_os_str()).unwrap();
+        let (fd, _) = open_log(&c).unwrap();
+        // SAFETY: the descriptor just opened.
+        unsafe { libc::close(fd) };
+        assert_eq!(
+            std::fs::metadata(&log).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        let (fd, _) = open_log(&c).unwrap();
+        // SAFETY: as above.
+        unsafe { libc::close(fd) };
+        std::fs::set_permissions(&log, std::fs::Permissions::from_mode(0o664)).unwrap();
+        let e = open_log(&c).err().unwrap();
+        assert!(
+            e.to_string()
+                .contains("mode 0664: writable by group or others"),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// A trace held by a live process (here: this one's first descriptor)
+    /// is left to it: the next gets `PATH.<pid>`; once it is closed, the
+    /// path's finished trace is replaced; a file that is not a trace is
+    /// never replaced.
+    #[test]
+    fn a_live_trace_is_never_taken_over_and_a_finished_one_is_replaced() {
+        let d = scratch("trace");
+        let p = d.join("t");
+        let c = cstring(p.as_os_str()).unwrap();
+        let first = create_trace(&c).unwrap();
+        assert_eq!(first.path.as_c_str(), c.as_c_str());
+        assert!(first.instead.is_none());
+        // SAFETY: writes 8 bytes to our own file.
+        let n = unsafe { libc::pwrite(first.fd, trace_format::MAGIC.as_ptr().cast(), 8, 0) };
+        assert_eq!(n, 8);
+        let second = create_trace(&c).unwrap();
+        assert_eq!(
+            second.path.to_str().unwrap(),
+            format!("{}.{}", p.display(), std::process::id())
+        );
+        assert_eq!(
+            second.instead.as_deref(),
+            Some("the trace of a live process")
+        );
+        // The first file, open without its lock (as a mapping keeps it).
+        let kept = std::fs::File::open(&p).unwrap();
+        // SAFETY: our own descriptors.
+        unsafe {
+            libc::close(first.fd);
+            libc::close(second.fd);
+        }
+        let third = create_trace(&c).unwrap();
+        assert_eq!(third.path.as_c_str(), c.as_c_str());
+        assert!(third.instead.is_none());
+        use std::os::unix::fs::MetadataExt;
+        let old = kept.metadata().unwrap();
+        assert_eq!((old.nlink(), old.len()), (0, 8), "unlinked, not truncated");
+        assert_ne!(third.id.ino, old.ino());
+        // SAFETY: our own descriptor.
+        unsafe { libc::close(third.fd) };
+        let other = d.join("notes");
+        std::fs::write(&other, "not a trace").unwrap();
+        std::fs::set_permissions(&other, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let t = create_trace(&cstring(other.as_os_str()).unwrap()).unwrap();
+        assert!(t.instead.unwrap().contains("not a trace file"));
+        assert_eq!(std::fs::read_to_string(&other).unwrap(), "not a trace");
         std::fs::remove_dir_all(&d).unwrap();
     }
 

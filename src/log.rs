@@ -275,8 +275,9 @@ fn reopen(seen: i32) -> Option<i32> {
         fd
     };
     OPENING.store(false, Ordering::Release);
+    // A warning: the lines still go somewhere (stderr).
     if let Some(p) = problem {
-        line(Level::Error, format_args!("{p}"));
+        line(Level::Warn, format_args!("{p}"));
     }
     (fd >= 0).then_some(fd)
 }

@@ -359,10 +359,11 @@ fn a_closed_and_reused_descriptor_does_not_lose_or_misdirect_records() {
     assert_eq!(stats(&trace_files(&dir))["ibv_get_device_name"].0, 6000);
 }
 
-/// A trace path that is a symbolic link is refused (one error line), the
-/// link's target untouched, and the program runs as without tracing.
+/// A trace path that is a symbolic link is not followed: the link and its
+/// target are left as they are, and the process traces to `PATH.<pid>`,
+/// saying so (one warning).
 #[test]
-fn a_trace_path_through_a_link_is_refused() {
+fn a_trace_path_through_a_link_is_not_followed() {
     let dir = TempDir::new("trace-link");
     let victim = dir.join("victim");
     std::fs::write(&victim, b"keep me").unwrap();
@@ -372,10 +373,385 @@ fn a_trace_path_through_a_link_is_refused() {
     let out = run(&mut cmd);
     assert!(out.status.success(), "{}", describe(&cmd, &out));
     assert_eq!(std::fs::read(&victim).unwrap(), b"keep me");
+    assert_eq!(std::fs::read_link(dir.join("t.link")).unwrap(), victim);
+    let err = stderr(&out);
     assert!(
-        stderr(&out).contains("IBV_SHIM_TRACE=") && stderr(&out).contains("not tracing"),
+        err.contains("WARN IBV_SHIM_TRACE=")
+            && err.contains("a symbolic link, not followed; tracing to"),
+        "{err}"
+    );
+    let files: Vec<PathBuf> = trace_files(&dir)
+        .into_iter()
+        .filter(|f| f.is_file() && !f.is_symlink())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert_eq!(file_mode(&files[0]), 0o600);
+    assert_eq!(stats(&files)["ibv_get_device_name"].0, 10);
+}
+
+/// The pid in a trace file's header.
+fn header_pid(p: &Path) -> u32 {
+    let b = std::fs::read(p).unwrap();
+    u32::from_le_bytes(b[12..16].try_into().unwrap())
+}
+
+/// Two processes on one trace path (no `%p`): a traced program that forks
+/// and execs another traced program, which opens the same path while the
+/// parent is still writing records. Neither truncates the other's file
+/// (a truncated shared mapping is SIGBUS at the next record): the child
+/// finds the parent's trace held and writes `PATH.<its pid>`, saying so;
+/// the parent's file holds every one of the parent's calls and none of
+/// the child's. A finished run's trace at the path is replaced by the
+/// next run's, as before.
+#[test]
+fn two_processes_on_one_trace_path_never_share_a_file() {
+    let dir = TempDir::new("trace-exec");
+    let (mut cmd, _fabric) = command(
+        &dir,
+        &["exec", "2", "300"],
+        &[("IBV_SHIM_TRACE_FULL", "block")],
+    );
+    cmd.env("IBV_SHIM_TRACE", dir.join("t.one"));
+    let out = run(&mut cmd);
+    assert!(out.status.success(), "{}", describe(&cmd, &out));
+    let made: u64 = stdout(&out)
+        .trim()
+        .strip_prefix("parent calls ")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{}", describe(&cmd, &out)));
+    let files = trace_files(&dir);
+    assert_eq!(files.len(), 2, "{files:?}");
+    let parent = dir.join("t.one");
+    let child = files.iter().find(|f| **f != parent).unwrap();
+    let child_pid: u32 = child
+        .to_str()
+        .unwrap()
+        .rsplit('.')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(header_pid(child), child_pid);
+    assert_ne!(
+        header_pid(&parent),
+        child_pid,
+        "the parent's file is the parent's"
+    );
+    assert!(
+        stderr(&out).contains(&format!(
+            "the trace of a live process; tracing to {} instead",
+            child.display()
+        )),
         "{}",
         stderr(&out)
+    );
+    let p = stats(std::slice::from_ref(&parent));
+    assert_eq!(p["ibv_get_device_name"].0, 600 + made, "{p:?}");
+    assert_eq!(p["ibv_get_device_list"].0, 1, "{p:?}");
+    assert_eq!(
+        stats(std::slice::from_ref(child))["ibv_get_device_name"].0,
+        300
+    );
+    assert_eq!(file_mode(&parent), 0o600);
+    assert_eq!(file_mode(child), 0o600);
+
+    // One run after another: the second replaces the first's trace.
+    let dir = TempDir::new("trace-rerun");
+    let mut pids = Vec::new();
+    for _ in 0..2 {
+        let (mut cmd, _fabric) = command(&dir, &["exit", "1", "10"], &[]);
+        cmd.env("IBV_SHIM_TRACE", dir.join("t.again"));
+        let out = run(&mut cmd);
+        assert!(out.status.success(), "{}", describe(&cmd, &out));
+        assert!(!stderr(&out).contains("WARN"), "{}", stderr(&out));
+        pids.push(header_pid(&dir.join("t.again")));
+    }
+    assert_eq!(trace_files(&dir), [dir.join("t.again")]);
+    assert_ne!(pids[0], pids[1]);
+}
+
+/// `uid:gid mode` and contents of a file, not following a link.
+fn file_state(p: &Path) -> (u32, u32, Vec<u8>) {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(p).unwrap();
+    let body = if m.file_type().is_symlink() {
+        std::fs::read_link(p)
+            .unwrap()
+            .into_os_string()
+            .into_encoded_bytes()
+    } else {
+        std::fs::read(p).unwrap()
+    };
+    (m.uid(), m.mode(), body)
+}
+
+fn root() -> Result<(), String> {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        Ok(())
+    } else {
+        Err("needs root (files of another uid; a private mount namespace)".into())
+    }
+}
+
+/// Files planted at the trace and log paths by another user (mode 0666,
+/// owned by uid 65534: in a shared directory they could read the records
+/// and write into the live rings) and links to a victim: none is written,
+/// truncated, mapped or changed. The trace goes to `PATH.<pid>` (made by
+/// the shim, 0600), the log to stderr, each refusal said with its reason.
+#[test]
+fn planted_trace_and_log_files_are_refused_and_left_as_they_are() {
+    let Some(()) = require("root", root()) else {
+        return;
+    };
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new("trace-planted");
+    let victim = dir.join("victim");
+    std::fs::write(&victim, b"keep me").unwrap();
+    for name in ["t.planted", "log.planted"] {
+        let p = dir.join(name);
+        std::fs::write(&p, b"planted by uid 65534").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o666)).unwrap();
+        std::os::unix::fs::chown(&p, Some(65534), Some(65534)).unwrap();
+    }
+    for name in ["t.link", "log.link"] {
+        std::os::unix::fs::symlink(&victim, dir.join(name)).unwrap();
+    }
+    let planted = ["t.planted", "log.planted", "t.link", "log.link", "victim"];
+    let before: Vec<_> = planted.iter().map(|n| file_state(&dir.join(n))).collect();
+    for (trace, log) in [("t.planted", "log.planted"), ("t.link", "log.link")] {
+        let (mut cmd, _fabric) = command(&dir, &["exit", "2", "10"], &[]);
+        cmd.env("IBV_SHIM_TRACE", dir.join(trace))
+            .env("IBV_SHIM_LOG_FILE", dir.join(log));
+        let out = run(&mut cmd);
+        assert!(out.status.success(), "{}", describe(&cmd, &out));
+        let err = stderr(&out);
+        let why = if trace == "t.planted" {
+            "a file owned by uid 65534, not by this process's user (uid 0); refused"
+        } else {
+            "symbolic link"
+        };
+        assert!(
+            err.contains(&format!(
+                "WARN IBV_SHIM_TRACE={}: ",
+                dir.join(trace).display()
+            )) && err.contains(why)
+                && err.contains("tracing to"),
+            "{err}"
+        );
+        assert!(
+            err.contains(&format!(
+                "WARN IBV_SHIM_LOG_FILE={}: ",
+                dir.join(log).display()
+            )) && err.contains(why)
+                && err.contains("logging to stderr"),
+            "{err}"
+        );
+        let made: Vec<PathBuf> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| {
+                p.to_str()
+                    .unwrap()
+                    .starts_with(&format!("{}.", dir.join(trace).display()))
+            })
+            .collect();
+        assert_eq!(made.len(), 1, "{made:?}");
+        assert_eq!(file_mode(&made[0]), 0o600);
+        assert_eq!(stats(&made)["ibv_get_device_name"].0, 20);
+        std::fs::remove_file(&made[0]).unwrap();
+    }
+    let after: Vec<_> = planted.iter().map(|n| file_state(&dir.join(n))).collect();
+    assert_eq!(
+        before, after,
+        "the planted files and the victim are unchanged"
+    );
+}
+
+/// A full disk (the trace on a 64 KiB tmpfs, in a private mount
+/// namespace): the program runs on and exits normally, never SIGBUS (the
+/// mapping is only ever touched where file space is allocated); the shim
+/// says once that the trace stopped for want of space, counts what it
+/// dropped, and the file decodes.
+#[test]
+fn a_full_disk_stops_the_trace_not_the_program() {
+    let Some(()) = require("root", root()) else {
+        return;
+    };
+    for (size, threads, calls, full) in [
+        ("64k", "3", "20000", "drop"),
+        ("64k", "3", "20000", "block"),
+        ("6m", "3", "100000", "drop"),
+    ] {
+        let dir = TempDir::new("trace-full");
+        let mnt = dir.join("mnt");
+        std::fs::create_dir(&mnt).unwrap();
+        let (cmd, _fabric) = command(
+            &dir,
+            &["exit", threads, calls],
+            &[("IBV_SHIM_TRACE_FULL", full)],
+        );
+        let mut sh = Command::new("unshare");
+        sh.args(["-m", "--propagation", "private", "sh", "-c"])
+            .arg(format!(
+                "mount -t tmpfs -o size={size} ibv-trace-full \"$1\" && shift && \"$@\"; \
+                 rc=$?; cp \"$0\"/t.* \"$0\"/..; exit $rc"
+            ))
+            .arg(&mnt)
+            .arg(&mnt)
+            .arg(cmd.get_program())
+            .args(cmd.get_args());
+        for (k, v) in cmd.get_envs() {
+            match v {
+                Some(v) => sh.env(k, v),
+                None => sh.env_remove(k),
+            };
+        }
+        sh.env("IBV_SHIM_TRACE", mnt.join("t.%p"));
+        let out = run(&mut sh);
+        assert!(out.status.success(), "{}", describe(&sh, &out));
+        let err = stderr(&out);
+        assert!(
+            err.contains("trace stopped: no space (No space left on device"),
+            "{size} {full}: {err}"
+        );
+        assert!(err.contains("records lost"), "{err}");
+        let files = trace_files(&dir);
+        assert_eq!(files.len(), 1, "{files:?}");
+        let decoded = decode(&["--stats"], &files);
+        assert!(
+            stderr(&decoded).contains("records lost"),
+            "{}",
+            stderr(&decoded)
+        );
+    }
+}
+
+/// `block` mode past the rings' number: 200 threads live at once, each
+/// holding the trace (64 rings) until all have made their calls: every
+/// record is kept (the threads beyond share rings), none lost.
+#[test]
+fn more_threads_than_rings_lose_nothing_in_blocking_mode() {
+    let dir = TempDir::new("trace-many");
+    let (mut cmd, _fabric) = command(
+        &dir,
+        &["together", "200", "100"],
+        &[
+            ("IBV_SHIM_TRACE_SLOTS", "64"),
+            ("IBV_SHIM_TRACE_FULL", "block"),
+        ],
+    );
+    let out = run(&mut cmd);
+    assert!(out.status.success(), "{}", describe(&cmd, &out));
+    assert!(!stderr(&out).contains("lost"), "{}", stderr(&out));
+    let files = trace_files(&dir);
+    let decoded = decode(&[], &files);
+    assert!(stderr(&decoded).is_empty(), "{}", stderr(&decoded));
+    let text = stdout(&decoded);
+    assert_eq!(lines_of(&text, "ibv_get_device_name"), 20_000);
+    let mut tids: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains(" ibv_get_device_name("))
+        .filter_map(|l| l.split_whitespace().nth(2))
+        .collect();
+    tids.sort_unstable();
+    tids.dedup();
+    assert_eq!(tids.len(), 200, "each thread's calls under its own id");
+}
+
+/// The largest rings (`IBV_SHIM_TRACE_SLOTS=1048576`, 128 MiB each) take
+/// file space as they fill, not whole when a thread first records: five
+/// threads' few calls take a few MiB of disk (a MiB per ring), not 640.
+#[test]
+fn a_large_ring_takes_disk_only_as_it_fills() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = TempDir::new("trace-large");
+    let (mut cmd, _fabric) = command(
+        &dir,
+        &["exit", "4", "100"],
+        &[("IBV_SHIM_TRACE_SLOTS", "1048576")],
+    );
+    let out = run(&mut cmd);
+    assert!(out.status.success(), "{}", describe(&cmd, &out));
+    let files = trace_files(&dir);
+    assert_eq!(stats(&files)["ibv_get_device_name"].0, 400);
+    let m = std::fs::metadata(&files[0]).unwrap();
+    assert!(
+        m.len() > 8 << 30,
+        "the file's size is its 64 rings: {}",
+        m.len()
+    );
+    let used = m.blocks() * 512;
+    assert!(
+        used < 32 << 20,
+        "{used} bytes of disk for 5 rings' few records"
+    );
+}
+
+/// The decoder reads a trace file a window at a time and only a regular
+/// file: a 20 GB sparse trace (also one whose header says its drained
+/// records run to the end) is decoded in a 1 GiB address space, `/dev/zero`
+/// and a FIFO are refused by name, at once (a FIFO never hangs it).
+#[test]
+fn the_decoder_reads_in_bounded_memory_and_only_regular_files() {
+    use std::os::unix::process::CommandExt;
+    let dir = TempDir::new("trace-decoder");
+    let (mut cmd, _fabric) = command(&dir, &["exit", "1", "10"], &[]);
+    let out = run(&mut cmd);
+    assert!(out.status.success(), "{}", describe(&cmd, &out));
+    let real = trace_files(&dir).remove(0);
+    let limited = |args: &[&str], file: &Path| {
+        let mut c = Command::new(launcher());
+        c.arg("trace").args(args).arg(file);
+        // SAFETY: setrlimit is async-signal-safe; nothing else runs here.
+        unsafe {
+            c.pre_exec(|| {
+                let lim = libc::rlimit {
+                    rlim_cur: 1 << 30,
+                    rlim_max: 1 << 30,
+                };
+                if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let out = run(&mut c);
+        (out.status.code(), stdout(&out), stderr(&out))
+    };
+    let sparse = dir.join("sparse");
+    std::fs::copy(&real, &sparse).unwrap();
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&sparse)
+        .unwrap();
+    f.set_len(20 << 30).unwrap();
+    let (code, out, err) = limited(&["--stats"], &sparse);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("ibv_get_device_name "), "{out}");
+    // The header's drained end moved to the file's end: zeros, not records.
+    use std::os::unix::fs::FileExt;
+    f.write_at(&(20u64 << 30).to_le_bytes(), 56).unwrap();
+    let (code, out, err) = limited(&[], &sparse);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(lines_of(&out, "ibv_get_device_name"), 10, "{out}");
+    assert!(err.contains("the rest of it was not read"), "{err}");
+
+    let (code, _, err) = limited(&[], Path::new("/dev/zero"));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("/dev/zero: a character device, not a regular file; refused"),
+        "{err}"
+    );
+    let fifo = dir.join("fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let (code, _, err) = limited(&[], &fifo);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("fifo: a FIFO, not a regular file; refused"),
+        "{err}"
     );
 }
 

@@ -3,7 +3,8 @@
 //! `IBV_SHIM_TRACE=FILE` (`%p` = pid) turns binary tracing on;
 //! `IBV_SHIM_TRACE_FULL=drop|block` is what a full ring does;
 //! `IBV_SHIM_TRACE_SLOTS=N` sizes each thread's ring (N x 128 bytes, a
-//! power of two; a device verb's record takes about 80); `IBV_SHIM_TRACE_CLOCK=monotonic` times calls with CLOCK_MONOTONIC
+//! power of two; a device verb's record takes about 80; its file space is
+//! allocated as it fills); `IBV_SHIM_TRACE_CLOCK=monotonic` times calls with CLOCK_MONOTONIC
 //! even where the TSC could be used (`tsc`, the default, uses it when it
 //! is invariant and the kernel's clocksource). Like the other path options, `IBV_SHIM_TRACE` is made absolute at
 //! load and ignored in secure-execution mode.
@@ -14,7 +15,8 @@ use std::os::unix::ffi::OsStrExt;
 use once_cell::sync::Lazy;
 
 /// Rings in a trace file: threads tracing at once (a ring is handed on
-/// when its thread exits).
+/// when its thread exits); in `block` mode the last `ring::SHARED_RINGS`
+/// are shared by the threads past the rest.
 pub const RINGS: usize = 64;
 /// 1 MiB a ring (the 256-byte slots' size before): about 13,000 device verb records.
 const DEFAULT_SLOTS: usize = 8192;

@@ -8,7 +8,17 @@
 //! 80 bytes for a device verb, not a 256-byte slot): the writer copies a
 //! ring out in at most two pieces, and a ring's lines are each written
 //! once per lap. The writer thread only reads below the head and advances
-//! the tail. A thread that exits hands its ring on.
+//! the tail. A thread that exits hands its ring on. In `block` mode the
+//! last SHARED_RINGS rings are no thread's: a thread that finds every
+//! other ring taken writes to one of them, taking turns with the others
+//! under the ring's busy word (a lock then), so no record is lost to the
+//! number of threads.
+//!
+//! The mapping covers the whole file, but only file space that is
+//! allocated is ever touched: the header at open, a ring as it fills
+//! (`grow`: a CHUNK at a time, `fallocate`, before the first record
+//! there), so a full disk is a record dropped and counted, never a
+//! SIGBUS, and a large ring costs disk only as far as it is used.
 
 use std::cell::Cell;
 use std::fmt;
@@ -18,7 +28,7 @@ use std::sync::atomic::{
 
 use trace_format::{
     header, ring as meta, slot, FLAG_TRUNCATED, HEADER_SIZE, RECORD_MAX, RING_META_SIZE, RING_UNIT,
-    SLOT_TEXT, TEXT_MAX,
+    SHARED_OWNER, SLOT_TEXT, TEXT_MAX,
 };
 
 use super::config;
@@ -36,8 +46,23 @@ pub static FD_INO: AtomicU64 = AtomicU64::new(0);
 /// Bumped in a forked child: a ring claimed before the fork is the
 /// parent's.
 static GENERATION: AtomicU32 = AtomicU32::new(1);
+/// The trace file's path (the one made: `PATH.<pid>` when the asked one
+/// was taken), for reopening it; a leaked C string, null before `open`.
+static PATH: AtomicPtr<libc::c_char> = AtomicPtr::new(std::ptr::null_mut());
+/// Rings handed on so far: a thread on a shared ring tries for one of its
+/// own again when this moves.
+static RELEASED: AtomicU32 = AtomicU32::new(0);
 
 const NO_RING: u32 = u32::MAX;
+/// Rings threads share in `block` mode (the last ones).
+pub const SHARED_RINGS: usize = 4;
+/// A claim's ring bit: a shared ring, taken per record.
+const GUEST: u32 = 1 << 31;
+/// How much of a ring's file space `grow` allocates at a time: the
+/// default ring (1 MiB) whole at its first record, as its pages were
+/// faulted in before; a larger one as it fills.
+const CHUNK: u64 = 1 << 20;
+const PAGE: u64 = 4096;
 
 /// This thread's ring; released by the destructor when the thread exits.
 struct Claim {
@@ -46,15 +71,20 @@ struct Claim {
     /// The thread's id, read when it claims the ring (one thread-local
     /// access per record rather than two).
     tid: Cell<u32>,
+    /// `RELEASED` when a thread on a shared ring last looked for its own.
+    released: Cell<u32>,
 }
 
 impl Drop for Claim {
     fn drop(&mut self) {
-        if self.ring.get() != NO_RING && self.generation.get() == GENERATION.load(Ordering::Relaxed)
+        let ring = self.ring.get();
+        if ring != NO_RING
+            && ring & GUEST == 0
+            && self.generation.get() == GENERATION.load(Ordering::Relaxed)
         {
             if let Some(m) = mapping() {
-                m.owner(self.ring.get() as usize)
-                    .store(0, Ordering::Release);
+                m.owner(ring as usize).store(0, Ordering::Release);
+                RELEASED.fetch_add(1, Ordering::Release);
             }
         }
     }
@@ -66,6 +96,7 @@ thread_local! {
             generation: Cell::new(0),
             ring: Cell::new(NO_RING),
             tid: Cell::new(0),
+            released: Cell::new(0),
         }
     };
 }
@@ -128,23 +159,49 @@ pub fn open() -> bool {
     let Some(template) = cfg.file.as_ref() else {
         return false;
     };
-    let path = crate::config::expand_pid(template);
-    let (fd, id) = match crate::files::create_trace(&path) {
+    let asked = crate::config::expand_pid(template);
+    let made = match crate::files::create_trace(&asked) {
         Ok(v) => v,
         Err(e) => {
             crate::log!(
                 crate::log::Level::Error,
                 "IBV_SHIM_TRACE={}: {e}; not tracing",
-                path.to_string_lossy()
+                asked.to_string_lossy()
             );
             return false;
         }
     };
+    let (fd, id) = (made.fd, made.id);
+    let path = made.path;
+    if let Some(why) = &made.instead {
+        crate::log!(
+            crate::log::Level::Warn,
+            "IBV_SHIM_TRACE={}: {why}; tracing to {} instead",
+            asked.to_string_lossy(),
+            path.to_string_lossy()
+        );
+    }
     let slots = cfg.slots;
     let size = trace_format::ring_bytes(slots);
     let len = trace_format::rings_end(config::RINGS, slots);
+    // The file's size, sparse: only the header is allocated now (the
+    // mapping touches nothing else until `grow` allocates it).
     // SAFETY: fd is the regular file just created, open read-write.
     let sized = unsafe { libc::ftruncate(fd, len as libc::off_t) } == 0;
+    if let (true, Err(e)) = (sized, reserve(fd, 0, HEADER_SIZE as u64)) {
+        // SAFETY: our own descriptor, not handed out; the path is the
+        // file just made, still empty of records.
+        unsafe {
+            libc::unlink(path.as_ptr());
+            libc::close(fd);
+        }
+        crate::log!(
+            crate::log::Level::Error,
+            "IBV_SHIM_TRACE={}: cannot allocate the trace's header: {e}; not tracing",
+            path.to_string_lossy()
+        );
+        return false;
+    }
     let base = if sized {
         // SAFETY: a fresh shared mapping of `len` bytes of our own file.
         unsafe {
@@ -162,8 +219,12 @@ pub fn open() -> bool {
     };
     if base == libc::MAP_FAILED {
         let e = std::io::Error::last_os_error();
-        // SAFETY: our own descriptor, not handed out.
-        unsafe { libc::close(fd) };
+        // SAFETY: our own descriptor, not handed out; the path is the file
+        // just made, with no header yet (left, it would be no trace).
+        unsafe {
+            libc::unlink(path.as_ptr());
+            libc::close(fd);
+        }
         crate::log!(
             crate::log::Level::Error,
             "IBV_SHIM_TRACE={}: cannot map {len} bytes: {e}; not tracing",
@@ -183,6 +244,11 @@ pub fn open() -> bool {
         put32(header::SLOTS, slots as u32);
         put32(header::SLOT_SIZE, RING_UNIT as u32);
         put32(header::POLICY, cfg.block as u32);
+    }
+    if cfg.block {
+        for r in config::RINGS - SHARED_RINGS..config::RINGS {
+            m.owner(r).store(SHARED_OWNER, Ordering::Relaxed);
+        }
     }
     m.word(header::REALTIME_NS).store(
         crate::log::clock_ns(libc::CLOCK_REALTIME),
@@ -205,6 +271,9 @@ pub fn open() -> bool {
         .store(len as u64, Ordering::Relaxed);
     FD_DEV.store(id.dev, Ordering::Relaxed);
     FD_INO.store(id.ino, Ordering::Relaxed);
+    // Kept for the life of the process (a forked child's own trace leaks
+    // its parent's few bytes).
+    PATH.store(path.into_raw(), Ordering::Release);
     FD.store(fd, Ordering::Relaxed);
     SIZE.store(size, Ordering::Relaxed);
     LEN.store(len, Ordering::Relaxed);
@@ -229,6 +298,48 @@ pub fn store_clock(m: &Mapping) {
     m.word(header::MONO1).store(m1, Ordering::Relaxed);
 }
 
+/// The trace file's path, once it is made.
+pub fn path() -> Option<&'static std::ffi::CStr> {
+    let p = PATH.load(Ordering::Acquire);
+    // SAFETY: a C string leaked by `open`, never freed.
+    (!p.is_null()).then(|| unsafe { std::ffi::CStr::from_ptr(p) })
+}
+
+/// Allocates `len` bytes of the file from `at` (`fallocate`; where the
+/// file system has none, zeros written there: only space no record uses
+/// yet). Fails with the file system's error, ENOSPC when it is full.
+fn reserve(fd: i32, at: u64, len: u64) -> std::io::Result<()> {
+    // SAFETY: the trace file's own descriptor; only allocates.
+    if unsafe { libc::fallocate(fd, 0, at as libc::off_t, len as libc::off_t) } == 0 {
+        return Ok(());
+    }
+    let e = std::io::Error::last_os_error();
+    if !matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::ENOSYS)) {
+        return Err(e);
+    }
+    static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
+    let mut done = 0;
+    while done < len {
+        let n = (len - done).min(ZEROS.len() as u64) as usize;
+        // SAFETY: writes `n` bytes of a static buffer to our own file, in
+        // a range no record lies in yet.
+        let w = unsafe { libc::pwrite(fd, ZEROS.as_ptr().cast(), n, (at + done) as libc::off_t) };
+        if w <= 0 {
+            let e = std::io::Error::last_os_error();
+            if w < 0 && e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(if w == 0 {
+                std::io::Error::from_raw_os_error(libc::ENOSPC)
+            } else {
+                e
+            });
+        }
+        done += w as u64;
+    }
+    Ok(())
+}
+
 /// Is `FD` still the trace file? (Daemons close every descriptor and the
 /// number may be another file's now.)
 pub fn fd_is_ours(fd: i32) -> bool {
@@ -239,8 +350,9 @@ pub fn fd_is_ours(fd: i32) -> bool {
         })
 }
 
-/// This thread's ring and id, the ring claimed on its first record;
-/// `None` when every ring is taken or during the thread's own exit.
+/// This thread's ring and id, the ring claimed on its first record (with
+/// the GUEST bit: a shared ring, see `Busy::enter`); `None` when every
+/// ring is taken or during the thread's own exit.
 ///
 /// A thread first tries ring `tid % RINGS` (where `claim` starts): its
 /// owner word says whether it is this thread's, with no thread-local
@@ -270,10 +382,24 @@ fn claimed_ring(base: *mut u8, size: usize) -> u64 {
     let generation = GENERATION.load(Ordering::Relaxed);
     CLAIM
         .try_with(|c| {
-            if c.generation.get() != generation || c.ring.get() == NO_RING {
-                let ring = claim(&m)?;
+            let ring = c.ring.get();
+            if c.generation.get() != generation
+                || ring == NO_RING
+                || (ring & GUEST != 0 && RELEASED.load(Ordering::Relaxed) != c.released.get())
+            {
+                // Read before looking: a ring handed on meanwhile is seen
+                // by the next record.
+                c.released.set(RELEASED.load(Ordering::Acquire));
+                let ring = match claim(&m) {
+                    Some(r) => r as u32,
+                    None if super::config::get().block => {
+                        let tid = crate::thread::tid() as u32;
+                        (config::RINGS - SHARED_RINGS + tid as usize % SHARED_RINGS) as u32 | GUEST
+                    }
+                    None => return None,
+                };
                 c.generation.set(generation);
-                c.ring.set(ring as u32);
+                c.ring.set(ring);
                 // A forked child claims anew: its own id.
                 c.tid.set(crate::thread::tid() as u32);
             }
@@ -284,16 +410,23 @@ fn claimed_ring(base: *mut u8, size: usize) -> u64 {
         .unwrap_or(NONE)
 }
 
-/// A ring's busy word held while its owner writes a record; `enter` is
+/// A ring's busy word held while a record is written there; `enter` is
 /// `None` when a record of this thread is being written there already (a
-/// signal handler's call in the middle of one). Only the owner (and its
-/// signal handlers) touch the word: the compiler fences keep the record's
-/// stores between the two. Dropped also by a panic in a Display impl.
+/// signal handler's call in the middle of one). On a thread's own ring
+/// only the owner (and its signal handlers) touch the word: the compiler
+/// fences keep the record's stores between the two. On a shared ring
+/// (`ring` has the GUEST bit) it is a lock holding the writer's id, taken
+/// by CAS (`lock_shared`). Dropped also by a panic in a Display impl; the
+/// release store (a plain store on x86) ends either.
 struct Busy<'a>(&'a AtomicU32);
 
 impl<'a> Busy<'a> {
     #[inline(always)]
-    fn enter(m: &'a Mapping, ring: usize) -> Option<Busy<'a>> {
+    fn enter(m: &'a Mapping, ring: usize, tid: u32) -> Option<Busy<'a>> {
+        if ring as u32 & GUEST != 0 {
+            let busy = m.busy(ring & !(GUEST as usize));
+            return lock_shared(busy, tid).then_some(Busy(busy));
+        }
         let busy = m.busy(ring);
         if busy.load(Ordering::Relaxed) != 0 {
             return None;
@@ -308,7 +441,37 @@ impl Drop for Busy<'_> {
     #[inline(always)]
     fn drop(&mut self) {
         compiler_fence(Ordering::SeqCst);
-        self.0.store(0, Ordering::Relaxed);
+        self.0.store(0, Ordering::Release);
+    }
+}
+
+/// Takes a shared ring's lock for thread `tid`: `false` when this thread
+/// holds it already (a signal handler's call in the middle of its record)
+/// or it stays taken for BLOCK_LIMIT (a holder that cannot go on: the
+/// record is dropped and counted rather than the program hung).
+#[cold]
+#[inline(never)]
+fn lock_shared(busy: &AtomicU32, tid: u32) -> bool {
+    let me = tid.max(1);
+    let mut spins = 0u32;
+    let mut since = None;
+    loop {
+        match busy.compare_exchange_weak(0, me, Ordering::Acquire, Ordering::Relaxed) {
+            Ok(_) => return true,
+            Err(held) if held == me => return false,
+            Err(_) => {}
+        }
+        spins += 1;
+        if spins < 100 {
+            std::hint::spin_loop();
+            continue;
+        }
+        let since = *since.get_or_insert_with(std::time::Instant::now);
+        if since.elapsed() > super::writer::BLOCK_LIMIT {
+            return false;
+        }
+        // SAFETY: sched_yield has no preconditions.
+        unsafe { libc::sched_yield() };
     }
 }
 
@@ -319,10 +482,10 @@ fn with_my_ring(m: &Mapping, write: impl FnOnce(usize, u32)) -> bool {
     let Some((ring, tid)) = my_ring(m) else {
         return false;
     };
-    let Some(_busy) = Busy::enter(m, ring) else {
+    let Some(_busy) = Busy::enter(m, ring, tid) else {
         return false;
     };
-    write(ring, tid);
+    write(ring & !(GUEST as usize), tid);
     true
 }
 
@@ -340,31 +503,80 @@ fn claim(m: &Mapping) -> Option<usize> {
     // A thread that ended in the middle of a record (cancelled) left it
     // set: the ring is this thread's now.
     m.busy(ring).store(0, Ordering::Relaxed);
-    populate(m, ring);
     Some(ring)
 }
 
-/// Faults the ring's pages in once, when a thread claims it: a first
-/// write to each page of a shared file mapping is a page fault (a few
-/// microseconds), which would otherwise land on every 16th record.
-fn populate(m: &Mapping, ring: usize) {
-    const MADV_POPULATE_WRITE: i32 = 23;
-    let start = m.at(ring, 0);
-    let len = m.size;
-    // SAFETY: the ring's own range of the mapping; the advice only faults
-    // pages in (Linux 5.14+; EINVAL before, then the loop below does it).
-    if unsafe { libc::madvise(start.cast(), len, MADV_POPULATE_WRITE) } == 0 {
-        return;
+/// Room in the file for a record at offset `off` of `ring`: allocates the
+/// ring's file space past what it has, a CHUNK (at least up to the
+/// record), or at a full disk just the record's pages; `false` when not
+/// even those can be had (the record is dropped and counted, and the
+/// trace says once that it stopped for space). Only the ring's writer
+/// calls it (its owner, or the holder of a shared ring's lock).
+#[cold]
+#[inline(never)]
+fn grow(base: *mut u8, size: usize, ring: usize, off: u64) -> bool {
+    let m = Mapping { base, size };
+    let alloc = m.ring_word(ring, meta::ALLOC);
+    let have = alloc.load(Ordering::Relaxed);
+    let need = off + RECORD_MAX as u64;
+    if need <= have {
+        return true;
     }
-    for off in (0..len).step_by(4096) {
-        // SAFETY: inside the ring; a word this thread owns (the ring was
-        // just claimed): reading and writing it back changes nothing.
-        unsafe {
-            let p = start.add(off).cast::<AtomicU64>();
-            let v = (*p).load(Ordering::Relaxed);
-            (*p).store(v, Ordering::Relaxed);
+    if super::writer::out_of_space() {
+        return false;
+    }
+    let errno = crate::errno::Errno::save();
+    let grown = grow_to(&m, ring, have, need);
+    if let Some(to) = grown {
+        alloc.store(to, Ordering::Relaxed);
+    }
+    errno.restore();
+    grown.is_some()
+}
+
+fn grow_to(m: &Mapping, ring: usize, have: u64, need: u64) -> Option<u64> {
+    let size = m.size as u64;
+    let fd = super::writer::descriptor()?;
+    let ring_at = (HEADER_SIZE + ring * m.size) as u64;
+    // Past `size - RECORD_MAX` the whole ring: a ring whose next record
+    // may start its next lap is allocated to its end (so a ring in its
+    // second lap is allocated whole).
+    let whole = |to: u64| {
+        if to > size - RECORD_MAX as u64 {
+            size
+        } else {
+            to
         }
-    }
+    };
+    let least = whole(need.next_multiple_of(PAGE).min(size));
+    let want = whole((have + CHUNK).max(least).min(size));
+    let to = match reserve(fd, ring_at + have, want - have) {
+        Ok(()) => want,
+        Err(_) if least < want && reserve(fd, ring_at + have, least - have).is_ok() => least,
+        Err(e) => {
+            super::writer::no_space(&e);
+            return None;
+        }
+    };
+    populate(m, ring, have, to);
+    Some(to)
+}
+
+/// Faults in the pages of `[from, to)` of the ring, allocated just now: a
+/// first write to each page of a shared file mapping is a page fault (a
+/// few microseconds), which would otherwise land on every 16th record.
+/// Where the advice is not known (Linux before 5.14) or fails, nothing:
+/// the records fault the pages in themselves (never a page of unallocated
+/// space: a full disk would make that SIGBUS).
+fn populate(m: &Mapping, ring: usize, from: u64, to: u64) {
+    const MADV_POPULATE_WRITE: i32 = 23;
+    let ring_start = m.at(ring, 0) as usize;
+    // Whole pages: a page holding any allocated byte is allocated whole.
+    let start = (ring_start + from as usize) & !(PAGE as usize - 1);
+    let end = (ring_start + to as usize).next_multiple_of(PAGE as usize);
+    // SAFETY: pages of the live mapping, inside the file's allocated
+    // space; the advice only faults them in.
+    unsafe { libc::madvise(start as *mut libc::c_void, end - start, MADV_POPULATE_WRITE) };
 }
 
 /// Formats straight into a record's text, cutting what does not fit.
@@ -422,9 +634,10 @@ pub fn record_bin(
     let Some((ring, tid)) = my_ring(&m) else {
         return lost(&m);
     };
-    let Some(_busy) = Busy::enter(&m, ring) else {
+    let Some(_busy) = Busy::enter(&m, ring, tid) else {
         return lost(&m);
     };
+    let ring = ring & !(GUEST as usize);
     write_with(
         &m,
         ring,
@@ -505,9 +718,11 @@ fn write_with(
     } else {
         head
     };
-    let tail = m.ring_word(ring, meta::TAIL).load(Ordering::Acquire);
-    // Room for the longest record: its length is known once written.
-    if pos + RECORD_MAX as u64 - tail > m.size as u64 && !room(m.base, m.size, ring, pos) {
+    // Room for the longest record (its length is known once written),
+    // in the ring and in the file: below the ring's limit (`make_room`).
+    if pos + RECORD_MAX as u64 > m.ring_word(ring, meta::LIMIT).load(Ordering::Relaxed)
+        && !make_room(m.base, m.size, ring, pos)
+    {
         m.ring_word(ring, meta::LOST)
             .fetch_add(1, Ordering::Relaxed);
         return;
@@ -517,13 +732,6 @@ fn write_with(
         // (published by the head's release below).
         m.ring_word(ring, meta::WRAP).store(head, Ordering::Relaxed);
     }
-    // Half full: the writer copies the ring out now, on its own core if
-    // there is one, rather than this thread when the ring is full. (The
-    // fill level passes this mark once per half ring.) Worked out before
-    // the record is: fewer values kept across `fill`.
-    let half = (m.size / 2) as u64;
-    let below_half = head - tail < half;
-    let from_tail = pos - tail;
     let s = m.at(ring, pos);
     // SAFETY: RECORD_MAX bytes from `s` are this thread's until the head
     // passes them (the writer reads only below the head; a record never
@@ -553,9 +761,48 @@ fn write_with(
     };
     m.ring_word(ring, meta::HEAD)
         .store(pos + len, Ordering::Release);
-    if below_half && from_tail + len >= half {
+    // Every half ring written: the writer copies the ring out now, on its
+    // own core if there is one, rather than this thread when the ring is
+    // full (one system call per half ring at most, none while the writer
+    // is at work). A half-ring mark is crossed when its bit changes from
+    // the old head to the new (a record and the gap before a lap are
+    // shorter than half a ring).
+    if ((head ^ (pos + len)) & (m.size / 2) as u64) != 0 {
         super::writer::wake();
     }
+}
+
+/// A record at `pos` would pass the ring's limit (`meta::LIMIT`, kept by
+/// its writer: how far it may write with no other check, the lesser of
+/// the tail's lap end and the file space allocated): allocates file space
+/// (`grow`), waits for the tail in `block` mode (`writer::room`), and sets
+/// the limit anew; `false` to drop the record.
+#[cold]
+#[inline(never)]
+fn make_room(base: *mut u8, size: usize, ring: usize, pos: u64) -> bool {
+    let m = Mapping { base, size };
+    let need = pos + RECORD_MAX as u64;
+    let alloc = m.ring_word(ring, meta::ALLOC);
+    let off = pos & (size as u64 - 1);
+    if off + RECORD_MAX as u64 > alloc.load(Ordering::Relaxed) && !grow(base, size, ring, off) {
+        return false;
+    }
+    let tail = m.ring_word(ring, meta::TAIL);
+    if need - tail.load(Ordering::Acquire) > size as u64 && !room(base, size, ring, pos) {
+        return false;
+    }
+    // A ring allocated short of its end is in its first lap (see `grow`):
+    // its positions are offsets.
+    let allocated = alloc.load(Ordering::Relaxed);
+    let by_file = if allocated >= size as u64 {
+        u64::MAX
+    } else {
+        allocated
+    };
+    let by_tail = tail.load(Ordering::Acquire) + size as u64;
+    m.ring_word(ring, meta::LIMIT)
+        .store(by_tail.min(by_file), Ordering::Relaxed);
+    true
 }
 
 /// `writer::room`, the mapping passed in registers (a `&Mapping` would

@@ -176,14 +176,27 @@ pub fn summary() {
     if let Some(m) = super::ring::mapping() {
         let (full, no_ring) = super::writer::lost(&m);
         if full + no_ring > 0 {
+            let block = super::config::get().block;
+            // In block mode threads past the rings share some: a record
+            // finds no ring only in a signal handler's call or when a
+            // shared ring stays taken for the blocking limit.
+            let why = if block {
+                "a call from a signal handler in the middle of a record, or a shared ring held \
+                 too long"
+                    .to_string()
+            } else {
+                format!(
+                    "more than {} threads at once, or a call from a signal handler in the middle \
+                     of a record",
+                    super::config::RINGS
+                )
+            };
             crate::log!(
                 Level::Warn,
-                "trace: {} records lost ({full} to full rings (IBV_SHIM_TRACE_FULL={}), {no_ring} with \
-                 no ring to write to (more than {} threads at once, or a call from a signal handler \
-                 in the middle of a record))",
+                "trace: {} records lost ({full} to full rings or a full disk (IBV_SHIM_TRACE_FULL={}), \
+                 {no_ring} with no ring to write to ({why}))",
                 full + no_ring,
-                if super::config::get().block { "block" } else { "drop" },
-                super::config::RINGS
+                if block { "block" } else { "drop" },
             );
         }
     }

@@ -24,12 +24,38 @@ static BROKEN: AtomicBool = AtomicBool::new(false);
 /// How long a producer in `block` mode waits for room before it drops the
 /// record (and counts it): a writer that cannot make progress must not
 /// hang the program.
-const BLOCK_LIMIT: Duration = Duration::from_secs(10);
+pub const BLOCK_LIMIT: Duration = Duration::from_secs(10);
+
+/// The file system holding the trace is full: no more space is asked for
+/// (a ring no longer grows, a copy-out that failed is not waited for in
+/// `block` mode); what does not fit is dropped and counted.
+static NO_SPACE: AtomicBool = AtomicBool::new(false);
+
+/// Has the trace stopped for want of space?
+pub fn out_of_space() -> bool {
+    NO_SPACE.load(Ordering::Relaxed)
+}
+
+/// The trace's file system said `e` to an allocation or a copy-out: the
+/// trace stops there, said once (warn).
+#[cold]
+pub fn no_space(e: &std::io::Error) {
+    if NO_SPACE.swap(true, Ordering::Relaxed) {
+        return;
+    }
+    let path = ring::path().map(|p| p.to_string_lossy().into_owned());
+    crate::log!(
+        crate::log::Level::Warn,
+        "IBV_SHIM_TRACE={}: trace stopped: no space ({e}); records that do not fit are dropped \
+         and counted",
+        path.as_deref().unwrap_or("?")
+    );
+}
 
 /// A full ring: `true` once there is room (block mode), `false` to drop.
 #[cold]
 pub fn room(m: &Mapping, ring: usize, pos: u64) -> bool {
-    if !super::config::get().block || BROKEN.load(Ordering::Relaxed) {
+    if !super::config::get().block || BROKEN.load(Ordering::Relaxed) || out_of_space() {
         return false;
     }
     let started = Instant::now();
@@ -38,7 +64,7 @@ pub fn room(m: &Mapping, ring: usize, pos: u64) -> bool {
         if pos + RECORD_MAX as u64 - tail.load(Ordering::Acquire) <= m.size as u64 {
             return true;
         }
-        if started.elapsed() > BLOCK_LIMIT || BROKEN.load(Ordering::Relaxed) {
+        if started.elapsed() > BLOCK_LIMIT || BROKEN.load(Ordering::Relaxed) || out_of_space() {
             return false;
         }
         // Copy the rings out itself rather than sleep until the writer
@@ -264,8 +290,19 @@ fn drain_ring(m: &Mapping, ring: usize) -> bool {
     // not moved past them until they are written); pwritev only reads.
     let wrote = unsafe { libc::pwritev(fd, iov.as_ptr(), 2, at as libc::off_t) };
     if wrote != used as isize {
-        // A full disk: the records stay in the ring for a later try
-        // (drop mode counts what no longer fits).
+        // A full disk: the records stay in the ring (what no longer fits
+        // is dropped and counted; a blocked producer no longer waits).
+        let e = if wrote < 0 {
+            std::io::Error::last_os_error()
+        } else {
+            std::io::Error::from_raw_os_error(libc::ENOSPC)
+        };
+        if matches!(
+            e.raw_os_error(),
+            Some(libc::ENOSPC | libc::EDQUOT | libc::EFBIG)
+        ) {
+            no_space(&e);
+        }
         return false;
     }
     end_word.store(at + used as u64, Ordering::Release);
@@ -273,18 +310,39 @@ fn drain_ring(m: &Mapping, ring: usize) -> bool {
     true
 }
 
+/// Set while a thread reopens the trace file (two reopening at once
+/// would leak a descriptor).
+static REOPENING: AtomicBool = AtomicBool::new(false);
+
 /// The trace file's descriptor, reopened by path if the program closed
-/// it; `None` when the path no longer is the same file.
+/// it; `None` when the path no longer is the same file (or another thread
+/// is reopening it and has not finished).
 pub fn descriptor() -> Option<i32> {
-    let fd = ring::FD.load(Ordering::Relaxed);
+    let fd = ring::FD.load(Ordering::Acquire);
     if fd >= 0 && ring::fd_is_ours(fd) {
         return Some(fd);
     }
-    let template = super::config::get().file.as_ref()?;
-    let path = crate::config::expand_pid(template);
-    let fd = crate::files::reopen_trace(&path).ok()?;
+    for _ in 0..1000 {
+        if !REOPENING.swap(true, Ordering::Acquire) {
+            let fd = reopen();
+            REOPENING.store(false, Ordering::Release);
+            return fd;
+        }
+        // SAFETY: sched_yield has no preconditions.
+        unsafe { libc::sched_yield() };
+    }
+    None
+}
+
+fn reopen() -> Option<i32> {
+    // Another thread reopened it meanwhile.
+    let fd = ring::FD.load(Ordering::Acquire);
+    if fd >= 0 && ring::fd_is_ours(fd) {
+        return Some(fd);
+    }
+    let fd = crate::files::reopen_trace(ring::path()?).ok()?;
     if ring::fd_is_ours(fd) {
-        ring::FD.store(fd, Ordering::Relaxed);
+        ring::FD.store(fd, Ordering::Release);
         Some(fd)
     } else {
         // SAFETY: the descriptor just opened, not handed out.
@@ -301,6 +359,8 @@ pub fn after_fork_in_child() {
     WAITERS.store(0, Ordering::Relaxed);
     ALLOCATED.store(0, Ordering::Relaxed);
     ALLOCATING.store(false, Ordering::Relaxed);
+    REOPENING.store(false, Ordering::Relaxed);
+    NO_SPACE.store(false, Ordering::Relaxed);
 }
 
 /// Records lost so far: rings full, and no ring free.

@@ -78,16 +78,19 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
     }
     let mut traces = Vec::new();
     for f in &files {
-        let bytes = match std::fs::read(f) {
-            Ok(b) => b,
-            Err(e) => {
-                eprintln!("ibv-shim trace: {}: {e}", f.to_string_lossy());
-                return 1;
-            }
-        };
-        match trace_format::decode(&bytes) {
+        let decoded = open_trace(f)
+            .map_err(|e| e.to_string())
+            .and_then(|file| trace_format::decode_from(&file).map_err(|e| e.to_string()));
+        match decoded {
             Ok(t) => {
                 report_lost(&f.to_string_lossy(), &t);
+                if let Some(at) = t.damaged_at {
+                    eprintln!(
+                        "ibv-shim trace: {}: no record at offset {at} of the drained area \
+                         (damaged, or a hole): the rest of it was not read",
+                        f.to_string_lossy()
+                    );
+                }
                 traces.push(t);
             }
             Err(e) => {
@@ -108,6 +111,48 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
     };
     print(&out);
     0
+}
+
+/// Opens a trace file to read: a regular file only (a FIFO would block
+/// the open or the reads for ever, a device never end), checked before
+/// opening (opening a device can do things) and after; non-blocking, so a
+/// FIFO swapped in between cannot hang it.
+fn open_trace(path: &OsString) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let kind = |t: std::fs::FileType| {
+        if t.is_file() {
+            None
+        } else if t.is_dir() {
+            Some("a directory")
+        } else if t.is_fifo() {
+            Some("a FIFO")
+        } else if t.is_char_device() {
+            Some("a character device")
+        } else if t.is_block_device() {
+            Some("a block device")
+        } else if t.is_socket() {
+            Some("a socket")
+        } else {
+            Some("not a regular file")
+        }
+    };
+    let refuse = |what: &str| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{what}, not a regular file; refused"),
+        )
+    };
+    if let Some(what) = kind(std::fs::metadata(path)?.file_type()) {
+        return Err(refuse(what));
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)?;
+    if let Some(what) = kind(file.metadata()?.file_type()) {
+        return Err(refuse(what));
+    }
+    Ok(file)
 }
 
 fn print(s: &str) {

@@ -95,7 +95,21 @@ pub mod ring {
     /// head when a record last started a lap): the writer copies a ring
     /// out in two pieces around it.
     pub const WRAP: usize = 32;
+    /// Bytes of the ring, from its start, whose file space is allocated
+    /// (the shim's own use: it writes a record only there, and allocates
+    /// more as the ring fills; readers find zeros past it).
+    pub const ALLOC: usize = 40;
+    /// The position up to which the ring's writer may write with no other
+    /// check (the shim's own use).
+    pub const LIMIT: usize = 48;
 }
+/// The owner word of a ring that threads share (`block` mode: threads
+/// beyond the rings' number take turns on these, under the ring's busy
+/// word); never a thread id.
+pub const SHARED_OWNER: u32 = u32::MAX;
+/// The most slots a ring has (`IBV_SHIM_TRACE_SLOTS`' limit): a header
+/// that says more is damaged.
+pub const SLOTS_MAX: usize = 1 << 20;
 pub const RING_META_SIZE: usize = 64;
 /// The most rings a header has room for.
 pub const MAX_RINGS: usize = (HEADER_SIZE - header::RINGS_META) / RING_META_SIZE;
@@ -227,6 +241,9 @@ pub struct Trace {
     pub lost_no_ring: u64,
     /// Records in time order (ties: by ring and position).
     pub records: Vec<Record>,
+    /// Where the drained area stopped holding records before its recorded
+    /// end (a file offset): the rest of it was not read.
+    pub damaged_at: Option<u64>,
 }
 
 fn u16_at(b: &[u8], at: usize) -> u16 {
@@ -293,9 +310,110 @@ impl std::fmt::Display for NotATrace {
     }
 }
 
+/// Where a trace's bytes come from: a slice in memory, or a file read a
+/// window at a time (a trace may be far larger than memory, or sparse:
+/// nothing reads it whole).
+pub trait Source {
+    /// The bytes there are.
+    fn size(&self) -> u64;
+    /// Fills `buf` from offset `at`; returns how many bytes there were.
+    fn read_at(&self, at: u64, buf: &mut [u8]) -> std::io::Result<usize>;
+}
+
+impl Source for [u8] {
+    fn size(&self) -> u64 {
+        self.len() as u64
+    }
+    fn read_at(&self, at: u64, buf: &mut [u8]) -> std::io::Result<usize> {
+        let from = (at.min(self.len() as u64)) as usize;
+        let n = buf.len().min(self.len() - from);
+        buf[..n].copy_from_slice(&self[from..from + n]);
+        Ok(n)
+    }
+}
+
+impl Source for std::fs::File {
+    fn size(&self) -> u64 {
+        self.metadata().map(|m| m.len()).unwrap_or(0)
+    }
+    fn read_at(&self, at: u64, buf: &mut [u8]) -> std::io::Result<usize> {
+        use std::os::unix::fs::FileExt;
+        let mut got = 0;
+        while got < buf.len() {
+            match FileExt::read_at(self, &mut buf[got..], at + got as u64) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(got)
+    }
+}
+
+/// The bytes the reader reads at once.
+const WINDOW: usize = 1 << 20;
+
+/// A window of WINDOW bytes over a source, moved as the reader walks (its
+/// walks go forward, a ring's wrapping once): the reader's memory is this
+/// window, whatever the file's size.
+struct Window<'a, S: Source + ?Sized> {
+    src: &'a S,
+    size: u64,
+    start: u64,
+    buf: Vec<u8>,
+    error: Option<std::io::Error>,
+}
+
+impl<'a, S: Source + ?Sized> Window<'a, S> {
+    fn new(src: &'a S) -> Self {
+        Window {
+            src,
+            size: src.size(),
+            start: 0,
+            buf: Vec::new(),
+            error: None,
+        }
+    }
+
+    /// Up to `len` (at most RECORD_MAX or the header) bytes at `at`, fewer
+    /// at the source's end or after a read error (kept for the caller).
+    fn get(&mut self, at: u64, len: usize) -> &[u8] {
+        let end = (at + len as u64).min(self.size);
+        if at < self.start || end > self.start + self.buf.len() as u64 {
+            let want = (WINDOW.max(len) as u64).min(self.size.saturating_sub(at)) as usize;
+            self.buf.resize(want, 0);
+            match self.src.read_at(at, &mut self.buf) {
+                Ok(n) => self.buf.truncate(n),
+                Err(e) => {
+                    self.buf.clear();
+                    self.error.get_or_insert(e);
+                }
+            }
+            self.start = at;
+        }
+        let from = (at.saturating_sub(self.start) as usize).min(self.buf.len());
+        let to = (end.saturating_sub(self.start) as usize).clamp(from, self.buf.len());
+        &self.buf[from..to]
+    }
+}
+
 /// Decodes a whole trace file: the drained records, then what is still
 /// in the rings; a record present in both counts once.
 pub fn decode(b: &[u8]) -> Result<Trace, NotATrace> {
+    decode_from(b)
+}
+
+/// [`decode`] from any source, reading it a window at a time: memory is
+/// the window and the records found, not the file's size (a sparse file
+/// of 20 GB, a header that claims more than there is).
+pub fn decode_from<S: Source + ?Sized>(src: &S) -> Result<Trace, NotATrace> {
+    let mut w = Window::new(src);
+    let head = w.get(0, HEADER_SIZE).to_vec();
+    if let Some(e) = w.error.take() {
+        return Err(NotATrace(format!("cannot read it: {e}")));
+    }
+    let b = &head[..];
     if b.len() < HEADER_SIZE || b[..8] != MAGIC {
         return Err(NotATrace("not an ibv-shim trace file".into()));
     }
@@ -315,6 +433,7 @@ pub fn decode(b: &[u8]) -> Result<Trace, NotATrace> {
     let slots = u32_at(b, header::SLOTS) as usize;
     let size = ring_bytes(slots);
     if rings > MAX_RINGS
+        || slots > SLOTS_MAX
         || u32_at(b, header::SLOT_SIZE) as usize != RING_UNIT
         || size < RECORD_MAX
         || !size.is_multiple_of(8)
@@ -331,30 +450,38 @@ pub fn decode(b: &[u8]) -> Result<Trace, NotATrace> {
         lost_no_ring: u64_at(b, header::LOST_NO_RING),
         ..Trace::default()
     };
-    let end = rings_end(rings, slots);
-    let drained_end = (u64_at(b, header::DRAINED_END) as usize).min(b.len());
+    let len = w.size;
+    let end = rings_end(rings, slots) as u64;
+    let drained_end = u64_at(b, header::DRAINED_END).min(len);
     let mut seen = std::collections::HashSet::new();
     let mut push = |t: &mut Trace, r: Record| {
         if seen.insert((r.ring, r.seq)) {
             t.records.push(r);
         }
     };
+    // The drained area holds committed records back to back: a record
+    // with no commit word is no record (a hole, zeros, damage), and the
+    // walk ends there rather than stepping through the rest.
     let mut at = end;
-    while at + SLOT_TEXT <= drained_end {
-        let len = record_len(u16_at(b, at + slot::TEXT_LEN) as usize);
-        if let Some(r) = decode_slot(&b[at..(at + len).min(drained_end)]) {
+    while at + SLOT_TEXT as u64 <= drained_end {
+        let rec = w.get(at, RECORD_MAX.min((drained_end - at) as usize));
+        if rec.len() < SLOT_TEXT || u64_at(rec, slot::SEQ) == 0 {
+            t.damaged_at = Some(at);
+            break;
+        }
+        let len = record_len(u16_at(rec, slot::TEXT_LEN) as usize);
+        if let Some(r) = decode_slot(&rec[..len.min(rec.len())]) {
             push(&mut t, r);
         }
-        at += len;
+        at += len as u64;
     }
     for ring_i in 0..rings {
         let meta = header::RINGS_META + ring_i * RING_META_SIZE;
         t.lost_full += u64_at(b, meta + ring::LOST);
-        let start = HEADER_SIZE + ring_i * size;
-        if start + size > b.len() {
+        let start = (HEADER_SIZE + ring_i * size) as u64;
+        if start + size as u64 > len {
             break;
         }
-        let r_bytes = &b[start..start + size];
         // From the tail (below it, drained already and seen above), record
         // by record while each is committed where it lies: past the head
         // too (a crash between a commit and the head's update).
@@ -364,21 +491,24 @@ pub fn decode(b: &[u8]) -> Result<Trace, NotATrace> {
             pos = ring_next(pos, size);
             // The shim writes a record only where a whole RECORD_MAX fits
             // before the tail's lap ends.
-            if pos + RECORD_MAX as u64 > tail + size as u64 {
+            if pos + RECORD_MAX as u64 > tail.saturating_add(size as u64) {
                 break;
             }
             let at = (pos % size as u64) as usize;
-            let rec = &r_bytes[at..(at + RECORD_MAX).min(size)];
-            if u64_at(rec, slot::SEQ) != pos + 1 {
+            let rec = w.get(start + at as u64, RECORD_MAX.min(size - at));
+            if rec.len() < SLOT_TEXT || u64_at(rec, slot::SEQ) != pos + 1 {
                 break;
             }
             let len = record_len(u16_at(rec, slot::TEXT_LEN) as usize);
-            match decode_slot(&rec[..len]) {
+            match decode_slot(&rec[..len.min(rec.len())]) {
                 Some(r) if r.ring as usize == ring_i => push(&mut t, r),
                 _ => break,
             }
             pos += len as u64;
         }
+    }
+    if let Some(e) = w.error.take() {
+        return Err(NotATrace(format!("cannot read it: {e}")));
     }
     if u32_at(b, header::CLOCK) == CLOCK_TSC {
         let c = TscClock::new(
@@ -521,6 +651,67 @@ mod tests {
         b[at..at + 8].copy_from_slice(&(pos(1) + 1 + 512).to_le_bytes());
         assert_eq!(numbers(&decode(&b).unwrap()), [0]);
         assert!(decode(b"not a trace").is_err());
+    }
+
+    /// A source of `size` bytes: `prefix`, then zeros (a sparse file),
+    /// counting the bytes read.
+    struct Sparse {
+        prefix: Vec<u8>,
+        size: u64,
+        read: std::cell::Cell<u64>,
+    }
+
+    impl Source for Sparse {
+        fn size(&self) -> u64 {
+            self.size
+        }
+        fn read_at(&self, at: u64, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = (buf.len() as u64).min(self.size.saturating_sub(at)) as usize;
+            for (i, b) in buf[..n].iter_mut().enumerate() {
+                *b = *self.prefix.get(at as usize + i).unwrap_or(&0);
+            }
+            self.read.set(self.read.get() + n as u64);
+            Ok(n)
+        }
+    }
+
+    /// A 20 GB file, mostly a hole: its records are read, and the walk
+    /// stops where the drained area holds no record (even when the header
+    /// says it runs to the end), reading a few windows, not the file.
+    #[test]
+    fn a_huge_sparse_file_is_read_a_window_at_a_time() {
+        let b = file(&[0, 1], &[2], 2);
+        for forged_end in [false, true] {
+            let mut prefix = b.clone();
+            let size = 20u64 << 30;
+            if forged_end {
+                prefix[header::DRAINED_END..header::DRAINED_END + 8]
+                    .copy_from_slice(&size.to_le_bytes());
+            }
+            let src = Sparse {
+                prefix,
+                size,
+                read: std::cell::Cell::new(0),
+            };
+            let t = decode_from(&src).unwrap();
+            assert_eq!(numbers(&t), [0, 1, 2]);
+            assert_eq!(t.damaged_at.is_some(), forged_end);
+            assert!(
+                src.read.get() <= 4 * WINDOW as u64,
+                "{} bytes read",
+                src.read.get()
+            );
+        }
+    }
+
+    #[test]
+    fn a_header_claiming_huge_rings_is_damaged() {
+        let mut b = file(&[0], &[], 1);
+        b[header::SLOTS..header::SLOTS + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(
+            decode(&b).unwrap_err().to_string(),
+            "trace header is damaged"
+        );
     }
 
     #[test]

@@ -12,7 +12,14 @@
  * opens files until one gets each number, then makes the calls; "fork"
  * forks after the calls, and the child makes CALLS calls of
  * ibv_get_device_guid and exits; "serial" runs the THREADS threads one
- * after another (each exits before the next starts), any number of them.
+ * after another (each exits before the next starts), any number of them;
+ * "together" runs the THREADS threads (up to 512) all at once, each
+ * making its calls and then waiting for all the others before it exits
+ * (every one holds a trace ring at the same time); "exec" forks after the
+ * calls and the child execs this program as "tracer exit 1 CALLS" (same
+ * environment, so the same trace path), while the parent calls
+ * ibv_get_device_name until the child has exited and prints "parent
+ * calls N" (N those calls).
  * With $TRACER_OBJECTS set, before closing the device: a PD, an MR, a CQ
  * and an RC QP made, the QP moved to INIT, the MR's access changed
  * (ibv_rereg_mr), and all destroyed.
@@ -30,6 +37,7 @@
 static struct ibv_device *dev;
 static struct ibv_context *ctx;
 static long calls, fails;
+static pthread_barrier_t all_made;
 
 static void *worker(void *arg)
 {
@@ -42,6 +50,14 @@ static void *worker(void *arg)
         if (ibv_query_gid(ctx, 99, 0, &gid) == 0)
             abort();
     }
+    return NULL;
+}
+
+/* worker, then wait until every thread has made its calls. */
+static void *worker_together(void *arg)
+{
+    worker(arg);
+    pthread_barrier_wait(&all_made);
     return NULL;
 }
 
@@ -118,6 +134,18 @@ int main(int argc, char **argv)
         }
         threads = 0;
     }
+    if (!strcmp(mode, "together")) {
+        static pthread_t many[512];
+        if (threads > 512)
+            threads = 512;
+        pthread_barrier_init(&all_made, NULL, threads);
+        for (int i = 0; i < threads; i++)
+            if (pthread_create(&many[i], NULL, worker_together, NULL))
+                return 5;
+        for (int i = 0; i < threads; i++)
+            pthread_join(many[i], NULL);
+        threads = 0;
+    }
     pthread_t t[64];
     if (threads > 64)
         threads = 64;
@@ -151,6 +179,24 @@ int main(int argc, char **argv)
         if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
             return 3;
         ibv_get_device_name(dev);
+    }
+    if (!strcmp(mode, "exec")) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            char n[32];
+            snprintf(n, sizeof n, "%ld", calls);
+            execl("/proc/self/exe", "tracer", "exit", "1", n, (char *)NULL);
+            _exit(127);
+        }
+        long made = 0;
+        int status;
+        while (waitpid(pid, &status, WNOHANG) == 0) {
+            ibv_get_device_name(dev);
+            made++;
+        }
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            return 3;
+        printf("parent calls %ld\n", made);
     }
     if (getenv("TRACER_OBJECTS") && objects())
         return 4;
