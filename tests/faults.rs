@@ -354,6 +354,23 @@ fn a_wrong_rule_is_a_clear_error() {
         stderr(&out)
     );
     assert!(stdout(&out).is_empty(), "the program did not run");
+    // An errno the kernel does not have, and a key given twice, likewise.
+    for (rules, says) in [
+        ("ibv_alloc_pd:nth=1:errno=200", "a number 1..=133"),
+        ("ibv_alloc_pd:nth=1:nth=2", "nth= is given twice"),
+    ] {
+        let out = run(launcher(&f.0, &["--faults", rules, "--"])
+            .arg(&prog)
+            .args(["pd", "3"]));
+        assert_eq!(out.status.code(), Some(2), "{rules}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains(&format!("--faults: fault rule {rules:?}: "))
+                && stderr(&out).contains(says),
+            "{rules}: {}",
+            stderr(&out)
+        );
+        assert!(stdout(&out).is_empty(), "the program did not run");
+    }
     // Preloaded by hand: an ERROR line at start-up names the rule, and no
     // rule of the variable applies (the program runs unharmed).
     for (rules, says) in [
@@ -363,6 +380,15 @@ fn a_wrong_rule_is_a_clear_error() {
         ),
         ("ibv_alloc_pd:nth=2,ibv_alloc_pd", "says not when"),
         ("wc:nth=1:status=IBV_WC_NOT_A_STATUS", "status"),
+        // Past the kernel's errno values (EHWPOISON, 133).
+        (
+            "ibv_alloc_pd:nth=2:errno=200",
+            "fault rule \"ibv_alloc_pd:nth=2:errno=200\": errno=\"200\" is not an errno name",
+        ),
+        (
+            "ibv_alloc_pd:nth=2:errno=EIO:errno=ENOMEM",
+            "fault rule \"ibv_alloc_pd:nth=2:errno=EIO:errno=ENOMEM\": errno= is given twice",
+        ),
     ] {
         let mut cmd = Command::new(&prog);
         cmd.args(["pd", "3"])
