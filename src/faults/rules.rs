@@ -95,6 +95,17 @@ pub fn is_release(verb: &str) -> bool {
     RELEASES.contains(&verb)
 }
 
+/// Verbs the real library cannot fail for a device it listed:
+/// `ibv_get_device_name` returns the name the device holds. A sweep
+/// leaves them out unless asked (`--sweep-infallible`, or named in
+/// `--sweep-verbs`): a failure there tests a path no real run takes.
+pub const INFALLIBLE: &[&str] = &["ibv_get_device_name"];
+
+/// See [`INFALLIBLE`].
+pub fn is_infallible(verb: &str) -> bool {
+    INFALLIBLE.contains(&verb)
+}
+
 /// Which calls a rule is about.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Target {

@@ -166,26 +166,15 @@ pub fn find_sim_dir(
     Ok(std::fs::canonicalize(&dir).unwrap_or(dir))
 }
 
-/// Copies the built sim to `dir/libibverbs.so.1` through a temporary name
-/// and a rename, so a program loading the old copy is not disturbed.
+/// Copies the built sim to `dir/libibverbs.so.1` through a fresh temporary
+/// and a rename (`files::write_replacing`), so a program loading the old
+/// copy is not disturbed and nothing planted in `dir` is written through.
 fn copy_sim(built: &Path, dir: &Path, lib: &Path) -> Result<(), SetupError> {
     std::fs::create_dir_all(dir).map_err(|e| setup(format!("mkdir {}: {e}", dir.display())))?;
-    let tmp = dir.join(format!(".{SIM_SONAME}.{}", std::process::id()));
-    std::fs::copy(built, &tmp).map_err(|e| {
-        setup(format!(
-            "copying {} to {}: {e}",
-            built.display(),
-            tmp.display()
-        ))
-    })?;
-    std::fs::rename(&tmp, lib).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        setup(format!(
-            "renaming {} to {}: {e}",
-            tmp.display(),
-            lib.display()
-        ))
-    })
+    let bytes =
+        std::fs::read(built).map_err(|e| setup(format!("reading {}: {e}", built.display())))?;
+    crate::files::write_replacing(lib, &bytes, 0o755)
+        .map_err(|e| setup(format!("writing {}: {e}", lib.display())))
 }
 
 /// `new` first, then the entries of `old` (split on spaces and colons, as

@@ -7,13 +7,18 @@
 //! - `run`: finding and running the program, signals, its exit status.
 //! - `report`: the shim's JSON reports: where they are, what they say.
 //! - `summary`: the lines printed at the end, and the launcher's exit status.
-//! - `sweep`: `--fault-sweep`; `fault_rules`: the shim's own rule parser.
+//! - `sweep`: `--fault-sweep`; `reaper`: the process that watches each of
+//!   its runs; `fault_rules`: the shim's own rule parser.
+//! - `files`: the files the launcher reads and writes (regular files only,
+//!   bounded reads, writes renamed into place, links refused).
 //! - `trace`: the `ibv-shim trace FILE...` subcommand (decoding trace files).
 //! - `merge`: `ibv-shim report merge`, one summary over many processes' reports.
 
 mod environment;
+mod files;
 mod merge;
 mod options;
+mod reaper;
 mod report;
 mod run;
 mod status;
@@ -59,7 +64,12 @@ impl From<run::NotRun> for Failure {
 }
 
 fn main() {
-    std::process::exit(launch(std::env::args_os().skip(1)));
+    let mut args = std::env::args_os();
+    if args.next().is_some_and(|a| a == reaper::ARGV0) {
+        // The fault sweep's helper that watches one run (see `reaper`).
+        std::process::exit(reaper::main(args));
+    }
+    std::process::exit(launch(args));
 }
 
 /// Prints to stderr in one write; a closed stderr is not the launcher's

@@ -341,8 +341,13 @@ option sets is inherited unchanged):
     --sweep-verbs LIST only these verbs (comma-separated; `all`: also the
                        destroy/close verbs, left out by default).
     --sweep-sites      fail each distinct call site once, not each call.
+    --sweep-infallible also fail the calls the real library cannot fail
+                       (ibv_get_device_name of a listed device), left out
+                       by default.
     --sweep-timeout S  a run still going after S seconds hangs (default 60).
-    --sweep-json PATH  the JSON summary (default ./ibv-shim-sweep.json).
+    --sweep-json PATH  the JSON summary (default ./ibv-shim-sweep.json),
+                       replaced through a temporary; a symbolic link or a
+                       special file there is refused.
   -h, --help           print this help and exit.
   -V, --version        print the version and exit.
 
