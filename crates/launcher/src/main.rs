@@ -163,12 +163,34 @@ fn run_program(o: &Options) -> Result<i32, Failure> {
     let files = plan.report.written_since(&before);
     let mut reports: Vec<Report> = Vec::new();
     let mut unreadable: Vec<(PathBuf, String)> = Vec::new();
-    for f in &files {
-        match Report::read(f) {
-            Ok(r) => reports.push(r),
-            Err(why) => unreadable.push((f.clone(), why)),
-        }
-    }
+    // Only this run's: another launcher's processes may write to the same
+    // directory (the same --report, an inherited IBV_SHIM_REPORT) at the
+    // same time.
+    let files: Vec<PathBuf> = files
+        .into_iter()
+        .filter(|f| match Report::read(f) {
+            Ok(r) if r.run.as_deref() == Some(plan.run.as_str()) => {
+                reports.push(r);
+                true
+            }
+            Ok(_) => false,
+            Err(why) => {
+                unreadable.push((f.clone(), why));
+                true
+            }
+        })
+        .collect();
+    // A process that used verbs and wrote no report, where something other
+    // than a regular file is in its report's place: the shim refused it.
+    let refused: Vec<(u64, String)> = started
+        .iter()
+        .filter(|s| !reports.iter().any(|r| r.pid == Some(s.pid)))
+        .filter_map(|s| {
+            let path = plan.report.path_for(s.pid);
+            let why = files::check_target(&path).err()?;
+            Some((s.pid, format!("{}: {why}", path.display())))
+        })
+        .collect();
     let leaked = reports.iter().any(Report::has_leaks);
     let exit = summary::exit_status(ran.status, leak_exitcode, leaked);
     if !o.quiet {
@@ -182,6 +204,7 @@ fn run_program(o: &Options) -> Result<i32, Failure> {
             exit,
             leak_exitcode,
             started: &started,
+            refused: &refused,
             child: ran.pid.into(),
         });
         let mut text = lines.join("\n");
