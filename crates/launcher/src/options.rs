@@ -255,10 +255,12 @@ ibv-shim {version}: run a program with the RDMA verbs shim preloaded, then
 summarise what it leaked (like valgrind or heaptrack, for libibverbs).
 
 usage: ibv-shim [options] -- PROGRAM [ARGS...]
-       ibv-shim report merge [--format text|junit] [-o FILE] REPORT.json...
+       ibv-shim report merge [--format text|junit] [-o FILE] [--exit-zero]
+                             REPORT.json...
          one summary over many processes' JSON reports: leaks by creation
          site with the processes they came from; junit: one test case per
-         process, a failure per leak site
+         process, a failure per leak site; exit status 23 when a report
+         holds a leak (0 with --exit-zero); see ibv-shim report merge --help
 
 The program runs as a child with the shim (libibv_shim.so) in LD_PRELOAD.
 The shim logs verbs calls and audits every RDMA object the program creates;
