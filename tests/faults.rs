@@ -615,6 +615,35 @@ fn a_hung_run_s_daemon_is_killed_with_it() {
     );
 }
 
+/// The process that watches a run (the reaper) is not itself under the
+/// shim: only the program gets the loader's variables.
+#[test]
+fn the_process_watching_a_run_runs_without_the_shim() {
+    let dir = TempDir::new("faults-reaper-env");
+    let f = fabric("reaper-env");
+    let out_file = dir.join("maps");
+    let script = format!(
+        "grep -c libibv_shim /proc/$PPID/maps > {0}; grep -c libibv_shim /proc/$$/maps >> {0}; exit 0",
+        out_file.display()
+    );
+    let mut cmd = launcher(
+        &f.0,
+        &[
+            "--fault-sweep",
+            "--sweep-json",
+            dir.join("s.json").to_str().unwrap(),
+            "--",
+        ],
+    );
+    cmd.args(["sh", "-c", &script]);
+    let out = run(&mut cmd);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let counts = std::fs::read_to_string(&out_file).unwrap();
+    let counts: Vec<&str> = counts.lines().collect();
+    assert_eq!(counts[0], "0", "the reaper has the shim mapped");
+    assert_ne!(counts[1], "0", "the program has not");
+}
+
 /// The sweep's JSON summary is written through a temporary renamed into
 /// place: a symbolic link planted at its path (the default
 /// `./ibv-shim-sweep.json` in a shared `/tmp`) is refused and its target

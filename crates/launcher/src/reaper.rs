@@ -66,23 +66,35 @@ impl Ended {
     }
 }
 
+/// The dynamic loader's variables: the program's, not the reaper's (the
+/// shim preloaded into the reaper would be a second process with the
+/// run's options: its trace path, its report path).
+pub const LOADER_VARS: [&str; 2] = ["LD_PRELOAD", "LD_LIBRARY_PATH"];
+
 /// The command that runs `program` (shown to it as `argv0`) with `args`
 /// under a reaper: the program is killed after `timeout` seconds; how it
-/// ended goes to `status`.
+/// ended goes to `status`. `loader` are the [`LOADER_VARS`] the program
+/// gets; the reaper runs without them.
 pub fn command(
     program: &Path,
     argv0: &OsString,
     args: &[OsString],
     timeout: u64,
     status: &Path,
+    loader: &[(OsString, OsString)],
 ) -> Command {
     let mut cmd = Command::new("/proc/self/exe");
     cmd.arg0(ARGV0)
         .arg(timeout.to_string())
         .arg(status)
-        .arg(program)
-        .arg(argv0)
-        .args(args);
+        .arg(loader.len().to_string());
+    for (k, v) in loader {
+        cmd.arg(k).arg(v);
+    }
+    cmd.arg(program).arg(argv0).args(args);
+    for k in LOADER_VARS {
+        cmd.env_remove(k);
+    }
     cmd
 }
 
@@ -94,14 +106,29 @@ extern "C" fn on_stop(_sig: libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
 }
 
-/// The reaper itself: `TIMEOUT STATUS PROGRAM ARGV0 ARGS...` after its
-/// `argv[0]`. Returns its exit status (0; 125 when it cannot work).
+/// The reaper itself: `TIMEOUT STATUS N [NAME VALUE]{N} PROGRAM ARGV0
+/// ARGS...` after its `argv[0]` (the pairs: the program's loader
+/// variables). Returns its exit status (0; 125 when it cannot work).
 pub fn main(mut args: impl Iterator<Item = OsString>) -> i32 {
-    let (Some(timeout), Some(status), Some(program), Some(argv0)) =
-        (args.next(), args.next(), args.next(), args.next())
-    else {
+    let not_a_command = || {
         eprintln!("ibv-shim: {ARGV0} is the fault sweep's own helper, not a command");
-        return 125;
+        125
+    };
+    let (Some(timeout), Some(status), Some(n)) = (args.next(), args.next(), args.next()) else {
+        return not_a_command();
+    };
+    let Ok(n) = n.to_string_lossy().parse::<usize>() else {
+        return not_a_command();
+    };
+    let mut loader = Vec::new();
+    for _ in 0..n.min(LOADER_VARS.len()) {
+        let (Some(k), Some(v)) = (args.next(), args.next()) else {
+            return not_a_command();
+        };
+        loader.push((k, v));
+    }
+    let (Some(program), Some(argv0)) = (args.next(), args.next()) else {
+        return not_a_command();
     };
     let timeout: u64 = timeout.to_string_lossy().parse().unwrap_or(60);
     for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
@@ -132,6 +159,9 @@ pub fn main(mut args: impl Iterator<Item = OsString>) -> i32 {
     }
     let mut cmd = Command::new(&program);
     cmd.arg0(&argv0).args(args).process_group(0);
+    for (k, v) in &loader {
+        cmd.env(k, v);
+    }
     // The launcher's handlers do not pass exec; the signals the program
     // gets are at their defaults.
     let mut ended = Ended::default();

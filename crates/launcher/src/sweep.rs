@@ -273,18 +273,35 @@ impl Setup<'_> {
     /// to `work/NAME.out`, reports to `work/NAME.<pid>.json`.
     fn run(&self, name: &str, extra: &[(&str, OsString)]) -> Outcome {
         let status = self.work.join(format!("{name}.status"));
+        // The loader's variables as the launcher would give them: its own
+        // (the shim first in LD_PRELOAD), else the inherited ones.
+        let loader: Vec<(OsString, OsString)> = reaper::LOADER_VARS
+            .iter()
+            .filter_map(|k| {
+                let v = self
+                    .vars
+                    .iter()
+                    .find(|(name, _)| name == k)
+                    .map(|(_, v)| v.clone())
+                    .or_else(|| std::env::var_os(k))?;
+                Some((OsString::from(k), v))
+            })
+            .collect();
         let mut cmd = reaper::command(
             &self.program,
             &self.o.program,
             &self.o.args,
             self.timeout,
             &status,
+            &loader,
         );
         // The sweep's own rules only.
         cmd.env_remove("IBV_SHIM_FAULTS")
             .env_remove("IBV_SHIM_FAULT_COUNT");
         for (k, v) in &self.vars {
-            cmd.env(k, v);
+            if !reaper::LOADER_VARS.iter().any(|l| k == l) {
+                cmd.env(k, v);
+            }
         }
         if self.o.log.is_none() {
             // Each run's warnings (the injection, the leaks) are in its report.
