@@ -653,6 +653,40 @@ printf '%s\n' '{"schema":"ibv-shim/leak-report/1","pid":2002,"program":"client",
     );
 }
 
+/// A report without a run id (a shim older than the launcher, given with
+/// `--shim`) is this run's when its process noted itself in this run's
+/// private directory (`IBV_SHIM_STATUS_DIR`), and not otherwise.
+#[test]
+fn a_report_without_a_run_id_is_this_run_s_if_its_process_is() {
+    let dir = TempDir::new("launcher-no-run-id");
+    let template = dir.join("r.%p.json");
+    let script = r#"
+f() { printf '%s' "$IBV_SHIM_REPORT" | sed "s/%p/$1/g"; }
+doc() { printf '%s\n' '{"schema":"ibv-shim/leak-report/1","pid":'$1',"program":"p'$1'","leaked":true,"totals":{"pd":1},"objects":[{"kind":"pd","handle":"0x10","context":"0x1","device":"mlx5_0","guid":null,"parent":null,"fields":{"handle":1},"created":{"thread":1,"time":0.1,"module":"/x/p","symbol":"main","offset":32,"backtrace":null},"found":"exit","suppressed":false}]}' > "$(f $1)"; }
+printf '3001 /x/p3001\n' > "$IBV_SHIM_STATUS_DIR/3001.started"
+doc 3001
+doc 3002
+"#;
+    let mut cmd = launcher(&[
+        "--report",
+        template.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        script,
+    ]);
+    let output = run(&mut cmd);
+    assert_eq!(code(&output), Some(0), "{}", describe(&cmd, &output));
+    let got = summary(&output);
+    assert_eq!(
+        got.first().map(String::as_str),
+        Some("ibv-shim: p3001 leaked 1 RDMA object: 1 pd"),
+        "{}",
+        describe(&cmd, &output)
+    );
+    assert!(!got.iter().any(|l| l.contains("3002")), "{got:?}");
+}
+
 // ---- End to end: the shim's leak audit on the sim -------------------------
 
 /// A program that opens the first device, allocates a PD and closes the

@@ -165,11 +165,17 @@ fn run_program(o: &Options) -> Result<i32, Failure> {
     let mut unreadable: Vec<(PathBuf, String)> = Vec::new();
     // Only this run's: another launcher's processes may write to the same
     // directory (the same --report, an inherited IBV_SHIM_REPORT) at the
-    // same time.
+    // same time. A report without a run id (a shim older than the launcher,
+    // `--shim`) is this run's when its process noted itself in this run's
+    // private directory.
+    let ours = |r: &Report| match r.run.as_deref() {
+        Some(run) => run == plan.run,
+        None => started.iter().any(|s| Some(s.pid) == r.pid),
+    };
     let files: Vec<PathBuf> = files
         .into_iter()
         .filter(|f| match Report::read(f) {
-            Ok(r) if r.run.as_deref() == Some(plan.run.as_str()) => {
+            Ok(r) if ours(&r) => {
                 reports.push(r);
                 true
             }

@@ -673,8 +673,17 @@ fn to_stderr(text: &str) {
     let _ = std::io::stderr().lock().write_all(text.as_bytes());
 }
 
-/// Columns padded to their widest cell.
+/// Columns padded to their widest cell; a cell's control characters (a
+/// module path is the program's text) shown as `\xNN`.
 fn table(rows: &[[String; 7]]) -> String {
+    let rows: Vec<[String; 7]> = rows
+        .iter()
+        .map(|r| {
+            r.clone()
+                .map(|c| crate::summary::printable(&c).into_owned())
+        })
+        .collect();
+    let rows = rows.as_slice();
     let mut width = [0usize; 7];
     for r in rows {
         for (w, c) in width.iter_mut().zip(r) {
