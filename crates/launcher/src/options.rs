@@ -368,7 +368,9 @@ with the signal that killed it ('prog (pid N) was killed by signal 15
 (SIGTERM) before writing its report'; under the launcher the shim notes
 SIGTERM, SIGINT and SIGHUP where the program left them at their default).
 'made no verbs calls' means that no process used verbs (or, setuid, the
-shim ignored the launcher's variables).
+shim ignored the launcher's variables). Only this run's reports are read:
+each carries the run's id (IBV_SHIM_RUN), so another run writing to the
+same --report directory at the same time is not counted.
 
 Exit status:
   the program's exit status; 128+N if it was killed by signal N.
