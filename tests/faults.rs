@@ -122,6 +122,15 @@ fn nth_fails_that_call_only_with_its_errno_and_creates_nothing() {
             && inj[0].ends_with("failed with errno=ENOMEM, the real verb not called"),
         "{inj:?}"
     );
+    // An errno given by number is named in the log (any of the kernel's,
+    // 1..=133), not shown as E?.
+    let (lines, log) = calls("ibv_alloc_pd:nth=1:errno=100", "pd", 1);
+    assert!(lines[0].ends_with("fail Network is down"), "{lines:?}");
+    let inj = injections(&log);
+    assert!(
+        inj.len() == 1 && inj[0].ends_with("failed with errno=ENETDOWN, the real verb not called"),
+        "{inj:?}"
+    );
 }
 
 /// A rule also fires for a verb the program called before the shim was
