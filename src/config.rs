@@ -39,6 +39,9 @@ pub struct Config {
     /// `IBV_SHIM_STATUS_DIR` (set by the launcher): each process that uses
     /// verbs notes itself there (`<pid>.started`).
     pub status_dir: Option<OsString>,
+    /// `IBV_SHIM_RUN` (set by the launcher): the run the process belongs
+    /// to, written into its report.
+    pub run: Option<String>,
     /// `IBV_SHIM_BACKTRACE=1`: record a full backtrace at each creation.
     pub backtrace: bool,
     /// `IBV_SHIM_CHECK=datapath[,abort]`: check every posted work request
@@ -130,6 +133,7 @@ impl Config {
                     None
                 }
             });
+        let run = var("IBV_SHIM_RUN").map(|v| v.to_string_lossy().into_owned());
         let backtrace = var("IBV_SHIM_BACKTRACE").is_some_and(|v| v != "0");
         let log_sync = var("IBV_SHIM_LOG_SYNC").is_some_and(|v| v != "0");
         let default_suppressions = !var("IBV_SHIM_DEFAULT_SUPPRESSIONS").is_some_and(|v| v == "0");
@@ -157,6 +161,7 @@ impl Config {
             leak_exitcode,
             suppress,
             status_dir,
+            run,
             backtrace,
             default_suppressions,
             secure,

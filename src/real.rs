@@ -150,6 +150,35 @@ pub fn real_dlopen() -> DlopenFn {
     f
 }
 
+/// glibc's `dlclose`, found as `dlopen` is (the shim exports its own).
+pub type DlcloseFn = unsafe extern "C" fn(*mut c_void) -> c_int;
+
+/// glibc's `dlclose` (one lookup, then cached).
+pub fn real_dlclose() -> Option<DlcloseFn> {
+    static SLOT: AtomicUsize = AtomicUsize::new(0);
+    let p = SLOT.load(Ordering::Relaxed);
+    if p != 0 {
+        // SAFETY: the slot only ever holds a dlclose with this signature.
+        return Some(unsafe { std::mem::transmute::<usize, DlcloseFn>(p) });
+    }
+    // SAFETY: a symbol lookup with a NUL-terminated name.
+    let next = unsafe { libc::dlsym(libc::RTLD_NEXT, c"dlclose".as_ptr()) };
+    let found = if !next.is_null() && !in_shim(next) {
+        next
+    } else {
+        [c"GLIBC_2.34", c"GLIBC_2.2.5"]
+            .iter()
+            .map(|v| {
+                // SAFETY: a symbol lookup with NUL-terminated strings.
+                unsafe { libc::dlvsym(libc::RTLD_DEFAULT, c"dlclose".as_ptr(), v.as_ptr()) }
+            })
+            .find(|p| !p.is_null() && !in_shim(*p))?
+    };
+    SLOT.store(found as usize, Ordering::Relaxed);
+    // SAFETY: `found` is a definition of dlclose, which has this signature.
+    Some(unsafe { std::mem::transmute::<*mut c_void, DlcloseFn>(found) })
+}
+
 fn find_dlopen() -> Option<DlopenFn> {
     // SAFETY: a symbol lookup with a NUL-terminated name.
     let next = unsafe { libc::dlsym(libc::RTLD_NEXT, c"dlopen".as_ptr()) };

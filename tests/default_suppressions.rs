@@ -128,6 +128,37 @@ fn a_correct_rdmacm_program_is_clean_and_what_librdmacm_keeps_is_named() {
     assert!(!log.contains("never closed"), "{log}");
 }
 
+/// `tests/c/rdmacm/unload.c`: librdmacm loaded by hand and unloaded
+/// before exit (Open MPI's mtl ofi at `MPI_Finalize`). What librdmacm made
+/// is still named after it, so the default suppressions still match, and
+/// a clean program stays clean under the leak exit code.
+#[test]
+fn what_librdmacm_kept_is_still_its_own_after_it_is_unloaded() {
+    let prog = rdmacm_prog("unload", &["-ldl"]);
+    let dir = TempDir::new("rdmacm-unload");
+    let (out, report) = on_sim(&prog, &dir, &[("IBV_SHIM_LEAK_EXITCODE", "23")]);
+    assert_eq!(
+        stdout(&out),
+        "devices 2\nunloaded\n",
+        "librdmacm was unloaded: {}",
+        stderr(&out)
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(report["leaked"], false, "{report:#}");
+    let objs = objects(&report);
+    assert_eq!(objs.len(), 3, "2 contexts and the device list: {report:#}");
+    for o in objs {
+        let created = &o["created"];
+        let module = created["module"].as_str().unwrap_or_default();
+        assert!(module.ends_with("/librdmacm.so.1"), "{o}");
+        assert!(created["offset"].as_u64().is_some(), "{o}");
+        assert!(created["build_id"].as_str().is_some(), "{o}");
+        assert_eq!(o["suppressed"], true, "{o}");
+        assert_eq!(o["kept_by"], "librdmacm", "{o}");
+    }
+    assert!(!stderr(&out).contains("unknown site"), "{}", stderr(&out));
+}
+
 #[test]
 fn under_fail_on_leak_it_exits_with_its_own_status_and_the_summary_says_why() {
     let mut cmd = Command::new(launcher());

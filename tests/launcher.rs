@@ -39,8 +39,9 @@ fn launcher_exe() -> PathBuf {
 
 /// The variables the launcher sets or reads: removed from the tests'
 /// environment so each test gives only its own.
-const SHIM_VARS: [&str; 12] = [
+const SHIM_VARS: [&str; 13] = [
     "IBV_SHIM_STATUS_DIR",
+    "IBV_SHIM_RUN",
     "IBV_SHIM_DEFAULT_SUPPRESSIONS",
     "LD_PRELOAD",
     "LD_LIBRARY_PATH",
@@ -464,19 +465,21 @@ fn without_report_the_launcher_uses_a_private_directory_and_removes_it() {
 }
 
 /// A shell script that writes the reports a forking program's processes
-/// would: `write PID JSON` puts JSON at IBV_SHIM_REPORT with `%p` = PID.
+/// would: `write PID JSON` puts JSON at IBV_SHIM_REPORT with `%p` = PID,
+/// each marked with the launcher's run (`IBV_SHIM_RUN`) as the shim marks
+/// it.
 const WRITE_REPORTS: &str = r#"
 write() { f=$(printf '%s' "$IBV_SHIM_REPORT" | sed "s/%p/$1/g"); printf '%s\n' "$2" > "$f"; }
 OBJ='"handle":"0x10","context":"0x1","device":"mlx5_0","guid":null,"parent":null'
 PD='"fields":{"handle":1}'
 MR='"fields":{"addr":"0x1000","length":64,"lkey":1,"rkey":1,"access":1,"via":"ibv_reg_mr"}'
-write 1001 '{"schema":"ibv-shim/leak-report/1","pid":1001,"program":"forker","leaked":true,"totals":{"pd":1,"context":1},"objects":[
+write 1001 '{"schema":"ibv-shim/leak-report/1","pid":1001,"program":"forker","run":"'"$IBV_SHIM_RUN"'","leaked":true,"totals":{"pd":1,"context":1},"objects":[
  {"kind":"pd",'"$OBJ,$PD"',"created":{"thread":1,"time":0.1,"module":"/x/forker","symbol":"main","offset":32,"backtrace":null},"found":"close","suppressed":false},
  {"kind":"context","handle":"0x1","context":null,"device":"mlx5_0","guid":"0c42a10300000001","parent":null,"fields":{"imported":false},"created":{"thread":1,"time":0.0,"module":"/x/forker","symbol":"main","offset":16,"backtrace":null},"found":"exit","suppressed":false}]}'
-write 1002 '{"schema":"ibv-shim/leak-report/1","pid":1002,"program":"forker","leaked":true,"totals":{"mr":1},"objects":[
+write 1002 '{"schema":"ibv-shim/leak-report/1","pid":1002,"program":"forker","run":"'"$IBV_SHIM_RUN"'","leaked":true,"totals":{"mr":1},"objects":[
  {"kind":"mr",'"$OBJ,$MR"',"created":{"thread":2,"time":0.2,"module":"/x/forker","symbol":"child","offset":8,"backtrace":null},"found":"exit","suppressed":false},
  {"kind":"pd",'"$OBJ,$PD"',"created":{"thread":2,"time":0.2,"module":"/x/libkeep.so","symbol":"init","offset":8,"backtrace":null},"found":"exit","suppressed":true}]}'
-write 1003 '{"schema":"ibv-shim/leak-report/1","pid":1003,"program":"forker","leaked":false,"totals":{},"objects":[]}'
+write 1003 '{"schema":"ibv-shim/leak-report/1","pid":1003,"program":"forker","run":"'"$IBV_SHIM_RUN"'","leaked":false,"totals":{},"objects":[]}'
 exit "${1:-0}"
 "#;
 
@@ -593,6 +596,95 @@ fn an_unreadable_report_is_named() {
         "{}",
         describe(&cmd, &output)
     );
+}
+
+/// Another launcher's processes writing to the same directory at the same
+/// time (the same `--report DIR/r.%p.json`, an inherited
+/// `IBV_SHIM_REPORT`) are not this run's: only the reports marked with
+/// this run's id are summarised.
+#[test]
+fn reports_of_another_launcher_s_run_are_not_summarised() {
+    let dir = TempDir::new("launcher-two-runs");
+    let template = dir.join("r.%p.json");
+    // A report another run's process wrote meanwhile (a leak), beside this
+    // run's own (clean).
+    let script = r#"
+f() { printf '%s' "$IBV_SHIM_REPORT" | sed "s/%p/$1/g"; }
+printf '%s\n' '{"schema":"ibv-shim/leak-report/1","pid":2001,"program":"server","run":"ibv-shim.1.other","leaked":true,"totals":{"pd":1},"objects":[{"kind":"pd","handle":"0x10","context":"0x1","device":"mlx5_0","guid":null,"parent":null,"fields":{"handle":1},"created":{"thread":1,"time":0.1,"module":"/x/server","symbol":"main","offset":32,"backtrace":null},"found":"exit","suppressed":false}]}' > "$(f 2001)"
+[ "$1" = alone ] && exit 0
+printf '%s\n' '{"schema":"ibv-shim/leak-report/1","pid":2002,"program":"client","run":"'"$IBV_SHIM_RUN"'","leaked":false,"totals":{},"objects":[]}' > "$(f 2002)"
+"#;
+    let mut cmd = launcher(&[
+        "--fail-on-leak",
+        "--report",
+        template.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        script,
+    ]);
+    let output = run(&mut cmd);
+    assert_eq!(code(&output), Some(0), "{}", describe(&cmd, &output));
+    assert_eq!(
+        summary(&output),
+        ["ibv-shim: no RDMA resources leaked"],
+        "{}",
+        describe(&cmd, &output)
+    );
+    // A program that never used verbs is not given the other's summary.
+    let mut cmd = launcher(&[
+        "--fail-on-leak",
+        "--report",
+        template.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        script,
+        "sh",
+        "alone",
+    ]);
+    let output = run(&mut cmd);
+    assert_eq!(code(&output), Some(0), "{}", describe(&cmd, &output));
+    assert_eq!(
+        summary(&output),
+        ["ibv-shim: sh made no verbs calls"],
+        "{}",
+        describe(&cmd, &output)
+    );
+}
+
+/// A report without a run id (a shim older than the launcher, given with
+/// `--shim`) is this run's when its process noted itself in this run's
+/// private directory (`IBV_SHIM_STATUS_DIR`), and not otherwise.
+#[test]
+fn a_report_without_a_run_id_is_this_run_s_if_its_process_is() {
+    let dir = TempDir::new("launcher-no-run-id");
+    let template = dir.join("r.%p.json");
+    let script = r#"
+f() { printf '%s' "$IBV_SHIM_REPORT" | sed "s/%p/$1/g"; }
+doc() { printf '%s\n' '{"schema":"ibv-shim/leak-report/1","pid":'$1',"program":"p'$1'","leaked":true,"totals":{"pd":1},"objects":[{"kind":"pd","handle":"0x10","context":"0x1","device":"mlx5_0","guid":null,"parent":null,"fields":{"handle":1},"created":{"thread":1,"time":0.1,"module":"/x/p","symbol":"main","offset":32,"backtrace":null},"found":"exit","suppressed":false}]}' > "$(f $1)"; }
+printf '3001 /x/p3001\n' > "$IBV_SHIM_STATUS_DIR/3001.started"
+doc 3001
+doc 3002
+"#;
+    let mut cmd = launcher(&[
+        "--report",
+        template.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        script,
+    ]);
+    let output = run(&mut cmd);
+    assert_eq!(code(&output), Some(0), "{}", describe(&cmd, &output));
+    let got = summary(&output);
+    assert_eq!(
+        got.first().map(String::as_str),
+        Some("ibv-shim: p3001 leaked 1 RDMA object: 1 pd"),
+        "{}",
+        describe(&cmd, &output)
+    );
+    assert!(!got.iter().any(|l| l.contains("3002")), "{got:?}");
 }
 
 // ---- End to end: the shim's leak audit on the sim -------------------------
@@ -903,6 +995,68 @@ fn a_program_run_through_a_wrapper_is_named_after_itself() {
         Some(&format!(
             "ibv-shim: {name} leaked 3 RDMA objects: 1 pd, 1 context, 1 device_list"
         )),
+        "{context}"
+    );
+}
+
+/// A launcher run inside another's, both with the same `--report`: the
+/// inner run's leaking program is the inner launcher's, not the outer's.
+#[test]
+fn a_launcher_inside_another_summarises_only_its_own_processes() {
+    let prog = leak_pd();
+    built("libibv_sim.so");
+    let dir = TempDir::new("launcher-nested");
+    let template = dir.join("r.%p.json");
+    let inner = format!(
+        "{} --sim-devices mlx5_0 --report {} -- {} > /dev/null 2>&1; exit 0",
+        launcher_exe().display(),
+        template.display(),
+        prog.display()
+    );
+    let mut cmd = launcher(&[
+        "--fail-on-leak",
+        "--report",
+        template.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        &inner,
+    ]);
+    let output = run(&mut cmd);
+    let context = describe(&cmd, &output);
+    assert_eq!(code(&output), Some(0), "{context}");
+    assert_eq!(
+        summary(&output),
+        ["ibv-shim: sh made no verbs calls"],
+        "{context}"
+    );
+    // The inner run did write its leaking report there.
+    let reports = std::fs::read_dir(dir.path()).unwrap().count();
+    assert_eq!(reports, 1, "{context}");
+}
+
+/// The shim refuses to write its report over a FIFO (or any special
+/// file) at the report's path; the summary says so, not that the process
+/// died.
+#[test]
+fn a_refused_report_is_named_with_why() {
+    let prog = ends();
+    let name = prog.file_name().unwrap().to_str().unwrap().to_string();
+    let dir = TempDir::new("launcher-fifo-report");
+    let fifo = dir.join("r.json");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let (cmd, output) = on_sim(&["--report", fifo.to_str().unwrap()], &prog, &[]);
+    let context = describe(&cmd, &output);
+    assert_eq!(code(&output), Some(0), "{context}");
+    let pid = printed_pid(&output, "pid");
+    assert_eq!(
+        summary(&output),
+        [format!(
+            "ibv-shim: {name} (pid {pid}) used verbs but its report was refused: {}: it is a FIFO, not a regular file",
+            fifo.display()
+        )],
         "{context}"
     );
 }

@@ -249,7 +249,8 @@ fn report_merge_groups_leaks_by_site_across_processes() {
     let out = run(Command::new(&launcher)
         .args(["report", "merge"])
         .args(&files));
-    assert!(out.status.success(), "{}", stderr(&out));
+    // Leaks: the leak exit code.
+    assert_eq!(out.status.code(), Some(23), "{}", stderr(&out));
     let text = stdout(&out);
     let (pd_line, mr_line) = (line_of("LINE_PD"), line_of("LINE_MR"));
     // 3 contexts + 3 PDs + 5 MRs, at three sites: the open (one line
@@ -283,7 +284,7 @@ fn report_merge_groups_leaks_by_site_across_processes() {
 
     let xml = dir.join("leaks.xml");
     let out = run(Command::new(&launcher)
-        .args(["report", "merge", "--format", "junit", "-o"])
+        .args(["report", "merge", "--exit-zero", "--format", "junit", "-o"])
         .arg(&xml)
         .args(&files));
     assert!(out.status.success(), "{}", stderr(&out));
@@ -319,6 +320,177 @@ for case in suite.findall("testcase"):
         stderr(&out)
     );
     assert!(stdout(&out).starts_with("ibv-shim: 1 reports, 1 leaked: 2 objects"));
+}
+
+/// `report merge --help` explains it and its exit status; a clean merge
+/// exits 0, leaks 23 unless `--exit-zero`.
+#[test]
+fn report_merge_has_help_and_an_exit_status() {
+    let launcher = target_dir().join("ibv-shim");
+    let out = run(Command::new(&launcher).args(["report", "merge", "--help"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let help = stdout(&out);
+    for word in [
+        "usage: ibv-shim report merge",
+        "--format",
+        "-o",
+        "--exit-zero",
+        "Exit status",
+        "23",
+    ] {
+        assert!(help.contains(word), "{word} not in:\n{help}");
+    }
+    let prog = leaky(true);
+    let clean = shim_run(&prog, &["nothing"], &[]);
+    let leak = shim_run(&prog, &["pd"], &[]);
+    let merge = |args: &[&str], files: &[&Run]| {
+        run(Command::new(&launcher)
+            .args(["report", "merge"])
+            .args(args)
+            .args(files.iter().map(|r| r._dir.join("report.json"))))
+    };
+    assert_eq!(merge(&[], &[&clean]).status.code(), Some(0));
+    assert_eq!(merge(&[], &[&clean, &leak]).status.code(), Some(23));
+    assert_eq!(
+        merge(&["--exit-zero"], &[&clean, &leak]).status.code(),
+        Some(0)
+    );
+}
+
+/// Hostile inputs and outputs: a FIFO or a device given as a report, or
+/// as `-o`, is refused at once (never waited on, never read without end);
+/// a symbolic link at `-o` is refused and its target left alone; another
+/// schema is refused by name; control characters of report fields reach
+/// the text escaped.
+#[test]
+fn report_merge_refuses_what_is_not_a_report_or_a_file_to_replace() {
+    let launcher = target_dir().join("ibv-shim");
+    let prog = leaky(true);
+    let good = shim_run(&prog, &["pd"], &[]);
+    let good_file = good._dir.join("report.json");
+    let dir = TempDir::new("merge-hostile");
+    let fifo = dir.join("fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+
+    for (input, says) in [
+        (fifo.as_path(), "not a regular file: a FIFO"),
+        (
+            Path::new("/dev/zero"),
+            "not a regular file: a character device",
+        ),
+    ] {
+        let out = run(Command::new(&launcher)
+            .args(["report", "merge", "--exit-zero"])
+            .arg(input)
+            .arg(&good_file));
+        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains(&format!(
+                "cannot read the report {}: {says}",
+                input.display()
+            )),
+            "{}",
+            stderr(&out)
+        );
+        // The others are still merged.
+        assert!(
+            stdout(&out).starts_with("ibv-shim: 1 reports, 1 leaked"),
+            "{}",
+            stdout(&out)
+        );
+    }
+
+    // -o: a FIFO, a device, a link to someone's file.
+    let victim = dir.join("victim");
+    std::fs::write(&victim, "precious\n").unwrap();
+    let link = dir.join("out.txt");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    for (output, says) in [
+        (fifo.as_path(), "it is a FIFO, not a regular file"),
+        (
+            Path::new("/dev/null"),
+            "it is a character device, not a regular file",
+        ),
+        (
+            link.as_path(),
+            "it is a symbolic link, which is not followed",
+        ),
+    ] {
+        let out = run(Command::new(&launcher)
+            .args(["report", "merge", "-o"])
+            .arg(output)
+            .arg(&good_file));
+        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains(&format!("cannot write {}: {says}", output.display())),
+            "{}",
+            stderr(&out)
+        );
+    }
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    // A regular file at -o is replaced whole.
+    let out_file = dir.join("merged.txt");
+    std::fs::write(
+        &out_file,
+        "old contents, longer than the new ones will be ".repeat(100),
+    )
+    .unwrap();
+    let out = run(Command::new(&launcher)
+        .args(["report", "merge", "--exit-zero", "-o"])
+        .arg(&out_file)
+        .arg(&good_file));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(std::fs::read_to_string(&out_file)
+        .unwrap()
+        .starts_with("ibv-shim: 1 reports, 1 leaked"));
+
+    // Another schema, by name.
+    let text = std::fs::read_to_string(&good_file).unwrap();
+    let other = dir.join("other.json");
+    std::fs::write(
+        &other,
+        text.replacen("ibv-shim/leak-report/1", "ibv-shim/leak-report/7", 1),
+    )
+    .unwrap();
+    let out = run(Command::new(&launcher)
+        .args(["report", "merge"])
+        .arg(&other));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out)
+            .contains("its schema \"ibv-shim/leak-report/7\" is not one this ibv-shim reads"),
+        "{}",
+        stderr(&out)
+    );
+
+    // Escape sequences in the program's name and a module's path.
+    let mut doc: Value = serde_json::from_str(&text).unwrap();
+    doc["program"] = "/bin/\u{1b}]0;owned\u{7}x".into();
+    doc["objects"][0]["created"]["module"] = "/lib/m\u{1b}[2J\nibv-shim: 0 reports".into();
+    doc["objects"][0]["created"]["file"] = Value::Null;
+    doc["objects"][0]["created"]["line"] = Value::Null;
+    let evil = dir.join("evil.json");
+    std::fs::write(&evil, doc.to_string()).unwrap();
+    let out = run(Command::new(&launcher)
+        .args(["report", "merge", "--exit-zero"])
+        .arg(&evil));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let shown = stdout(&out);
+    assert!(
+        !shown.chars().any(|c| c.is_control() && c != '\n'),
+        "{shown:?}"
+    );
+    assert!(
+        shown.contains("\\x1b[2J\\x0aibv-shim: 0 reports"),
+        "{shown}"
+    );
+    assert!(shown.contains("(\\x1b]0;owned\\x07x)"), "{shown}");
 }
 
 /// The device carries its vendor, from the driver family or the GUID's

@@ -112,6 +112,39 @@ pub unsafe extern "C" fn dlopen(filename: *const c_char, flags: c_int) -> *mut c
     )
 }
 
+/// `dlclose(3)`, passed on to glibc's. In a process that used verbs, the
+/// modules loaded before the call are noted first, and those the call
+/// unloaded are kept (path, address range, build ID) for the leak report:
+/// an object a library made before it was unloaded (librdmacm under
+/// Open MPI's libfabric component, closed at `MPI_Finalize`) keeps its
+/// creation site, and the built-in suppressions still match it.
+///
+/// # Safety
+/// As `dlclose(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn dlclose(handle: *mut c_void) -> c_int {
+    let Some(real) = crate::real::real_dlclose() else {
+        // No glibc dlclose found: the handle stays open, which is what a
+        // failed dlclose leaves.
+        return -1;
+    };
+    if !crate::report::used_verbs() {
+        // SAFETY: the caller's contract is dlclose's.
+        return unsafe { real(handle) };
+    }
+    let saved = crate::guard::Errno::save();
+    let before = crate::guard::boundary("dlclose", None, crate::report::loaded_modules);
+    saved.restore();
+    // SAFETY: the caller's contract is dlclose's.
+    let closed = unsafe { real(handle) };
+    if let Some(before) = before {
+        let saved = crate::guard::Errno::save();
+        crate::guard::boundary("dlclose", (), || crate::report::note_departed(before));
+        saved.restore();
+    }
+    closed
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

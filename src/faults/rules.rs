@@ -95,6 +95,17 @@ pub fn is_release(verb: &str) -> bool {
     RELEASES.contains(&verb)
 }
 
+/// Verbs the real library cannot fail for a device it listed:
+/// `ibv_get_device_name` returns the name the device holds. A sweep
+/// leaves them out unless asked (`--sweep-infallible`, or named in
+/// `--sweep-verbs`): a failure there tests a path no real run takes.
+pub const INFALLIBLE: &[&str] = &["ibv_get_device_name"];
+
+/// See [`INFALLIBLE`].
+pub fn is_infallible(verb: &str) -> bool {
+    INFALLIBLE.contains(&verb)
+}
+
 /// Which calls a rule is about.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Target {
@@ -225,11 +236,18 @@ pub fn parse_rule(text: &str) -> Result<Rule, String> {
         },
     };
     let (mut when, mut seed, mut errno, mut status, mut site) = (None, None, None, None, None);
+    // A key given twice is refused, not decided by the last one: the rule
+    // says two things and only its writer knows which was meant.
+    let mut keys: Vec<&str> = Vec::new();
     for part in parts {
         let Some((key, value)) = part.split_once('=') else {
             return Err(format!("{part:?} is not KEY=VALUE"));
         };
         let (key, value) = (key.trim(), value.trim());
+        if keys.contains(&key) {
+            return Err(format!("{key}= is given twice"));
+        }
+        keys.push(key);
         let new_when = match key {
             "nth" | "every" => match number(key, value)? {
                 0 => return Err(format!("{key}=0: calls are counted from 1")),
@@ -347,14 +365,19 @@ pub const ERRNOS: &[(&str, i32)] = &[
     ("EREMOTEIO", libc::EREMOTEIO),
 ];
 
+/// The errno values the kernel defines on Linux (`EPERM` 1 to
+/// `EHWPOISON` 133): a number outside them is no failure a verb can
+/// report.
+pub const ERRNO_MAX: i32 = 133;
+
 fn parse_errno(v: &str) -> Result<i32, String> {
     if let Some(&(_, e)) = ERRNOS.iter().find(|(n, _)| n.eq_ignore_ascii_case(v)) {
         return Ok(e);
     }
     match v.parse::<i32>() {
-        Ok(e) if (1..4096).contains(&e) => Ok(e),
+        Ok(e) if (1..=ERRNO_MAX).contains(&e) => Ok(e),
         _ => Err(format!(
-            "errno={v:?} is not an errno name ({}) or a number 1..4095",
+            "errno={v:?} is not an errno name ({}) or a number 1..={ERRNO_MAX}",
             ERRNOS.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(" ")
         )),
     }
@@ -438,6 +461,20 @@ mod tests {
             ("ibv_reg_mr:errno=ENOMEM", "says not when"),
             ("ibv_reg_mr:nth=1:every=2", "more than one"),
             ("ibv_reg_mr:nth=1:errno=EWHAT", "errno name"),
+            ("ibv_reg_mr:nth=1:errno=0", "1..=133"),
+            ("ibv_reg_mr:nth=1:errno=134", "1..=133"),
+            ("ibv_reg_mr:nth=1:errno=200", "1..=133"),
+            ("ibv_reg_mr:nth=1:errno=99999", "1..=133"),
+            (
+                "ibv_reg_mr:nth=1:errno=EIO:errno=ENOMEM",
+                "errno= is given twice",
+            ),
+            ("ibv_reg_mr:nth=1:nth=2", "nth= is given twice"),
+            ("*:prob=0.5:seed=1:seed=2", "seed= is given twice"),
+            (
+                "ibv_reg_mr:nth=1:site=p+0x1:site=p+0x2",
+                "site= is given twice",
+            ),
             ("ibv_reg_mr:nth=1:seed=3", "seed= only"),
             ("*:prob=2", "probability"),
             ("ibv_reg_mr:nth=1:status=5", "status= is for wc"),
@@ -458,6 +495,12 @@ mod tests {
             let e = parse_rule(spec).unwrap_err();
             assert!(e.contains(says), "{spec}: {e}");
         }
+        assert_eq!(parse_rule("ibv_reg_mr:nth=1:errno=133").unwrap().errno, 133);
+        assert_eq!(parse_rule("ibv_reg_mr:nth=1:errno=1").unwrap().errno, 1);
+        // The message names the rule it is about.
+        assert!(parse("ibv_alloc_pd:nth=1,ibv_reg_mr:nth=1:errno=200")
+            .unwrap_err()
+            .starts_with("fault rule \"ibv_reg_mr:nth=1:errno=200\": "));
         assert!(parse("ibv_alloc_pd:nth=1,oops")
             .unwrap_err()
             .starts_with("fault rule \"oops\""));

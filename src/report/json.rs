@@ -537,6 +537,7 @@ pub(super) fn write_json(
         schema: Cow::Borrowed(SCHEMA),
         pid: std::process::id(),
         program: Cow::Owned(program()),
+        run: crate::config::get().run.as_deref().map(Cow::Borrowed),
         leaked: inv.loud.total() > 0,
         totals,
         objects: Listing(RefCell::new(Lookups {

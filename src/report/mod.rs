@@ -35,12 +35,12 @@ use once_cell::sync::Lazy;
 
 pub use close::{context_closed, context_closing};
 pub use exit::{at_exit, skipped_at_exit};
-pub use site::{capture_frames, site, Site};
+pub use site::{capture_frames, loaded_modules, note_departed, site, Module, Site};
 pub use suppress::{
     default_suppressions, glob, parse_suppressions, Suppression, Why, DEFAULT_SUPPRESSIONS,
 };
 pub use text::Brief;
-pub use used::{after_fork_in_child, note_use};
+pub use used::{after_fork_in_child, note_use, used_verbs};
 pub use vendor::vendor;
 
 /// Initialises the report's lazy state up front (called before the fork
@@ -48,6 +48,7 @@ pub use vendor::vendor;
 /// half-initialised and leave the child waiting on it.
 pub fn init() {
     Lazy::force(&site::SITES);
+    Lazy::force(&site::DEPARTED);
     Lazy::force(&suppress::SUPPRESSIONS);
     Lazy::force(&suppress::DEFAULTS);
 }
@@ -56,12 +57,19 @@ pub fn init() {
 /// creation-site cache; the child must not inherit it locked.
 pub fn fork_lock() {
     crate::registry::lock::fork_hold(&site::SITES);
+    crate::registry::lock::fork_hold(&site::DEPARTED);
 }
 
 /// `fork()`: the parent releases what `fork_lock` took, the child resets it.
 pub fn fork_unlock(child: bool) {
     match child {
-        true => crate::registry::lock::fork_reset(&site::SITES),
-        false => crate::registry::lock::fork_release(&site::SITES),
+        true => {
+            crate::registry::lock::fork_reset(&site::SITES);
+            crate::registry::lock::fork_reset(&site::DEPARTED);
+        }
+        false => {
+            crate::registry::lock::fork_release(&site::SITES);
+            crate::registry::lock::fork_release(&site::DEPARTED);
+        }
     }
 }

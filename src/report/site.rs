@@ -1,5 +1,13 @@
 //! Creation sites: return addresses resolved with `dladdr` (once per
 //! distinct address), and the frames of a recorded backtrace.
+//!
+//! A module unloaded before the report (`dlclose`: Open MPI closes its
+//! libfabric component, and with it librdmacm, at `MPI_Finalize`) takes
+//! its addresses with it, and `dladdr` no longer names them. The
+//! `dlclose` hook therefore notes every module a `dlclose` took away
+//! (path, address range, build ID, copied while it was still mapped), and a
+//! site `dladdr` cannot place is looked up there: it keeps its module,
+//! offset and build ID, so the module's suppressions still match it.
 
 use std::collections::HashMap;
 use std::ffi::{c_void, CStr};
@@ -88,7 +96,8 @@ const DEBUG_INFO_HEADROOM: usize = 64 << 20;
 
 pub(super) fn resolve(caller: usize) -> Site {
     let mut s = resolve_dladdr(caller);
-    if s.module.is_none() {
+    if s.module.is_none() || s.build_id.is_some() {
+        // Unknown, or in a module no longer loaded (no DWARF to read).
         return s;
     }
     s.build_id = build_id(caller);
@@ -203,10 +212,10 @@ fn resolve_dladdr(caller: usize) -> Site {
     // returns past its end, into the next symbol.
     // SAFETY: dladdr only reads the loader's tables; any address is allowed.
     if unsafe { libc::dladdr((caller - 1) as *const c_void, &mut info) } == 0 {
-        return Site {
+        return departed_site(caller).unwrap_or(Site {
             offset: Some(caller as u64),
             ..Site::default()
-        };
+        });
     }
     let module = (!info.dli_fname.is_null())
         .then(|| {
@@ -337,4 +346,127 @@ fn module_base(addr: usize) -> usize {
         0 => 0,
         _ => info.dli_fbase as usize,
     }
+}
+
+/// A loaded module as a `dlclose` may take it away: its path, load base,
+/// the span of its `PT_LOAD` segments and its build ID.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Module {
+    path: String,
+    base: usize,
+    span: (usize, usize),
+    build_id: Option<String>,
+}
+
+/// The modules unloaded so far, oldest first; at most [`MAX_DEPARTED`].
+pub(super) static DEPARTED: Lazy<Mutex<Vec<Module>>> = Lazy::new(|| mutex(Vec::new()));
+
+/// Modules a process unloads are few (plugins); past this many the oldest
+/// stay and later ones are not noted (their sites are then unknown).
+const MAX_DEPARTED: usize = 256;
+
+/// The modules loaded now (those with a path: not the program itself,
+/// whose addresses never go, nor the vDSO). `None` out of memory.
+pub fn loaded_modules() -> Option<Vec<Module>> {
+    struct Walk {
+        out: Vec<Module>,
+        failed: bool,
+    }
+    unsafe extern "C" fn each(
+        info: *mut libc::dl_phdr_info,
+        _: libc::size_t,
+        data: *mut c_void,
+    ) -> libc::c_int {
+        // SAFETY: dl_iterate_phdr passes a valid info and our `data`.
+        let (info, walk) = unsafe { (&*info, &mut *data.cast::<Walk>()) };
+        if info.dlpi_phdr.is_null() || info.dlpi_name.is_null() {
+            return 0;
+        }
+        // SAFETY: the loader's NUL-terminated name of the module.
+        let name = unsafe { CStr::from_ptr(info.dlpi_name) }.to_string_lossy();
+        if name.is_empty() {
+            return 0;
+        }
+        // SAFETY: the loader's program headers, dlpi_phnum of them.
+        let phdrs = unsafe { std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize) };
+        let base = info.dlpi_addr as usize;
+        let mut span = (usize::MAX, 0usize);
+        for p in phdrs.iter().filter(|p| p.p_type == libc::PT_LOAD) {
+            let start = base.wrapping_add(p.p_vaddr as usize);
+            span = (span.0.min(start), span.1.max(start + p.p_memsz as usize));
+        }
+        if span.0 >= span.1 {
+            return 0;
+        }
+        let mut id = None;
+        for p in phdrs.iter().filter(|p| p.p_type == libc::PT_NOTE) {
+            let start = base.wrapping_add(p.p_vaddr as usize) as *const u8;
+            // SAFETY: a PT_NOTE segment lies inside a loaded, readable
+            // PT_LOAD segment of this module, p_memsz bytes long.
+            let notes = unsafe { std::slice::from_raw_parts(start, p.p_memsz as usize) };
+            if let Some(found) = gnu_build_id(notes) {
+                id = Some(found);
+                break;
+            }
+        }
+        match (
+            oom::try_string(&name),
+            oom::fallibly(|| walk.out.try_reserve(1)),
+        ) {
+            (Some(path), Some(())) => walk.out.push(Module {
+                path,
+                base,
+                span,
+                build_id: id,
+            }),
+            _ => walk.failed = true,
+        }
+        0
+    }
+    let mut walk = Walk {
+        out: Vec::new(),
+        failed: false,
+    };
+    // SAFETY: `each` only reads what the loader hands it; `walk` outlives
+    // the call.
+    unsafe { libc::dl_iterate_phdr(Some(each), (&mut walk as *mut Walk).cast()) };
+    (!walk.failed).then_some(walk.out)
+}
+
+/// After a `dlclose`: notes the modules of `before` that are gone.
+pub fn note_departed(before: Vec<Module>) {
+    let Some(now) = loaded_modules() else {
+        return;
+    };
+    let mut departed = DEPARTED.lock();
+    for m in before {
+        let still = now
+            .iter()
+            .any(|n| n.base == m.base && n.span == m.span && n.path == m.path);
+        if still || departed.len() >= MAX_DEPARTED {
+            continue;
+        }
+        // A module at the same place again (loaded, unloaded, loaded) is
+        // noted once, the latest.
+        departed.retain(|d| d.span != m.span);
+        if oom::fallibly(|| departed.try_reserve(1)).is_some() {
+            departed.push(m);
+        }
+    }
+}
+
+/// The site of `caller` in a module unloaded since: its path, the offset
+/// from its load base (as `dladdr` gives without a symbol) and its build ID.
+fn departed_site(caller: usize) -> Option<Site> {
+    let departed = DEPARTED.lock();
+    let m = departed
+        .iter()
+        .rev()
+        .find(|m| (m.span.0..m.span.1).contains(&(caller - 1)))?;
+    Some(Site {
+        module: module_path(&m.path),
+        offset: Some((caller - m.base) as u64),
+        build_id: m.build_id.clone(),
+        ..Site::default()
+    })
 }

@@ -26,6 +26,11 @@ pub fn note_use() {
     }
 }
 
+/// Has this process used verbs (so it will write a report)?
+pub fn used_verbs() -> bool {
+    USED.load(Ordering::Relaxed)
+}
+
 /// After `fork()`, in the child: it has used nothing yet.
 pub fn after_fork_in_child() {
     USED.store(false, Ordering::Relaxed);

@@ -48,6 +48,10 @@ pub struct Plan {
     /// The launcher's private directory (`IBV_SHIM_STATUS_DIR`, and the
     /// reports unless they are kept elsewhere), removed after the summary.
     pub private: PathBuf,
+    /// This run's id (`IBV_SHIM_RUN`): the private directory's name, which
+    /// no other run has while this one lasts. The shim writes it into each
+    /// report; the summary reads only the reports that carry it.
+    pub run: String,
 }
 
 impl Plan {
@@ -166,26 +170,15 @@ pub fn find_sim_dir(
     Ok(std::fs::canonicalize(&dir).unwrap_or(dir))
 }
 
-/// Copies the built sim to `dir/libibverbs.so.1` through a temporary name
-/// and a rename, so a program loading the old copy is not disturbed.
+/// Copies the built sim to `dir/libibverbs.so.1` through a fresh temporary
+/// and a rename (`files::write_replacing`), so a program loading the old
+/// copy is not disturbed and nothing planted in `dir` is written through.
 fn copy_sim(built: &Path, dir: &Path, lib: &Path) -> Result<(), SetupError> {
     std::fs::create_dir_all(dir).map_err(|e| setup(format!("mkdir {}: {e}", dir.display())))?;
-    let tmp = dir.join(format!(".{SIM_SONAME}.{}", std::process::id()));
-    std::fs::copy(built, &tmp).map_err(|e| {
-        setup(format!(
-            "copying {} to {}: {e}",
-            built.display(),
-            tmp.display()
-        ))
-    })?;
-    std::fs::rename(&tmp, lib).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        setup(format!(
-            "renaming {} to {}: {e}",
-            tmp.display(),
-            lib.display()
-        ))
-    })
+    let bytes =
+        std::fs::read(built).map_err(|e| setup(format!("reading {}: {e}", built.display())))?;
+    crate::files::write_replacing(lib, &bytes, 0o755)
+        .map_err(|e| setup(format!("writing {}: {e}", lib.display())))
 }
 
 /// `new` first, then the entries of `old` (split on spaces and colons, as
@@ -300,10 +293,16 @@ pub fn plan(
     // Each process that uses verbs notes itself there: the launcher can
     // then name one that died before writing its report.
     set("IBV_SHIM_STATUS_DIR", private.clone().into_os_string());
+    let run = private
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    set("IBV_SHIM_RUN", run.clone().into());
     Ok(Plan {
         vars,
         report,
         private,
+        run,
     })
 }
 
@@ -453,6 +452,7 @@ mod tests {
             ("IBV_SHIM_LIBRARY", "libibverbs.so.1"),
             ("IBV_SHIM_REPORT", "/r.%p.json"),
             ("IBV_SHIM_STATUS_DIR", "/tmp/ibv-shim.1.x"),
+            ("IBV_SHIM_RUN", "ibv-shim.1.x"),
         ];
         for (k, val) in want {
             assert_eq!(v.get(k).map(String::as_str), Some(val), "{k}");
@@ -472,8 +472,9 @@ mod tests {
         )
         .unwrap();
         let v = vars(&plan);
-        assert_eq!(v.len(), 3, "{v:?}");
+        assert_eq!(v.len(), 4, "{v:?}");
         assert_eq!(v["IBV_SHIM_STATUS_DIR"], "/tmp/ibv-shim.1.x");
+        assert_eq!(v["IBV_SHIM_RUN"], "ibv-shim.1.x");
         assert_eq!(v["LD_PRELOAD"], "/s/libibv_shim.so");
         assert_eq!(
             v["IBV_SHIM_REPORT"],

@@ -7,14 +7,19 @@
 //! - `run`: finding and running the program, signals, its exit status.
 //! - `report`: the shim's JSON reports: where they are, what they say.
 //! - `summary`: the lines printed at the end, and the launcher's exit status.
-//! - `sweep`: `--fault-sweep`; `fault_rules`: the shim's own rule parser.
+//! - `sweep`: `--fault-sweep`; `reaper`: the process that watches each of
+//!   its runs; `fault_rules`: the shim's own rule parser.
+//! - `files`: the files the launcher reads and writes (regular files only,
+//!   bounded reads, writes renamed into place, links refused).
 //! - `trace`: the `ibv-shim trace FILE...` subcommand (decoding trace files).
 //! - `merge`: `ibv-shim report merge`, one summary over many processes' reports.
 //! - `vm`: `--vm`, the same run on a real kernel RDMA stack in a micro-VM.
 
 mod environment;
+mod files;
 mod merge;
 mod options;
+mod reaper;
 mod report;
 mod run;
 mod status;
@@ -61,7 +66,12 @@ impl From<run::NotRun> for Failure {
 }
 
 fn main() {
-    std::process::exit(launch(std::env::args_os().skip(1)));
+    let mut args = std::env::args_os();
+    if args.next().is_some_and(|a| a == reaper::ARGV0) {
+        // The fault sweep's helper that watches one run (see `reaper`).
+        std::process::exit(reaper::main(args));
+    }
+    std::process::exit(launch(args));
 }
 
 /// Prints to stderr in one write; a closed stderr is not the launcher's
@@ -166,12 +176,40 @@ fn run_program(o: &Options) -> Result<i32, Failure> {
     let files = plan.report.written_since(&before);
     let mut reports: Vec<Report> = Vec::new();
     let mut unreadable: Vec<(PathBuf, String)> = Vec::new();
-    for f in &files {
-        match Report::read(f) {
-            Ok(r) => reports.push(r),
-            Err(why) => unreadable.push((f.clone(), why)),
-        }
-    }
+    // Only this run's: another launcher's processes may write to the same
+    // directory (the same --report, an inherited IBV_SHIM_REPORT) at the
+    // same time. A report without a run id (a shim older than the launcher,
+    // `--shim`) is this run's when its process noted itself in this run's
+    // private directory.
+    let ours = |r: &Report| match r.run.as_deref() {
+        Some(run) => run == plan.run,
+        None => started.iter().any(|s| Some(s.pid) == r.pid),
+    };
+    let files: Vec<PathBuf> = files
+        .into_iter()
+        .filter(|f| match Report::read(f) {
+            Ok(r) if ours(&r) => {
+                reports.push(r);
+                true
+            }
+            Ok(_) => false,
+            Err(why) => {
+                unreadable.push((f.clone(), why));
+                true
+            }
+        })
+        .collect();
+    // A process that used verbs and wrote no report, where something other
+    // than a regular file is in its report's place: the shim refused it.
+    let refused: Vec<(u64, String)> = started
+        .iter()
+        .filter(|s| !reports.iter().any(|r| r.pid == Some(s.pid)))
+        .filter_map(|s| {
+            let path = plan.report.path_for(s.pid);
+            let why = files::check_target(&path).err()?;
+            Some((s.pid, format!("{}: {why}", path.display())))
+        })
+        .collect();
     let leaked = reports.iter().any(Report::has_leaks);
     let exit = summary::exit_status(ran.status, leak_exitcode, leaked);
     if !o.quiet {
@@ -185,6 +223,7 @@ fn run_program(o: &Options) -> Result<i32, Failure> {
             exit,
             leak_exitcode,
             started: &started,
+            refused: &refused,
             child: ran.pid.into(),
         });
         let mut text = lines.join("\n");

@@ -1,11 +1,17 @@
-//! `ibv-shim report merge [--format text|junit] [-o FILE] REPORTS...`: one
-//! summary over the JSON reports of many processes (an MPI job, a test
-//! suite): the leaks grouped by creation site, each with its counts by
-//! kind and the processes it came from. `--format junit` writes JUnit XML
-//! for CI: one test case per process, one failure per site it leaked at.
+//! `ibv-shim report merge [--format text|junit] [-o FILE] [--exit-zero]
+//! REPORTS...`: one summary over the JSON reports of many processes (an
+//! MPI job, a test suite): the leaks grouped by creation site, each with
+//! its counts by kind and the processes it came from. `--format junit`
+//! writes JUnit XML for CI: one test case per process, one failure per
+//! site it leaked at. Exits 23 (the leak exit code) when a report holds a
+//! leak, unless `--exit-zero`.
 //!
-//! Reports are read with the report model's types; suppressed objects
-//! are not leaks and are left out.
+//! Reports are read with the report model's types, another schema refused
+//! by name; only regular files, of a report's size at most (a FIFO or
+//! `/dev/zero` is refused, never waited on or read without end).
+//! Suppressed objects are not leaks and are left out. The text shows
+//! control characters of report fields escaped; `-o` replaces its file
+//! through a temporary, refusing a symbolic link or a special file.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -15,27 +21,83 @@ use std::path::PathBuf;
 
 use report_model::{Created, Kind, Report};
 
+use crate::summary::printable;
+
 /// What the command line asked for.
 #[derive(Debug, PartialEq, Eq)]
 pub struct MergeOptions {
     pub junit: bool,
     /// `-o FILE`; stdout without it.
     pub output: Option<PathBuf>,
+    /// `--exit-zero`: leaks do not make the exit status.
+    pub exit_zero: bool,
+    /// `-h` / `--help`.
+    pub help: bool,
     pub files: Vec<PathBuf>,
 }
 
 pub const USAGE: &str =
-    "usage: ibv-shim report merge [--format text|junit] [-o FILE] REPORT.json...";
+    "usage: ibv-shim report merge [--format text|junit] [-o FILE] [--exit-zero] REPORT.json...";
+
+/// The exit status when a merged report holds a leak: the launcher's
+/// default leak exit code.
+pub const LEAK_STATUS: i32 = crate::options::DEFAULT_LEAK_EXITCODE as i32;
+
+/// `ibv-shim report merge --help`.
+pub fn help() -> String {
+    format!(
+        "\
+usage: ibv-shim report merge [--format text|junit] [-o FILE] [--exit-zero]
+                             REPORT.json...
+
+One summary over the JSON leak reports of many processes (an MPI job, a
+test suite; `--report DIR/r.%p.json` or IBV_SHIM_REPORT writes one per
+process): the leaks grouped by creation site, most first, each with its
+counts by kind and the processes (pid, program) it came from. Suppressed
+objects are not leaks. Each file must be a regular file holding a report
+of schema ibv-shim/leak-report/1.
+
+Options:
+  --format text|junit   text (the default), or JUnit XML for CI: one test
+                        case per process, one failure per site it leaked at
+  -o, --output FILE     write there instead of stdout, replacing FILE
+                        through a temporary (a symbolic link or anything
+                        but a regular file at FILE is refused)
+  --exit-zero           exit 0 even when the reports hold leaks
+  -h, --help            this text
+  --                    what follows are report files
+
+Exit status:
+  0    no report holds a leak (or --exit-zero)
+  1    a report could not be read (named on stderr; the others are still
+       merged), or the output could not be written
+  2    usage error
+  {LEAK_STATUS}   a report holds a leak (the leak exit code of --fail-on-leak)
+"
+    )
+}
 
 /// Parses what follows `report`.
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<MergeOptions, String> {
     let mut args = args.into_iter();
-    if args.next().as_deref() != Some("merge".as_ref()) {
-        return Err("the report subcommand is `merge`".into());
+    match args.next() {
+        Some(a) if a == "merge" => {}
+        Some(a) if a == "--help" || a == "-h" => {
+            return Ok(MergeOptions {
+                junit: false,
+                output: None,
+                exit_zero: false,
+                help: true,
+                files: Vec::new(),
+            })
+        }
+        _ => return Err("the report subcommand is `merge`".into()),
     }
     let mut o = MergeOptions {
         junit: false,
         output: None,
+        exit_zero: false,
+        help: false,
         files: Vec::new(),
     };
     let mut only_files = false;
@@ -45,6 +107,11 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<MergeOptions, S
         match text {
             _ if only_files => o.files.push(arg.into()),
             "--" => only_files = true,
+            "-h" | "--help" => {
+                o.help = true;
+                return Ok(o);
+            }
+            "--exit-zero" => o.exit_zero = true,
             "--format" => {
                 o.junit = match value("--format")?.to_str() {
                     Some("junit") => true,
@@ -55,14 +122,12 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<MergeOptions, S
             "--format=junit" => o.junit = true,
             "--format=text" => o.junit = false,
             "-o" | "--output" => o.output = Some(value("-o")?.into()),
+            _ if text.starts_with("--output=") => o.output = Some(text[9..].into()),
             _ if text.starts_with('-') && text != "-" => {
                 return Err(format!("unknown option {text}"))
             }
             _ => o.files.push(arg.into()),
         }
-    }
-    if o.files.is_empty() {
-        return Err("no report files".into());
     }
     Ok(o)
 }
@@ -98,6 +163,8 @@ pub struct Merged {
     /// Reports cut short by out of memory (their counts are what they
     /// list).
     pub truncated: Vec<Process>,
+    /// A report holds a leak (its own verdict, or an object listed).
+    pub leaked: bool,
 }
 
 /// `function (file:line) in module`, `symbol+0xoff in module`, or
@@ -136,6 +203,7 @@ impl Merged {
         if r.truncated.is_some() {
             self.truncated.push(process.clone());
         }
+        self.leaked |= r.leaked || !own.is_empty();
         self.processes.push((process, own));
     }
 
@@ -163,14 +231,15 @@ impl Merged {
         for (name, s) in Self::by_count(&self.sites) {
             let _ = writeln!(
                 out,
-                "ibv-shim:   {} ({}) at {name}",
+                "ibv-shim:   {} ({}) at {}",
                 s.total(),
-                kinds(&s.counts)
+                kinds(&s.counts),
+                printable(name)
             );
             let from: Vec<String> = s
                 .processes
                 .iter()
-                .map(|(p, n)| format!("pid {} ({}): {n}", p.pid, base(&p.program)))
+                .map(|(p, n)| format!("pid {} ({}): {n}", p.pid, printable(base(&p.program))))
                 .collect();
             let _ = writeln!(out, "ibv-shim:     from {}", from.join(", "));
         }
@@ -179,7 +248,7 @@ impl Merged {
                 out,
                 "ibv-shim: the report of pid {} ({}) is incomplete: out of memory",
                 p.pid,
-                base(&p.program)
+                printable(base(&p.program))
             );
         }
         out
@@ -265,27 +334,45 @@ fn xml(s: &str) -> String {
 }
 
 /// Runs `ibv-shim report ...`; returns the exit status: 0, 1 when a
-/// report cannot be read or the output written, 2 for a usage error.
+/// report cannot be read or the output written, 2 for a usage error,
+/// [`LEAK_STATUS`] when a report holds a leak (unless `--exit-zero`).
 pub fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
     let o = match parse(args) {
+        Ok(o) if o.help => {
+            let _ = std::io::stdout().lock().write_all(help().as_bytes());
+            return 0;
+        }
+        Ok(o) if o.files.is_empty() => {
+            eprintln!(
+                "ibv-shim: no report files\n{USAGE}\n(ibv-shim report merge --help explains)"
+            );
+            return 2;
+        }
         Ok(o) => o,
         Err(e) => {
-            eprintln!("ibv-shim: {e}\n{USAGE}");
+            eprintln!("ibv-shim: {e}\n{USAGE}\n(ibv-shim report merge --help explains)");
             return 2;
         }
     };
+    // Refused before anything is read: the output is no file to replace.
+    if let Some(path) = &o.output {
+        if let Err(why) = crate::files::check_target(path) {
+            eprintln!("ibv-shim: cannot write {}: {why}", path.display());
+            return 1;
+        }
+    }
     let mut merged = Merged::default();
     let mut status = 0;
     for f in &o.files {
-        let read = std::fs::read_to_string(f).map_err(|e| e.to_string());
-        match read.and_then(|t| {
-            serde_json::from_str::<Report>(&t)
-                .map(|r| merged.add(&r))
-                .map_err(|e| e.to_string())
-        }) {
+        let read = crate::files::read_text(f, crate::files::MAX_REPORT);
+        match read.and_then(|t| report_model::parse(&t).map(|r| merged.add(&r))) {
             Ok(()) => {}
             Err(e) => {
-                eprintln!("ibv-shim: cannot read the report {}: {e}", f.display());
+                eprintln!(
+                    "ibv-shim: cannot read the report {}: {}",
+                    f.display(),
+                    printable(&e)
+                );
                 status = 1;
             }
         }
@@ -295,17 +382,21 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
         false => merged.text(),
     };
     let written = match &o.output {
-        Some(path) => std::fs::write(path, text).map_err(|e| (path.display().to_string(), e)),
+        Some(path) => crate::files::write_replacing(path, text.as_bytes(), 0o666)
+            .map_err(|e| (path.display().to_string(), e)),
         None => std::io::stdout()
             .lock()
             .write_all(text.as_bytes())
-            .map_err(|e| ("stdout".to_string(), e)),
+            .map_err(|e| ("stdout".to_string(), e.to_string())),
     };
     if let Err((to, e)) = written {
         eprintln!("ibv-shim: cannot write {to}: {e}");
         return 1;
     }
-    status
+    match (status, merged.leaked && !o.exit_zero) {
+        (0, true) => LEAK_STATUS,
+        (s, _) => s,
+    }
 }
 
 #[cfg(test)]
@@ -326,7 +417,16 @@ mod tests {
         assert_eq!(o.output, Some(PathBuf::from("x.xml")));
         assert_eq!(o.files, [PathBuf::from("a"), PathBuf::from("b")]);
         assert!(!parse(args(&["merge", "a"])).unwrap().junit);
-        assert!(parse(args(&["merge"])).is_err());
+        assert!(parse(args(&["merge"])).unwrap().files.is_empty());
+        assert!(parse(args(&["merge", "--help"])).unwrap().help);
+        assert!(parse(args(&["merge", "a", "-h"])).unwrap().help);
+        assert!(parse(args(&["--help"])).unwrap().help);
+        assert!(
+            parse(args(&["merge", "--exit-zero", "a"]))
+                .unwrap()
+                .exit_zero
+        );
+        assert!(help().lines().all(|l| l.len() <= 80), "fits 80 columns");
         assert!(parse(args(&["split", "a"])).is_err());
         assert!(parse(args(&["merge", "--format", "xml", "a"])).is_err());
         assert!(parse(args(&["merge", "--frob", "a"])).is_err());

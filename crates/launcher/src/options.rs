@@ -255,10 +255,12 @@ ibv-shim {version}: run a program with the RDMA verbs shim preloaded, then
 summarise what it leaked (like valgrind or heaptrack, for libibverbs).
 
 usage: ibv-shim [options] -- PROGRAM [ARGS...]
-       ibv-shim report merge [--format text|junit] [-o FILE] REPORT.json...
+       ibv-shim report merge [--format text|junit] [-o FILE] [--exit-zero]
+                             REPORT.json...
          one summary over many processes' JSON reports: leaks by creation
          site with the processes they came from; junit: one test case per
-         process, a failure per leak site
+         process, a failure per leak site; exit status 23 when a report
+         holds a leak (0 with --exit-zero); see ibv-shim report merge --help
 
 The program runs as a child with the shim (libibv_shim.so) in LD_PRELOAD.
 The shim logs verbs calls and audits every RDMA object the program creates;
@@ -351,8 +353,13 @@ option sets is inherited unchanged):
     --sweep-verbs LIST only these verbs (comma-separated; `all`: also the
                        destroy/close verbs, left out by default).
     --sweep-sites      fail each distinct call site once, not each call.
+    --sweep-infallible also fail the calls the real library cannot fail
+                       (ibv_get_device_name of a listed device), left out
+                       by default.
     --sweep-timeout S  a run still going after S seconds hangs (default 60).
-    --sweep-json PATH  the JSON summary (default ./ibv-shim-sweep.json).
+    --sweep-json PATH  the JSON summary (default ./ibv-shim-sweep.json),
+                       replaced through a temporary; a symbolic link or a
+                       special file there is refused.
   -h, --help           print this help and exit.
   -V, --version        print the version and exit.
 
@@ -371,7 +378,9 @@ with the signal that killed it ('prog (pid N) was killed by signal 15
 (SIGTERM) before writing its report'; under the launcher the shim notes
 SIGTERM, SIGINT and SIGHUP where the program left them at their default).
 'made no verbs calls' means that no process used verbs (or, setuid, the
-shim ignored the launcher's variables).
+shim ignored the launcher's variables). Only this run's reports are read:
+each carries the run's id (IBV_SHIM_RUN), so another run writing to the
+same --report directory at the same time is not counted.
 
 Exit status:
   the program's exit status; 128+N if it was killed by signal N.

@@ -10,7 +10,7 @@
 //! unreadable, never guessed at.
 
 use std::collections::HashSet;
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -59,6 +59,26 @@ impl ReportLocation {
     /// The value of `IBV_SHIM_REPORT`.
     pub fn template(&self) -> PathBuf {
         self.template.clone()
+    }
+
+    /// Where the report of process `pid` goes (`%p` = pid).
+    pub fn path_for(&self, pid: u64) -> PathBuf {
+        let text = self.template.as_os_str().as_bytes();
+        let mut out = Vec::with_capacity(text.len());
+        let mut i = 0;
+        while i < text.len() {
+            match text[i..].starts_with(b"%p") {
+                true => {
+                    out.extend_from_slice(pid.to_string().as_bytes());
+                    i += 2;
+                }
+                false => {
+                    out.push(text[i]);
+                    i += 1;
+                }
+            }
+        }
+        PathBuf::from(std::ffi::OsString::from_vec(out))
     }
 
     /// The files that may be this run's reports: the template itself, or
@@ -146,6 +166,8 @@ fn matches_pid_pattern(pattern: &[u8], name: &[u8]) -> bool {
 pub struct Report {
     pub pid: Option<u64>,
     pub program: Option<String>,
+    /// The launcher run that started the process (`IBV_SHIM_RUN`).
+    pub run: Option<String>,
     /// The report's own verdict; `None` if it has none.
     pub leaked: Option<bool>,
     /// `totals`, by kind name (the summary puts them in its own order).
@@ -176,14 +198,13 @@ pub struct Object {
 impl Report {
     /// Reads a report from `text` with the report model's types.
     pub fn parse(text: &str) -> Result<Report, String> {
-        serde_json::from_str::<report_model::Report>(text)
-            .map(Report::from)
-            .map_err(|e| e.to_string())
+        report_model::parse(text).map(Report::from)
     }
 
-    /// Reads a report file.
+    /// Reads a report file: a regular file of a report's size at most
+    /// (`files::read_text`).
     pub fn read(path: &Path) -> Result<Report, String> {
-        Report::parse(&std::fs::read_to_string(path).map_err(|e| e.to_string())?)
+        Report::parse(&crate::files::read_text(path, crate::files::MAX_REPORT)?)
     }
 
     /// The leaked objects by kind, suppressed ones left out: counted from
@@ -252,6 +273,7 @@ impl From<report_model::Report<'_>> for Report {
         Report {
             pid: Some(r.pid.into()),
             program: nonempty(Some(&r.program)),
+            run: nonempty(r.run.as_deref()),
             leaked: Some(r.leaked),
             totals,
             objects: Some(r.objects.iter().map(Object::from).collect()),

@@ -26,12 +26,12 @@ pub fn read(dir: &Path) -> Vec<Started> {
         .filter_map(|e| {
             let name = e.file_name();
             let pid: u64 = name.to_str()?.strip_suffix(".started")?.parse().ok()?;
-            let text = std::fs::read_to_string(e.path()).ok()?;
+            let text = crate::files::read_text(&e.path(), 64 << 10).ok()?;
             let program = text
                 .trim_end_matches('\n')
                 .split_once(' ')
                 .map_or(String::new(), |(_, p)| p.to_string());
-            let signal = std::fs::read_to_string(dir.join(format!("{pid}.signal")))
+            let signal = crate::files::read_text(&dir.join(format!("{pid}.signal")), 64)
                 .ok()
                 .and_then(|s| s.trim().parse().ok());
             Some(Started {

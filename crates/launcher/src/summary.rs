@@ -79,8 +79,29 @@ pub struct Input<'a> {
     /// The processes that used verbs (those that wrote a report, and those
     /// that died before they could).
     pub started: &'a [Started],
+    /// Processes whose report could not be written where it goes, with
+    /// why (the path is a FIFO, a link, ...): the shim refused it.
+    pub refused: &'a [(u64, String)],
     /// The pid of the program the launcher started.
     pub child: Option<u32>,
+}
+
+/// `s` with each control character (C0, DEL, C1: a terminal's escape
+/// sequences, a newline that would start a line of its own) shown as
+/// `\xNN`, and a backslash as `\\` so the text reads back unambiguously.
+pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(|c| c.is_control() || c == '\\') {
+        return s.into();
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.into()
 }
 
 /// A file name without its directory.
@@ -111,7 +132,9 @@ fn subject(input: &Input) -> String {
 /// The summary's lines, each starting with [`PREFIX`], without newlines.
 pub fn lines(input: &Input) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    let mut say = |s: String| out.push(format!("{PREFIX}{s}"));
+    // Report fields (programs, modules, devices) are the program's text: a
+    // control character in one would reach the terminal.
+    let mut say = |s: String| out.push(format!("{PREFIX}{}", printable(&s)));
     for (path, why) in input.unreadable {
         say(format!("cannot read the report {}: {why}", path.display()));
     }
@@ -140,13 +163,18 @@ pub fn lines(input: &Input) -> Vec<String> {
             Reason::Signal(sig) if input.child.map(u64::from) == Some(s.pid) => Some(sig),
             _ => None,
         });
-        match signal {
-            Some(sig) => say(format!(
+        let refused = input.refused.iter().find(|(pid, _)| *pid == s.pid);
+        match (signal, refused) {
+            (_, Some((_, why))) => say(format!(
+                "{name} (pid {}) used verbs but its report was refused: {why}",
+                s.pid
+            )),
+            (Some(sig), None) => say(format!(
                 "{name} (pid {}) was killed by {} before writing its report",
                 s.pid,
                 signal_name(sig)
             )),
-            None => say(format!(
+            (None, None) => say(format!(
                 "{name} (pid {}) used verbs but wrote no report: it did not exit normally \
                  (killed, or _exit) or is still running",
                 s.pid
@@ -426,6 +454,7 @@ mod tests {
             exit,
             leak_exitcode: leak,
             started: &[],
+            refused: &[],
             child: None,
         })
     }
@@ -457,6 +486,7 @@ mod tests {
             exit: (23, Reason::Leak),
             leak_exitcode: Some(23),
             started: &[],
+            refused: &[],
             child: None,
         });
         let tail = &got[got.len() - 2..];
@@ -555,6 +585,7 @@ mod tests {
             exit: (0, Reason::Program),
             leak_exitcode: None,
             started: &[],
+            refused: &[],
             child: None,
         });
         assert_eq!(
@@ -576,6 +607,7 @@ mod tests {
             exit: (0, Reason::Program),
             leak_exitcode: None,
             started: &[],
+            refused: &[],
             child: None,
         });
         assert_eq!(only_bad.len(), 1, "{only_bad:?}");
@@ -588,6 +620,7 @@ mod tests {
             exit: (0, Reason::Program),
             leak_exitcode: None,
             started: &[],
+            refused: &[],
             child: None,
         });
         assert_eq!(
@@ -607,6 +640,7 @@ mod tests {
                 exit,
                 leak_exitcode: None,
                 started,
+                refused: &[],
                 child,
             })
         };
@@ -629,6 +663,23 @@ mod tests {
             run(&[prog(None)], (0, Reason::Program), Some(41)),
             ["ibv-shim: rping (pid 42) used verbs but wrote no report: it did not exit normally (killed, or _exit) or is still running"]
         );
+        // The shim refused to write where the report goes: that is said.
+        let refused = [(42, "/r/x.json is a FIFO, not a regular file".to_string())];
+        let got = lines(&Input {
+            program: "rping",
+            reports: &[],
+            unreadable: &[],
+            kept: None,
+            exit: (0, Reason::Program),
+            leak_exitcode: None,
+            started: &[prog(None)],
+            refused: &refused,
+            child: Some(42),
+        });
+        assert_eq!(
+            got,
+            ["ibv-shim: rping (pid 42) used verbs but its report was refused: /r/x.json is a FIFO, not a regular file"]
+        );
         // A report from the program a wrapper ran is named after it.
         let r = report(r#"{"pid":42,"program":"/opt/bin/rping","leaked":false,"objects":[]}"#);
         let got = lines(&Input {
@@ -639,6 +690,7 @@ mod tests {
             exit: (0, Reason::Program),
             leak_exitcode: None,
             started: &[prog(None)],
+            refused: &[],
             child: Some(41),
         });
         assert_eq!(got, ["ibv-shim: no RDMA resources leaked"]);
@@ -651,6 +703,7 @@ mod tests {
             exit: (0, Reason::Program),
             leak_exitcode: None,
             started: &[],
+            refused: &[],
             child: Some(41),
         });
         assert!(
@@ -688,6 +741,28 @@ mod tests {
                 "ibv-shim: no RDMA resources leaked",
                 "ibv-shim: ./leaky was killed by signal 11 (SIGSEGV); exit status 139",
             ]
+        );
+    }
+
+    #[test]
+    fn control_characters_from_reports_are_shown_escaped() {
+        assert_eq!(printable("plain /x/y"), "plain /x/y");
+        assert_eq!(
+            printable("a\x1b]0;pwned\x07b\nc\u{9b}d\\"),
+            "a\\x1b]0;pwned\\x07b\\x0ac\\x9bd\\\\"
+        );
+        let r = report(
+            r#"{"pid":3,"program":"/bin/e\u001b[2Jvil","leaked":true,"objects":[
+            {"kind":"pd","handle":"0x10","device":"mlx5\u001b[31m","created":{"module":"/x/m\nibv-shim: fake","symbol":"f","offset":1},"found":"exit"}]}"#,
+        );
+        let got = summary(&[r], (0, Reason::Program), None);
+        assert!(
+            got.iter().all(|l| !l.chars().any(char::is_control)),
+            "{got:?}"
+        );
+        assert!(
+            got[1].contains("on mlx5\\x1b[31m, created at m\\x0aibv-shim: fake:f+0x1"),
+            "{got:?}"
         );
     }
 

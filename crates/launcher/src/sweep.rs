@@ -5,16 +5,19 @@
 //!
 //! Each run is the program under the shim with `IBV_SHIM_FAULTS` set to one
 //! rule naming the call (`VERB:nth=N`, or `VERB:site=MODULE+0xOFF:nth=1`),
-//! in its own process group (a hang is killed whole), stdio to files. The
+//! watched by a reaper (`reaper.rs`: a hang is killed whole, descendants
+//! that left its process group or session too, and a run is over only when
+//! nothing of it runs), stdio to files. The
 //! runs' order, and so the table, is the order of the counting run's calls:
 //! the same program and options give the same table.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io::{IsTerminal, Write};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -23,6 +26,7 @@ use serde_json::{json, Value};
 
 use crate::fault_rules;
 use crate::options::{Options, UsageError};
+use crate::reaper;
 use crate::report::Report;
 
 /// The sweep's options.
@@ -41,6 +45,9 @@ pub struct Sweep {
     pub timeout: Option<u64>,
     /// `--sweep-json PATH` (default `ibv-shim-sweep.json`).
     pub json: Option<PathBuf>,
+    /// `--sweep-infallible`: also fail the calls the real library cannot
+    /// fail (`fault_rules::INFALLIBLE`), left out by default.
+    pub infallible: bool,
 }
 
 /// The sweep's command-line options.
@@ -52,6 +59,7 @@ pub fn is_option(name: &str) -> bool {
             | "--jobs"
             | "--sweep-verbs"
             | "--sweep-sites"
+            | "--sweep-infallible"
             | "--sweep-timeout"
             | "--sweep-json"
     )
@@ -85,6 +93,10 @@ pub fn option(
             flag()?;
             s.sites = true;
         }
+        "--sweep-infallible" => {
+            flag()?;
+            s.infallible = true;
+        }
         "-j" | "--jobs" => s.jobs = Some(positive(value("N", false)?, "N")? as usize),
         "--sweep-timeout" => s.timeout = Some(positive(value("SECS", false)?, "SECS")?),
         "--sweep-json" => s.json = Some(value("PATH", false)?.into()),
@@ -111,7 +123,7 @@ pub fn validate(o: &Options) -> Result<(), UsageError> {
     let s = &o.sweep;
     if !s.enabled && *s != Sweep::default() {
         return Err(UsageError(
-            "-j, --sweep-verbs, --sweep-sites, --sweep-timeout and --sweep-json go with --fault-sweep"
+            "-j, --sweep-verbs, --sweep-sites, --sweep-infallible, --sweep-timeout and --sweep-json go with --fault-sweep"
                 .into(),
         ));
     }
@@ -260,13 +272,36 @@ impl Setup<'_> {
     /// Runs the program once: `extra` variables on top of the shim's, stdio
     /// to `work/NAME.out`, reports to `work/NAME.<pid>.json`.
     fn run(&self, name: &str, extra: &[(&str, OsString)]) -> Outcome {
-        let mut cmd = Command::new(&self.program);
-        cmd.arg0(&self.o.program).args(&self.o.args);
+        let status = self.work.join(format!("{name}.status"));
+        // The loader's variables as the launcher would give them: its own
+        // (the shim first in LD_PRELOAD), else the inherited ones.
+        let loader: Vec<(OsString, OsString)> = reaper::LOADER_VARS
+            .iter()
+            .filter_map(|k| {
+                let v = self
+                    .vars
+                    .iter()
+                    .find(|(name, _)| name == k)
+                    .map(|(_, v)| v.clone())
+                    .or_else(|| std::env::var_os(k))?;
+                Some((OsString::from(k), v))
+            })
+            .collect();
+        let mut cmd = reaper::command(
+            &self.program,
+            &self.o.program,
+            &self.o.args,
+            self.timeout,
+            &status,
+            &loader,
+        );
         // The sweep's own rules only.
         cmd.env_remove("IBV_SHIM_FAULTS")
             .env_remove("IBV_SHIM_FAULT_COUNT");
         for (k, v) in &self.vars {
-            cmd.env(k, v);
+            if !reaper::LOADER_VARS.iter().any(|l| k == l) {
+                cmd.env(k, v);
+            }
         }
         if self.o.log.is_none() {
             // Each run's warnings (the injection, the leaks) are in its report.
@@ -277,11 +312,18 @@ impl Setup<'_> {
         for (k, v) in extra {
             cmd.env(k, v);
         }
-        let out = std::fs::File::create(self.work.join(format!("{name}.out")));
+        // Made here, never an existing file or a link planted there.
+        let out = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(self.work.join(format!("{name}.out")));
         let (stdout, stderr) = match out.and_then(|f| Ok((f.try_clone()?, f))) {
             Ok((a, b)) => (Stdio::from(a), Stdio::from(b)),
             Err(_) => (Stdio::null(), Stdio::null()),
         };
+        // The reaper (its own process group, away from the terminal's
+        // signals) runs the program and kills what it leaves.
         cmd.stdin(Stdio::null())
             .stdout(stdout)
             .stderr(stderr)
@@ -294,29 +336,35 @@ impl Setup<'_> {
                 return outcome;
             }
         };
-        let pgid = child.id() as i32;
-        let deadline = Instant::now() + Duration::from_secs(self.timeout);
-        let status = loop {
+        let reaper = child.id() as i32;
+        // The reaper ends the run at the timeout; past it by this much it
+        // is itself stuck, and killed.
+        let give_up = Instant::now() + Duration::from_secs(self.timeout + 30);
+        let mut told = false;
+        loop {
             match child.try_wait() {
-                Ok(Some(st)) => break Some(st),
+                Ok(Some(_)) | Err(_) => break,
                 Ok(None) => {}
-                Err(_) => break None,
             }
-            if Instant::now() >= deadline || STOP.load(Ordering::SeqCst) {
-                outcome.hung = !STOP.load(Ordering::SeqCst);
-                // SAFETY: signals the run's own process group (pgid > 0).
-                unsafe { libc::kill(-pgid, libc::SIGKILL) };
-                break child.wait().ok();
+            if STOP.load(Ordering::SeqCst) && !told {
+                // SAFETY: signals the reaper, our child (pid > 0).
+                unsafe { libc::kill(reaper, libc::SIGTERM) };
+                told = true;
+            }
+            if Instant::now() >= give_up {
+                // SAFETY: as above.
+                unsafe { libc::kill(reaper, libc::SIGKILL) };
+                let _ = child.wait();
+                outcome.hung = true;
+                break;
             }
             std::thread::sleep(Duration::from_millis(10));
-        };
-        if let Some(st) = status {
-            outcome.exit = st.code();
-            outcome.signal = st.signal();
         }
-        // What the program's other processes left (the group, when it ended).
-        // SAFETY: as above; ESRCH when nothing is left.
-        unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        if let Some(e) = reaper::Ended::read(&status) {
+            outcome.exit = e.exit;
+            outcome.signal = e.signal;
+            outcome.hung = e.hung;
+        }
         self.read_reports(name, &mut outcome);
         outcome
     }
@@ -339,7 +387,7 @@ impl Setup<'_> {
                     *outcome.leaks.entry(kind).or_insert(0) += n;
                 }
             }
-            let v: Option<Value> = std::fs::read_to_string(&f)
+            let v: Option<Value> = crate::files::read_text(&f, crate::files::MAX_REPORT)
                 .ok()
                 .and_then(|t| serde_json::from_str(&t).ok());
             if v.as_ref()
@@ -383,7 +431,10 @@ fn plan(calls: &[(String, u64, String)], s: &Sweep) -> Vec<Planned> {
         .is_some_and(|v| v.iter().any(|x| x == "all"));
     let wanted = |verb: &str| match &s.verbs {
         Some(list) if !all => list.iter().any(|x| x == verb),
-        _ => all || !fault_rules::is_release(verb),
+        _ => {
+            (all || !fault_rules::is_release(verb))
+                && (all || s.infallible || !fault_rules::is_infallible(verb))
+        }
     };
     let mut seen = std::collections::HashSet::new();
     let mut out = Vec::new();
@@ -603,10 +654,8 @@ pub fn run(
         "failed": failed,
         "stopped": stopped,
     });
-    match std::fs::write(
-        &json_path,
-        serde_json::to_string_pretty(&summary).unwrap_or_default() + "\n",
-    ) {
+    let json_text = serde_json::to_string_pretty(&summary).unwrap_or_default() + "\n";
+    match crate::files::write_replacing(&json_path, json_text.as_bytes(), 0o666) {
         Ok(()) => text.push_str(&format!(
             "ibv-shim: JSON summary: {}\n",
             json_path.display()
@@ -624,8 +673,17 @@ fn to_stderr(text: &str) {
     let _ = std::io::stderr().lock().write_all(text.as_bytes());
 }
 
-/// Columns padded to their widest cell.
+/// Columns padded to their widest cell; a cell's control characters (a
+/// module path is the program's text) shown as `\xNN`.
 fn table(rows: &[[String; 7]]) -> String {
+    let rows: Vec<[String; 7]> = rows
+        .iter()
+        .map(|r| {
+            r.clone()
+                .map(|c| crate::summary::printable(&c).into_owned())
+        })
+        .collect();
+    let rows = rows.as_slice();
     let mut width = [0usize; 7];
     for r in rows {
         for (w, c) in width.iter_mut().zip(r) {
@@ -699,6 +757,37 @@ mod tests {
         }
     }
 
+    #[test]
+    fn calls_the_real_library_cannot_fail_are_swept_only_when_asked() {
+        let c: Vec<(String, u64, String)> = [
+            ("ibv_get_device_list", 1),
+            ("ibv_get_device_name", 1),
+            ("ibv_get_device_name", 2),
+            ("ibv_open_device", 1),
+        ]
+        .iter()
+        .map(|(v, n)| (v.to_string(), *n, "p+0x1".to_string()))
+        .collect();
+        let verbs = |s: &Sweep| plan(&c, s).into_iter().map(|p| p.verb).collect::<Vec<_>>();
+        assert_eq!(
+            verbs(&Sweep::default()),
+            ["ibv_get_device_list", "ibv_open_device"]
+        );
+        let asked = Sweep {
+            infallible: true,
+            ..Sweep::default()
+        };
+        assert_eq!(verbs(&asked).len(), 4);
+        let named = Sweep {
+            verbs: Some(vec!["ibv_get_device_name".into()]),
+            ..Sweep::default()
+        };
+        assert_eq!(
+            verbs(&named),
+            ["ibv_get_device_name", "ibv_get_device_name"]
+        );
+    }
+
     fn parse(args: &[&str]) -> Result<Options, UsageError> {
         match crate::options::parse(args.iter().map(OsString::from))? {
             crate::options::Command::Run(o) => Ok(*o),
@@ -731,6 +820,7 @@ mod tests {
                 sites: true,
                 timeout: Some(5),
                 json: Some("s.json".into()),
+                infallible: false,
             }
         );
         let o = parse(&["--faults", "ibv_reg_mr:nth=3:errno=ENOMEM", "--", "p"]).unwrap();

@@ -16,6 +16,27 @@ use serde::{Deserialize, Serialize};
 /// The document's `schema`.
 pub const SCHEMA: &str = "ibv-shim/leak-report/1";
 
+/// Reads a report document: its `schema` first, so that another schema's
+/// document (or something that is no report at all) is refused by name,
+/// then the whole document with the model's types.
+pub fn parse(text: &str) -> Result<Report<'_>, String> {
+    #[derive(Deserialize)]
+    struct Head<'a> {
+        #[serde(borrow, default)]
+        schema: Option<Cow<'a, str>>,
+    }
+    let head: Head = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    match head.schema.as_deref() {
+        Some(SCHEMA) => serde_json::from_str(text).map_err(|e| e.to_string()),
+        Some(other) => Err(format!(
+            "its schema {other:?} is not one this ibv-shim reads ({SCHEMA})"
+        )),
+        None => Err(format!(
+            "it has no \"schema\": not an ibv-shim leak report ({SCHEMA})"
+        )),
+    }
+}
+
 /// What a reported object is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Kind {
@@ -764,6 +785,11 @@ pub struct Report<'a, O = Vec<Object<'a>>, T = Option<Cow<'a, str>>> {
     /// The executable (`/proc/self/exe`).
     #[serde(borrow)]
     pub program: Cow<'a, str>,
+    /// The launcher run that started the process (`IBV_SHIM_RUN`, which
+    /// the launcher sets): a launcher summarises only its own run's
+    /// reports, whatever else shares their directory. Absent without it.
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<Cow<'a, str>>,
     /// An object is not suppressed: what `IBV_SHIM_LEAK_EXITCODE` acts on.
     pub leaked: bool,
     pub totals: Totals,
@@ -955,6 +981,7 @@ mod tests {
             schema: SCHEMA.into(),
             pid: 1234,
             program: "/bin/prog".into(),
+            run: Some("ibv-shim.77.0badcafe".into()),
             leaked: true,
             totals,
             objects,
@@ -1004,6 +1031,24 @@ mod tests {
         assert!(read(&v).is_err());
         v["objects"][2]["kind"] = "pd".into();
         assert!(read(&v).is_ok());
+    }
+
+    #[test]
+    fn another_schema_is_refused_by_name() {
+        let text = serde_json::to_string(&sample()).unwrap();
+        assert_eq!(parse(&text).unwrap(), sample());
+        let other = text.replacen(SCHEMA, "ibv-shim/leak-report/9", 1);
+        assert_eq!(
+            parse(&other).unwrap_err(),
+            "its schema \"ibv-shim/leak-report/9\" is not one this ibv-shim reads (ibv-shim/leak-report/1)"
+        );
+        let none = text.replacen(&format!("\"schema\":\"{SCHEMA}\","), "", 1);
+        assert!(parse(&none).unwrap_err().contains("has no \"schema\""));
+        assert!(parse("[1]").is_err());
+        // Written only when set.
+        let mut r = sample();
+        r.run = None;
+        assert!(!serde_json::to_string(&r).unwrap().contains("\"run\""));
     }
 
     /// The schema's kinds, its `totals` and its `fields.<kind>`

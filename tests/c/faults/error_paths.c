@@ -3,9 +3,12 @@
  * twice: with -DCLEANUP each error path frees what was made before it;
  * without, it returns at once (`if (!cq) return 1;`), which a fault sweep
  * must catch. With -DCRASH a failed CQ is used anyway; with -DHANG the
- * program waits forever after one.
+ * program waits forever after one; with -DORPHAN too, after starting a
+ * child that leaves its session (setsid) and sleeps, its pid written to
+ * $ORPHAN_PID_FILE: a daemon the sweep must not leave running.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 #include <infiniband/verbs.h>
 
@@ -35,6 +38,31 @@ int main(void)
 #ifdef CRASH
 	if (!cq)
 		printf("cqe %d\n", *(volatile int *)cq);
+#endif
+#ifdef ORPHAN
+	int ready[2];
+	if (!cq && pipe(ready) == 0) {
+		if (fork() == 0) {
+			setsid();
+			if (fork() == 0) {
+				/* The grandchild: outside the sweep's process group
+				 * and session, its parent gone. */
+				const char *f = getenv("ORPHAN_PID_FILE");
+				FILE *out = f ? fopen(f, "w") : NULL;
+				if (out) {
+					fprintf(out, "%d\n", (int)getpid());
+					fclose(out);
+				}
+				(void)!write(ready[1], "x", 1);
+				for (;;)
+					pause();
+			}
+			_exit(0);
+		}
+		/* Hangs only once the grandchild is running. */
+		char c;
+		(void)!read(ready[0], &c, 1);
+	}
 #endif
 #ifdef HANG
 	if (!cq)
