@@ -2,7 +2,8 @@
 #
 #   make            build the shim, the sim and the launcher (release)
 #   make demo       run the examples under the shim and show what it saw
-#   make test       the whole test suite
+#   make test       every test binary, then a summary of what failed,
+#                   was ignored or skipped (scripts/test.sh; needs root)
 #   make bench      the cost of the shim, measured against the real thing
 #   make header     regenerate include/infiniband/verbs.h (pinned cbindgen)
 #   make lint       cargo fmt --check and clippy -D warnings
@@ -38,7 +39,7 @@ demo: deps build
 	@sh scripts/demo.sh
 
 test: deps build
-	$(CARGO) test --release --workspace
+	@CARGO="$(CARGO)" sh scripts/test.sh
 
 bench: deps build
 	@sh bench/run.sh

@@ -68,7 +68,7 @@ fn suite_dir() -> Result<PathBuf, String> {
     } else {
         Err(format!(
             "no rdma-core 44 tests in {} and PYVERBS_SUITE_DIR is not set \
-             (scripts/deps.sh could not download rdma-core 44.0; 56.1's tests do \
+             (scripts/deps.sh could not fetch rdma-core 44.0 through the apt sources; 56.1's tests do \
              not load against pyverbs 44)",
             dir.display()
         ))
