@@ -9,13 +9,15 @@
 #   make lint       cargo fmt --check and clippy -D warnings
 #   make install    install under PREFIX (default /usr/local), staged in DESTDIR
 #   make uninstall  remove what make install put there
+#   make deb        the Debian package target/ibv-shim_<version>_<arch>.deb
+#                   of what make built (scripts/deb.sh; dpkg-deb, no debhelper)
 
 CARGO  ?= cargo
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 TARGET := target
 REL    := $(TARGET)/release
 
-.PHONY: all build deps demo test bench header lint abi-snapshot clean install uninstall
+.PHONY: all build deps demo test bench header lint abi-snapshot clean install uninstall deb
 
 all: build
 
@@ -111,3 +113,10 @@ install:
 uninstall:
 	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
 	-rmdir $(addprefix $(DESTDIR),$(INSTALLED_DIRS)) 2>/dev/null || true
+
+# The Debian package of what `make` built (it builds nothing, like install).
+deb:
+	@for f in ibv-shim libibv_shim.so libibv_sim.so; do \
+		test -f $(REL)/$$f || { echo "make deb: $(REL)/$$f is missing: run make first" >&2; exit 1; }; \
+	done
+	@sh scripts/deb.sh $(REL) $(TARGET)

@@ -37,8 +37,8 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{
-    describe, dynamic_symbols, fabric_name, free_port, listening, real_libibverbs, run_unchecked,
-    require, shim_so, sim_dir, sim_lib, FabricGuard,
+    describe, dynamic_symbols, fabric_name, free_port, listening, real_libibverbs, require,
+    run_unchecked, shim_so, sim_dir, sim_lib, FabricGuard,
 };
 
 /// The files of rdma-core's header that ours replaces.
@@ -441,12 +441,8 @@ fn source(exact: &str, stand_in: &str) -> PathBuf {
         None => format!("{why}; nor is {stand_in}, so nothing is built"),
     };
     let _ = require::<()>(SOURCES_GROUP, Err(why));
-    complete(stand_in).unwrap_or_else(|| {
-        panic!(
-            "neither {exact} nor {stand_in} is in {}",
-            cache.display()
-        )
-    })
+    complete(stand_in)
+        .unwrap_or_else(|| panic!("neither {exact} nor {stand_in} is in {}", cache.display()))
 }
 
 /// perftest's `config.h`: what its configure script defines, decided by the
