@@ -124,7 +124,11 @@ fn scratch() -> TempDir {
         ("my_verbs_test", "c_examples/open_close.c", ""),
         ("leaky", "c_examples/leaky.c", ""),
         ("device_guids", "c_examples/device_guids.c", ""),
-        ("my_pingpong", "tests/c/sim/sim_loopback.c", tests_c.as_str()),
+        (
+            "my_pingpong",
+            "tests/c/sim/sim_loopback.c",
+            tests_c.as_str(),
+        ),
         ("error_paths", "tests/c/faults/error_paths.c", ""),
     ] {
         let mut cmd = Command::new("gcc");
@@ -159,7 +163,9 @@ fn path_var(with_launcher: bool) -> String {
 /// cleared and a fabric of its own.
 fn shell(dir: &Path, text: &str, path: &str, fabric: &str) -> Command {
     let mut cmd = Command::new("bash");
-    cmd.args(["-e", "-c", text]).current_dir(dir).env("PATH", path);
+    cmd.args(["-e", "-c", text])
+        .current_dir(dir)
+        .env("PATH", path);
     for (k, _) in std::env::vars_os() {
         let k = k.to_string_lossy().into_owned();
         if k.starts_with("IBV_SHIM_") || k.starts_with("IBV_SIM_") {
@@ -199,7 +205,9 @@ fn every_shell_block_is_marked_runnable_or_names_the_test_that_covers_it() {
             match (b.attr("runnable"), b.attr("norun")) {
                 (Some(_), None) => runnable += 1,
                 (None, Some(test)) if repo_dir().join(test).is_file() => {}
-                (None, Some(test)) => problems.push(format!("{}: norun={test} does not exist", b.at())),
+                (None, Some(test)) => {
+                    problems.push(format!("{}: norun={test} does not exist", b.at()))
+                }
                 _ => problems.push(format!(
                     "{}: ```{}``` is neither `runnable` nor `norun=TEST`",
                     b.at(),
@@ -273,7 +281,10 @@ fn github_expressions(v: &str) -> String {
     let mut rest = v;
     while let Some(i) = rest.find("${{") {
         out.push_str(&rest[..i]);
-        let end = rest[i..].find("}}").map(|j| i + j + 2).unwrap_or(rest.len());
+        let end = rest[i..]
+            .find("}}")
+            .map(|j| i + j + 2)
+            .unwrap_or(rest.len());
         out.push_str("expr");
         rest = &rest[end..];
     }
@@ -328,7 +339,12 @@ fn the_github_actions_snippet_runs() {
         i += 1;
     }
     let steps: Vec<Step> = steps.into_iter().filter(|s| !s.run.is_empty()).collect();
-    assert!(steps.len() >= 4, "{}: {} run steps", block.at(), steps.len());
+    assert!(
+        steps.len() >= 4,
+        "{}: {} run steps",
+        block.at(),
+        steps.len()
+    );
 
     let tmp = scratch();
     let fabric = fabric_name("docs", "github");
@@ -354,7 +370,12 @@ fn the_github_actions_snippet_runs() {
             cmd.env(k, v);
         }
         let out = run_unchecked(&mut cmd, HANG);
-        assert!(out.status.success(), "{}: {}", block.at(), describe(&cmd, &out));
+        assert!(
+            out.status.success(),
+            "{}: {}",
+            block.at(),
+            describe(&cmd, &out)
+        );
     }
     let junit = std::fs::read_to_string(tmp.join("leaks.xml")).expect("leaks.xml");
     assert!(junit.contains("<testsuites"), "{junit}");
@@ -370,7 +391,9 @@ fn the_gitlab_ci_snippet_runs() {
     let mut current = String::new();
     for line in block.text.lines() {
         if indent(line) == 2 {
-            current = key_value(line).map(|(k, _)| k.to_string()).unwrap_or_default();
+            current = key_value(line)
+                .map(|(k, _)| k.to_string())
+                .unwrap_or_default();
             continue;
         }
         if indent(line) <= 2 {
@@ -391,9 +414,21 @@ fn the_gitlab_ci_snippet_runs() {
             _ => {}
         }
     }
-    let script = lists.iter().find(|(n, _)| n == "script").map(|(_, i)| i.clone()).unwrap_or_default();
-    let after = lists.iter().find(|(n, _)| n == "after_script").map(|(_, i)| i.clone()).unwrap_or_default();
-    assert!(script.len() >= 3 && !after.is_empty(), "{}: script {script:?}, after_script {after:?}", block.at());
+    let script = lists
+        .iter()
+        .find(|(n, _)| n == "script")
+        .map(|(_, i)| i.clone())
+        .unwrap_or_default();
+    let after = lists
+        .iter()
+        .find(|(n, _)| n == "after_script")
+        .map(|(_, i)| i.clone())
+        .unwrap_or_default();
+    assert!(
+        script.len() >= 3 && !after.is_empty(),
+        "{}: script {script:?}, after_script {after:?}",
+        block.at()
+    );
     assert!(!variables.is_empty(), "{}: no variables", block.at());
 
     let tmp = scratch();
@@ -410,7 +445,12 @@ fn the_gitlab_ci_snippet_runs() {
         let mut cmd = shell(tmp.path(), &text, &path_var(false), &fabric);
         cmd.env("CI_JOB_ID", std::process::id().to_string());
         let out = run_unchecked(&mut cmd, HANG);
-        assert!(out.status.success(), "{}: {}", block.at(), describe(&cmd, &out));
+        assert!(
+            out.status.success(),
+            "{}: {}",
+            block.at(),
+            describe(&cmd, &out)
+        );
     }
     let junit = std::fs::read_to_string(tmp.join("leaks.xml")).expect("leaks.xml");
     assert!(junit.contains("<testsuites"), "{junit}");
