@@ -29,7 +29,7 @@
 
 mod common;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -262,6 +262,76 @@ fn enum_constants(toks: &[&str], mut i: usize, names: &mut BTreeSet<String>) -> 
         i += 1;
     }
     i
+}
+
+/// The macros and the enum constants a preprocessed header defines, apart:
+/// a C program sees the difference (`#ifdef`, `sizeof`, a switch's
+/// enumeration warnings, a debugger showing the name).
+/// Each macro comes with its definition.
+fn macros_and_enum_constants(text: &str) -> (BTreeMap<String, String>, BTreeSet<String>) {
+    let mut macros = BTreeMap::new();
+    let mut code = String::new();
+    for line in text.lines() {
+        if let Some(rest) = line.trim_start().strip_prefix("#define ") {
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            let body = rest[name.len()..].trim().to_string();
+            macros.insert(name, body);
+        } else if !line.trim_start().starts_with('#') {
+            code.push_str(line);
+            code.push('\n');
+        }
+    }
+    let toks = tokens(&code);
+    let mut constants = BTreeSet::new();
+    let mut i = 0;
+    while i < toks.len() {
+        let next = toks.get(i + 1).copied().unwrap_or("");
+        if toks[i] == "enum" && next == "{" {
+            i = enum_constants(&toks, i + 2, &mut constants);
+            continue;
+        }
+        if toks[i] == "enum" && is_ident(next) && toks.get(i + 2) == Some(&"{") {
+            i = enum_constants(&toks, i + 3, &mut constants);
+            continue;
+        }
+        i += 1;
+    }
+    (macros, constants)
+}
+
+/// What rdma-core's verbs.h makes an enum constant is one in ours, and
+/// what it makes a macro is a macro in ours, but for verbs_api.h's aliases
+/// of the kernel's `IB_UVERBS_*` enum constants (`#define
+/// IBV_ADVISE_MR_ADVICE_PREFETCH IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH`):
+/// ours does not include the kernel's ioctl headers, and its constants of
+/// the same names and values are enum constants.
+#[test]
+fn enum_constants_and_macros_are_what_they_are_in_real_verbs_h() {
+    let dir = scratch("kinds");
+    let files: Vec<PathBuf> = REAL_FILES.iter().map(PathBuf::from).collect();
+    let (real_macros, real_enums) = macros_and_enum_constants(&preprocessed(&dir, None, &files));
+    let include = root().join("include");
+    let ours = [include.join("infiniband/verbs.h")];
+    let (our_macros, our_enums) =
+        macros_and_enum_constants(&preprocessed(&dir, Some(&include), &ours));
+    assert!(real_enums.contains("IBV_WC_SUCCESS") && our_enums.contains("IBV_WC_SUCCESS"));
+    let now_macros: Vec<&String> = real_enums
+        .iter()
+        .filter(|n| our_macros.contains_key(*n))
+        .collect();
+    let now_enums: Vec<&String> = real_macros
+        .iter()
+        .filter(|(n, body)| our_enums.contains(*n) && !body.starts_with("IB_UVERBS_"))
+        .map(|(n, _)| n)
+        .collect();
+    assert!(
+        now_macros.is_empty() && now_enums.is_empty(),
+        "enum constants in rdma-core's verbs.h, macros in ours: {now_macros:?}; \
+         macros in rdma-core's, enum constants in ours: {now_enums:?}"
+    );
 }
 
 /// The shim's own additions to the API, declared in the header on purpose.
