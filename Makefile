@@ -40,8 +40,9 @@ build:
 demo: deps build
 	@sh scripts/demo.sh
 
+# TEST_ARGS: arguments for cargo test, e.g. TEST_ARGS='--test deb' (default: all).
 test: deps build
-	@CARGO="$(CARGO)" sh scripts/test.sh
+	@CARGO="$(CARGO)" sh scripts/test.sh $(TEST_ARGS)
 
 bench: deps build
 	@sh bench/run.sh

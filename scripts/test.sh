@@ -30,7 +30,10 @@ rc=$(cat "$rc_file" 2>/dev/null || echo 1)
 # ...`, `Doc-tests NAME`): the names of failed and ignored tests; the
 # counts from each `test result:` line.
 awk -v skips="$IBV_SHIM_SKIP_LOG" '
-    /^ *Running / { bin = $2; sub(/^tests\//, "", bin); sub(/\.rs$/, "", bin); if ($2 == "unittests") bin = $3 }
+    /^ *Running / {
+        bin = $2; sub(/^tests\//, "", bin); sub(/\.rs$/, "", bin)
+        if ($2 == "unittests") { bin = $NF; sub(/^\(.*\//, "", bin); sub(/-[0-9a-f]+\)$/, "", bin); bin = "unittests " bin }
+    }
     /^ *Doc-tests / { bin = "doc:" $2 }
     /^test .* \.\.\. FAILED$/ { failed[++nf] = bin ": " $2 }
     /^test .* \.\.\. ignored/ { line = $0; sub(/^test /, "", line); sub(/ \.\.\. ignored/, "", line); ignored[++ni] = bin ": " line }
