@@ -110,6 +110,12 @@ APT_READY=""
 fetch_source() { # dir package version upstream-tarball sha256
     dir=$SRC_CACHE/$1
     [ -e "$dir/.complete" ] && return 0
+    # Not served here a day ago: not asked again until tomorrow.
+    if [ -n "$(find "$SRC_CACHE/.$1.unavailable" -mtime -1 2>/dev/null)" ]; then
+        echo "deps: $4 is not served by this machine's apt sources (tried in the last day;" \
+            "rm $SRC_CACHE/.$1.unavailable to try again)" >&2
+        return 1
+    fi
     if [ -z "$APT_READY" ]; then
         apt_sources
         echo "deps: reading the source indexes of this machine's apt sources"
@@ -128,6 +134,7 @@ fetch_source() { # dir package version upstream-tarball sha256
         echo "deps: cannot get $4 through this machine's apt sources ($(grep -m1 '^E:' "$work.log" || echo "see $work.log"))" \
             "(or unpack it into $dir and touch $dir/.complete)" >&2
         rm -rf "$work"
+        touch "$SRC_CACHE/.$1.unavailable"
         return 1
     fi
     if ! echo "$5  $tarball" | sha256sum -c --quiet -; then
