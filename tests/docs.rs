@@ -16,8 +16,9 @@
 //! (tests/c/sim/sim_loopback.c, RC and UD traffic between two QPs) and
 //! `./error_paths` (tests/c/faults/error_paths.c). The launcher is on PATH.
 //!
-//! The README's GitHub Actions and GitLab CI snippets run too: their `run:`
-//! steps (with each step's `env:`, and `$GITHUB_PATH`), and their
+//! Every relative link resolves. The README's GitHub Actions and GitLab CI
+//! snippets run too: their `run:` steps (with each step's `env:`, and
+//! `$GITHUB_PATH`), and their
 //! `variables:`, `script:` and `after_script:`, in a checkout where
 //! `ibv-shim/` is this repository and the launcher is not on PATH until
 //! the snippet puts it there; the JUnit file they make must be there.
@@ -454,4 +455,32 @@ fn the_gitlab_ci_snippet_runs() {
     }
     let junit = std::fs::read_to_string(tmp.join("leaks.xml")).expect("leaks.xml");
     assert!(junit.contains("<testsuites"), "{junit}");
+}
+
+/// Every relative link of the README and docs/ names a file that exists
+/// (pages move; a link left behind is found here).
+#[test]
+fn every_relative_link_resolves() {
+    let mut broken = Vec::new();
+    for page in pages() {
+        let text = std::fs::read_to_string(&page).unwrap();
+        let dir = page.parent().unwrap();
+        for (i, _) in text.match_indices("](") {
+            let rest = &text[i + 2..];
+            let Some(end) = rest.find(')') else { continue };
+            let link = &rest[..end];
+            if link.starts_with("http") || link.starts_with('#') || link.contains(' ') {
+                continue;
+            }
+            let path = link.split('#').next().unwrap();
+            if !dir.join(path).exists() {
+                broken.push(format!("{}: {link}", page.display()));
+            }
+        }
+    }
+    assert!(
+        broken.is_empty(),
+        "links to nothing:\n{}",
+        broken.join("\n")
+    );
 }
