@@ -2,19 +2,22 @@
 #
 #   make            build the shim, the sim and the launcher (release)
 #   make demo       run the examples under the shim and show what it saw
-#   make test       the whole test suite
+#   make test       every test binary, then a summary of what failed,
+#                   was ignored or skipped (scripts/test.sh; needs root)
 #   make bench      the cost of the shim, measured against the real thing
 #   make header     regenerate include/infiniband/verbs.h (pinned cbindgen)
 #   make lint       cargo fmt --check and clippy -D warnings
 #   make install    install under PREFIX (default /usr/local), staged in DESTDIR
 #   make uninstall  remove what make install put there
+#   make deb        the Debian package target/ibv-shim_<version>_<arch>.deb
+#                   of what make built (scripts/deb.sh; dpkg-deb, no debhelper)
 
 CARGO  ?= cargo
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 TARGET := target
 REL    := $(TARGET)/release
 
-.PHONY: all build deps demo test bench header lint abi-snapshot clean install uninstall
+.PHONY: all build deps demo test bench header lint abi-snapshot clean install uninstall deb
 
 all: build
 
@@ -37,8 +40,9 @@ build:
 demo: deps build
 	@sh scripts/demo.sh
 
+# TEST_ARGS: arguments for cargo test, e.g. TEST_ARGS='--test deb' (default: all).
 test: deps build
-	$(CARGO) test --release --workspace
+	@CARGO="$(CARGO)" sh scripts/test.sh $(TEST_ARGS)
 
 bench: deps build
 	@sh bench/run.sh
@@ -110,3 +114,10 @@ install:
 uninstall:
 	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
 	-rmdir $(addprefix $(DESTDIR),$(INSTALLED_DIRS)) 2>/dev/null || true
+
+# The Debian package of what `make` built (it builds nothing, like install).
+deb:
+	@for f in ibv-shim libibv_shim.so libibv_sim.so; do \
+		test -f $(REL)/$$f || { echo "make deb: $(REL)/$$f is missing: run make first" >&2; exit 1; }; \
+	done
+	@sh scripts/deb.sh $(REL) $(TARGET)

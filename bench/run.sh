@@ -390,10 +390,10 @@ if [ "$HAVE_SHIM" = 1 ] && [ "$HAVE_SIM" = 1 ]; then
         fi
         btxt="<= 100 ns added"
         if [ $k = pd ]; then
-            # Issue 11: the PD pair's tracking in instructions (callgrind: no spread).
+            # The PD pair's tracking in instructions (callgrind: no spread), a
+            # figure without a verdict: its old budget of 300 is retired
+            # (BENCHMARKS.md, "The misses"); tests/hotpath.rs guards it.
             ia=$(calc 'int(b - a + 0.5)' "$i1" "$i2")
-            verdict="$verdict; $(budget pairs.pd_ir "$lbl: tracking adds <= 300 instructions per pair" "$ia" le 300)"
-            btxt="$btxt, <= 300 instructions added"
             jfig pairs.pd.ir_added 2 "$lbl, instructions added per pair" instructions "$i2" "$i1" "$ia" NA NA
         fi
         md "| $lbl | $(t "$d") | $(t "$s") | $(st_t "$a") ± $(t "$noise") | $(x "$rt") | $(st_t "$ab") ± $(t "$abn") | $(st_t "$abc") | $(f "$i1" 0) / $(f "$i2" 0) | $btxt | $verdict |"

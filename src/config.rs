@@ -17,7 +17,7 @@ use once_cell::sync::Lazy;
 
 use crate::level::Level;
 
-/// Every option the shim reads. The README documents each one.
+/// Every option the shim reads. docs/environment.md documents each one.
 #[derive(Debug)]
 pub struct Config {
     /// `IBV_SHIM_LOG`: `off|error|warn|info|debug|trace` (default `warn`).

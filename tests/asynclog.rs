@@ -48,9 +48,23 @@ fn run_ok(cmd: &mut Command) -> Output {
     out
 }
 
-/// The log's lines (each must be well formed: none torn or interleaved).
+/// The log queue's capacity in 64-byte slots (`src/log_queue.rs`); a
+/// trace line of asynclog.c (about 108 bytes) takes two. A full queue
+/// waits 100 ms for the writer thread, then drops lines by design, and a
+/// loaded machine may leave the writer unscheduled that long: so each
+/// test's lines fit in the queue (at most `LINES_THAT_FIT` queued at any
+/// time, whatever the writer does), and a line lost, doubled or out of
+/// order is the shim's fault, never the machine's.
+const QUEUE_SLOTS: u64 = 16384;
+const LINES_THAT_FIT: u64 = QUEUE_SLOTS / 2;
+
+/// The log's lines (each must be well formed: none torn or interleaved),
+/// with no line dropped: the tests' lines fit in the queue.
 fn lines(log: &Path) -> Vec<LogLine> {
     let text = std::fs::read_to_string(log).unwrap_or_else(|e| panic!("{}: {e}", log.display()));
+    if let Some(drop) = text.lines().find(|l| l.contains("lines dropped")) {
+        panic!("lines were dropped though they fit in the queue: {drop}");
+    }
     parse_log(&log.display().to_string(), &text)
 }
 
@@ -100,7 +114,9 @@ fn assert_all_in_order(what: &str, got: &[u64], n: u64) {
 fn eight_threads_lines_all_there_once_in_order_and_not_written_by_the_callers() {
     let dir = TempDir::new("asynclog-threads");
     let log = dir.join("log");
-    let n = 3000;
+    // 8 x 900 = 7,200 lines: as many as fit, with room to spare.
+    let n = 900;
+    assert!(8 * n < LINES_THAT_FIT);
     let out = run_ok(&mut cmd(&log, &["threads", "8", &n.to_string()]));
     let log = lines(&log);
     let tags = by_tag(&log);
@@ -153,6 +169,7 @@ fn exit_from_a_second_thread_writes_every_queued_line() {
     let dir = TempDir::new("asynclog-exit");
     let log = dir.join("log");
     let n = 5000;
+    assert!(n < LINES_THAT_FIT);
     run_ok(&mut cmd(&log, &["exit-thread", &n.to_string()]));
     let tags = by_tag(&lines(&log));
     assert_all_in_order("the exiting thread", &tags[&1].0, n);
@@ -163,6 +180,8 @@ fn a_forked_child_logs_its_own_lines_in_order_with_its_parents() {
     let dir = TempDir::new("asynclog-fork");
     let log = dir.join("log");
     let n = 2000;
+    // The parent queues tags 1 and 3, the child tag 2 in its own queue.
+    assert!(2 * n < LINES_THAT_FIT);
     let out = run_ok(&mut cmd(&log, &["fork", &n.to_string()]));
     assert_eq!(stdout(&out), "child 0\n");
     let log = lines(&log);

@@ -231,9 +231,11 @@ fn install_build_run_render_and_uninstall() {
     }
 }
 
-/// The man pages keep up with the code: every option `ibv-shim --help`
-/// lists is in ibv-shim(1), and every `IBV_SHIM_*` variable the README
-/// documents is in ibv-shim(7).
+/// The man pages and the reference pages keep up with the code and with
+/// each other: every option `ibv-shim --help` lists is in ibv-shim(1) and
+/// in the README or a page of docs/; every `IBV_SHIM_*` variable the
+/// README and docs/ name is in ibv-shim(7); and docs/environment.md and
+/// ibv-shim(7) name the same `IBV_SHIM_*` and `IBV_SIM_*` variables.
 #[test]
 fn the_man_pages_name_every_option_and_variable() {
     let help = Command::new(target_dir().join("ibv-shim"))
@@ -259,12 +261,54 @@ fn the_man_pages_name_every_option_and_variable() {
         .filter(|o| !page1.contains(o.as_str()))
         .collect();
     assert!(missing.is_empty(), "ibv-shim(1) lacks {missing:?}");
-    let readme = std::fs::read_to_string(repo_dir().join("README.md")).unwrap();
-    let vars = words(&readme, "IBV_SHIM_");
+
+    let mut docs = std::fs::read_to_string(repo_dir().join("README.md")).unwrap();
+    let mut pages: Vec<_> = std::fs::read_dir(repo_dir().join("docs"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    pages.sort();
+    for p in &pages {
+        docs += &std::fs::read_to_string(p).unwrap();
+    }
+    let missing: Vec<_> = options
+        .iter()
+        .filter(|o| !docs.contains(o.as_str()))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "neither the README nor docs/ names {missing:?}"
+    );
+    // The test suite's own variables are not the shim's.
+    const SUITE: [&str; 3] = [
+        "IBV_SHIM_TEST_SKIP",
+        "IBV_SHIM_SKIP_LOG",
+        "IBV_SHIM_SRC_CACHE",
+    ];
+    let vars: std::collections::BTreeSet<String> = words(&docs, "IBV_SHIM_")
+        .into_iter()
+        .filter(|v| !SUITE.contains(&v.as_str()))
+        .collect();
     assert!(vars.len() > 10, "{vars:?}");
     let missing: Vec<_> = vars
         .iter()
         .filter(|v| !page7.contains(v.as_str()))
         .collect();
     assert!(missing.is_empty(), "ibv-shim(7) lacks {missing:?}");
+
+    let env_page = std::fs::read_to_string(repo_dir().join("docs/environment.md")).unwrap();
+    let env_vars = |text: &str| {
+        let mut v = words(text, "IBV_SHIM_");
+        v.extend(words(text, "IBV_SIM_"));
+        v
+    };
+    let (in_page, in_man) = (env_vars(&env_page), env_vars(&page7));
+    let only_page: Vec<_> = in_page.difference(&in_man).collect();
+    let only_man: Vec<_> = in_man.difference(&in_page).collect();
+    assert!(
+        only_page.is_empty() && only_man.is_empty(),
+        "docs/environment.md and ibv-shim(7) differ: only in the page {only_page:?}, only in the man page {only_man:?}"
+    );
 }

@@ -7,6 +7,8 @@
 //! `/usr/include/infiniband/verbs.h` and linked with the real `-libverbs`,
 //! with `LD_LIBRARY_PATH` pointing at the sim.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -49,11 +51,11 @@ fn sim_dir() -> &'static Path {
     })
 }
 
+/// Runs `cmd` to its end, killed as a hang after `common::TIMEOUT` (a
+/// program that waits forever fails its test instead of stopping the
+/// suite); a death by signal is returned for the caller to judge.
 fn run(cmd: &mut Command) -> Output {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
-    out
+    common::run_unchecked(cmd, common::TIMEOUT)
 }
 
 /// Runs `prog args` on the sim with `IBV_SIM_DEVICES` set (None: unset).

@@ -71,10 +71,12 @@ fn run_c(bin: &Path, devices: Option<&str>) -> String {
     stdout(&out)
 }
 
-/// A program running in the background, its stdout and stderr collected.
+/// A program running in the background, its stdout and stderr collected
+/// by a reader thread each, which ends at the pipe's end of file.
 struct Background {
     child: Child,
     text: Arc<Mutex<String>>,
+    readers: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl Background {
@@ -89,9 +91,10 @@ impl Background {
             Box::new(child.stdout.take().unwrap()),
             Box::new(child.stderr.take().unwrap()),
         ];
+        let mut readers = Vec::new();
         for mut p in pipes {
             let t = text.clone();
-            std::thread::spawn(move || {
+            readers.push(std::thread::spawn(move || {
                 let mut buf = [0u8; 4096];
                 while let Ok(n) = p.read(&mut buf) {
                     if n == 0 {
@@ -101,9 +104,21 @@ impl Background {
                         .unwrap()
                         .push_str(&String::from_utf8_lossy(&buf[..n]));
                 }
-            });
+            }));
         }
-        Background { child, text }
+        Background {
+            child,
+            text,
+            readers,
+        }
+    }
+
+    /// Waits for the reader threads: every byte the program wrote is in
+    /// `text` (the program has exited; its pipes are at their end).
+    fn drain(&mut self) {
+        for r in self.readers.drain(..) {
+            r.join().expect("a reader thread panicked");
+        }
     }
 
     /// Waits until the output contains `marker` (true) or the program exits
@@ -115,7 +130,7 @@ impl Background {
                 return true;
             }
             if self.child.try_wait().expect("try_wait").is_some() {
-                std::thread::sleep(Duration::from_millis(50));
+                self.drain();
                 return self.text.lock().unwrap().contains(marker);
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -131,7 +146,7 @@ impl Background {
             let _ = self.child.kill();
         }
         let _ = self.child.wait();
-        std::thread::sleep(Duration::from_millis(50));
+        self.drain();
         let text = self.text.lock().unwrap().clone();
         (text, status)
     }
@@ -203,7 +218,7 @@ fn perftest_servers_load_and_wait_for_a_client() {
         let mut cmd = on_sim("stdbuf");
         cmd.args(["-o0", "-e0", prog, "-d", "mlx5_0", "-p", &port]);
         let mut server = Background::spawn(cmd);
-        let waiting = server.wait_for("Waiting for client to connect", Duration::from_secs(30));
+        let waiting = server.wait_for("Waiting for client to connect", TIMEOUT);
         let (text, status) = server.finish();
         assert!(
             waiting && status.is_none() && !load_failure(&text),
@@ -224,7 +239,7 @@ fn perftest_client_and_server_create_their_qps_with_the_wr_api() {
         cmd.args(["-o0", "-e0", prog, "-d", "mlx5_0", "-p", &port, "-n", "5"]);
         let mut server = Background::spawn(cmd);
         assert!(
-            server.wait_for("Waiting for client to connect", Duration::from_secs(30)),
+            server.wait_for("Waiting for client to connect", TIMEOUT),
             "{prog} server did not start: {}",
             server.finish().0
         );

@@ -23,30 +23,36 @@ struct ibv_send_wr;
 #include <string.h>
 #include <linux/types.h>
 
-/**
- * Length of the sysfs name buffers in `struct ibv_device`.
- */
-#define IBV_SYSFS_NAME_MAX 64
+/** Lengths of the sysfs name and path buffers in `struct ibv_device`. */
+enum {
+    IBV_SYSFS_NAME_MAX = 64,
+    IBV_SYSFS_PATH_MAX = 256
+};
+
+/** `ibv_port_attr.link_layer`: not reported, InfiniBand, Ethernet (RoCE, iWARP). */
+enum {
+    IBV_LINK_LAYER_UNSPECIFIED,
+    IBV_LINK_LAYER_INFINIBAND,
+    IBV_LINK_LAYER_ETHERNET,
+};
+
+/** Shift of `IBV_WC_IP_CSUM_OK` in `ibv_wc.wc_flags`. */
+enum {
+    IBV_WC_IP_CSUM_OK_SHIFT = 2
+};
 
 /**
- * Length of the sysfs path buffers in `struct ibv_device`.
+ * The work-completion fields every extended CQ can report
+ * (byte length, immediate, QP number, source QP, SLID, SL, path bits).
  */
-#define IBV_SYSFS_PATH_MAX 256
+enum {
+    IBV_WC_STANDARD_FLAGS = 127
+};
 
-/**
- * `ibv_port_attr.link_layer`: not reported.
- */
-#define IBV_LINK_LAYER_UNSPECIFIED 0
-
-/**
- * `ibv_port_attr.link_layer`: InfiniBand.
- */
-#define IBV_LINK_LAYER_INFINIBAND 1
-
-/**
- * `ibv_port_attr.link_layer`: Ethernet (RoCE, iWARP).
- */
-#define IBV_LINK_LAYER_ETHERNET 2
+/** Every `ibv_create_cq_wc_flags` bit `ibv_create_cq_ex` knows. */
+enum {
+    IBV_CREATE_CQ_SUP_WC_FLAGS = 4095
+};
 
 /**
  * `device_cap_flags_ex` bit: scatters the FCS (above bit 31, so not in the enum).
@@ -69,17 +75,6 @@ struct ibv_send_wr;
  * Decryption, the default (0), beside `IBV_FLOW_ACTION_ESP_FLAGS_ENCRYPT`.
  */
 #define IBV_FLOW_ACTION_ESP_FLAGS_DECRYPT 0
-
-/**
- * The work-completion fields every extended CQ can report
- * (byte length, immediate, QP number, source QP, SLID, SL, path bits).
- */
-#define IBV_WC_STANDARD_FLAGS 127
-
-/**
- * Every `ibv_create_cq_wc_flags` bit `ibv_create_cq_ex` knows.
- */
-#define IBV_CREATE_CQ_SUP_WC_FLAGS 4095
 
 /**
  * `flags` of `ibv_advise_mr`: wait until the advice has been acted on.
@@ -120,11 +115,6 @@ struct ibv_send_wr;
  * The bits of a GRH flow label.
  */
 #define IB_GRH_FLOWLABEL_MASK 1048575
-
-/**
- * Shift of `IBV_WC_IP_CSUM_OK` in `ibv_wc.wc_flags`.
- */
-#define IBV_WC_IP_CSUM_OK_SHIFT 2
 
 /**
  * Memory access rights (`int access` of `ibv_reg_mr`, `qp_access_flags`, ...).
@@ -2872,7 +2862,7 @@ struct ibv_context *ibv_open_device(struct ibv_device *device);
 /**
  * Closes a context. Returns 0 on success, -1 with errno set on failure.
  * It does not free what was created on the context: the shim reports those
- * orphans (see the README's leak audit). NULL, a context closed already or
+ * orphans (see docs/leak-audit.md). NULL, a context closed already or
  * one the shim never saw opened is refused with -1 and errno EINVAL.
  */
 int ibv_close_device(struct ibv_context *context);

@@ -334,7 +334,7 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_co
 
 /// Closes a context. Returns 0 on success, -1 with errno set on failure.
 /// It does not free what was created on the context: the shim reports those
-/// orphans (see the README's leak audit). NULL, a context closed already or
+/// orphans (see docs/leak-audit.md). NULL, a context closed already or
 /// one the shim never saw opened is refused with -1 and errno EINVAL.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {

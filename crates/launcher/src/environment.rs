@@ -32,11 +32,29 @@ pub const SIM_SONAME: &str = "libibverbs.so.1";
 /// relative to the directory of the installed launcher (`PREFIX/bin`).
 pub const INSTALLED_LIBDIR: &str = "../lib/ibv-shim";
 
-/// `PREFIX/lib/ibv-shim` of an installed launcher in `PREFIX/bin`.
+/// The Debian multiarch directory the package puts its libraries under
+/// (`/usr/lib/<triplet>/ibv-shim`).
+const MULTIARCH: &str = if cfg!(target_arch = "x86_64") {
+    "x86_64-linux-gnu"
+} else if cfg!(target_arch = "aarch64") {
+    "aarch64-linux-gnu"
+} else {
+    ""
+};
+
+/// `PREFIX/lib/ibv-shim` of an installed launcher in `PREFIX/bin` (`make
+/// install`), or `PREFIX/lib/<triplet>/ibv-shim` when only that exists
+/// (the Debian package, `make deb`).
 fn installed_dir(exe_dir: &Path) -> PathBuf {
-    match exe_dir.parent() {
-        Some(up) => up.join("lib").join("ibv-shim"),
-        None => exe_dir.join(INSTALLED_LIBDIR),
+    let Some(up) = exe_dir.parent() else {
+        return exe_dir.join(INSTALLED_LIBDIR);
+    };
+    let plain = up.join("lib").join("ibv-shim");
+    let multiarch = up.join("lib").join(MULTIARCH).join("ibv-shim");
+    if !plain.exists() && !MULTIARCH.is_empty() && multiarch.is_dir() {
+        multiarch
+    } else {
+        plain
     }
 }
 
@@ -592,6 +610,28 @@ mod tests {
         );
         // Nothing was made next to the launcher.
         assert!(!base.join("sim").exists());
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn a_packaged_launcher_finds_the_shim_and_sim_in_the_multiarch_directory() {
+        // make deb: /usr/bin/ibv-shim, /usr/lib/<triplet>/ibv-shim/{libibv_shim.so,sim/}.
+        let base = private_dir().unwrap();
+        let bin = base.join("bin");
+        let lib = base.join("lib").join(MULTIARCH).join("ibv-shim");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::create_dir_all(lib.join("sim")).unwrap();
+        std::fs::write(lib.join(SHIM_NAME), b"").unwrap();
+        std::fs::write(lib.join("sim").join(SIM_SONAME), b"sim").unwrap();
+        let exe_dir = || Ok(bin.clone());
+        assert_eq!(
+            find_shim(None, exe_dir).unwrap(),
+            std::fs::canonicalize(lib.join(SHIM_NAME)).unwrap()
+        );
+        assert_eq!(
+            find_sim_dir(None, exe_dir).unwrap(),
+            std::fs::canonicalize(lib.join("sim")).unwrap()
+        );
         std::fs::remove_dir_all(&base).unwrap();
     }
 }

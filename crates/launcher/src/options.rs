@@ -343,7 +343,7 @@ option sets is inherited unchanged):
   -q, --quiet          print no summary (errors are still printed).
   --faults RULES       make chosen verbs calls fail (checked before the program
                        starts; a wrong rule is a usage error). Sets
-                       IBV_SHIM_FAULTS; README.md gives the rules, e.g.
+                       IBV_SHIM_FAULTS; docs/faults.md gives the rules, e.g.
                        ibv_reg_mr:nth=3:errno=ENOMEM,*:prob=0.01:seed=42.
   --fault-sweep        run the program once to count its injectable calls,
                        then once per call with that call failing; print a

@@ -7,7 +7,8 @@
  * fails) FAILS times (FAILS from $TRACER_FAILS, default 0).
  * Then, by MODE: "exit" returns from main; "kill" raises SIGKILL; "segv"
  * writes through NULL; "abort" calls abort(); "_exit" calls _exit(0);
- * "loop" prints "ready" and calls ibv_get_device_name until killed;
+ * "loop" calls ibv_get_device_name LOOP_FIRST (2000) times, prints
+ * "ready", and goes on calling it until killed;
  * "closefds" closes every descriptor above 2 after the first call and
  * opens files until one gets each number, then makes the calls; "fork"
  * forks after the calls, and the child makes CALLS calls of
@@ -33,6 +34,9 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+/* "loop": the calls made before it says "ready". */
+#define LOOP_FIRST 2000
 
 static struct ibv_device *dev;
 static struct ibv_context *ctx;
@@ -162,6 +166,8 @@ int main(int argc, char **argv)
     if (!strcmp(mode, "_exit"))
         _exit(0);
     if (!strcmp(mode, "loop")) {
+        for (int i = 0; i < LOOP_FIRST; i++)
+            ibv_get_device_name(dev);
         printf("ready\n");
         fflush(stdout);
         for (;;)
