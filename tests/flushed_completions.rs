@@ -1,7 +1,7 @@
 //! Flushed completions under the data-path checks' error explainer
 //! (`tests/c/wholeapi/flush_flood.c`): however many threads poll, a QP's
 //! flushed completions after an error are counted in one line (at the
-//! first poll that drains its CQ) and the rest in one line at exit, the
+//! first poll that drains its CQ) and the rest in one line at its destroy or exit, the
 //! counts adding up to what the program polled; a flush the program asked
 //! for (the QP moved to ERR with receives posted, as every well-behaved
 //! teardown does) is an INFO line, not a warning.

@@ -130,8 +130,8 @@ pub(super) fn sends(qp: *mut ibv_qp, mut wr: *mut ibv_send_wr, site: usize) -> b
         return false;
     };
     // The queue holds `left` more: a longer chain (or one that loops) is
-    // the full path's to report.
-    let mut left = c.send_wr().max(1);
+    // the full path's to report (so is any post to a queue of depth 0).
+    let mut left = c.send_wr();
     while !wr.is_null() {
         if left == 0 {
             return false;
@@ -188,7 +188,7 @@ fn recv_chain(
     site: usize,
 ) -> bool {
     // As in `sends`.
-    let mut left = depth.max(1);
+    let mut left = depth;
     while !wr.is_null() {
         if left == 0 {
             return false;

@@ -4,7 +4,8 @@
 //! posts) and the QP's state; the flushed completions that follow are
 //! counted: one line per QP per error (at the first poll that drains the
 //! CQ after it), whatever the number of threads polling, and the rest in
-//! one line per QP at exit.
+//! one line per QP when it is destroyed or at exit. A destroyed QP's
+//! number starts a new life (a QP made later may get it).
 //!
 //! A flush the program caused (it moved the QP to ERR with
 //! `ibv_modify_qp`, or destroyed it, with requests still posted: every
@@ -289,7 +290,45 @@ struct Count {
     n: u64,
     /// After an error the program did not cause (else: what it did).
     by_program: Option<&'static str>,
-    at_exit: bool,
+    /// The last line for these (at exit, at the QP's destroy), and why.
+    last: Option<&'static str>,
+}
+
+impl Count {
+    /// The line for `log`'s flushed completions, which it forgets.
+    fn take(qp_num: u32, log: &mut QpLog, last: Option<&'static str>) -> Count {
+        let c = Count {
+            qp_num,
+            n: log.flushed,
+            by_program: log.by_program.filter(|_| !log.failed),
+            last,
+        };
+        log.flushed = 0;
+        log.counted = true;
+        c
+    }
+
+    fn log(self) {
+        let (qp_num, n) = (self.qp_num, self.n);
+        let s = if n == 1 { "" } else { "s" };
+        match (self.by_program, self.last) {
+            (Some(what), _) => crate::log!(
+                Level::Info,
+                "qp_num={qp_num:#x}: {n} completion{s} flushed (IBV_WC_WR_FLUSH_ERR) after the \
+                 program {what}, as it asked"
+            ),
+            (None, Some(until)) => crate::log!(
+                Level::Warn,
+                "qp_num={qp_num:#x}: {n} more completion{s} flushed (IBV_WC_WR_FLUSH_ERR) after \
+                 its error, counted until {until}"
+            ),
+            (None, None) => crate::log!(
+                Level::Warn,
+                "qp_num={qp_num:#x}: {n} more completion{s} flushed (IBV_WC_WR_FLUSH_ERR) after \
+                 its first error (later ones are counted in one line at its destroy or exit)"
+            ),
+        }
+    }
 }
 
 /// One line per QP of `ctx` whose flushed completions since its last
@@ -307,40 +346,13 @@ fn flush_lines(ctx: usize) {
                 continue;
             }
             if at_exit || c == ctx {
-                lines.push(Count {
-                    qp_num,
-                    n: log.flushed,
-                    by_program: log.by_program.filter(|_| !log.failed),
-                    at_exit,
-                });
-                log.flushed = 0;
-                log.counted = true;
+                lines.push(Count::take(qp_num, log, at_exit.then_some("exit")));
             } else {
                 FLUSHED.store(true, Ordering::Relaxed);
             }
         }
     }
-    for l in lines {
-        let (qp_num, n) = (l.qp_num, l.n);
-        let s = if n == 1 { "" } else { "s" };
-        match l.by_program {
-            Some(what) => crate::log!(
-                Level::Info,
-                "qp_num={qp_num:#x}: {n} completion{s} flushed (IBV_WC_WR_FLUSH_ERR) after the \
-                 program {what}, as it asked"
-            ),
-            None if l.at_exit => crate::log!(
-                Level::Warn,
-                "qp_num={qp_num:#x}: {n} more completion{s} flushed (IBV_WC_WR_FLUSH_ERR) after \
-                 its error, counted until exit"
-            ),
-            None => crate::log!(
-                Level::Warn,
-                "qp_num={qp_num:#x}: {n} more completion{s} flushed (IBV_WC_WR_FLUSH_ERR) after \
-                 its first error (later ones are counted in one line at exit)"
-            ),
-        }
-    }
+    lines.into_iter().for_each(Count::log);
 }
 
 pub(super) fn at_exit() {
@@ -352,11 +364,10 @@ pub(super) fn at_exit() {
 /// is reported as any other.
 const REMEMBERED: usize = 1 << 16;
 
-/// The program flushed QP `qp_num` of `ctx` itself (`what`: "moved the QP
-/// to ERR", "destroyed the QP"; the first one counts): the flushed
+/// The program moved QP `qp_num` of `ctx` to ERR itself: the flushed
 /// completions that follow are no error of its own. A QP that already
 /// failed keeps its warning.
-pub(super) fn flushed_by_program(ctx: usize, qp_num: u32, what: &'static str) {
+pub(super) fn moved_to_err(ctx: usize, qp_num: u32) {
     let mut g = QPS.lock();
     let map = g.get_or_insert_with(HashMap::default);
     if map.len() >= REMEMBERED && !map.contains_key(&(ctx, qp_num)) {
@@ -365,7 +376,32 @@ pub(super) fn flushed_by_program(ctx: usize, qp_num: u32, what: &'static str) {
     map.entry((ctx, qp_num))
         .or_default()
         .by_program
-        .get_or_insert(what);
+        .get_or_insert("moved the QP to ERR");
+}
+
+/// The program destroyed QP `qp_num` of `ctx`: the flushed completions
+/// counted for it get their line now, and the number starts a new life
+/// (a QP made later may get it, on a context at the same address: its
+/// first error is its own); what is flushed after the destroy is the
+/// program's doing.
+pub(super) fn destroyed(ctx: usize, qp_num: u32) {
+    let line = {
+        let mut g = QPS.lock();
+        let map = g.get_or_insert_with(HashMap::default);
+        if map.len() >= REMEMBERED && !map.contains_key(&(ctx, qp_num)) {
+            return;
+        }
+        let log = map.entry((ctx, qp_num)).or_default();
+        let line = (log.flushed > 0).then(|| Count::take(qp_num, log, Some("its destroy")));
+        *log = QpLog {
+            by_program: Some("destroyed the QP"),
+            ..QpLog::default()
+        };
+        line
+    };
+    if let Some(l) = line {
+        l.log();
+    }
 }
 
 /// QP `qp_num` of `ctx` starts again (moved to RESET or INIT: also a new

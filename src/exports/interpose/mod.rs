@@ -330,7 +330,7 @@ pub fn queue_destroyed(addr: usize) {
 /// data-path checks on): the completions flushed after it are the
 /// program's own doing.
 pub fn qp_destroyed(ctx: usize, qp_num: u32) {
-    completions::flushed_by_program(ctx, qp_num, "destroyed the QP");
+    completions::destroyed(ctx, qp_num);
 }
 
 /// `ibv_modify_qp` moved QP `qp_num` of `ctx` to `state` (`IBV_QPS_*`;
@@ -340,7 +340,7 @@ pub fn qp_state_set(ctx: usize, qp_num: u32, state: std::ffi::c_int) {
     use std::ffi::c_int;
     use verbs_abi::ibv_qp_state::{IBV_QPS_ERR, IBV_QPS_INIT, IBV_QPS_RESET};
     if state == IBV_QPS_ERR as c_int {
-        completions::flushed_by_program(ctx, qp_num, "moved the QP to ERR");
+        completions::moved_to_err(ctx, qp_num);
     } else if state == IBV_QPS_RESET as c_int || state == IBV_QPS_INIT as c_int {
         completions::qp_reset(ctx, qp_num);
     }

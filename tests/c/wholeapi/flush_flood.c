@@ -93,10 +93,16 @@ static void flood(int threads)
 {
 	pthread_t t[64];
 	CHECK(threads > 0 && threads <= 64);
+	/* Held across the threads: the process stays on the fabric, whose QP
+	 * numbers then stay unique (a fabric every process left starts its
+	 * numbering again), so the log's lines tell the QPs apart. */
+	struct ibv_context *held = ibv_open_device(devs[0]);
+	CHECK(held);
 	for (int i = 0; i < threads; i++)
 		CHECK(pthread_create(&t[i], NULL, flood_thread, NULL) == 0);
 	for (int i = 0; i < threads; i++)
 		CHECK(pthread_join(t[i], NULL) == 0);
+	CHECK(ibv_close_device(held) == 0);
 	printf("flushed %ld\n", flushed_total);
 }
 
