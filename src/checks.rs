@@ -24,10 +24,14 @@ pub enum Check {
     NumSge,
     /// More inline data than the QP takes.
     InlineSize,
+    /// `num_sge` SGEs, but no list (`sg_list` NULL).
+    NullSgList,
+    /// A chain longer than its queue holds (or one that loops).
+    ChainLength,
 }
 
 impl Check {
-    pub const ALL: [Check; 8] = [
+    pub const ALL: [Check; 10] = [
         Check::DeadLkey,
         Check::OutOfRange,
         Check::OtherPd,
@@ -36,6 +40,8 @@ impl Check {
         Check::QpState,
         Check::NumSge,
         Check::InlineSize,
+        Check::NullSgList,
+        Check::ChainLength,
     ];
 
     /// Its name in the log and the JSON report.
@@ -49,6 +55,8 @@ impl Check {
             Check::QpState => "qp_state",
             Check::NumSge => "num_sge",
             Check::InlineSize => "inline_size",
+            Check::NullSgList => "sg_list",
+            Check::ChainLength => "chain_length",
         }
     }
 }

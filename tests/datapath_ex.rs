@@ -166,7 +166,7 @@ fn a_clean_extended_post_program_reports_nothing() {
     assert!(!r.log.contains("error completion"), "{}", r.log);
     let json = r.json.expect("a JSON report");
     let checks = json["checks"].as_object().expect("checks");
-    assert_eq!(checks.len(), 8, "{json:#}");
+    assert_eq!(checks.len(), 10, "{json:#}");
     for (k, v) in checks {
         assert_eq!(v, 0, "{k}: {json:#}");
     }
@@ -276,7 +276,7 @@ fn perftest_default_post_api_under_the_checks_reports_nothing() {
             assert_eq!(check_lines(&d.log), Vec::<&str>::new(), "{what}");
             let json = d.json.as_ref().unwrap_or_else(|| panic!("no JSON: {what}"));
             let checks = json["checks"].as_object().expect("checks");
-            assert_eq!(checks.len(), 8, "{json:#}");
+            assert_eq!(checks.len(), 10, "{json:#}");
             for (k, v) in checks {
                 assert_eq!(v, 0, "{prog} {who}: {k}: {json:#}");
             }

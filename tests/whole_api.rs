@@ -618,7 +618,7 @@ fn perftest_under_the_datapath_checks_reports_nothing() {
             assert_eq!(lines.count(), 0, "{what}");
             let json = d.json.as_ref().unwrap_or_else(|| panic!("no JSON: {what}"));
             let checks = json["checks"].as_object().expect("checks");
-            assert_eq!(checks.len(), 8, "{json:#}");
+            assert_eq!(checks.len(), 10, "{json:#}");
             for (k, v) in checks {
                 assert_eq!(v, 0, "{prog} {who}: {k}: {json:#}");
             }

@@ -297,6 +297,10 @@ fn destroyed_extras(addr: usize, o: &objects::Stored) {
     if matches!(o.kind(), Kind::Qp | Kind::Srq) && super::interpose::queues_watched() {
         super::interpose::queue_destroyed(addr);
     }
+    if o.kind() == Kind::Qp && crate::checks::datapath() {
+        let qp = o.obj();
+        super::interpose::qp_destroyed(qp.ctx, qp.x);
+    }
     if o.flags() & FLAG_BACKTRACE != 0 {
         objects::take_backtrace(addr);
     }

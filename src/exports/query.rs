@@ -189,7 +189,8 @@ pub unsafe extern "C" fn ibv_modify_qp(
             || alive("ibv_modify_qp", "qp", qp as usize),
             || real.call(qp, attr, attr_mask),
             |call, rc| {
-                if !call.logging() {
+                let checking = crate::checks::datapath();
+                if !call.logging() && !checking {
                     return;
                 }
                 let errno = Errno::save();
@@ -199,7 +200,17 @@ pub unsafe extern "C" fn ibv_modify_qp(
                     // SAFETY: the program's attributes; qp_state is read as the int it is in C.
                     unsafe { addr_of!((*attr).qp_state).cast::<c_int>().read() }
                 };
+                if checking && *rc == 0 && state >= 0 {
+                    // The error-completion explainer hears of a flush the
+                    // program asks for.
+                    // SAFETY: a QP the program just modified successfully.
+                    let (ctx, qp_num) = unsafe { ((*qp).context as usize, (*qp).qp_num) };
+                    super::interpose::qp_state_set(ctx, qp_num, state);
+                }
                 errno.restore();
+                if !call.logging() {
+                    return;
+                }
                 call.done(
                     &MODIFY_QP,
                     &[

@@ -1,5 +1,7 @@
 //! The queue sizes the provider granted (`max_send_sge`, `max_recv_sge`,
-//! `max_inline_data`; an SRQ's `max_sge`), for the data-path checks. Asked
+//! `max_inline_data`, `max_send_wr`, `max_recv_wr`; an SRQ's `max_sge` and
+//! `max_wr`), for the data-path checks and the trace's post events (a
+//! chain is walked no further than its queue holds). Asked
 //! once per queue with the real `ibv_query_qp` / `ibv_query_srq` at its
 //! first checked post (whatever verb made it: `ibv_create_qp`, the table's
 //! `create_qp_ex`, a provider's direct verb), then kept in a side record
@@ -26,44 +28,73 @@ real_fns! {
     QuerySrq = fn ibv_query_srq(srq: *mut ibv_srq, srq_attr: *mut ibv_srq_attr) -> c_int;
 }
 
-/// What a queue takes per work request.
+/// What a queue takes per work request, and how many it holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Caps {
     pub send_sge: u32,
     /// A QP's receive queue, or an SRQ.
     pub recv_sge: u32,
     pub inline: u32,
+    /// Work requests the send queue holds.
+    pub send_wr: u32,
+    /// Work requests the receive queue (or the SRQ) holds.
+    pub recv_wr: u32,
 }
 
 impl Caps {
-    /// One word: SGE counts saturated at 16 bits (a queue granting more
-    /// than 65,535 SGEs does not exist), inline bytes in full.
-    fn pack(self) -> u64 {
-        let sat = |v: u32| v.min(0xffff) as u64;
-        sat(self.send_sge) | sat(self.recv_sge) << 16 | (self.inline as u64) << 32
+    /// What is kept: the caps in full (two words), and the clean post's
+    /// word of them.
+    fn words(self) -> [u64; 3] {
+        let sat16 = |v: u32| v.min(0xffff) as u64;
+        [
+            self.fast().0,
+            // SGE counts saturated at 16 bits (a queue granting more than
+            // 65,535 SGEs does not exist), inline bytes in full.
+            sat16(self.send_sge) | sat16(self.recv_sge) << 16 | (self.inline as u64) << 32,
+            self.send_wr as u64 | (self.recv_wr as u64) << 32,
+        ]
     }
 
-    fn unpack(p: Packed) -> Caps {
+    /// The clean post's word: each field saturated at its width (8 bits
+    /// per SGE count, 16 for the inline bytes and each depth). A
+    /// saturated field is a bound below the real one: the clean post
+    /// hands a request above it to the full checks, which read the caps
+    /// in full.
+    fn fast(self) -> Packed {
+        let sat = |v: u32, bits: u32| v.min((1 << bits) - 1) as u64;
+        Packed(
+            sat(self.send_sge, 8)
+                | sat(self.recv_sge, 8) << 8
+                | sat(self.inline, 16) << 16
+                | sat(self.send_wr, 16) << 32
+                | sat(self.recv_wr, 16) << 48,
+        )
+    }
+
+    fn from_words(w0: u64, w1: u64) -> Caps {
         Caps {
-            send_sge: p.send_sge(),
-            recv_sge: p.recv_sge(),
-            inline: p.inline(),
+            send_sge: (w0 & 0xffff) as u32,
+            recv_sge: (w0 >> 16 & 0xffff) as u32,
+            inline: (w0 >> 32) as u32,
+            send_wr: w1 as u32,
+            recv_wr: (w1 >> 32) as u32,
         }
     }
 }
 
-/// One queue's side record.
+/// One queue's side record (32 bytes).
 struct Side {
     /// The queue's address; 0: never used (ends a probe); [`FREED`]: used
-    /// and free again; the address | [`WRITING`] while `caps` is written.
+    /// and free again; the address | [`WRITING`] while the words are written.
     key: AtomicUsize,
-    caps: AtomicU64,
+    /// [`Caps::words`].
+    words: [AtomicU64; 3],
 }
 
 const FREED: usize = 2;
 const WRITING: usize = 1;
 
-/// Slots (a power of two) and the longest probe: 16 bytes each, zeroed
+/// Slots (a power of two) and the longest probe: 32 bytes each, zeroed
 /// static memory (pages never touched cost nothing).
 const SLOTS: usize = 1 << 14;
 const PROBE: usize = 32;
@@ -71,7 +102,7 @@ const PROBE: usize = 32;
 static SIDES: [Side; SLOTS] = [const {
     Side {
         key: AtomicUsize::new(0),
-        caps: AtomicU64::new(0),
+        words: [const { AtomicU64::new(0) }; 3],
     }
 }; SLOTS];
 
@@ -93,36 +124,57 @@ fn window(addr: usize) -> impl Iterator<Item = &'static Side> {
 /// of its window.
 #[inline]
 fn known(addr: usize) -> Option<Caps> {
-    known_packed(addr).map(Caps::unpack)
+    let s = &SIDES[home(addr)];
+    if s.key.load(Ordering::Acquire) == addr {
+        return Some(s.caps());
+    }
+    known_further(addr)
 }
 
-/// [`known`], still packed (the clean post reads the two fields it needs
-/// from one register: unpacked, the three fields were spilled).
+/// The clean post's word of [`known`] (it reads the fields it needs from
+/// one register: unpacked, the fields were spilled).
 #[inline]
 pub(super) fn known_packed(addr: usize) -> Option<Packed> {
     let s = &SIDES[home(addr)];
     if s.key.load(Ordering::Acquire) == addr {
-        return Some(Packed(s.caps.load(Ordering::Relaxed)));
+        return Some(Packed(s.words[0].load(Ordering::Relaxed)));
     }
-    known_further(addr).map(|c| Packed(c.pack()))
+    known_further(addr).map(Caps::fast)
 }
 
-/// [`Caps`] as kept: one word.
+impl Side {
+    fn caps(&self) -> Caps {
+        Caps::from_words(
+            self.words[1].load(Ordering::Relaxed),
+            self.words[2].load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// [`Caps::fast`]: one word, each field saturated.
 #[derive(Clone, Copy)]
 pub(super) struct Packed(u64);
 
 impl Packed {
     #[inline(always)]
     pub(super) fn send_sge(self) -> u32 {
-        (self.0 & 0xffff) as u32
+        (self.0 & 0xff) as u32
     }
     #[inline(always)]
     pub(super) fn recv_sge(self) -> u32 {
-        (self.0 >> 16 & 0xffff) as u32
+        (self.0 >> 8 & 0xff) as u32
     }
     #[inline(always)]
     pub(super) fn inline(self) -> u32 {
-        (self.0 >> 32) as u32
+        (self.0 >> 16 & 0xffff) as u32
+    }
+    #[inline(always)]
+    pub(super) fn send_wr(self) -> u32 {
+        (self.0 >> 32 & 0xffff) as u32
+    }
+    #[inline(always)]
+    pub(super) fn recv_wr(self) -> u32 {
+        (self.0 >> 48) as u32
     }
 }
 
@@ -130,7 +182,7 @@ impl Packed {
 fn known_further(addr: usize) -> Option<Caps> {
     for s in window(addr) {
         match s.key.load(Ordering::Acquire) {
-            k if k == addr => return Some(Caps::unpack(Packed(s.caps.load(Ordering::Relaxed)))),
+            k if k == addr => return Some(s.caps()),
             0 => return None,
             _ => {}
         }
@@ -167,7 +219,9 @@ fn keep(addr: usize, c: Caps) -> Caps {
         .compare_exchange(was, addr | WRITING, Ordering::Acquire, Ordering::Relaxed)
         .is_ok()
     {
-        s.caps.store(c.pack(), Ordering::Relaxed);
+        for (w, v) in s.words.iter().zip(c.words()) {
+            w.store(v, Ordering::Relaxed);
+        }
         s.key.store(addr, Ordering::Release);
     }
     c
@@ -219,6 +273,8 @@ fn ask_qp(qp: *mut ibv_qp) -> Option<Caps> {
             send_sge: cap.max_send_sge,
             recv_sge: cap.max_recv_sge,
             inline: cap.max_inline_data,
+            send_wr: cap.max_send_wr,
+            recv_wr: cap.max_recv_wr,
         },
     ))
 }
@@ -243,6 +299,8 @@ fn ask_srq(srq: *mut ibv_srq) -> Option<Caps> {
             send_sge: 0,
             recv_sge: attr.max_sge,
             inline: 0,
+            send_wr: 0,
+            recv_wr: attr.max_wr,
         },
     ))
 }
@@ -257,6 +315,8 @@ mod tests {
             send_sge: n,
             recv_sge: n + 1,
             inline: 1 << 20,
+            send_wr: n + 2,
+            recv_wr: n + 3,
         };
         let addr = 0x7f00_dead_b000;
         assert_eq!(known(addr), None);
@@ -285,6 +345,23 @@ mod tests {
         // Its slot is free again, for the next queue of the window.
         keep(others[PROBE + 7], c(9));
         assert_eq!(known(others[PROBE + 7]), Some(c(9)));
-        assert_eq!(Caps::unpack(Packed(c(70_000).pack())).send_sge, 0xffff);
+        // Kept in full; the clean post's word saturated.
+        let big = 0x7f00_0bad_c000;
+        assert_ne!(home(big), home(addr));
+        keep(big, c(70_000));
+        let kept = known(big).unwrap();
+        assert_eq!((kept.send_sge, kept.recv_wr), (0xffff, 70_003));
+        let fast = known_packed(big).unwrap();
+        assert_eq!(
+            (fast.send_sge(), fast.recv_sge(), fast.inline()),
+            (0xff, 0xff, 0xffff)
+        );
+        assert_eq!((fast.send_wr(), fast.recv_wr()), (0xffff, 0xffff));
+        let small = c(3).fast();
+        assert_eq!(
+            (small.send_sge(), small.recv_sge(), small.inline()),
+            (3, 4, 0xffff)
+        );
+        assert_eq!((small.send_wr(), small.recv_wr()), (5, 6));
     }
 }

@@ -10,7 +10,9 @@
 //! again, the same.
 //!
 //! The rules are those of `datapath` (its `check_state`, `check_caps`,
-//! `check_sge`), each only in its passing direction.
+//! `check_sge`, the chain's length), each only in its passing direction.
+//! No SGE past the queue's granted count is read, and no chain walked
+//! past the queue's depth.
 
 use std::ffi::c_int;
 use std::ptr::addr_of;
@@ -76,7 +78,8 @@ fn sges_pass(
         return false;
     }
     if sges.is_null() {
-        return true;
+        // A list is read only where `num_sge` says there is none.
+        return n == 0;
     }
     if let Some(limit) = inline {
         let mut bytes = 0u64;
@@ -126,7 +129,14 @@ pub(super) fn sends(qp: *mut ibv_qp, mut wr: *mut ibv_send_wr, site: usize) -> b
     let Some(c) = caps::known_packed(qp as usize) else {
         return false;
     };
+    // The queue holds `left` more: a longer chain (or one that loops) is
+    // the full path's to report (so is any post to a queue of depth 0).
+    let mut left = c.send_wr();
     while !wr.is_null() {
+        if left == 0 {
+            return false;
+        }
+        left -= 1;
         // SAFETY: the program's WR chain, read while its post is under
         // way; the opcode read as the int it is in C.
         let (r, opcode) = unsafe { (&*wr, addr_of!((*wr).opcode).cast::<c_int>().read()) };
@@ -152,7 +162,7 @@ pub(super) fn recvs(qp: *mut ibv_qp, wr: *mut ibv_recv_wr, site: usize) -> bool 
     let Some(c) = caps::known_packed(qp as usize) else {
         return false;
     };
-    recv_chain(ctx, pd, c.recv_sge(), Some(qp_num), wr, site)
+    recv_chain(ctx, pd, c.recv_sge(), c.recv_wr(), Some(qp_num), wr, site)
 }
 
 /// A chain of receive WRs to `srq`: as [`sends`] (an SRQ has no state
@@ -164,7 +174,7 @@ pub(super) fn srq_recvs(srq: *mut ibv_srq, wr: *mut ibv_recv_wr, site: usize) ->
     let Some(c) = caps::known_packed(srq as usize) else {
         return false;
     };
-    recv_chain(ctx, pd, c.recv_sge(), None, wr, site)
+    recv_chain(ctx, pd, c.recv_sge(), c.recv_wr(), None, wr, site)
 }
 
 #[inline(always)]
@@ -172,11 +182,18 @@ fn recv_chain(
     ctx: usize,
     pd: usize,
     max: u32,
+    depth: u32,
     qp_num: Option<u32>,
     mut wr: *mut ibv_recv_wr,
     site: usize,
 ) -> bool {
+    // As in `sends`.
+    let mut left = depth;
     while !wr.is_null() {
+        if left == 0 {
+            return false;
+        }
+        left -= 1;
         // SAFETY: the program's WR chain, read while its post is under way.
         let r = unsafe { &*wr };
         if !sges_pass(ctx, pd, r.sg_list, r.num_sge, max, None, true) {

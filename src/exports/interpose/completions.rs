@@ -2,7 +2,15 @@
 //! error completion of each QP is logged with its status, vendor error, the
 //! work request it belongs to (matched by `wr_id` among the QP's recent
 //! posts) and the QP's state; the flushed completions that follow are
-//! counted, one line per burst (when a poll drains the CQ) and at exit.
+//! counted: one line per QP per error (at the first poll that drains the
+//! CQ after it), whatever the number of threads polling, and the rest in
+//! one line per QP when it is destroyed or at exit. A destroyed QP's
+//! number starts a new life (a QP made later may get it).
+//!
+//! A flush the program caused (it moved the QP to ERR with
+//! `ibv_modify_qp`, or destroyed it, with requests still posted: every
+//! well-behaved teardown) is no error: its count is an INFO line, and
+//! only an error the program did not cause is a warning.
 //!
 //! The one place a polled completion passes through the shim is
 //! [`polled`]: the hooks of the completion-fault injector and of the
@@ -60,16 +68,23 @@ impl Posted {
     }
 }
 
-/// A QP's error completions (touched only when one arrives).
+/// A QP's error completions (touched only when one arrives, or when the
+/// program moves the QP to ERR or destroys it).
 #[derive(Default)]
 struct QpLog {
     /// The first error completion was logged.
     failed: bool,
     /// Flushed completions not yet counted in a line.
     flushed: u64,
+    /// The flushed completions since the QP's last error had their line:
+    /// the next ones wait for the exit's.
+    counted: bool,
+    /// The program flushed the QP itself: what it did.
+    by_program: Option<&'static str>,
 }
 
-/// Some QP has flushed completions not yet counted in a line.
+/// Some QP has flushed completions whose line is due at the next poll
+/// that drains its CQ.
 static FLUSHED: AtomicBool = AtomicBool::new(false);
 
 /// Per (context, qp_num), of the QPs with an error completion; hashed with one multiply (SipHash would cost
@@ -208,12 +223,18 @@ pub(super) fn failed(ctx: usize, cq: usize, wc: &Failed) {
             .get_or_insert_with(HashMap::default)
             .entry(key)
             .or_default();
-        if log.failed {
-            if status == WC_WR_FLUSH_ERR {
-                log.flushed += 1;
+        // Flushed after an error, or after the program flushed the QP:
+        // counted, not explained.
+        if status == WC_WR_FLUSH_ERR && (log.failed || log.by_program.is_some()) {
+            log.flushed += 1;
+            if !log.counted {
                 FLUSHED.store(true, Ordering::Relaxed);
-                return;
             }
+            return;
+        }
+        // A new error: the flushed ones after it get a line of their own.
+        log.counted = false;
+        if log.failed {
             (false, None)
         } else {
             log.failed = true;
@@ -263,37 +284,134 @@ pub(super) fn failed(ctx: usize, cq: usize, wc: &Failed) {
     );
 }
 
-/// One line per QP of `ctx` counting the flushed completions not yet
-/// counted (all contexts at exit: `ctx` 0).
+/// A line counting a QP's flushed completions.
+struct Count {
+    qp_num: u32,
+    n: u64,
+    /// After an error the program did not cause (else: what it did).
+    by_program: Option<&'static str>,
+    /// The last line for these (at exit, at the QP's destroy), and why.
+    last: Option<&'static str>,
+}
+
+impl Count {
+    /// The line for `log`'s flushed completions, which it forgets.
+    fn take(qp_num: u32, log: &mut QpLog, last: Option<&'static str>) -> Count {
+        let c = Count {
+            qp_num,
+            n: log.flushed,
+            by_program: log.by_program.filter(|_| !log.failed),
+            last,
+        };
+        log.flushed = 0;
+        log.counted = true;
+        c
+    }
+
+    fn log(self) {
+        let (qp_num, n) = (self.qp_num, self.n);
+        let s = if n == 1 { "" } else { "s" };
+        match (self.by_program, self.last) {
+            (Some(what), _) => crate::log!(
+                Level::Info,
+                "qp_num={qp_num:#x}: {n} completion{s} flushed (IBV_WC_WR_FLUSH_ERR) after the \
+                 program {what}, as it asked"
+            ),
+            (None, Some(until)) => crate::log!(
+                Level::Warn,
+                "qp_num={qp_num:#x}: {n} more completion{s} flushed (IBV_WC_WR_FLUSH_ERR) after \
+                 its error, counted until {until}"
+            ),
+            (None, None) => crate::log!(
+                Level::Warn,
+                "qp_num={qp_num:#x}: {n} more completion{s} flushed (IBV_WC_WR_FLUSH_ERR) after \
+                 its first error (later ones are counted in one line at its destroy or exit)"
+            ),
+        }
+    }
+}
+
+/// One line per QP of `ctx` whose flushed completions since its last
+/// error have had none yet; at exit (`ctx` 0), one per QP with any not
+/// yet counted.
 fn flush_lines(ctx: usize) {
-    let mut lines: Vec<(u32, u64)> = Vec::new();
+    let at_exit = ctx == 0;
+    let mut lines: Vec<Count> = Vec::new();
     {
         let mut g = QPS.lock();
         FLUSHED.store(false, Ordering::Relaxed);
         let Some(map) = g.as_mut() else { return };
         for (&(c, qp_num), log) in map.iter_mut() {
-            if log.flushed == 0 {
+            if log.flushed == 0 || (log.counted && !at_exit) {
                 continue;
             }
-            if ctx == 0 || c == ctx {
-                lines.push((qp_num, log.flushed));
-                log.flushed = 0;
+            if at_exit || c == ctx {
+                lines.push(Count::take(qp_num, log, at_exit.then_some("exit")));
             } else {
                 FLUSHED.store(true, Ordering::Relaxed);
             }
         }
     }
-    for (qp_num, n) in lines {
-        crate::log!(
-            Level::Warn,
-            "qp_num={qp_num:#x}: {n} more completion{} flushed (IBV_WC_WR_FLUSH_ERR) after its first error",
-            if n == 1 { "" } else { "s" }
-        );
-    }
+    lines.into_iter().for_each(Count::log);
 }
 
 pub(super) fn at_exit() {
     flush_lines(0);
+}
+
+/// QPs whose flush the program caused are remembered up to this many in
+/// all (with those that had an error); past it, a flush after a destroy
+/// is reported as any other.
+const REMEMBERED: usize = 1 << 16;
+
+/// The program moved QP `qp_num` of `ctx` to ERR itself: the flushed
+/// completions that follow are no error of its own. A QP that already
+/// failed keeps its warning.
+pub(super) fn moved_to_err(ctx: usize, qp_num: u32) {
+    let mut g = QPS.lock();
+    let map = g.get_or_insert_with(HashMap::default);
+    if map.len() >= REMEMBERED && !map.contains_key(&(ctx, qp_num)) {
+        return;
+    }
+    map.entry((ctx, qp_num))
+        .or_default()
+        .by_program
+        .get_or_insert("moved the QP to ERR");
+}
+
+/// The program destroyed QP `qp_num` of `ctx`: the flushed completions
+/// counted for it get their line now, and the number starts a new life
+/// (a QP made later may get it, on a context at the same address: its
+/// first error is its own); what is flushed after the destroy is the
+/// program's doing.
+pub(super) fn destroyed(ctx: usize, qp_num: u32) {
+    let line = {
+        let mut g = QPS.lock();
+        let map = g.get_or_insert_with(HashMap::default);
+        if map.len() >= REMEMBERED && !map.contains_key(&(ctx, qp_num)) {
+            return;
+        }
+        let log = map.entry((ctx, qp_num)).or_default();
+        let line = (log.flushed > 0).then(|| Count::take(qp_num, log, Some("its destroy")));
+        *log = QpLog {
+            by_program: Some("destroyed the QP"),
+            ..QpLog::default()
+        };
+        line
+    };
+    if let Some(l) = line {
+        l.log();
+    }
+}
+
+/// QP `qp_num` of `ctx` starts again (moved to RESET or INIT: also a new
+/// QP given a destroyed one's number): what the program did before is no
+/// reason to keep a later error quiet.
+pub(super) fn qp_reset(ctx: usize, qp_num: u32) {
+    let mut g = QPS.lock();
+    if let Some(log) = g.as_mut().and_then(|m| m.get_mut(&(ctx, qp_num))) {
+        log.by_program = None;
+    }
 }
 
 /// `fork()`: this module's lock, held across the fork (`interpose::fork`).

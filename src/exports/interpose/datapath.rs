@@ -5,9 +5,15 @@
 //! the registry — every SGE's lkey a live MR of the QP's context and PD,
 //! the SGE inside it, the MR's access allowing the operation (local write
 //! for receives, READ targets and atomics), the QP's state allowing the
-//! post, `num_sge` not negative nor above the queue's granted SGEs, inline
-//! data within the QP's `max_inline_data` — and then forwarded unchanged, whatever
-//! was found. Each violation is logged once per site (the program's call
+//! post, `num_sge` not negative nor above the queue's granted SGEs, an SGE
+//! list where `num_sge` says there is one, inline data within the QP's
+//! `max_inline_data`, the chain no longer than the queue holds — and then
+//! forwarded unchanged, whatever was found. No SGE past the queue's
+//! granted count is read (a provider refuses such a request before
+//! reading its list, which may end at an unreadable page), and no chain
+//! is walked past the queue's depth (a chain that loops back on itself
+//! is walked no further than the provider walks it before failing it
+//! with ENOMEM). Each violation is logged once per site (the program's call
 //! of the inline verb) and rule, and counted for the JSON report
 //! (`checks`). `IBV_SHIM_CHECK=datapath,abort` aborts at the first one, as
 //! the sanitizers do. A chain that passes every rule is vouched for by
@@ -135,8 +141,93 @@ pub(super) struct Wr {
     pub opcode: Option<c_int>,
     pub sges: *const ibv_sge,
     pub num_sge: c_int,
+    /// How many of the SGEs may be read: `num_sge` up to the queue's
+    /// granted SGEs (none of a NULL list).
+    pub readable: usize,
     /// The `ibv_wr_*` verb that built it (`qpx`); None: the queue's post.
     pub via: Option<&'static str>,
+}
+
+/// The most SGEs of a work request read when its queue's caps are not
+/// known (the query failed): no provider grants more.
+const SGES_IF_UNKNOWN: u32 = 32;
+
+/// Work requests a chain is walked for when its queue's depth is not
+/// known (the query failed): above any provider's queue.
+const DEPTH_IF_UNKNOWN: u32 = 1 << 20;
+
+impl Wr {
+    /// A work request of `num_sge` SGEs at `sges` posted to `q`.
+    pub(super) fn new(
+        q: Queue,
+        wr_id: u64,
+        opcode: Option<c_int>,
+        sges: *const ibv_sge,
+        num_sge: c_int,
+        via: Option<&'static str>,
+    ) -> Wr {
+        let readable = if sges.is_null() || num_sge <= 0 {
+            0
+        } else {
+            (num_sge as u32).min(max_sge(q).unwrap_or(SGES_IF_UNKNOWN)) as usize
+        };
+        Wr {
+            wr_id,
+            opcode,
+            sges,
+            num_sge,
+            readable,
+            via,
+        }
+    }
+
+    /// A work request without SGEs (a builder, inline data).
+    pub(super) fn bare(wr_id: u64, opcode: Option<c_int>, via: Option<&'static str>) -> Wr {
+        Wr {
+            wr_id,
+            opcode,
+            sges: std::ptr::null(),
+            num_sge: 0,
+            readable: 0,
+            via,
+        }
+    }
+
+    /// Its `i`th SGE, `i` below `readable`.
+    fn sge(&self, i: usize) -> ibv_sge {
+        debug_assert!(i < self.readable);
+        // SAFETY: the program's SGE list, read while its post is under
+        // way, within the entries the provider itself reads.
+        unsafe { *self.sges.add(i) }
+    }
+}
+
+/// The queue's caps, asked once (None: the query failed).
+fn caps_of(q: Queue) -> Option<caps::Caps> {
+    match q {
+        Queue::Send(qp) | Queue::Recv(qp) => caps::of_qp(qp),
+        Queue::Srq(srq) => caps::of_srq(srq),
+    }
+}
+
+/// The SGEs a work request to `q` may have.
+fn max_sge(q: Queue) -> Option<u32> {
+    caps_of(q).map(|c| match q {
+        Queue::Send(_) => c.send_sge,
+        Queue::Recv(_) | Queue::Srq(_) => c.recv_sge,
+    })
+}
+
+/// How many work requests of a chain posted to `q` are walked: the
+/// queue's depth (the provider fails the next with ENOMEM, the queue
+/// being full), at least one.
+pub(super) fn chain_limit(q: Queue) -> usize {
+    caps_of(q)
+        .map_or(DEPTH_IF_UNKNOWN, |c| match q {
+            Queue::Send(_) => c.send_wr,
+            Queue::Recv(_) | Queue::Srq(_) => c.recv_wr,
+        })
+        .max(1) as usize
 }
 
 impl fmt::Display for Wr {
@@ -146,10 +237,11 @@ impl fmt::Display for Wr {
             write!(f, " opcode={}", wr_opcode(op))?;
         }
         write!(f, " num_sge={}", self.num_sge)?;
-        for i in 0..self.num_sge.clamp(0, 8) as usize {
-            // SAFETY: the program's SGE list of `num_sge` entries, read
-            // while its post is under way.
-            let s = unsafe { *self.sges.add(i) };
+        if self.sges.is_null() {
+            write!(f, " sg_list=NULL")?;
+        }
+        for i in 0..self.readable.min(8) {
+            let s = self.sge(i);
             write!(
                 f,
                 " sge[{i}]={{addr={:#x} length={} lkey={:#x}}}",
@@ -322,7 +414,7 @@ fn check_sge_fully(q: Queue, ctx: usize, wr: &Wr, s: &ibv_sge, write: bool, site
     }
 }
 
-/// Checks one work request.
+/// Checks one work request (its SGEs read only as far as `readable`).
 #[inline]
 pub(super) fn check_wr(q: Queue, ctx: usize, wr: &Wr, write: bool, inline: bool, site: usize) {
     if wr.num_sge < 0 {
@@ -334,23 +426,30 @@ pub(super) fn check_wr(q: Queue, ctx: usize, wr: &Wr, write: bool, inline: bool,
             format_args!("num_sge is negative"),
         );
     }
+    if wr.num_sge > 0 && wr.sges.is_null() {
+        return violation(
+            Check::NullSgList,
+            q,
+            wr,
+            site,
+            format_args!(
+                "sg_list is NULL with num_sge {}: the provider reads the SGEs there",
+                wr.num_sge
+            ),
+        );
+    }
     check_caps(q, wr, inline, site);
-    if inline || wr.sges.is_null() {
+    if inline {
         return;
     }
-    for i in 0..wr.num_sge as usize {
-        // SAFETY: the program's SGE list of `num_sge` entries.
-        let s = unsafe { *wr.sges.add(i) };
-        check_sge(q, ctx, wr, &s, write, site);
+    for i in 0..wr.readable {
+        check_sge(q, ctx, wr, &wr.sge(i), write, site);
     }
 }
 
 /// `num_sge` and inline data against what the provider granted the queue.
 fn check_caps(q: Queue, wr: &Wr, inline: bool, site: usize) {
-    let Some(c) = (match q {
-        Queue::Send(qp) | Queue::Recv(qp) => caps::of_qp(qp),
-        Queue::Srq(srq) => caps::of_srq(srq),
-    }) else {
+    let Some(c) = caps_of(q) else {
         return;
     };
     let (max, field) = match q {
@@ -360,7 +459,9 @@ fn check_caps(q: Queue, wr: &Wr, inline: bool, site: usize) {
     };
     let n = wr.num_sge as u32;
     if n > max {
-        violation(
+        // The provider refuses it before reading the list: neither are
+        // its SGEs checked past the granted count.
+        return violation(
             Check::NumSge,
             q,
             wr,
@@ -368,13 +469,10 @@ fn check_caps(q: Queue, wr: &Wr, inline: bool, site: usize) {
             format_args!("num_sge {n} is above the queue's {field} {max}"),
         );
     }
-    if !inline || wr.sges.is_null() {
+    if !inline {
         return;
     }
-    // SAFETY: the program's SGE list of `num_sge` entries.
-    let bytes: u64 = (0..n as usize)
-        .map(|i| unsafe { (*wr.sges.add(i)).length } as u64)
-        .sum();
+    let bytes: u64 = (0..wr.readable).map(|i| wr.sge(i).length as u64).sum();
     if bytes > c.inline as u64 {
         violation(
             Check::InlineSize,
@@ -430,31 +528,31 @@ pub(super) fn check_state(q: Queue, wr: &Wr, site: usize) {
 fn check_sends(qp: *mut ibv_qp, mut wr: *mut ibv_send_wr, site: usize) {
     // SAFETY: a live QP (the inline verb read its context).
     let (ctx, qp_num) = unsafe { ((*qp).context as usize, (*qp).qp_num) };
-    let mut first = true;
+    let q = Queue::Send(qp);
+    let limit = chain_limit(q);
+    let mut walked = 0;
     while !wr.is_null() {
         // SAFETY: the program's WR chain, read while its post is under way;
         // the opcode read as the int it is in C.
         let (w, flags) = unsafe {
             let r = &*wr;
+            let op = addr_of!(r.opcode).cast::<c_int>().read();
             (
-                Wr {
-                    wr_id: r.wr_id,
-                    opcode: Some(addr_of!(r.opcode).cast::<c_int>().read()),
-                    sges: r.sg_list,
-                    num_sge: r.num_sge,
-                    via: None,
-                },
+                Wr::new(q, r.wr_id, Some(op), r.sg_list, r.num_sge, None),
                 r.send_flags,
             )
         };
+        if walked == limit {
+            return too_long(q, &w, limit, site);
+        }
         let op = w.opcode.unwrap_or(0);
-        if first {
-            check_state(Queue::Send(qp), &w, site);
-            first = false;
+        if walked == 0 {
+            check_state(q, &w, site);
         }
         let inline = flags & clean::SEND_INLINE != 0;
-        check_wr(Queue::Send(qp), ctx, &w, clean::writes(op), inline, site);
+        check_wr(q, ctx, &w, clean::writes(op), inline, site);
         completions::posted(ctx, qp_num, &w.summary(), site);
+        walked += 1;
         // SAFETY: as above.
         wr = unsafe { (*wr).next };
     }
@@ -469,30 +567,45 @@ fn check_recvs(q: Queue, mut wr: *mut ibv_recv_wr, site: usize) {
             Queue::Srq(s) => ((*s).context as usize, None),
         }
     };
-    let mut first = true;
+    let limit = chain_limit(q);
+    let mut walked = 0;
     while !wr.is_null() {
         // SAFETY: the program's WR chain, read while its post is under way.
         let w = unsafe {
             let r = &*wr;
-            Wr {
-                wr_id: r.wr_id,
-                opcode: None,
-                sges: r.sg_list,
-                num_sge: r.num_sge,
-                via: None,
-            }
+            Wr::new(q, r.wr_id, None, r.sg_list, r.num_sge, None)
         };
-        if first {
+        if walked == limit {
+            return too_long(q, &w, limit, site);
+        }
+        if walked == 0 {
             check_state(q, &w, site);
-            first = false;
         }
         check_wr(q, ctx, &w, true, false, site);
         if let Some(n) = qp_num {
             completions::posted(ctx, n, &w.summary(), site);
         }
+        walked += 1;
         // SAFETY: as above.
         wr = unsafe { (*wr).next };
     }
+}
+
+/// `w`, the WR after the first `limit` of its chain, does not fit in the
+/// queue: the provider fails the post there (ENOMEM, `bad_wr` = `w`), and
+/// the walk stops (a chain that loops back on itself ends here too).
+fn too_long(q: Queue, w: &Wr, limit: usize, site: usize) {
+    violation(
+        Check::ChainLength,
+        q,
+        w,
+        site,
+        format_args!(
+            "work request chain longer than the queue (loops?): this is WR {} of a queue \
+             of {limit}; the provider fails it with ENOMEM",
+            limit + 1
+        ),
+    );
 }
 
 impl Wr {
@@ -500,7 +613,11 @@ impl Wr {
         completions::Posted::of(
             self.wr_id,
             self.opcode.unwrap_or(-1),
-            self.sges,
+            if self.readable > 0 {
+                self.sges
+            } else {
+                std::ptr::null()
+            },
             self.num_sge,
         )
     }
@@ -530,6 +647,27 @@ fn recvs_in_full(verb: &'static str, q: Queue, wr: *mut ibv_recv_wr, site: usize
     checked(verb, || check_recvs(q, wr, site));
 }
 
+/// The trace's post events of a send chain, out of the wrapper's line
+/// (the checks' clean path keeps its registers).
+#[inline(never)]
+fn trace_sends(qp: *mut ibv_qp, wr: *mut ibv_send_wr) {
+    // SAFETY: the program's WR chain, read while its post is under way.
+    checked("ibv_post_send", || unsafe {
+        let limit = chain_limit(Queue::Send(qp));
+        traced::posts(qp, wr, limit, "post_send", |w| (w.wr_id, w.next))
+    });
+}
+
+/// As [`trace_sends`], for a receive chain.
+#[inline(never)]
+fn trace_recvs(qp: *mut ibv_qp, wr: *mut ibv_recv_wr) {
+    // SAFETY: as above.
+    checked("ibv_post_recv", || unsafe {
+        let limit = chain_limit(Queue::Recv(qp));
+        traced::posts(qp, wr, limit, "post_recv", |w| (w.wr_id, w.next))
+    });
+}
+
 /// No saved entry (cannot happen for a context the shim patched): the
 /// inline verb would have called NULL; ENOSYS, as a missing op.
 #[cold]
@@ -556,10 +694,7 @@ unsafe extern "C" fn post_send(
         sends_in_full(qp, wr, site);
     }
     if outer && crate::trace::wanted() {
-        // SAFETY: the program's WR chain, read while its post is under way.
-        checked("ibv_post_send", || unsafe {
-            traced::posts(qp, wr, "post_send", |w| (w.wr_id, w.next))
-        });
+        trace_sends(qp, wr);
     }
     // SAFETY: the provider's own entry, with the program's arguments.
     unsafe { real(qp, wr, bad_wr) }
@@ -580,10 +715,7 @@ unsafe extern "C" fn post_recv(
         recvs_in_full("ibv_post_recv", Queue::Recv(qp), wr, site);
     }
     if crate::trace::wanted() {
-        // SAFETY: the program's WR chain, read while its post is under way.
-        checked("ibv_post_recv", || unsafe {
-            traced::posts(qp, wr, "post_recv", |w| (w.wr_id, w.next))
-        });
+        trace_recvs(qp, wr);
     }
     // SAFETY: the provider's own entry, with the program's arguments.
     unsafe { real(qp, wr, bad_wr) }

@@ -326,6 +326,26 @@ pub fn queue_destroyed(addr: usize) {
     qpx::forget(addr);
 }
 
+/// A QP of context `ctx` was destroyed through the shim (with the
+/// data-path checks on): the completions flushed after it are the
+/// program's own doing.
+pub fn qp_destroyed(ctx: usize, qp_num: u32) {
+    completions::destroyed(ctx, qp_num);
+}
+
+/// `ibv_modify_qp` moved QP `qp_num` of `ctx` to `state` (`IBV_QPS_*`;
+/// with the data-path checks on): to ERR, the completions flushed after
+/// it are the program's own doing; to RESET or INIT, the QP starts again.
+pub fn qp_state_set(ctx: usize, qp_num: u32, state: std::ffi::c_int) {
+    use std::ffi::c_int;
+    use verbs_abi::ibv_qp_state::{IBV_QPS_ERR, IBV_QPS_INIT, IBV_QPS_RESET};
+    if state == IBV_QPS_ERR as c_int {
+        completions::moved_to_err(ctx, qp_num);
+    } else if state == IBV_QPS_RESET as c_int || state == IBV_QPS_INIT as c_int {
+        completions::qp_reset(ctx, qp_num);
+    }
+}
+
 /// `fork()`: the data-path checks' locks (taken after the registry's, as
 /// their users take them), so that a child never inherits one held by a
 /// thread that does not exist there.

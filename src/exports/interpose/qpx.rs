@@ -20,7 +20,7 @@
 
 use std::ffi::{c_int, c_void};
 use std::mem::size_of;
-use std::ptr::{addr_of, addr_of_mut, null};
+use std::ptr::{addr_of, addr_of_mut};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
 
 use verbs_abi::ibv_wr_opcode as Op;
@@ -355,13 +355,7 @@ fn begun(e: &Qpx, x: *mut ibv_qp_ex, op: c_int, verb: &'static str, site: usize)
     e.wr_id.store(wr_id, Relaxed);
     if checks::datapath() {
         checked(verb, || {
-            let wr = Wr {
-                wr_id,
-                opcode: Some(op),
-                sges: null(),
-                num_sge: 0,
-                via: Some(verb),
-            };
+            let wr = Wr::bare(wr_id, Some(op), Some(verb));
             datapath::check_state(Queue::Send(x.cast()), &wr, site);
             if no_data(op) {
                 let (ctx, qp_num) = ids(x);
@@ -399,13 +393,15 @@ fn sges(
     let Some((op, wr_id)) = current(e) else {
         return;
     };
-    let wr = Wr {
+    let num_sge = n.min(c_int::MAX as usize) as c_int;
+    let wr = Wr::new(
+        Queue::Send(x.cast()),
         wr_id,
-        opcode: Some(op),
+        Some(op),
         sges,
-        num_sge: n.min(c_int::MAX as usize) as c_int,
-        via: Some(verb),
-    };
+        num_sge,
+        Some(verb),
+    );
     // READ targets and atomics write into the local buffer.
     let write = [
         Op::IBV_WR_RDMA_READ,
@@ -425,13 +421,7 @@ fn inline(e: &Qpx, x: *mut ibv_qp_ex, bytes: u64, verb: &'static str, site: usiz
     let Some((op, wr_id)) = current(e) else {
         return;
     };
-    let wr = Wr {
-        wr_id,
-        opcode: Some(op),
-        sges: null(),
-        num_sge: 0,
-        via: Some(verb),
-    };
+    let wr = Wr::bare(wr_id, Some(op), Some(verb));
     let qp = x.cast::<ibv_qp>();
     if let Some(c) = caps::of_qp(qp) {
         if bytes > c.inline as u64 {
@@ -582,11 +572,19 @@ unsafe extern "C" fn wr_set_inline_data_list(
     if checks::datapath() && !list.is_null() {
         let verb = "ibv_wr_set_inline_data_list";
         checked(verb, || {
-            // SAFETY: the program's list of `num_buf` buffers, read during
-            // its call.
-            let bytes = (0..num_buf)
-                .map(|i| unsafe { (*list.add(i)).length } as u64)
-                .fold(0u64, u64::saturating_add);
+            // Read no further than the provider does: it stops at the
+            // buffer that takes the data past the QP's max_inline_data.
+            let limit = caps::of_qp(x.cast()).map_or(u64::MAX, |c| c.inline as u64);
+            let mut bytes = 0u64;
+            for i in 0..num_buf {
+                // SAFETY: the program's list of `num_buf` buffers, read
+                // during its call.
+                let length = unsafe { (*list.add(i)).length } as u64;
+                bytes = bytes.saturating_add(length);
+                if bytes > limit {
+                    break;
+                }
+            }
             inline(e, x, bytes, verb, site)
         });
     }

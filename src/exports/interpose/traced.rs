@@ -10,19 +10,26 @@ use trace_format::verbs::{COMPLETION_EVENT, POST_RECV_EVENT, POST_SEND_EVENT};
 use verbs_abi::{ibv_qp, ibv_wc, ibv_wc_opcode};
 
 /// A trace event per posted WR (`verb(qp_num=, wr_id=)`), for `ibv-shim
-/// trace --per-qp` to match with its completion.
+/// trace --per-qp` to match with its completion: for the first `limit`
+/// of the chain at most (the queue's depth: the provider fails the next
+/// with ENOMEM, so a chain that loops back on itself gets as many events
+/// as the queue took, not one per lap).
 ///
 /// # Safety
 /// `wr` is NULL or the head of the program's live WR chain.
 pub(super) unsafe fn posts<W>(
     qp: *mut ibv_qp,
     mut wr: *mut W,
+    limit: usize,
     verb: &str,
     read: fn(&W) -> (u64, *mut W),
 ) {
     // SAFETY: a live QP the program is posting to.
     let qp_num = unsafe { (*qp).qp_num };
-    while !wr.is_null() {
+    for _ in 0..limit {
+        if wr.is_null() {
+            return;
+        }
         // SAFETY: the caller's contract.
         let (wr_id, next) = read(unsafe { &*wr });
         post(qp_num, wr_id, verb);

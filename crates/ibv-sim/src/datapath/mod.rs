@@ -72,7 +72,8 @@ pub struct SendWr {
 }
 
 /// # Safety
-/// `w` must point at a readable `ibv_send_wr` whose `sg_list` holds `num_sge` entries.
+/// `w` must point at a readable `ibv_send_wr` whose `sg_list` holds `num_sge` entries
+/// ([`list_ok`] checked them against the queue first).
 unsafe fn read_send_wr(w: *const ibv_send_wr) -> SendWr {
     // SAFETY: guaranteed by the caller; the union members are plain data
     // read as the opcode's member (all-integer or pointer fields).
@@ -170,6 +171,26 @@ pub fn post_one(s: &Arc<QpShared>, w: SendWr) -> Result<(), c_int> {
     }
 }
 
+/// A work request's SGE list against its queue, before any of it is read
+/// (the list may end at an unreadable page): `num_sge` within the SGEs
+/// the queue takes (`max_sge`, as the QP's creation granted it; EINVAL,
+/// as rxe and mlx5's receive side answer), and a list there when
+/// `num_sge` says so (NULL with SGEs: EINVAL, where rxe and mlx5 read
+/// through the NULL and crash).
+fn list_ok(sg_list: *const ibv_sge, num_sge: c_int, max_sge: u32) -> Result<(), c_int> {
+    if num_sge < 0 || num_sge as u32 > max_sge.max(1) || (num_sge > 0 && sg_list.is_null()) {
+        return Err(libc::EINVAL);
+    }
+    Ok(())
+}
+
+/// How many work requests of one chain a queue of `depth` takes: the
+/// next fails with ENOMEM as the queue is full (hardware's answer), so a
+/// chain that loops back on itself ends there.
+fn chain_limit(depth: u32) -> usize {
+    depth.max(1) as usize
+}
+
 /// `ibv_post_send`.
 pub fn post_send(qp: *mut ibv_qp, wr: *mut ibv_send_wr, bad: *mut *mut ibv_send_wr) -> c_int {
     if qp.is_null() {
@@ -181,9 +202,23 @@ pub fn post_send(qp: *mut ibv_qp, wr: *mut ibv_send_wr, bad: *mut *mut ibv_send_
     if let Err(e) = s.born.here() {
         return refuse(bad, wr, e);
     }
+    let limit = chain_limit(s.cap.max_send_wr);
     let mut cur = wr;
+    let mut posted = 0;
     while !cur.is_null() {
-        // SAFETY: a work request of the program's list.
+        // SAFETY: a work request of the program's list (its head only).
+        let (list, n) = unsafe { ((*cur).sg_list, (*cur).num_sge) };
+        let fits = if posted == limit {
+            Err(libc::ENOMEM)
+        } else {
+            list_ok(list, n, s.cap.max_send_sge)
+        };
+        if let Err(e) = fits {
+            return refuse(bad, cur, e);
+        }
+        posted += 1;
+        // SAFETY: a work request of the program's list, its SGE list
+        // checked against the queue.
         let w = unsafe { read_send_wr(cur) };
         // SAFETY: as above.
         let next = unsafe { (*cur).next };
@@ -199,30 +234,31 @@ pub fn post_send(qp: *mut ibv_qp, wr: *mut ibv_send_wr, bad: *mut *mut ibv_send_
     0
 }
 
-/// # Safety
-/// `w` must point at a readable `ibv_recv_wr`.
-unsafe fn read_recv_wr(w: *const ibv_recv_wr) -> (u64, c_int, Vec<ibv_sge>) {
-    // SAFETY: guaranteed by the caller.
-    unsafe { ((*w).wr_id, (*w).num_sge, sges((*w).sg_list, (*w).num_sge)) }
-}
-
-/// Posts a list of receives to `q` (a QP's or an SRQ's queue).
+/// Posts a list of receives to a queue (a QP's or an SRQ's) of `depth`
+/// work requests of `max_sge` SGEs each: each one's list checked before
+/// it is read ([`list_ok`]), the chain no longer than the queue.
 fn post_recv_list(
     wr: *mut ibv_recv_wr,
     bad: *mut *mut ibv_recv_wr,
-    mut push: impl FnMut(u64, c_int, Vec<ibv_sge>) -> Result<(), c_int>,
+    (depth, max_sge): (u32, u32),
+    mut push: impl FnMut(u64, Vec<ibv_sge>) -> Result<(), c_int>,
 ) -> c_int {
+    let limit = chain_limit(depth);
     let mut cur = wr;
+    let mut posted = 0;
     while !cur.is_null() {
         // SAFETY: a work request of the program's list.
-        let (wr_id, n, list) = unsafe { read_recv_wr(cur) };
-        if let Err(e) = push(wr_id, n, list) {
-            if !bad.is_null() {
-                // SAFETY: bad points at the program's out pointer.
-                unsafe { *bad = cur };
-            }
-            return e;
+        let (wr_id, list, n) = unsafe { ((*cur).wr_id, (*cur).sg_list, (*cur).num_sge) };
+        let r = if posted == limit {
+            Err(libc::ENOMEM)
+        } else {
+            // The list is copied only once checked against the queue.
+            list_ok(list, n, max_sge).and_then(|()| push(wr_id, sges(list, n)))
+        };
+        if let Err(e) = r {
+            return refuse(bad, cur, e);
         }
+        posted += 1;
         // SAFETY: as above.
         cur = unsafe { (*cur).next };
     }
@@ -242,12 +278,13 @@ pub fn post_recv(qp: *mut ibv_qp, wr: *mut ibv_recv_wr, bad: *mut *mut ibv_recv_
     if let Err(e) = s.born.here() {
         return refuse(bad, wr, e);
     }
-    let r = post_recv_list(wr, bad, |wr_id, n, list| {
+    let shape = {
+        let g = s.st.lock();
+        (g.rq.max_wr, g.rq.max_sge)
+    };
+    let r = post_recv_list(wr, bad, shape, |wr_id, list| {
         let mut g = s.st.lock();
         if !qp::can_post_recv(g.state) {
-            return Err(libc::EINVAL);
-        }
-        if n < 0 || n as u32 > g.rq.max_sge.max(1) {
             return Err(libc::EINVAL);
         }
         if g.state == ERR {
@@ -283,11 +320,12 @@ pub fn post_srq_recv(srq: *mut ibv_srq, wr: *mut ibv_recv_wr, bad: *mut *mut ibv
     if let Err(e) = s.born.here() {
         return refuse(bad, wr, e);
     }
-    let r = post_recv_list(wr, bad, |wr_id, n, list| {
+    let shape = {
+        let g = s.rq.lock();
+        (g.rq.max_wr, g.rq.max_sge)
+    };
+    let r = post_recv_list(wr, bad, shape, |wr_id, list| {
         let mut g = s.rq.lock();
-        if n < 0 || n as u32 > g.rq.max_sge {
-            return Err(libc::EINVAL);
-        }
         if g.rq.wqes.len() >= g.rq.max_wr as usize {
             return Err(libc::ENOMEM);
         }

@@ -219,6 +219,31 @@ pub fn attach(dev: &'static SimDevice, rx: &'static Receiver) -> Result<(), Stri
     Ok(())
 }
 
+/// At exit (registered when the segment is first mapped): a process that
+/// ends with a context still open (every librdmacm, UCX or MPI program
+/// does) gives its slot back as [`detach`] would, and the last one out
+/// removes the segment's file, so that a fabric leaves nothing behind its
+/// processes. A process killed outright cannot: the next one to attach
+/// reclaims its slot. Only atomics and system calls on the segment: no
+/// lock of this process is taken (its other threads still run, and any
+/// of them may hold one).
+pub(super) extern "C" fn at_exit() {
+    let Some(seg) = current() else { return };
+    let token = MY_TOKEN.swap(0, Ordering::SeqCst);
+    let slot = MY_SLOT.load(Ordering::SeqCst) as usize;
+    let _ = seg.locked(|| {
+        if token != 0 && seg.proc_(slot).token.load(Ordering::Acquire) == token {
+            ports_clear_owner(seg, slot);
+            seg.proc_(slot).token.store(0, Ordering::Release);
+        }
+        if seg.reclaim_dead() {
+            // SAFETY: unlinking our own fabric file by path, under its
+            // lock, the path checked to still name this mapping's file.
+            unsafe { libc::unlink(seg.path.as_ptr()) };
+        }
+    });
+}
+
 /// One context fewer; the last one gives the slot back.
 pub fn detach() {
     let mut st = STATE.lock();

@@ -24,8 +24,10 @@
 //! Attaching (the first `ibv_open_device`) takes an `flock` on the segment
 //! (released by the kernel if the holder dies), reclaims the slots of dead
 //! processes, claims a slot and registers the ports; the last
-//! `ibv_close_device` gives the slot back. Nothing else takes a lock that
-//! lives in the segment.
+//! `ibv_close_device` gives the slot back, or the process's exit when a
+//! context is left open (`attach::at_exit`), and the last process out
+//! removes the file; so does a process that created it and could not map
+//! it (`RLIMIT_AS`). Nothing else takes a lock that lives in the segment.
 //!
 //! This module: the segment and its layout. `attach`: liveness, joining and
 //! leaving; `qpn`: fabric-wide QP numbers; `progress`: sending and the
@@ -332,6 +334,15 @@ fn open_segment() -> Result<Segment, String> {
             libc::close(fd);
             Err(e)
         };
+        // A file nobody finished (this process made it, or its maker died
+        // before setting the magic) is no fabric anyone uses: it goes with
+        // the failure, under the lock, so that a process that cannot map
+        // the segment leaves nothing behind. Whoever waits for the lock on
+        // it finds the path gone when it attaches, and makes a new one.
+        let abandon = |e: String| {
+            libc::unlink(cpath.as_ptr());
+            close(e)
+        };
         while libc::flock(fd, libc::LOCK_EX) != 0 {
             if crate::guard::errno() != libc::EINTR {
                 return close(format!("cannot lock {path}: {}", last_os_error()));
@@ -365,7 +376,7 @@ fn open_segment() -> Result<Segment, String> {
             }
         }
         if fresh && libc::ftruncate(fd, TOTAL as libc::off_t) != 0 {
-            return close(format!("cannot size {path}: {}", last_os_error()));
+            return abandon(format!("cannot size {path}: {}", last_os_error()));
         }
         let p = libc::mmap(
             core::ptr::null_mut(),
@@ -376,7 +387,8 @@ fn open_segment() -> Result<Segment, String> {
             0,
         );
         if p == libc::MAP_FAILED {
-            return close(format!("cannot map {path}: {}", last_os_error()));
+            let e = format!("cannot map {path}: {}", last_os_error());
+            return if fresh { abandon(e) } else { close(e) };
         }
         let seg = Segment {
             base: p as usize,
@@ -431,6 +443,12 @@ fn segment() -> Result<&'static Segment, String> {
     }
     let s: &'static Segment = Box::leak(Box::new(open_segment()?));
     SEGMENT.store(s as *const Segment as *mut Segment, Ordering::Release);
+    static AT_EXIT: std::sync::Once = std::sync::Once::new();
+    AT_EXIT.call_once(|| {
+        // SAFETY: registering a plain extern "C" handler (it also runs if
+        // the library is unloaded, when leaving the fabric is as right).
+        unsafe { libc::atexit(at_exit) };
+    });
     Ok(s)
 }
 
