@@ -712,6 +712,12 @@ say "sim fabric: perftest between two processes on the sim"
 if [ "$QUICK" = 1 ]; then SF_REPS=${BENCH_SIM_REPS:-2}; else SF_REPS=${BENCH_SIM_REPS:-5}; fi
 BENCH_SIM="$SIMDIR" BENCH_SIM_REPS=$SF_REPS BENCH_BUDGETS="$BUDGETS" sh "$BENCH/sim_fabric.sh" >"$W/md/$SECTION"
 
+# ================================================ the real-kernel VM's boot
+# bench/vm.sh: what `ibv-shim --vm` pays per boot (no budget).
+SECTION=vm
+say "the real-kernel VM: boot time"
+sh "$BENCH/vm.sh" >"$W/md/$SECTION"
+
 # ================================================================== the report
 T_END=$(date +%s)
 COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
@@ -744,7 +750,7 @@ NOTHER=$(awk -F'\t' '$5 != "PASS" && $5 != "FAIL"' "$BUDGETS" | wc -l)
     echo ""
     echo "Budgets: $NPASS pass, $NFAIL fail, $NOTHER not judged."
     echo ""
-    for s in 1 2 3 4 5 6 7 simfabric; do [ -f "$W/md/$s" ] && { cat "$W/md/$s"; echo ""; }; done
+    for s in 1 2 3 4 5 6 7 simfabric vm; do [ -f "$W/md/$s" ] && { cat "$W/md/$s"; echo ""; }; done
     echo "## Budgets"
     echo ""
     echo "| budget | figure | limit | verdict |"
