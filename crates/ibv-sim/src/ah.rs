@@ -123,7 +123,7 @@ pub fn init_from_wc(
         let g = unsafe { *grh };
         // SAFETY: reading the raw bytes of a GID union.
         let dgid = unsafe { g.dgid.raw };
-        let index = (0..sim.dev.gid_tbl_len() as u32)
+        let index = (0..sim.dev.gid_slots())
             .find(|&i| matches!(sim.dev.gid(u32::from(port), i), Ok(Some((raw, _))) if raw == dgid))
             .ok_or(libc::ENOENT)?;
         let flow = u32::from_be(g.version_tclass_flow);

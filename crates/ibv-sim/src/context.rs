@@ -268,7 +268,7 @@ pub fn gid_table(ctx: *mut ibv_context) -> Result<Vec<ibv_gid_entry>, c_int> {
     let sim = from_ibv(ctx)?;
     let mut v = Vec::new();
     for port in 1..=u32::from(sim.dev.phys_ports()) {
-        for i in 0..sim.dev.gid_tbl_len() as u32 {
+        for i in 0..sim.dev.gid_slots() {
             match gid_entry(ctx, port, i) {
                 Ok(e) => v.push(e),
                 Err(libc::ENODATA) => {}

@@ -232,7 +232,7 @@ pub fn create(
     comp_vector: c_int,
 ) -> Result<*mut ibv_cq, c_int> {
     let sim = context::from_ibv(ctx)?;
-    if !(1..=limits::MAX_CQE).contains(&cqe) {
+    if !(1..=sim.dev.profile().max_cqe).contains(&cqe) {
         return Err(libc::EINVAL);
     }
     if !(0..limits::NUM_COMP_VECTORS).contains(&comp_vector) {
@@ -305,7 +305,7 @@ pub fn create(
 /// `ibv_resize_cq`.
 pub fn resize(cq: *mut ibv_cq, cqe: c_int) -> Result<(), c_int> {
     let (ctx, c) = get(cq)?;
-    if !(1..=limits::MAX_CQE).contains(&cqe) {
+    if !(1..=ctx.dev.profile().max_cqe).contains(&cqe) {
         return Err(libc::EINVAL);
     }
     let _st = ctx.lock_open()?;

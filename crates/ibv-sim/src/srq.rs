@@ -8,7 +8,6 @@ use parking_lot::Mutex;
 use verbs_abi::{ibv_pd, ibv_srq, ibv_srq_attr};
 
 use crate::context::{self, SimContext};
-use crate::device::limits;
 use crate::events::{async_kind, AsyncEvent, EventCounter, EventQueue};
 use crate::pd::{self, SimPd};
 use crate::recvq::RecvQueue;
@@ -88,10 +87,11 @@ pub fn create(
     attr: &mut ibv_srq_attr,
 ) -> Result<*mut ibv_srq, c_int> {
     let (ctx, pd) = pd::get(pd_ptr)?;
-    if attr.max_wr == 0 || attr.max_wr > limits::MAX_SRQ_WR as u32 {
+    let pr = ctx.dev.profile();
+    if attr.max_wr == 0 || attr.max_wr > pr.max_srq_wr as u32 {
         return Err(libc::EINVAL);
     }
-    if attr.max_sge > limits::MAX_SRQ_SGE as u32 {
+    if attr.max_sge > pr.max_srq_sge as u32 {
         return Err(libc::EINVAL);
     }
     let mut st = ctx.lock_open()?;
@@ -152,7 +152,7 @@ pub fn modify(srq: *mut ibv_srq, attr: *mut ibv_srq_attr, mask: c_int) -> Result
             return Err(libc::EINVAL);
         }
         if a.max_wr == 0
-            || a.max_wr > limits::MAX_SRQ_WR as u32
+            || a.max_wr > ctx.dev.profile().max_srq_wr as u32
             || (a.max_wr as usize) < inner.rq.wqes.len()
         {
             return Err(libc::EINVAL);

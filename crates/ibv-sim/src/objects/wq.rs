@@ -75,6 +75,7 @@ pub unsafe extern "C" fn sim_create_wq(
 ) -> *mut ibv_wq {
     guard::ptr(|| {
         let sim = context::from_ibv(ctx)?;
+        crate::profile::offered(sim.dev.profile().wq)?;
         if attr.is_null() {
             return Err(libc::EINVAL);
         }
@@ -92,8 +93,8 @@ pub unsafe extern "C" fn sim_create_wq(
             return Err(libc::EOPNOTSUPP);
         }
         if a.max_wr == 0
-            || a.max_wr > limits::MAX_QP_WR as u32
-            || a.max_sge > limits::MAX_SGE as u32
+            || a.max_wr > crate::profile::CONNECTX6.max_qp_wr as u32
+            || a.max_sge > crate::profile::CONNECTX6.max_sge as u32
         {
             return Err(libc::EINVAL);
         }
@@ -252,6 +253,7 @@ pub unsafe extern "C" fn sim_create_rwq_ind_table(
 ) -> *mut ibv_rwq_ind_table {
     guard::ptr(|| {
         let sim = context::from_ibv(ctx)?;
+        crate::profile::offered(sim.dev.profile().wq)?;
         if attr.is_null() {
             return Err(libc::EINVAL);
         }
