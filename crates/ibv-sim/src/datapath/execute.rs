@@ -34,7 +34,7 @@ pub(crate) fn reaches(ah: &verbs_abi::ibv_ah_attr, dst: &QpShared, port: u32) ->
         }
         // SAFETY: reading the raw bytes of a GID union.
         let dgid = unsafe { ah.grh.dgid.raw };
-        (0..dst.dev.gid_tbl_len() as u32)
+        (0..dst.dev.gid_slots())
             .any(|i| matches!(dst.dev.gid(port, i), Ok(Some((g, _))) if g == dgid))
     } else {
         ah.dlid == dst.dev.lid(port)
@@ -160,7 +160,7 @@ pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr) {
                     REMOTE_WRITE,
                 ) {
                     Ok(host) => copy_bytes(data.as_ptr() as usize, host, data.len()),
-                    Err(st) => return done(st, 0),
+                    Err(st) => return done(refused(&dst, st), 0),
                 }
             }
             if w.opcode == WR_RDMA_WRITE_WITH_IMM {
@@ -191,7 +191,7 @@ pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr) {
                     REMOTE_READ,
                 ) {
                     Ok(h) => h,
-                    Err(st) => return done(st, 0),
+                    Err(st) => return done(refused(&dst, st), 0),
                 }
             };
             let mut data = vec![0u8; len as usize];
@@ -215,7 +215,7 @@ pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr) {
                 REMOTE_ATOMIC,
             ) {
                 Ok(h) => h,
-                Err(st) => return done(st, 0),
+                Err(st) => return done(refused(&dst, st), 0),
             };
             // SAFETY: 8 aligned bytes inside a registered MR with atomic access.
             let cell = unsafe { &*(host as *const AtomicU64) };
@@ -327,6 +327,16 @@ pub(super) fn execute_ud(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr, signaled: bo
         }
     }
     done(WC_SUCCESS);
+}
+
+/// A request `dst` refused (access, key, bounds): a responder that treats
+/// that as a class C error (the profile's `responder_fails`) goes to ERR as
+/// well. Returns the requester's status.
+fn refused(dst: &QpShared, status: c_int) -> c_int {
+    if dst.dev.profile().responder_fails && dst.qp_type == QPT_RC {
+        dst.fail(ERR);
+    }
+    status
 }
 
 /// An opcode an RC send queue takes (atomics where the device has them).

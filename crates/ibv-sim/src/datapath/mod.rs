@@ -160,13 +160,32 @@ pub fn post_one(s: &Arc<QpShared>, w: SendWr) -> Result<(), c_int> {
         (g.state, g.attrs)
     };
     match state {
-        RTS => check_send(s, &w).map(|()| execute(s, &attrs, w)),
+        RTS => {
+            check_send(s, &w)?;
+            // A ring send queue (rxe) takes no more than its capacity of
+            // work requests still waiting for their completions.
+            if !s.sq_use.take(sq_slots(s)) {
+                return Err(libc::ENOMEM);
+            }
+            execute(s, &attrs, w);
+            Ok(())
+        }
         ERR | SQE => check_send(s, &w).map(|()| {
             s.send_cq
                 .push(flush_wc(w.wr_id, wc_opcode_of(w.opcode), s.qp_num), true)
         }),
         // RESET, INIT, RTR, SQD: the send queue is not processing.
         _ => Err(libc::EINVAL),
+    }
+}
+
+/// How many send work requests a QP holds at once: its capacity where the
+/// profile's send queue is a ring, else no bound.
+fn sq_slots(s: &QpShared) -> u32 {
+    if s.dev.profile().ring_queues {
+        s.cap.max_send_wr
+    } else {
+        u32::MAX
     }
 }
 

@@ -72,6 +72,7 @@ pub(crate) fn complete_send(
         // The buffer goes back to the program before all of it was sent.
         crate::fabric::settle_outbox();
     }
+    src.sq_use.release();
     if status != WC_SUCCESS || signaled {
         let mut w = wc(wr_id, status, opcode, src.qp_num);
         w.byte_len = byte_len;
@@ -146,13 +147,18 @@ pub(crate) fn land(dst: &QpShared, wqe: RecvWqe, msg: &Message) -> c_int {
             WC_SUCCESS
         }
         Err(status) => {
+            let status = if status == WC_LOC_LEN_ERR && dst.dev.profile().short_recv_qp_op_err {
+                WC_LOC_QP_OP_ERR
+            } else {
+                status
+            };
             recv_cq.push(wc(wqe.wr_id, status, opcode, dst.qp_num), true);
             if dst.qp_type == QPT_UD {
                 // Unreliable: the sender never learns.
                 return WC_SUCCESS;
             }
             dst.fail(ERR);
-            if status == WC_LOC_LEN_ERR {
+            if status == WC_LOC_LEN_ERR && !dst.dev.profile().short_recv_qp_op_err {
                 WC_REM_INV_REQ_ERR
             } else {
                 WC_REM_OP_ERR
@@ -227,7 +233,9 @@ pub(crate) fn deliver(dst: &Arc<QpShared>, msg: Message, rnr_wait: bool) {
 pub(super) fn finish(dst: &QpShared, w: RecvWqe, msg: Message) {
     let status = land(dst, w, &msg);
     let len = msg.write_imm_len.unwrap_or(msg.payload.len() as u32);
-    let byte_len = if msg.send_opcode == WC_RDMA_WRITE {
+    // A requester whose profile reports it (rxe) learns the bytes sent.
+    let reports = matches!(&msg.src, Origin::Local(s) if s.dev.profile().send_byte_len);
+    let byte_len = if msg.send_opcode == WC_RDMA_WRITE || reports {
         len
     } else {
         0
