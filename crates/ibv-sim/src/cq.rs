@@ -54,16 +54,20 @@ pub struct CqShared {
     /// A forked child's data path refuses its parent's CQs.
     pub born: crate::fork::Born,
     async_q: Arc<EventQueue<AsyncEvent>>,
+    /// `IBV_EVENT_CQ_ERR` for every completion lost to overflow (rxe's
+    /// `rxe_cq_post`), not only the first.
+    err_each_overflow: bool,
 }
 
 impl CqShared {
     /// Adds a completion. `solicited` marks a solicited (or error)
     /// completion for `ibv_req_notify_cq(cq, 1)`. A full CQ overflows:
-    /// the completion is lost and `IBV_EVENT_CQ_ERR` is raised once.
-    pub fn push(&self, wc: ibv_wc, solicited: bool) {
+    /// the completion is lost and `IBV_EVENT_CQ_ERR` is raised (once, or
+    /// per lost completion where the profile says so); returns false then.
+    pub fn push(&self, wc: ibv_wc, solicited: bool) -> bool {
         let mut q = self.q.lock();
         if q.entries.len() >= q.cap {
-            if !q.overflow {
+            if !q.overflow || self.err_each_overflow {
                 q.overflow = true;
                 drop(q);
                 self.async_q.push(AsyncEvent {
@@ -71,7 +75,7 @@ impl CqShared {
                     element: self.addr,
                 });
             }
-            return;
+            return false;
         }
         q.entries.push_back(wc);
         let fire = match q.arm {
@@ -88,6 +92,7 @@ impl CqShared {
                 ch.push(self.addr);
             }
         }
+        true
     }
 
     /// Moves up to `max` completions to `out`, oldest first.
@@ -141,6 +146,7 @@ impl CqShared {
             channel: None,
             born: crate::fork::Born::now(),
             async_q,
+            err_each_overflow: false,
         })
     }
 }
@@ -273,6 +279,7 @@ pub fn create(
             channel: chan.map(|c| c.q.clone()),
             born: crate::fork::Born::now(),
             async_q: sim.async_q.clone(),
+            err_each_overflow: sim.dev.profile().cq_overflow_fails_qp,
         }),
         users: AtomicU32::new(0),
         channel: channel.cast(),

@@ -79,6 +79,14 @@ pub struct Profile {
     /// (rxe: its copy returns EINVAL, a malformed WQE); otherwise
     /// `IBV_WC_LOC_LEN_ERR` and `IBV_WC_REM_INV_REQ_ERR`.
     pub short_recv_qp_op_err: bool,
+    /// A CQ raises `IBV_EVENT_CQ_ERR` for every completion it loses to
+    /// overflow, and a responder whose receive completion was lost goes
+    /// to ERR; otherwise one event and the QP carries on.
+    pub cq_overflow_fails_qp: bool,
+    /// A send that finds no receive retries after the responder's RNR
+    /// timer (`min_rnr_timer`, the IB spec's table), `rnr_retry` times;
+    /// otherwise (below 7) it fails at once.
+    pub rnr_timer: bool,
 }
 
 /// ConnectX-6 (mlx5), the sim's figures for every family but rxe.
@@ -126,6 +134,8 @@ pub static CONNECTX6: Profile = Profile {
     responder_fails: false,
     qp_access_inv_req: false,
     short_recv_qp_op_err: false,
+    cq_overflow_fails_qp: false,
+    rnr_timer: false,
 };
 
 // `ibv_device_cap_flags` of Linux 6.1's RXE_DEVICE_CAP_FLAGS.
@@ -210,6 +220,8 @@ pub static RXE: Profile = Profile {
     responder_fails: true,
     qp_access_inv_req: true,
     short_recv_qp_op_err: true,
+    cq_overflow_fails_qp: true,
+    rnr_timer: true,
 };
 
 /// `Err(EOPNOTSUPP)` for a feature the profile lacks (`offered(p.xrc)?`):

@@ -133,13 +133,13 @@ pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr) {
                 Err(st) => return done(st, 0),
             };
             match gather(s, &w.sge, inline) {
-                Ok(p) => deliver(
+                Ok(p) => deliver_for(
                     &dst,
                     Message {
                         xrc,
                         ..msg_for(p, None)
                     },
-                    a.rnr_retry == 7,
+                    rnr_wait_of(a, &dst),
                 ),
                 Err(st) => done(st, 0),
             }
@@ -171,7 +171,7 @@ pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr) {
                     xrc,
                     ..msg_for(Vec::new(), Some(n))
                 };
-                deliver(&dst, m, a.rnr_retry == 7);
+                deliver_for(&dst, m, rnr_wait_of(a, &dst));
             } else {
                 done(WC_SUCCESS, data.len() as u32);
             }

@@ -172,7 +172,7 @@ pub fn post_one(s: &Arc<QpShared>, w: SendWr) -> Result<(), c_int> {
         }
         ERR | SQE => check_send(s, &w).map(|()| {
             s.send_cq
-                .push(flush_wc(w.wr_id, wc_opcode_of(w.opcode), s.qp_num), true)
+                .push(flush_wc(w.wr_id, wc_opcode_of(w.opcode), s.qp_num), true);
         }),
         // RESET, INIT, RTR, SQD: the send queue is not processing.
         _ => Err(libc::EINVAL),
@@ -283,6 +283,11 @@ pub fn post_recv(qp: *mut ibv_qp, wr: *mut ibv_recv_wr, bad: *mut *mut ibv_recv_
     drain(|| {
         let mut g = s.st.lock();
         if g.rq.wqes.is_empty() || g.rq.pending.is_empty() {
+            return None;
+        }
+        // A message on timed RNR retries lands at its next retry
+        // (`recv::rnr_tick`), not as soon as the receive is posted.
+        if g.rq.pending.front().is_some_and(|p| p.due() != 0) {
             return None;
         }
         let w = g.rq.wqes.pop_front()?;

@@ -50,7 +50,7 @@ static N_WAITING: AtomicUsize = AtomicUsize::new(0);
 
 /// Whether any request of ours waits for a response.
 pub fn busy() -> bool {
-    N_WAITING.load(Ordering::Relaxed) > 0
+    N_WAITING.load(Ordering::Relaxed) > 0 || super::recv::rnr_waiting()
 }
 
 /// How long hardware retries before `IBV_WC_RETRY_EXC_ERR`: 4.096 us *
@@ -609,6 +609,7 @@ pub fn on_response(w: &Wire, data: &[u8]) {
 /// Fails requests whose retries ran out: dropped by the responder, or
 /// sent to a process that died (or to a QP number nobody holds).
 pub fn check_deadlines() {
+    super::recv::rnr_tick();
     if !busy() {
         return;
     }
