@@ -151,3 +151,13 @@ fn features() {
 fn send_completion() {
     probe("send_completion");
 }
+
+#[test]
+fn mw_bind() {
+    probe("mw_bind");
+}
+
+#[test]
+fn cq_notify() {
+    probe("cq_notify");
+}

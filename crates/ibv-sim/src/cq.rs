@@ -107,11 +107,15 @@ impl CqShared {
     }
 
     /// Arms the CQ for its next (solicited) completion.
+    /// `ibv_req_notify_cq`. A CQ armed for any completion stays so when
+    /// armed again for solicited ones only (the IB spec; rxe keeps
+    /// `IB_CQ_NEXT_COMP`): the less restrictive request wins until the
+    /// event fires.
     pub fn arm(&self, solicited_only: bool) {
-        self.q.lock().arm = if solicited_only {
-            Arm::Solicited
-        } else {
-            Arm::Next
+        let mut q = self.q.lock();
+        q.arm = match (q.arm, solicited_only) {
+            (Arm::Next, _) | (_, false) => Arm::Next,
+            _ => Arm::Solicited,
         };
     }
 

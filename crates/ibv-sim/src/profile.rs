@@ -87,6 +87,10 @@ pub struct Profile {
     /// timer (`min_rnr_timer`, the IB spec's table), `rnr_retry` times;
     /// otherwise (below 7) it fails at once.
     pub rnr_timer: bool,
+    /// A type 2 memory window's bind takes the key (low 8 bits) of the
+    /// rkey it carries and keeps the window's index (upper 24); otherwise
+    /// an rkey of another index is `IBV_WC_MW_BIND_ERR`.
+    pub mw_key_byte_only: bool,
 }
 
 /// ConnectX-6 (mlx5), the sim's figures for every family but rxe.
@@ -136,6 +140,7 @@ pub static CONNECTX6: Profile = Profile {
     short_recv_qp_op_err: false,
     cq_overflow_fails_qp: false,
     rnr_timer: false,
+    mw_key_byte_only: false,
 };
 
 // `ibv_device_cap_flags` of Linux 6.1's RXE_DEVICE_CAP_FLAGS.
@@ -222,6 +227,7 @@ pub static RXE: Profile = Profile {
     short_recv_qp_op_err: true,
     cq_overflow_fails_qp: true,
     rnr_timer: true,
+    mw_key_byte_only: true,
 };
 
 /// `Err(EOPNOTSUPP)` for a feature the profile lacks (`offered(p.xrc)?`):
