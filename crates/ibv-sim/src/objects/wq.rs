@@ -79,14 +79,15 @@ pub unsafe extern "C" fn sim_create_wq(
         if attr.is_null() {
             return Err(libc::EINVAL);
         }
-        // SAFETY: attr points at the caller's struct; the enum read as an int.
-        let (a, ty) = unsafe {
-            (
-                attr.read(),
-                core::ptr::addr_of!((*attr).wq_type).cast::<c_int>().read(),
-            )
-        };
-        if ty != WQT_RQ || a.comp_mask & !WQ_INIT_FLAGS != 0 {
+        // SAFETY: attr points at the caller's struct; the enum read as an
+        // int, validated before the struct (whose only enum it is) is.
+        let ty = unsafe { core::ptr::addr_of!((*attr).wq_type).cast::<c_int>().read() };
+        if ty != WQT_RQ {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: as above; its wq_type now holds a member of the enum.
+        let a = unsafe { attr.read() };
+        if a.comp_mask & !WQ_INIT_FLAGS != 0 {
             return Err(libc::EINVAL);
         }
         if a.comp_mask & WQ_INIT_FLAGS != 0 && a.create_flags & !WQ_FLAGS_KNOWN != 0 {

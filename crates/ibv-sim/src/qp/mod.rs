@@ -216,15 +216,18 @@ impl SqUse {
 }
 
 impl QpShared {
-    /// Writes the state into the `ibv_qp` programs read (`qp->state`).
+    /// Writes the state into the `ibv_qp` programs read (`qp->state`),
+    /// atomically: other threads (a shim's checks, the program) read it
+    /// while the data path or `ibv_modify_qp` moves it.
     fn publish_state(&self, state: c_int) {
         // SAFETY: addr is the live ibv_qp this shared part belongs to (the
         // QP is freed only after it left the QP table and its last use);
-        // the state field is an int-sized C enum.
+        // the state field is an aligned int-sized C enum.
         unsafe {
-            addr_of_mut!((*(self.addr as *mut ibv_qp)).state)
-                .cast::<c_int>()
-                .write(state)
+            core::sync::atomic::AtomicI32::from_ptr(
+                addr_of_mut!((*(self.addr as *mut ibv_qp)).state).cast::<i32>(),
+            )
+            .store(state, Ordering::Relaxed)
         };
     }
 
