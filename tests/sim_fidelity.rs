@@ -38,8 +38,8 @@ fn lines(text: &str) -> BTreeMap<String, String> {
     m
 }
 
-/// Builds and runs `tests/c/fidelity/NAME.c` on the sim's rxe0, compares.
-fn probe(name: &str) {
+/// Runs `tests/c/fidelity/NAME.c` on the sim's `device` (GID `gid`).
+fn run_probe(name: &str, device: &str, gid: &str) -> (Command, std::process::Output) {
     let dir = probe_dir();
     let src = dir.join(format!("{name}.c"));
     let exe = cc(name, &[src.as_path()], &["-libverbs"]);
@@ -47,17 +47,24 @@ fn probe(name: &str) {
     let _guard = FabricGuard(fabric.clone());
     let mut cmd = Command::new(&exe);
     cmd.env("LD_LIBRARY_PATH", sim_dir())
-        .env("IBV_SIM_DEVICES", "rxe0")
+        .env("IBV_SIM_DEVICES", device)
         .env("IBV_SIM_FABRIC", &fabric)
-        .env("FIDELITY_DEVICE", "rxe0")
-        .env("FIDELITY_GID_INDEX", "1")
+        .env("FIDELITY_DEVICE", device)
+        .env("FIDELITY_GID_INDEX", gid)
         .current_dir(&dir);
     let out = run(&mut cmd);
     assert!(
         out.status.success(),
-        "probe {name} could not run\n{}",
+        "probe {name} could not run on {device}\n{}",
         describe(&cmd, &out)
     );
+    (cmd, out)
+}
+
+/// Builds and runs `tests/c/fidelity/NAME.c` on the sim's rxe0, compares.
+fn probe(name: &str) {
+    let dir = probe_dir();
+    let (cmd, out) = run_probe(name, "rxe0", "1");
     let expected_file = dir.join(format!("{name}.expected"));
     let expected = std::fs::read_to_string(&expected_file)
         .unwrap_or_else(|e| panic!("read {}: {e}", expected_file.display()));
@@ -160,4 +167,27 @@ fn mw_bind() {
 #[test]
 fn cq_notify() {
     probe("cq_notify");
+}
+
+#[test]
+fn limits() {
+    probe("limits");
+}
+
+#[test]
+fn mw_limit() {
+    probe("mw_limit");
+}
+
+/// The other profiles enforce their limits too: ConnectX-6's max_mw
+/// (65536; the sim allocated 65546), refused with mlx5's ENOMEM.
+#[test]
+fn mw_limit_on_mlx5() {
+    let (cmd, out) = run_probe("mw_limit", "mlx5_0", "0");
+    assert_eq!(
+        stdout(&out),
+        "mw_allocated_is_max_mw: yes\nmw_past_max: ENOMEM\nmw_after_freeing: allocated\n",
+        "{}",
+        describe(&cmd, &out)
+    );
 }

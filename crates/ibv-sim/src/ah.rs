@@ -53,6 +53,7 @@ pub fn create(pd_ptr: *mut ibv_pd, attr: *const ibv_ah_attr) -> Result<*mut ibv_
     if !registry::is_live(pd_ptr as usize, Kind::Pd) {
         return Err(libc::EINVAL);
     }
+    dev.take(crate::device::Limit::Ah)?;
     let raw = Box::into_raw(Box::new(SimAh {
         ah: ibv_ah {
             context: ctx.ibv(),
@@ -84,6 +85,7 @@ pub fn destroy(ah: *mut ibv_ah) -> Result<(), c_int> {
     // SAFETY: the AH's PD is live (it counts this AH as a user).
     unsafe { &*a.pd }.users.fetch_sub(1, Ordering::Relaxed);
     OBJECTS.remove(ah as usize);
+    ctx.dev.give(crate::device::Limit::Ah);
     st.children -= 1;
     drop(st);
     // SAFETY: allocated by Box in `create`, unregistered above.

@@ -263,7 +263,8 @@ pub fn create(
             _ => return Err(libc::EINVAL),
         }
     };
-    // Like mlx5: a power of two entries, one kept free.
+    sim.dev.take(crate::device::Limit::Cq)?;
+    // Like mlx5 and rxe: a power of two entries, one kept free.
     let actual = ((cqe as u32) + 1).next_power_of_two() - 1;
     let raw: *mut SimCq = Box::into_raw(Box::new(SimCq {
         // SAFETY: ibv_cq is plain data; all-zero is valid (pthread
@@ -347,6 +348,7 @@ pub fn destroy(cq: *mut ibv_cq) -> Result<(), c_int> {
             return Err(libc::EBUSY);
         }
         OBJECTS.remove(cq as usize);
+        ctx.dev.give(crate::device::Limit::Cq);
         let parent = c.parent_pd.load(Ordering::Relaxed);
         if parent != 0 {
             // SAFETY: the parent domain is live: it counts this CQ as a user.

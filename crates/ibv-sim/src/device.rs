@@ -4,7 +4,7 @@
 
 use core::cell::UnsafeCell;
 use core::ffi::c_char;
-use core::sync::atomic::{AtomicU16, Ordering};
+use core::sync::atomic::{AtomicU16, AtomicU32, Ordering};
 
 use once_cell::sync::OnceCell;
 use verbs_abi::{
@@ -99,6 +99,23 @@ pub struct SimDevice {
     /// LIDs the fabric assigned to the ports (0: not attached yet).
     lids: [AtomicU16; 4],
     cell: Box<DeviceCell>,
+    /// Live objects of each [`Limit`] kind on this device (this process's).
+    counts: [AtomicU32; Limit::COUNT],
+}
+
+/// The object kinds whose number the device bounds (`max_pd`, `max_cq`,
+/// `max_mr`, `max_mw`, `max_ah` of its attributes).
+#[derive(Clone, Copy, Debug)]
+pub enum Limit {
+    Pd,
+    Cq,
+    Mr,
+    Mw,
+    Ah,
+}
+
+impl Limit {
+    const COUNT: usize = 5;
 }
 
 impl SimDevice {
@@ -136,6 +153,33 @@ impl SimDevice {
     /// The real device this one stands for.
     pub fn profile(&self) -> &'static crate::profile::Profile {
         self.family.profile
+    }
+
+    /// Counts one more object of kind `l`, or refuses it (the profile's
+    /// `limit_errno`) when the device already holds what it advertises.
+    /// The kernel counts per device across processes; the sim counts the
+    /// objects of this process.
+    pub fn take(&self, l: Limit) -> Result<(), core::ffi::c_int> {
+        let pr = self.profile();
+        let max = match l {
+            Limit::Pd => pr.max_pd,
+            Limit::Cq => pr.max_cq,
+            Limit::Mr => pr.max_mr,
+            Limit::Mw => pr.max_mw,
+            Limit::Ah if self.family.ud => pr.max_ah,
+            Limit::Ah => 0,
+        };
+        let c = &self.counts[l as usize];
+        if c.fetch_add(1, Ordering::Relaxed) >= max.max(0) as u32 {
+            c.fetch_sub(1, Ordering::Relaxed);
+            return Err(pr.limit_errno);
+        }
+        Ok(())
+    }
+
+    /// An object of kind `l` is gone.
+    pub fn give(&self, l: Limit) {
+        self.counts[l as usize].fetch_sub(1, Ordering::Relaxed);
     }
 
     pub fn device_cap_flags(&self) -> u32 {
@@ -510,6 +554,7 @@ fn build(specs: Vec<DeviceSpec>) -> Vec<SimDevice> {
                 first_lid: next_lid,
                 lids: Default::default(),
                 cell: Box::new(DeviceCell(UnsafeCell::new(d))),
+                counts: Default::default(),
             };
             // SAFETY: the cell was just created and no pointer to it has escaped.
             let raw = unsafe { &mut *dev.cell.0.get() };

@@ -369,6 +369,7 @@ fn insert(
     if !registry::is_live(pd_ptr as usize, Kind::Pd) {
         return Err(libc::EINVAL);
     }
+    ctx.dev.take(crate::device::Limit::Mr)?;
     let shared = new_key(|key| {
         Arc::new(MrShared {
             key,
@@ -535,6 +536,7 @@ pub fn dereg(mr_ptr: *mut ibv_mr) -> Result<(), c_int> {
         .fetch_sub(1, Ordering::Relaxed);
     KEYS.remove(mr.shared.key);
     OBJECTS.remove(mr_ptr as usize);
+    ctx.dev.give(crate::device::Limit::Mr);
     st.children -= 1;
     drop(st);
     unpin(info.pinned);

@@ -73,6 +73,7 @@ pub fn get(pd: *mut ibv_pd) -> Result<(&'static SimContext, &'static SimPd), c_i
 pub fn alloc(ctx: *mut ibv_context) -> Result<*mut ibv_pd, c_int> {
     let sim = context::from_ibv(ctx)?;
     let mut st = sim.lock_open()?;
+    sim.dev.take(crate::device::Limit::Pd)?;
     let b = Box::new(SimPd {
         pd: ibv_pd {
             context: sim.ibv(),
@@ -106,6 +107,7 @@ pub fn dealloc(pd: *mut ibv_pd) -> Result<(), c_int> {
     OBJECTS.remove(pd as usize);
     st.children -= 1;
     if p.parent == 0 {
+        ctx.dev.give(crate::device::Limit::Pd);
         drop(st);
         // SAFETY: allocated by Box in `alloc`, just unregistered under the lock.
         drop(unsafe { Box::from_raw(pd as *mut SimPd) });

@@ -91,6 +91,9 @@ pub struct Profile {
     /// rkey it carries and keeps the window's index (upper 24); otherwise
     /// an rkey of another index is `IBV_WC_MW_BIND_ERR`.
     pub mw_key_byte_only: bool,
+    /// What creating an object past the advertised maximum fails with
+    /// (rxe's pools: EINVAL; mlx5: ENOMEM).
+    pub limit_errno: core::ffi::c_int,
 }
 
 /// ConnectX-6 (mlx5), the sim's figures for every family but rxe.
@@ -141,6 +144,7 @@ pub static CONNECTX6: Profile = Profile {
     cq_overflow_fails_qp: false,
     rnr_timer: false,
     mw_key_byte_only: false,
+    limit_errno: libc::ENOMEM,
 };
 
 // `ibv_device_cap_flags` of Linux 6.1's RXE_DEVICE_CAP_FLAGS.
@@ -228,6 +232,7 @@ pub static RXE: Profile = Profile {
     cq_overflow_fails_qp: true,
     rnr_timer: true,
     mw_key_byte_only: true,
+    limit_errno: libc::EINVAL,
 };
 
 /// `Err(EOPNOTSUPP)` for a feature the profile lacks (`offered(p.xrc)?`):
