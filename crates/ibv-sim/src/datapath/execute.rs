@@ -332,7 +332,7 @@ pub(super) fn execute_ud(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr, signaled: bo
 /// A request `dst` refused (access, key, bounds): a responder that treats
 /// that as a class C error (the profile's `responder_fails`) goes to ERR as
 /// well. Returns the requester's status.
-fn refused(dst: &QpShared, status: c_int) -> c_int {
+pub(super) fn refused(dst: &QpShared, status: c_int) -> c_int {
     if dst.dev.profile().responder_fails && dst.qp_type == QPT_RC {
         dst.fail(ERR);
     }
