@@ -191,3 +191,8 @@ fn mw_limit_on_mlx5() {
         describe(&cmd, &out)
     );
 }
+
+#[test]
+fn handles() {
+    probe("handles");
+}

@@ -20,6 +20,9 @@ pub struct SimAh {
 /// A live AH and its context.
 pub fn get(ah: *mut ibv_ah) -> Result<(&'static SimContext, &'static SimAh), c_int> {
     let ctx = context::owner_of(ah as usize, Kind::Ah)?;
+    // SAFETY: a live AH (the registry says so): its C fields are readable.
+    let (named, handle) = unsafe { ((*ah).context, (*ah).handle) };
+    context::known(ctx, ah as usize, named, handle)?;
     // SAFETY: the registry says a live SimAh is at this address.
     Ok((ctx, unsafe { &*(ah as *const SimAh) }))
 }
@@ -70,6 +73,8 @@ pub fn create(pd_ptr: *mut ibv_pd, attr: *const ibv_ah_attr) -> Result<*mut ibv_
         Entry {
             kind: Kind::Ah,
             ctx: ctx.addr(),
+            // SAFETY: raw was just boxed here and is not shared yet.
+            handle: unsafe { (*raw).ah.handle },
         },
     );
     Ok(raw.cast())

@@ -127,6 +127,28 @@ pub fn owner_of(addr: usize, kind: Kind) -> Result<&'static SimContext, c_int> {
     Ok(unsafe { &*(ctx as *const SimContext) })
 }
 
+/// The kernel knows an object by the `handle` its struct carries, in the
+/// context the struct names: one whose `context` or `handle` the program
+/// changed is unknown there, and every verb on it fails (EINVAL) instead
+/// of acting on the object the pointer still points at. `addr` is a live
+/// object of `ctx` (its owner in the registry); an object registered
+/// without a handle (0) is checked for its context only.
+pub fn known(
+    ctx: &SimContext,
+    addr: usize,
+    named: *mut ibv_context,
+    handle: u32,
+) -> Result<(), c_int> {
+    if !core::ptr::eq(named, ctx.ibv()) {
+        return Err(libc::EINVAL);
+    }
+    match registry::handle(addr) {
+        Some(0) => Ok(()),
+        Some(h) if h == handle => Ok(()),
+        _ => Err(libc::EINVAL),
+    }
+}
+
 /// `ibv_open_device`. `tables` fills the context's function tables and
 /// `rx` takes what arrives from the fabric (the callers pass
 /// `exports::ops::install` and the data path's, which live above this module).
@@ -176,6 +198,7 @@ pub fn open(
         Entry {
             kind: Kind::Context,
             ctx: raw as usize,
+            handle: 0,
         },
     );
     // SAFETY: raw was just allocated and is valid.

@@ -173,6 +173,9 @@ pub struct SimCq {
 /// A live CQ and its context.
 pub fn get(cq: *mut ibv_cq) -> Result<(&'static SimContext, &'static SimCq), c_int> {
     let ctx = context::owner_of(cq as usize, Kind::Cq)?;
+    // SAFETY: a live CQ (the registry says so): its C fields are readable.
+    let (named, handle) = unsafe { ((*cq).context, (*cq).handle) };
+    context::known(ctx, cq as usize, named, handle)?;
     // SAFETY: the registry says a live SimCq is at this address.
     Ok((ctx, unsafe { &*(cq as *const SimCq) }))
 }
@@ -207,6 +210,7 @@ pub fn create_channel(ctx: *mut ibv_context) -> Result<*mut ibv_comp_channel, c_
         Entry {
             kind: Kind::Channel,
             ctx: sim.addr(),
+            handle: 0,
         },
     );
     Ok(raw.cast())
@@ -256,6 +260,7 @@ pub fn create(
             Some(Entry {
                 kind: Kind::Channel,
                 ctx,
+                ..
             }) if ctx == sim.addr() => {
                 // SAFETY: a live channel of this context.
                 Some(unsafe { &*(channel as *const SimChannel) })
@@ -309,6 +314,8 @@ pub fn create(
         Entry {
             kind: Kind::Cq,
             ctx: sim.addr(),
+            // SAFETY: raw was just boxed here and is not shared yet.
+            handle: unsafe { (*raw).cq.handle },
         },
     );
     Ok(raw.cast())

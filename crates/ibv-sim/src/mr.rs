@@ -277,6 +277,9 @@ pub fn check_range(addr: usize, len: usize) -> Result<(), c_int> {
 /// A live MR and its context.
 pub fn get(mr: *mut ibv_mr) -> Result<(&'static SimContext, &'static SimMr), c_int> {
     let ctx = context::owner_of(mr as usize, Kind::Mr)?;
+    // SAFETY: a live MR (the registry says so): its C fields are readable.
+    let (named, handle) = unsafe { ((*mr).context, (*mr).handle) };
+    context::known(ctx, mr as usize, named, handle)?;
     // SAFETY: the registry says a live SimMr is at this address.
     Ok((ctx, unsafe { &*(mr as *const SimMr) }))
 }
@@ -396,6 +399,8 @@ fn insert(
         Entry {
             kind: Kind::Mr,
             ctx: ctx.addr(),
+            // SAFETY: raw was just boxed here and is not shared yet.
+            handle: unsafe { (*raw).mr.handle },
         },
     );
     Ok(raw.cast())

@@ -65,6 +65,9 @@ impl ParentPd {
 /// A live PD and its context.
 pub fn get(pd: *mut ibv_pd) -> Result<(&'static SimContext, &'static SimPd), c_int> {
     let ctx = context::owner_of(pd as usize, Kind::Pd)?;
+    // SAFETY: a live PD (the registry says so): its C fields are readable.
+    let (named, handle) = unsafe { ((*pd).context, (*pd).handle) };
+    context::known(ctx, pd as usize, named, handle)?;
     // SAFETY: the registry says a live SimPd is at this address.
     Ok((ctx, unsafe { &*(pd as *const SimPd) }))
 }
@@ -89,6 +92,8 @@ pub fn alloc(ctx: *mut ibv_context) -> Result<*mut ibv_pd, c_int> {
         Entry {
             kind: Kind::Pd,
             ctx: sim.addr(),
+            // SAFETY: raw was just boxed here and is not shared yet.
+            handle: unsafe { (*raw).pd.handle },
         },
     );
     Ok(raw.cast())

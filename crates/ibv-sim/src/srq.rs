@@ -66,6 +66,9 @@ pub struct SimSrq {
 /// A live SRQ and its context.
 pub fn get(srq: *mut ibv_srq) -> Result<(&'static SimContext, &'static SimSrq), c_int> {
     let ctx = context::owner_of(srq as usize, Kind::Srq)?;
+    // SAFETY: a live SRQ (the registry says so): its C fields are readable.
+    let (named, handle) = unsafe { ((*srq).context, (*srq).handle) };
+    context::known(ctx, srq as usize, named, handle)?;
     // SAFETY: the registry says a live SimSrq is at this address.
     Ok((ctx, unsafe { &*(srq as *const SimSrq) }))
 }
@@ -132,6 +135,8 @@ pub fn create(
         Entry {
             kind: Kind::Srq,
             ctx: ctx.addr(),
+            // SAFETY: raw was just boxed here and is not shared yet.
+            handle: unsafe { (*raw).srq.handle },
         },
     );
     Ok(raw.cast())

@@ -301,6 +301,9 @@ static NEXT_QPN: AtomicU32 = AtomicU32::new(0x100);
 /// A live QP and its context.
 pub fn get(qp: *mut ibv_qp) -> Result<(&'static SimContext, &'static SimQp), c_int> {
     let ctx = context::owner_of(qp as usize, Kind::Qp)?;
+    // SAFETY: a live QP (the registry says so): its C fields are readable.
+    let (named, handle) = unsafe { ((*qp).context, (*qp).handle) };
+    context::known(ctx, qp as usize, named, handle)?;
     // SAFETY: the registry says a live SimQp is at this address.
     Ok((ctx, unsafe { &*(qp as *const SimQp) }))
 }
@@ -543,6 +546,8 @@ pub fn create(pd_ptr: *mut ibv_pd, init: &mut QpInit) -> Result<*mut ibv_qp, c_i
         Entry {
             kind: Kind::Qp,
             ctx: ctx.addr(),
+            // SAFETY: raw was just boxed here and is not shared yet.
+            handle: unsafe { (*raw).qp.handle },
         },
     );
     Ok(raw.cast())
@@ -872,6 +877,8 @@ pub fn open_xrc(
         Entry {
             kind: Kind::Qp,
             ctx: sim.addr(),
+            // SAFETY: raw was just boxed here and is not shared yet.
+            handle: unsafe { (*raw).qp.handle },
         },
     );
     Ok(raw.cast())
