@@ -104,7 +104,7 @@ pub struct SimDevice {
 }
 
 /// The object kinds whose number the device bounds (`max_pd`, `max_cq`,
-/// `max_mr`, `max_mw`, `max_ah` of its attributes).
+/// `max_mr`, `max_mw`, `max_ah`, `max_qp`, `max_srq` of its attributes).
 #[derive(Clone, Copy, Debug)]
 pub enum Limit {
     Pd,
@@ -112,10 +112,12 @@ pub enum Limit {
     Mr,
     Mw,
     Ah,
+    Qp,
+    Srq,
 }
 
 impl Limit {
-    const COUNT: usize = 5;
+    const COUNT: usize = 7;
 }
 
 impl SimDevice {
@@ -168,6 +170,8 @@ impl SimDevice {
             Limit::Mw => pr.max_mw,
             Limit::Ah if self.family.ud => pr.max_ah,
             Limit::Ah => 0,
+            Limit::Qp => pr.max_qp,
+            Limit::Srq => pr.max_srq,
         };
         let c = &self.counts[l as usize];
         if c.fetch_add(1, Ordering::Relaxed) >= max.max(0) as u32 {

@@ -101,6 +101,7 @@ pub fn create(
     if !registry::is_live(pd_ptr as usize, Kind::Pd) {
         return Err(libc::EINVAL);
     }
+    ctx.dev.take(crate::device::Limit::Srq)?;
     let raw = Box::into_raw(Box::new(SimSrq {
         // SAFETY: ibv_srq is plain data; all-zero is valid.
         srq: unsafe { core::mem::zeroed() },
@@ -221,8 +222,10 @@ pub fn destroy(srq: *mut ibv_srq) -> Result<(), c_int> {
     let mut st = ctx.lock();
     // SAFETY: the SRQ's PD is live (it counts this SRQ as a user).
     unsafe { &*s.pd }.users.fetch_sub(1, Ordering::Relaxed);
-    if let Some(f) = s.release {
-        f(addr);
+    match s.release {
+        Some(f) => f(addr),
+        // A plain SRQ (XRC SRQs are the XRC domain's, uncounted).
+        None => ctx.dev.give(crate::device::Limit::Srq),
     }
     st.children -= 1;
     drop(st);

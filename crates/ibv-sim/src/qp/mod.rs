@@ -458,8 +458,9 @@ pub fn create(pd_ptr: *mut ibv_pd, init: &mut QpInit) -> Result<*mut ibv_qp, c_i
     }
     // Unique across the fabric; a process that is not attached (a forked
     // child that never opened a device) numbers its own.
+    ctx.dev.take(crate::device::Limit::Qp)?;
     let qp_num = match crate::fabric::alloc_qpn() {
-        Some(r) => r?,
+        Some(r) => r.inspect_err(|_| ctx.dev.give(crate::device::Limit::Qp))?,
         None => loop {
             let n = NEXT_QPN.fetch_add(1, Ordering::Relaxed) & 0x00ff_ffff;
             if n > 1 && n != 0x00ff_ffff && QPS.get(n).is_none() {
@@ -709,6 +710,7 @@ pub fn destroy(qp: *mut ibv_qp) -> Result<(), c_int> {
         }
         QPS.remove(s.qp_num);
         crate::fabric::free_qpn(s.qp_num);
+        ctx.dev.give(crate::device::Limit::Qp);
     }
     {
         let mut g = s.st.lock();
