@@ -196,3 +196,8 @@ fn mw_limit_on_mlx5() {
 fn handles() {
     probe("handles");
 }
+
+#[test]
+fn ud_grh() {
+    probe("ud_grh");
+}

@@ -128,18 +128,39 @@ pub fn init_from_wc(
         }
         // SAFETY: grh points at the 40-byte GRH the caller received.
         let g = unsafe { *grh };
-        // SAFETY: reading the raw bytes of a GID union.
-        let dgid = unsafe { g.dgid.raw };
+        // SAFETY: as above: the same 40 bytes, as bytes.
+        let raw = unsafe { *(grh as *const [u8; 40]) };
+        let flow = u32::from_be(g.version_tclass_flow);
+        // RoCE v2 over IPv4 (rdma-core's get_grh_header_version): an IPv4
+        // header with a valid checksum in the last 20 bytes.
+        let ip4 = &raw[20..];
+        let v4 = sim.dev.is_ethernet()
+            && flow >> 28 != 6
+            && ip4[0] == 0x45
+            && crate::datapath::ipv4_checksum(ip4) == 0;
+        let (sgid, dgid, tclass, flow_label) = if v4 {
+            let mapped = |a: &[u8]| {
+                let mut m = [0u8; 16];
+                m[10] = 0xff;
+                m[11] = 0xff;
+                m[12..].copy_from_slice(a);
+                m
+            };
+            (mapped(&ip4[12..16]), mapped(&ip4[16..20]), ip4[1], 0)
+        } else {
+            // SAFETY: reading the raw bytes of GID unions.
+            let (s, d) = unsafe { (g.sgid.raw, g.dgid.raw) };
+            (s, d, ((flow >> 20) & 0xff) as u8, flow & 0xfffff)
+        };
         let index = (0..sim.dev.gid_slots())
             .find(|&i| matches!(sim.dev.gid(u32::from(port), i), Ok(Some((raw, _))) if raw == dgid))
             .ok_or(libc::ENOENT)?;
-        let flow = u32::from_be(g.version_tclass_flow);
         a.is_global = 1;
-        a.grh.dgid = g.sgid;
+        a.grh.dgid.raw = sgid;
         a.grh.sgid_index = index as u8;
-        a.grh.flow_label = flow & 0xfffff;
+        a.grh.flow_label = flow_label;
         a.grh.hop_limit = 0xff;
-        a.grh.traffic_class = ((flow >> 20) & 0xff) as u8;
+        a.grh.traffic_class = tclass;
     } else if sim.dev.is_ethernet() {
         return Err(libc::EINVAL);
     }

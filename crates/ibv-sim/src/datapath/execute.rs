@@ -262,6 +262,18 @@ pub(super) fn execute_ud(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr, signaled: bo
         w.remote_qkey
     };
     let grh = (ah.is_global != 0).then(|| {
+        let source = s
+            .dev
+            .gid(u32::from(ah.port_num), u32::from(ah.grh.sgid_index));
+        // SAFETY: reading the raw bytes of a GID union.
+        let dgid = unsafe { ah.grh.dgid.raw };
+        if let Ok(Some((sgid, crate::device::GID_TYPE_ROCE_V2))) = source {
+            if is_ipv4_mapped(&sgid) {
+                // RoCE v2 over IPv4: the receive buffer's 40 bytes hold
+                // 20 zero bytes and the IPv4 header.
+                return ipv4_grh(&ah, &sgid, &dgid, payload.len());
+            }
+        }
         let mut g = [0u8; GRH_LEN];
         let flow =
             (6u32 << 28) | (u32::from(ah.grh.traffic_class) << 20) | (ah.grh.flow_label & 0xfffff);
@@ -269,14 +281,10 @@ pub(super) fn execute_ud(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr, signaled: bo
         g[4..6].copy_from_slice(&(payload.len() as u16).to_be_bytes());
         g[6] = 0x1b;
         g[7] = ah.grh.hop_limit;
-        if let Ok(Some((sgid, _))) = s
-            .dev
-            .gid(u32::from(ah.port_num), u32::from(ah.grh.sgid_index))
-        {
+        if let Ok(Some((sgid, _))) = source {
             g[8..24].copy_from_slice(&sgid);
         }
-        // SAFETY: reading the raw bytes of a GID union.
-        g[24..40].copy_from_slice(&unsafe { ah.grh.dgid.raw });
+        g[24..40].copy_from_slice(&dgid);
         g
     });
     if w.remote_qpn != 0x00ff_ffff && QPS.get(w.remote_qpn).is_none() {
@@ -337,6 +345,51 @@ pub(super) fn refused(dst: &QpShared, status: c_int) -> c_int {
         dst.fail(ERR);
     }
     status
+}
+
+/// Whether a GID is an IPv4-mapped IPv6 address (`::ffff:a.b.c.d`).
+pub(crate) fn is_ipv4_mapped(g: &[u8; 16]) -> bool {
+    g[..10].iter().all(|&b| b == 0) && g[10] == 0xff && g[11] == 0xff
+}
+
+/// What a RoCE v2 datagram over IPv4 leaves in a UD receive's 40 GRH
+/// bytes: 20 zero bytes, then its IPv4 header (the AH's traffic class as
+/// the TOS, its hop limit as the TTL, UDP, the addresses of the GIDs, a
+/// valid checksum: rdma-core's `ibv_init_ah_from_wc` tells the header
+/// apart by it).
+fn ipv4_grh(
+    ah: &verbs_abi::ibv_ah_attr,
+    sgid: &[u8; 16],
+    dgid: &[u8; 16],
+    len: usize,
+) -> [u8; GRH_LEN] {
+    // UDP, BTH, DETH and ICRC around the payload.
+    const OVERHEAD: usize = 20 + 8 + 12 + 8 + 4;
+    let mut g = [0u8; GRH_LEN];
+    let h = &mut g[20..];
+    h[0] = 0x45;
+    h[1] = ah.grh.traffic_class;
+    h[2..4].copy_from_slice(&((len + OVERHEAD).min(0xffff) as u16).to_be_bytes());
+    h[6] = 0x40; // don't fragment
+    h[8] = ah.grh.hop_limit;
+    h[9] = 17; // UDP
+    h[12..16].copy_from_slice(&sgid[12..]);
+    h[16..20].copy_from_slice(&dgid[12..]);
+    let sum = ipv4_checksum(h);
+    h[10..12].copy_from_slice(&sum.to_be_bytes());
+    g
+}
+
+/// The IPv4 header checksum of `h` (its checksum field zero).
+pub(crate) fn ipv4_checksum(h: &[u8]) -> u16 {
+    let mut sum: u32 = h
+        .chunks(2)
+        .map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)])))
+        .sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
 }
 
 /// An opcode an RC send queue takes (atomics where the device has them).
