@@ -27,6 +27,9 @@ const KNOWN: &[(&str, &str, &str)] = &[
     ("ud_grh", "grh.tos", "0x1"),
     ("ud_grh", "grh.ttl", "0"),
     ("ud_grh", "grh.protocol", "0"),
+    // From that GRH, ibv_init_ah_from_wc takes 0xff as the hop limit; from
+    // rxe's IPv4 header, its TTL.
+    ("ud_grh", "reply_ah.hop_limit", "255"),
 ];
 
 fn probe_dir() -> PathBuf {

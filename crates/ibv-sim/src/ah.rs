@@ -138,7 +138,8 @@ pub fn init_from_wc(
             && flow >> 28 != 6
             && ip4[0] == 0x45
             && crate::datapath::ipv4_checksum(ip4) == 0;
-        let (sgid, dgid, tclass, flow_label) = if v4 {
+        // rdma-core: the hop limit is the IPv4 TTL, 0xff for a GRH.
+        let (sgid, dgid, tclass, flow_label, hop_limit) = if v4 {
             let mapped = |a: &[u8]| {
                 let mut m = [0u8; 16];
                 m[10] = 0xff;
@@ -146,11 +147,17 @@ pub fn init_from_wc(
                 m[12..].copy_from_slice(a);
                 m
             };
-            (mapped(&ip4[12..16]), mapped(&ip4[16..20]), ip4[1], 0)
+            (
+                mapped(&ip4[12..16]),
+                mapped(&ip4[16..20]),
+                ip4[1],
+                0,
+                ip4[8],
+            )
         } else {
             // SAFETY: reading the raw bytes of GID unions.
             let (s, d) = unsafe { (g.sgid.raw, g.dgid.raw) };
-            (s, d, ((flow >> 20) & 0xff) as u8, flow & 0xfffff)
+            (s, d, ((flow >> 20) & 0xff) as u8, flow & 0xfffff, 0xff)
         };
         let index = (0..sim.dev.gid_slots())
             .find(|&i| matches!(sim.dev.gid(u32::from(port), i), Ok(Some((raw, _))) if raw == dgid))
@@ -159,7 +166,7 @@ pub fn init_from_wc(
         a.grh.dgid.raw = sgid;
         a.grh.sgid_index = index as u8;
         a.grh.flow_label = flow_label;
-        a.grh.hop_limit = 0xff;
+        a.grh.hop_limit = hop_limit;
         a.grh.traffic_class = tclass;
     } else if sim.dev.is_ethernet() {
         return Err(libc::EINVAL);

@@ -17,7 +17,7 @@ use verbs_abi::{
     verbs_context, VERBS_ABI_IS_EXTENDED,
 };
 
-use crate::device::{self, limits, SimDevice};
+use crate::device::{self, SimDevice};
 use crate::events::{self, AsyncEvent, EventQueue};
 use crate::guard;
 use crate::registry::{self, Entry, Kind, OBJECTS};
@@ -179,7 +179,7 @@ pub fn open(
     c.device = dev;
     c.cmd_fd = cmd_fd;
     c.async_fd = async_q.fd();
-    c.num_comp_vectors = limits::NUM_COMP_VECTORS;
+    c.num_comp_vectors = sim_dev.num_comp_vectors();
     c.abi_compat = VERBS_ABI_IS_EXTENDED;
     let sim = Box::new(SimContext {
         vctx,

@@ -16,7 +16,6 @@ use verbs_abi::{ibv_comp_channel, ibv_context, ibv_cq, ibv_cq_ex, ibv_wc};
 use crate::abi::WC_WR_FLUSH_ERR;
 
 use crate::context::{self, SimContext};
-use crate::device::limits;
 use crate::events::{async_kind, AsyncEvent, EventCounter, EventQueue};
 use crate::registry::{self, Entry, Kind, OBJECTS};
 
@@ -249,7 +248,7 @@ pub fn create(
     if !(1..=sim.dev.profile().max_cqe).contains(&cqe) {
         return Err(libc::EINVAL);
     }
-    if !(0..limits::NUM_COMP_VECTORS).contains(&comp_vector) {
+    if !(0..sim.dev.num_comp_vectors()).contains(&comp_vector) {
         return Err(libc::EINVAL);
     }
     let mut st = sim.lock_open()?;

@@ -157,6 +157,17 @@ impl SimDevice {
         self.family.profile
     }
 
+    /// Completion vectors: the profile's (rxe: one per CPU, as
+    /// `num_possible_cpus()`), else `limits::NUM_COMP_VECTORS`.
+    pub fn num_comp_vectors(&self) -> i32 {
+        if self.profile().comp_vector_per_cpu {
+            // SAFETY: plain libc call.
+            let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) };
+            return i32::try_from(n).unwrap_or(1).max(1);
+        }
+        limits::NUM_COMP_VECTORS
+    }
+
     /// Counts one more object of kind `l`, or refuses it (the profile's
     /// `limit_errno`) when the device already holds what it advertises.
     /// The kernel counts per device across processes; the sim counts the
@@ -370,7 +381,8 @@ impl SimDevice {
         if self.is_ethernet() {
             // 1500-byte Ethernet MTU.
             p.active_mtu = ibv_mtu::IBV_MTU_1024;
-            p.port_cap_flags = 1 << 16 | 1 << 26; // CM_SUP, IP_BASED_GIDS
+            p.port_cap_flags = self.profile().roce_port_cap_flags;
+            p.flags = self.profile().roce_port_flags;
             p.active_width = self.profile().active_width;
             p.active_speed = self.profile().active_speed;
             p.max_vl_num = 1;

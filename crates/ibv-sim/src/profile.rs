@@ -52,6 +52,9 @@ pub struct Profile {
     /// Port 1 (RoCE families): GID table length, maximum message size,
     /// link width and speed (`ibv_port_attr` encodings).
     pub gid_tbl_len: i32,
+    /// `port_cap_flags` and `flags` (`IBV_QPF_GRH_REQUIRED`) of a RoCE port.
+    pub roce_port_cap_flags: u32,
+    pub roce_port_flags: u8,
     pub max_msg_sz: u32,
     pub active_width: u8,
     pub active_speed: u8,
@@ -65,8 +68,6 @@ pub struct Profile {
     pub ring_queues: bool,
     /// A requester's send completion carries the bytes sent in `byte_len`.
     pub send_byte_len: bool,
-    /// `ibv_reg_mr` of 0 bytes at an address registers (`EINVAL` otherwise).
-    pub zero_length_mr: bool,
     /// A request the responder refuses for access or key reasons (class C
     /// errors of an RC responder) moves the responder QP to ERR too,
     /// flushing its receives; otherwise the responder stays RTS.
@@ -91,6 +92,8 @@ pub struct Profile {
     /// rkey it carries and keeps the window's index (upper 24); otherwise
     /// an rkey of another index is `IBV_WC_MW_BIND_ERR`.
     pub mw_key_byte_only: bool,
+    /// One completion vector per CPU (rxe); otherwise a fixed number.
+    pub comp_vector_per_cpu: bool,
     /// What creating an object past the advertised maximum fails with
     /// (rxe's pools: EINVAL; mlx5: ENOMEM).
     pub limit_errno: core::ffi::c_int,
@@ -131,19 +134,21 @@ pub static CONNECTX6: Profile = Profile {
     timestamps: true,
     wq: true,
     gid_tbl_len: 16,
+    roce_port_cap_flags: 1 << 16 | 1 << 26, // CM_SUP, IP_BASED_GIDS
+    roce_port_flags: 0,
     max_msg_sz: 0x4000_0000,
     active_width: 2,  // 4X
     active_speed: 32, // EDR
     roce_v2_only: false,
     ring_queues: false,
     send_byte_len: false,
-    zero_length_mr: false,
     responder_fails: false,
     qp_access_inv_req: false,
     short_recv_qp_op_err: false,
     cq_overflow_fails_qp: false,
     rnr_timer: false,
     mw_key_byte_only: false,
+    comp_vector_per_cpu: false,
     limit_errno: libc::ENOMEM,
 };
 
@@ -186,8 +191,8 @@ pub static RXE: Profile = Profile {
     max_mcast_qp_attach: 56,
     max_total_mcast_qp_attach: Some(0x70000),
     max_ah: (1 << 15) - 1,
-    // SRQ indices 0x20001 .. 0x40000.
-    max_srq: 0x4_0000 - 0x2_0001,
+    // SRQ indices 0x20001 .. 0x100000 (measured: 917503).
+    max_srq: 0x10_0000 - 0x2_0001,
     max_srq_wr: RXE_DEFAULT_MAX,
     max_srq_sge: 27,
     max_mw: 0x10_0000 - 0x8_0001,
@@ -218,6 +223,9 @@ pub static RXE: Profile = Profile {
     timestamps: false,
     wq: false,
     gid_tbl_len: 1024,
+    // CM_SUP; GRH required (measured on Linux 6.1's rxe).
+    roce_port_cap_flags: 1 << 16,
+    roce_port_flags: 1,
     max_msg_sz: 0x80_0000,
     // What the kernel derives from a NIC of unknown speed: 1X SDR.
     active_width: 1,
@@ -225,13 +233,13 @@ pub static RXE: Profile = Profile {
     roce_v2_only: true,
     ring_queues: true,
     send_byte_len: true,
-    zero_length_mr: true,
     responder_fails: true,
     qp_access_inv_req: true,
     short_recv_qp_op_err: true,
     cq_overflow_fails_qp: true,
     rnr_timer: true,
     mw_key_byte_only: true,
+    comp_vector_per_cpu: true,
     limit_errno: libc::EINVAL,
 };
 

@@ -69,6 +69,8 @@ int main(void)
 	NEED(ibv_query_gid(p.ctx, 1, p.gid_index, &g) == 0);
 	say("gid_at_index.ipv4_mapped",
 	    g.raw[10] == 0xff && g.raw[11] == 0xff && !g.raw[0] && !g.raw[9] ? "yes" : "no");
+	say("num_comp_vectors_is_cpus",
+	    p.ctx->num_comp_vectors == sysconf(_SC_NPROCESSORS_CONF) ? "yes" : "no");
 	uint16_t pkey;
 	NEED(ibv_query_pkey(p.ctx, 1, 0, &pkey) == 0);
 	say_hex("pkey0", pkey);
