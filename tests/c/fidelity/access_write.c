@@ -1,7 +1,8 @@
 /* RDMA WRITE refused by the responder's access checks (class C errors on
  * the responder): to an MR registered without remote write, and on a QP
  * that grants no remote access. The requester's completion, and what
- * becomes of the responder: its state and the receive it had posted. */
+ * becomes of the responder: its state, the receive it had posted, and
+ * the QP async events raised. */
 #include "probe.h"
 
 static void one(struct probe *p, const char *name, int qp_access, int mr_access)
@@ -24,6 +25,14 @@ static void one(struct probe *p, const char *name, int qp_access, int mr_access)
 	say(key, next_status(b.rcq, 1000));
 	snprintf(key, sizeof(key), "%s.responder_state", name);
 	say(key, qp_state(b.qp));
+	int counts[32] = { 0 };
+	drain_events(p, 500, counts);
+	snprintf(key, sizeof(key), "%s.events.qp_access_err", name);
+	say(key, how_many(counts[IBV_EVENT_QP_ACCESS_ERR]));
+	snprintf(key, sizeof(key), "%s.events.qp_req_err", name);
+	say(key, how_many(counts[IBV_EVENT_QP_REQ_ERR]));
+	snprintf(key, sizeof(key), "%s.events.qp_fatal", name);
+	say(key, how_many(counts[IBV_EVENT_QP_FATAL]));
 	end_destroy(&a);
 	end_destroy(&b);
 	mr_free(src);

@@ -17,6 +17,11 @@ int main(void)
 	say("requester", next_status(a.scq, 5000));
 	say("requester_state", qp_state(a.qp));
 	say("responder_state", qp_state(b.qp));
+	int counts[32] = { 0 };
+	drain_events(&p, 500, counts);
+	say("events.qp_access_err", how_many(counts[IBV_EVENT_QP_ACCESS_ERR]));
+	say("events.qp_req_err", how_many(counts[IBV_EVENT_QP_REQ_ERR]));
+	say("events.qp_fatal", how_many(counts[IBV_EVENT_QP_FATAL]));
 	end_destroy(&a);
 	end_destroy(&b);
 	mr_free(src);
