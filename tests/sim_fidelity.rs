@@ -213,3 +213,8 @@ fn handles() {
 fn ud_grh() {
     probe("ud_grh");
 }
+
+#[test]
+fn retry() {
+    probe("retry");
+}

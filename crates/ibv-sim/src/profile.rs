@@ -92,6 +92,10 @@ pub struct Profile {
     /// rkey it carries and keeps the window's index (upper 24); otherwise
     /// an rkey of another index is `IBV_WC_MW_BIND_ERR`.
     pub mw_key_byte_only: bool,
+    /// A request a QP of this process drops (not connected back, not
+    /// ready) times out after the requester's retries; otherwise it fails
+    /// at once with `IBV_WC_RETRY_EXC_ERR`.
+    pub unanswered_times_out: bool,
     /// One completion vector per CPU (rxe); otherwise a fixed number.
     pub comp_vector_per_cpu: bool,
     /// What creating an object past the advertised maximum fails with
@@ -148,6 +152,7 @@ pub static CONNECTX6: Profile = Profile {
     cq_overflow_fails_qp: false,
     rnr_timer: false,
     mw_key_byte_only: false,
+    unanswered_times_out: false,
     comp_vector_per_cpu: false,
     limit_errno: libc::ENOMEM,
 };
@@ -239,6 +244,7 @@ pub static RXE: Profile = Profile {
     cq_overflow_fails_qp: true,
     rnr_timer: true,
     mw_key_byte_only: true,
+    unanswered_times_out: true,
     comp_vector_per_cpu: true,
     limit_errno: libc::EINVAL,
 };

@@ -99,6 +99,13 @@ pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr) {
         return remote::execute(s, a, w, signaled, slid);
     }
     let Some((dst, dst_access)) = connected_peer(s, a) else {
+        // A QP of ours that does not take the request (not connected back,
+        // not ready to receive) drops it: where the profile says so (rxe),
+        // the requester then times out as towards anyone silent, through
+        // the fabric's deadlines (`timeout`, `retry_cnt`).
+        if s.qp_type != QPT_UC && s.dev.profile().unanswered_times_out {
+            return remote::execute(s, a, w, signaled, slid);
+        }
         // Nobody answers: RC retries and gives up; UC just loses the message.
         return done(
             if s.qp_type != QPT_UC {
