@@ -24,10 +24,16 @@ int main(void)
 		NEED(post_send(&a, IBV_WR_SEND, src, 32, 0, 0, i) == 0);
 	/* The requester's completions: all 16 come (successes, or errors
 	 * once the responder stopped answering). */
-	int sent = 0;
+	int sent = 0, failed = 0;
+	const char *first_error = "none";
 	struct ibv_wc wc;
-	while (sent < 16 && poll_one(a.scq, 5000, &wc))
+	while (sent < 16 && poll_one(a.scq, 5000, &wc)) {
 		sent++;
+		if (wc.status != IBV_WC_SUCCESS && !failed++)
+			first_error = wc_name(wc.status);
+	}
+	say_int("requester_completions", sent);
+	say("requester_first_error", first_error);
 	int counts[32] = { 0 };
 	drain_events(&p, 1000, counts);
 	say("cq_err_events", how_many(counts[IBV_EVENT_CQ_ERR]));
