@@ -181,6 +181,16 @@ static inline const char *bucket_ms(long long ms)
 	return "6000+";
 }
 
+/* Coarser: only whether it waited at all, and not for ever. */
+static inline const char *bucket_wide_ms(long long ms)
+{
+	if (ms < 250)
+		return "0-250";
+	if (ms < 6000)
+		return "250-6000";
+	return "6000+";
+}
+
 /* An RC QP with its own send and receive CQs. */
 struct end {
 	struct ibv_qp *qp;
