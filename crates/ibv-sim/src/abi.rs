@@ -29,6 +29,7 @@ values!(pub c_int: ibv_wc_opcode {
 values!(pub c_int: ibv_wc_status {
     WC_SUCCESS = IBV_WC_SUCCESS,
     WC_LOC_LEN_ERR = IBV_WC_LOC_LEN_ERR,
+    WC_LOC_QP_OP_ERR = IBV_WC_LOC_QP_OP_ERR,
     WC_LOC_PROT_ERR = IBV_WC_LOC_PROT_ERR,
     WC_WR_FLUSH_ERR = IBV_WC_WR_FLUSH_ERR,
     WC_REM_INV_REQ_ERR = IBV_WC_REM_INV_REQ_ERR,

@@ -20,6 +20,9 @@ pub struct SimAh {
 /// A live AH and its context.
 pub fn get(ah: *mut ibv_ah) -> Result<(&'static SimContext, &'static SimAh), c_int> {
     let ctx = context::owner_of(ah as usize, Kind::Ah)?;
+    // SAFETY: a live AH (the registry says so): its C fields are readable.
+    let (named, handle) = unsafe { ((*ah).context, (*ah).handle) };
+    context::known(ctx, ah as usize, named, handle)?;
     // SAFETY: the registry says a live SimAh is at this address.
     Ok((ctx, unsafe { &*(ah as *const SimAh) }))
 }
@@ -53,6 +56,7 @@ pub fn create(pd_ptr: *mut ibv_pd, attr: *const ibv_ah_attr) -> Result<*mut ibv_
     if !registry::is_live(pd_ptr as usize, Kind::Pd) {
         return Err(libc::EINVAL);
     }
+    dev.take(crate::device::Limit::Ah)?;
     let raw = Box::into_raw(Box::new(SimAh {
         ah: ibv_ah {
             context: ctx.ibv(),
@@ -69,6 +73,8 @@ pub fn create(pd_ptr: *mut ibv_pd, attr: *const ibv_ah_attr) -> Result<*mut ibv_
         Entry {
             kind: Kind::Ah,
             ctx: ctx.addr(),
+            // SAFETY: raw was just boxed here and is not shared yet.
+            handle: unsafe { (*raw).ah.handle },
         },
     );
     Ok(raw.cast())
@@ -84,6 +90,7 @@ pub fn destroy(ah: *mut ibv_ah) -> Result<(), c_int> {
     // SAFETY: the AH's PD is live (it counts this AH as a user).
     unsafe { &*a.pd }.users.fetch_sub(1, Ordering::Relaxed);
     OBJECTS.remove(ah as usize);
+    ctx.dev.give(crate::device::Limit::Ah);
     st.children -= 1;
     drop(st);
     // SAFETY: allocated by Box in `create`, unregistered above.
@@ -121,18 +128,46 @@ pub fn init_from_wc(
         }
         // SAFETY: grh points at the 40-byte GRH the caller received.
         let g = unsafe { *grh };
-        // SAFETY: reading the raw bytes of a GID union.
-        let dgid = unsafe { g.dgid.raw };
-        let index = (0..sim.dev.gid_tbl_len() as u32)
+        // SAFETY: as above: the same 40 bytes, as bytes.
+        let raw = unsafe { *(grh as *const [u8; 40]) };
+        let flow = u32::from_be(g.version_tclass_flow);
+        // RoCE v2 over IPv4 (rdma-core's get_grh_header_version): an IPv4
+        // header with a valid checksum in the last 20 bytes.
+        let ip4 = &raw[20..];
+        let v4 = sim.dev.is_ethernet()
+            && flow >> 28 != 6
+            && ip4[0] == 0x45
+            && crate::datapath::ipv4_checksum(ip4) == 0;
+        // rdma-core: the hop limit is the IPv4 TTL, 0xff for a GRH.
+        let (sgid, dgid, tclass, flow_label, hop_limit) = if v4 {
+            let mapped = |a: &[u8]| {
+                let mut m = [0u8; 16];
+                m[10] = 0xff;
+                m[11] = 0xff;
+                m[12..].copy_from_slice(a);
+                m
+            };
+            (
+                mapped(&ip4[12..16]),
+                mapped(&ip4[16..20]),
+                ip4[1],
+                0,
+                ip4[8],
+            )
+        } else {
+            // SAFETY: reading the raw bytes of GID unions.
+            let (s, d) = unsafe { (g.sgid.raw, g.dgid.raw) };
+            (s, d, ((flow >> 20) & 0xff) as u8, flow & 0xfffff, 0xff)
+        };
+        let index = (0..sim.dev.gid_slots())
             .find(|&i| matches!(sim.dev.gid(u32::from(port), i), Ok(Some((raw, _))) if raw == dgid))
             .ok_or(libc::ENOENT)?;
-        let flow = u32::from_be(g.version_tclass_flow);
         a.is_global = 1;
-        a.grh.dgid = g.sgid;
+        a.grh.dgid.raw = sgid;
         a.grh.sgid_index = index as u8;
-        a.grh.flow_label = flow & 0xfffff;
-        a.grh.hop_limit = 0xff;
-        a.grh.traffic_class = ((flow >> 20) & 0xff) as u8;
+        a.grh.flow_label = flow_label;
+        a.grh.hop_limit = hop_limit;
+        a.grh.traffic_class = tclass;
     } else if sim.dev.is_ethernet() {
         return Err(libc::EINVAL);
     }

@@ -35,6 +35,7 @@ pub(crate) fn create<T>(
         Entry {
             kind,
             ctx: ctx.addr(),
+            handle: 0,
         },
     );
     Ok(raw)

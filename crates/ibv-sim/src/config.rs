@@ -62,6 +62,8 @@ pub struct Family {
     pub uc: bool,
     pub atomics: bool,
     pub srq_resize: bool,
+    /// The real device's attributes, limits and provider rules.
+    pub profile: &'static crate::profile::Profile,
 }
 
 const MLX_OUI: u32 = 0x0002c9;
@@ -87,6 +89,7 @@ pub static FAMILIES: &[Family] = &[
         uc: true,
         atomics: true,
         srq_resize: false,
+        profile: &crate::profile::CONNECTX6,
     },
     Family {
         prefix: "mlx4_",
@@ -107,6 +110,7 @@ pub static FAMILIES: &[Family] = &[
         uc: true,
         atomics: true,
         srq_resize: false,
+        profile: &crate::profile::CONNECTX6,
     },
     Family {
         prefix: "mthca",
@@ -127,6 +131,7 @@ pub static FAMILIES: &[Family] = &[
         uc: true,
         atomics: true,
         srq_resize: true,
+        profile: &crate::profile::CONNECTX6,
     },
     Family {
         prefix: "qib",
@@ -147,6 +152,7 @@ pub static FAMILIES: &[Family] = &[
         uc: true,
         atomics: true,
         srq_resize: true,
+        profile: &crate::profile::CONNECTX6,
     },
     Family {
         prefix: "hfi1_",
@@ -167,6 +173,7 @@ pub static FAMILIES: &[Family] = &[
         uc: true,
         atomics: true,
         srq_resize: true,
+        profile: &crate::profile::CONNECTX6,
     },
     Family {
         prefix: "rxe",
@@ -188,6 +195,7 @@ pub static FAMILIES: &[Family] = &[
         uc: true,
         atomics: true,
         srq_resize: true,
+        profile: &crate::profile::RXE,
     },
     Family {
         prefix: "siw",
@@ -208,6 +216,7 @@ pub static FAMILIES: &[Family] = &[
         uc: false,
         atomics: false,
         srq_resize: true,
+        profile: &crate::profile::CONNECTX6,
     },
     Family {
         prefix: "irdma",
@@ -229,6 +238,7 @@ pub static FAMILIES: &[Family] = &[
         uc: false,
         atomics: false,
         srq_resize: false,
+        profile: &crate::profile::CONNECTX6,
     },
     Family {
         prefix: "i40iw",
@@ -249,6 +259,7 @@ pub static FAMILIES: &[Family] = &[
         uc: false,
         atomics: false,
         srq_resize: false,
+        profile: &crate::profile::CONNECTX6,
     },
     Family {
         prefix: "cxgb4_",
@@ -270,6 +281,7 @@ pub static FAMILIES: &[Family] = &[
         uc: false,
         atomics: false,
         srq_resize: false,
+        profile: &crate::profile::CONNECTX6,
     },
     Family {
         prefix: "bnxt_re",
@@ -291,6 +303,7 @@ pub static FAMILIES: &[Family] = &[
         uc: false,
         atomics: true,
         srq_resize: false,
+        profile: &crate::profile::CONNECTX6,
     },
     Family {
         prefix: "qedr",
@@ -312,6 +325,7 @@ pub static FAMILIES: &[Family] = &[
         uc: false,
         atomics: true,
         srq_resize: false,
+        profile: &crate::profile::CONNECTX6,
     },
     Family {
         prefix: "hns_",
@@ -333,6 +347,7 @@ pub static FAMILIES: &[Family] = &[
         uc: true,
         atomics: true,
         srq_resize: false,
+        profile: &crate::profile::CONNECTX6,
     },
     Family {
         prefix: "ocrdma",
@@ -354,6 +369,7 @@ pub static FAMILIES: &[Family] = &[
         uc: false,
         atomics: false,
         srq_resize: false,
+        profile: &crate::profile::CONNECTX6,
     },
     Family {
         prefix: "vmw_pvrdma",
@@ -375,6 +391,7 @@ pub static FAMILIES: &[Family] = &[
         uc: false,
         atomics: false,
         srq_resize: false,
+        profile: &crate::profile::CONNECTX6,
     },
 ];
 

@@ -17,7 +17,7 @@ use verbs_abi::{
     verbs_context, VERBS_ABI_IS_EXTENDED,
 };
 
-use crate::device::{self, limits, SimDevice};
+use crate::device::{self, SimDevice};
 use crate::events::{self, AsyncEvent, EventQueue};
 use crate::guard;
 use crate::registry::{self, Entry, Kind, OBJECTS};
@@ -127,6 +127,28 @@ pub fn owner_of(addr: usize, kind: Kind) -> Result<&'static SimContext, c_int> {
     Ok(unsafe { &*(ctx as *const SimContext) })
 }
 
+/// The kernel knows an object by the `handle` its struct carries, in the
+/// context the struct names: one whose `context` or `handle` the program
+/// changed is unknown there, and every verb on it fails (EINVAL) instead
+/// of acting on the object the pointer still points at. `addr` is a live
+/// object of `ctx` (its owner in the registry); an object registered
+/// without a handle (0) is checked for its context only.
+pub fn known(
+    ctx: &SimContext,
+    addr: usize,
+    named: *mut ibv_context,
+    handle: u32,
+) -> Result<(), c_int> {
+    if !core::ptr::eq(named, ctx.ibv()) {
+        return Err(libc::EINVAL);
+    }
+    match registry::handle(addr) {
+        Some(0) => Ok(()),
+        Some(h) if h == handle => Ok(()),
+        _ => Err(libc::EINVAL),
+    }
+}
+
 /// `ibv_open_device`. `tables` fills the context's function tables and
 /// `rx` takes what arrives from the fabric (the callers pass
 /// `exports::ops::install` and the data path's, which live above this module).
@@ -157,7 +179,7 @@ pub fn open(
     c.device = dev;
     c.cmd_fd = cmd_fd;
     c.async_fd = async_q.fd();
-    c.num_comp_vectors = limits::NUM_COMP_VECTORS;
+    c.num_comp_vectors = sim_dev.num_comp_vectors();
     c.abi_compat = VERBS_ABI_IS_EXTENDED;
     let sim = Box::new(SimContext {
         vctx,
@@ -176,6 +198,7 @@ pub fn open(
         Entry {
             kind: Kind::Context,
             ctx: raw as usize,
+            handle: 0,
         },
     );
     // SAFETY: raw was just allocated and is valid.
@@ -268,7 +291,7 @@ pub fn gid_table(ctx: *mut ibv_context) -> Result<Vec<ibv_gid_entry>, c_int> {
     let sim = from_ibv(ctx)?;
     let mut v = Vec::new();
     for port in 1..=u32::from(sim.dev.phys_ports()) {
-        for i in 0..sim.dev.gid_tbl_len() as u32 {
+        for i in 0..sim.dev.gid_slots() {
             match gid_entry(ctx, port, i) {
                 Ok(e) => v.push(e),
                 Err(libc::ENODATA) => {}

@@ -16,7 +16,6 @@ use verbs_abi::{ibv_comp_channel, ibv_context, ibv_cq, ibv_cq_ex, ibv_wc};
 use crate::abi::WC_WR_FLUSH_ERR;
 
 use crate::context::{self, SimContext};
-use crate::device::limits;
 use crate::events::{async_kind, AsyncEvent, EventCounter, EventQueue};
 use crate::registry::{self, Entry, Kind, OBJECTS};
 
@@ -54,16 +53,20 @@ pub struct CqShared {
     /// A forked child's data path refuses its parent's CQs.
     pub born: crate::fork::Born,
     async_q: Arc<EventQueue<AsyncEvent>>,
+    /// `IBV_EVENT_CQ_ERR` for every completion lost to overflow (rxe's
+    /// `rxe_cq_post`), not only the first.
+    err_each_overflow: bool,
 }
 
 impl CqShared {
     /// Adds a completion. `solicited` marks a solicited (or error)
     /// completion for `ibv_req_notify_cq(cq, 1)`. A full CQ overflows:
-    /// the completion is lost and `IBV_EVENT_CQ_ERR` is raised once.
-    pub fn push(&self, wc: ibv_wc, solicited: bool) {
+    /// the completion is lost and `IBV_EVENT_CQ_ERR` is raised (once, or
+    /// per lost completion where the profile says so); returns false then.
+    pub fn push(&self, wc: ibv_wc, solicited: bool) -> bool {
         let mut q = self.q.lock();
         if q.entries.len() >= q.cap {
-            if !q.overflow {
+            if !q.overflow || self.err_each_overflow {
                 q.overflow = true;
                 drop(q);
                 self.async_q.push(AsyncEvent {
@@ -71,7 +74,7 @@ impl CqShared {
                     element: self.addr,
                 });
             }
-            return;
+            return false;
         }
         q.entries.push_back(wc);
         let fire = match q.arm {
@@ -88,6 +91,7 @@ impl CqShared {
                 ch.push(self.addr);
             }
         }
+        true
     }
 
     /// Moves up to `max` completions to `out`, oldest first.
@@ -102,11 +106,15 @@ impl CqShared {
     }
 
     /// Arms the CQ for its next (solicited) completion.
+    /// `ibv_req_notify_cq`. A CQ armed for any completion stays so when
+    /// armed again for solicited ones only (the IB spec; rxe keeps
+    /// `IB_CQ_NEXT_COMP`): the less restrictive request wins until the
+    /// event fires.
     pub fn arm(&self, solicited_only: bool) {
-        self.q.lock().arm = if solicited_only {
-            Arm::Solicited
-        } else {
-            Arm::Next
+        let mut q = self.q.lock();
+        q.arm = match (q.arm, solicited_only) {
+            (Arm::Next, _) | (_, false) => Arm::Next,
+            _ => Arm::Solicited,
         };
     }
 
@@ -141,6 +149,7 @@ impl CqShared {
             channel: None,
             born: crate::fork::Born::now(),
             async_q,
+            err_each_overflow: false,
         })
     }
 }
@@ -163,6 +172,9 @@ pub struct SimCq {
 /// A live CQ and its context.
 pub fn get(cq: *mut ibv_cq) -> Result<(&'static SimContext, &'static SimCq), c_int> {
     let ctx = context::owner_of(cq as usize, Kind::Cq)?;
+    // SAFETY: a live CQ (the registry says so): its C fields are readable.
+    let (named, handle) = unsafe { ((*cq).context, (*cq).handle) };
+    context::known(ctx, cq as usize, named, handle)?;
     // SAFETY: the registry says a live SimCq is at this address.
     Ok((ctx, unsafe { &*(cq as *const SimCq) }))
 }
@@ -197,6 +209,7 @@ pub fn create_channel(ctx: *mut ibv_context) -> Result<*mut ibv_comp_channel, c_
         Entry {
             kind: Kind::Channel,
             ctx: sim.addr(),
+            handle: 0,
         },
     );
     Ok(raw.cast())
@@ -232,10 +245,10 @@ pub fn create(
     comp_vector: c_int,
 ) -> Result<*mut ibv_cq, c_int> {
     let sim = context::from_ibv(ctx)?;
-    if !(1..=limits::MAX_CQE).contains(&cqe) {
+    if !(1..=sim.dev.profile().max_cqe).contains(&cqe) {
         return Err(libc::EINVAL);
     }
-    if !(0..limits::NUM_COMP_VECTORS).contains(&comp_vector) {
+    if !(0..sim.dev.num_comp_vectors()).contains(&comp_vector) {
         return Err(libc::EINVAL);
     }
     let mut st = sim.lock_open()?;
@@ -246,6 +259,7 @@ pub fn create(
             Some(Entry {
                 kind: Kind::Channel,
                 ctx,
+                ..
             }) if ctx == sim.addr() => {
                 // SAFETY: a live channel of this context.
                 Some(unsafe { &*(channel as *const SimChannel) })
@@ -253,7 +267,8 @@ pub fn create(
             _ => return Err(libc::EINVAL),
         }
     };
-    // Like mlx5: a power of two entries, one kept free.
+    sim.dev.take(crate::device::Limit::Cq)?;
+    // Like mlx5 and rxe: a power of two entries, one kept free.
     let actual = ((cqe as u32) + 1).next_power_of_two() - 1;
     let raw: *mut SimCq = Box::into_raw(Box::new(SimCq {
         // SAFETY: ibv_cq is plain data; all-zero is valid (pthread
@@ -273,6 +288,7 @@ pub fn create(
             channel: chan.map(|c| c.q.clone()),
             born: crate::fork::Born::now(),
             async_q: sim.async_q.clone(),
+            err_each_overflow: sim.dev.profile().cq_overflow_fails_qp,
         }),
         users: AtomicU32::new(0),
         channel: channel.cast(),
@@ -297,6 +313,8 @@ pub fn create(
         Entry {
             kind: Kind::Cq,
             ctx: sim.addr(),
+            // SAFETY: raw was just boxed here and is not shared yet.
+            handle: unsafe { (*raw).cq.handle },
         },
     );
     Ok(raw.cast())
@@ -305,7 +323,7 @@ pub fn create(
 /// `ibv_resize_cq`.
 pub fn resize(cq: *mut ibv_cq, cqe: c_int) -> Result<(), c_int> {
     let (ctx, c) = get(cq)?;
-    if !(1..=limits::MAX_CQE).contains(&cqe) {
+    if !(1..=ctx.dev.profile().max_cqe).contains(&cqe) {
         return Err(libc::EINVAL);
     }
     let _st = ctx.lock_open()?;
@@ -336,6 +354,7 @@ pub fn destroy(cq: *mut ibv_cq) -> Result<(), c_int> {
             return Err(libc::EBUSY);
         }
         OBJECTS.remove(cq as usize);
+        ctx.dev.give(crate::device::Limit::Cq);
         let parent = c.parent_pd.load(Ordering::Relaxed);
         if parent != 0 {
             // SAFETY: the parent domain is live: it counts this CQ as a user.

@@ -4,7 +4,7 @@
 
 use core::cell::UnsafeCell;
 use core::ffi::c_char;
-use core::sync::atomic::{AtomicU16, Ordering};
+use core::sync::atomic::{AtomicU16, AtomicU32, Ordering};
 
 use once_cell::sync::OnceCell;
 use verbs_abi::{
@@ -22,27 +22,14 @@ crate::abi::values!(pub u32: ibv_gid_type {
     GID_TYPE_ROCE_V2 = IBV_GID_TYPE_ROCE_V2,
 });
 
-/// Device-wide limits (the same for every family; ConnectX-6-like).
+/// Limits the same for every family; the rest are the profile's
+/// (`crate::profile`).
 pub mod limits {
-    pub const MAX_QP: i32 = 262_144;
-    pub const MAX_QP_WR: i32 = 32_768;
-    pub const MAX_SGE: i32 = 30;
-    pub const MAX_CQ: i32 = 16_777_216;
-    pub const MAX_CQE: i32 = 4_194_303;
-    pub const MAX_MR: i32 = 16_777_216;
-    pub const MAX_PD: i32 = 16_777_216;
-    pub const MAX_QP_RD_ATOM: i32 = 16;
-    pub const MAX_RES_RD_ATOM: i32 = 4_194_304;
-    pub const MAX_QP_INIT_RD_ATOM: i32 = 16;
-    pub const MAX_MCAST_GRP: i32 = 2_097_152;
-    pub const MAX_MCAST_QP_ATTACH: i32 = 240;
-    pub const MAX_AH: i32 = i32::MAX;
-    pub const MAX_SRQ: i32 = 8_388_608;
-    pub const MAX_SRQ_WR: i32 = 32_767;
-    pub const MAX_SRQ_SGE: i32 = 31;
-    pub const MAX_INLINE_DATA: u32 = 512;
     pub const NUM_COMP_VECTORS: i32 = 8;
-    pub const MAX_MW: i32 = 1 << 16;
+    /// The extended QP builders' bounds (`ibv_wr_set_sge_list`, inline
+    /// data): ConnectX-6's, for every family.
+    pub const MAX_SGE: i32 = 30;
+    pub const MAX_INLINE_DATA: u32 = 512;
     /// Device memory per allocation (`max_dm_size`), bytes.
     pub const MAX_DM_SIZE: u64 = 256 * 1024;
     /// Receive WQs, and RWQ indirection tables (of up to 1 << 8 entries).
@@ -112,6 +99,25 @@ pub struct SimDevice {
     /// LIDs the fabric assigned to the ports (0: not attached yet).
     lids: [AtomicU16; 4],
     cell: Box<DeviceCell>,
+    /// Live objects of each [`Limit`] kind on this device (this process's).
+    counts: [AtomicU32; Limit::COUNT],
+}
+
+/// The object kinds whose number the device bounds (`max_pd`, `max_cq`,
+/// `max_mr`, `max_mw`, `max_ah`, `max_qp`, `max_srq` of its attributes).
+#[derive(Clone, Copy, Debug)]
+pub enum Limit {
+    Pd,
+    Cq,
+    Mr,
+    Mw,
+    Ah,
+    Qp,
+    Srq,
+}
+
+impl Limit {
+    const COUNT: usize = 7;
 }
 
 impl SimDevice {
@@ -146,7 +152,55 @@ impl SimDevice {
         format!("/sys/class/infiniband_verbs/uverbs{}", self.index)
     }
 
+    /// The real device this one stands for.
+    pub fn profile(&self) -> &'static crate::profile::Profile {
+        self.family.profile
+    }
+
+    /// Completion vectors: the profile's (rxe: one per CPU, as
+    /// `num_possible_cpus()`), else `limits::NUM_COMP_VECTORS`.
+    pub fn num_comp_vectors(&self) -> i32 {
+        if self.profile().comp_vector_per_cpu {
+            // SAFETY: plain libc call.
+            let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) };
+            return i32::try_from(n).unwrap_or(1).max(1);
+        }
+        limits::NUM_COMP_VECTORS
+    }
+
+    /// Counts one more object of kind `l`, or refuses it (the profile's
+    /// `limit_errno`) when the device already holds what it advertises.
+    /// The kernel counts per device across processes; the sim counts the
+    /// objects of this process.
+    pub fn take(&self, l: Limit) -> Result<(), core::ffi::c_int> {
+        let pr = self.profile();
+        let max = match l {
+            Limit::Pd => pr.max_pd,
+            Limit::Cq => pr.max_cq,
+            Limit::Mr => pr.max_mr,
+            Limit::Mw => pr.max_mw,
+            Limit::Ah if self.family.ud => pr.max_ah,
+            Limit::Ah => 0,
+            Limit::Qp => pr.max_qp,
+            Limit::Srq => pr.max_srq,
+        };
+        let c = &self.counts[l as usize];
+        if c.fetch_add(1, Ordering::Relaxed) >= max.max(0) as u32 {
+            c.fetch_sub(1, Ordering::Relaxed);
+            return Err(pr.limit_errno);
+        }
+        Ok(())
+    }
+
+    /// An object of kind `l` is gone.
+    pub fn give(&self, l: Limit) {
+        self.counts[l as usize].fetch_sub(1, Ordering::Relaxed);
+    }
+
     pub fn device_cap_flags(&self) -> u32 {
+        if let Some(f) = self.profile().cap_flags {
+            return f;
+        }
         let mut f = CAP_RESIZE_MAX_WR
             | CAP_BAD_PKEY_CNTR
             | CAP_BAD_QKEY_CNTR
@@ -166,74 +220,87 @@ impl SimDevice {
 
     /// `ibv_query_device`.
     pub fn device_attr(&self) -> ibv_device_attr {
-        use limits::*;
+        let pr = self.profile();
         // SAFETY: ibv_device_attr is plain data (integers, arrays and a
         // C-like enum whose 0 is IBV_ATOMIC_NONE); all-zero is valid.
         let mut a: ibv_device_attr = unsafe { core::mem::zeroed() };
-        copy_cstr(&mut a.fw_ver, self.family.fw_ver);
+        copy_cstr(&mut a.fw_ver, pr.fw_ver.unwrap_or(self.family.fw_ver));
         a.node_guid = self.guid.to_be();
         a.sys_image_guid = self.guid.to_be();
         a.max_mr_size = u64::MAX;
-        a.page_size_cap = 0xffff_ffff_ffff_f000;
+        a.page_size_cap = pr.page_size_cap;
         a.vendor_id = self.family.vendor_id;
         a.vendor_part_id = self.family.vendor_part_id;
         a.hw_ver = self.family.hw_ver;
-        a.max_qp = MAX_QP;
-        a.max_qp_wr = MAX_QP_WR;
+        a.max_qp = pr.max_qp;
+        a.max_qp_wr = pr.max_qp_wr;
         a.device_cap_flags = self.device_cap_flags();
-        a.max_sge = MAX_SGE;
-        a.max_sge_rd = MAX_SGE;
-        a.max_cq = MAX_CQ;
-        a.max_cqe = MAX_CQE;
-        a.max_mr = MAX_MR;
-        a.max_pd = MAX_PD;
-        a.max_qp_rd_atom = MAX_QP_RD_ATOM;
-        a.max_res_rd_atom = MAX_RES_RD_ATOM;
-        a.max_qp_init_rd_atom = MAX_QP_INIT_RD_ATOM;
+        a.max_sge = pr.max_sge;
+        a.max_sge_rd = pr.max_sge_rd;
+        a.max_cq = pr.max_cq;
+        a.max_cqe = pr.max_cqe;
+        a.max_mr = pr.max_mr;
+        a.max_pd = pr.max_pd;
+        a.max_qp_rd_atom = pr.max_qp_rd_atom;
+        a.max_res_rd_atom = pr.max_res_rd_atom;
+        a.max_qp_init_rd_atom = pr.max_qp_init_rd_atom;
         a.atomic_cap = if self.family.atomics {
             ibv_atomic_cap::IBV_ATOMIC_HCA
         } else {
             ibv_atomic_cap::IBV_ATOMIC_NONE
         };
-        a.max_mw = limits::MAX_MW;
-        a.max_mcast_grp = if self.family.ud { MAX_MCAST_GRP } else { 0 };
+        a.max_mw = pr.max_mw;
+        a.max_mcast_grp = if self.family.ud { pr.max_mcast_grp } else { 0 };
         a.max_mcast_qp_attach = if self.family.ud {
-            MAX_MCAST_QP_ATTACH
+            pr.max_mcast_qp_attach
         } else {
             0
         };
-        a.max_total_mcast_qp_attach = a.max_mcast_grp.saturating_mul(a.max_mcast_qp_attach);
-        a.max_ah = if self.family.ud { MAX_AH } else { 0 };
-        a.max_srq = MAX_SRQ;
-        a.max_srq_wr = MAX_SRQ_WR;
-        a.max_srq_sge = MAX_SRQ_SGE;
-        a.max_pkeys = self.pkey_tbl_len();
-        a.local_ca_ack_delay = 16;
+        a.max_total_mcast_qp_attach = match pr.max_total_mcast_qp_attach {
+            Some(n) if self.family.ud => n,
+            _ => a.max_mcast_grp.saturating_mul(a.max_mcast_qp_attach),
+        };
+        a.max_ah = if self.family.ud { pr.max_ah } else { 0 };
+        a.max_srq = pr.max_srq;
+        a.max_srq_wr = pr.max_srq_wr;
+        a.max_srq_sge = pr.max_srq_sge;
+        a.max_pkeys = pr.max_pkeys.unwrap_or(self.pkey_tbl_len());
+        a.local_ca_ack_delay = pr.local_ca_ack_delay;
         a.phys_port_cnt = self.phys_ports();
         a
     }
 
     /// `ibv_query_device_ex`.
     pub fn device_attr_ex(&self) -> ibv_device_attr_ex {
+        let pr = self.profile();
         // SAFETY: plain data; all-zero is valid (see device_attr).
         let mut a: ibv_device_attr_ex = unsafe { core::mem::zeroed() };
         a.orig_attr = self.device_attr();
-        a.completion_timestamp_mask = (1u64 << 63) - 1;
-        a.hca_core_clock = limits::HCA_CORE_CLOCK_KHZ;
         a.device_cap_flags_ex = u64::from(self.device_cap_flags());
         a.phys_port_cnt_ex = u32::from(self.phys_ports());
-        a.max_dm_size = limits::MAX_DM_SIZE;
-        // On-demand paging on every transport (`objects::odp`), not implicit.
-        let odp = ODP_SEND | ODP_RECV | ODP_WRITE | ODP_READ | ODP_ATOMIC | ODP_SRQ_RECV;
-        a.odp_caps.general_caps = ODP_SUPPORT;
-        a.odp_caps.per_transport_caps.rc_odp_caps = odp;
-        a.odp_caps.per_transport_caps.uc_odp_caps = ODP_SEND | ODP_RECV | ODP_WRITE | ODP_SRQ_RECV;
-        a.odp_caps.per_transport_caps.ud_odp_caps = ODP_SEND | ODP_RECV | ODP_SRQ_RECV;
-        a.xrc_odp_caps = odp;
-        // WQs and indirection tables exist as objects; no QP type does RSS.
-        a.max_wq_type_rq = limits::MAX_WQ;
-        a.rss_caps.max_rwq_indirection_tables = limits::MAX_RWQ_IND_TABLES;
-        a.rss_caps.max_rwq_indirection_table_size = 1 << limits::LOG_MAX_RWQ_IND_TABLE_SIZE;
+        if pr.timestamps {
+            a.completion_timestamp_mask = (1u64 << 63) - 1;
+            a.hca_core_clock = limits::HCA_CORE_CLOCK_KHZ;
+        }
+        if pr.device_memory {
+            a.max_dm_size = limits::MAX_DM_SIZE;
+        }
+        if pr.odp {
+            // On-demand paging on every transport (`objects::odp`), not implicit.
+            let odp = ODP_SEND | ODP_RECV | ODP_WRITE | ODP_READ | ODP_ATOMIC | ODP_SRQ_RECV;
+            a.odp_caps.general_caps = ODP_SUPPORT;
+            a.odp_caps.per_transport_caps.rc_odp_caps = odp;
+            a.odp_caps.per_transport_caps.uc_odp_caps =
+                ODP_SEND | ODP_RECV | ODP_WRITE | ODP_SRQ_RECV;
+            a.odp_caps.per_transport_caps.ud_odp_caps = ODP_SEND | ODP_RECV | ODP_SRQ_RECV;
+            a.xrc_odp_caps = odp;
+        }
+        if pr.wq {
+            // WQs and indirection tables exist as objects; no QP type does RSS.
+            a.max_wq_type_rq = limits::MAX_WQ;
+            a.rss_caps.max_rwq_indirection_tables = limits::MAX_RWQ_IND_TABLES;
+            a.rss_caps.max_rwq_indirection_table_size = 1 << limits::LOG_MAX_RWQ_IND_TABLE_SIZE;
+        }
         a
     }
 
@@ -251,8 +318,20 @@ impl SimDevice {
         } else if self.is_iwarp() {
             1
         } else {
-            // RoCE: room for the link-local and IPv4 GIDs, v1 and v2.
-            16
+            // RoCE: room for the link-local and IPv4 GIDs (v1 and v2).
+            self.profile().gid_tbl_len
+        }
+    }
+
+    /// The GID entries past which every one is empty (the table's
+    /// searches stop there).
+    pub fn gid_slots(&self) -> u32 {
+        if !self.is_ethernet() || self.is_iwarp() {
+            1
+        } else if self.profile().roce_v2_only {
+            2
+        } else {
+            4
         }
     }
 
@@ -295,16 +374,17 @@ impl SimDevice {
             }
         });
         p.gid_tbl_len = self.gid_tbl_len();
-        p.max_msg_sz = 0x4000_0000;
+        p.max_msg_sz = self.profile().max_msg_sz;
         p.pkey_tbl_len = self.pkey_tbl_len();
         p.phys_state = 5; // LinkUp
         p.link_layer = self.family.link_layer;
         if self.is_ethernet() {
             // 1500-byte Ethernet MTU.
             p.active_mtu = ibv_mtu::IBV_MTU_1024;
-            p.port_cap_flags = 1 << 16 | 1 << 26; // CM_SUP, IP_BASED_GIDS
-            p.active_width = 2; // 4X
-            p.active_speed = 32; // EDR: 25 Gb/s per lane, 100 Gb/s
+            p.port_cap_flags = self.profile().roce_port_cap_flags;
+            p.flags = self.profile().roce_port_flags;
+            p.active_width = self.profile().active_width;
+            p.active_speed = self.profile().active_speed;
             p.max_vl_num = 1;
         } else {
             p.active_mtu = ibv_mtu::IBV_MTU_4096;
@@ -350,6 +430,23 @@ impl SimDevice {
             g[1] = 0x80;
             g[8..].copy_from_slice(&self.port_guid(port).to_be_bytes());
             return Ok(Some((g, GID_TYPE_IB)));
+        }
+        if self.profile().roce_v2_only {
+            // RoCE v2 only: 0 link-local, 1 IPv4-mapped.
+            match index {
+                0 => {
+                    g[0] = 0xfe;
+                    g[1] = 0x80;
+                    g[8..].copy_from_slice(&eui64(&self.mac));
+                }
+                1 => {
+                    g[10] = 0xff;
+                    g[11] = 0xff;
+                    g[12..].copy_from_slice(&self.ipv4(port));
+                }
+                _ => return Ok(None),
+            }
+            return Ok(Some((g, GID_TYPE_ROCE_V2)));
         }
         // RoCE: 0/1 link-local (v1/v2), 2/3 IPv4-mapped (v1/v2).
         let ty = if index.is_multiple_of(2) {
@@ -473,6 +570,7 @@ fn build(specs: Vec<DeviceSpec>) -> Vec<SimDevice> {
                 first_lid: next_lid,
                 lids: Default::default(),
                 cell: Box::new(DeviceCell(UnsafeCell::new(d))),
+                counts: Default::default(),
             };
             // SAFETY: the cell was just created and no pointer to it has escaped.
             let raw = unsafe { &mut *dev.cell.0.get() };

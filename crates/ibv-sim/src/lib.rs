@@ -13,6 +13,7 @@
 //! | --- | --- |
 //! | `abi` | the values of `verbs-abi`'s enums as the integers the sim compares |
 //! | `config` | `IBV_SIM_DEVICES`, device families |
+//! | `profile` | the real device a family stands for: attributes, limits, provider rules |
 //! | `device` | the device table, device / port / GID / P_Key attributes |
 //! | `sysfs` | the sysfs files of simulated devices (`ibv_read_sysfs_file`) |
 //! | `recvq` | receive queues (of QPs and SRQs) and the messages parked on them |
@@ -66,6 +67,7 @@ pub mod mr;
 pub mod mw;
 pub mod objects;
 pub mod pd;
+pub mod profile;
 pub mod qp;
 pub mod qp_state;
 pub mod recvq;

@@ -2,7 +2,7 @@
 //! deregistration, and key lookup for the data path.
 
 use core::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use once_cell::sync::Lazy;
@@ -25,9 +25,13 @@ crate::abi::values!(pub u32: ibv_access_flags {
     REMOTE_ATOMIC = IBV_ACCESS_REMOTE_ATOMIC,
     ZERO_BASED = IBV_ACCESS_ZERO_BASED,
     ON_DEMAND = IBV_ACCESS_ON_DEMAND,
+    MW_BIND = IBV_ACCESS_MW_BIND,
 });
 /// `IBV_ACCESS_OPTIONAL_RANGE`: bits 20..29, which a device may ignore.
-pub const OPTIONAL_RANGE: u32 = ((1 << 29) - 1) & !((1 << 20) - 1);
+pub const OPTIONAL_RANGE: u32 = verbs_abi::IBV_ACCESS_OPTIONAL_RANGE;
+/// The access that makes the kernel pin pages for writing
+/// (`ib_access_writable`).
+pub const WRITABLE: u32 = LOCAL_WRITE | REMOTE_WRITE | REMOTE_ATOMIC | MW_BIND;
 /// What the kernel accepts: bits 0..9 (up to FLUSH_PERSISTENT) and the optional range.
 pub const SUPPORTED: u32 = ((1 << 10) - 1) | OPTIONAL_RANGE;
 
@@ -54,6 +58,8 @@ pub struct MrInfo {
     pub access: u32,
     /// Address of the SimPd.
     pub pd: usize,
+    /// Pages this MR counts against the process's locked memory.
+    pub pinned: usize,
 }
 
 impl MrInfo {
@@ -120,6 +126,132 @@ fn page_size() -> usize {
     }
 }
 
+/// Pages the MRs of this process pin (the kernel's `mm->pinned_vm`, as far
+/// as verbs add to it).
+static PINNED_PAGES: AtomicUsize = AtomicUsize::new(0);
+
+/// The pages `[addr, addr + len)` touches.
+fn pages_spanned(addr: usize, len: usize) -> usize {
+    if len == 0 {
+        return 0;
+    }
+    let ps = page_size();
+    let first = addr / ps;
+    let last = addr.saturating_add(len - 1) / ps;
+    last - first + 1
+}
+
+/// Whether this process holds `CAP_IPC_LOCK` in its effective set (the
+/// kernel's `capable(CAP_IPC_LOCK)`): it may lock memory past its limit.
+fn can_lock_past_limit() -> bool {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: c_int,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy, Default)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    const VERSION_3: u32 = 0x2008_0522;
+    const CAP_IPC_LOCK: u32 = 14;
+    let mut h = Header {
+        version: VERSION_3,
+        pid: 0,
+    };
+    let mut d = [Data::default(); 2];
+    // SAFETY: capget writes two Data entries (version 3) for this process.
+    let r = unsafe { libc::syscall(libc::SYS_capget, &mut h as *mut Header, d.as_mut_ptr()) };
+    r == 0 && d[0].effective & (1 << CAP_IPC_LOCK) != 0
+}
+
+/// `RLIMIT_MEMLOCK` in pages (soft limit; infinity: no limit).
+fn memlock_limit_pages() -> usize {
+    let mut rl = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct.
+    if unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut rl) } != 0
+        || rl.rlim_cur == libc::RLIM_INFINITY
+    {
+        return usize::MAX;
+    }
+    (rl.rlim_cur / page_size() as u64) as usize
+}
+
+/// `ib_umem_get`'s accounting: counts the range's pages as pinned, or
+/// `ENOMEM` when that would pass `RLIMIT_MEMLOCK` in a process without
+/// `CAP_IPC_LOCK`. Returns the pages counted, for [`unpin`].
+pub fn pin(addr: usize, len: usize) -> Result<usize, c_int> {
+    let n = pages_spanned(addr, len);
+    if n == 0 {
+        return Ok(0);
+    }
+    let now = PINNED_PAGES
+        .fetch_add(n, Ordering::Relaxed)
+        .saturating_add(n);
+    if now > memlock_limit_pages() && !can_lock_past_limit() {
+        PINNED_PAGES.fetch_sub(n, Ordering::Relaxed);
+        return Err(libc::ENOMEM);
+    }
+    Ok(n)
+}
+
+/// Undoes [`pin`].
+pub fn unpin(pages: usize) {
+    if pages != 0 {
+        PINNED_PAGES.fetch_sub(pages, Ordering::Relaxed);
+    }
+}
+
+/// What pinning the pages for writing says: `EFAULT` unless every page of
+/// the range lies in a writable mapping (`/proc/self/maps`). The kernel
+/// pins with `FOLL_WRITE` for [`WRITABLE`] access; without this check a
+/// later RDMA WRITE into a read-only page would fault in the progress
+/// engine and kill the program.
+pub fn check_writable(addr: usize, len: usize) -> Result<(), c_int> {
+    if len == 0 {
+        return Ok(());
+    }
+    let end = addr.checked_add(len).ok_or(libc::EINVAL)?;
+    let maps = std::fs::read("/proc/self/maps").map_err(|_| libc::EFAULT)?;
+    let mut cur = addr;
+    for line in maps.split(|&b| b == b'\n') {
+        let Some((lo, hi, writable)) = parse_maps_line(line) else {
+            continue;
+        };
+        if hi <= cur {
+            continue;
+        }
+        if lo > cur || !writable {
+            return Err(libc::EFAULT);
+        }
+        cur = hi;
+        if cur >= end {
+            return Ok(());
+        }
+    }
+    Err(libc::EFAULT)
+}
+
+/// `start-end perms ...` of a `/proc/self/maps` line: the range and
+/// whether it is writable.
+fn parse_maps_line(line: &[u8]) -> Option<(usize, usize, bool)> {
+    let text = core::str::from_utf8(line).ok()?;
+    let mut f = text.split(' ');
+    let (lo, hi) = f.next()?.split_once('-')?;
+    let perms = f.next()?;
+    Some((
+        usize::from_str_radix(lo, 16).ok()?,
+        usize::from_str_radix(hi, 16).ok()?,
+        perms.as_bytes().get(1) == Some(&b'w'),
+    ))
+}
+
 /// What pinning the pages would say: `EINVAL` for an empty or wrapping
 /// range, `EFAULT` when any page is not mapped.
 pub fn check_range(addr: usize, len: usize) -> Result<(), c_int> {
@@ -145,6 +277,9 @@ pub fn check_range(addr: usize, len: usize) -> Result<(), c_int> {
 /// A live MR and its context.
 pub fn get(mr: *mut ibv_mr) -> Result<(&'static SimContext, &'static SimMr), c_int> {
     let ctx = context::owner_of(mr as usize, Kind::Mr)?;
+    // SAFETY: a live MR (the registry says so): its C fields are readable.
+    let (named, handle) = unsafe { ((*mr).context, (*mr).handle) };
+    context::known(ctx, mr as usize, named, handle)?;
     // SAFETY: the registry says a live SimMr is at this address.
     Ok((ctx, unsafe { &*(mr as *const SimMr) }))
 }
@@ -166,14 +301,41 @@ pub fn reg(
         return Err(libc::EINVAL);
     }
     check_access(access)?;
+    // The kernel refuses on-demand paging on a device without it
+    // (EINVAL, measured on Linux 6.1's rxe).
+    if access & ON_DEMAND != 0 && !ctx.dev.profile().odp {
+        return Err(libc::EINVAL);
+    }
     // Implicit ODP (the whole address space): not simulated, as on an
     // mlx5 without IBV_ODP_SUPPORT_IMPLICIT.
     if access & ON_DEMAND != 0 && addr.is_null() && len == usize::MAX {
         return Err(libc::EOPNOTSUPP);
     }
     check_range(addr as usize, len)?;
+    // On-demand paging pins nothing; anything else counts its pages
+    // against the locked-memory limit, then must be writable where the
+    // access needs it.
+    let pinned = if access & ON_DEMAND != 0 {
+        0
+    } else {
+        pin(addr as usize, len)?
+    };
+    if access & WRITABLE != 0 {
+        if let Err(e) = check_writable(addr as usize, len) {
+            unpin(pinned);
+            return Err(e);
+        }
+    }
     let iova = if zero_based { 0 } else { iova };
-    insert(ctx, pd, pd_ptr, addr, len, iova, access)
+    let info = MrInfo {
+        addr: addr as usize,
+        len,
+        iova,
+        access,
+        pd: pd.base(),
+        pinned,
+    };
+    insert(ctx, pd, pd_ptr, info).inspect_err(|_| unpin(pinned))
 }
 
 /// An MR on device memory (`objects::dm`, which checked that the range
@@ -186,7 +348,15 @@ pub fn reg_dm(
 ) -> Result<*mut ibv_mr, c_int> {
     let (ctx, pd) = pd::get(pd_ptr)?;
     check_access(access)?;
-    insert(ctx, pd, pd_ptr, addr, len, 0, access)
+    let info = MrInfo {
+        addr: addr as usize,
+        len,
+        iova: 0,
+        access,
+        pd: pd.base(),
+        pinned: 0,
+    };
+    insert(ctx, pd, pd_ptr, info)
 }
 
 /// Registers a checked MR of `pd` (under the context lock).
@@ -194,22 +364,13 @@ fn insert(
     ctx: &'static SimContext,
     pd: &'static SimPd,
     pd_ptr: *mut ibv_pd,
-    addr: *mut c_void,
-    len: usize,
-    iova: u64,
-    access: u32,
+    info: MrInfo,
 ) -> Result<*mut ibv_mr, c_int> {
     let mut st = ctx.lock_open()?;
     if !registry::is_live(pd_ptr as usize, Kind::Pd) {
         return Err(libc::EINVAL);
     }
-    let info = MrInfo {
-        addr: addr as usize,
-        len,
-        iova,
-        access,
-        pd: pd.base(),
-    };
+    ctx.dev.take(crate::device::Limit::Mr)?;
     let shared = new_key(|key| {
         Arc::new(MrShared {
             key,
@@ -220,8 +381,8 @@ fn insert(
         mr: ibv_mr {
             context: ctx.ibv(),
             pd: pd_ptr,
-            addr,
-            length: len,
+            addr: info.addr as *mut c_void,
+            length: info.len,
             handle: st.handle(),
             lkey: shared.key,
             rkey: shared.key,
@@ -236,6 +397,8 @@ fn insert(
         Entry {
             kind: Kind::Mr,
             ctx: ctx.addr(),
+            // SAFETY: raw was just boxed here and is not shared yet.
+            handle: unsafe { (*raw).mr.handle },
         },
     );
     Ok(raw.cast())
@@ -278,22 +441,50 @@ pub fn rereg(
     if flags & REREG_CHANGE_TRANSLATION != 0 {
         check_range(addr as usize, len).map_err(cmd)?;
     }
+    let info_now = *mr.shared.info.lock();
+    let new_access = if flags & REREG_CHANGE_ACCESS != 0 {
+        access
+    } else {
+        info_now.access
+    };
+    let (new_addr, new_len) = if flags & REREG_CHANGE_TRANSLATION != 0 {
+        (addr as usize, len)
+    } else {
+        (info_now.addr, info_now.len)
+    };
+    // A new translation is pinned anew (the old one is released when
+    // the change is made); new write access needs writable pages.
+    let new_pinned = if flags & REREG_CHANGE_TRANSLATION != 0 && new_access & ON_DEMAND == 0 {
+        Some(pin(new_addr, new_len).map_err(cmd)?)
+    } else {
+        None
+    };
+    if new_access & WRITABLE != 0 {
+        if let Err(e) = check_writable(new_addr, new_len) {
+            unpin(new_pinned.unwrap_or(0));
+            return Err(cmd(e));
+        }
+    }
+    let undo = |e| {
+        unpin(new_pinned.unwrap_or(0));
+        e
+    };
     let new_sim_pd: Option<&SimPd> = if flags & REREG_CHANGE_PD != 0 {
-        let (pctx, p) = pd::get(new_pd).map_err(cmd)?;
+        let (pctx, p) = pd::get(new_pd).map_err(cmd).map_err(undo)?;
         if !core::ptr::eq(pctx, ctx) {
-            return Err(cmd(libc::EINVAL));
+            return Err(undo(cmd(libc::EINVAL)));
         }
         Some(p)
     } else {
         None
     };
-    let _st = ctx.lock_open().map_err(cmd)?;
+    let _st = ctx.lock_open().map_err(cmd).map_err(undo)?;
     if !registry::is_live(mr_ptr as usize, Kind::Mr) {
-        return Err(cmd(libc::EINVAL));
+        return Err(undo(cmd(libc::EINVAL)));
     }
     if let Some(p) = new_sim_pd {
         if !registry::is_live(new_pd as usize, Kind::Pd) {
-            return Err(cmd(libc::EINVAL));
+            return Err(undo(cmd(libc::EINVAL)));
         }
         let mut info = mr.shared.info.lock();
         // SAFETY: the old PD (the one the MR was made on, perhaps a
@@ -311,6 +502,9 @@ pub fn rereg(
         info.addr = addr as usize;
         info.len = len;
         info.iova = addr as u64;
+    }
+    if let Some(n) = new_pinned {
+        unpin(core::mem::replace(&mut info.pinned, n));
     }
     let m = mr_ptr;
     // SAFETY: m is a live SimMr; its C fields are only written here, under
@@ -345,8 +539,10 @@ pub fn dereg(mr_ptr: *mut ibv_mr) -> Result<(), c_int> {
         .fetch_sub(1, Ordering::Relaxed);
     KEYS.remove(mr.shared.key);
     OBJECTS.remove(mr_ptr as usize);
+    ctx.dev.give(crate::device::Limit::Mr);
     st.children -= 1;
     drop(st);
+    unpin(info.pinned);
     fork::dofork_range(info.addr as *mut c_void, info.len);
     // SAFETY: allocated by Box in `reg`, just unregistered under the lock.
     drop(unsafe { Box::from_raw(mr_ptr as *mut SimMr) });

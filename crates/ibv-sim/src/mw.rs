@@ -141,6 +141,13 @@ fn bind(s: &QpShared, b: &BindReq, key: u32) -> c_int {
         // SAFETY: a live window (checked just above).
         let m = unsafe { &*(b.mw as *const SimMw) };
         let w = &m.shared;
+        // rxe: a type 2 bind takes only the key (the low 8 bits) of the
+        // rkey it is given; the window keeps its index.
+        let key = if w.ty == TYPE_2 && s.dev.profile().mw_key_byte_only {
+            (w.index << 8) | (key & 0xff)
+        } else {
+            key
+        };
         if w.ty != b.ty || w.pd != s.pd || key >> 8 != w.index {
             return None;
         }

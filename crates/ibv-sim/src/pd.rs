@@ -65,6 +65,9 @@ impl ParentPd {
 /// A live PD and its context.
 pub fn get(pd: *mut ibv_pd) -> Result<(&'static SimContext, &'static SimPd), c_int> {
     let ctx = context::owner_of(pd as usize, Kind::Pd)?;
+    // SAFETY: a live PD (the registry says so): its C fields are readable.
+    let (named, handle) = unsafe { ((*pd).context, (*pd).handle) };
+    context::known(ctx, pd as usize, named, handle)?;
     // SAFETY: the registry says a live SimPd is at this address.
     Ok((ctx, unsafe { &*(pd as *const SimPd) }))
 }
@@ -73,6 +76,7 @@ pub fn get(pd: *mut ibv_pd) -> Result<(&'static SimContext, &'static SimPd), c_i
 pub fn alloc(ctx: *mut ibv_context) -> Result<*mut ibv_pd, c_int> {
     let sim = context::from_ibv(ctx)?;
     let mut st = sim.lock_open()?;
+    sim.dev.take(crate::device::Limit::Pd)?;
     let b = Box::new(SimPd {
         pd: ibv_pd {
             context: sim.ibv(),
@@ -88,6 +92,8 @@ pub fn alloc(ctx: *mut ibv_context) -> Result<*mut ibv_pd, c_int> {
         Entry {
             kind: Kind::Pd,
             ctx: sim.addr(),
+            // SAFETY: raw was just boxed here and is not shared yet.
+            handle: unsafe { (*raw).pd.handle },
         },
     );
     Ok(raw.cast())
@@ -106,6 +112,7 @@ pub fn dealloc(pd: *mut ibv_pd) -> Result<(), c_int> {
     OBJECTS.remove(pd as usize);
     st.children -= 1;
     if p.parent == 0 {
+        ctx.dev.give(crate::device::Limit::Pd);
         drop(st);
         // SAFETY: allocated by Box in `alloc`, just unregistered under the lock.
         drop(unsafe { Box::from_raw(pd as *mut SimPd) });

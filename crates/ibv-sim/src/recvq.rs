@@ -24,6 +24,22 @@ pub trait Parked: Send {
     /// Its QP was reset or destroyed: the sender learns that the message
     /// was never received.
     fn fail(self: Box<Self>);
+    /// When its next RNR retry is due (the data path's clock, ns); 0 for
+    /// a message that lands whenever a receive is posted.
+    fn due(&self) -> u64 {
+        0
+    }
+    /// A retry found no receive: schedules the next one after `now` and
+    /// returns true, or false when no retry is left.
+    fn retry(&mut self, _now: u64) -> bool {
+        false
+    }
+    /// Who sent it (an address identifying the sending QP; 0: unknown).
+    fn sender(&self) -> usize {
+        0
+    }
+    /// Completes the sender with `status` (no receive took the message).
+    fn refuse(self: Box<Self>, status: core::ffi::c_int);
 }
 
 /// A receive queue (of a QP or an SRQ) and the messages waiting on it.

@@ -176,6 +176,9 @@ pub enum Kind {
 pub struct Entry {
     pub kind: Kind,
     pub ctx: usize,
+    /// The `handle` the object's C struct was given (0: not checked), by
+    /// which the kernel knows it (`context::known`).
+    pub handle: u32,
 }
 
 pub static OBJECTS: Lazy<Sharded<usize, Entry>> = Lazy::new(Sharded::new);
@@ -186,6 +189,11 @@ pub fn owner(addr: usize, kind: Kind) -> Option<usize> {
         Some(e) if e.kind == kind => Some(e.ctx),
         _ => None,
     }
+}
+
+/// The handle a live object at `addr` was given (0: none checked).
+pub fn handle(addr: usize) -> Option<u32> {
+    OBJECTS.get(addr).map(|e| e.handle)
 }
 
 /// Whether `addr` is (still) a live object of kind `kind`.

@@ -8,7 +8,6 @@ use parking_lot::Mutex;
 use verbs_abi::{ibv_pd, ibv_srq, ibv_srq_attr};
 
 use crate::context::{self, SimContext};
-use crate::device::limits;
 use crate::events::{async_kind, AsyncEvent, EventCounter, EventQueue};
 use crate::pd::{self, SimPd};
 use crate::recvq::RecvQueue;
@@ -67,6 +66,9 @@ pub struct SimSrq {
 /// A live SRQ and its context.
 pub fn get(srq: *mut ibv_srq) -> Result<(&'static SimContext, &'static SimSrq), c_int> {
     let ctx = context::owner_of(srq as usize, Kind::Srq)?;
+    // SAFETY: a live SRQ (the registry says so): its C fields are readable.
+    let (named, handle) = unsafe { ((*srq).context, (*srq).handle) };
+    context::known(ctx, srq as usize, named, handle)?;
     // SAFETY: the registry says a live SimSrq is at this address.
     Ok((ctx, unsafe { &*(srq as *const SimSrq) }))
 }
@@ -88,16 +90,18 @@ pub fn create(
     attr: &mut ibv_srq_attr,
 ) -> Result<*mut ibv_srq, c_int> {
     let (ctx, pd) = pd::get(pd_ptr)?;
-    if attr.max_wr == 0 || attr.max_wr > limits::MAX_SRQ_WR as u32 {
+    let pr = ctx.dev.profile();
+    if attr.max_wr == 0 || attr.max_wr > pr.max_srq_wr as u32 {
         return Err(libc::EINVAL);
     }
-    if attr.max_sge > limits::MAX_SRQ_SGE as u32 {
+    if attr.max_sge > pr.max_srq_sge as u32 {
         return Err(libc::EINVAL);
     }
     let mut st = ctx.lock_open()?;
     if !registry::is_live(pd_ptr as usize, Kind::Pd) {
         return Err(libc::EINVAL);
     }
+    ctx.dev.take(crate::device::Limit::Srq)?;
     let raw = Box::into_raw(Box::new(SimSrq {
         // SAFETY: ibv_srq is plain data; all-zero is valid.
         srq: unsafe { core::mem::zeroed() },
@@ -132,6 +136,8 @@ pub fn create(
         Entry {
             kind: Kind::Srq,
             ctx: ctx.addr(),
+            // SAFETY: raw was just boxed here and is not shared yet.
+            handle: unsafe { (*raw).srq.handle },
         },
     );
     Ok(raw.cast())
@@ -152,7 +158,7 @@ pub fn modify(srq: *mut ibv_srq, attr: *mut ibv_srq_attr, mask: c_int) -> Result
             return Err(libc::EINVAL);
         }
         if a.max_wr == 0
-            || a.max_wr > limits::MAX_SRQ_WR as u32
+            || a.max_wr > ctx.dev.profile().max_srq_wr as u32
             || (a.max_wr as usize) < inner.rq.wqes.len()
         {
             return Err(libc::EINVAL);
@@ -216,8 +222,10 @@ pub fn destroy(srq: *mut ibv_srq) -> Result<(), c_int> {
     let mut st = ctx.lock();
     // SAFETY: the SRQ's PD is live (it counts this SRQ as a user).
     unsafe { &*s.pd }.users.fetch_sub(1, Ordering::Relaxed);
-    if let Some(f) = s.release {
-        f(addr);
+    match s.release {
+        Some(f) => f(addr),
+        // A plain SRQ (XRC SRQs are the XRC domain's, uncounted).
+        None => ctx.dev.give(crate::device::Limit::Srq),
     }
     st.children -= 1;
     drop(st);

@@ -61,6 +61,7 @@ pub unsafe extern "C" fn sim_open_xrcd(
 ) -> *mut ibv_xrcd {
     guard::ptr(|| {
         let sim = context::from_ibv(ctx)?;
+        crate::profile::offered(sim.dev.profile().xrc)?;
         if attr.is_null() {
             return Err(libc::EINVAL);
         }

@@ -15,7 +15,7 @@
 //! past the queue's depth.
 
 use std::ffi::c_int;
-use std::ptr::addr_of;
+use std::ptr::{addr_of, addr_of_mut};
 
 use verbs_abi::{
     ibv_qp, ibv_qp_state, ibv_recv_wr, ibv_send_flags, ibv_send_wr, ibv_sge, ibv_srq, ibv_wr_opcode,
@@ -104,16 +104,20 @@ fn sges_pass(
 }
 
 /// What a rule needs of a QP: its context, PD, number and state (read
-/// as the int it is in C).
+/// as the int it is in C, atomically: another thread's `ibv_modify_qp`
+/// may be writing it).
 #[inline(always)]
 fn facts(qp: *mut ibv_qp) -> (usize, usize, u32, c_int) {
-    // SAFETY: a live QP (the inline verb read its context).
+    // SAFETY: a live QP (the inline verb read its context); `state` is an
+    // aligned int-sized field, read with a relaxed atomic load (a plain
+    // `mov`, as the plain read was).
     unsafe {
         (
             (*qp).context as usize,
             (*qp).pd as usize,
             (*qp).qp_num,
-            addr_of!((*qp).state).cast::<c_int>().read(),
+            core::sync::atomic::AtomicI32::from_ptr(addr_of_mut!((*qp).state).cast::<i32>())
+                .load(core::sync::atomic::Ordering::Relaxed),
         )
     }
 }

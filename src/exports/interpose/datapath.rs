@@ -487,10 +487,15 @@ fn check_caps(q: Queue, wr: &Wr, inline: bool, site: usize) {
     }
 }
 
-/// The QP's state, read as the int it is in C.
+/// The QP's state, read as the int it is in C, atomically (another
+/// thread's `ibv_modify_qp` may be writing it).
 fn qp_state(qp: *mut ibv_qp) -> c_int {
-    // SAFETY: a live QP the program is posting to.
-    unsafe { addr_of!((*qp).state).cast::<c_int>().read() }
+    // SAFETY: a live QP the program is posting to; `state` is an aligned
+    // int-sized field.
+    unsafe {
+        core::sync::atomic::AtomicI32::from_ptr(core::ptr::addr_of_mut!((*qp).state).cast::<i32>())
+            .load(core::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 pub(super) fn state_name(state: c_int) -> &'static str {

@@ -34,7 +34,7 @@ pub(crate) fn reaches(ah: &verbs_abi::ibv_ah_attr, dst: &QpShared, port: u32) ->
         }
         // SAFETY: reading the raw bytes of a GID union.
         let dgid = unsafe { ah.grh.dgid.raw };
-        (0..dst.dev.gid_tbl_len() as u32)
+        (0..dst.dev.gid_slots())
             .any(|i| matches!(dst.dev.gid(port, i), Ok(Some((g, _))) if g == dgid))
     } else {
         ah.dlid == dst.dev.lid(port)
@@ -99,6 +99,13 @@ pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr) {
         return remote::execute(s, a, w, signaled, slid);
     }
     let Some((dst, dst_access)) = connected_peer(s, a) else {
+        // A QP of ours that does not take the request (not connected back,
+        // not ready to receive) drops it: where the profile says so (rxe),
+        // the requester then times out as towards anyone silent, through
+        // the fabric's deadlines (`timeout`, `retry_cnt`).
+        if s.qp_type != QPT_UC && s.dev.profile().unanswered_times_out {
+            return remote::execute(s, a, w, signaled, slid);
+        }
         // Nobody answers: RC retries and gives up; UC just loses the message.
         return done(
             if s.qp_type != QPT_UC {
@@ -133,13 +140,13 @@ pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr) {
                 Err(st) => return done(st, 0),
             };
             match gather(s, &w.sge, inline) {
-                Ok(p) => deliver(
+                Ok(p) => deliver_for(
                     &dst,
                     Message {
                         xrc,
                         ..msg_for(p, None)
                     },
-                    a.rnr_retry == 7,
+                    rnr_wait_of(a, &dst),
                 ),
                 Err(st) => done(st, 0),
             }
@@ -160,7 +167,7 @@ pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr) {
                     REMOTE_WRITE,
                 ) {
                     Ok(host) => copy_bytes(data.as_ptr() as usize, host, data.len()),
-                    Err(st) => return done(st, 0),
+                    Err(st) => return done(refused(&dst, st), 0),
                 }
             }
             if w.opcode == WR_RDMA_WRITE_WITH_IMM {
@@ -171,7 +178,7 @@ pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr) {
                     xrc,
                     ..msg_for(Vec::new(), Some(n))
                 };
-                deliver(&dst, m, a.rnr_retry == 7);
+                deliver_for(&dst, m, rnr_wait_of(a, &dst));
             } else {
                 done(WC_SUCCESS, data.len() as u32);
             }
@@ -191,7 +198,7 @@ pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr) {
                     REMOTE_READ,
                 ) {
                     Ok(h) => h,
-                    Err(st) => return done(st, 0),
+                    Err(st) => return done(refused(&dst, st), 0),
                 }
             };
             let mut data = vec![0u8; len as usize];
@@ -215,7 +222,7 @@ pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr) {
                 REMOTE_ATOMIC,
             ) {
                 Ok(h) => h,
-                Err(st) => return done(st, 0),
+                Err(st) => return done(refused(&dst, st), 0),
             };
             // SAFETY: 8 aligned bytes inside a registered MR with atomic access.
             let cell = unsafe { &*(host as *const AtomicU64) };
@@ -262,6 +269,15 @@ pub(super) fn execute_ud(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr, signaled: bo
         w.remote_qkey
     };
     let grh = (ah.is_global != 0).then(|| {
+        let source = s
+            .dev
+            .gid(u32::from(ah.port_num), u32::from(ah.grh.sgid_index));
+        // SAFETY: reading the raw bytes of a GID union.
+        let dgid = unsafe { ah.grh.dgid.raw };
+        // An IPv6-style GRH also for RoCE v2 over IPv4 (where rxe leaves 20
+        // zero bytes and the IPv4 header): UCX's ud_verbs over the sim
+        // stops receiving with the IPv4 layout (tests/c/fidelity/
+        // DIFFERENCES.md).
         let mut g = [0u8; GRH_LEN];
         let flow =
             (6u32 << 28) | (u32::from(ah.grh.traffic_class) << 20) | (ah.grh.flow_label & 0xfffff);
@@ -269,14 +285,10 @@ pub(super) fn execute_ud(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr, signaled: bo
         g[4..6].copy_from_slice(&(payload.len() as u16).to_be_bytes());
         g[6] = 0x1b;
         g[7] = ah.grh.hop_limit;
-        if let Ok(Some((sgid, _))) = s
-            .dev
-            .gid(u32::from(ah.port_num), u32::from(ah.grh.sgid_index))
-        {
+        if let Ok(Some((sgid, _))) = source {
             g[8..24].copy_from_slice(&sgid);
         }
-        // SAFETY: reading the raw bytes of a GID union.
-        g[24..40].copy_from_slice(&unsafe { ah.grh.dgid.raw });
+        g[24..40].copy_from_slice(&dgid);
         g
     });
     if w.remote_qpn != 0x00ff_ffff && QPS.get(w.remote_qpn).is_none() {
@@ -327,6 +339,28 @@ pub(super) fn execute_ud(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr, signaled: bo
         }
     }
     done(WC_SUCCESS);
+}
+
+/// A request `dst` refused (access, key, bounds): a responder that treats
+/// that as a class C error (the profile's `responder_fails`) goes to ERR as
+/// well. Returns the requester's status.
+pub(super) fn refused(dst: &QpShared, status: c_int) -> c_int {
+    if dst.dev.profile().responder_fails && dst.qp_type == QPT_RC {
+        dst.fail(ERR);
+    }
+    status
+}
+
+/// The IPv4 header checksum of `h` (its checksum field zero).
+pub(crate) fn ipv4_checksum(h: &[u8]) -> u16 {
+    let mut sum: u32 = h
+        .chunks(2)
+        .map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)])))
+        .sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
 }
 
 /// An opcode an RC send queue takes (atomics where the device has them).

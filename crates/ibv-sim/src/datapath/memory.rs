@@ -35,7 +35,11 @@ pub(crate) fn remote(
     need: u32,
 ) -> Result<usize, c_int> {
     if dst_access & need == 0 {
-        return Err(WC_REM_ACCESS_ERR);
+        return Err(if dst.dev.profile().qp_access_inv_req {
+            WC_REM_INV_REQ_ERR
+        } else {
+            WC_REM_ACCESS_ERR
+        });
     }
     let pd = xrc_target(dst, srqn)?.map_or(dst.pd, |x| x.pd);
     if crate::mw::is_window_key(rkey) {

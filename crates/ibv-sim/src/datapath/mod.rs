@@ -161,10 +161,19 @@ pub fn post_one(s: &Arc<QpShared>, w: SendWr) -> Result<(), c_int> {
         (g.state, g.attrs)
     };
     match state {
-        RTS => check_send(s, &w).map(|()| execute(s, &attrs, w)),
+        RTS => {
+            check_send(s, &w)?;
+            // A ring send queue (rxe) takes no more than its capacity of
+            // work requests still waiting for their completions.
+            if !s.sq_use.take(sq_slots(s)) {
+                return Err(libc::ENOMEM);
+            }
+            execute(s, &attrs, w);
+            Ok(())
+        }
         ERR | SQE => check_send(s, &w).map(|()| {
             s.send_cq
-                .push(flush_wc(w.wr_id, wc_opcode_of(w.opcode), s.qp_num), true)
+                .push(flush_wc(w.wr_id, wc_opcode_of(w.opcode), s.qp_num), true);
         }),
         // RESET, INIT, RTR, SQD: the send queue is not processing.
         _ => Err(libc::EINVAL),
@@ -189,6 +198,16 @@ fn list_ok(sg_list: *const ibv_sge, num_sge: c_int, max_sge: u32) -> Result<(), 
 /// chain that loops back on itself ends there.
 fn chain_limit(depth: u32) -> usize {
     depth.max(1) as usize
+}
+
+/// How many send work requests a QP holds at once: its capacity where the
+/// profile's send queue is a ring, else no bound.
+fn sq_slots(s: &QpShared) -> u32 {
+    if s.dev.profile().ring_queues {
+        s.cap.max_send_wr
+    } else {
+        u32::MAX
+    }
 }
 
 /// `ibv_post_send`.
@@ -301,6 +320,11 @@ pub fn post_recv(qp: *mut ibv_qp, wr: *mut ibv_recv_wr, bad: *mut *mut ibv_recv_
     drain(|| {
         let mut g = s.st.lock();
         if g.rq.wqes.is_empty() || g.rq.pending.is_empty() {
+            return None;
+        }
+        // A message on timed RNR retries lands at its next retry
+        // (`recv::rnr_tick`), not as soon as the receive is posted.
+        if g.rq.pending.front().is_some_and(|p| p.due() != 0) {
             return None;
         }
         let w = g.rq.wqes.pop_front()?;

@@ -2,12 +2,26 @@
 //! receive WQE, parking a message until one is posted (the sender's RNR
 //! wait), and completing the sender. The queues themselves: `recvq`.
 
+use std::collections::VecDeque;
+
 use super::*;
 
 /// A message waiting for a receive WQE (the sender's RNR retries).
 pub struct Pending {
     pub(super) dst: Arc<QpShared>,
     pub(super) msg: Message,
+    /// Timed retries (a profile with `rnr_timer`, `rnr_retry` below 7):
+    /// the message lands at a retry, not when the receive is posted.
+    rnr: Option<RnrRetry>,
+}
+
+/// A parked message's RNR retries: the next one's time, those left, and
+/// the responder's RNR timer.
+#[derive(Clone, Copy)]
+struct RnrRetry {
+    due: u64,
+    left: u8,
+    period: u64,
 }
 
 impl Parked for Pending {
@@ -22,6 +36,158 @@ impl Parked for Pending {
     fn fail(self: Box<Self>) {
         // As when the peer vanishes.
         complete_msg(&self.msg, WC_RETRY_EXC_ERR, 0);
+    }
+
+    fn due(&self) -> u64 {
+        self.rnr.map_or(0, |r| r.due)
+    }
+
+    fn retry(&mut self, now: u64) -> bool {
+        match &mut self.rnr {
+            Some(r) if r.left > 0 => {
+                r.left -= 1;
+                r.due = now.saturating_add(r.period);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn sender(&self) -> usize {
+        match &self.msg.src {
+            Origin::Local(s) => s.addr,
+            Origin::Remote(_) => 0,
+        }
+    }
+
+    fn refuse(self: Box<Self>, status: c_int) {
+        complete_msg(&self.msg, status, 0);
+    }
+}
+
+/// How a send that finds no receive WQE waits.
+#[derive(Clone, Copy)]
+pub(crate) enum RnrWait {
+    /// Fails at once (RNR_RETRY_EXC_ERR): no retries.
+    Fail,
+    /// Waits for a receive however long it takes (`rnr_retry` 7).
+    Forever,
+    /// Retries every `period` ns, `retries` times, then fails.
+    Timed { retries: u8, period: u64 },
+}
+
+/// The IB spec's RNR NAK timer (`min_rnr_timer` codes 0-31), microseconds.
+const RNR_TIMER_US: [u64; 32] = [
+    655_360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960, 1_280, 1_920, 2_560, 3_840,
+    5_120, 7_680, 10_240, 15_360, 20_480, 30_720, 40_960, 61_440, 81_920, 122_880, 163_840,
+    245_760, 327_680, 491_520,
+];
+
+/// The RNR NAK timer of a responder's `min_rnr_timer`, ns.
+pub(crate) fn rnr_timer_ns(code: u8) -> u64 {
+    RNR_TIMER_US[usize::from(code & 31)] * 1_000
+}
+
+/// How a sender with attributes `a` waits for `dst`'s receives: forever
+/// at `rnr_retry` 7; on a profile with `rnr_timer` (rxe), `rnr_retry`
+/// retries of the responder's RNR timer; otherwise it fails at once.
+pub(crate) fn rnr_wait_of(a: &QpAttrs, dst: &QpShared) -> RnrWait {
+    if a.rnr_retry >= 7 {
+        RnrWait::Forever
+    } else if dst.dev.profile().rnr_timer {
+        let code = dst.st.lock().attrs.min_rnr_timer;
+        RnrWait::Timed {
+            retries: a.rnr_retry,
+            period: rnr_timer_ns(code),
+        }
+    } else {
+        RnrWait::Fail
+    }
+}
+
+/// Destination QPs with messages on timed RNR retries (`rnr_tick` looks
+/// at them). A forked child finds the lock free.
+static RNR_QPS: crate::fork_lock::Mutex<Vec<Arc<QpShared>>> =
+    crate::fork_lock::Mutex::new(Vec::new());
+static N_RNR: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+
+/// Whether a message waits on a timed RNR retry (the progress engine
+/// keeps ticking while one does).
+pub(crate) fn rnr_waiting() -> bool {
+    N_RNR.load(Ordering::Relaxed) > 0
+}
+
+fn watch_rnr(dst: &Arc<QpShared>) {
+    let mut v = RNR_QPS.lock();
+    if !v.iter().any(|q| Arc::ptr_eq(q, dst)) {
+        v.push(dst.clone());
+        N_RNR.store(v.len(), Ordering::Relaxed);
+    }
+}
+
+/// The retries that are due: a message whose receive was posted since
+/// lands; one still without a receive retries again later, or, out of
+/// retries, fails its sender with `IBV_WC_RNR_RETRY_EXC_ERR` (the sender
+/// goes to ERR, and its messages parked behind it are flushed). Runs from
+/// the progress engine's tick.
+pub(crate) fn rnr_tick() {
+    if !rnr_waiting() {
+        return;
+    }
+    let now = crate::fabric::now_ns();
+    let qps: Vec<Arc<QpShared>> = RNR_QPS.lock().clone();
+    for dst in qps.iter().filter(|q| q.born.here().is_ok()) {
+        rnr_retry_due(dst, now);
+    }
+    let mut v = RNR_QPS.lock();
+    v.retain(|q| q.born.here().is_ok() && q.st.lock().rq.pending.iter().any(|p| p.due() != 0));
+    N_RNR.store(v.len(), Ordering::Relaxed);
+}
+
+fn rnr_retry_due(dst: &Arc<QpShared>, now: u64) {
+    // Once the retry at the front landed, the messages waiting behind it
+    // land too while receives are there.
+    let mut landed = false;
+    loop {
+        let mut g = dst.st.lock();
+        let Some(due) = g.rq.pending.front().map(|p| p.due()) else {
+            return;
+        };
+        if due > now || (due == 0 && !landed) {
+            return;
+        }
+        if !g.rq.wqes.is_empty() {
+            let (Some(w), Some(p)) = (g.rq.wqes.pop_front(), g.rq.pending.pop_front()) else {
+                return;
+            };
+            drop(g);
+            p.land(w);
+            landed = true;
+            continue;
+        }
+        if due == 0 {
+            return;
+        }
+        // Still no receive: one more retry, or none left.
+        let retried = g.rq.pending.front_mut().is_some_and(|p| p.retry(now));
+        if retried {
+            return;
+        }
+        let Some(p) = g.rq.pending.pop_front() else {
+            return;
+        };
+        // Its sender goes to ERR: its messages parked behind it are flushed.
+        let sender = p.sender();
+        let (behind, rest): (VecDeque<_>, VecDeque<_>) =
+            g.rq.pending
+                .drain(..)
+                .partition(|q| sender != 0 && q.sender() == sender);
+        g.rq.pending = rest;
+        drop(g);
+        p.refuse(WC_RNR_RETRY_EXC_ERR);
+        for q in behind {
+            q.refuse(WC_WR_FLUSH_ERR);
+        }
     }
 }
 
@@ -72,6 +238,7 @@ pub(crate) fn complete_send(
         // The buffer goes back to the program before all of it was sent.
         crate::fabric::settle_outbox();
     }
+    src.sq_use.release();
     if status != WC_SUCCESS || signaled {
         let mut w = wc(wr_id, status, opcode, src.qp_num);
         w.byte_len = byte_len;
@@ -142,17 +309,30 @@ pub(crate) fn land(dst: &QpShared, wqe: RecvWqe, msg: &Message) -> c_int {
             if msg.grh_valid {
                 w.wc_flags |= WC_GRH;
             }
-            recv_cq.push(w, msg.solicited);
+            // rxe: a receive completion lost to a full CQ is a class A
+            // error of the responder, which goes to ERR (the CQ raised
+            // IBV_EVENT_CQ_ERR).
+            if !recv_cq.push(w, msg.solicited)
+                && dst.dev.profile().cq_overflow_fails_qp
+                && dst.qp_type != QPT_UD
+            {
+                dst.fail(ERR);
+            }
             WC_SUCCESS
         }
         Err(status) => {
+            let status = if status == WC_LOC_LEN_ERR && dst.dev.profile().short_recv_qp_op_err {
+                WC_LOC_QP_OP_ERR
+            } else {
+                status
+            };
             recv_cq.push(wc(wqe.wr_id, status, opcode, dst.qp_num), true);
             if dst.qp_type == QPT_UD {
                 // Unreliable: the sender never learns.
                 return WC_SUCCESS;
             }
             dst.fail(ERR);
-            if status == WC_LOC_LEN_ERR {
+            if status == WC_LOC_LEN_ERR && !dst.dev.profile().short_recv_qp_op_err {
                 WC_REM_INV_REQ_ERR
             } else {
                 WC_REM_OP_ERR
@@ -170,6 +350,23 @@ pub(super) enum Taken {
 /// Takes a receive WQE of `dst` for `msg`, or parks `msg` until one is
 /// posted (`wait`), atomically with respect to posters.
 pub(super) fn take_wqe(dst: &Arc<QpShared>, msg: Message, wait: bool) -> Taken {
+    take_wqe_for(
+        dst,
+        msg,
+        if wait {
+            RnrWait::Forever
+        } else {
+            RnrWait::Fail
+        },
+    )
+}
+
+/// [`take_wqe`] with the sender's way of waiting: a timed wait parks on a
+/// QP's own receive queue with its first retry due one RNR timer from now
+/// (on an SRQ it fails at once, as without timed retries).
+pub(super) fn take_wqe_for(dst: &Arc<QpShared>, msg: Message, how: RnrWait) -> Taken {
+    let wait = matches!(how, RnrWait::Forever)
+        || (matches!(how, RnrWait::Timed { .. }) && msg.xrc.is_none() && dst.srq.is_none());
     // RC is in order: behind a parked message, the next one parks too.
     let srq = msg
         .xrc
@@ -188,6 +385,7 @@ pub(super) fn take_wqe(dst: &Arc<QpShared>, msg: Message, wait: bool) -> Taken {
             g.rq.pending.push_back(Box::new(Pending {
                 dst: dst.clone(),
                 msg,
+                rnr: None,
             }));
             return Taken::Parked;
         }
@@ -199,10 +397,26 @@ pub(super) fn take_wqe(dst: &Arc<QpShared>, msg: Message, wait: bool) -> Taken {
         return Taken::Wqe(w, msg);
     }
     if wait {
+        // Behind another message it waits its turn; at the front, a timed
+        // wait's first retry is one RNR timer away.
+        let rnr = match how {
+            RnrWait::Timed { retries, period } if !behind => Some(RnrRetry {
+                due: crate::fabric::now_ns().saturating_add(period),
+                left: retries,
+                period,
+            }),
+            _ => None,
+        };
+        let timed = rnr.is_some();
         g.rq.pending.push_back(Box::new(Pending {
             dst: dst.clone(),
             msg,
+            rnr,
         }));
+        drop(g);
+        if timed {
+            watch_rnr(dst);
+        }
         return Taken::Parked;
     }
     Taken::None(msg)
@@ -210,7 +424,20 @@ pub(super) fn take_wqe(dst: &Arc<QpShared>, msg: Message, wait: bool) -> Taken {
 
 /// Delivers `msg` to `dst` and completes the sender, now or (RNR wait) later.
 pub(crate) fn deliver(dst: &Arc<QpShared>, msg: Message, rnr_wait: bool) {
-    match take_wqe(dst, msg, rnr_wait) {
+    deliver_for(
+        dst,
+        msg,
+        if rnr_wait {
+            RnrWait::Forever
+        } else {
+            RnrWait::Fail
+        },
+    )
+}
+
+/// [`deliver`] with the sender's way of waiting ([`rnr_wait_of`]).
+pub(crate) fn deliver_for(dst: &Arc<QpShared>, msg: Message, how: RnrWait) {
+    match take_wqe_for(dst, msg, how) {
         Taken::Wqe(w, msg) => finish(dst, w, msg),
         Taken::Parked => {}
         Taken::None(msg) => {
@@ -227,7 +454,9 @@ pub(crate) fn deliver(dst: &Arc<QpShared>, msg: Message, rnr_wait: bool) {
 pub(super) fn finish(dst: &QpShared, w: RecvWqe, msg: Message) {
     let status = land(dst, w, &msg);
     let len = msg.write_imm_len.unwrap_or(msg.payload.len() as u32);
-    let byte_len = if msg.send_opcode == WC_RDMA_WRITE {
+    // A requester whose profile reports it (rxe) learns the bytes sent.
+    let reports = matches!(&msg.src, Origin::Local(s) if s.dev.profile().send_byte_len);
+    let byte_len = if msg.send_opcode == WC_RDMA_WRITE || reports {
         len
     } else {
         0

@@ -50,7 +50,7 @@ static N_WAITING: AtomicUsize = AtomicUsize::new(0);
 
 /// Whether any request of ours waits for a response.
 pub fn busy() -> bool {
-    N_WAITING.load(Ordering::Relaxed) > 0
+    N_WAITING.load(Ordering::Relaxed) > 0 || super::recv::rnr_waiting()
 }
 
 /// How long hardware retries before `IBV_WC_RETRY_EXC_ERR`: 4.096 us *
@@ -335,7 +335,8 @@ fn place_write(w: &Wire, data: &[u8], first: bool) -> Result<(), c_int> {
         w.remote_addr,
         u64::from(w.total),
         REMOTE_WRITE,
-    )?;
+    )
+    .map_err(|st| super::refused(&dst, st))?;
     let off = w.offset as usize;
     if off.saturating_add(data.len()) > w.total as usize {
         return Err(WC_REM_INV_REQ_ERR);
@@ -423,7 +424,7 @@ fn handle_request(w: &Wire, data: &[u8], replayed: bool) {
             // XRC: the SRQ number travels in `qkey` (unused by RC).
             let xrc = match super::xrc_target(&dst, w.qkey) {
                 Ok(x) => x,
-                Err(st) => return peer.reply(st),
+                Err(st) => return peer.reply(super::refused(&dst, st)),
             };
             let m = Message {
                 xrc,
@@ -443,7 +444,7 @@ fn handle_request(w: &Wire, data: &[u8], replayed: bool) {
                     REMOTE_WRITE,
                 ) {
                     Ok(host) => super::copy_bytes(data.as_ptr() as usize, host, data.len()),
-                    Err(st) => return peer.reply(st),
+                    Err(st) => return peer.reply(super::refused(&dst, st)),
                 }
             }
             if w.kind == kind::WRITE_IMM {
@@ -482,7 +483,7 @@ fn handle_request(w: &Wire, data: &[u8], replayed: bool) {
                         unsafe { core::slice::from_raw_parts(host as *const u8, len as usize) };
                     reply_data(&peer, kind::READ_RESP, 0, src);
                 }
-                Err(st) => peer.reply(st),
+                Err(st) => peer.reply(super::refused(&dst, st)),
             }
         }
         kind::CMP_SWAP | kind::FETCH_ADD => {
@@ -496,7 +497,7 @@ fn handle_request(w: &Wire, data: &[u8], replayed: bool) {
                 REMOTE_ATOMIC,
             ) {
                 Ok(h) => h,
-                Err(st) => return peer.reply(st),
+                Err(st) => return peer.reply(super::refused(&dst, st)),
             };
             // SAFETY: 8 aligned bytes (the requester checked the alignment)
             // inside a registered MR of this process with atomic access.
@@ -609,6 +610,7 @@ pub fn on_response(w: &Wire, data: &[u8]) {
 /// Fails requests whose retries ran out: dropped by the responder, or
 /// sent to a process that died (or to a QP number nobody holds).
 pub fn check_deadlines() {
+    super::recv::rnr_tick();
     if !busy() {
         return;
     }

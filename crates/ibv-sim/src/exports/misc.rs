@@ -113,11 +113,24 @@ pub unsafe extern "C" fn ibv_resolve_eth_l2_from_gid(
             }
             // SAFETY: reading the raw bytes of a GID union.
             let g = unsafe { a.grh.dgid.raw };
-            // Link-local GIDs carry the MAC as a modified EUI-64.
-            if g[0] != 0xfe || g[1] & 0xc0 != 0x80 || g[11] != 0xff || g[12] != 0xfe {
-                return Err(libc::EINVAL);
-            }
-            let mac = [g[8] ^ 2, g[9], g[10], g[13], g[14], g[15]];
+            // Link-local GIDs carry the MAC as a modified EUI-64; another
+            // (IPv4-mapped) GID resolves when a simulated device holds it,
+            // as the neighbour table knows the machine's own addresses.
+            let mac = if g[0] == 0xfe && g[1] & 0xc0 == 0x80 && g[11] == 0xff && g[12] == 0xfe {
+                [g[8] ^ 2, g[9], g[10], g[13], g[14], g[15]]
+            } else {
+                crate::device::devices()
+                    .map_err(|_| libc::EINVAL)?
+                    .iter()
+                    .find(|d| {
+                        (1..=u32::from(d.phys_ports())).any(|port| {
+                            (0..d.gid_slots())
+                                .any(|i| matches!(d.gid(port, i), Ok(Some((raw, _))) if raw == g))
+                        })
+                    })
+                    .ok_or(libc::EINVAL)?
+                    .mac
+            };
             // SAFETY: eth_mac holds ETHERNET_LL_SIZE (6) bytes; vid, if
             // given, points at the caller's u16.
             unsafe {

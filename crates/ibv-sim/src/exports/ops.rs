@@ -96,7 +96,7 @@ pub unsafe extern "C" fn sim_create_srq_ex(
             SRQT_XRC if mask & (SRQ_INIT_XRCD | SRQ_INIT_CQ) != SRQ_INIT_XRCD | SRQ_INIT_CQ => {
                 return Err(libc::EINVAL)
             }
-            SRQT_XRC => {}
+            SRQT_XRC => crate::profile::offered(sim.dev.profile().xrc)?,
             // Tag-matching SRQs are not simulated.
             _ => return Err(libc::EOPNOTSUPP),
         }

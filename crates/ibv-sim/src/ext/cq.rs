@@ -90,6 +90,10 @@ fn create(ctx: *mut ibv_context, attr: *mut ibv_cq_init_attr_ex) -> Result<*mut 
     if flags & !SINGLE_THREADED != 0 || a.wc_flags & !SUPPORTED_WC_FLAGS != 0 {
         return Err(libc::EOPNOTSUPP);
     }
+    // A device without a completion clock (rxe) refuses timestamps.
+    if a.wc_flags & (WITH_COMPLETION_TIMESTAMP | WITH_COMPLETION_TIMESTAMP_WALLCLOCK) != 0 {
+        crate::profile::offered(sim.dev.profile().timestamps)?;
+    }
     let cqe = c_int::try_from(a.cqe).map_err(|_| libc::EINVAL)?;
     let vector = c_int::try_from(a.comp_vector).map_err(|_| libc::EINVAL)?;
     let cq = cq::create(ctx, cqe, a.cq_context, a.channel, vector)?;

@@ -44,6 +44,17 @@ use crate::{context, guard};
 /// `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`.
 const INIT_SEND_OPS_FLAGS: u32 = ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS as u32;
 
+/// The members of `ibv_qp_type`.
+const QP_TYPES: [c_int; 7] = [
+    verbs_abi::ibv_qp_type::IBV_QPT_RC as c_int,
+    verbs_abi::ibv_qp_type::IBV_QPT_UC as c_int,
+    verbs_abi::ibv_qp_type::IBV_QPT_UD as c_int,
+    verbs_abi::ibv_qp_type::IBV_QPT_RAW_PACKET as c_int,
+    verbs_abi::ibv_qp_type::IBV_QPT_XRC_SEND as c_int,
+    verbs_abi::ibv_qp_type::IBV_QPT_XRC_RECV as c_int,
+    verbs_abi::ibv_qp_type::IBV_QPT_DRIVER as c_int,
+];
+
 /// `ibv_qp_create_send_ops_flags`.
 const WITH_RDMA_WRITE: u64 = 1;
 const WITH_RDMA_WRITE_WITH_IMM: u64 = 1 << 1;
@@ -111,7 +122,12 @@ pub unsafe extern "C" fn sim_create_qp_ex(
         if send_ops & !allowed != 0 {
             return Err(libc::EOPNOTSUPP);
         }
-        // SAFETY: as above (plain data).
+        // The struct is read whole below: its qp_type must be a member of
+        // the enum first (an unknown type is refused as `qp::create` does).
+        if !QP_TYPES.contains(&qp_type) {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: as above; its one enum, qp_type, holds a member.
         let mut plain = unsafe { attr.read() };
         plain.comp_mask &= !INIT_SEND_OPS_FLAGS;
         let q = qp::create_ex(ctx, &mut plain)?;

@@ -61,6 +61,7 @@ pub unsafe extern "C" fn sim_alloc_dm(
 ) -> *mut ibv_dm {
     guard::ptr(|| {
         let sim = context::from_ibv(ctx)?;
+        crate::profile::offered(sim.dev.profile().device_memory)?;
         if attr.is_null() {
             return Err(libc::EINVAL);
         }

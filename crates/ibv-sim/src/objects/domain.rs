@@ -41,6 +41,7 @@ pub unsafe extern "C" fn sim_alloc_td(
 ) -> *mut ibv_td {
     guard::ptr(|| {
         let sim = context::from_ibv(ctx)?;
+        crate::profile::offered(sim.dev.profile().domains)?;
         // SAFETY: attr, when given, points at the caller's struct.
         if attr.is_null() || unsafe { (*attr).comp_mask } != 0 {
             return Err(libc::EINVAL);
@@ -68,6 +69,7 @@ pub unsafe extern "C" fn sim_alloc_parent_domain(
 ) -> *mut ibv_pd {
     guard::ptr(|| {
         let sim = context::from_ibv(ctx)?;
+        crate::profile::offered(sim.dev.profile().domains)?;
         if attr.is_null() {
             return Err(libc::EINVAL);
         }

@@ -46,6 +46,7 @@ fn alloc(pd_ptr: *mut ibv_pd, ty: c_int) -> Result<*mut ibv_mw, c_int> {
         if !registry::is_live(pd_ptr as usize, Kind::Pd) {
             return Err(libc::EINVAL);
         }
+        ctx.dev.take(crate::device::Limit::Mw)?;
         pd.users.fetch_add(1, Ordering::Relaxed);
         let (shared, rkey) = crate::mw::open(ty, pd.base());
         let mut mw = ibv_mw {
@@ -67,6 +68,9 @@ pub unsafe extern "C" fn sim_dealloc_mw(mw: *mut ibv_mw) -> c_int {
     guard::errval(|| {
         child::destroy(mw.cast::<SimMw>(), Kind::Mw, |m| {
             crate::mw::close(&m.shared);
+            if let Ok(c) = crate::context::from_ibv(m.mw.context) {
+                c.dev.give(crate::device::Limit::Mw);
+            }
             // SAFETY: the window's PD is live: it counts the window as a user.
             unsafe { &*m.pd }.users.fetch_sub(1, Ordering::Relaxed);
             Ok(())

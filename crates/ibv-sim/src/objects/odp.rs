@@ -41,7 +41,8 @@ pub unsafe extern "C" fn sim_advise_mr(
     num_sge: u32,
 ) -> c_int {
     guard::errval(|| {
-        let (_, p) = pd::get(pd_ptr)?;
+        let (ctx, p) = pd::get(pd_ptr)?;
+        crate::profile::offered(ctx.dev.profile().odp)?;
         if !(0..=MAX_ADVICE).contains(&advice) || flags & !IBV_ADVISE_MR_FLAG_FLUSH != 0 {
             return Err(libc::EOPNOTSUPP);
         }

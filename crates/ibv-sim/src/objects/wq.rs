@@ -75,25 +75,27 @@ pub unsafe extern "C" fn sim_create_wq(
 ) -> *mut ibv_wq {
     guard::ptr(|| {
         let sim = context::from_ibv(ctx)?;
+        crate::profile::offered(sim.dev.profile().wq)?;
         if attr.is_null() {
             return Err(libc::EINVAL);
         }
-        // SAFETY: attr points at the caller's struct; the enum read as an int.
-        let (a, ty) = unsafe {
-            (
-                attr.read(),
-                core::ptr::addr_of!((*attr).wq_type).cast::<c_int>().read(),
-            )
-        };
-        if ty != WQT_RQ || a.comp_mask & !WQ_INIT_FLAGS != 0 {
+        // SAFETY: attr points at the caller's struct; the enum read as an
+        // int, validated before the struct (whose only enum it is) is.
+        let ty = unsafe { core::ptr::addr_of!((*attr).wq_type).cast::<c_int>().read() };
+        if ty != WQT_RQ {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: as above; its wq_type now holds a member of the enum.
+        let a = unsafe { attr.read() };
+        if a.comp_mask & !WQ_INIT_FLAGS != 0 {
             return Err(libc::EINVAL);
         }
         if a.comp_mask & WQ_INIT_FLAGS != 0 && a.create_flags & !WQ_FLAGS_KNOWN != 0 {
             return Err(libc::EOPNOTSUPP);
         }
         if a.max_wr == 0
-            || a.max_wr > limits::MAX_QP_WR as u32
-            || a.max_sge > limits::MAX_SGE as u32
+            || a.max_wr > crate::profile::CONNECTX6.max_qp_wr as u32
+            || a.max_sge > crate::profile::CONNECTX6.max_sge as u32
         {
             return Err(libc::EINVAL);
         }
@@ -252,6 +254,7 @@ pub unsafe extern "C" fn sim_create_rwq_ind_table(
 ) -> *mut ibv_rwq_ind_table {
     guard::ptr(|| {
         let sim = context::from_ibv(ctx)?;
+        crate::profile::offered(sim.dev.profile().wq)?;
         if attr.is_null() {
             return Err(libc::EINVAL);
         }

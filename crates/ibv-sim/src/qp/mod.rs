@@ -25,7 +25,7 @@ use verbs_abi::{
 use crate::abi::{WC_RECV, WC_RETRY_EXC_ERR};
 use crate::context::{self, SimContext};
 use crate::cq::{self, CqShared, SimCq};
-use crate::device::{limits, SimDevice};
+use crate::device::SimDevice;
 use crate::events::{async_kind, AsyncEvent, EventCounter, EventQueue};
 use crate::fabric::wire::Wire;
 use crate::fabric::{Dest, Peer};
@@ -169,18 +169,65 @@ pub struct QpShared {
     /// A forked child's data path refuses its parent's QPs.
     pub born: crate::fork::Born,
     async_q: Arc<EventQueue<AsyncEvent>>,
+    /// Send work requests taken and not yet completed.
+    pub sq_use: SqUse,
+}
+
+/// The send queue's occupancy: work requests posted in RTS and not yet
+/// completed (successfully, in error, or flushed). Counted on every QP;
+/// enforced where the profile's send queue is a ring (rxe), whose slot is
+/// freed only when its completion is made.
+#[derive(Default)]
+pub struct SqUse {
+    posted: AtomicU32,
+    done: AtomicU32,
+}
+
+impl SqUse {
+    /// Takes a slot of a queue of `cap`; false when all are in use.
+    pub fn take(&self, cap: u32) -> bool {
+        let mut p = self.posted.load(Ordering::Relaxed);
+        loop {
+            if p.wrapping_sub(self.done.load(Ordering::Acquire)) >= cap {
+                return false;
+            }
+            match self.posted.compare_exchange_weak(
+                p,
+                p.wrapping_add(1),
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return true,
+                Err(now) => p = now,
+            }
+        }
+    }
+
+    /// A work request completed: its slot is free again.
+    pub fn release(&self) {
+        self.done.fetch_add(1, Ordering::Release);
+    }
+
+    /// RESET: the queue is empty (what was outstanding is dropped).
+    pub fn reset(&self) {
+        self.done
+            .store(self.posted.load(Ordering::Acquire), Ordering::Release);
+    }
 }
 
 impl QpShared {
-    /// Writes the state into the `ibv_qp` programs read (`qp->state`).
+    /// Writes the state into the `ibv_qp` programs read (`qp->state`),
+    /// atomically: other threads (a shim's checks, the program) read it
+    /// while the data path or `ibv_modify_qp` moves it.
     fn publish_state(&self, state: c_int) {
         // SAFETY: addr is the live ibv_qp this shared part belongs to (the
         // QP is freed only after it left the QP table and its last use);
-        // the state field is an int-sized C enum.
+        // the state field is an aligned int-sized C enum.
         unsafe {
-            addr_of_mut!((*(self.addr as *mut ibv_qp)).state)
-                .cast::<c_int>()
-                .write(state)
+            core::sync::atomic::AtomicI32::from_ptr(
+                addr_of_mut!((*(self.addr as *mut ibv_qp)).state).cast::<i32>(),
+            )
+            .store(state, Ordering::Relaxed)
         };
     }
 
@@ -206,6 +253,7 @@ impl QpShared {
         // must not read them any more.
         crate::fabric::settle_outbox();
         for e in g.out.drain(..) {
+            self.sq_use.release();
             self.send_cq
                 .push(cq::flush_wc(e.wr_id, e.opcode, self.qp_num), true);
         }
@@ -253,6 +301,9 @@ static NEXT_QPN: AtomicU32 = AtomicU32::new(0x100);
 /// A live QP and its context.
 pub fn get(qp: *mut ibv_qp) -> Result<(&'static SimContext, &'static SimQp), c_int> {
     let ctx = context::owner_of(qp as usize, Kind::Qp)?;
+    // SAFETY: a live QP (the registry says so): its C fields are readable.
+    let (named, handle) = unsafe { ((*qp).context, (*qp).handle) };
+    context::known(ctx, qp as usize, named, handle)?;
     // SAFETY: the registry says a live SimQp is at this address.
     Ok((ctx, unsafe { &*(qp as *const SimQp) }))
 }
@@ -324,7 +375,10 @@ pub fn create(pd_ptr: *mut ibv_pd, init: &mut QpInit) -> Result<*mut ibv_qp, c_i
     };
     let fam = ctx.dev.family;
     match init.qp_type {
-        QPT_RC | qp_state::QPT_XRC_SEND | qp_state::QPT_XRC_RECV => {}
+        QPT_RC => {}
+        qp_state::QPT_XRC_SEND | qp_state::QPT_XRC_RECV => {
+            crate::profile::offered(ctx.dev.profile().xrc)?
+        }
         QPT_UC if fam.uc => {}
         QPT_UD if fam.ud => {}
         QPT_UC | QPT_UD => return Err(libc::EOPNOTSUPP),
@@ -351,15 +405,16 @@ pub fn create(pd_ptr: *mut ibv_pd, init: &mut QpInit) -> Result<*mut ibv_qp, c_i
             max_inline_data: 0,
         };
     }
+    let pr = ctx.dev.profile();
     let cap = &mut init.cap;
-    if cap.max_send_wr > limits::MAX_QP_WR as u32
-        || cap.max_send_sge > limits::MAX_SGE as u32
-        || cap.max_inline_data > limits::MAX_INLINE_DATA
+    if cap.max_send_wr > pr.max_qp_wr as u32
+        || cap.max_send_sge > pr.max_sge as u32
+        || cap.max_inline_data > pr.max_inline_data
     {
         return Err(libc::EINVAL);
     }
     if init.srq.is_null()
-        && (cap.max_recv_wr > limits::MAX_QP_WR as u32 || cap.max_recv_sge > limits::MAX_SGE as u32)
+        && (cap.max_recv_wr > pr.max_qp_wr as u32 || cap.max_recv_sge > pr.max_sge as u32)
     {
         return Err(libc::EINVAL);
     }
@@ -398,10 +453,14 @@ pub fn create(pd_ptr: *mut ibv_pd, init: &mut QpInit) -> Result<*mut ibv_qp, c_i
         cap.max_recv_wr = 0;
         cap.max_recv_sge = 0;
     }
+    if pr.ring_queues {
+        ring_caps(cap, !xrc_recv, srq.is_none() && !no_recv);
+    }
     // Unique across the fabric; a process that is not attached (a forked
     // child that never opened a device) numbers its own.
+    ctx.dev.take(crate::device::Limit::Qp)?;
     let qp_num = match crate::fabric::alloc_qpn() {
-        Some(r) => r?,
+        Some(r) => r.inspect_err(|_| ctx.dev.give(crate::device::Limit::Qp))?,
         None => loop {
             let n = NEXT_QPN.fetch_add(1, Ordering::Relaxed) & 0x00ff_ffff;
             if n > 1 && n != 0x00ff_ffff && QPS.get(n).is_none() {
@@ -436,6 +495,7 @@ pub fn create(pd_ptr: *mut ibv_pd, init: &mut QpInit) -> Result<*mut ibv_qp, c_i
         events: EventCounter::default(),
         born: crate::fork::Born::now(),
         async_q: ctx.async_q.clone(),
+        sq_use: SqUse::default(),
     });
     // SAFETY: raw points at zeroed, uninitialised-by-Rust storage for a
     // SimQp; every field that is not valid as zero (the Arc, the qp_type
@@ -487,9 +547,29 @@ pub fn create(pd_ptr: *mut ibv_pd, init: &mut QpInit) -> Result<*mut ibv_qp, c_i
         Entry {
             kind: Kind::Qp,
             ctx: ctx.addr(),
+            // SAFETY: raw was just boxed here and is not shared yet.
+            handle: unsafe { (*raw).qp.handle },
         },
     );
     Ok(raw.cast())
+}
+
+/// The capacities a ring-queue provider (rxe) grants: each queue a power of
+/// two slots with one kept free, and a send WQE's room for inline data is
+/// what its SGEs take (16 bytes each) or the inline size asked, whichever
+/// is larger, the SGEs it holds counted from that room.
+fn ring_caps(cap: &mut ibv_qp_cap, send: bool, recv: bool) {
+    use crate::profile::ring_capacity;
+    const SGE: u32 = core::mem::size_of::<verbs_abi::ibv_sge>() as u32;
+    if send {
+        cap.max_send_wr = ring_capacity(cap.max_send_wr);
+        let room = (cap.max_send_sge * SGE).max(cap.max_inline_data);
+        cap.max_send_sge = room / SGE;
+        cap.max_inline_data = room;
+    }
+    if recv {
+        cap.max_recv_wr = ring_capacity(cap.max_recv_wr);
+    }
 }
 
 /// Plain-integer view of `ibv_qp_attr`, so the caller's struct can be read
@@ -630,6 +710,7 @@ pub fn destroy(qp: *mut ibv_qp) -> Result<(), c_int> {
         }
         QPS.remove(s.qp_num);
         crate::fabric::free_qpn(s.qp_num);
+        ctx.dev.give(crate::device::Limit::Qp);
     }
     {
         let mut g = s.st.lock();
@@ -798,6 +879,8 @@ pub fn open_xrc(
         Entry {
             kind: Kind::Qp,
             ctx: sim.addr(),
+            // SAFETY: raw was just boxed here and is not shared yet.
+            handle: unsafe { (*raw).qp.handle },
         },
     );
     Ok(raw.cast())

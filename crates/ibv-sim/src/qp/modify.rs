@@ -94,10 +94,13 @@ pub fn modify(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, attr_mask: c_int) -> Resu
     if m & mask::PATH_MIG_STATE != 0 && !(0..=2).contains(&mig) {
         return Err(libc::EINVAL);
     }
-    if m & mask::MAX_QP_RD_ATOMIC != 0 && i32::from(a.max_rd_atomic) > limits::MAX_QP_INIT_RD_ATOM {
+    if m & mask::MAX_QP_RD_ATOMIC != 0
+        && i32::from(a.max_rd_atomic) > dev.profile().max_qp_init_rd_atom
+    {
         return Err(libc::EINVAL);
     }
-    if m & mask::MAX_DEST_RD_ATOMIC != 0 && i32::from(a.max_dest_rd_atomic) > limits::MAX_QP_RD_ATOM
+    if m & mask::MAX_DEST_RD_ATOMIC != 0
+        && i32::from(a.max_dest_rd_atomic) > dev.profile().max_qp_rd_atom
     {
         return Err(libc::EINVAL);
     }
@@ -190,6 +193,7 @@ pub fn modify(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, attr_mask: c_int) -> Resu
                 s.send_cq.remove_qp(s.qp_num);
                 s.recv_cq.remove_qp(s.qp_num);
                 drop_pending_from(s);
+                s.sq_use.reset();
             }
             ERR if cur != ERR => s.flush_locked(&mut g),
             SQD if cur != SQD && g.attrs.en_sqd_async_notify != 0 => {

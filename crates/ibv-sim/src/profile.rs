@@ -1,0 +1,286 @@
+//! Device profiles: the attributes, limits and provider rules of the real
+//! device a simulated family stands for. `CONNECTX6` is what every family
+//! but `rxe` reports (the sim's figures before profiles, a ConnectX-6 /
+//! mlx5 with rdma-core 44); `RXE` is Soft-RoCE as rdma-core 44's rxe
+//! provider with Linux 6.1's `rxe_param.h` presents it, and behaves as
+//! that provider and kernel driver do where a field below says so.
+//! A leaf module: plain data.
+
+/// What a profile reports and how its provider behaves.
+#[derive(Debug)]
+pub struct Profile {
+    /// The real device it stands for, for the documentation.
+    pub name: &'static str,
+    pub max_qp: i32,
+    pub max_qp_wr: i32,
+    pub max_sge: i32,
+    pub max_sge_rd: i32,
+    pub max_cq: i32,
+    pub max_cqe: i32,
+    pub max_mr: i32,
+    pub max_pd: i32,
+    pub max_qp_rd_atom: i32,
+    pub max_res_rd_atom: i32,
+    pub max_qp_init_rd_atom: i32,
+    pub max_mcast_grp: i32,
+    pub max_mcast_qp_attach: i32,
+    /// None: `max_mcast_grp * max_mcast_qp_attach`.
+    pub max_total_mcast_qp_attach: Option<i32>,
+    pub max_ah: i32,
+    pub max_srq: i32,
+    pub max_srq_wr: i32,
+    pub max_srq_sge: i32,
+    pub max_mw: i32,
+    pub max_inline_data: u32,
+    /// None: the P_Key table's length.
+    pub max_pkeys: Option<u16>,
+    pub local_ca_ack_delay: u8,
+    pub page_size_cap: u64,
+    /// None: `ibv_device_attr.fw_ver` is the family's.
+    pub fw_ver: Option<&'static str>,
+    /// None: the family's capability flags (`SimDevice::device_cap_flags`).
+    pub cap_flags: Option<u32>,
+    /// XRC, on-demand paging, device memory, thread and parent domains,
+    /// completion timestamps, WQs and RSS tables: offered, or refused as
+    /// the provider refuses what it lacks (`EOPNOTSUPP`).
+    pub xrc: bool,
+    pub odp: bool,
+    pub device_memory: bool,
+    pub domains: bool,
+    pub timestamps: bool,
+    pub wq: bool,
+    /// Port 1 (RoCE families): GID table length, maximum message size,
+    /// link width and speed (`ibv_port_attr` encodings).
+    pub gid_tbl_len: i32,
+    /// `port_cap_flags` and `flags` (`IBV_QPF_GRH_REQUIRED`) of a RoCE port.
+    pub roce_port_cap_flags: u32,
+    pub roce_port_flags: u8,
+    pub max_msg_sz: u32,
+    pub active_width: u8,
+    pub active_speed: u8,
+    /// RoCE v2 GIDs only (rxe): entry 0 the link-local GID, 1 the
+    /// IPv4-mapped one. Otherwise v1 and v2 of each, 0-3.
+    pub roce_v2_only: bool,
+    /// Queues are rings of a power of two slots, one kept empty: a request
+    /// for n entries gets `next_power_of_two(n + 1) - 1` (rxe_queue_init),
+    /// for send and receive queues, SRQs and CQs; the send queue's inline
+    /// size is at least its SGEs' size (16 bytes each).
+    pub ring_queues: bool,
+    /// A requester's send completion carries the bytes sent in `byte_len`.
+    pub send_byte_len: bool,
+    /// A request the responder refuses for access or key reasons (class C
+    /// errors of an RC responder) moves the responder QP to ERR too,
+    /// flushing its receives; otherwise the responder stays RTS.
+    pub responder_fails: bool,
+    /// An RDMA request the responder QP's own access flags do not grant is
+    /// an invalid request (`IBV_WC_REM_INV_REQ_ERR`), not an access error.
+    pub qp_access_inv_req: bool,
+    /// A SEND longer than its receive: the responder completes it with
+    /// `IBV_WC_LOC_QP_OP_ERR` and the requester gets `IBV_WC_REM_OP_ERR`
+    /// (rxe: its copy returns EINVAL, a malformed WQE); otherwise
+    /// `IBV_WC_LOC_LEN_ERR` and `IBV_WC_REM_INV_REQ_ERR`.
+    pub short_recv_qp_op_err: bool,
+    /// A CQ raises `IBV_EVENT_CQ_ERR` for every completion it loses to
+    /// overflow, and a responder whose receive completion was lost goes
+    /// to ERR; otherwise one event and the QP carries on.
+    pub cq_overflow_fails_qp: bool,
+    /// A send that finds no receive retries after the responder's RNR
+    /// timer (`min_rnr_timer`, the IB spec's table), `rnr_retry` times;
+    /// otherwise (below 7) it fails at once.
+    pub rnr_timer: bool,
+    /// A type 2 memory window's bind takes the key (low 8 bits) of the
+    /// rkey it carries and keeps the window's index (upper 24); otherwise
+    /// an rkey of another index is `IBV_WC_MW_BIND_ERR`.
+    pub mw_key_byte_only: bool,
+    /// A request a QP of this process drops (not connected back, not
+    /// ready) times out after the requester's retries; otherwise it fails
+    /// at once with `IBV_WC_RETRY_EXC_ERR`.
+    pub unanswered_times_out: bool,
+    /// One completion vector per CPU (rxe); otherwise a fixed number.
+    pub comp_vector_per_cpu: bool,
+    /// What creating an object past the advertised maximum fails with
+    /// (rxe's pools: EINVAL; mlx5: ENOMEM).
+    pub limit_errno: core::ffi::c_int,
+}
+
+/// ConnectX-6 (mlx5), the sim's figures for every family but rxe.
+pub static CONNECTX6: Profile = Profile {
+    name: "ConnectX-6 (mlx5)",
+    max_qp: 262_144,
+    max_qp_wr: 32_768,
+    max_sge: 30,
+    max_sge_rd: 30,
+    max_cq: 16_777_216,
+    max_cqe: 4_194_303,
+    max_mr: 16_777_216,
+    max_pd: 16_777_216,
+    max_qp_rd_atom: 16,
+    max_res_rd_atom: 4_194_304,
+    max_qp_init_rd_atom: 16,
+    max_mcast_grp: 2_097_152,
+    max_mcast_qp_attach: 240,
+    max_total_mcast_qp_attach: None,
+    max_ah: i32::MAX,
+    max_srq: 8_388_608,
+    max_srq_wr: 32_767,
+    max_srq_sge: 31,
+    max_mw: 1 << 16,
+    max_inline_data: 512,
+    max_pkeys: None,
+    local_ca_ack_delay: 16,
+    page_size_cap: 0xffff_ffff_ffff_f000,
+    fw_ver: None,
+    cap_flags: None,
+    xrc: true,
+    odp: true,
+    device_memory: true,
+    domains: true,
+    timestamps: true,
+    wq: true,
+    gid_tbl_len: 16,
+    roce_port_cap_flags: 1 << 16 | 1 << 26, // CM_SUP, IP_BASED_GIDS
+    roce_port_flags: 0,
+    max_msg_sz: 0x4000_0000,
+    active_width: 2,  // 4X
+    active_speed: 32, // EDR
+    roce_v2_only: false,
+    ring_queues: false,
+    send_byte_len: false,
+    responder_fails: false,
+    qp_access_inv_req: false,
+    short_recv_qp_op_err: false,
+    cq_overflow_fails_qp: false,
+    rnr_timer: false,
+    mw_key_byte_only: false,
+    unanswered_times_out: false,
+    comp_vector_per_cpu: false,
+    limit_errno: libc::ENOMEM,
+};
+
+// `ibv_device_cap_flags` of Linux 6.1's RXE_DEVICE_CAP_FLAGS.
+crate::abi::values!(u32: ibv_device_cap_flags {
+    BAD_PKEY_CNTR = IBV_DEVICE_BAD_PKEY_CNTR,
+    BAD_QKEY_CNTR = IBV_DEVICE_BAD_QKEY_CNTR,
+    AUTO_PATH_MIG = IBV_DEVICE_AUTO_PATH_MIG,
+    CHANGE_PHY_PORT = IBV_DEVICE_CHANGE_PHY_PORT,
+    UD_AV_PORT_ENFORCE = IBV_DEVICE_UD_AV_PORT_ENFORCE,
+    PORT_ACTIVE_EVENT = IBV_DEVICE_PORT_ACTIVE_EVENT,
+    SYS_IMAGE_GUID = IBV_DEVICE_SYS_IMAGE_GUID,
+    RC_RNR_NAK_GEN = IBV_DEVICE_RC_RNR_NAK_GEN,
+    SRQ_RESIZE = IBV_DEVICE_SRQ_RESIZE,
+    MEM_WINDOW = IBV_DEVICE_MEM_WINDOW,
+    MEM_MGT_EXTENSIONS = IBV_DEVICE_MEM_MGT_EXTENSIONS,
+    MEM_WINDOW_TYPE_2B = IBV_DEVICE_MEM_WINDOW_TYPE_2B,
+});
+
+/// The kernel's default table size for rxe objects (`DEFAULT_MAX_VALUE`).
+const RXE_DEFAULT_MAX: i32 = 1 << 20;
+
+/// Soft-RoCE: rdma-core 44's rxe provider on Linux 6.1 (`rxe_param.h`).
+pub static RXE: Profile = Profile {
+    name: "Soft-RoCE (rxe, rdma-core 44, Linux 6.1)",
+    // QP indices 16 and up of the default table.
+    max_qp: RXE_DEFAULT_MAX - 16,
+    max_qp_wr: RXE_DEFAULT_MAX,
+    max_sge: 32,
+    max_sge_rd: 32,
+    max_cq: RXE_DEFAULT_MAX,
+    max_cqe: (1 << 15) - 1,
+    // MR indices 0x1 .. 0x80000, MW indices 0x80001 .. 0x100000.
+    max_mr: 0x8_0000 - 1,
+    max_pd: RXE_DEFAULT_MAX,
+    max_qp_rd_atom: 128,
+    max_res_rd_atom: 0x3f000,
+    max_qp_init_rd_atom: 128,
+    max_mcast_grp: 8192,
+    max_mcast_qp_attach: 56,
+    max_total_mcast_qp_attach: Some(0x70000),
+    max_ah: (1 << 15) - 1,
+    // SRQ indices 0x20001 .. 0x100000 (measured: 917503).
+    max_srq: 0x10_0000 - 0x2_0001,
+    max_srq_wr: RXE_DEFAULT_MAX,
+    max_srq_sge: 27,
+    max_mw: 0x10_0000 - 0x8_0001,
+    // 32 SGEs of 16 bytes.
+    max_inline_data: 32 * 16,
+    max_pkeys: Some(64),
+    local_ca_ack_delay: 15,
+    page_size_cap: 0xffff_f000,
+    fw_ver: Some("0.0.0"),
+    cap_flags: Some(
+        BAD_PKEY_CNTR
+            | BAD_QKEY_CNTR
+            | AUTO_PATH_MIG
+            | CHANGE_PHY_PORT
+            | UD_AV_PORT_ENFORCE
+            | PORT_ACTIVE_EVENT
+            | SYS_IMAGE_GUID
+            | RC_RNR_NAK_GEN
+            | SRQ_RESIZE
+            | MEM_WINDOW
+            | MEM_MGT_EXTENSIONS
+            | MEM_WINDOW_TYPE_2B,
+    ),
+    xrc: false,
+    odp: false,
+    device_memory: false,
+    domains: false,
+    timestamps: false,
+    wq: false,
+    gid_tbl_len: 1024,
+    // CM_SUP; GRH required (measured on Linux 6.1's rxe).
+    roce_port_cap_flags: 1 << 16,
+    roce_port_flags: 1,
+    max_msg_sz: 0x80_0000,
+    // What the kernel derives from a NIC of unknown speed: 1X SDR.
+    active_width: 1,
+    active_speed: 1,
+    roce_v2_only: true,
+    ring_queues: true,
+    send_byte_len: true,
+    responder_fails: true,
+    qp_access_inv_req: true,
+    short_recv_qp_op_err: true,
+    cq_overflow_fails_qp: true,
+    rnr_timer: true,
+    mw_key_byte_only: true,
+    unanswered_times_out: true,
+    comp_vector_per_cpu: true,
+    limit_errno: libc::EINVAL,
+};
+
+/// `Err(EOPNOTSUPP)` for a feature the profile lacks (`offered(p.xrc)?`):
+/// what rdma-core's placeholder for a provider's missing verb returns.
+pub fn offered(feature: bool) -> Result<(), core::ffi::c_int> {
+    if feature {
+        Ok(())
+    } else {
+        Err(libc::EOPNOTSUPP)
+    }
+}
+
+/// The capacity a ring of `requested` entries gets (`ring_queues`).
+pub fn ring_capacity(requested: u32) -> u32 {
+    (requested.saturating_add(1))
+        .checked_next_power_of_two()
+        .map_or(u32::MAX, |n| n - 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rings_round_up_keeping_a_slot() {
+        assert_eq!(ring_capacity(1), 1);
+        assert_eq!(ring_capacity(7), 7);
+        assert_eq!(ring_capacity(8), 15);
+        assert_eq!(ring_capacity(15), 15);
+        assert_eq!(ring_capacity(16), 31);
+    }
+
+    #[test]
+    fn rxe_cap_flags_are_the_kernels() {
+        assert_eq!(RXE.cap_flags, Some(0x0122_3c76));
+    }
+}
