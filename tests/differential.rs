@@ -234,7 +234,7 @@ fn devinfo(text: &str) -> BTreeMap<String, String> {
             continue;
         }
         match t.split_once(':') {
-            Some((k, v)) if !k.contains(' ') || k.starts_with("GID[") || k.contains('_') || k == "port" => {
+            Some((k, v)) => {
                 let k = k.trim().to_string();
                 let v = v.split_whitespace().collect::<Vec<_>>().join(" ");
                 if k == "port" {
