@@ -278,7 +278,8 @@ option sets is inherited unchanged):
                        process: put %p in PATH); decode it with
                        `ibv-shim trace [--format chrome] [--stats] FILE...`.
                        Sets IBV_SHIM_TRACE (IBV_SHIM_TRACE_FULL=block makes
-                       a full ring wait instead of dropping).
+                       a full ring wait instead of dropping); a process that
+                       finds PATH in use by another writes PATH.<pid>.
   --report PATH        keep the JSON leak report at PATH (%p = pid: use it
                        when the program forks, each process writes its own;
                        without %p, a process that finds another's report
