@@ -221,6 +221,41 @@ fn the_orphans_reported_at_close_are_what_the_kernel_still_holds() {
     the_shim_counts_what_the_kernel_counts("after_close");
 }
 
+/// The test bed itself: a job killed from the host ends at once, with what
+/// it started in the background (its whole process group), and its status
+/// says it was killed.
+#[test]
+fn a_killed_job_ends_with_everything_it_started() {
+    let Some(vm) = kernel_vm() else { return };
+    let tmp = TempDir::new("kernel-kill");
+    let flag = tmp.join("child.pid");
+    let job = Job::new([
+        "sh",
+        "-c",
+        &format!("sleep 1000 & echo $! > {}; sleep 1000", flag.display()),
+    ])
+    .timeout(Duration::from_secs(600));
+    let running = vm.spawn(&job).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !flag.exists() {
+        assert!(Instant::now() < deadline, "the job never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let child = std::fs::read_to_string(&flag).unwrap().trim().to_string();
+    running.kill();
+    let started = Instant::now();
+    let out = running.wait().unwrap();
+    assert_eq!(out.status, 137, "killed by SIGKILL");
+    assert!(!out.timed_out);
+    // Well before the job's own timeout of 600 s.
+    assert!(started.elapsed() < Duration::from_secs(300));
+    let alive = vm_sh(
+        vm,
+        &format!("kill -0 {child} 2>/dev/null && echo alive || echo gone"),
+    );
+    assert_eq!(alive.trim(), "gone", "the background child of a killed job");
+}
+
 fn launcher() -> PathBuf {
     target_dir().join("ibv-shim")
 }
