@@ -136,7 +136,7 @@ impl Config {
         let run = var("IBV_SHIM_RUN").map(|v| v.to_string_lossy().into_owned());
         let backtrace = var("IBV_SHIM_BACKTRACE").is_some_and(|v| v != "0");
         let log_sync = var("IBV_SHIM_LOG_SYNC").is_some_and(|v| v != "0");
-        let default_suppressions = !var("IBV_SHIM_DEFAULT_SUPPRESSIONS").is_some_and(|v| v == "0");
+        let default_suppressions = var("IBV_SHIM_DEFAULT_SUPPRESSIONS").is_none_or(|v| v != "0");
         let (mut check_datapath, mut check_abort) = (false, false);
         if let Some(v) = var("IBV_SHIM_CHECK") {
             for word in v.to_string_lossy().split(',').map(str::trim) {

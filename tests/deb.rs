@@ -276,7 +276,10 @@ fn the_package_runs_a_program_on_the_vm() {
     let shown = describe(&cmd, &out);
     assert!(out.status.success(), "{shown}");
     // The real kernel's device, through the package's own shim.
-    assert!(String::from_utf8_lossy(&out.stdout).contains("rxe0"), "{shown}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("rxe0"),
+        "{shown}"
+    );
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("ibv-shim: no RDMA resources leaked"),
         "{shown}"

@@ -37,7 +37,8 @@ struct Observations {
 }
 
 const KNOWN: &str = "tests/fidelity/known.tsv";
-const TABLE_BEGIN: &str = "<!-- differential: begin (made by tests/differential.rs from tests/fidelity/known.tsv) -->";
+const TABLE_BEGIN: &str =
+    "<!-- differential: begin (made by tests/differential.rs from tests/fidelity/known.tsv) -->";
 const TABLE_END: &str = "<!-- differential: end -->";
 
 struct Known {
@@ -48,7 +49,8 @@ struct Known {
 }
 
 fn known() -> Vec<Known> {
-    let text = std::fs::read_to_string(repo_dir().join(KNOWN)).unwrap_or_else(|e| panic!("{KNOWN}: {e}"));
+    let text =
+        std::fs::read_to_string(repo_dir().join(KNOWN)).unwrap_or_else(|e| panic!("{KNOWN}: {e}"));
     text.lines()
         .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
         .map(|l| {
@@ -120,7 +122,11 @@ impl World {
                 for (k, v) in env {
                     job = job.env(k, v);
                 }
-                Proc::Vm(self.vm.spawn(&job).unwrap_or_else(|e| panic!("{argv:?}: {e}")))
+                Proc::Vm(
+                    self.vm
+                        .spawn(&job)
+                        .unwrap_or_else(|e| panic!("{argv:?}: {e}")),
+                )
             }
             Side::Sim => {
                 let mut cmd = Command::new(&argv[0]);
@@ -144,7 +150,10 @@ impl World {
             Proc::Vm(job) => vm_wait_listening(self.vm, job, port, Duration::from_secs(30)),
             Proc::Local(child, _) => {
                 let deadline = Instant::now() + Duration::from_secs(10);
-                while !listening(port) && matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
+                while !listening(port)
+                    && matches!(child.try_wait(), Ok(None))
+                    && Instant::now() < deadline
+                {
                     std::thread::sleep(Duration::from_millis(20));
                 }
             }
@@ -154,7 +163,11 @@ impl World {
 
 impl Drop for World {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(format!("/dev/shm/ibv-sim-{}-{}", unsafe { libc::getuid() }, self.fabric));
+        let _ = std::fs::remove_file(format!(
+            "/dev/shm/ibv-sim-{}-{}",
+            unsafe { libc::getuid() },
+            self.fabric
+        ));
     }
 }
 
@@ -175,17 +188,25 @@ fn finish(p: Proc, timeout: Duration) -> End {
                 match job.try_wait() {
                     Ok(Some(o)) => {
                         return End {
-                            status: if o.timed_out { "hung".into() } else { status_text(o.status) },
+                            status: if o.timed_out {
+                                "hung".into()
+                            } else {
+                                status_text(o.status)
+                            },
                             stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
                         }
                     }
-                    Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+                    Ok(None) if Instant::now() < deadline => {
+                        std::thread::sleep(Duration::from_millis(20))
+                    }
                     Ok(None) => {
                         job.kill();
                         let o = job.wait().ok();
                         return End {
                             status: "hung".into(),
-                            stdout: o.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default(),
+                            stdout: o
+                                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                                .unwrap_or_default(),
                         };
                     }
                     Err(e) => panic!("{e}"),
@@ -281,11 +302,23 @@ struct Program {
 }
 
 const fn alone(name: &'static str, client: &'static str) -> Program {
-    Program { name, server: None, client, env: &[], server_stays: false }
+    Program {
+        name,
+        server: None,
+        client,
+        env: &[],
+        server_stays: false,
+    }
 }
 
 const fn pair(name: &'static str, server: &'static str, client: &'static str) -> Program {
-    Program { name, server: Some(server), client, env: &[], server_stays: false }
+    Program {
+        name,
+        server: Some(server),
+        client,
+        env: &[],
+        server_stays: false,
+    }
 }
 
 const UCX_RXE: &[(&str, &str)] = &[("UCX_NET_DEVICES", "rxe0:1")];
@@ -332,12 +365,21 @@ fn outcome(w: &World, p: &Program) -> String {
             std::thread::sleep(Duration::from_millis(1500));
         }
     }
-    let client = finish(w.start(&w.argv(p.client, port), p.env), Duration::from_secs(120));
+    let client = finish(
+        w.start(&w.argv(p.client, port), p.env),
+        Duration::from_secs(120),
+    );
     let mut text = match (&server, p.name) {
         (None, "ucx_info") => format!(
             "{}, rc_verbs on rxe0:1 {}",
             client.status,
-            if client.stdout.contains("Transport: rc_verbs") && client.stdout.contains("Device: rxe0:1") { "listed" } else { "not listed" }
+            if client.stdout.contains("Transport: rc_verbs")
+                && client.stdout.contains("Device: rxe0:1")
+            {
+                "listed"
+            } else {
+                "not listed"
+            }
         ),
         (None, _) => client.status.clone(),
         (Some(_), _) => format!("client {}", client.status),
@@ -371,7 +413,10 @@ fn probes() -> Vec<(String, PathBuf)> {
         .map(|d| {
             d.flatten()
                 .map(|e| e.path())
-                .filter(|p| p.extension().is_some_and(|x| x == "c") && p.with_extension("expected").is_file())
+                .filter(|p| {
+                    p.extension().is_some_and(|x| x == "c")
+                        && p.with_extension("expected").is_file()
+                })
                 .map(|p| (p.file_stem().unwrap().to_string_lossy().into_owned(), p))
                 .collect()
         })
@@ -398,7 +443,10 @@ fn observe(vm: &'static Vm) -> Observations {
         for side in [Side::Kernel, Side::Sim] {
             work.push(Box::new(move || {
                 let w = World::new(side, vm, "devinfo");
-                let end = finish(w.start(&w.argv("ibv_devinfo -v -d rxe0", 0), &[]), Duration::from_secs(120));
+                let end = finish(
+                    w.start(&w.argv("ibv_devinfo -v -d rxe0", 0), &[]),
+                    Duration::from_secs(120),
+                );
                 let mut m = devinfo(&end.stdout);
                 m.insert("exit".into(), end.status);
                 put(side, "ibv_devinfo -v", m);
@@ -406,10 +454,17 @@ fn observe(vm: &'static Vm) -> Observations {
             for (name, src) in probes() {
                 let expected_wrong = expected_wrong_ref;
                 work.push(Box::new(move || {
-                    let exe = cc(&format!("fidelity_{name}"), &[src.as_path()], &["-libverbs"]);
+                    let exe = cc(
+                        &format!("fidelity_{name}"),
+                        &[src.as_path()],
+                        &["-libverbs"],
+                    );
                     let w = World::new(side, vm, &name);
                     let env = [("FIDELITY_DEVICE", "rxe0"), ("FIDELITY_GID_INDEX", "1")];
-                    let end = finish(w.start(&[exe.display().to_string()], &env), Duration::from_secs(120));
+                    let end = finish(
+                        w.start(&[exe.display().to_string()], &env),
+                        Duration::from_secs(120),
+                    );
                     let mut m = key_values(&end.stdout);
                     if end.status != "exit 0" {
                         m.insert("exit".into(), end.status);
@@ -430,7 +485,11 @@ fn observe(vm: &'static Vm) -> Observations {
                 work.push(Box::new(move || {
                     let w = World::new(side, vm, p.name);
                     let o = outcome(&w, p);
-                    put(side, &format!("program {}", p.name), BTreeMap::from([("ended".to_string(), o)]));
+                    put(
+                        side,
+                        &format!("program {}", p.name),
+                        BTreeMap::from([("ended".to_string(), o)]),
+                    );
                 }));
             }
         }
@@ -463,17 +522,23 @@ fn observations() -> Option<&'static Observations> {
 /// Every (source, key) whose values differ: (rxe's, the sim's).
 fn differences(o: &Observations) -> BTreeMap<(String, String), (String, String)> {
     let none = String::from("(none)");
-    let keys: std::collections::BTreeSet<&(String, String)> = o.kernel.keys().chain(o.sim.keys()).collect();
+    let keys: std::collections::BTreeSet<&(String, String)> =
+        o.kernel.keys().chain(o.sim.keys()).collect();
     keys.into_iter()
         .filter_map(|k| {
-            let (a, b) = (o.kernel.get(k).unwrap_or(&none), o.sim.get(k).unwrap_or(&none));
+            let (a, b) = (
+                o.kernel.get(k).unwrap_or(&none),
+                o.sim.get(k).unwrap_or(&none),
+            );
             (a != b).then(|| (k.clone(), (a.clone(), b.clone())))
         })
         .collect()
 }
 
 fn listed<'a>(known: &'a [Known], source: &str, key: &str) -> Option<&'a Known> {
-    known.iter().find(|k| k.source == source && (k.key == key || k.key == "*"))
+    known
+        .iter()
+        .find(|k| k.source == source && (k.key == key || k.key == "*"))
 }
 
 /// The checks for the sources starting with `prefix`.
@@ -484,16 +549,26 @@ fn only_listed_differences(prefix: &str) {
     let mut bad = String::new();
     for ((source, key), (rxe, sim)) in diffs.iter().filter(|((s, _), _)| s.starts_with(prefix)) {
         if listed(&known, source, key).is_none() {
-            bad += &format!("- unlisted difference: {source} / {key}: real rxe {rxe:?}, the sim {sim:?}\n");
+            bad += &format!(
+                "- unlisted difference: {source} / {key}: real rxe {rxe:?}, the sim {sim:?}\n"
+            );
         }
     }
     for k in known.iter().filter(|k| k.source.starts_with(prefix)) {
-        let still = diffs.keys().any(|(s, key)| *s == k.source && (k.key == "*" || *key == k.key));
+        let still = diffs
+            .keys()
+            .any(|(s, key)| *s == k.source && (k.key == "*" || *key == k.key));
         if !still {
-            bad += &format!("- listed in {KNOWN} but no longer a difference: {} / {}: take it off the list\n", k.source, k.key);
+            bad += &format!(
+                "- listed in {KNOWN} but no longer a difference: {} / {}: take it off the list\n",
+                k.source, k.key
+            );
         }
     }
-    assert!(bad.is_empty(), "ibv-sim's rxe0 against real rxe ({prefix}...):\n{bad}");
+    assert!(
+        bad.is_empty(),
+        "ibv-sim's rxe0 against real rxe ({prefix}...):\n{bad}"
+    );
 }
 
 #[test]
@@ -509,8 +584,15 @@ fn the_probes_differ_only_where_listed() {
 #[test]
 fn the_probes_expected_files_are_what_real_rxe_prints() {
     let Some(o) = observations() else { return };
-    assert!(probes().len() >= 10, "the fidelity probes are missing from tests/c/fidelity");
-    assert!(o.expected_wrong.is_empty(), "{}", o.expected_wrong.join("\n"));
+    assert!(
+        probes().len() >= 10,
+        "the fidelity probes are missing from tests/c/fidelity"
+    );
+    assert!(
+        o.expected_wrong.is_empty(),
+        "{}",
+        o.expected_wrong.join("\n")
+    );
 }
 
 #[test]
@@ -525,22 +607,37 @@ fn the_fidelity_table_in_the_docs_is_current() {
     let diffs = differences(o);
     let mut table = String::from("| what | key | real rxe (kernel 6.1) | ibv-sim rxe0 | why |\n| --- | --- | --- | --- | --- |\n");
     for k in known() {
-        let rows: Vec<_> = diffs.iter().filter(|((s, key), _)| *s == k.source && (k.key == "*" || *key == k.key)).collect();
+        let rows: Vec<_> = diffs
+            .iter()
+            .filter(|((s, key), _)| *s == k.source && (k.key == "*" || *key == k.key))
+            .collect();
         for ((s, key), (rxe, sim)) in rows {
             let cell = |v: &str| v.replace('|', "\\|");
-            table += &format!("| {s} | {key} | {} | {} | {} |\n", cell(rxe), cell(sim), cell(&k.why));
+            table += &format!(
+                "| {s} | {key} | {} | {} | {} |\n",
+                cell(rxe),
+                cell(sim),
+                cell(&k.why)
+            );
         }
     }
     let path = repo_dir().join("docs/ibv-sim.md");
     let doc = std::fs::read_to_string(&path).unwrap();
     let (Some(a), Some(b)) = (doc.find(TABLE_BEGIN), doc.find(TABLE_END)) else {
-        panic!("{}: no {TABLE_BEGIN} ... {TABLE_END} markers", path.display());
+        panic!(
+            "{}: no {TABLE_BEGIN} ... {TABLE_END} markers",
+            path.display()
+        );
     };
     let current = &doc[a + TABLE_BEGIN.len()..b];
     let want = format!("\n{table}");
     if current != want {
         if std::env::var_os("IBV_SHIM_BLESS").is_some() {
-            std::fs::write(&path, format!("{}{want}{}", &doc[..a + TABLE_BEGIN.len()], &doc[b..])).unwrap();
+            std::fs::write(
+                &path,
+                format!("{}{want}{}", &doc[..a + TABLE_BEGIN.len()], &doc[b..]),
+            )
+            .unwrap();
             return;
         }
         panic!(
@@ -549,4 +646,3 @@ fn the_fidelity_table_in_the_docs_is_current() {
         );
     }
 }
-

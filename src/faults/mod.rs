@@ -472,7 +472,7 @@ fn program_caller() -> usize {
             core::arch::asm!("mov {}, rbp", out(reg) fp, options(nomem, nostack, preserves_flags))
         };
         for _ in 0..32 {
-            if fp % 8 != 0 || fp.checked_add(16).map_or(true, |end| end > top) {
+            if !fp.is_multiple_of(8) || fp.checked_add(16).is_none_or(|end| end > top) {
                 return 0;
             }
             // SAFETY: fp is aligned and between this frame and the stack's

@@ -192,7 +192,7 @@ impl Suppressor {
         if SUPPRESSIONS.is_empty()
             && !DEFAULTS
                 .iter()
-                .any(|x| x.kind.as_deref().map_or(true, |k| k == kind))
+                .any(|x| x.kind.as_deref().is_none_or(|k| k == kind))
         {
             return None;
         }

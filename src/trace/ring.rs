@@ -121,7 +121,7 @@ pub fn mapping() -> Option<Mapping> {
 impl Mapping {
     /// An aligned 8-byte word of the header.
     pub fn word(&self, at: usize) -> &AtomicU64 {
-        debug_assert!(at % 8 == 0 && at < HEADER_SIZE);
+        debug_assert!(at.is_multiple_of(8) && at < HEADER_SIZE);
         // SAFETY: `at` is 8-aligned inside the header of the live mapping
         // (page-aligned, never unmapped while the trace is on but in a
         // forked child, where no other thread exists).
@@ -139,7 +139,7 @@ impl Mapping {
         self.word32(header::RINGS_META + ring * RING_META_SIZE + meta::BUSY)
     }
     fn word32(&self, at: usize) -> &AtomicU32 {
-        debug_assert!(at % 4 == 0 && at < HEADER_SIZE);
+        debug_assert!(at.is_multiple_of(4) && at < HEADER_SIZE);
         // SAFETY: as in `word`; `at` is 4-aligned.
         unsafe { &*self.base.add(at).cast::<AtomicU32>() }
     }
