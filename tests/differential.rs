@@ -425,6 +425,15 @@ fn probes() -> Vec<(String, PathBuf)> {
     v
 }
 
+/// Probes that allocate objects up to a device's limit: "alone".
+fn limit_probe(name: &str) -> &'static str {
+    if ["limits", "mw_limit"].contains(&name) {
+        "alone"
+    } else {
+        ""
+    }
+}
+
 fn observe(vm: &'static Vm) -> Observations {
     let kernel = Mutex::new(Seen::new());
     let sim = Mutex::new(Seen::new());
@@ -439,68 +448,85 @@ fn observe(vm: &'static Vm) -> Observations {
         };
         let put = &put_fn;
         let expected_wrong_ref = &expected_wrong;
-        let mut work: Vec<Box<dyn Fn() + Send + Sync + '_>> = Vec::new();
+        let mut work: Vec<(&str, Box<dyn Fn() + Send + Sync + '_>)> = Vec::new();
         for side in [Side::Kernel, Side::Sim] {
-            work.push(Box::new(move || {
-                let w = World::new(side, vm, "devinfo");
-                let end = finish(
-                    w.start(&w.argv("ibv_devinfo -v -d rxe0", 0), &[]),
-                    Duration::from_secs(120),
-                );
-                let mut m = devinfo(&end.stdout);
-                m.insert("exit".into(), end.status);
-                put(side, "ibv_devinfo -v", m);
-            }));
-            for (name, src) in probes() {
-                let expected_wrong = expected_wrong_ref;
-                work.push(Box::new(move || {
-                    let exe = cc(
-                        &format!("fidelity_{name}"),
-                        &[src.as_path()],
-                        &["-libverbs"],
-                    );
-                    let w = World::new(side, vm, &name);
-                    let env = [("FIDELITY_DEVICE", "rxe0"), ("FIDELITY_GID_INDEX", "1")];
+            work.push((
+                "",
+                Box::new(move || {
+                    let w = World::new(side, vm, "devinfo");
                     let end = finish(
-                        w.start(&[exe.display().to_string()], &env),
+                        w.start(&w.argv("ibv_devinfo -v -d rxe0", 0), &[]),
                         Duration::from_secs(120),
                     );
-                    let mut m = key_values(&end.stdout);
-                    if end.status != "exit 0" {
-                        m.insert("exit".into(), end.status);
-                    }
-                    if side == Side::Kernel {
-                        let want = std::fs::read_to_string(src.with_extension("expected")).unwrap();
-                        if key_values(&want) != m {
-                            expected_wrong.lock().unwrap().push(format!(
-                                "{name}: real rxe printed\n{}\n{name}.expected says\n{want}",
-                                end.stdout
-                            ));
+                    let mut m = devinfo(&end.stdout);
+                    m.insert("exit".into(), end.status);
+                    put(side, "ibv_devinfo -v", m);
+                }),
+            ));
+            for (name, src) in probes() {
+                let expected_wrong = expected_wrong_ref;
+                work.push((
+                    limit_probe(&name),
+                    Box::new(move || {
+                        let exe = cc(
+                            &format!("fidelity_{name}"),
+                            &[src.as_path()],
+                            &["-libverbs"],
+                        );
+                        let w = World::new(side, vm, &name);
+                        let env = [("FIDELITY_DEVICE", "rxe0"), ("FIDELITY_GID_INDEX", "1")];
+                        let end = finish(
+                            w.start(&[exe.display().to_string()], &env),
+                            Duration::from_secs(120),
+                        );
+                        let mut m = key_values(&end.stdout);
+                        if end.status != "exit 0" {
+                            m.insert("exit".into(), end.status);
                         }
-                    }
-                    put(side, &format!("probe {name}"), m);
-                }));
+                        if side == Side::Kernel {
+                            let want =
+                                std::fs::read_to_string(src.with_extension("expected")).unwrap();
+                            if key_values(&want) != m {
+                                expected_wrong.lock().unwrap().push(format!(
+                                    "{name}: real rxe printed\n{}\n{name}.expected says\n{want}",
+                                    end.stdout
+                                ));
+                            }
+                        }
+                        put(side, &format!("probe {name}"), m);
+                    }),
+                ));
             }
             for p in PROGRAMS {
-                work.push(Box::new(move || {
-                    let w = World::new(side, vm, p.name);
-                    let o = outcome(&w, p);
-                    put(
-                        side,
-                        &format!("program {}", p.name),
-                        BTreeMap::from([("ended".to_string(), o)]),
-                    );
-                }));
+                work.push((
+                    "",
+                    Box::new(move || {
+                        let w = World::new(side, vm, p.name);
+                        let o = outcome(&w, p);
+                        put(
+                            side,
+                            &format!("program {}", p.name),
+                            BTreeMap::from([("ended".to_string(), o)]),
+                        );
+                    }),
+                ));
             }
         }
-        // Three at a time: the VM has two CPUs, and most of a job's time is
-        // waiting for a program to start.
+        // The probes that fill a device-wide limit (rxe counts objects per
+        // device, across processes) run first, one at a time with nothing
+        // else on the device; then the rest three at a time: the VM has two
+        // CPUs, and most of a job's time is waiting for a program to start.
+        let (alone, shared): (Vec<_>, Vec<_>) =
+            work.into_iter().partition(|(tag, _)| *tag == "alone");
+        for (_, job) in &alone {
+            job();
+        }
         let next = std::sync::atomic::AtomicUsize::new(0);
         std::thread::scope(|s| {
             for _ in 0..3 {
                 s.spawn(|| loop {
                     let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let Some(job) = work.get(i) else { break };
+                    let Some((_, job)) = shared.get(i) else { break };
                     job();
                 });
             }
