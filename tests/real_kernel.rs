@@ -403,3 +403,47 @@ fn ibv_shim_vm_fails_a_leaky_program_with_the_leak_exit_code() {
         "{shown}"
     );
 }
+
+/// A missing piece of the test bed is an error that names it, before
+/// anything boots: exit 125 from the launcher (no VM needed).
+#[test]
+fn ibv_shim_vm_names_what_is_missing() {
+    let dir = TempDir::new("vm-missing");
+    let empty = TempDir::new("vm-empty-path");
+    let mut no_qemu = Command::new(launcher());
+    no_qemu
+        .args(["--vm", "--", "true"])
+        .current_dir(dir.path())
+        .env("PATH", empty.path());
+    let out = run(&mut no_qemu);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{}", describe(&no_qemu, &out));
+    assert!(
+        err.contains("qemu-system-x86_64 is not on PATH (apt-get install qemu-system-x86)"),
+        "{err}"
+    );
+
+    let mut no_kernel = Command::new(launcher());
+    no_kernel
+        .args(["--vm", "--", "true"])
+        .current_dir(dir.path())
+        .env("IBV_SHIM_VM_KERNEL", dir.join("no-such-kernel"));
+    let out = run(&mut no_kernel);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(125),
+        "{}",
+        describe(&no_kernel, &out)
+    );
+    assert!(
+        err.contains("IBV_SHIM_VM_KERNEL=") && err.contains("unpacked kernel package"),
+        "{err}"
+    );
+
+    // And `/` is never shared writable.
+    let mut at_root = Command::new(launcher());
+    at_root.args(["--vm", "--", "true"]).current_dir("/");
+    let out = run(&mut at_root);
+    assert_eq!(out.status.code(), Some(125), "{}", describe(&at_root, &out));
+}
