@@ -425,6 +425,9 @@ fn probes() -> Vec<(String, PathBuf)> {
     v
 }
 
+/// One observation to make, tagged "alone" when it must run by itself.
+type Task<'a> = Box<dyn Fn() + Send + Sync + 'a>;
+
 /// Probes that allocate objects up to a device's limit: "alone".
 fn limit_probe(name: &str) -> &'static str {
     if ["limits", "mw_limit"].contains(&name) {
@@ -448,7 +451,7 @@ fn observe(vm: &'static Vm) -> Observations {
         };
         let put = &put_fn;
         let expected_wrong_ref = &expected_wrong;
-        let mut work: Vec<(&str, Box<dyn Fn() + Send + Sync + '_>)> = Vec::new();
+        let mut work: Vec<(&str, Task<'_>)> = Vec::new();
         for side in [Side::Kernel, Side::Sim] {
             work.push((
                 "",
