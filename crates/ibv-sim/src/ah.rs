@@ -134,10 +134,8 @@ pub fn init_from_wc(
         // RoCE v2 over IPv4 (rdma-core's get_grh_header_version): an IPv4
         // header with a valid checksum in the last 20 bytes.
         let ip4 = &raw[20..];
-        let v4 = sim.dev.is_ethernet()
-            && flow >> 28 != 6
-            && ip4[0] == 0x45
-            && crate::datapath::ipv4_checksum(ip4) == 0;
+        let v4 =
+            sim.dev.is_ethernet() && flow >> 28 != 6 && ip4[0] == 0x45 && ipv4_checksum(ip4) == 0;
         // rdma-core: the hop limit is the IPv4 TTL, 0xff for a GRH.
         let (sgid, dgid, tclass, flow_label, hop_limit) = if v4 {
             let mapped = |a: &[u8]| {
@@ -174,4 +172,16 @@ pub fn init_from_wc(
     // SAFETY: out points at the caller's ibv_ah_attr.
     unsafe { out.write(a) };
     Ok(())
+}
+
+/// The IPv4 header checksum of `h` (its checksum field zero).
+fn ipv4_checksum(h: &[u8]) -> u16 {
+    let mut sum: u32 = h
+        .chunks(2)
+        .map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)])))
+        .sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
 }

@@ -5,11 +5,11 @@
 //! here can fail, panic or touch errno. At the first thing it cannot vouch
 //! for (a rule broken, caps not yet asked, an lkey not cached, a parent
 //! domain) it answers false, and the post takes the full path
-//! (`datapath::check_sends` / `check_recvs`), which checks the chain again
+//! (`wr_rules::check_sends` / `check_recvs`), which checks the chain again
 //! from its start and reports; the records already written are written
 //! again, the same.
 //!
-//! The rules are those of `datapath` (its `check_state`, `check_caps`,
+//! The rules are those of `wr_rules` (its `check_state`, `check_caps`,
 //! `check_sge`, the chain's length), each only in its passing direction.
 //! No SGE past the queue's granted count is read, and no chain walked
 //! past the queue's depth.
@@ -35,7 +35,7 @@ const WR_ATOMIC_CMP_AND_SWP: c_int = ibv_wr_opcode::IBV_WR_ATOMIC_CMP_AND_SWP as
 const WR_ATOMIC_FETCH_AND_ADD: c_int = ibv_wr_opcode::IBV_WR_ATOMIC_FETCH_AND_ADD as c_int;
 pub(super) const SEND_INLINE: u32 = ibv_send_flags::IBV_SEND_INLINE as u32;
 
-// The rules both paths apply (`datapath` reports what breaks them).
+// The rules both paths apply (`wr_rules` reports what breaks them).
 
 /// May a QP in `state` post sends?
 #[inline(always)]

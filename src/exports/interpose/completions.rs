@@ -24,7 +24,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use verbs_abi::{ibv_cq, ibv_qp, ibv_wc};
 
-use super::datapath::{state_name, wr_opcode};
+use super::datapath::wr_opcode;
+use super::wr_rules::state_name;
 use crate::log::Level;
 use crate::registry::lock::{mutex, Mutex};
 use crate::registry::objects::{self, Kind};

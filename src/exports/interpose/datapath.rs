@@ -18,24 +18,21 @@
 //! (`checks`). `IBV_SHIM_CHECK=datapath,abort` aborts at the first one, as
 //! the sanitizers do. A chain that passes every rule is vouched for by
 //! `clean` (loads only, no boundary); anything else takes the full path
-//! here, which checks it again and reports.
+//! here, which checks it again (the rules: `wr_rules`) and reports.
 
 use std::collections::HashSet;
 use std::ffi::c_int;
 use std::fmt;
-use std::ptr::addr_of;
 
 use verbs_abi::{
     ibv_context_ops, ibv_cq, ibv_qp, ibv_recv_wr, ibv_send_wr, ibv_sge, ibv_srq, ibv_wc,
 };
 
-use super::keys::{self, Key};
-use super::{caps, clean, completions, ctx_of, original, patch, traced, Entry, Slot};
+use super::{caps, clean, completions, ctx_of, original, patch, traced, wr_rules, Entry, Slot};
 use crate::checks::{self, Check};
 use crate::guard::{boundary, Errno};
 use crate::log::Level;
 use crate::registry::lock::{mutex, Mutex};
-use crate::registry::objects::{self, Kind, Obj};
 
 type PostSend = unsafe extern "C" fn(*mut ibv_qp, *mut ibv_send_wr, *mut *mut ibv_send_wr) -> c_int;
 type PostRecv = unsafe extern "C" fn(*mut ibv_qp, *mut ibv_recv_wr, *mut *mut ibv_recv_wr) -> c_int;
@@ -106,7 +103,7 @@ pub(super) enum Queue {
 }
 
 impl Queue {
-    fn verb(self) -> &'static str {
+    pub(super) fn verb(self) -> &'static str {
         match self {
             Queue::Send(_) => "ibv_post_send",
             Queue::Recv(_) => "ibv_post_recv",
@@ -122,8 +119,8 @@ impl Queue {
     }
 
     /// The PD the queue's MRs must be on (a QP on a parent domain: the
-    /// parent domain; see [`same_pd`]).
-    fn pd(self) -> usize {
+    /// parent domain; see [`wr_rules::same_pd`]).
+    pub(super) fn pd(self) -> usize {
         // SAFETY: a live QP or SRQ the program is posting to.
         unsafe {
             match self {
@@ -194,7 +191,7 @@ impl Wr {
     }
 
     /// Its `i`th SGE, `i` below `readable`.
-    fn sge(&self, i: usize) -> ibv_sge {
+    pub(super) fn sge(&self, i: usize) -> ibv_sge {
         debug_assert!(i < self.readable);
         // SAFETY: the program's SGE list, read while its post is under
         // way, within the entries the provider itself reads.
@@ -203,7 +200,7 @@ impl Wr {
 }
 
 /// The queue's caps, asked once (None: the query failed).
-fn caps_of(q: Queue) -> Option<caps::Caps> {
+pub(super) fn caps_of(q: Queue) -> Option<caps::Caps> {
     match q {
         Queue::Send(qp) | Queue::Recv(qp) => caps::of_qp(qp),
         Queue::Srq(srq) => caps::of_srq(srq),
@@ -309,310 +306,6 @@ pub(super) fn violation(check: Check, q: Queue, wr: &Wr, site: usize, why: fmt::
     }
 }
 
-/// Does the MR's PD `mr_pd` serve a queue on `pd`? Equal, or one is a
-/// parent domain of the other's PD.
-fn same_pd(pd: usize, mr_pd: usize) -> bool {
-    if pd == mr_pd {
-        return true;
-    }
-    let base = |p: usize| match objects::get(p) {
-        Some(o) if o.kind() == Kind::ParentDomain => o.parent,
-        _ => p,
-    };
-    base(pd) == base(mr_pd)
-}
-
-/// Checks one SGE of `wr`; `write`: the operation writes into the buffer.
-#[inline]
-fn check_sge(q: Queue, ctx: usize, wr: &Wr, s: &ibv_sge, write: bool, site: usize) {
-    if s.length == 0 {
-        return;
-    }
-    // The clean post of a known lkey: no lock, no registry lookup.
-    if keys::passes(ctx, s.lkey, q.pd(), s.addr, s.length, write) {
-        return;
-    }
-    check_sge_fully(q, ctx, wr, s, write, site);
-}
-
-/// [`check_sge`] through the lkey index (which caches a live MR's facts).
-#[inline(never)]
-fn check_sge_fully(q: Queue, ctx: usize, wr: &Wr, s: &ibv_sge, write: bool, site: usize) {
-    let mr: Obj = match keys::lookup(ctx, s.lkey) {
-        Key::Mr(o) => o,
-        Key::OtherContext(o) => {
-            return violation(
-                Check::OtherContext,
-                q,
-                wr,
-                site,
-                format_args!(
-                    "lkey {:#x} is MR {:#x} of context {:#x}, not of this queue's context {ctx:#x}",
-                    s.lkey, o.addr, o.ctx
-                ),
-            )
-        }
-        Key::Gone(mr) => {
-            return violation(
-                Check::DeadLkey,
-                q,
-                wr,
-                site,
-                format_args!("lkey {:#x} is MR {mr:#x}, which was deregistered", s.lkey),
-            )
-        }
-        Key::Unknown => {
-            return violation(
-                Check::DeadLkey,
-                q,
-                wr,
-                site,
-                format_args!("lkey {:#x} is no MR registered through the shim", s.lkey),
-            )
-        }
-    };
-    let pd = q.pd();
-    if !same_pd(pd, mr.parent) {
-        violation(
-            Check::OtherPd,
-            q,
-            wr,
-            site,
-            format_args!(
-                "lkey {:#x} is MR {:#x} of PD {:#x}, not of the queue's PD {pd:#x}",
-                s.lkey, mr.addr, mr.parent
-            ),
-        );
-    }
-    let f = keys::Facts::of(&mr);
-    if !f.covers(s.addr, s.length) {
-        let (start, end) = (mr.a as u128, mr.a as u128 + mr.b as u128);
-        let (s_start, s_end) = (s.addr as u128, s.addr as u128 + s.length as u128);
-        violation(
-            Check::OutOfRange,
-            q,
-            wr,
-            site,
-            format_args!(
-                "[{:#x}, {:#x}) is not inside MR {:#x} [{:#x}, {:#x}) (lkey {:#x})",
-                s_start, s_end, mr.addr, start, end, s.lkey
-            ),
-        );
-    }
-    if write && !f.writable {
-        violation(
-            Check::Access,
-            q,
-            wr,
-            site,
-            format_args!(
-                "the operation writes into MR {:#x} (lkey {:#x}), registered without \
-                 IBV_ACCESS_LOCAL_WRITE (access={:#x})",
-                mr.addr, s.lkey, mr.x
-            ),
-        );
-    }
-}
-
-/// Checks one work request (its SGEs read only as far as `readable`).
-#[inline]
-pub(super) fn check_wr(q: Queue, ctx: usize, wr: &Wr, write: bool, inline: bool, site: usize) {
-    if wr.num_sge < 0 {
-        return violation(
-            Check::NumSge,
-            q,
-            wr,
-            site,
-            format_args!("num_sge is negative"),
-        );
-    }
-    if wr.num_sge > 0 && wr.sges.is_null() {
-        return violation(
-            Check::NullSgList,
-            q,
-            wr,
-            site,
-            format_args!(
-                "sg_list is NULL with num_sge {}: the provider reads the SGEs there",
-                wr.num_sge
-            ),
-        );
-    }
-    check_caps(q, wr, inline, site);
-    if inline {
-        return;
-    }
-    for i in 0..wr.readable {
-        check_sge(q, ctx, wr, &wr.sge(i), write, site);
-    }
-}
-
-/// `num_sge` and inline data against what the provider granted the queue.
-fn check_caps(q: Queue, wr: &Wr, inline: bool, site: usize) {
-    let Some(c) = caps_of(q) else {
-        return;
-    };
-    let (max, field) = match q {
-        Queue::Send(_) => (c.send_sge, "max_send_sge"),
-        Queue::Recv(_) => (c.recv_sge, "max_recv_sge"),
-        Queue::Srq(_) => (c.recv_sge, "max_sge"),
-    };
-    let n = wr.num_sge as u32;
-    if n > max {
-        // The provider refuses it before reading the list: neither are
-        // its SGEs checked past the granted count.
-        return violation(
-            Check::NumSge,
-            q,
-            wr,
-            site,
-            format_args!("num_sge {n} is above the queue's {field} {max}"),
-        );
-    }
-    if !inline {
-        return;
-    }
-    let bytes: u64 = (0..wr.readable).map(|i| wr.sge(i).length as u64).sum();
-    if bytes > c.inline as u64 {
-        violation(
-            Check::InlineSize,
-            q,
-            wr,
-            site,
-            format_args!(
-                "IBV_SEND_INLINE with {bytes} bytes, above the QP's max_inline_data {}",
-                c.inline
-            ),
-        );
-    }
-}
-
-/// The QP's state, read as the int it is in C, atomically (another
-/// thread's `ibv_modify_qp` may be writing it).
-fn qp_state(qp: *mut ibv_qp) -> c_int {
-    // SAFETY: a live QP the program is posting to; `state` is an aligned
-    // int-sized field.
-    unsafe {
-        core::sync::atomic::AtomicI32::from_ptr(core::ptr::addr_of_mut!((*qp).state).cast::<i32>())
-            .load(core::sync::atomic::Ordering::Relaxed)
-    }
-}
-
-pub(super) fn state_name(state: c_int) -> &'static str {
-    [
-        "RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR", "UNKNOWN",
-    ]
-    .get(state as usize)
-    .copied()
-    .unwrap_or("?")
-}
-
-pub(super) fn check_state(q: Queue, wr: &Wr, site: usize) {
-    let (qp, ok): (_, fn(c_int) -> bool) = match q {
-        Queue::Send(qp) => (qp, clean::sends_allowed),
-        Queue::Recv(qp) => (qp, clean::recvs_allowed),
-        Queue::Srq(_) => return,
-    };
-    let state = qp_state(qp);
-    if !ok(state) {
-        violation(
-            Check::QpState,
-            q,
-            wr,
-            site,
-            format_args!(
-                "the QP is in state {}, where {} is not allowed",
-                state_name(state),
-                wr.via.unwrap_or(q.verb())
-            ),
-        );
-    }
-}
-
-/// Checks a chain of send WRs and remembers them for the error explainer.
-fn check_sends(qp: *mut ibv_qp, mut wr: *mut ibv_send_wr, site: usize) {
-    // SAFETY: a live QP (the inline verb read its context).
-    let (ctx, qp_num) = unsafe { ((*qp).context as usize, (*qp).qp_num) };
-    let q = Queue::Send(qp);
-    let limit = chain_limit(q);
-    let mut walked = 0;
-    while !wr.is_null() {
-        // SAFETY: the program's WR chain, read while its post is under way;
-        // the opcode read as the int it is in C.
-        let (w, flags) = unsafe {
-            let r = &*wr;
-            let op = addr_of!(r.opcode).cast::<c_int>().read();
-            (
-                Wr::new(q, r.wr_id, Some(op), r.sg_list, r.num_sge, None),
-                r.send_flags,
-            )
-        };
-        if walked == limit {
-            return too_long(q, &w, limit, site);
-        }
-        let op = w.opcode.unwrap_or(0);
-        if walked == 0 {
-            check_state(q, &w, site);
-        }
-        let inline = flags & clean::SEND_INLINE != 0;
-        check_wr(q, ctx, &w, clean::writes(op), inline, site);
-        completions::posted(ctx, qp_num, &w.summary(), site);
-        walked += 1;
-        // SAFETY: as above.
-        wr = unsafe { (*wr).next };
-    }
-}
-
-/// Checks a chain of receive WRs (to a QP, or to an SRQ).
-fn check_recvs(q: Queue, mut wr: *mut ibv_recv_wr, site: usize) {
-    // SAFETY: a live QP or SRQ (the inline verb read its context).
-    let (ctx, qp_num) = unsafe {
-        match q {
-            Queue::Send(qp) | Queue::Recv(qp) => ((*qp).context as usize, Some((*qp).qp_num)),
-            Queue::Srq(s) => ((*s).context as usize, None),
-        }
-    };
-    let limit = chain_limit(q);
-    let mut walked = 0;
-    while !wr.is_null() {
-        // SAFETY: the program's WR chain, read while its post is under way.
-        let w = unsafe {
-            let r = &*wr;
-            Wr::new(q, r.wr_id, None, r.sg_list, r.num_sge, None)
-        };
-        if walked == limit {
-            return too_long(q, &w, limit, site);
-        }
-        if walked == 0 {
-            check_state(q, &w, site);
-        }
-        check_wr(q, ctx, &w, true, false, site);
-        if let Some(n) = qp_num {
-            completions::posted(ctx, n, &w.summary(), site);
-        }
-        walked += 1;
-        // SAFETY: as above.
-        wr = unsafe { (*wr).next };
-    }
-}
-
-/// `w`, the WR after the first `limit` of its chain, does not fit in the
-/// queue: the provider fails the post there (ENOMEM, `bad_wr` = `w`), and
-/// the walk stops (a chain that loops back on itself ends here too).
-fn too_long(q: Queue, w: &Wr, limit: usize, site: usize) {
-    violation(
-        Check::ChainLength,
-        q,
-        w,
-        site,
-        format_args!(
-            "work request chain longer than the queue (loops?): this is WR {} of a queue \
-             of {limit}; the provider fails it with ENOMEM",
-            limit + 1
-        ),
-    );
-}
-
 impl Wr {
     pub(super) fn summary(&self) -> completions::Posted {
         completions::Posted::of(
@@ -642,14 +335,14 @@ pub(super) fn checked(name: &'static str, f: impl FnOnce()) {
 #[cold]
 #[inline(never)]
 fn sends_in_full(qp: *mut ibv_qp, wr: *mut ibv_send_wr, site: usize) {
-    checked("ibv_post_send", || check_sends(qp, wr, site));
+    checked("ibv_post_send", || wr_rules::check_sends(qp, wr, site));
 }
 
 /// As [`sends_in_full`], for a receive chain.
 #[cold]
 #[inline(never)]
 fn recvs_in_full(verb: &'static str, q: Queue, wr: *mut ibv_recv_wr, site: usize) {
-    checked(verb, || check_recvs(q, wr, site));
+    checked(verb, || wr_rules::check_recvs(q, wr, site));
 }
 
 /// The trace's post events of a send chain, out of the wrapper's line

@@ -43,6 +43,7 @@ mod qpx;
 mod queues;
 mod recent;
 mod traced;
+mod wr_rules;
 
 /// The entries the shim wraps, as indices into a context's saved table.
 #[derive(Clone, Copy)]

@@ -27,6 +27,7 @@ use verbs_abi::ibv_wr_opcode as Op;
 use verbs_abi::{ibv_data_buf, ibv_mw, ibv_mw_bind_info, ibv_qp, ibv_qp_ex, ibv_sge};
 
 use super::datapath::{self, checked, Queue, Wr};
+use super::wr_rules;
 use super::{caps, completions, traced};
 use crate::checks::{self, Check};
 use crate::log::Level;
@@ -356,7 +357,7 @@ fn begun(e: &Qpx, x: *mut ibv_qp_ex, op: c_int, verb: &'static str, site: usize)
     if checks::datapath() {
         checked(verb, || {
             let wr = Wr::bare(wr_id, Some(op), Some(verb));
-            datapath::check_state(Queue::Send(x.cast()), &wr, site);
+            wr_rules::check_state(Queue::Send(x.cast()), &wr, site);
             if no_data(op) {
                 let (ctx, qp_num) = ids(x);
                 completions::posted(ctx, qp_num, &wr.summary(), site);
@@ -411,7 +412,7 @@ fn sges(
     .iter()
     .any(|&o| o as c_int == op);
     let (ctx, qp_num) = ids(x);
-    datapath::check_wr(Queue::Send(x.cast()), ctx, &wr, write, false, site);
+    wr_rules::check_wr(Queue::Send(x.cast()), ctx, &wr, write, false, site);
     completions::posted(ctx, qp_num, &wr.summary(), site);
 }
 

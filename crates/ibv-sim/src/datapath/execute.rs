@@ -351,18 +351,6 @@ pub(super) fn refused(dst: &QpShared, status: c_int) -> c_int {
     status
 }
 
-/// The IPv4 header checksum of `h` (its checksum field zero).
-pub(crate) fn ipv4_checksum(h: &[u8]) -> u16 {
-    let mut sum: u32 = h
-        .chunks(2)
-        .map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)])))
-        .sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
-}
-
 /// An opcode an RC send queue takes (atomics where the device has them).
 fn rc_opcode(op: c_int, atomics: bool) -> bool {
     matches!(
