@@ -160,7 +160,7 @@ fn pd_pair_added() -> f64 {
 
 /// What the PD pair costs today must not grow back: +429 instructions
 /// (the sim's own hashing varies a little from run to run). Fails on the
-/// registry and skeleton of session 18 (+635). (The old budget of 300 is
+/// registry and export skeleton before their tuning (+635). (The old budget of 300 is
 /// retired: BENCHMARKS.md, "The misses", shows the registry's features
 /// cost ~380 at best, and the pair's time budget is met with room.)
 #[test]
