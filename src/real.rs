@@ -161,40 +161,33 @@ pub fn real_dlclose() -> Option<DlcloseFn> {
         // SAFETY: the slot only ever holds a dlclose with this signature.
         return Some(unsafe { std::mem::transmute::<usize, DlcloseFn>(p) });
     }
-    // SAFETY: a symbol lookup with a NUL-terminated name.
-    let next = unsafe { libc::dlsym(libc::RTLD_NEXT, c"dlclose".as_ptr()) };
-    let found = if !next.is_null() && !in_shim(next) {
-        next
-    } else {
-        [c"GLIBC_2.34", c"GLIBC_2.2.5"]
-            .iter()
-            .map(|v| {
-                // SAFETY: a symbol lookup with NUL-terminated strings.
-                unsafe { libc::dlvsym(libc::RTLD_DEFAULT, c"dlclose".as_ptr(), v.as_ptr()) }
-            })
-            .find(|p| !p.is_null() && !in_shim(*p))?
-    };
+    let found = find_glibc(c"dlclose")?;
     SLOT.store(found as usize, Ordering::Relaxed);
     // SAFETY: `found` is a definition of dlclose, which has this signature.
     Some(unsafe { std::mem::transmute::<*mut c_void, DlcloseFn>(found) })
 }
 
-fn find_dlopen() -> Option<DlopenFn> {
+/// glibc's definition of `name` (`dlopen`, `dlclose`): the next one after
+/// the shim, else the versioned one, never the shim's own.
+fn find_glibc(name: &std::ffi::CStr) -> Option<*mut c_void> {
     // SAFETY: a symbol lookup with a NUL-terminated name.
-    let next = unsafe { libc::dlsym(libc::RTLD_NEXT, c"dlopen".as_ptr()) };
-    let found = if !next.is_null() && !in_shim(next) {
-        next
-    } else {
-        // GLIBC_2.34: libc.so.6 since glibc 2.34; GLIBC_2.2.5: libdl before
-        // (and the compat alias after) on x86_64.
-        [c"GLIBC_2.34", c"GLIBC_2.2.5"]
-            .iter()
-            .map(|v| {
-                // SAFETY: a symbol lookup with NUL-terminated strings.
-                unsafe { libc::dlvsym(libc::RTLD_DEFAULT, c"dlopen".as_ptr(), v.as_ptr()) }
-            })
-            .find(|p| !p.is_null() && !in_shim(*p))?
-    };
+    let next = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) };
+    if !next.is_null() && !in_shim(next) {
+        return Some(next);
+    }
+    // GLIBC_2.34: libc.so.6 since glibc 2.34; GLIBC_2.2.5: libdl before
+    // (and the compat alias after) on x86_64.
+    [c"GLIBC_2.34", c"GLIBC_2.2.5"]
+        .iter()
+        .map(|v| {
+            // SAFETY: a symbol lookup with NUL-terminated strings.
+            unsafe { libc::dlvsym(libc::RTLD_DEFAULT, name.as_ptr(), v.as_ptr()) }
+        })
+        .find(|p| !p.is_null() && !in_shim(*p))
+}
+
+fn find_dlopen() -> Option<DlopenFn> {
+    let found = find_glibc(c"dlopen")?;
     // SAFETY: `found` is a definition of dlopen, which has this signature.
     Some(unsafe { std::mem::transmute::<*mut c_void, DlopenFn>(found) })
 }

@@ -26,6 +26,7 @@ pub use kernel::Kernel;
 use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -302,12 +303,12 @@ impl Vm {
         .arg("-virtfs")
         .arg("local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap")
         .arg("-virtfs")
-        .arg(path_arg_tail(
+        .arg(path_arg(
             "local,mount_tag=jobs,security_model=none,multidevs=remap,path=",
             &jobs,
         ));
         for (i, s) in cfg.shares.iter().enumerate() {
-            cmd.arg("-virtfs").arg(path_arg_tail(
+            cmd.arg("-virtfs").arg(path_arg(
                 &format!("local,mount_tag=share{i},security_model=none,multidevs=remap,path="),
                 s,
             ));
@@ -592,8 +593,6 @@ fn run_dir() -> Result<PathBuf, Error> {
     Ok(dir)
 }
 
-use std::os::unix::fs::DirBuilderExt;
-
 /// Spawns QEMU from a thread that lives as long as the process, with
 /// `PR_SET_PDEATHSIG` (which fires when the spawning *thread* ends): QEMU
 /// dies with the process, however it ends, and not before.
@@ -625,10 +624,6 @@ fn spawn_bound_to_process(mut cmd: Command) -> Result<Child, Error> {
 
 /// `prefix` + `path`, with QEMU's option separator `,` doubled.
 fn path_arg(prefix: &str, path: &Path) -> OsString {
-    path_arg_tail(prefix, path)
-}
-
-fn path_arg_tail(prefix: &str, path: &Path) -> OsString {
     let mut s = OsString::from(prefix);
     s.push(std::ffi::OsStr::from_bytes(
         &path
