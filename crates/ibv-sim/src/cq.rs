@@ -95,11 +95,16 @@ impl CqShared {
     }
 
     /// Moves up to `max` completions to `out`, oldest first.
-    pub fn poll(&self, out: *mut ibv_wc, max: usize) -> usize {
+    ///
+    /// # Safety
+    ///
+    /// `out` must be valid for writes of `max` `ibv_wc`s (it need not be
+    /// initialised or aligned beyond `ibv_wc`'s alignment).
+    pub unsafe fn poll(&self, out: *mut ibv_wc, max: usize) -> usize {
         let mut q = self.q.lock();
         let n = max.min(q.entries.len());
         for (i, wc) in q.entries.drain(..n).enumerate() {
-            // SAFETY: the program passed room for `max` completions at out.
+            // SAFETY: the caller's contract: room for `max` >= n completions.
             unsafe { out.add(i).write(wc) };
         }
         n

@@ -245,9 +245,9 @@ impl SimDevice {
         a.max_res_rd_atom = pr.max_res_rd_atom;
         a.max_qp_init_rd_atom = pr.max_qp_init_rd_atom;
         a.atomic_cap = if self.family.atomics {
-            ibv_atomic_cap::IBV_ATOMIC_HCA
+            ibv_atomic_cap::IBV_ATOMIC_HCA.into()
         } else {
-            ibv_atomic_cap::IBV_ATOMIC_NONE
+            ibv_atomic_cap::IBV_ATOMIC_NONE.into()
         };
         a.max_mw = pr.max_mw;
         a.max_mcast_grp = if self.family.ud { pr.max_mcast_grp } else { 0 };
@@ -368,9 +368,9 @@ impl SimDevice {
             // SAFETY: p points at the zeroed value being built; these are
             // its enum fields, for which zero is not a valid value.
             unsafe {
-                core::ptr::addr_of_mut!((*p).state).write(ibv_port_state::IBV_PORT_ACTIVE);
-                core::ptr::addr_of_mut!((*p).max_mtu).write(ibv_mtu::IBV_MTU_4096);
-                core::ptr::addr_of_mut!((*p).active_mtu).write(ibv_mtu::IBV_MTU_4096);
+                core::ptr::addr_of_mut!((*p).state).write(ibv_port_state::IBV_PORT_ACTIVE.into());
+                core::ptr::addr_of_mut!((*p).max_mtu).write(ibv_mtu::IBV_MTU_4096.into());
+                core::ptr::addr_of_mut!((*p).active_mtu).write(ibv_mtu::IBV_MTU_4096.into());
             }
         });
         p.gid_tbl_len = self.gid_tbl_len();
@@ -380,14 +380,14 @@ impl SimDevice {
         p.link_layer = self.family.link_layer;
         if self.is_ethernet() {
             // 1500-byte Ethernet MTU.
-            p.active_mtu = ibv_mtu::IBV_MTU_1024;
+            p.active_mtu = ibv_mtu::IBV_MTU_1024.into();
             p.port_cap_flags = self.profile().roce_port_cap_flags;
             p.flags = self.profile().roce_port_flags;
             p.active_width = self.profile().active_width;
             p.active_speed = self.profile().active_speed;
             p.max_vl_num = 1;
         } else {
-            p.active_mtu = ibv_mtu::IBV_MTU_4096;
+            p.active_mtu = ibv_mtu::IBV_MTU_4096.into();
             p.port_cap_flags = 0x2659_e848;
             p.lid = self.lid(port);
             p.sm_lid = 1;
@@ -554,9 +554,9 @@ fn build(specs: Vec<DeviceSpec>) -> Vec<SimDevice> {
                 // SAFETY: d points at the zeroed value being built; these are
                 // its enum fields, for which zero is not a valid value.
                 unsafe {
-                    core::ptr::addr_of_mut!((*d).node_type).write(node_type(fam.node_type));
+                    core::ptr::addr_of_mut!((*d).node_type).write(node_type(fam.node_type).into());
                     core::ptr::addr_of_mut!((*d).transport_type)
-                        .write(transport_type(fam.transport));
+                        .write(transport_type(fam.transport).into());
                 }
             });
             copy_cstr(&mut d.name, &spec.name);

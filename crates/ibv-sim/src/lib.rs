@@ -43,6 +43,10 @@
 //! | `exports::private`, `exports::private_cmd` | `IBVERBS_PRIVATE_34` for provider plugins; its `ibv_cmd_*` kernel commands (one table, `no_kernel_commands!`) |
 //! | `guard` | that panic boundary, errno |
 #![allow(non_camel_case_types)]
+// Every unsafe operation sits in its own `unsafe` block with a `SAFETY:`
+// line, also inside an `unsafe fn` (whose caller contract is its `# Safety`).
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 // The internal verbs take the C API's raw pointers as they come and check
 // them against `registry` before dereferencing them (each dereference has
 // its `SAFETY:` note); marking them all `unsafe fn` would only move that.

@@ -121,6 +121,7 @@ pub fn dealloc(pd: *mut ibv_pd) -> Result<(), c_int> {
     // SAFETY: a parent domain, boxed by `child::create`, just unregistered;
     // its PD and TD are live: each counts it as a user.
     let parent = unsafe { Box::from_raw(pd as *mut ParentPd) };
+    // SAFETY: as above: the PD and TD it counted itself a user of are live.
     unsafe {
         (*parent.base).users.fetch_sub(1, Ordering::Relaxed);
         if let Some(td) = parent.td.as_ref() {

@@ -3,17 +3,13 @@
 //! # Enums
 //!
 //! The C enums are mirrored as `#[repr(C)]` Rust enums so that cbindgen
-//! emits real `enum ibv_...` types and the header keeps C's member types.
-//! A Rust enum may only ever hold one of its listed values, and memory
-//! written by C (the real library, a provider, the program) can hold any
-//! `int`: newer rdma-core values, driver-private values, garbage. So Rust
-//! code must never read an enum-typed field out of foreign memory as the
-//! Rust enum; read it as `c_int`, e.g.
-//! `ptr::addr_of!((*attr).state).cast::<c_int>().read()`, and compare with
-//! `ibv_port_state::IBV_PORT_ACTIVE as c_int`. Writing an enum value is
-//! always fine. The same holds for enum parameters of a callback written in
-//! Rust (`ibv_context_ops::alloc_mw` in a provider): define it taking
-//! `c_int` and cast the function pointer (same ABI). The flag enums
+//! emits real `enum ibv_...` types. A Rust enum may only ever hold one of
+//! its listed values, and memory written by C (the real library, a
+//! provider, the program) can hold any `int`: newer rdma-core values,
+//! driver-private values, garbage. So no struct field or callback argument
+//! has a Rust enum type: each is `raw::ibv_...`, a transparent newtype over
+//! `c_int` that cbindgen still writes as the C enum (see the `raw` module);
+//! its `get()` is the validated variant. The flag enums
 //! (`ibv_access_flags`, ...) exist for their constants: combine them as
 //! `c_int` / `u32`, never as the Rust enum.
 //!
@@ -24,8 +20,8 @@
 use core::ffi::{c_char, c_int, c_uint, c_void};
 
 use crate::{
-    ibv_cq, ibv_mw, ibv_mw_bind, ibv_mw_type, ibv_pd, ibv_qp, ibv_recv_wr, ibv_send_wr, ibv_srq,
-    ibv_wc, ibv_wq,
+    ibv_cq, ibv_mw, ibv_mw_bind, ibv_pd, ibv_qp, ibv_recv_wr, ibv_send_wr, ibv_srq, ibv_wc, ibv_wq,
+    raw,
 };
 
 /// A 64-bit value in network byte order (big-endian), as in `<linux/types.h>`.
@@ -269,9 +265,9 @@ pub struct ibv_device {
     /// Obsolete, never used.
     pub _ops: _ibv_device_ops,
     /// Node type; read as `c_int` (see the module docs).
-    pub node_type: ibv_node_type,
+    pub node_type: raw::ibv_node_type,
     /// Transport type; read as `c_int` (see the module docs).
-    pub transport_type: ibv_transport_type,
+    pub transport_type: raw::ibv_transport_type,
     /// Name of the kernel IB device, e.g. "mlx5_0" (NUL-terminated).
     pub name: [c_char; IBV_SYSFS_NAME_MAX],
     /// Name of the uverbs device, e.g. "uverbs0".
@@ -315,7 +311,8 @@ pub struct ibv_context_ops {
     /// Compat slot.
     pub _compat_dereg_mr: Option<unsafe extern "C" fn() -> *mut c_void>,
     /// Behind the inline `ibv_alloc_mw`.
-    pub alloc_mw: Option<unsafe extern "C" fn(pd: *mut ibv_pd, type_: ibv_mw_type) -> *mut ibv_mw>,
+    pub alloc_mw:
+        Option<unsafe extern "C" fn(pd: *mut ibv_pd, type_: raw::ibv_mw_type) -> *mut ibv_mw>,
     /// Behind the inline `ibv_bind_mw`.
     pub bind_mw: Option<
         unsafe extern "C" fn(qp: *mut ibv_qp, mw: *mut ibv_mw, mw_bind: *mut ibv_mw_bind) -> c_int,
@@ -438,7 +435,7 @@ pub struct ibv_device_attr {
     pub max_qp_init_rd_atom: c_int,
     pub max_ee_init_rd_atom: c_int,
     /// Atomic support; read as `c_int` (see the module docs).
-    pub atomic_cap: ibv_atomic_cap,
+    pub atomic_cap: raw::ibv_atomic_cap,
     pub max_ee: c_int,
     pub max_rdd: c_int,
     pub max_mw: c_int,
@@ -463,11 +460,11 @@ pub struct ibv_device_attr {
 #[derive(Clone, Copy)]
 pub struct ibv_port_attr {
     /// Read as `c_int` (see the module docs).
-    pub state: ibv_port_state,
+    pub state: raw::ibv_port_state,
     /// Read as `c_int` (see the module docs).
-    pub max_mtu: ibv_mtu,
+    pub max_mtu: raw::ibv_mtu,
     /// Read as `c_int` (see the module docs).
-    pub active_mtu: ibv_mtu,
+    pub active_mtu: raw::ibv_mtu,
     pub gid_tbl_len: c_int,
     /// Bits of `ibv_port_cap_flags`.
     pub port_cap_flags: u32,
@@ -510,7 +507,7 @@ pub struct ibv_async_event {
     /// The affected object.
     pub element: ibv_async_event_element,
     /// Read as `c_int` (see the module docs).
-    pub event_type: ibv_event_type,
+    pub event_type: raw::ibv_event_type,
 }
 
 // Offsets measured with gcc against rdma-core 44's verbs.h (x86_64).

@@ -17,8 +17,8 @@ use core::ffi::{c_int, c_uint, c_void};
 
 use crate::{
     ibv_ah, ibv_context, ibv_cq, ibv_device_attr, ibv_gid, ibv_mr, ibv_mw, ibv_mw_bind_info,
-    ibv_pd, ibv_qp, ibv_qp_cap, ibv_qp_type, ibv_recv_wr, ibv_sge, ibv_srq, ibv_srq_attr,
-    ibv_wc_opcode, ibv_wc_status, ibv_xrcd,
+    ibv_pd, ibv_qp, ibv_qp_cap, ibv_recv_wr, ibv_sge, ibv_srq, ibv_srq_attr, ibv_wc_opcode,
+    ibv_xrcd, raw,
 };
 
 /// `abi_compat` of an `ibv_context` embedded in a `struct verbs_context`
@@ -353,7 +353,7 @@ pub struct ibv_cq_ex {
     pub async_events_completed: u32,
     pub comp_mask: u32,
     /// Read as `c_int` (see the `device` module docs).
-    pub status: ibv_wc_status,
+    pub status: raw::ibv_wc_status,
     pub wr_id: u64,
     pub start_poll:
         Option<unsafe extern "C" fn(current: *mut ibv_cq_ex, attr: *mut ibv_poll_cq_attr) -> c_int>,
@@ -419,7 +419,7 @@ pub struct ibv_qp_init_attr_ex {
     pub srq: *mut ibv_srq,
     pub cap: ibv_qp_cap,
     /// Read as `c_int` (see the `device` module docs).
-    pub qp_type: ibv_qp_type,
+    pub qp_type: raw::ibv_qp_type,
     pub sq_sig_all: c_int,
     /// Bits of `ibv_qp_init_attr_mask`.
     pub comp_mask: u32,
@@ -444,7 +444,7 @@ pub struct ibv_qp_open_attr {
     pub xrcd: *mut ibv_xrcd,
     pub qp_context: *mut c_void,
     /// Read as `c_int` (see the `device` module docs).
-    pub qp_type: ibv_qp_type,
+    pub qp_type: raw::ibv_qp_type,
 }
 
 /// A QP with the new post-send interface (`ibv_qp_to_qp_ex`).
@@ -562,7 +562,7 @@ pub struct ibv_srq_init_attr_ex {
     /// Bits of `ibv_srq_init_attr_mask`.
     pub comp_mask: u32,
     /// Read as `c_int` (see the `device` module docs).
-    pub srq_type: ibv_srq_type,
+    pub srq_type: raw::ibv_srq_type,
     pub pd: *mut ibv_pd,
     pub xrcd: *mut ibv_xrcd,
     pub cq: *mut ibv_cq,
@@ -628,9 +628,9 @@ pub struct ibv_wq {
     pub wq_num: u32,
     pub handle: u32,
     /// Read as `c_int` (see the `device` module docs).
-    pub state: ibv_wq_state,
+    pub state: raw::ibv_wq_state,
     /// Read as `c_int` (see the `device` module docs).
-    pub wq_type: ibv_wq_type,
+    pub wq_type: raw::ibv_wq_type,
     pub post_recv: Option<
         unsafe extern "C" fn(
             current: *mut ibv_wq,
@@ -650,7 +650,7 @@ pub struct ibv_wq {
 pub struct ibv_wq_init_attr {
     pub wq_context: *mut c_void,
     /// Read as `c_int` (see the `device` module docs).
-    pub wq_type: ibv_wq_type,
+    pub wq_type: raw::ibv_wq_type,
     pub max_wr: u32,
     pub max_sge: u32,
     pub pd: *mut ibv_pd,
@@ -665,9 +665,9 @@ pub struct ibv_wq_init_attr {
 pub struct ibv_wq_attr {
     pub attr_mask: u32,
     /// Read as `c_int` (see the `device` module docs).
-    pub wq_state: ibv_wq_state,
+    pub wq_state: raw::ibv_wq_state,
     /// Read as `c_int` (see the `device` module docs).
-    pub curr_wq_state: ibv_wq_state,
+    pub curr_wq_state: raw::ibv_wq_state,
     pub flags: u32,
     pub flags_mask: u32,
 }
@@ -704,7 +704,7 @@ pub struct ibv_flow {
 pub struct ibv_flow_attr {
     pub comp_mask: u32,
     /// Read as `c_int` (see the `device` module docs).
-    pub r#type: ibv_flow_attr_type,
+    pub r#type: raw::ibv_flow_attr_type,
     pub size: u16,
     pub priority: u16,
     pub num_of_specs: u8,
@@ -784,7 +784,7 @@ pub struct ibv_counters_init_attr {
 #[derive(Clone, Copy)]
 pub struct ibv_counter_attach_attr {
     /// Read as `c_int` (see the `device` module docs).
-    pub counter_desc: ibv_counter_description,
+    pub counter_desc: raw::ibv_counter_description,
     pub index: u32,
     pub comp_mask: u32,
 }
@@ -890,7 +890,7 @@ pub struct verbs_context {
     pub advise_mr: Option<
         unsafe extern "C" fn(
             pd: *mut ibv_pd,
-            advice: ibv_advise_mr_advice,
+            advice: raw::ibv_advise_mr_advice,
             flags: u32,
             sg_list: *mut ibv_sge,
             num_sges: u32,

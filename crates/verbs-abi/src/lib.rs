@@ -7,11 +7,14 @@
 //! other's exports. Every layout is pinned by compile-time assertions here
 //! and checked against the real `verbs.h` by the C layout test.
 #![allow(non_camel_case_types, non_snake_case)]
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod device;
 pub mod extended;
 pub mod flow;
 pub mod masks;
+pub mod raw;
 pub mod resources;
 pub mod rss;
 pub mod work;

@@ -7,7 +7,7 @@
 
 use core::ffi::{c_int, c_uint, c_void};
 
-use crate::{ibv_context, ibv_gid, ibv_mtu};
+use crate::{ibv_context, ibv_gid, raw};
 
 /// Memory access rights (`int access` of `ibv_reg_mr`, `qp_access_flags`, ...).
 #[repr(C)]
@@ -325,9 +325,9 @@ pub struct ibv_qp {
     pub handle: u32,
     pub qp_num: u32,
     /// Read as `c_int` (see the `device` module docs).
-    pub state: ibv_qp_state,
+    pub state: raw::ibv_qp_state,
     /// Read as `c_int` (see the `device` module docs).
-    pub qp_type: ibv_qp_type,
+    pub qp_type: raw::ibv_qp_type,
     pub mutex: libc::pthread_mutex_t,
     pub cond: libc::pthread_cond_t,
     pub events_completed: u32,
@@ -354,7 +354,7 @@ pub struct ibv_qp_init_attr {
     pub srq: *mut ibv_srq,
     pub cap: ibv_qp_cap,
     /// Read as `c_int` (see the `device` module docs).
-    pub qp_type: ibv_qp_type,
+    pub qp_type: raw::ibv_qp_type,
     pub sq_sig_all: c_int,
 }
 
@@ -388,13 +388,13 @@ pub struct ibv_ah_attr {
 #[derive(Clone, Copy)]
 pub struct ibv_qp_attr {
     /// Read as `c_int` (see the `device` module docs).
-    pub qp_state: ibv_qp_state,
+    pub qp_state: raw::ibv_qp_state,
     /// Read as `c_int` (see the `device` module docs).
-    pub cur_qp_state: ibv_qp_state,
+    pub cur_qp_state: raw::ibv_qp_state,
     /// Read as `c_int` (see the `device` module docs).
-    pub path_mtu: ibv_mtu,
+    pub path_mtu: raw::ibv_mtu,
     /// Read as `c_int` (see the `device` module docs).
-    pub path_mig_state: ibv_mig_state,
+    pub path_mig_state: raw::ibv_mig_state,
     pub qkey: u32,
     pub rq_psn: u32,
     pub sq_psn: u32,
@@ -436,7 +436,7 @@ pub struct ibv_mw {
     pub rkey: u32,
     pub handle: u32,
     /// Read as `c_int` (see the `device` module docs).
-    pub r#type: ibv_mw_type,
+    pub r#type: raw::ibv_mw_type,
 }
 
 /// What a memory window binds to: an MR range and access rights.

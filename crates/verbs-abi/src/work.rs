@@ -21,10 +21,7 @@
 
 use core::ffi::{c_int, c_uint, c_void};
 
-use crate::{
-    __be16, __be32, ibv_ah, ibv_gid, ibv_mw, ibv_mw_bind_info, ibv_wc_opcode, ibv_wc_status,
-    ibv_wr_opcode,
-};
+use crate::{__be16, __be32, ibv_ah, ibv_gid, ibv_mw, ibv_mw_bind_info, raw};
 
 /// Shift of `IBV_WC_IP_CSUM_OK` in `ibv_wc.wc_flags`.
 pub const IBV_WC_IP_CSUM_OK_SHIFT: u32 = 2;
@@ -137,7 +134,7 @@ pub struct ibv_send_wr {
     pub sg_list: *mut ibv_sge,
     pub num_sge: c_int,
     /// Read as `c_int` (see the `device` module docs).
-    pub opcode: ibv_wr_opcode,
+    pub opcode: raw::ibv_wr_opcode,
     /// Bits of `ibv_send_flags`.
     pub send_flags: c_uint,
     /// Immediate data in network byte order; for `*_INV` opcodes, the rkey to invalidate (C's `invalidate_rkey`).
@@ -164,9 +161,9 @@ pub struct ibv_recv_wr {
 pub struct ibv_wc {
     pub wr_id: u64,
     /// Read as `c_int` (see the `device` module docs).
-    pub status: ibv_wc_status,
+    pub status: raw::ibv_wc_status,
     /// Read as `c_int` (see the `device` module docs).
-    pub opcode: ibv_wc_opcode,
+    pub opcode: raw::ibv_wc_opcode,
     pub vendor_err: u32,
     pub byte_len: u32,
     /// With `IBV_WC_WITH_IMM`: immediate data, network byte order; with `IBV_WC_WITH_INV`: the invalidated rkey (C's `invalidated_rkey`).

@@ -15,7 +15,7 @@
 //! past the queue's depth.
 
 use std::ffi::c_int;
-use std::ptr::{addr_of, addr_of_mut};
+use std::ptr::addr_of_mut;
 
 use verbs_abi::{
     ibv_qp, ibv_qp_state, ibv_recv_wr, ibv_send_flags, ibv_send_wr, ibv_sge, ibv_srq, ibv_wr_opcode,
@@ -141,9 +141,12 @@ pub(super) fn sends(qp: *mut ibv_qp, mut wr: *mut ibv_send_wr, site: usize) -> b
             return false;
         }
         left -= 1;
-        // SAFETY: the program's WR chain, read while its post is under
-        // way; the opcode read as the int it is in C.
-        let (r, opcode) = unsafe { (&*wr, addr_of!((*wr).opcode).cast::<c_int>().read()) };
+        // SAFETY: the program's WR chain, read (copied, no reference made)
+        // while its post is under way; every field is a plain integer or
+        // pointer (the opcode `verbs_abi::raw`'s int), so any contents are
+        // a valid value.
+        let r = unsafe { wr.read() };
+        let opcode = r.opcode.0;
         let write = writes(opcode);
         let inline = (r.send_flags & SEND_INLINE != 0).then_some(c.inline());
         if !sges_pass(ctx, pd, r.sg_list, r.num_sge, c.send_sge(), inline, write) {
@@ -198,8 +201,9 @@ fn recv_chain(
             return false;
         }
         left -= 1;
-        // SAFETY: the program's WR chain, read while its post is under way.
-        let r = unsafe { &*wr };
+        // SAFETY: the program's WR chain, copied while its post is under
+        // way (plain integers and pointers: any contents are valid).
+        let r = unsafe { wr.read() };
         if !sges_pass(ctx, pd, r.sg_list, r.num_sge, max, None, true) {
             return false;
         }

@@ -257,7 +257,7 @@ pub(super) fn execute_ud(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr, signaled: bo
     let mtu = s
         .dev
         .port_attr(port)
-        .map_or(4096, |p| mtu_bytes(p.active_mtu as c_int));
+        .map_or(4096, |p| mtu_bytes(p.active_mtu.0));
     if payload.len() > mtu {
         return done(WC_LOC_LEN_ERR);
     }

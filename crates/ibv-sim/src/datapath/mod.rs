@@ -385,7 +385,9 @@ pub fn poll_cq(cq: *mut ibv_cq, n: c_int, out: *mut ibv_wc) -> c_int {
     // What other processes sent us lands now (busy polling is the fast
     // path). Every poll API calls this before reading its CQ.
     crate::fabric::poll_progress();
-    c.shared.poll(out, n as usize) as c_int
+    // SAFETY: `ibv_poll_cq`'s contract: the program passed room for `n`
+    // completions at `out` (non-null, checked above).
+    unsafe { c.shared.poll(out, n as usize) as c_int }
 }
 
 /// `ibv_req_notify_cq`.

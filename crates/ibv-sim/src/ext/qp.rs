@@ -19,7 +19,7 @@
 //! same way.
 
 use core::ffi::{c_int, c_uint, c_void};
-use core::ptr::{addr_of, addr_of_mut};
+use core::ptr::addr_of_mut;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::lock_api::RawMutex as _;
@@ -43,17 +43,6 @@ use crate::{context, guard};
 
 /// `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`.
 const INIT_SEND_OPS_FLAGS: u32 = ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS as u32;
-
-/// The members of `ibv_qp_type`.
-const QP_TYPES: [c_int; 7] = [
-    verbs_abi::ibv_qp_type::IBV_QPT_RC as c_int,
-    verbs_abi::ibv_qp_type::IBV_QPT_UC as c_int,
-    verbs_abi::ibv_qp_type::IBV_QPT_UD as c_int,
-    verbs_abi::ibv_qp_type::IBV_QPT_RAW_PACKET as c_int,
-    verbs_abi::ibv_qp_type::IBV_QPT_XRC_SEND as c_int,
-    verbs_abi::ibv_qp_type::IBV_QPT_XRC_RECV as c_int,
-    verbs_abi::ibv_qp_type::IBV_QPT_DRIVER as c_int,
-];
 
 /// `ibv_qp_create_send_ops_flags`.
 const WITH_RDMA_WRITE: u64 = 1;
@@ -87,13 +76,10 @@ pub unsafe extern "C" fn sim_create_qp_ex(
             return qp::create_ex(ctx, attr);
         }
         let sim = context::from_ibv(ctx)?;
-        // SAFETY: as above; the enum is read as an int.
-        let (qp_type, send_ops) = unsafe {
-            (
-                addr_of!((*attr).qp_type).cast::<c_int>().read(),
-                (*attr).send_ops_flags,
-            )
-        };
+        // SAFETY: as above; its enum-typed fields are plain ints
+        // (`verbs_abi::raw`), so any contents are a valid value.
+        let mut plain = unsafe { attr.read() };
+        let (qp_type, send_ops) = (plain.qp_type, plain.send_ops_flags);
         let send = WITH_SEND | WITH_SEND_WITH_IMM;
         let write = WITH_RDMA_WRITE | WITH_RDMA_WRITE_WITH_IMM;
         let atomics = if sim.dev.family.atomics {
@@ -101,7 +87,7 @@ pub unsafe extern "C" fn sim_create_qp_ex(
         } else {
             0
         };
-        let allowed = match qp_type {
+        let allowed = match qp_type.0 {
             QPT_RC => {
                 send | write
                     | WITH_RDMA_READ
@@ -122,18 +108,15 @@ pub unsafe extern "C" fn sim_create_qp_ex(
         if send_ops & !allowed != 0 {
             return Err(libc::EOPNOTSUPP);
         }
-        // The struct is read whole below: its qp_type must be a member of
-        // the enum first (an unknown type is refused as `qp::create` does).
-        if !QP_TYPES.contains(&qp_type) {
+        // An unknown type is refused as `qp::create` does.
+        if qp_type.get().is_none() {
             return Err(libc::EINVAL);
         }
-        // SAFETY: as above; its one enum, qp_type, holds a member.
-        let mut plain = unsafe { attr.read() };
         plain.comp_mask &= !INIT_SEND_OPS_FLAGS;
         let q = qp::create_ex(ctx, &mut plain)?;
         // SAFETY: as above: the granted capacities go back to the caller.
         unsafe { (*attr).cap = plain.cap };
-        install(q, plain.cap, qp_type == QPT_UD);
+        install(q, plain.cap, qp_type.0 == QPT_UD);
         Ok(q)
     })
 }

@@ -86,14 +86,6 @@ fn specs(attr: *const ibv_flow_attr, n: u8) -> Result<Vec<(u32, *const u8)>, c_i
     Ok(out)
 }
 
-/// The members of `ibv_flow_attr_type`.
-const FLOW_ATTR_TYPES: [c_int; 4] = [
-    verbs_abi::ibv_flow_attr_type::IBV_FLOW_ATTR_NORMAL as c_int,
-    verbs_abi::ibv_flow_attr_type::IBV_FLOW_ATTR_ALL_DEFAULT as c_int,
-    verbs_abi::ibv_flow_attr_type::IBV_FLOW_ATTR_MC_DEFAULT as c_int,
-    verbs_abi::ibv_flow_attr_type::IBV_FLOW_ATTR_SNIFFER as c_int,
-];
-
 /// `verbs_context.ibv_create_flow` (the inline `ibv_create_flow`).
 pub unsafe extern "C" fn sim_create_flow(
     qp_ptr: *mut ibv_qp,
@@ -104,15 +96,12 @@ pub unsafe extern "C" fn sim_create_flow(
         if attr.is_null() {
             return Err(libc::EINVAL);
         }
-        // SAFETY: attr points at the caller's rule header; its one enum,
-        // the rule's type, is read as an int and validated before the
-        // header is read whole.
-        let ty = unsafe { core::ptr::addr_of!((*attr).r#type).cast::<c_int>().read() };
-        if !FLOW_ATTR_TYPES.contains(&ty) {
+        // SAFETY: attr points at the caller's rule header, whose
+        // enum-typed field is a plain int (`verbs_abi::raw`).
+        let a = unsafe { attr.read() };
+        if a.r#type.get().is_none() {
             return Err(libc::EINVAL);
         }
-        // SAFETY: as above; `type` now holds a member of the enum.
-        let a = unsafe { attr.read() };
         if a.comp_mask != 0 || a.flags & !FLOW_FLAGS != 0 || a.num_of_specs > MAX_SPECS {
             return Err(libc::EINVAL);
         }

@@ -6,7 +6,7 @@ use core::ffi::c_int;
 use core::ptr::{addr_of, addr_of_mut};
 use std::sync::atomic::Ordering;
 
-use verbs_abi::{ibv_mw, ibv_mw_bind, ibv_mw_type, ibv_pd, ibv_qp, verbs_context};
+use verbs_abi::{ibv_mw, ibv_mw_bind, ibv_pd, ibv_qp, raw, verbs_context};
 
 use crate::abi::WR_BIND_MW;
 use crate::datapath::{self, SendWr};
@@ -19,22 +19,15 @@ use crate::{child, guard};
 
 pub(super) fn install(vctx: &mut verbs_context) {
     let ops = &mut vctx.context.ops;
-    let alloc: unsafe extern "C" fn(*mut ibv_pd, c_int) -> *mut ibv_mw = sim_alloc_mw;
-    // SAFETY: the same C signature: `enum ibv_mw_type` is passed as an int,
-    // taken as one so that a value outside the enum is not a Rust enum.
-    ops.alloc_mw = Some(unsafe {
-        core::mem::transmute::<
-            unsafe extern "C" fn(*mut ibv_pd, c_int) -> *mut ibv_mw,
-            unsafe extern "C" fn(*mut ibv_pd, ibv_mw_type) -> *mut ibv_mw,
-        >(alloc)
-    });
+    ops.alloc_mw = Some(sim_alloc_mw);
     ops.dealloc_mw = Some(sim_dealloc_mw);
     ops.bind_mw = Some(sim_bind_mw);
 }
 
 /// `ibv_context_ops.alloc_mw` (the inline `ibv_alloc_mw`).
-pub unsafe extern "C" fn sim_alloc_mw(pd_ptr: *mut ibv_pd, ty: c_int) -> *mut ibv_mw {
-    guard::ptr(|| alloc(pd_ptr, ty))
+/// The type arrives as the int C passes (`raw::ibv_mw_type`), checked below.
+pub unsafe extern "C" fn sim_alloc_mw(pd_ptr: *mut ibv_pd, ty: raw::ibv_mw_type) -> *mut ibv_mw {
+    guard::ptr(|| alloc(pd_ptr, ty.0))
 }
 
 fn alloc(pd_ptr: *mut ibv_pd, ty: c_int) -> Result<*mut ibv_mw, c_int> {
@@ -49,15 +42,13 @@ fn alloc(pd_ptr: *mut ibv_pd, ty: c_int) -> Result<*mut ibv_mw, c_int> {
         ctx.dev.take(crate::device::Limit::Mw)?;
         pd.users.fetch_add(1, Ordering::Relaxed);
         let (shared, rkey) = crate::mw::open(ty, pd.base());
-        let mut mw = ibv_mw {
+        let mw = ibv_mw {
             context: ctx.ibv(),
             pd: pd_ptr,
             rkey,
             handle: st.handle(),
-            r#type: ibv_mw_type::IBV_MW_TYPE_1,
+            r#type: raw::ibv_mw_type(ty),
         };
-        // SAFETY: the enum field is written as the int it is in C.
-        unsafe { addr_of_mut!(mw.r#type).cast::<c_int>().write(ty) };
         Ok(SimMw { mw, shared, pd })
     })?;
     Ok(raw.cast())

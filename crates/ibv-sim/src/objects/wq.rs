@@ -27,7 +27,7 @@ use crate::{context, guard};
 const WQS_RESET: c_int = verbs_abi::ibv_wq_state::IBV_WQS_RESET as c_int;
 const WQS_RDY: c_int = verbs_abi::ibv_wq_state::IBV_WQS_RDY as c_int;
 const WQS_ERR: c_int = verbs_abi::ibv_wq_state::IBV_WQS_ERR as c_int;
-const WQT_RQ: c_int = verbs_abi::ibv_wq_type::IBV_WQT_RQ as c_int;
+
 /// `ibv_wq_init_attr_mask` and `ibv_wq_attr_mask`.
 const WQ_INIT_FLAGS: u32 = 1;
 const WQ_ATTR_STATE: u32 = 1;
@@ -79,14 +79,12 @@ pub unsafe extern "C" fn sim_create_wq(
         if attr.is_null() {
             return Err(libc::EINVAL);
         }
-        // SAFETY: attr points at the caller's struct; the enum read as an
-        // int, validated before the struct (whose only enum it is) is.
-        let ty = unsafe { core::ptr::addr_of!((*attr).wq_type).cast::<c_int>().read() };
-        if ty != WQT_RQ {
+        // SAFETY: attr points at the caller's struct, whose enum-typed
+        // field is a plain int (`verbs_abi::raw`): any contents are valid.
+        let a = unsafe { attr.read() };
+        if a.wq_type != verbs_abi::ibv_wq_type::IBV_WQT_RQ {
             return Err(libc::EINVAL);
         }
-        // SAFETY: as above; its wq_type now holds a member of the enum.
-        let a = unsafe { attr.read() };
         if a.comp_mask & !WQ_INIT_FLAGS != 0 {
             return Err(libc::EINVAL);
         }
