@@ -430,7 +430,7 @@ type Task<'a> = Box<dyn Fn() + Send + Sync + 'a>;
 
 /// Probes that allocate objects up to a device's limit: "alone".
 fn limit_probe(name: &str) -> &'static str {
-    if ["limits", "mw_limit"].contains(&name) {
+    if ["limits", "limits_shared", "mw_limit"].contains(&name) {
         "alone"
     } else {
         ""

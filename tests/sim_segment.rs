@@ -71,7 +71,7 @@ fn a_process_that_cannot_map_the_segment_leaves_no_file() {
     let fabric = fabric_name("segment", "rlimit");
     let _guard = FabricGuard(fabric.clone());
     let seg = segment_path(&fabric);
-    // 200 MiB of address space: the process runs, the 257 MiB segment
+    // 200 MiB of address space: the process runs, the 273 MiB segment
     // cannot be mapped.
     let mut c = command(&exe, &fabric, &["rlimit", "200"]);
     c.stdin(Stdio::null());

@@ -117,7 +117,23 @@ pub enum Limit {
 }
 
 impl Limit {
-    const COUNT: usize = 7;
+    pub const COUNT: usize = 7;
+}
+
+/// The fabric's machine-wide counts (`fabric::limits`), handed down at the
+/// first attach: the kernel counts a device's objects across processes.
+pub trait SharedLimits: Sync {
+    /// Counts one more of `l` on `dev`; false when the device's total
+    /// would pass `max` (nothing counted then). True when not attached.
+    fn take(&self, dev: &SimDevice, l: Limit, max: u32) -> bool;
+    fn give(&self, dev: &SimDevice, l: Limit);
+}
+
+static SHARED: std::sync::OnceLock<&'static dyn SharedLimits> = std::sync::OnceLock::new();
+
+/// Installs the fabric's counts (once; later calls change nothing).
+pub fn set_shared_limits(s: &'static dyn SharedLimits) {
+    let _ = SHARED.set(s);
 }
 
 impl SimDevice {
@@ -169,9 +185,9 @@ impl SimDevice {
     }
 
     /// Counts one more object of kind `l`, or refuses it (the profile's
-    /// `limit_errno`) when the device already holds what it advertises.
-    /// The kernel counts per device across processes; the sim counts the
-    /// objects of this process.
+    /// `limit_errno`) when the device already holds what it advertises:
+    /// this process's objects, and with the fabric attached every
+    /// process's on this device (`SharedLimits`), as the kernel counts.
     pub fn take(&self, l: Limit) -> Result<(), core::ffi::c_int> {
         let pr = self.profile();
         let max = match l {
@@ -184,10 +200,17 @@ impl SimDevice {
             Limit::Qp => pr.max_qp,
             Limit::Srq => pr.max_srq,
         };
+        let max = max.max(0) as u32;
         let c = &self.counts[l as usize];
-        if c.fetch_add(1, Ordering::Relaxed) >= max.max(0) as u32 {
+        if c.fetch_add(1, Ordering::Relaxed) >= max {
             c.fetch_sub(1, Ordering::Relaxed);
             return Err(pr.limit_errno);
+        }
+        if let Some(s) = SHARED.get() {
+            if !s.take(self, l, max) {
+                c.fetch_sub(1, Ordering::Relaxed);
+                return Err(pr.limit_errno);
+            }
         }
         Ok(())
     }
@@ -195,6 +218,14 @@ impl SimDevice {
     /// An object of kind `l` is gone.
     pub fn give(&self, l: Limit) {
         self.counts[l as usize].fetch_sub(1, Ordering::Relaxed);
+        if let Some(s) = SHARED.get() {
+            s.give(self, l);
+        }
+    }
+
+    /// This process's live objects of each `Limit` kind, in kind order.
+    pub fn local_counts(&self) -> [u32; Limit::COUNT] {
+        core::array::from_fn(|k| self.counts[k].load(Ordering::Relaxed))
     }
 
     pub fn device_cap_flags(&self) -> u32 {

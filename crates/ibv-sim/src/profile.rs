@@ -249,6 +249,9 @@ pub static RXE: Profile = Profile {
     limit_errno: libc::EINVAL,
 };
 
+/// The largest `max_qp` of any profile (the fabric's QP table holds it).
+pub const LARGEST_MAX_QP: i32 = RXE_DEFAULT_MAX - 16;
+
 /// `Err(EOPNOTSUPP)` for a feature the profile lacks (`offered(p.xrc)?`):
 /// what rdma-core's placeholder for a provider's missing verb returns.
 pub fn offered(feature: bool) -> Result<(), core::ffi::c_int> {

@@ -130,10 +130,12 @@ pub(super) fn claim(
     let gen = seg.hdr().next_gen.fetch_add(1, Ordering::AcqRel).max(1);
     let token = (u64::from(gen) << 32) | u64::from(pid);
     ports_clear_owner(seg, slot);
+    seg.clear_counts(slot);
     seg.ring(slot).reset();
     seg.proc_(slot).start.store(start, Ordering::Release);
     seg.proc_(slot).token.store(token, Ordering::Release);
     let lids = register_ports(seg, slot, dev);
+    limits::join(seg, slot, dev);
     Some((slot, token, lids))
 }
 
@@ -159,7 +161,11 @@ pub fn attach(dev: &'static SimDevice, rx: &'static Receiver) -> Result<(), Stri
                 return Err("the fabric segment is gone".into());
             };
             let slot = a.slot;
-            match seg.locked(|| register_ports(seg, slot, dev)) {
+            let join = || {
+                limits::join(seg, slot, dev);
+                register_ports(seg, slot, dev)
+            };
+            match seg.locked(join) {
                 Ok(lids) => lids.into_iter().for_each(|(p, l)| dev.set_lid(p, l)),
                 Err(LockError::Stale) => return Err(format!("{} was removed", seg.path_str())),
                 Err(LockError::Other(e)) => return Err(e),
@@ -234,6 +240,7 @@ pub(super) extern "C" fn at_exit() {
     let _ = seg.locked(|| {
         if token != 0 && seg.proc_(slot).token.load(Ordering::Acquire) == token {
             ports_clear_owner(seg, slot);
+            seg.clear_counts(slot);
             seg.proc_(slot).token.store(0, Ordering::Release);
         }
         if seg.reclaim_dead() {
@@ -264,10 +271,12 @@ pub fn detach() {
     let mut o = OUTBOX.lock();
     o.clear();
     MY_TOKEN.store(0, Ordering::SeqCst);
+    limits::leave_all();
     drop(o);
     let _ = seg.locked(|| {
         if seg.proc_(a.slot).token.load(Ordering::Acquire) == a.token {
             ports_clear_owner(seg, a.slot);
+            seg.clear_counts(a.slot);
             seg.proc_(a.slot).token.store(0, Ordering::Release);
         }
         if seg.reclaim_dead() {

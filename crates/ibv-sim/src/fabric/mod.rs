@@ -34,6 +34,7 @@
 //! progress engine; [`ring`], [`wire`]: the rings and the message format.
 
 mod attach;
+mod limits;
 mod progress;
 mod qpn;
 pub mod ring;
@@ -59,17 +60,22 @@ pub const ENV_FABRIC: &str = "IBV_SIM_FABRIC";
 
 const MAGIC: u64 = u64::from_le_bytes(*b"IBVSIMFB");
 /// Bumped on any change of the segment's layout or protocol.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 
 const MAX_PROCS: usize = 128;
 const MAX_PORTS: usize = 1024;
-const MAX_QPS: usize = 1 << 16;
+/// The QP table: twice the largest `max_qp` a profile advertises, so two
+/// devices of the largest kind fit (8 bytes an entry: 16 MiB, of a sparse
+/// file whose pages cost memory only once QP numbers reach them).
+const MAX_QPS: usize = 1 << 21;
+const _: () = assert!(MAX_QPS >= 2 * crate::profile::LARGEST_MAX_QP as usize);
 
 const HDR_BYTES: usize = 4096;
 const PROCS_OFF: usize = HDR_BYTES;
 const PORTS_OFF: usize = PROCS_OFF + MAX_PROCS * 64;
 const QPS_OFF: usize = PORTS_OFF + MAX_PORTS * 32;
-const RINGS_OFF: usize = (QPS_OFF + MAX_QPS * 8).next_multiple_of(4096);
+const DEVS_OFF: usize = QPS_OFF + MAX_QPS * 8;
+const RINGS_OFF: usize = (DEVS_OFF + limits::MAX_DEVS * limits::DEV_BYTES).next_multiple_of(4096);
 const TOTAL: usize = RINGS_OFF + MAX_PROCS * RING_BYTES;
 
 /// What the header pins besides the version: the layout constants.
@@ -228,6 +234,7 @@ impl Segment {
                 } else {
                     self.proc_(i).token.store(0, Ordering::Release);
                     ports_clear_owner(self, i);
+                    self.clear_counts(i);
                 }
             }
         }
