@@ -19,10 +19,19 @@ pub struct SimAh {
 
 /// A live AH and its context.
 pub fn get(ah: *mut ibv_ah) -> Result<(&'static SimContext, &'static SimAh), c_int> {
+    get_as(ah, libc::EINVAL)
+}
+
+/// As [`get`], with `unknown` the error for an object whose handle or
+/// context the program changed (a destroy's `ENOENT`, as the kernel's).
+pub fn get_as(
+    ah: *mut ibv_ah,
+    unknown: c_int,
+) -> Result<(&'static SimContext, &'static SimAh), c_int> {
     let ctx = context::owner_of(ah as usize, Kind::Ah)?;
     // SAFETY: a live AH (the registry says so): its C fields are readable.
     let (named, handle) = unsafe { ((*ah).context, (*ah).handle) };
-    context::known(ctx, ah as usize, named, handle)?;
+    context::known(ctx, ah as usize, named, handle).map_err(|_| unknown)?;
     // SAFETY: the registry says a live SimAh is at this address.
     Ok((ctx, unsafe { &*(ah as *const SimAh) }))
 }
@@ -82,7 +91,7 @@ pub fn create(pd_ptr: *mut ibv_pd, attr: *const ibv_ah_attr) -> Result<*mut ibv_
 
 /// `ibv_destroy_ah`.
 pub fn destroy(ah: *mut ibv_ah) -> Result<(), c_int> {
-    let (ctx, a) = get(ah)?;
+    let (ctx, a) = get_as(ah, libc::ENOENT)?;
     let mut st = ctx.lock_open()?;
     if !registry::is_live(ah as usize, Kind::Ah) {
         return Err(libc::EINVAL);

@@ -18,6 +18,23 @@ pub(crate) fn get<T>(p: *mut T, kind: Kind) -> Result<(&'static SimContext, &'st
     Ok((ctx, unsafe { &*p }))
 }
 
+/// As [`get`], for an object whose C struct carries its context and the
+/// kernel's `handle` (read by `head`): one whose context or handle the
+/// program changed is `unknown` (EINVAL for most verbs, ENOENT for a
+/// destroy), as the kernel, which knows objects by handle, refuses it.
+pub(crate) fn get_known<T>(
+    p: *mut T,
+    kind: Kind,
+    head: impl FnOnce(*mut T) -> (*mut verbs_abi::ibv_context, u32),
+    unknown: c_int,
+) -> Result<(&'static SimContext, &'static T), c_int> {
+    let ctx = context::owner_of(p as usize, kind)?;
+    let (named, handle) = head(p);
+    context::known(ctx, p as usize, named, handle).map_err(|_| unknown)?;
+    // SAFETY: as in `get`.
+    Ok((ctx, unsafe { &*p }))
+}
+
 /// Creates an object under the context's lock: `make` checks and builds it
 /// (taking its parents' use counts last, once nothing can fail), then it
 /// is boxed and registered.
@@ -26,8 +43,20 @@ pub(crate) fn create<T>(
     kind: Kind,
     make: impl FnOnce(&mut CtxState) -> Result<T, c_int>,
 ) -> Result<*mut T, c_int> {
+    create_known(ctx, kind, make, |_| 0)
+}
+
+/// As [`create`], the object registered with its handle (`handle_of`), so
+/// that [`get_known`] can check it.
+pub(crate) fn create_known<T>(
+    ctx: &SimContext,
+    kind: Kind,
+    make: impl FnOnce(&mut CtxState) -> Result<T, c_int>,
+    handle_of: impl FnOnce(&T) -> u32,
+) -> Result<*mut T, c_int> {
     let mut st = ctx.lock_open()?;
     let obj = make(&mut st)?;
+    let handle = handle_of(&obj);
     let raw = Box::into_raw(Box::new(obj));
     st.children += 1;
     OBJECTS.insert(
@@ -35,7 +64,7 @@ pub(crate) fn create<T>(
         Entry {
             kind,
             ctx: ctx.addr(),
-            handle: 0,
+            handle,
         },
     );
     Ok(raw)

@@ -176,10 +176,19 @@ pub struct SimCq {
 
 /// A live CQ and its context.
 pub fn get(cq: *mut ibv_cq) -> Result<(&'static SimContext, &'static SimCq), c_int> {
+    get_as(cq, libc::EINVAL)
+}
+
+/// As [`get`], with `unknown` the error for an object whose handle or
+/// context the program changed (a destroy's `ENOENT`, as the kernel's).
+pub fn get_as(
+    cq: *mut ibv_cq,
+    unknown: c_int,
+) -> Result<(&'static SimContext, &'static SimCq), c_int> {
     let ctx = context::owner_of(cq as usize, Kind::Cq)?;
     // SAFETY: a live CQ (the registry says so): its C fields are readable.
     let (named, handle) = unsafe { ((*cq).context, (*cq).handle) };
-    context::known(ctx, cq as usize, named, handle)?;
+    context::known(ctx, cq as usize, named, handle).map_err(|_| unknown)?;
     // SAFETY: the registry says a live SimCq is at this address.
     Ok((ctx, unsafe { &*(cq as *const SimCq) }))
 }
@@ -349,7 +358,7 @@ pub fn resize(cq: *mut ibv_cq, cqe: c_int) -> Result<(), c_int> {
 /// `ibv_destroy_cq`: `EBUSY` while QPs use it; waits until every delivered
 /// completion / async event of the CQ was acknowledged.
 pub fn destroy(cq: *mut ibv_cq) -> Result<(), c_int> {
-    let (ctx, c) = get(cq)?;
+    let (ctx, c) = get_as(cq, libc::ENOENT)?;
     {
         let _st = ctx.lock_open()?;
         if !registry::is_live(cq as usize, Kind::Cq) {

@@ -276,10 +276,19 @@ pub fn check_range(addr: usize, len: usize) -> Result<(), c_int> {
 
 /// A live MR and its context.
 pub fn get(mr: *mut ibv_mr) -> Result<(&'static SimContext, &'static SimMr), c_int> {
+    get_as(mr, libc::EINVAL)
+}
+
+/// As [`get`], with `unknown` the error for an object whose handle or
+/// context the program changed (a destroy's `ENOENT`, as the kernel's).
+pub fn get_as(
+    mr: *mut ibv_mr,
+    unknown: c_int,
+) -> Result<(&'static SimContext, &'static SimMr), c_int> {
     let ctx = context::owner_of(mr as usize, Kind::Mr)?;
     // SAFETY: a live MR (the registry says so): its C fields are readable.
     let (named, handle) = unsafe { ((*mr).context, (*mr).handle) };
-    context::known(ctx, mr as usize, named, handle)?;
+    context::known(ctx, mr as usize, named, handle).map_err(|_| unknown)?;
     // SAFETY: the registry says a live SimMr is at this address.
     Ok((ctx, unsafe { &*(mr as *const SimMr) }))
 }
@@ -523,7 +532,7 @@ pub fn rereg(
 
 /// `ibv_dereg_mr`.
 pub fn dereg(mr_ptr: *mut ibv_mr) -> Result<(), c_int> {
-    let (ctx, mr) = get(mr_ptr)?;
+    let (ctx, mr) = get_as(mr_ptr, libc::ENOENT)?;
     // The outbox may still read a posted request's buffer in this MR (a
     // program that deregisters before the completion): copy it now.
     crate::fabric::settle_outbox();

@@ -64,10 +64,19 @@ impl ParentPd {
 
 /// A live PD and its context.
 pub fn get(pd: *mut ibv_pd) -> Result<(&'static SimContext, &'static SimPd), c_int> {
+    get_as(pd, libc::EINVAL)
+}
+
+/// As [`get`], with `unknown` the error for an object whose handle or
+/// context the program changed (a destroy's `ENOENT`, as the kernel's).
+pub fn get_as(
+    pd: *mut ibv_pd,
+    unknown: c_int,
+) -> Result<(&'static SimContext, &'static SimPd), c_int> {
     let ctx = context::owner_of(pd as usize, Kind::Pd)?;
     // SAFETY: a live PD (the registry says so): its C fields are readable.
     let (named, handle) = unsafe { ((*pd).context, (*pd).handle) };
-    context::known(ctx, pd as usize, named, handle)?;
+    context::known(ctx, pd as usize, named, handle).map_err(|_| unknown)?;
     // SAFETY: the registry says a live SimPd is at this address.
     Ok((ctx, unsafe { &*(pd as *const SimPd) }))
 }
@@ -101,7 +110,7 @@ pub fn alloc(ctx: *mut ibv_context) -> Result<*mut ibv_pd, c_int> {
 
 /// `ibv_dealloc_pd`: `EBUSY` while MRs, QPs, SRQs or AHs use it.
 pub fn dealloc(pd: *mut ibv_pd) -> Result<(), c_int> {
-    let (ctx, p) = get(pd)?;
+    let (ctx, p) = get_as(pd, libc::ENOENT)?;
     let mut st = ctx.lock_open()?;
     if OBJECTS.get(pd as usize).map(|e| e.kind) != Some(Kind::Pd) {
         return Err(libc::EINVAL);

@@ -65,10 +65,19 @@ pub struct SimSrq {
 
 /// A live SRQ and its context.
 pub fn get(srq: *mut ibv_srq) -> Result<(&'static SimContext, &'static SimSrq), c_int> {
+    get_as(srq, libc::EINVAL)
+}
+
+/// As [`get`], with `unknown` the error for an object whose handle or
+/// context the program changed (a destroy's `ENOENT`, as the kernel's).
+pub fn get_as(
+    srq: *mut ibv_srq,
+    unknown: c_int,
+) -> Result<(&'static SimContext, &'static SimSrq), c_int> {
     let ctx = context::owner_of(srq as usize, Kind::Srq)?;
     // SAFETY: a live SRQ (the registry says so): its C fields are readable.
     let (named, handle) = unsafe { ((*srq).context, (*srq).handle) };
-    context::known(ctx, srq as usize, named, handle)?;
+    context::known(ctx, srq as usize, named, handle).map_err(|_| unknown)?;
     // SAFETY: the registry says a live SimSrq is at this address.
     Ok((ctx, unsafe { &*(srq as *const SimSrq) }))
 }
@@ -204,7 +213,7 @@ pub fn query(srq: *mut ibv_srq, attr: *mut ibv_srq_attr) -> Result<(), c_int> {
 
 /// `ibv_destroy_srq`: `EBUSY` while QPs use it.
 pub fn destroy(srq: *mut ibv_srq) -> Result<(), c_int> {
-    let (ctx, s) = get(srq)?;
+    let (ctx, s) = get_as(srq, libc::ENOENT)?;
     {
         let _st = ctx.lock_open()?;
         if !registry::is_live(srq as usize, Kind::Srq) {

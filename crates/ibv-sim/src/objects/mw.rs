@@ -35,7 +35,7 @@ fn alloc(pd_ptr: *mut ibv_pd, ty: c_int) -> Result<*mut ibv_mw, c_int> {
     if ty != TYPE_1 && ty != TYPE_2 {
         return Err(libc::EINVAL);
     }
-    let raw = child::create(ctx, Kind::Mw, |st| {
+    let made = |st: &mut crate::context::CtxState| {
         if !registry::is_live(pd_ptr as usize, Kind::Pd) {
             return Err(libc::EINVAL);
         }
@@ -50,13 +50,28 @@ fn alloc(pd_ptr: *mut ibv_pd, ty: c_int) -> Result<*mut ibv_mw, c_int> {
             r#type: raw::ibv_mw_type(ty),
         };
         Ok(SimMw { mw, shared, pd })
-    })?;
+    };
+    let raw = child::create_known(ctx, Kind::Mw, made, |m| m.mw.handle)?;
     Ok(raw.cast())
+}
+
+/// A window's context and handle as the program's struct now says.
+fn head(m: *mut SimMw) -> (*mut verbs_abi::ibv_context, u32) {
+    // SAFETY: a live window (the registry said so); the fields the program
+    // may have changed are read, not referenced.
+    unsafe {
+        (
+            addr_of!((*m).mw.context).read(),
+            addr_of!((*m).mw.handle).read(),
+        )
+    }
 }
 
 /// `ibv_context_ops.dealloc_mw` (the inline `ibv_dealloc_mw`).
 pub unsafe extern "C" fn sim_dealloc_mw(mw: *mut ibv_mw) -> c_int {
     guard::errval(|| {
+        // The kernel knows the window by its handle (ENOENT, as a destroy).
+        child::get_known(mw.cast::<SimMw>(), Kind::Mw, head, libc::ENOENT)?;
         child::destroy(mw.cast::<SimMw>(), Kind::Mw, |m| {
             crate::mw::close(&m.shared);
             if let Ok(c) = crate::context::from_ibv(m.mw.context) {

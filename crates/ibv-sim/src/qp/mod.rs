@@ -300,10 +300,19 @@ static NEXT_QPN: AtomicU32 = AtomicU32::new(0x100);
 
 /// A live QP and its context.
 pub fn get(qp: *mut ibv_qp) -> Result<(&'static SimContext, &'static SimQp), c_int> {
+    get_as(qp, libc::EINVAL)
+}
+
+/// As [`get`], with `unknown` the error for an object whose handle or
+/// context the program changed (a destroy's `ENOENT`, as the kernel's).
+pub fn get_as(
+    qp: *mut ibv_qp,
+    unknown: c_int,
+) -> Result<(&'static SimContext, &'static SimQp), c_int> {
     let ctx = context::owner_of(qp as usize, Kind::Qp)?;
     // SAFETY: a live QP (the registry says so): its C fields are readable.
     let (named, handle) = unsafe { ((*qp).context, (*qp).handle) };
-    context::known(ctx, qp as usize, named, handle)?;
+    context::known(ctx, qp as usize, named, handle).map_err(|_| unknown)?;
     // SAFETY: the registry says a live SimQp is at this address.
     Ok((ctx, unsafe { &*(qp as *const SimQp) }))
 }
@@ -682,7 +691,7 @@ pub fn query(
 /// `ibv_destroy_qp`: `EBUSY` while attached to multicast groups; waits for
 /// its async events to be acknowledged; drops its completions from the CQs.
 pub fn destroy(qp: *mut ibv_qp) -> Result<(), c_int> {
-    let (ctx, q) = get(qp)?;
+    let (ctx, q) = get_as(qp, libc::ENOENT)?;
     let s = &q.shared;
     {
         let mut st = ctx.lock_open()?;
