@@ -361,6 +361,10 @@ pub fn post_srq_recv(srq: *mut ibv_srq, wr: *mut ibv_recv_wr, bad: *mut *mut ibv
         if g.rq.wqes.is_empty() || g.rq.pending.is_empty() {
             return None;
         }
+        // As on a QP's own queue: a timed retry lands at its retry.
+        if g.rq.pending.front().is_some_and(|p| p.due() != 0) {
+            return None;
+        }
         let w = g.rq.wqes.pop_front()?;
         let p = g.rq.pending.pop_front()?;
         s.after_take(&mut g);

@@ -4,6 +4,8 @@
 
 use std::collections::VecDeque;
 
+use crate::srq::SrqShared;
+
 use super::*;
 
 /// A message waiting for a receive WQE (the sender's RNR retries).
@@ -105,9 +107,11 @@ pub(crate) fn rnr_wait_of(a: &QpAttrs, dst: &QpShared) -> RnrWait {
     }
 }
 
-/// Destination QPs with messages on timed RNR retries (`rnr_tick` looks
-/// at them). A forked child finds the lock free.
+/// Destination QPs, and SRQs, with messages on timed RNR retries
+/// (`rnr_tick` looks at them). A forked child finds the locks free.
 static RNR_QPS: crate::fork_lock::Mutex<Vec<Arc<QpShared>>> =
+    crate::fork_lock::Mutex::new(Vec::new());
+static RNR_SRQS: crate::fork_lock::Mutex<Vec<Arc<SrqShared>>> =
     crate::fork_lock::Mutex::new(Vec::new());
 static N_RNR: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
 
@@ -121,7 +125,15 @@ fn watch_rnr(dst: &Arc<QpShared>) {
     let mut v = RNR_QPS.lock();
     if !v.iter().any(|q| Arc::ptr_eq(q, dst)) {
         v.push(dst.clone());
-        N_RNR.store(v.len(), Ordering::Relaxed);
+        N_RNR.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+fn watch_rnr_srq(s: &Arc<SrqShared>) {
+    let mut v = RNR_SRQS.lock();
+    if !v.iter().any(|q| Arc::ptr_eq(q, s)) {
+        v.push(s.clone());
+        N_RNR.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -129,7 +141,7 @@ fn watch_rnr(dst: &Arc<QpShared>) {
 /// lands; one still without a receive retries again later, or, out of
 /// retries, fails its sender with `IBV_WC_RNR_RETRY_EXC_ERR` (the sender
 /// goes to ERR, and its messages parked behind it are flushed). Runs from
-/// the progress engine's tick.
+/// the progress engine's tick; for QPs' own receive queues and for SRQs.
 pub(crate) fn rnr_tick() {
     if !rnr_waiting() {
         return;
@@ -137,29 +149,45 @@ pub(crate) fn rnr_tick() {
     let now = crate::fabric::now_ns();
     let qps: Vec<Arc<QpShared>> = RNR_QPS.lock().clone();
     for dst in qps.iter().filter(|q| q.born.here().is_ok()) {
-        rnr_retry_due(dst, now);
+        rnr_retry_due(|| dst.st.lock(), |g| &mut g.rq, |_| {}, now);
     }
+    let srqs: Vec<Arc<SrqShared>> = RNR_SRQS.lock().clone();
+    for s in srqs.iter().filter(|s| s.born.here().is_ok()) {
+        rnr_retry_due(|| s.rq.lock(), |g| &mut g.rq, |g| s.after_take(g), now);
+    }
+    let timed = |rq: &crate::recvq::RecvQueue| rq.pending.iter().any(|p| p.due() != 0);
     let mut v = RNR_QPS.lock();
-    v.retain(|q| q.born.here().is_ok() && q.st.lock().rq.pending.iter().any(|p| p.due() != 0));
-    N_RNR.store(v.len(), Ordering::Relaxed);
+    v.retain(|q| q.born.here().is_ok() && timed(&q.st.lock().rq));
+    let mut w = RNR_SRQS.lock();
+    w.retain(|s| s.born.here().is_ok() && timed(&s.rq.lock().rq));
+    N_RNR.store(v.len() + w.len(), Ordering::Relaxed);
 }
 
-fn rnr_retry_due(dst: &Arc<QpShared>, now: u64) {
+/// [`rnr_tick`] for one queue: `lock` takes its owner's lock, `rq` finds
+/// the queue under it, `took` runs after a WQE was taken (an SRQ's limit).
+fn rnr_retry_due<G: core::ops::DerefMut>(
+    lock: impl Fn() -> G,
+    rq: impl Fn(&mut G::Target) -> &mut crate::recvq::RecvQueue,
+    took: impl Fn(&mut G::Target),
+    now: u64,
+) {
     // Once the retry at the front landed, the messages waiting behind it
     // land too while receives are there.
     let mut landed = false;
     loop {
-        let mut g = dst.st.lock();
-        let Some(due) = g.rq.pending.front().map(|p| p.due()) else {
+        let mut g = lock();
+        let q = rq(&mut g);
+        let Some(due) = q.pending.front().map(|p| p.due()) else {
             return;
         };
         if due > now || (due == 0 && !landed) {
             return;
         }
-        if !g.rq.wqes.is_empty() {
-            let (Some(w), Some(p)) = (g.rq.wqes.pop_front(), g.rq.pending.pop_front()) else {
+        if !q.wqes.is_empty() {
+            let (Some(w), Some(p)) = (q.wqes.pop_front(), q.pending.pop_front()) else {
                 return;
             };
+            took(&mut g);
             drop(g);
             p.land(w);
             landed = true;
@@ -169,24 +197,24 @@ fn rnr_retry_due(dst: &Arc<QpShared>, now: u64) {
             return;
         }
         // Still no receive: one more retry, or none left.
-        let retried = g.rq.pending.front_mut().is_some_and(|p| p.retry(now));
+        let retried = q.pending.front_mut().is_some_and(|p| p.retry(now));
         if retried {
             return;
         }
-        let Some(p) = g.rq.pending.pop_front() else {
+        let Some(p) = q.pending.pop_front() else {
             return;
         };
         // Its sender goes to ERR: its messages parked behind it are flushed.
         let sender = p.sender();
-        let (behind, rest): (VecDeque<_>, VecDeque<_>) =
-            g.rq.pending
-                .drain(..)
-                .partition(|q| sender != 0 && q.sender() == sender);
-        g.rq.pending = rest;
+        let (behind, rest): (VecDeque<_>, VecDeque<_>) = q
+            .pending
+            .drain(..)
+            .partition(|m| sender != 0 && m.sender() == sender);
+        q.pending = rest;
         drop(g);
         p.refuse(WC_RNR_RETRY_EXC_ERR);
-        for q in behind {
-            q.refuse(WC_WR_FLUSH_ERR);
+        for m in behind {
+            m.refuse(WC_WR_FLUSH_ERR);
         }
     }
 }
@@ -361,12 +389,19 @@ pub(super) fn take_wqe(dst: &Arc<QpShared>, msg: Message, wait: bool) -> Taken {
     )
 }
 
-/// [`take_wqe`] with the sender's way of waiting: a timed wait parks on a
-/// QP's own receive queue with its first retry due one RNR timer from now
-/// (on an SRQ it fails at once, as without timed retries).
+/// [`take_wqe`] with the sender's way of waiting: a timed wait parks on
+/// the receive queue (the QP's own or its SRQ) with its first retry due
+/// one RNR timer from now.
 pub(super) fn take_wqe_for(dst: &Arc<QpShared>, msg: Message, how: RnrWait) -> Taken {
-    let wait = matches!(how, RnrWait::Forever)
-        || (matches!(how, RnrWait::Timed { .. }) && msg.xrc.is_none() && dst.srq.is_none());
+    let wait = !matches!(how, RnrWait::Fail);
+    let first_retry = |behind: bool| match how {
+        RnrWait::Timed { retries, period } if !behind => Some(RnrRetry {
+            due: crate::fabric::now_ns().saturating_add(period),
+            left: retries,
+            period,
+        }),
+        _ => None,
+    };
     // RC is in order: behind a parked message, the next one parks too.
     let srq = msg
         .xrc
@@ -382,11 +417,17 @@ pub(super) fn take_wqe_for(dst: &Arc<QpShared>, msg: Message, how: RnrWait) -> T
             return Taken::Wqe(w, msg);
         }
         if wait {
+            let rnr = first_retry(behind);
+            let timed = rnr.is_some();
             g.rq.pending.push_back(Box::new(Pending {
                 dst: dst.clone(),
                 msg,
-                rnr: None,
+                rnr,
             }));
+            drop(g);
+            if timed {
+                watch_rnr_srq(s);
+            }
             return Taken::Parked;
         }
         return Taken::None(msg);
@@ -399,14 +440,7 @@ pub(super) fn take_wqe_for(dst: &Arc<QpShared>, msg: Message, how: RnrWait) -> T
     if wait {
         // Behind another message it waits its turn; at the front, a timed
         // wait's first retry is one RNR timer away.
-        let rnr = match how {
-            RnrWait::Timed { retries, period } if !behind => Some(RnrRetry {
-                due: crate::fabric::now_ns().saturating_add(period),
-                left: retries,
-                period,
-            }),
-            _ => None,
-        };
+        let rnr = first_retry(behind);
         let timed = rnr.is_some();
         g.rq.pending.push_back(Box::new(Pending {
             dst: dst.clone(),

@@ -20,11 +20,12 @@ use std::sync::Arc;
 use verbs_abi::ibv_ah_attr;
 
 use super::{
-    complete_send, deliver, land, payload, reaches, remote as remote_mem, scatter, take_wqe,
-    total_len, wc_opcode_of, Message, Origin, Payload, SendWr, Taken, GRH_LEN, SEND_INLINE,
-    SEND_SOLICITED, WC_COMP_SWAP, WC_FETCH_ADD, WC_LOC_LEN_ERR, WC_RDMA_READ, WC_RDMA_WRITE,
-    WC_REM_INV_REQ_ERR, WC_RETRY_EXC_ERR, WC_SEND, WC_SUCCESS, WR_ATOMIC_CMP_AND_SWP,
-    WR_ATOMIC_FETCH_AND_ADD, WR_RDMA_READ, WR_RDMA_WRITE, WR_RDMA_WRITE_WITH_IMM, WR_SEND_WITH_IMM,
+    complete_send, deliver, deliver_for, land, payload, reaches, remote as remote_mem, scatter,
+    take_wqe, total_len, wc_opcode_of, Message, Origin, Payload, RnrWait, SendWr, Taken, GRH_LEN,
+    SEND_INLINE, SEND_SOLICITED, WC_COMP_SWAP, WC_FETCH_ADD, WC_LOC_LEN_ERR, WC_RDMA_READ,
+    WC_RDMA_WRITE, WC_REM_INV_REQ_ERR, WC_RETRY_EXC_ERR, WC_SEND, WC_SUCCESS,
+    WR_ATOMIC_CMP_AND_SWP, WR_ATOMIC_FETCH_AND_ADD, WR_RDMA_READ, WR_RDMA_WRITE,
+    WR_RDMA_WRITE_WITH_IMM, WR_SEND_WITH_IMM,
 };
 use crate::fabric::wire::{flag, kind, Wire};
 use crate::fabric::{self, Peer};
@@ -154,6 +155,8 @@ pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr, signaled: bool,
     wire.flags |= flag::REPLY;
     if a.rnr_retry == 7 {
         wire.flags |= flag::RNR_WAIT;
+    } else {
+        wire.flags |= u32::from(a.rnr_retry & 7) << flag::RNR_RETRY_SHIFT;
     }
     let timeout = retry_ns(a);
     {
@@ -418,7 +421,7 @@ fn handle_request(w: &Wire, data: &[u8], replayed: bool) {
     if !ok {
         return peer.reply(WC_RETRY_EXC_ERR);
     }
-    let rnr_wait = w.flags & flag::RNR_WAIT != 0;
+    let rnr_wait = rnr_wait_for(w, &dst);
     match w.kind {
         kind::SEND => {
             // XRC: the SRQ number travels in `qkey` (unused by RC).
@@ -430,7 +433,7 @@ fn handle_request(w: &Wire, data: &[u8], replayed: bool) {
                 xrc,
                 ..msg(data.to_vec(), None, WC_SEND)
             };
-            deliver(&dst, m, rnr_wait)
+            deliver_for(&dst, m, rnr_wait)
         }
         kind::WRITE | kind::WRITE_IMM => {
             if !data.is_empty() {
@@ -454,7 +457,7 @@ fn handle_request(w: &Wire, data: &[u8], replayed: bool) {
                     xrc: super::xrc_target(&dst, w.qkey).ok().flatten(),
                     ..msg(Vec::new(), Some(n), WC_RDMA_WRITE)
                 };
-                deliver(&dst, m, rnr_wait);
+                deliver_for(&dst, m, rnr_wait);
             } else {
                 peer.reply(WC_SUCCESS);
             }
@@ -605,6 +608,23 @@ pub fn on_response(w: &Wire, data: &[u8]) {
         _ => {}
     }
     complete_front(&q, g);
+}
+
+/// How a request from another process waits for a receive: as the
+/// requester's `rnr_retry` (in the request's flags) and the responder's
+/// profile and RNR timer say, as for a sender of this process.
+fn rnr_wait_for(w: &Wire, dst: &QpShared) -> RnrWait {
+    if w.flags & flag::RNR_WAIT != 0 {
+        RnrWait::Forever
+    } else if dst.dev.profile().rnr_timer {
+        let code = dst.st.lock().attrs.min_rnr_timer;
+        RnrWait::Timed {
+            retries: ((w.flags >> flag::RNR_RETRY_SHIFT) & 7) as u8,
+            period: super::recv::rnr_timer_ns(code),
+        }
+    } else {
+        RnrWait::Fail
+    }
 }
 
 /// Fails requests whose retries ran out: dropped by the responder, or

@@ -43,6 +43,9 @@ pub mod flag {
     pub const REPLY: u32 = 1 << 4;
     /// Send with invalidate: `rkey` is the responder's rkey to invalidate.
     pub const INV: u32 = 1 << 5;
+    /// RC, `rnr_retry` below 7: the requester's RNR retries, in the 3 bits
+    /// from here (a responder whose profile times RNR retries uses them).
+    pub const RNR_RETRY_SHIFT: u32 = 8;
 }
 
 /// The header of a message fragment.
