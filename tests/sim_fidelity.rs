@@ -218,3 +218,28 @@ fn ud_grh() {
 fn retry() {
     probe("retry");
 }
+
+#[test]
+fn limits_shared() {
+    probe("limits_shared");
+}
+
+#[test]
+fn handles_errno() {
+    probe("handles_errno");
+}
+
+#[test]
+fn rnr_srq() {
+    probe("rnr_srq");
+}
+
+#[test]
+fn rnr_remote() {
+    probe("rnr_remote");
+}
+
+#[test]
+fn retry_remote() {
+    probe("retry_remote");
+}
