@@ -1,4 +1,4 @@
-//! Fault injection (`IBV_SHIM_FAULTS`, issue 13): make chosen verbs calls
+//! Fault injection (`IBV_SHIM_FAULTS`): make chosen verbs calls
 //! fail without calling the real verb, so a program's error paths run and
 //! the leak audit can say what their cleanup forgot.
 //!
