@@ -8,7 +8,8 @@
 //! - `report`: the shim's JSON reports: where they are, what they say.
 //! - `summary`: the lines printed at the end, and the launcher's exit status.
 //! - `sweep`: `--fault-sweep`; `reaper`: the process that watches each of
-//!   its runs; `fault_rules`: the shim's own rule parser.
+//!   its runs (a wrong `--faults` rule is refused up front by the shim's
+//!   own grammar, the `fault-rules` crate).
 //! - `files`: the files the launcher reads and writes (regular files only,
 //!   bounded reads, writes renamed into place, links refused).
 //! - `trace`: the `ibv-shim trace FILE...` subcommand (decoding trace files).
@@ -25,14 +26,8 @@ mod run;
 mod status;
 mod summary;
 mod sweep;
-mod vm;
-
-// The shim's `IBV_SHIM_FAULTS` grammar, compiled here too so that a wrong
-// rule is refused before the program starts.
-#[allow(dead_code)]
-#[path = "../../../src/faults/rules.rs"]
-mod fault_rules;
 mod trace;
+mod vm;
 
 use std::ffi::OsString;
 use std::io::Write;

@@ -212,7 +212,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, UsageE
             }
             "--faults" => {
                 let v = value_of("RULES", false)?.to_string_lossy().into_owned();
-                crate::fault_rules::parse(&v).map_err(|e| usage(format!("--faults: {e}")))?;
+                fault_rules::parse(&v).map_err(|e| usage(format!("--faults: {e}")))?;
                 o.faults = Some(v);
             }
             name if crate::sweep::is_option(name) => {
@@ -404,7 +404,7 @@ sends them to the program too) and passes SIGTERM and SIGHUP on to it.
 
 /// The shim's built-in suppressions (the file it compiles in), printed by
 /// `--list-default-suppressions`.
-pub const DEFAULT_SUPPRESSIONS: &str = include_str!("../../../src/default_suppressions.txt");
+pub const DEFAULT_SUPPRESSIONS: &str = fault_rules::DEFAULT_SUPPRESSIONS;
 
 /// `ibv-shim --version`.
 pub fn version() -> String {

@@ -24,7 +24,6 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::fault_rules;
 use crate::options::{Options, UsageError};
 use crate::reaper;
 use crate::report::Report;
@@ -105,11 +104,11 @@ pub fn option(
             let verbs: Vec<String> = v.split(',').map(|x| x.trim().to_string()).collect();
             if let Some(bad) = verbs
                 .iter()
-                .find(|x| *x != "all" && !fault_rules::VERBS.contains(&x.as_str()))
+                .find(|x| *x != "all" && fault_rules::verb(x).is_none())
             {
                 return Err(UsageError(format!(
                     "--sweep-verbs: {bad:?} is not a verb the shim can make fail ({} or all)",
-                    fault_rules::VERBS.join(",")
+                    fault_rules::verb_names().collect::<Vec<_>>().join(",")
                 )));
             }
             s.verbs = Some(verbs);
