@@ -131,3 +131,33 @@ fn the_matcher_finds_each_form_and_spares_plain_words() {
         assert_eq!(citation(plain), None, "{plain:?}");
     }
 }
+
+/// Crate roots that deny an unsafe operation outside an `unsafe` block
+/// (also in an `unsafe fn`) and an `unsafe` block without its `SAFETY:`
+/// line, so that `make lint` (clippy, `-D warnings`) fails on either.
+const DENYING_UNSAFE: &[&str] = &[
+    "crates/launcher/src/main.rs",
+    "crates/vm/src/lib.rs",
+    "crates/abi-build/src/lib.rs",
+    "crates/abi-build/src/main.rs",
+    "crates/fork-lock/src/lib.rs",
+    "crates/fault-rules/src/lib.rs",
+];
+
+#[test]
+fn crate_roots_deny_unsafe_without_a_block_or_a_safety_line() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for f in DENYING_UNSAFE {
+        let text = std::fs::read_to_string(root.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+        let denied = text
+            .lines()
+            .filter(|l| l.starts_with("#![deny("))
+            .collect::<String>();
+        for lint in [
+            "unsafe_op_in_unsafe_fn",
+            "clippy::undocumented_unsafe_blocks",
+        ] {
+            assert!(denied.contains(lint), "{f} does not deny {lint}");
+        }
+    }
+}

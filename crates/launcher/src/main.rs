@@ -16,6 +16,7 @@
 //! - `trace`: the `ibv-shim trace FILE...` subcommand (decoding trace files).
 //! - `merge`: `ibv-shim report merge`, one summary over many processes' reports.
 //! - `vm`: `--vm`, the same run on a real kernel RDMA stack in a micro-VM.
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 
 mod cli;
 mod environment;

@@ -17,6 +17,7 @@
 //! shared with the guest; a line on a virtio-serial control port starts it;
 //! its output and status come back as files there. TCG by default: KVM
 //! guests hung after the BIOS on the machines this was built on.
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 
 mod initramfs;
 pub mod kernel;
