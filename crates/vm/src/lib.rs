@@ -573,9 +573,11 @@ fn run_dir() -> Result<PathBuf, Error> {
                 .to_str()
                 .and_then(|n| n.split('.').next())
                 .and_then(|p| p.parse::<i32>().ok());
-            // SAFETY: kill with signal 0 only asks whether the process exists.
             if let Some(pid) = pid {
-                if pid != std::process::id() as i32 && unsafe { libc::kill(pid, 0) } != 0 {
+                // SAFETY: kill with signal 0 only asks whether the process
+                // exists; it sends nothing.
+                let gone = unsafe { libc::kill(pid, 0) } != 0;
+                if pid != std::process::id() as i32 && gone {
                     let _ = std::fs::remove_dir_all(e.path());
                 }
             }
