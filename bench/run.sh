@@ -301,7 +301,7 @@ if [ "$HAVE_SHIM" = 1 ] && [ "$HAVE_TB" = 1 ]; then
             ira=$(calc 'int(b - a + (b >= a ? 0.5 : -0.5))' "$dir" "$ir")
             case $cfg in
                 off) label="shim, IBV_SHIM_LOG=off" lim=$((5 * k)) btxt="<= $((5 * k)) ns added"
-                    # Issue 11: the getter at the floor, wherever the device is in the list.
+                    # The getter at the floor, wherever the device is in the list.
                     case $op in name | rot) lim=2.5 btxt="<= 2.5 ns and <= 15 instructions added" ;; esac ;;
                 debug) label="shim, debug log to a file" lim=$((1000 * k)) btxt="<= $((1000 * k)) ns added" ;;
                 ltrace) label="ltrace -e 'ibv_*'" lim="" btxt="" ;;

@@ -46,7 +46,7 @@ pub mod guard;
 // Internal: only `exports` makes the header.
 /// cbindgen:ignore
 pub mod errno;
-pub mod futex;
+pub use fork_lock::futex;
 // Internal: only `exports` makes the header.
 /// cbindgen:ignore
 pub mod thread;

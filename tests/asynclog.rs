@@ -1,4 +1,4 @@
-//! The text log's writer thread (issue 11): debug and trace lines are
+//! The text log's writer thread: debug and trace lines are
 //! formatted on the calling thread and written by the shim's writer thread
 //! in batches; warnings, errors and reports stay synchronous, after the
 //! queued lines.
@@ -361,7 +361,7 @@ fn names_the_calls_saw(sync: &str) {
 /// to the thread making `ibv_get_device_name` calls, per call: the call's
 /// words queued, no text (370 measured; 439 with the entry's buffer
 /// zeroed and the payload made by a walk over the verb's descriptor; the
-/// line formatted on the calling thread, as before issue 11's binary
+/// line formatted on the calling thread, as before the binary
 /// entries, cost about 4,000 more). With `IBV_SHIM_LOG_SYNC=1` the calling
 /// thread formats its lines itself: the same measurement must see that,
 /// or it measures nothing.

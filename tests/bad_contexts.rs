@@ -1,5 +1,5 @@
-//! Contexts and objects the real library never handed out or has freed
-//! (issue 9, item 7): every export that takes a context refuses garbage and
+//! Contexts and objects the real library never handed out or has freed:
+//! every export that takes a context refuses garbage and
 //! closed contexts with EINVAL and a warning instead of forwarding them (the
 //! real rdma-core crashes on garbage: `ibv_alloc_pd((void *)0x1234)` is a
 //! SIGSEGV); objects known destroyed or of a closed context are refused; a

@@ -1,4 +1,4 @@
-//! The extended post API under the data-path checks (issue 12): an
+//! The extended post API under the data-path checks: an
 //! extended QP's `ibv_wr_*` builders are wrapped, each bad work request is
 //! reported once per site (the program's call of the setter) with its WR
 //! and counted in the JSON, a clean program reports nothing, and the

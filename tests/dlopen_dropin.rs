@@ -1,4 +1,4 @@
-//! Issue 6: reaching programs that dlopen libibverbs, and the shim as a
+//! Reaching programs that dlopen libibverbs, and the shim as a
 //! drop-in `libibverbs.so.1`.
 //!
 //! Two ways to put the shim in a process, on two beds:

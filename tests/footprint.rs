@@ -1,5 +1,5 @@
 //! The shim's fixed memory: what it adds to a process whatever the number
-//! of objects it tracks (issue 11: at most 80 bytes per live object at
+//! of objects it tracks (the budget: at most 80 bytes per live object at
 //! 100,000 live, where a fixed 2 MiB alone was 20 bytes an object).
 //!
 //! `tests/c/footprint/footprint.c` registers 1,000 MRs on the sim and reads

@@ -1,4 +1,5 @@
-//! `fork()` in verbs programs (issue 9, items 2 and 3).
+//! `fork()` in verbs programs: no child hangs, and each child's reports
+//! are its own.
 //!
 //! - A multi-threaded program whose threads keep the shim's registry busy
 //!   while the main thread forks: no child may hang in the shim's fork

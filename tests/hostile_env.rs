@@ -1,4 +1,4 @@
-//! Issue 9: trustworthy on real programs, in hostile surroundings.
+//! Trustworthy on real programs, in hostile surroundings.
 //!
 //! - Drop-in mode when libibverbs comes in through another library
 //!   (librdmacm, libfabric): `libc.so.6` then precedes the shim in the load

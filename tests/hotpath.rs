@@ -45,7 +45,7 @@ fn added_per_call(tb: &Testbed, exe: &Path, op: &str) -> f64 {
     per_call(true) - per_call(false)
 }
 
-/// Issue 11: with logging off a forwarded device call adds at most 15
+/// With logging off a forwarded device call adds at most 15
 /// instructions, whatever the device's place in the list (it used to add
 /// about 65: a `__tls_get_addr` call per call and a scan of the devices).
 #[test]
@@ -174,7 +174,7 @@ fn a_pd_pair_adds_no_more_than_442_instructions_with_tracking_on() {
 }
 
 /// An MR pair's tracking must not grow back: +449 instructions. Fails on
-/// the shim of session 19 (+517), whose MR record was packed in a function
+/// a shim (+517) whose MR record was packed in a function
 /// of its own and whose destroy called out of line, saving errno, to ask
 /// whether the data-path checks wanted to hear of it.
 #[test]

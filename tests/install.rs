@@ -1,4 +1,4 @@
-//! `make install` and `make uninstall` (issue 14): into a temporary
+//! `make install` and `make uninstall`: into a temporary
 //! DESTDIR, a C program built with `pkg-config --cflags --libs ibv-shim`
 //! runs through the installed launcher on the installed sim with the
 //! installed shim; the man pages render without warnings; uninstall

@@ -1,4 +1,4 @@
-//! The leak audit (issue 4): tracking, the reports at close and at exit,
+//! The leak audit: tracking, the reports at close and at exit,
 //! the JSON document and its schema, the exit code, suppressions, fork,
 //! threads, and destroys the shim must not forward.
 //!
@@ -754,7 +754,7 @@ fn pointers_the_shim_never_saw_are_forwarded_unchanged_with_a_warning() {
         );
     }
     // The QPs of ibv_create_qp_ex go through the context's table, which the
-    // shim interposes (issue 12): seen, so destroyed without a warning.
+    // shim interposes: seen, so destroyed without a warning.
     assert_eq!(warned("not a qp the shim saw created"), 0, "{with}");
     // The fake PD, and the program's own memory at a destroyed PD's address.
     assert_eq!(warned("not a pd the shim saw created"), 2, "{with}");

@@ -1,4 +1,4 @@
-//! The module graph has no cycles (issue 15): each `src/` module of the
+//! The module graph has no cycles: each `src/` module of the
 //! shim and of ibv-sim may use the modules below it, never one that uses it
 //! back; and no file of the shim is over 700 lines. Reads the sources as text: every `crate::x` / `$crate::x` path and
 //! `use crate::{x, ..}` group is an edge from the file's top-level module to
@@ -205,7 +205,7 @@ fn the_checker_sees_use_groups_and_paths() {
     assert_eq!(cycles(&g), vec![["a", "b"].map(String::from).into()]);
 }
 
-/// One concern per file (issue 15): no source file of the shim is over
+/// One concern per file: no source file of the shim is over
 /// 700 lines; a longer one is two concerns to split.
 #[test]
 fn no_shim_source_file_is_over_700_lines() {

@@ -3,7 +3,7 @@
 //! (preloaded and drop-in, with the data-path checks on), through
 //! `tests/third_party/pyverbs_suite.py`, which prints each test's outcome.
 //!
-//! Asserted: no generic (non-vendor) test fails; in the groups of issue 12
+//! Asserted: no generic (non-vendor) test fails; in the groups of the whole API
 //! (memory windows, XRC, device memory, parent domains, extended CQs and
 //! QPs) exactly the counted tests pass and the rest skip for the named
 //! reasons only; under the shim the same, no leak, and exactly the
@@ -81,7 +81,7 @@ fn vendor(id: &str) -> bool {
     module.starts_with("test_mlx5") || module.starts_with("test_efa")
 }
 
-/// The groups of issue 12 a test belongs to (a test may be in two: XRC
+/// The whole-API groups a test belongs to (a test may be in two: XRC
 /// over the extended QP API).
 fn groups(id: &str) -> Vec<&'static str> {
     let p: Vec<&str> = id.split('.').collect();
@@ -129,7 +129,7 @@ const EXPECTED: &[(&str, usize, Skips)] = &[
         &[("There are no huge pages of size 2M allocated", 1)],
     ),
     ("cq_ex", 5, &[]),
-    // On-demand paging (not one of issue 12's groups): implicit ODP is not
+    // On-demand paging (not one of those groups): implicit ODP is not
     // simulated.
     (
         "odp",

@@ -1,5 +1,5 @@
-//! Leak reports people can act on (issue 14) and the JSON report through
-//! the shared model (issue 15): the `SUMMARY:` line, creation sites
+//! Leak reports people can act on and the JSON report through
+//! the shared model: the `SUMMARY:` line, creation sites
 //! resolved to file and line (or `module+0xoffset (BuildId: ..)`), the
 //! device's vendor, and `ibv-shim report merge`.
 //!

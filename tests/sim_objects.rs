@@ -1,4 +1,4 @@
-//! ibv-sim's objects of issue 12, each created, used and destroyed by a C
+//! ibv-sim's objects that only the context's tables make, each created, used and destroyed by a C
 //! program compiled against the real `/usr/include/infiniband/verbs.h`,
 //! reaching them the way every program does: through the inline verbs,
 //! which jump through the context's function tables. Each program checks

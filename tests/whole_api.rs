@@ -1,4 +1,4 @@
-//! The whole verbs API (issue 12), shim side: objects only the context's
+//! The whole verbs API, shim side: objects only the context's
 //! function tables make (the inline verbs of `verbs.h`) are tracked with
 //! their parents and reported at close and in the JSON; the data-path
 //! checks (`IBV_SHIM_CHECK=datapath`) report each bad work request once per

@@ -1,4 +1,4 @@
-//! Fault injection (`IBV_SHIM_FAULTS`, issue 13): make chosen verbs calls
+//! Fault injection (`IBV_SHIM_FAULTS`): make chosen verbs calls
 //! fail without calling the real verb, so a program's error paths run and
 //! the leak audit can say what their cleanup forgot.
 //!
@@ -8,14 +8,15 @@
 //! `real::arm_faults`, and only a marked one takes the path to [`check`]). A call that fires a rule gets its errno back, which `get()` turns
 //! into `real::Unavailable::Injected(errno)`, so the export returns its own
 //! failure convention (NULL, -1, the errno value: `guard::CReturn`) with
-//! that errno, and the real verb is not called. The grammar and the decision are in [`rules`] (shared with the
+//! that errno, and the real verb is not called. The grammar and the decision
+//! are in [`rules`] (the `fault-rules` crate, shared with the
 //! launcher).
 //!
 //! `IBV_SHIM_FAULT_COUNT=FILE` (set by `ibv-shim --fault-sweep`) appends one
 //! line per injectable call, `PID VERB MODULE+0xOFFSET`, for the sweep to
 //! plan its runs from.
 
-pub mod rules;
+pub use fault_rules as rules;
 
 use std::collections::HashMap;
 use std::ffi::{c_void, CStr, OsString};

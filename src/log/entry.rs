@@ -1,4 +1,4 @@
-//! A timed call's debug line as a binary entry (issue 11): the calling
+//! A timed call's debug line as a binary entry, so that the calling
 //! thread queues the call's words — the payload `trace::capture::encode`
 //! made, strings and device names copied at call time — with its verb id,
 //! times, tid, errno and failed flag; the thread that drains the queue

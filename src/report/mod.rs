@@ -13,7 +13,7 @@
 //! - Suppressions (`IBV_SHIM_SUPPRESS`): `leak:<kind>:<pattern>` lines; a
 //!   suppressed object is still in the JSON (`"suppressed": true`) but is
 //!   not a leak for `leaked` or the exit code. Built-in ones
-//!   (`default_suppressions.txt`, off with `IBV_SHIM_DEFAULT_SUPPRESSIONS=0`)
+//!   (the `fault-rules` crate's `default_suppressions.txt`, off with `IBV_SHIM_DEFAULT_SUPPRESSIONS=0`)
 //!   cover what a library keeps for the process's life on purpose, matched
 //!   by the creating call's module only, and name it (`"kept_by"`).
 //!

@@ -37,7 +37,7 @@ pub enum Why {
 
 /// The built-in rules (`leak:KIND:MODULE  LIBRARY  why`), shared with the
 /// launcher's `--list-default-suppressions`.
-pub const DEFAULT_SUPPRESSIONS: &str = include_str!("../default_suppressions.txt");
+pub const DEFAULT_SUPPRESSIONS: &str = fault_rules::DEFAULT_SUPPRESSIONS;
 
 /// The built-in rules, parsed; a malformed line is a bug caught by a test.
 pub fn default_suppressions() -> Vec<Suppression> {

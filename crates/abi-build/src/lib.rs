@@ -12,6 +12,7 @@
 //! It also writes the shim's forwarding trampolines: one `jmp *slot(%rip)`
 //! per symbol the shim does not implement, so that the shim can stand in for
 //! the whole library without knowing those functions' signatures.
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;

@@ -1,5 +1,6 @@
 //! `abi-dump LIBRARY`: print a library's exported ABI in the snapshot format
 //! (`make abi-snapshot` writes `abi/libibverbs.so.1.abi` with it).
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 use std::path::PathBuf;
 
 fn main() {

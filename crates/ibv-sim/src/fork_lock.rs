@@ -10,97 +10,18 @@
 //! what they guard is consistent; the parent releases them, the child
 //! overwrites their words with "unlocked".
 //!
-//! Why not parking_lot: its waiters queue in a process-wide table whose
-//! own bucket locks a parent thread may hold at the fork, and whose queues
-//! name threads the child does not have. Here a waiter sleeps in the
-//! kernel on the lock word itself, so the word is all the child resets.
-//! (The per-object locks stay parking_lot: a child never touches its
-//! parent's queues, see `fork`.)
+//! The lock is the `fork-lock` crate's futex mutex (why not parking_lot:
+//! see that crate): the word is all the child resets. (The per-object
+//! locks stay parking_lot: a child never touches its parent's queues, see
+//! `fork`.)
 
-use std::sync::atomic::{AtomicU32, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
-use parking_lot::lock_api::{self, RawMutex as _};
+use parking_lot::lock_api::RawMutex as _;
 
-/// 0: free; 1: taken; 2: taken, and a thread may be asleep on it.
-pub struct RawLock(AtomicU32);
-
-const FREE: u32 = 0;
-const TAKEN: u32 = 1;
-const WAITED: u32 = 2;
-
-// SAFETY: lock() returns only after this thread moved the word from FREE
-// (an Acquire read-modify-write), unlock() stores FREE with Release:
-// at most one holder at a time.
-unsafe impl lock_api::RawMutex for RawLock {
-    #[allow(clippy::declare_interior_mutable_const)]
-    const INIT: RawLock = RawLock(AtomicU32::new(FREE));
-    type GuardMarker = lock_api::GuardSend;
-
-    #[inline]
-    fn lock(&self) {
-        if !self.try_lock() {
-            self.lock_contended();
-        }
-    }
-
-    #[inline]
-    fn try_lock(&self) -> bool {
-        self.0
-            .compare_exchange(FREE, TAKEN, Ordering::Acquire, Ordering::Relaxed)
-            .is_ok()
-    }
-
-    #[inline]
-    unsafe fn unlock(&self) {
-        if self.0.swap(FREE, Ordering::Release) == WAITED {
-            self.wake_one();
-        }
-    }
-}
-
-impl RawLock {
-    #[cold]
-    fn lock_contended(&self) {
-        // Held for a hash map operation or so: spin briefly first.
-        for _ in 0..100 {
-            std::hint::spin_loop();
-            if self.0.load(Ordering::Relaxed) == FREE && self.try_lock() {
-                return;
-            }
-        }
-        // Whoever takes the word from here on marks it WAITED, so the
-        // holder's unlock wakes a sleeper.
-        while self.0.swap(WAITED, Ordering::Acquire) != FREE {
-            // SAFETY: FUTEX_WAIT on our own word; it returns at once when
-            // the word is no longer WAITED.
-            unsafe {
-                libc::syscall(
-                    libc::SYS_futex,
-                    self.0.as_ptr(),
-                    libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
-                    WAITED,
-                    core::ptr::null::<libc::timespec>(),
-                )
-            };
-        }
-    }
-
-    #[cold]
-    fn wake_one(&self) {
-        // SAFETY: FUTEX_WAKE on our own word.
-        unsafe {
-            libc::syscall(
-                libc::SYS_futex,
-                self.0.as_ptr(),
-                libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
-                1,
-            )
-        };
-    }
-}
-
-pub type Mutex<T> = lock_api::Mutex<RawLock, T>;
-pub type MutexGuard<'a, T> = lock_api::MutexGuard<'a, RawLock, T>;
+/// The futex mutex of the `fork-lock` crate: one word, which the child
+/// resets.
+pub use ::fork_lock::{Mutex, MutexGuard, RawLock};
 
 /// The order the sim takes these locks in when it nests them (each may be
 /// held while taking a later one, never an earlier one).
@@ -195,9 +116,11 @@ extern "C" fn parent() {
 }
 
 extern "C" fn child() {
-    // Unlocking would do, as this thread took them; storing FREE also
-    // forgets any parent thread that marked one WAITED.
+    // Unlocking would do, as this thread took them; a reset also
+    // forgets any parent thread that marked one contended.
     for t in TIERS {
-        each(t, |l| l.0.store(FREE, Ordering::Release));
+        // SAFETY: the child's only thread; prepare took each of them, so
+        // no thread was inside what they guard.
+        each(t, |l| unsafe { l.reset() });
     }
 }

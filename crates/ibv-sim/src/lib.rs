@@ -35,7 +35,7 @@
 //! | `child` | plain child objects of a context: created / destroyed under its lock, use counts, `EBUSY` |
 //! | `xrcd`, `xrc` | XRC domains; XRC SRQs and where XRC sends land (below `qp` and `datapath`, which use them) |
 //! | `mw` | memory windows' state: binding, invalidation, the responder's rkey check (below `datapath`) |
-//! | `objects` | issue 12's objects' table entries, one module each: memory windows' control path, device memory, thread / parent domains |
+//! | `objects` | the objects only the context's tables make, their table entries, one module each: memory windows' control path, device memory, thread / parent domains |
 //! | `fork` | `ibv_fork_init` state; a forked child refuses its parent's queues |
 //! | `fork_lock` | the process-wide locks, which a forked child finds free |
 //! | `strings` | `*_str` helpers, rate conversions |

@@ -158,7 +158,7 @@ pub enum Kind {
     Srq,
     Qp,
     Ah,
-    /// The objects of `objects/` (issue 12's kinds).
+    /// The objects of `objects/` (those only the context's tables make).
     Mw,
     Xrcd,
     Dm,

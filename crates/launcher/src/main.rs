@@ -2,19 +2,23 @@
 //! shim preloaded, then summarises its leak reports and exits with its
 //! status (see `ibv-shim --help`).
 //!
-//! - `options`: the command line, `--help`.
+//! - `cli`: the whole command line, every subcommand's (clap).
+//! - `options`: a run's options and `--help`.
 //! - `environment`: where the shim and the sim are; the program's variables.
 //! - `run`: finding and running the program, signals, its exit status.
 //! - `report`: the shim's JSON reports: where they are, what they say.
 //! - `summary`: the lines printed at the end, and the launcher's exit status.
 //! - `sweep`: `--fault-sweep`; `reaper`: the process that watches each of
-//!   its runs; `fault_rules`: the shim's own rule parser.
+//!   its runs (a wrong `--faults` rule is refused up front by the shim's
+//!   own grammar, the `fault-rules` crate).
 //! - `files`: the files the launcher reads and writes (regular files only,
 //!   bounded reads, writes renamed into place, links refused).
 //! - `trace`: the `ibv-shim trace FILE...` subcommand (decoding trace files).
 //! - `merge`: `ibv-shim report merge`, one summary over many processes' reports.
 //! - `vm`: `--vm`, the same run on a real kernel RDMA stack in a micro-VM.
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 
+mod cli;
 mod environment;
 mod files;
 mod merge;
@@ -25,14 +29,8 @@ mod run;
 mod status;
 mod summary;
 mod sweep;
-mod vm;
-
-// The shim's `IBV_SHIM_FAULTS` grammar, compiled here too so that a wrong
-// rule is refused before the program starts.
-#[allow(dead_code)]
-#[path = "../../../src/faults/rules.rs"]
-mod fault_rules;
 mod trace;
+mod vm;
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -81,35 +79,36 @@ fn to_stderr(text: &str) {
 }
 
 fn launch(args: impl IntoIterator<Item = OsString>) -> i32 {
-    let mut args = args.into_iter().peekable();
-    if args.peek().is_some_and(|a| a == "trace") {
-        return trace::main(args.skip(1));
-    }
-    if args.peek().is_some_and(|a| a == "report") {
-        return merge::main(args.skip(1));
-    }
-    let args: Vec<OsString> = args.collect();
+    let args: Vec<OsString> = args.into_iter().collect();
     let in_vm = vm::strip(&args);
-    let o = match options::parse(in_vm.clone().unwrap_or(args)) {
-        Ok(Command::Help) => {
+    let o = match cli::parse(args) {
+        cli::Parsed::Trace(t) => return trace::main(t),
+        cli::Parsed::Merge(m) => return merge::main(m),
+        cli::Parsed::Print(text) => {
+            let _ = std::io::stdout().lock().write_all(text.as_bytes());
+            return 0;
+        }
+        cli::Parsed::Usage(cli::Of::Trace, m) => return trace::usage(&m),
+        cli::Parsed::Usage(cli::Of::Merge, m) => return merge::usage(&m),
+        cli::Parsed::Run(Command::Help) => {
             let _ = std::io::stdout()
                 .lock()
                 .write_all(options::help().as_bytes());
             return 0;
         }
-        Ok(Command::Version) => {
+        cli::Parsed::Run(Command::Version) => {
             let _ = std::io::stdout()
                 .lock()
                 .write_all(options::version().as_bytes());
             return 0;
         }
-        Ok(Command::ListDefaultSuppressions) => {
+        cli::Parsed::Run(Command::ListDefaultSuppressions) => {
             let _ = std::io::stdout()
                 .lock()
                 .write_all(options::DEFAULT_SUPPRESSIONS.as_bytes());
             return 0;
         }
-        Ok(Command::Run(_)) if in_vm.is_some() => {
+        cli::Parsed::Run(Command::Run(_)) if in_vm.is_some() => {
             return match vm::run(in_vm.unwrap_or_default()) {
                 Ok(status) => status,
                 Err(message) => {
@@ -118,8 +117,8 @@ fn launch(args: impl IntoIterator<Item = OsString>) -> i32 {
                 }
             }
         }
-        Ok(Command::Run(o)) => o,
-        Err(e) => {
+        cli::Parsed::Run(Command::Run(o)) => o,
+        cli::Parsed::Usage(cli::Of::Run, e) => {
             to_stderr(&format!(
                 "ibv-shim: {e}\nusage: ibv-shim [options] -- PROGRAM [ARGS...]   (ibv-shim --help explains the options)\n"
             ));

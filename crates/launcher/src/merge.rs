@@ -14,7 +14,6 @@
 //! through a temporary, refusing a symbolic link or a special file.
 
 use std::collections::BTreeMap;
-use std::ffi::OsString;
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -31,9 +30,13 @@ pub struct MergeOptions {
     pub output: Option<PathBuf>,
     /// `--exit-zero`: leaks do not make the exit status.
     pub exit_zero: bool,
-    /// `-h` / `--help`.
-    pub help: bool,
     pub files: Vec<PathBuf>,
+}
+
+/// A usage error: the message, the usage line, status 2.
+pub fn usage(msg: &str) -> i32 {
+    eprintln!("ibv-shim: {msg}\n{USAGE}\n(ibv-shim report merge --help explains)");
+    2
 }
 
 pub const USAGE: &str =
@@ -75,61 +78,6 @@ Exit status:
   {LEAK_STATUS}   a report holds a leak (the leak exit code of --fail-on-leak)
 "
     )
-}
-
-/// Parses what follows `report`.
-pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<MergeOptions, String> {
-    let mut args = args.into_iter();
-    match args.next() {
-        Some(a) if a == "merge" => {}
-        Some(a) if a == "--help" || a == "-h" => {
-            return Ok(MergeOptions {
-                junit: false,
-                output: None,
-                exit_zero: false,
-                help: true,
-                files: Vec::new(),
-            })
-        }
-        _ => return Err("the report subcommand is `merge`".into()),
-    }
-    let mut o = MergeOptions {
-        junit: false,
-        output: None,
-        exit_zero: false,
-        help: false,
-        files: Vec::new(),
-    };
-    let mut only_files = false;
-    while let Some(arg) = args.next() {
-        let text = arg.to_str().unwrap_or_default();
-        let mut value = |name: &str| args.next().ok_or_else(|| format!("{name} needs a value"));
-        match text {
-            _ if only_files => o.files.push(arg.into()),
-            "--" => only_files = true,
-            "-h" | "--help" => {
-                o.help = true;
-                return Ok(o);
-            }
-            "--exit-zero" => o.exit_zero = true,
-            "--format" => {
-                o.junit = match value("--format")?.to_str() {
-                    Some("junit") => true,
-                    Some("text") => false,
-                    _ => return Err("--format is text or junit".into()),
-                }
-            }
-            "--format=junit" => o.junit = true,
-            "--format=text" => o.junit = false,
-            "-o" | "--output" => o.output = Some(value("-o")?.into()),
-            _ if text.starts_with("--output=") => o.output = Some(text[9..].into()),
-            _ if text.starts_with('-') && text != "-" => {
-                return Err(format!("unknown option {text}"))
-            }
-            _ => o.files.push(arg.into()),
-        }
-    }
-    Ok(o)
 }
 
 /// One process, as the merged summary names it.
@@ -336,24 +284,7 @@ fn xml(s: &str) -> String {
 /// Runs `ibv-shim report ...`; returns the exit status: 0, 1 when a
 /// report cannot be read or the output written, 2 for a usage error,
 /// [`LEAK_STATUS`] when a report holds a leak (unless `--exit-zero`).
-pub fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
-    let o = match parse(args) {
-        Ok(o) if o.help => {
-            let _ = std::io::stdout().lock().write_all(help().as_bytes());
-            return 0;
-        }
-        Ok(o) if o.files.is_empty() => {
-            eprintln!(
-                "ibv-shim: no report files\n{USAGE}\n(ibv-shim report merge --help explains)"
-            );
-            return 2;
-        }
-        Ok(o) => o,
-        Err(e) => {
-            eprintln!("ibv-shim: {e}\n{USAGE}\n(ibv-shim report merge --help explains)");
-            return 2;
-        }
-    };
+pub fn main(o: MergeOptions) -> i32 {
     // Refused before anything is read: the output is no file to replace.
     if let Some(path) = &o.output {
         if let Err(why) = crate::files::check_target(path) {
@@ -402,36 +333,40 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::ffi::OsString;
 
-    fn args(a: &[&str]) -> Vec<OsString> {
-        a.iter().map(OsString::from).collect()
+    fn parse(a: &[&str]) -> Result<MergeOptions, String> {
+        let args = ["report"].iter().chain(a).map(OsString::from).collect();
+        match crate::cli::parse(args) {
+            crate::cli::Parsed::Merge(o) => Ok(o),
+            crate::cli::Parsed::Print(help) => Err(format!("help: {help}")),
+            crate::cli::Parsed::Usage(_, m) => Err(m),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
     fn the_command_line() {
-        let o = parse(args(&[
-            "merge", "--format", "junit", "-o", "x.xml", "a", "b",
-        ]))
-        .unwrap();
+        let o = parse(&["merge", "--format", "junit", "-o", "x.xml", "a", "b"]).unwrap();
         assert!(o.junit);
         assert_eq!(o.output, Some(PathBuf::from("x.xml")));
         assert_eq!(o.files, [PathBuf::from("a"), PathBuf::from("b")]);
-        assert!(!parse(args(&["merge", "a"])).unwrap().junit);
-        assert!(parse(args(&["merge"])).unwrap().files.is_empty());
-        assert!(parse(args(&["merge", "--help"])).unwrap().help);
-        assert!(parse(args(&["merge", "a", "-h"])).unwrap().help);
-        assert!(parse(args(&["--help"])).unwrap().help);
-        assert!(
-            parse(args(&["merge", "--exit-zero", "a"]))
-                .unwrap()
-                .exit_zero
-        );
+        assert!(!parse(&["merge", "a"]).unwrap().junit);
+        assert!(parse(&["merge"]).unwrap_err().contains("no report files"));
+        for help in [&["merge", "--help"][..], &["merge", "a", "-h"], &["--help"]] {
+            assert!(parse(help)
+                .unwrap_err()
+                .starts_with("help: usage: ibv-shim report merge"));
+        }
+        assert!(parse(&["merge", "--exit-zero", "a"]).unwrap().exit_zero);
         assert!(help().lines().all(|l| l.len() <= 80), "fits 80 columns");
-        assert!(parse(args(&["split", "a"])).is_err());
-        assert!(parse(args(&["merge", "--format", "xml", "a"])).is_err());
-        assert!(parse(args(&["merge", "--frob", "a"])).is_err());
+        assert!(parse(&["split", "a"]).unwrap_err().contains("`merge`"));
+        assert!(parse(&["merge", "--format", "xml", "a"]).is_err());
+        assert!(parse(&["merge", "--frob", "a"])
+            .unwrap_err()
+            .contains("--frob"));
         assert_eq!(
-            parse(args(&["merge", "--", "-o"])).unwrap().files,
+            parse(&["merge", "--", "-o"]).unwrap().files,
             [PathBuf::from("-o")]
         );
     }

@@ -1,10 +1,8 @@
-//! The command line: `ibv-shim [options] -- PROGRAM ARGS...`.
-//!
-//! Parsed by hand (the launcher keeps its dependencies to `serde_json` and
-//! `libc`). Options take their value as the next argument or after `=`
-//! (`--log debug`, `--log=debug`); a repeated option's last value wins.
-//! Everything after the first `--` is the program and its arguments, passed
-//! through untouched.
+//! A run's options, `ibv-shim [options] -- PROGRAM ARGS...`, and its
+//! `--help`; `cli` parses them. Options take their value as the next
+//! argument or after `=` (`--log debug`, `--log=debug`); a repeated
+//! option's last value wins. Everything after the first `--` is the
+//! program and its arguments, passed through untouched.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -84,166 +82,14 @@ impl std::fmt::Display for UsageError {
     }
 }
 
-fn usage(msg: impl Into<String>) -> UsageError {
-    UsageError(msg.into())
-}
-
-/// Parses the arguments after the launcher's own name.
+/// Parses the arguments after the launcher's own name, as a run (the
+/// subcommands are `cli`'s too): for the tests of a run's options.
+#[cfg(test)]
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, UsageError> {
-    let mut args = args.into_iter();
-    let mut o = Options::default();
-    let mut fail_on_leak = false;
-    let mut leak_exitcode = None;
-    loop {
-        let Some(arg) = args.next() else {
-            return Err(usage(
-                "missing `--` and the program to run: ibv-shim [options] -- PROGRAM [ARGS...]",
-            ));
-        };
-        if arg == "--" {
-            break;
-        }
-        let Some(text) = arg.to_str() else {
-            return Err(usage(format!(
-                "unknown option {arg:?} (the program goes after `--`)"
-            )));
-        };
-        if !text.starts_with('-') || text == "-" {
-            return Err(usage(format!(
-                "{text:?} is not an option: put the program after `--`: ibv-shim [options] -- {text} ..."
-            )));
-        }
-        // `--name=value` or `--name`; short options never take `=`.
-        let (name, inline) = match text.split_once('=') {
-            Some((n, v)) if n.starts_with("--") => (n, Some(OsString::from(v))),
-            _ => (text, None),
-        };
-        // The option's value; empty only where `may_be_empty`.
-        let mut value_of = |what: &str, may_be_empty: bool| -> Result<OsString, UsageError> {
-            let v = match inline.clone() {
-                Some(v) => v,
-                None => args
-                    .next()
-                    .filter(|v| v != "--")
-                    .ok_or_else(|| usage(format!("{name} needs a value: {name} {what}")))?,
-            };
-            if v.is_empty() && !may_be_empty {
-                return Err(usage(format!(
-                    "{name} needs a non-empty value: {name} {what}"
-                )));
-            }
-            Ok(v)
-        };
-        let flag = |inline: &Option<OsString>| match inline {
-            Some(_) => Err(usage(format!("{name} takes no value"))),
-            None => Ok(()),
-        };
-        match name {
-            "-h" | "--help" => {
-                flag(&inline)?;
-                return Ok(Command::Help);
-            }
-            "-V" | "--version" => {
-                flag(&inline)?;
-                return Ok(Command::Version);
-            }
-            "--log" => {
-                let v = value_of("LEVEL", false)?;
-                let level = v.to_string_lossy().to_ascii_lowercase();
-                if !LOG_LEVELS.contains(&level.as_str()) {
-                    return Err(usage(format!(
-                        "--log {v:?}: the level is one of {}",
-                        LOG_LEVELS.join("|")
-                    )));
-                }
-                o.log = Some(level);
-            }
-            "--log-file" => o.log_file = Some(value_of("PATH", false)?),
-            "--report" => o.report = Some(value_of("PATH", false)?),
-            "--trace" => o.trace = Some(value_of("PATH", false)?),
-            "--leak-exitcode" => {
-                let v = value_of("N", false)?;
-                leak_exitcode = Some(parse_exitcode(&v)?);
-            }
-            "--fail-on-leak" => {
-                flag(&inline)?;
-                fail_on_leak = true;
-            }
-            "--suppress" => o.suppress = Some(value_of("FILE", false)?),
-            "--no-default-suppressions" => {
-                flag(&inline)?;
-                o.no_default_suppressions = true;
-            }
-            "--list-default-suppressions" => {
-                flag(&inline)?;
-                return Ok(Command::ListDefaultSuppressions);
-            }
-            "--backtrace" => {
-                flag(&inline)?;
-                o.backtrace = true;
-            }
-            "--check-datapath" => {
-                flag(&inline)?;
-                o.check_datapath = true;
-            }
-            "--check-abort" => {
-                flag(&inline)?;
-                o.check_datapath = true;
-                o.check_abort = true;
-            }
-            "--sim" => {
-                flag(&inline)?;
-                o.sim = true;
-            }
-            "--sim-devices" => {
-                // Empty is meaningful: a sim with no device.
-                o.sim_devices = Some(value_of("LIST", true)?);
-                o.sim = true;
-            }
-            "--library" => o.library = Some(value_of("PATH", false)?),
-            "--shim" => o.shim = Some(value_of("PATH", false)?.into()),
-            "--sim-dir" => {
-                o.sim_dir = Some(value_of("DIR", false)?.into());
-                o.sim = true;
-            }
-            "-q" | "--quiet" => {
-                flag(&inline)?;
-                o.quiet = true;
-            }
-            "--faults" => {
-                let v = value_of("RULES", false)?.to_string_lossy().into_owned();
-                crate::fault_rules::parse(&v).map_err(|e| usage(format!("--faults: {e}")))?;
-                o.faults = Some(v);
-            }
-            name if crate::sweep::is_option(name) => {
-                crate::sweep::option(&mut o.sweep, name, inline.is_some(), &mut value_of)?
-            }
-            _ => {
-                return Err(usage(format!(
-                    "unknown option {name} (see ibv-shim --help; the program goes after `--`)"
-                )))
-            }
-        }
-    }
-    o.leak_exitcode = leak_exitcode.or(fail_on_leak.then_some(DEFAULT_LEAK_EXITCODE));
-    crate::sweep::validate(&o)?;
-    o.program = args
-        .next()
-        .filter(|p| !p.is_empty())
-        .ok_or_else(|| usage("no program after `--`: ibv-shim [options] -- PROGRAM [ARGS...]"))?;
-    o.args = args.collect();
-    Ok(Command::Run(Box::new(o)))
-}
-
-/// `--leak-exitcode N`: 1..=255 (0 would make a leaking run look like a
-/// clean one; an exit status has 8 bits).
-fn parse_exitcode(v: &OsString) -> Result<u8, UsageError> {
-    let text = v.to_string_lossy();
-    match text.trim().parse::<u32>() {
-        Ok(n @ 1..=255) => Ok(n as u8),
-        _ => Err(usage(format!(
-            "--leak-exitcode {text:?}: N is a number from 1 to 255"
-        ))),
+    match crate::cli::parse(args.into_iter().collect()) {
+        crate::cli::Parsed::Run(c) => Ok(c),
+        crate::cli::Parsed::Usage(_, m) => Err(UsageError(m)),
+        other => Err(UsageError(format!("not a run: {other:?}"))),
     }
 }
 
@@ -404,7 +250,7 @@ sends them to the program too) and passes SIGTERM and SIGHUP on to it.
 
 /// The shim's built-in suppressions (the file it compiles in), printed by
 /// `--list-default-suppressions`.
-pub const DEFAULT_SUPPRESSIONS: &str = include_str!("../../../src/default_suppressions.txt");
+pub const DEFAULT_SUPPRESSIONS: &str = fault_rules::DEFAULT_SUPPRESSIONS;
 
 /// `ibv-shim --version`.
 pub fn version() -> String {
@@ -550,7 +396,8 @@ mod tests {
         assert!(err(&["--log"]).contains("--log needs a value"));
         assert!(err(&["--log", "--", "p"]).contains("--log needs a value"));
         assert!(err(&["--report=", "--", "p"]).contains("non-empty"));
-        assert!(err(&["--sim=yes", "--", "p"]).contains("--sim takes no value"));
+        assert!(err(&["--sim=yes", "--", "p"]).contains("--sim"));
+        assert!(err(&["--report", "--", "p"]).contains("--report needs a value"));
         for bad in ["0", "256", "-1", "x", "1.5", ""] {
             let m = err(&["--leak-exitcode", bad, "--", "p"]);
             assert!(

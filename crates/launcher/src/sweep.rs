@@ -24,7 +24,6 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::fault_rules;
 use crate::options::{Options, UsageError};
 use crate::reaper;
 use crate::report::Report;
@@ -48,74 +47,6 @@ pub struct Sweep {
     /// `--sweep-infallible`: also fail the calls the real library cannot
     /// fail (`fault_rules::INFALLIBLE`), left out by default.
     pub infallible: bool,
-}
-
-/// The sweep's command-line options.
-pub fn is_option(name: &str) -> bool {
-    matches!(
-        name,
-        "--fault-sweep"
-            | "-j"
-            | "--jobs"
-            | "--sweep-verbs"
-            | "--sweep-sites"
-            | "--sweep-infallible"
-            | "--sweep-timeout"
-            | "--sweep-json"
-    )
-}
-
-/// Parses one sweep option; `value` reads its value.
-pub fn option(
-    s: &mut Sweep,
-    name: &str,
-    has_inline: bool,
-    value: &mut dyn FnMut(&str, bool) -> Result<OsString, UsageError>,
-) -> Result<(), UsageError> {
-    let flag = || match has_inline {
-        true => Err(UsageError(format!("{name} takes no value"))),
-        false => Ok(()),
-    };
-    let positive = |v: OsString, what: &str| -> Result<u64, UsageError> {
-        match v.to_string_lossy().trim().parse::<u64>() {
-            Ok(n) if n > 0 => Ok(n),
-            _ => Err(UsageError(format!(
-                "{name} {v:?}: {what} is a whole number above 0"
-            ))),
-        }
-    };
-    match name {
-        "--fault-sweep" => {
-            flag()?;
-            s.enabled = true;
-        }
-        "--sweep-sites" => {
-            flag()?;
-            s.sites = true;
-        }
-        "--sweep-infallible" => {
-            flag()?;
-            s.infallible = true;
-        }
-        "-j" | "--jobs" => s.jobs = Some(positive(value("N", false)?, "N")? as usize),
-        "--sweep-timeout" => s.timeout = Some(positive(value("SECS", false)?, "SECS")?),
-        "--sweep-json" => s.json = Some(value("PATH", false)?.into()),
-        _ => {
-            let v = value("VERB,...", false)?.to_string_lossy().into_owned();
-            let verbs: Vec<String> = v.split(',').map(|x| x.trim().to_string()).collect();
-            if let Some(bad) = verbs
-                .iter()
-                .find(|x| *x != "all" && !fault_rules::VERBS.contains(&x.as_str()))
-            {
-                return Err(UsageError(format!(
-                    "--sweep-verbs: {bad:?} is not a verb the shim can make fail ({} or all)",
-                    fault_rules::VERBS.join(",")
-                )));
-            }
-            s.verbs = Some(verbs);
-        }
-    }
-    Ok(())
 }
 
 /// Checks the sweep options as a whole once the command line is read.

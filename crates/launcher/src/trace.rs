@@ -39,43 +39,25 @@ complete record is kept.
 Records lost to full rings are reported on stderr.
 ";
 
-#[derive(Debug, PartialEq, Eq)]
-enum Format {
+/// How the trace is shown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
     Text,
     Chrome,
     Stats,
     PerQp,
 }
 
+/// What `ibv-shim trace` was asked (`cli` parses it).
+#[derive(Debug, PartialEq, Eq)]
+pub struct TraceOptions {
+    pub format: Format,
+    pub files: Vec<OsString>,
+}
+
 /// Runs the subcommand; returns the exit status.
-pub fn main(args: impl IntoIterator<Item = OsString>) -> i32 {
-    let mut format = Format::Text;
-    let mut files = Vec::new();
-    let mut args = args.into_iter();
-    while let Some(a) = args.next() {
-        match a.to_str() {
-            Some("-h" | "--help") => {
-                print(HELP);
-                return 0;
-            }
-            Some("--stats") => format = Format::Stats,
-            Some("--per-qp") => format = Format::PerQp,
-            Some("--format") => match args.next().as_ref().and_then(|v| v.to_str()) {
-                Some("text") => format = Format::Text,
-                Some("chrome") => format = Format::Chrome,
-                other => return usage(&format!("--format {other:?}: text or chrome")),
-            },
-            Some("--format=text") => format = Format::Text,
-            Some("--format=chrome") => format = Format::Chrome,
-            Some(s) if s.starts_with('-') && s != "-" => {
-                return usage(&format!("unknown option {s:?}"))
-            }
-            _ => files.push(a),
-        }
-    }
-    if files.is_empty() {
-        return usage("no trace file given");
-    }
+pub fn main(o: TraceOptions) -> i32 {
+    let TraceOptions { format, files } = o;
     let mut traces = Vec::new();
     for f in &files {
         let decoded = open_trace(f)
@@ -159,7 +141,8 @@ fn print(s: &str) {
     let _ = std::io::stdout().lock().write_all(s.as_bytes());
 }
 
-fn usage(msg: &str) -> i32 {
+/// A usage error: the message, the usage line, status 2.
+pub fn usage(msg: &str) -> i32 {
     eprint!("ibv-shim trace: {msg}\n{USAGE}");
     2
 }

@@ -17,6 +17,7 @@
 //! shared with the guest; a line on a virtio-serial control port starts it;
 //! its output and status come back as files there. TCG by default: KVM
 //! guests hung after the BIOS on the machines this was built on.
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 
 mod initramfs;
 pub mod kernel;
@@ -572,9 +573,11 @@ fn run_dir() -> Result<PathBuf, Error> {
                 .to_str()
                 .and_then(|n| n.split('.').next())
                 .and_then(|p| p.parse::<i32>().ok());
-            // SAFETY: kill with signal 0 only asks whether the process exists.
             if let Some(pid) = pid {
-                if pid != std::process::id() as i32 && unsafe { libc::kill(pid, 0) } != 0 {
+                // SAFETY: kill with signal 0 only asks whether the process
+                // exists; it sends nothing.
+                let gone = unsafe { libc::kill(pid, 0) } != 0;
+                if pid != std::process::id() as i32 && gone {
                     let _ = std::fs::remove_dir_all(e.path());
                 }
             }

@@ -215,9 +215,10 @@ pub unsafe extern "C" fn ibv_rereg_mr(
     length: usize,
     access: c_int,
 ) -> c_int {
-    const CHANGE_TRANSLATION: c_int = 1;
-    const CHANGE_PD: c_int = 2;
-    const CHANGE_ACCESS: c_int = 4;
+    use verbs_abi::ibv_rereg_mr_flags::*;
+    const CHANGE_TRANSLATION: c_int = IBV_REREG_MR_CHANGE_TRANSLATION as c_int;
+    const CHANGE_PD: c_int = IBV_REREG_MR_CHANGE_PD as c_int;
+    const CHANGE_ACCESS: c_int = IBV_REREG_MR_CHANGE_ACCESS as c_int;
     // Fails with IBV_REREG_MR_ERR_INPUT (-1).
     export("ibv_rereg_mr", || {
         not_null("ibv_rereg_mr", "mr", mr)?;

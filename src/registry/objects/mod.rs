@@ -1,6 +1,6 @@
 //! Live verbs objects (PDs, MRs, CQs, ...) in a side table keyed by address.
 //!
-//! Built for the budgets of issues 5 and 11: at most 80 bytes and 100 ns per
+//! Built for the shim's budgets: at most 80 bytes and 100 ns per
 //! tracked object, flat from 1k to 1M live objects, and threads working on
 //! unrelated contexts never meeting on a lock or a shared counter.
 //!

@@ -232,35 +232,19 @@ impl Ring {
     }
 }
 
+/// Wakes a waiter of another process (the ring is shared memory: not a
+/// private futex).
 pub(super) fn futex_wake(word: &AtomicU32) {
-    // SAFETY: FUTEX_WAKE on a word of the shared mapping (not
-    // FUTEX_PRIVATE: the waiter is another process).
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAKE,
-            1,
-            core::ptr::null::<libc::timespec>(),
-        )
-    };
+    ::fork_lock::futex::wake_shared(word, 1);
 }
 
+/// Sleeps while `word` is `expected`, at most `timeout_ns`.
 pub(super) fn futex_wait(word: &AtomicU32, expected: u32, timeout_ns: u64) {
-    let ts = libc::timespec {
-        tv_sec: (timeout_ns / 1_000_000_000) as libc::time_t,
-        tv_nsec: (timeout_ns % 1_000_000_000) as libc::c_long,
-    };
-    // SAFETY: FUTEX_WAIT on a word of the shared mapping with a relative timeout.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAIT,
-            expected,
-            &ts as *const libc::timespec,
-        )
-    };
+    ::fork_lock::futex::wait_shared(
+        word,
+        expected,
+        Some(std::time::Duration::from_nanos(timeout_ns)),
+    );
 }
 
 #[cfg(test)]

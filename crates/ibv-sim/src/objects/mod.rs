@@ -1,4 +1,4 @@
-//! The objects of issue 12 that ride on the basic ones, one module per
+//! The objects that ride on the basic ones, one module per
 //! family, each reached the way programs reach it: through the context's
 //! function tables (`ibv_context_ops`, `verbs_context`), which the inline
 //! verbs of `verbs.h` call.

@@ -1,7 +1,7 @@
 //! `IBV_SHIM_FAULTS` rules: the grammar, the checks and the decision of
-//! whether the n-th matching call fails. Plain data and std only: the
-//! launcher compiles this same file (`#[path]`) to refuse a wrong rule
-//! before it starts the program.
+//! whether the n-th matching call fails; and the shim's default leak
+//! suppressions. Plain data and std only: the shim decides with it, the
+//! launcher refuses a wrong rule with it before it starts the program.
 //!
 //! ```text
 //! RULES := RULE ( (',' | ';') RULE )*
@@ -20,55 +20,99 @@
 //! (MODULE is a file name or a path; the sweep writes these). Calls are
 //! counted per rule and per verb: `*:nth=2` fails the second call of each
 //! verb.
+#![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
+
+/// What failing a verb tests, which decides whether a sweep fails it by
+/// default.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// A verb the real library can fail: the program's error path runs.
+    Gives,
+    /// A verb that gives something back. Its failure leaves the object
+    /// alive, which the audit then rightly reports: a sweep leaves these
+    /// out unless asked (`--sweep-verbs`), since that finds nothing about
+    /// the program.
+    Release,
+    /// A verb the real library cannot fail for a device it listed
+    /// (`ibv_get_device_name` returns the name the device holds): a sweep
+    /// leaves these out unless asked (`--sweep-infallible`, or named in
+    /// `--sweep-verbs`), as a failure there tests a path no real run takes.
+    Infallible,
+}
+
+/// One verb a rule may name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Verb {
+    pub name: &'static str,
+    pub failure: Failure,
+}
+
+impl Verb {
+    const fn new(name: &'static str, failure: Failure) -> Verb {
+        Verb { name, failure }
+    }
+}
 
 /// The verbs the shim can make fail: its exports that return a value (a
 /// `void` verb has no way to say it failed). Inline verbs of `verbs.h`
-/// (`ibv_post_send`, `ibv_poll_cq`, ...) never reach a symbol.
-pub const VERBS: &[&str] = &[
-    "ibv_get_device_list",
-    "ibv_get_device_name",
-    "ibv_get_device_guid",
-    "ibv_get_device_index",
-    "ibv_open_device",
-    "ibv_close_device",
-    "verbs_open_device",
-    "ibv_query_device",
-    "ibv_query_port",
-    "ibv_query_gid",
-    "ibv_query_pkey",
-    "ibv_modify_qp",
-    "ibv_query_qp",
-    "ibv_modify_srq",
-    "ibv_query_srq",
-    "ibv_get_cq_event",
-    "ibv_get_async_event",
-    "ibv_attach_mcast",
-    "ibv_detach_mcast",
-    "ibv_fork_init",
-    "ibv_alloc_pd",
-    "ibv_dealloc_pd",
-    "ibv_reg_mr",
-    "ibv_reg_mr_iova",
-    "ibv_reg_mr_iova2",
-    "ibv_reg_dmabuf_mr",
-    "ibv_rereg_mr",
-    "ibv_dereg_mr",
-    "ibv_create_comp_channel",
-    "ibv_destroy_comp_channel",
-    "ibv_create_cq",
-    "ibv_resize_cq",
-    "ibv_destroy_cq",
-    "ibv_create_srq",
-    "ibv_destroy_srq",
-    "ibv_create_qp",
-    "ibv_destroy_qp",
-    "ibv_create_ah",
-    "ibv_create_ah_from_wc",
-    "ibv_destroy_ah",
-    "ibv_import_device",
-    "ibv_import_pd",
-    "ibv_import_mr",
+/// (`ibv_post_send`, `ibv_poll_cq`, ...) never reach a symbol. The grammar
+/// knows verbs only through this table: another family of calls is more
+/// rows.
+pub const VERBS: &[Verb] = &[
+    Verb::new("ibv_get_device_list", Failure::Gives),
+    Verb::new("ibv_get_device_name", Failure::Infallible),
+    Verb::new("ibv_get_device_guid", Failure::Gives),
+    Verb::new("ibv_get_device_index", Failure::Gives),
+    Verb::new("ibv_open_device", Failure::Gives),
+    Verb::new("ibv_close_device", Failure::Release),
+    Verb::new("verbs_open_device", Failure::Gives),
+    Verb::new("ibv_query_device", Failure::Gives),
+    Verb::new("ibv_query_port", Failure::Gives),
+    Verb::new("ibv_query_gid", Failure::Gives),
+    Verb::new("ibv_query_pkey", Failure::Gives),
+    Verb::new("ibv_modify_qp", Failure::Gives),
+    Verb::new("ibv_query_qp", Failure::Gives),
+    Verb::new("ibv_modify_srq", Failure::Gives),
+    Verb::new("ibv_query_srq", Failure::Gives),
+    Verb::new("ibv_get_cq_event", Failure::Gives),
+    Verb::new("ibv_get_async_event", Failure::Gives),
+    Verb::new("ibv_attach_mcast", Failure::Gives),
+    Verb::new("ibv_detach_mcast", Failure::Gives),
+    Verb::new("ibv_fork_init", Failure::Gives),
+    Verb::new("ibv_alloc_pd", Failure::Gives),
+    Verb::new("ibv_dealloc_pd", Failure::Release),
+    Verb::new("ibv_reg_mr", Failure::Gives),
+    Verb::new("ibv_reg_mr_iova", Failure::Gives),
+    Verb::new("ibv_reg_mr_iova2", Failure::Gives),
+    Verb::new("ibv_reg_dmabuf_mr", Failure::Gives),
+    Verb::new("ibv_rereg_mr", Failure::Gives),
+    Verb::new("ibv_dereg_mr", Failure::Release),
+    Verb::new("ibv_create_comp_channel", Failure::Gives),
+    Verb::new("ibv_destroy_comp_channel", Failure::Release),
+    Verb::new("ibv_create_cq", Failure::Gives),
+    Verb::new("ibv_resize_cq", Failure::Gives),
+    Verb::new("ibv_destroy_cq", Failure::Release),
+    Verb::new("ibv_create_srq", Failure::Gives),
+    Verb::new("ibv_destroy_srq", Failure::Release),
+    Verb::new("ibv_create_qp", Failure::Gives),
+    Verb::new("ibv_destroy_qp", Failure::Release),
+    Verb::new("ibv_create_ah", Failure::Gives),
+    Verb::new("ibv_create_ah_from_wc", Failure::Gives),
+    Verb::new("ibv_destroy_ah", Failure::Release),
+    Verb::new("ibv_import_device", Failure::Gives),
+    Verb::new("ibv_import_pd", Failure::Gives),
+    Verb::new("ibv_import_mr", Failure::Gives),
 ];
+
+/// The verb named `name`, if a rule may name it.
+pub fn verb(name: &str) -> Option<&'static Verb> {
+    VERBS.iter().find(|v| v.name == name)
+}
+
+/// Every verb's name, in the table's order.
+pub fn verb_names() -> impl Iterator<Item = &'static str> {
+    VERBS.iter().map(|v| v.name)
+}
 
 /// Does the shim wrap `poll_cq` (the context's function table), so that
 /// `wc` rules can act? It does (`exports::interpose`: a `wc` rule alone
@@ -76,35 +120,21 @@ pub const VERBS: &[&str] = &[
 /// the wrapper would refuse `wc` rules at start-up, never ignore them.
 pub const COMPLETIONS_WRAPPED: bool = true;
 
-/// Verbs that give something back. Their failure leaves the object alive,
-/// which the audit then rightly reports: a sweep leaves them out unless
-/// asked (`--sweep-verbs`), since that finds nothing about the program.
-pub const RELEASES: &[&str] = &[
-    "ibv_close_device",
-    "ibv_dealloc_pd",
-    "ibv_dereg_mr",
-    "ibv_destroy_comp_channel",
-    "ibv_destroy_cq",
-    "ibv_destroy_srq",
-    "ibv_destroy_qp",
-    "ibv_destroy_ah",
-];
-
-/// The verbs a `*` rule or a sweep covers by default.
-pub fn is_release(verb: &str) -> bool {
-    RELEASES.contains(&verb)
+/// A verb whose failure only tests a release ([`Failure::Release`]).
+pub fn is_release(name: &str) -> bool {
+    verb(name).is_some_and(|v| v.failure == Failure::Release)
 }
 
-/// Verbs the real library cannot fail for a device it listed:
-/// `ibv_get_device_name` returns the name the device holds. A sweep
-/// leaves them out unless asked (`--sweep-infallible`, or named in
-/// `--sweep-verbs`): a failure there tests a path no real run takes.
-pub const INFALLIBLE: &[&str] = &["ibv_get_device_name"];
-
-/// See [`INFALLIBLE`].
-pub fn is_infallible(verb: &str) -> bool {
-    INFALLIBLE.contains(&verb)
+/// A verb the real library cannot fail ([`Failure::Infallible`]).
+pub fn is_infallible(name: &str) -> bool {
+    verb(name).is_some_and(|v| v.failure == Failure::Infallible)
 }
+
+/// The shim's built-in leak suppressions (the objects libraries keep for
+/// the life of the process on purpose), in the suppression file's syntax:
+/// compiled into the shim and printed by the launcher's
+/// `--list-default-suppressions`.
+pub const DEFAULT_SUPPRESSIONS: &str = include_str!("../default_suppressions.txt");
 
 /// Which calls a rule is about.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -223,14 +253,14 @@ pub fn parse_rule(text: &str) -> Result<Rule, String> {
     let target = match parts.next().unwrap_or("").trim() {
         "*" => Target::Any,
         "wc" => Target::Completion,
-        v => match VERBS.iter().find(|&&k| k == v) {
-            Some(k) => Target::Verb(k),
+        v => match verb(v) {
+            Some(k) => Target::Verb(k.name),
             None if v.is_empty() => return Err("no verb before the first `:`".into()),
             None => {
                 return Err(format!(
                     "{v:?} is not a verb the shim can make fail (those are: {}, `*` or `wc`; \
                      inline verbs such as ibv_post_send never reach the shim)",
-                    VERBS.join(" ")
+                    verb_names().collect::<Vec<_>>().join(" ")
                 ))
             }
         },
@@ -435,7 +465,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_issue_s_examples_parse() {
+    fn the_documented_examples_parse() {
         let r = parse("ibv_reg_mr:nth=3:errno=ENOMEM, ibv_create_qp:every=10:errno=EAGAIN;*:prob=0.01:seed=42,ibv_modify_qp:nth=2:errno=ETIMEDOUT").unwrap();
         assert_eq!(r.len(), 4);
         assert_eq!(r[0].target, Target::Verb("ibv_reg_mr"));
@@ -449,6 +479,27 @@ mod tests {
             let e = parse("wc:nth=1:status=RETRY_EXC_ERR").unwrap_err();
             assert!(e.contains("wrap ibv_poll_cq"), "{e}");
         }
+    }
+
+    #[test]
+    fn the_table_classes_each_verb_by_what_its_failure_tests() {
+        for v in VERBS {
+            let releases = [
+                "ibv_close_device",
+                "ibv_dealloc_",
+                "ibv_dereg_",
+                "ibv_destroy_",
+            ]
+            .iter()
+            .any(|p| v.name.starts_with(p));
+            assert_eq!(v.failure == Failure::Release, releases, "{}", v.name);
+            assert_eq!(is_release(v.name), releases, "{}", v.name);
+        }
+        assert!(is_infallible("ibv_get_device_name") && !is_infallible("ibv_reg_mr"));
+        assert!(verb("ibv_post_send").is_none() && !is_release("ibv_post_send"));
+        assert_eq!(verb_names().count(), VERBS.len());
+        let names: std::collections::BTreeSet<_> = verb_names().collect();
+        assert_eq!(names.len(), VERBS.len(), "a verb is listed twice");
     }
 
     #[test]
