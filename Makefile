@@ -34,6 +34,9 @@ build:
 	@cp -f $(REL)/libibv_sim.so $(TARGET)/sim/.libibverbs.so.1.new
 	@mv -f $(TARGET)/sim/.libibverbs.so.1.new $(TARGET)/sim/libibverbs.so.1
 	@ln -sf libibverbs.so.1 $(TARGET)/sim/libibverbs.so
+	@cp -f $(REL)/libibv_sim_cm.so $(TARGET)/sim/.librdmacm.so.1.new
+	@mv -f $(TARGET)/sim/.librdmacm.so.1.new $(TARGET)/sim/librdmacm.so.1
+	@ln -sf librdmacm.so.1 $(TARGET)/sim/librdmacm.so
 	@ln -sf ../release/libibv_shim.so $(TARGET)/dropin/libibverbs.so.1
 	@ln -sf libibverbs.so.1 $(TARGET)/dropin/libibverbs.so
 
