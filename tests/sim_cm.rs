@@ -1,0 +1,427 @@
+//! The sim's librdmacm (`target/sim/librdmacm.so.1`, `crates/ibv-sim-cm`):
+//! its ABI against the real rdma-core 44 library and headers, and each of
+//! the connection manager's event paths as two processes on the sim see
+//! them (`tests/c/cm/paths.c`, compiled against the real
+//! `/usr/include/rdma` headers and linked to `-lrdmacm`, run with the sim
+//! first on `LD_LIBRARY_PATH`).
+//!
+//! Each test uses its own fabric, so they run in parallel.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::*;
+
+const REAL_LIBRDMACM: &str = "/usr/lib/x86_64-linux-gnu/librdmacm.so.1";
+
+fn sim_cm() -> PathBuf {
+    sim_dir().join("librdmacm.so.1")
+}
+
+// ---------------------------------------------------------------------------
+// ABI
+
+#[test]
+fn exports_every_symbol_of_the_real_librdmacm_at_its_version() {
+    let set = |lib: &Path| -> BTreeSet<(String, String, bool)> {
+        dynamic_symbols(lib)
+            .into_iter()
+            .filter(|s| !s.undefined && s.version.starts_with("RDMACM_") && s.name != s.version)
+            .map(|s| (s.name, s.version, s.default))
+            .collect()
+    };
+    let real = set(Path::new(REAL_LIBRDMACM));
+    let ours = set(&sim_cm());
+    assert!(real.len() >= 60, "the real librdmacm lists {} symbols", real.len());
+    let missing: Vec<_> = real.difference(&ours).collect();
+    let extra: Vec<_> = ours.difference(&real).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "missing {missing:?}\nextra {extra:?}"
+    );
+    // Nothing of ours is exported unversioned beside them.
+    let stray: Vec<String> = dynamic_symbols(&sim_cm())
+        .into_iter()
+        .filter(|s| !s.undefined && (s.name.starts_with("rdma_") || s.name.starts_with('r')) && s.version == "Base")
+        .map(|s| s.line)
+        .collect();
+    assert!(stray.is_empty(), "unversioned exports: {stray:?}");
+}
+
+#[test]
+fn soname_and_libibverbs_dependency() {
+    let mut cmd = Command::new("readelf");
+    cmd.arg("-d").arg(sim_cm());
+    let out = run(&mut cmd);
+    let text = stdout(&out);
+    assert!(text.contains("Library soname: [librdmacm.so.1]"), "{text}");
+    assert!(text.contains("Shared library: [libibverbs.so.1]"), "{text}");
+    // Verbs only through the public API: every ibv_ symbol it needs is
+    // one the real libibverbs exports.
+    let verbs: BTreeSet<String> = dynamic_symbols(&real_libibverbs())
+        .into_iter()
+        .filter(|s| !s.undefined)
+        .map(|s| s.name)
+        .collect();
+    let needed: Vec<String> = dynamic_symbols(&sim_cm())
+        .into_iter()
+        .filter(|s| s.undefined && s.name.starts_with("ibv_"))
+        .map(|s| s.name)
+        .collect();
+    assert!(!needed.is_empty());
+    for n in &needed {
+        assert!(verbs.contains(n), "{n} is not public verbs API");
+    }
+}
+
+/// The mirror's sizes and offsets (`rdmacm_abi::LAYOUT`) as
+/// `_Static_assert`s in a C file that includes only the real headers.
+#[test]
+fn abi_layout_matches_real_rdma_cma_h() {
+    let tmp = TempDir::new("cm-layout");
+    let mut c = String::from(
+        "#include <stddef.h>\n#include </usr/include/rdma/rdma_cma.h>\n#include </usr/include/infiniband/sa.h>\n",
+    );
+    let mut n = 0;
+    for (name, size, align, members) in rdmacm_abi::LAYOUT {
+        c += &format!(
+            "_Static_assert(sizeof(struct {name}) == {size}, \"sizeof {name}\");\n_Static_assert(_Alignof(struct {name}) == {align}, \"align {name}\");\n"
+        );
+        for (m, off) in *members {
+            c += &format!("_Static_assert(offsetof(struct {name}, {m}) == {off}, \"{name}.{m}\");\n");
+            n += 1;
+        }
+    }
+    for (name, value) in [
+        ("RDMA_PS_TCP", rdmacm_abi::RDMA_PS_TCP as u64),
+        ("RDMA_PS_UDP", rdmacm_abi::RDMA_PS_UDP as u64),
+        ("RDMA_PS_IB", rdmacm_abi::RDMA_PS_IB as u64),
+        ("RDMA_PS_IPOIB", rdmacm_abi::RDMA_PS_IPOIB as u64),
+        ("RDMA_CM_EVENT_TIMEWAIT_EXIT", rdmacm_abi::RDMA_CM_EVENT_TIMEWAIT_EXIT as u64),
+        ("RDMA_CM_EVENT_ESTABLISHED", rdmacm_abi::RDMA_CM_EVENT_ESTABLISHED as u64),
+        ("RDMA_UDP_QKEY", rdmacm_abi::RDMA_UDP_QKEY as u64),
+        ("RDMA_IB_IP_PS_TCP", rdmacm_abi::RDMA_IB_IP_PS_TCP),
+        ("RAI_FAMILY", rdmacm_abi::RAI_FAMILY as u64),
+        ("RDMA_OPTION_ID_ACK_TIMEOUT", rdmacm_abi::RDMA_OPTION_ID_ACK_TIMEOUT as u64),
+        ("RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER", rdmacm_abi::RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER as u64),
+    ] {
+        c += &format!("_Static_assert((unsigned long long){name} == {value}ULL, \"{name}\");\n");
+    }
+    for (i, name) in rdmacm_abi::EVENT_NAMES.iter().enumerate() {
+        c += &format!(
+            "_Static_assert({} == {i}, \"event {i}\");\n",
+            name.to_str().unwrap()
+        );
+    }
+    c += "int main(void) { return 0; }\n";
+    assert!(n > 80, "only {n} members checked");
+    cc_text(&tmp, "cm_layout", &c, &[]);
+}
+
+// ---------------------------------------------------------------------------
+// Event paths, two processes
+
+fn paths_program() -> PathBuf {
+    cc(
+        "cm_paths",
+        &[&repo_dir().join("tests/c/cm/paths.c")],
+        &["-lrdmacm", "-libverbs", "-lpthread"],
+    )
+}
+
+/// One process of a scenario on the sim.
+fn command(prog: &Path, fabric: &str, args: &[&str]) -> Command {
+    let mut c = Command::new(prog);
+    c.args(args)
+        .env("LD_LIBRARY_PATH", sim_dir())
+        .env("IBV_SIM_FABRIC", fabric)
+        .env("IBV_SIM_DEVICES", "rxe0")
+        .env_remove("LD_PRELOAD")
+        .stdin(Stdio::null());
+    c
+}
+
+/// Removes the fabric's segment and its rendezvous directory.
+struct Fabric(String);
+
+impl Fabric {
+    fn new(tag: &str) -> Fabric {
+        Fabric(fabric_name("cm", tag))
+    }
+}
+
+impl Drop for Fabric {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(segment_path(&self.0));
+        // SAFETY: getuid cannot fail.
+        let uid = unsafe { libc::getuid() };
+        let _ = std::fs::remove_dir_all(format!("/dev/shm/ibv-sim-cm-{uid}-{}", self.0));
+    }
+}
+
+fn wait_timeout(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let start = std::time::Instant::now();
+    loop {
+        if let Ok(Some(s)) = child.try_wait() {
+            return Some(s);
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Runs `scenario`: the server until it says "listening" (unless
+/// `no_server`), then the client; returns (client, server) outputs, each
+/// with its exit status appended as "exit N".
+fn scenario(name: &str, no_server: bool) -> (String, String) {
+    let prog = paths_program();
+    let fabric = Fabric::new(name);
+    let port = free_port().to_string();
+    let mut server_out = String::new();
+    let mut server = None;
+    if !no_server {
+        let mut s = command(&prog, &fabric.0, &["server", name, &port])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start the server");
+        let mut r = BufReader::new(s.stdout.take().unwrap());
+        let mut line = String::new();
+        while r.read_line(&mut line).unwrap_or(0) > 0 && !line.ends_with("listening\n") {}
+        server_out.push_str(&line);
+        let rest = std::thread::spawn(move || {
+            let mut v = String::new();
+            let _ = r.read_to_string(&mut v);
+            v
+        });
+        server = Some((s, rest));
+    }
+    let mut c = command(&prog, &fabric.0, &["client", name, &port])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start the client");
+    let mut out = c.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut v = String::new();
+        let _ = out.read_to_string(&mut v);
+        v
+    });
+    let status = wait_timeout(&mut c, Duration::from_secs(30));
+    let mut client_out = reader.join().unwrap();
+    client_out += &format!("exit {:?}\n", status.and_then(|s| s.code()));
+    if let Some((mut s, rest)) = server {
+        let st = wait_timeout(&mut s, Duration::from_secs(30));
+        server_out += &rest.join().unwrap();
+        server_out += &format!("exit {:?}\n", st.and_then(|s| s.code()));
+    }
+    (client_out, server_out)
+}
+
+fn lines(text: &str) -> String {
+    text.trim_start().to_string()
+}
+
+fn expect(name: &str, no_server: bool, client: &str, server: &str) {
+    let (c, s) = scenario(name, no_server);
+    let (wc, ws) = (lines(client), lines(server));
+    assert!(
+        c == wc && s == ws,
+        "{name}: the client printed\n{c}\nwanted\n{wc}\nthe server printed\n{s}\nwanted\n{ws}"
+    );
+}
+
+const CLIENT_CONNECTED: &str = "
+event RDMA_CM_EVENT_ADDR_RESOLVED status 0
+event RDMA_CM_EVENT_ROUTE_RESOLVED status 0
+qp INIT
+";
+
+const SERVER_REQUEST: &str = "
+listening
+event RDMA_CM_EVENT_CONNECT_REQUEST status 0
+private_len 56
+private_data ok
+";
+
+/// A connection made and torn down: private data padded to 56 / 196
+/// bytes, the QP through INIT, RTS, ERR, DISCONNECTED then TIMEWAIT_EXIT
+/// on both sides.
+#[test]
+fn connect_establish_disconnect() {
+    let client = format!(
+        "{CLIENT_CONNECTED}event RDMA_CM_EVENT_ESTABLISHED status 0
+private_len 196
+private_data ok
+responder_resources 1 initiator_depth 1
+qp RTS
+qp ERR
+event RDMA_CM_EVENT_DISCONNECTED status 0
+event RDMA_CM_EVENT_TIMEWAIT_EXIT status 0
+ok
+exit Some(0)
+"
+    );
+    let server = format!(
+        "{SERVER_REQUEST}qp INIT
+event RDMA_CM_EVENT_ESTABLISHED status 0
+qp RTS
+event RDMA_CM_EVENT_DISCONNECTED status 0
+qp ERR
+event RDMA_CM_EVENT_TIMEWAIT_EXIT status 0
+ok
+exit Some(0)
+"
+    );
+    expect("connect", false, &client, &server);
+}
+
+fn rejected(name: &str, status: i32) {
+    let client = format!(
+        "{CLIENT_CONNECTED}event RDMA_CM_EVENT_REJECTED status {status}
+private_len 148
+private_data ok
+ok
+exit Some(0)
+"
+    );
+    let server = format!("{SERVER_REQUEST}ok\nexit Some(0)\n");
+    expect(name, false, &client, &server);
+}
+
+/// `rdma_reject`: REJECTED with reason 28 and the reject's private data.
+#[test]
+fn reject_is_reason_28() {
+    rejected("reject", 28);
+}
+
+/// `rdma_reject_ece`: reason 35.
+#[test]
+fn reject_ece_is_reason_35() {
+    rejected("reject_ece", 35);
+}
+
+/// Nobody listens: REJECTED, reason 8 (invalid service id).
+#[test]
+fn no_listener_is_reason_8() {
+    let client = format!(
+        "{CLIENT_CONNECTED}event RDMA_CM_EVENT_REJECTED status 8
+ok
+exit Some(0)
+"
+    );
+    expect("nolistener", true, &client, "");
+}
+
+/// An address no sim device has: ADDR_ERROR after the timeout.
+#[test]
+fn unknown_address_is_addr_error() {
+    expect(
+        "addr_error",
+        true,
+        "event RDMA_CM_EVENT_ADDR_ERROR status -110\nok\nexit Some(0)\n",
+        "",
+    );
+}
+
+/// The server process dies once connected: the client gets DISCONNECTED.
+#[test]
+fn peer_death_is_disconnected() {
+    let client = format!(
+        "{CLIENT_CONNECTED}event RDMA_CM_EVENT_ESTABLISHED status 0
+private_len 196
+private_data ok
+responder_resources 1 initiator_depth 1
+qp RTS
+event RDMA_CM_EVENT_DISCONNECTED status 0
+ok
+exit Some(0)
+"
+    );
+    let server = format!(
+        "{SERVER_REQUEST}qp INIT
+event RDMA_CM_EVENT_ESTABLISHED status 0
+qp RTS
+exit Some(0)
+"
+    );
+    expect("peer_death", false, &client, &server);
+}
+
+/// The server dies holding the request: the client's REQ goes unanswered.
+#[test]
+fn unanswered_request_is_unreachable() {
+    let client = format!(
+        "{CLIENT_CONNECTED}event RDMA_CM_EVENT_UNREACHABLE status -110
+ok
+exit Some(0)
+"
+    );
+    let server = format!("{SERVER_REQUEST}exit Some(0)\n");
+    expect("unreachable", false, &client, &server);
+}
+
+/// The channel's fd: `O_NONBLOCK` gives EAGAIN, and it polls readable
+/// when an event is queued.
+#[test]
+fn event_channel_fd_polls_and_does_not_block() {
+    expect(
+        "nonblock",
+        true,
+        "empty EAGAIN\npoll readable\nevent RDMA_CM_EVENT_ADDR_RESOLVED status 0\nok\nexit Some(0)\n",
+        "",
+    );
+}
+
+/// RDMA_PS_UDP: a SIDR exchange, private data of 180 / 136 bytes, the
+/// server's QP number and the UDP qkey; the UD QPs at RTS from creation.
+#[test]
+fn udp_port_space_resolves_the_service() {
+    let client = "
+event RDMA_CM_EVENT_ADDR_RESOLVED status 0
+event RDMA_CM_EVENT_ROUTE_RESOLVED status 0
+qp RTS
+event RDMA_CM_EVENT_ESTABLISHED status 0
+private_len 136
+private_data ok
+qkey 0x1234567 qp_num_set 1
+ok
+exit Some(0)
+";
+    let server = "
+listening
+event RDMA_CM_EVENT_CONNECT_REQUEST status 0
+private_len 180
+private_data ok
+qp RTS
+ok
+exit Some(0)
+";
+    expect("udp", false, client, server);
+}
+
+/// Private data over the limit (57 on connect, 197 on accept) is EINVAL.
+#[test]
+fn private_data_limits() {
+    let (c, s) = scenario("limits", false);
+    assert!(c.contains("connect 57 EINVAL\n") && c.ends_with("ok\nexit Some(0)\n"), "{c}");
+    assert!(s.ends_with("ok\nexit Some(0)\n") && !s.contains("FAIL"), "{s}");
+}
+
+/// `rdma_destroy_id` returns only once the id's event is acknowledged.
+#[test]
+fn destroy_id_waits_for_the_ack() {
+    let (c, _) = scenario("destroy_blocks", false);
+    assert!(
+        c.contains("destroy returned before ack: no\ndestroy returned after ack: yes\nok\n"),
+        "{c}"
+    );
+}
