@@ -253,6 +253,8 @@ pub unsafe fn create(
         return Err(e);
     }
     face.qp = qp;
+    // The PD the QP went on is the id's from now (`rdma_reg_msgs` uses it).
+    face.pd = pd;
     Ok(())
 }
 

@@ -152,6 +152,14 @@ pub extern "C" fn rdma_migrate_id(id: *mut rdma_cm_id, channel: *mut rdma_event_
                 channel,
             )
         };
+        // A synchronous id's last event is its own to acknowledge.
+        // SAFETY: the live id face.
+        let ev = unsafe { (*id).event };
+        if sh.st.lock().sync && !ev.is_null() {
+            crate::event::ack(ev)?;
+            // SAFETY: as above.
+            unsafe { (*id).event = core::ptr::null_mut() };
+        }
         let mut st = sh.st.lock();
         while st.reported != st.acked {
             sh.cond.wait(&mut st);

@@ -79,11 +79,27 @@ pub unsafe extern "C" fn rdma_getaddrinfo(
     res: *mut *mut rdma_addrinfo,
 ) -> c_int {
     guard::value(|| {
-        if res.is_null() || (node.is_null() && service.is_null()) {
+        if res.is_null() {
             return Err(libc::EINVAL);
         }
         // SAFETY: the caller's contract.
         let h = unsafe { hints.as_ref() };
+        // Neither node nor service: the hints' own addresses.
+        let hinted = |sa: *mut libc::sockaddr| -> Result<Option<Addr>, c_int> {
+            // SAFETY: a hint's socket address, of its family's size.
+            if sa.is_null() {
+                Ok(None)
+            } else {
+                unsafe { Addr::read(sa) }.map(Some)
+            }
+        };
+        let (hint_src, hint_dst) = match h {
+            Some(h) => (hinted(h.ai_src_addr)?, hinted(h.ai_dst_addr)?),
+            None => (None, None),
+        };
+        if node.is_null() && service.is_null() && hint_src.is_none() && hint_dst.is_none() {
+            return Err(libc::EINVAL);
+        }
         let flags = h.map_or(0, |h| h.ai_flags);
         let passive = flags & RAI_PASSIVE != 0;
         let family = h.map_or(0, |h| h.ai_family);
@@ -103,7 +119,13 @@ pub unsafe extern "C" fn rdma_getaddrinfo(
                 QPT_RC as c_int
             };
         }
-        let a = lookup(node, service, flags & RAI_NUMERICHOST != 0, passive, family)?;
+        let a = if node.is_null() && service.is_null() {
+            if passive { hint_src } else { hint_dst }
+                .or(hint_src)
+                .ok_or(libc::EINVAL)?
+        } else {
+            lookup(node, service, flags & RAI_NUMERICHOST != 0, passive, family)?
+        };
         // SAFETY: all-zero is a valid rdma_addrinfo.
         let mut ai: Box<rdma_addrinfo> = Box::new(unsafe { core::mem::zeroed() });
         ai.ai_flags = flags;
@@ -114,12 +136,8 @@ pub unsafe extern "C" fn rdma_getaddrinfo(
             (ai.ai_src_addr, ai.ai_src_len) = sockaddr_box(&a);
         } else {
             (ai.ai_dst_addr, ai.ai_dst_len) = sockaddr_box(&a);
-            if let Some(h) = h {
-                if !h.ai_src_addr.is_null() {
-                    // SAFETY: the hint's source address.
-                    let s = unsafe { Addr::read(h.ai_src_addr) }?;
-                    (ai.ai_src_addr, ai.ai_src_len) = sockaddr_box(&s);
-                }
+            if let Some(s) = hint_src {
+                (ai.ai_src_addr, ai.ai_src_len) = sockaddr_box(&s);
             }
         }
         let p = Box::into_raw(ai);

@@ -219,6 +219,15 @@ pub unsafe extern "C" fn rdma_create_ep(
                 r.ai_port_space as u32,
             )
         }?;
+        if !qp_init_attr.is_null() {
+            // librdmacm gives the QP the result's type, whatever the program set.
+            // SAFETY: the caller's attributes; the enum field written as its integer.
+            unsafe {
+                (&raw mut (*qp_init_attr).qp_type)
+                    .cast::<c_int>()
+                    .write(r.ai_qp_type)
+            };
+        }
         let done = (|| {
             let sh = id::lookup(cm)?;
             if r.ai_flags & RAI_PASSIVE != 0 {
