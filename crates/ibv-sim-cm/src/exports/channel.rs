@@ -2,7 +2,7 @@
 core::arch::global_asm!(include_str!(concat!(env!("OUT_DIR"), "/symver_channel.s")));
 
 use core::ffi::{c_char, c_int};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use once_cell::sync::Lazy;
@@ -15,6 +15,15 @@ use crate::guard;
 /// Channels made by `rdma_create_event_channel`, by address.
 static CHANNELS: Lazy<Mutex<HashMap<usize, Arc<Channel>>>> =
     Lazy::new(|| Mutex::new(HashMap::new()));
+/// Addresses of destroyed channels (until reused).
+static DESTROYED: Lazy<Mutex<HashSet<usize>>> = Lazy::new(|| Mutex::new(HashSet::new()));
+
+/// Whether `ch` is (or is being) destroyed: looked up under the same lock
+/// order as the destruction (DESTROYED, then CHANNELS).
+fn is_destroyed(ch: *mut rdma_event_channel) -> bool {
+    let dead = DESTROYED.lock();
+    dead.contains(&(ch as usize)) && !CHANNELS.lock().contains_key(&(ch as usize))
+}
 
 /// A new channel with its C face (not registered: a synchronous id's own).
 pub fn new_channel() -> Result<Box<ChannelBox>, c_int> {
@@ -43,6 +52,7 @@ pub extern "C" fn rdma_create_event_channel() -> *mut rdma_event_channel {
         let b = Box::into_raw(new_channel()?);
         // SAFETY: just made.
         let inner = unsafe { (*b).inner.clone() };
+        DESTROYED.lock().remove(&(b as usize));
         CHANNELS.lock().insert(b as usize, inner);
         Ok(b.cast())
     })
@@ -52,7 +62,16 @@ pub extern "C" fn rdma_create_event_channel() -> *mut rdma_event_channel {
 #[no_mangle]
 pub extern "C" fn rdma_destroy_event_channel(channel: *mut rdma_event_channel) {
     guard::void(|| {
-        if CHANNELS.lock().remove(&(channel as usize)).is_some() {
+        // Marked destroyed before it leaves the table: a thread looking it
+        // up meanwhile finds one or the other.
+        let mut dead = DESTROYED.lock();
+        dead.insert(channel as usize);
+        let live = CHANNELS.lock().remove(&(channel as usize)).is_some();
+        if !live {
+            dead.remove(&(channel as usize));
+        }
+        drop(dead);
+        if live {
             // SAFETY: made by Box::into_raw above, unregistered now.
             drop(unsafe { Box::from_raw(channel.cast::<ChannelBox>()) });
         }
@@ -69,7 +88,16 @@ pub extern "C" fn rdma_get_cm_event(
         if event.is_null() {
             return Err(libc::EINVAL);
         }
-        let ch = lookup_channel(channel)?;
+        let ch = match lookup_channel(channel) {
+            Ok(ch) => ch,
+            // Another thread destroyed it (an event thread racing its
+            // program's teardown): wait for good, as in `read()` on the
+            // kernel's file; the process is ending.
+            Err(_) if is_destroyed(channel) => loop {
+                std::thread::park();
+            },
+            Err(e) => return Err(e),
+        };
         let ev = crate::id::process::get_event(&ch)?;
         // SAFETY: the caller's out pointer.
         unsafe { *event = ev };
