@@ -37,7 +37,11 @@ fn exports_every_symbol_of_the_real_librdmacm_at_its_version() {
     };
     let real = set(Path::new(REAL_LIBRDMACM));
     let ours = set(&sim_cm());
-    assert!(real.len() >= 60, "the real librdmacm lists {} symbols", real.len());
+    assert!(
+        real.len() >= 60,
+        "the real librdmacm lists {} symbols",
+        real.len()
+    );
     let missing: Vec<_> = real.difference(&ours).collect();
     let extra: Vec<_> = ours.difference(&real).collect();
     assert!(
@@ -47,7 +51,11 @@ fn exports_every_symbol_of_the_real_librdmacm_at_its_version() {
     // Nothing of ours is exported unversioned beside them.
     let stray: Vec<String> = dynamic_symbols(&sim_cm())
         .into_iter()
-        .filter(|s| !s.undefined && (s.name.starts_with("rdma_") || s.name.starts_with('r')) && s.version == "Base")
+        .filter(|s| {
+            !s.undefined
+                && (s.name.starts_with("rdma_") || s.name.starts_with('r'))
+                && s.version == "Base"
+        })
         .map(|s| s.line)
         .collect();
     assert!(stray.is_empty(), "unversioned exports: {stray:?}");
@@ -93,7 +101,9 @@ fn abi_layout_matches_real_rdma_cma_h() {
             "_Static_assert(sizeof(struct {name}) == {size}, \"sizeof {name}\");\n_Static_assert(_Alignof(struct {name}) == {align}, \"align {name}\");\n"
         );
         for (m, off) in *members {
-            c += &format!("_Static_assert(offsetof(struct {name}, {m}) == {off}, \"{name}.{m}\");\n");
+            c += &format!(
+                "_Static_assert(offsetof(struct {name}, {m}) == {off}, \"{name}.{m}\");\n"
+            );
             n += 1;
         }
     }
@@ -102,13 +112,25 @@ fn abi_layout_matches_real_rdma_cma_h() {
         ("RDMA_PS_UDP", rdmacm_abi::RDMA_PS_UDP as u64),
         ("RDMA_PS_IB", rdmacm_abi::RDMA_PS_IB as u64),
         ("RDMA_PS_IPOIB", rdmacm_abi::RDMA_PS_IPOIB as u64),
-        ("RDMA_CM_EVENT_TIMEWAIT_EXIT", rdmacm_abi::RDMA_CM_EVENT_TIMEWAIT_EXIT as u64),
-        ("RDMA_CM_EVENT_ESTABLISHED", rdmacm_abi::RDMA_CM_EVENT_ESTABLISHED as u64),
+        (
+            "RDMA_CM_EVENT_TIMEWAIT_EXIT",
+            rdmacm_abi::RDMA_CM_EVENT_TIMEWAIT_EXIT as u64,
+        ),
+        (
+            "RDMA_CM_EVENT_ESTABLISHED",
+            rdmacm_abi::RDMA_CM_EVENT_ESTABLISHED as u64,
+        ),
         ("RDMA_UDP_QKEY", rdmacm_abi::RDMA_UDP_QKEY as u64),
         ("RDMA_IB_IP_PS_TCP", rdmacm_abi::RDMA_IB_IP_PS_TCP),
         ("RAI_FAMILY", rdmacm_abi::RAI_FAMILY as u64),
-        ("RDMA_OPTION_ID_ACK_TIMEOUT", rdmacm_abi::RDMA_OPTION_ID_ACK_TIMEOUT as u64),
-        ("RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER", rdmacm_abi::RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER as u64),
+        (
+            "RDMA_OPTION_ID_ACK_TIMEOUT",
+            rdmacm_abi::RDMA_OPTION_ID_ACK_TIMEOUT as u64,
+        ),
+        (
+            "RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER",
+            rdmacm_abi::RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER as u64,
+        ),
     ] {
         c += &format!("_Static_assert((unsigned long long){name} == {value}ULL, \"{name}\");\n");
     }
@@ -141,6 +163,7 @@ fn command(prog: &Path, fabric: &str, args: &[&str]) -> Command {
         .env("LD_LIBRARY_PATH", sim_dir())
         .env("IBV_SIM_FABRIC", fabric)
         .env("IBV_SIM_DEVICES", "rxe0")
+        .env("IBV_SIM_CM_TIMEOUT_MS", "500")
         .env_remove("LD_PRELOAD")
         .stdin(Stdio::null());
     c
@@ -356,7 +379,22 @@ exit Some(0)
     expect("peer_death", false, &client, &server);
 }
 
-/// The server dies holding the request: the client's REQ goes unanswered.
+/// The server dies holding the request: rejected (28), as the dying
+/// process's CM would.
+#[test]
+fn listener_death_is_rejected() {
+    let client = format!(
+        "{CLIENT_CONNECTED}event RDMA_CM_EVENT_REJECTED status 28
+ok
+exit Some(0)
+"
+    );
+    let server = format!("{SERVER_REQUEST}exit Some(0)\n");
+    expect("server_death", false, &client, &server);
+}
+
+/// The server holds the request, alive, and never answers: UNREACHABLE
+/// after the CM's response timeout (`IBV_SIM_CM_TIMEOUT_MS`, short here).
 #[test]
 fn unanswered_request_is_unreachable() {
     let client = format!(
@@ -412,8 +450,14 @@ exit Some(0)
 #[test]
 fn private_data_limits() {
     let (c, s) = scenario("limits", false);
-    assert!(c.contains("connect 57 EINVAL\n") && c.ends_with("ok\nexit Some(0)\n"), "{c}");
-    assert!(s.ends_with("ok\nexit Some(0)\n") && !s.contains("FAIL"), "{s}");
+    assert!(
+        c.contains("connect 57 EINVAL\n") && c.ends_with("ok\nexit Some(0)\n"),
+        "{c}"
+    );
+    assert!(
+        s.ends_with("ok\nexit Some(0)\n") && !s.contains("FAIL"),
+        "{s}"
+    );
 }
 
 /// `rdma_destroy_id` returns only once the id's event is acknowledged.

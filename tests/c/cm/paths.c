@@ -6,9 +6,14 @@
  * Exits 0 when every step went as the scenario expects, 1 otherwise.
  *
  * Scenarios: connect, reject, reject_ece, nolistener, addr_error,
- * peer_death, unreachable, nonblock, udp, limits, destroy_blocks.
- * ADDR (argv[4], default 127.0.0.1) is the address to listen on and
- * connect to. */
+ * peer_death (the server dies connected), server_death (it dies holding
+ * the request), unreachable (it holds the request and never answers),
+ * nonblock, udp, limits, destroy_blocks. ADDR (argv[4], default
+ * 127.0.0.1) is the address to listen on and connect to.
+ *
+ * Once listening, the server also listens on TCP port PORT: only so that a
+ * harness can see it is ready in /proc/net/tcp (the RDMA CM's ports are
+ * its own, apart from TCP's). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -115,6 +120,19 @@ static int udp(void)
 	return !strcmp(scenario, "udp");
 }
 
+static void ready_signal(void)
+{
+	struct sockaddr_in sin;
+	int one = 1, s = socket(AF_INET, SOCK_STREAM, 0);
+
+	memset(&sin, 0, sizeof sin);
+	sin.sin_family = AF_INET;
+	sin.sin_port = htons(port);
+	setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	if (s < 0 || bind(s, (struct sockaddr *)&sin, sizeof sin) || listen(s, 1))
+		DIE("the readiness socket");
+}
+
 static int server(void)
 {
 	struct rdma_cm_id *listen_id, *id;
@@ -130,6 +148,7 @@ static int server(void)
 		DIE("rdma_bind_addr");
 	if (rdma_listen(listen_id, 4))
 		DIE("rdma_listen");
+	ready_signal();
 	printf("listening\n");
 	fflush(stdout);
 
@@ -142,8 +161,12 @@ static int server(void)
 	else
 		print_private(ev->param.conn.private_data, ev->param.conn.private_data_len, 10, 'c');
 	rdma_ack_cm_event(ev);
-	if (!strcmp(scenario, "unreachable"))
-		_exit(0);	/* the client's REQ is never answered */
+	if (!strcmp(scenario, "server_death"))
+		_exit(0);	/* dies holding the request */
+	if (!strcmp(scenario, "unreachable")) {
+		sleep(3);	/* alive, never answering */
+		_exit(0);
+	}
 
 	memset(data, 's', sizeof data);
 	memset(&cp, 0, sizeof cp);
@@ -272,9 +295,10 @@ static int client(void)
 	cp.private_data_len = 10;
 	if (rdma_connect(id, &cp))
 		DIE("rdma_connect");
-	if (!strcmp(scenario, "reject") || !strcmp(scenario, "reject_ece") || !strcmp(scenario, "nolistener")) {
+	if (!strcmp(scenario, "reject") || !strcmp(scenario, "reject_ece") || !strcmp(scenario, "nolistener") ||
+	    !strcmp(scenario, "server_death")) {
 		ev = next(RDMA_CM_EVENT_REJECTED);
-		if (strcmp(scenario, "nolistener"))
+		if (strcmp(scenario, "nolistener") && strcmp(scenario, "server_death"))
 			print_private(ev->param.conn.private_data, ev->param.conn.private_data_len, 20, 's');
 		rdma_ack_cm_event(ev);
 		teardown(id);

@@ -16,6 +16,17 @@ use crate::verbs::QPT_UD;
 
 /// How long after a disconnection its time-wait ends (`TIMEWAIT_EXIT`).
 pub const TIME_WAIT: Duration = Duration::from_millis(500);
+/// How long a REQ waits for its reply before UNREACHABLE: the kernel's CM
+/// response timeout with its retries, about a minute; `IBV_SIM_CM_TIMEOUT_MS`
+/// sets another.
+fn req_timeout() -> Duration {
+    let ms = std::env::var("IBV_SIM_CM_TIMEOUT_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(60_000);
+    Duration::from_millis(ms)
+}
+
 /// How long a DREQ waits for the peer's DREP before the id counts as
 /// disconnected anyway (the IB CM's DREQ timeout).
 pub const DREQ_TIMEOUT: Duration = Duration::from_secs(2);
@@ -330,6 +341,7 @@ pub fn connect(
             m.send(&*fd)?;
             sh.st.lock().conn = Some(fd.clone());
             engine::watch_conn(fd, sh);
+            engine::later(sh, req_timeout(), Raw::ReqTimeout);
         }
         Err(libc::ENOENT) => {
             sh.st.lock().phase = Phase::Closed;
@@ -472,7 +484,7 @@ pub fn disconnect(sh: &Arc<Shared>, id: *mut rdma_cm_id) -> Result<(), c_int> {
     Ok(())
 }
 
-fn shutdown(fd: &std::os::fd::OwnedFd) {
+pub fn shutdown(fd: &std::os::fd::OwnedFd) {
     use std::os::fd::AsRawFd;
     // SAFETY: our socket; the engine sees the end and drops it.
     unsafe { libc::shutdown(fd.as_raw_fd(), libc::SHUT_RDWR) };

@@ -71,6 +71,8 @@ pub enum Raw {
     Eof,
     /// A DREQ's wait for its DREP is over.
     DreqTimeout,
+    /// A REQ's wait for its reply is over (the CM's response timeout).
+    ReqTimeout,
     /// A multicast group joined: the group's parameters.
     Join(Box<Carried<rdma_ud_param>>),
 }

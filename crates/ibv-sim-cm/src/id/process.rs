@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use rdmacm_abi::*;
 
-use super::connect::{delivered_len, TIME_WAIT};
+use super::connect::{self, delivered_len, TIME_WAIT};
 use super::{Phase, Raw, Shared};
 use crate::addr::{self, Addr};
 use crate::event::{self, EventBox};
@@ -32,6 +32,24 @@ pub fn process(to: Arc<Shared>, raw: Raw) -> Option<Box<EventBox>> {
         Raw::Request(new, m) => request(to, id, new, m),
         Raw::Msg(m) => message(to, id, m),
         Raw::Eof => eof(to, id),
+        Raw::ReqTimeout => {
+            let mut st = to.st.lock();
+            if st.phase != Phase::Connecting {
+                return None;
+            }
+            st.phase = Phase::Closed;
+            let fd = st.conn.take();
+            drop(st);
+            if let Some(fd) = fd {
+                connect::shutdown(&fd);
+            }
+            Some(event::new(
+                to,
+                id,
+                RDMA_CM_EVENT_UNREACHABLE,
+                -libc::ETIMEDOUT,
+            ))
+        }
         Raw::DreqTimeout => {
             let mut st = to.st.lock();
             if st.phase != Phase::DisconnectSent {
@@ -229,7 +247,11 @@ fn message(to: Arc<Shared>, id: *mut rdma_cm_id, m: Box<Msg>) -> Option<Box<Even
 fn eof(to: Arc<Shared>, id: *mut rdma_cm_id) -> Option<Box<EventBox>> {
     let mut st = to.st.lock();
     let (kind, status) = match st.phase {
-        Phase::Connecting if st.qp_type != QPT_UD => (RDMA_CM_EVENT_UNREACHABLE, -libc::ETIMEDOUT),
+        // The listener's process died holding the request: its kernel's CM
+        // would reject it as the id is destroyed.
+        Phase::Connecting if st.qp_type != QPT_UD => {
+            (RDMA_CM_EVENT_REJECTED, IB_CM_REJ_CONSUMER_DEFINED)
+        }
         Phase::Accepted => (RDMA_CM_EVENT_CONNECT_ERROR, -libc::ETIMEDOUT),
         Phase::Connected | Phase::Replied | Phase::DisconnectSent => {
             engine::later(&to, TIME_WAIT, Raw::Plain(RDMA_CM_EVENT_TIMEWAIT_EXIT, 0));
