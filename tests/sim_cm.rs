@@ -469,3 +469,273 @@ fn destroy_id_waits_for_the_ack() {
         "{c}"
     );
 }
+
+// ---------------------------------------------------------------------------
+// Unmodified Debian programs, two processes on the sim
+
+/// A server and a client of one program on the sim (the server stopped
+/// once the client is done if `stays`); (client, server) as
+/// (exit code, stdout + stderr).
+fn program_pair(
+    tag: &str,
+    server: &[&str],
+    client: &[&str],
+    launcher: bool,
+    stays: bool,
+) -> ((Option<i32>, String), (Option<i32>, String)) {
+    let fabric = Fabric::new(tag);
+    let port = free_port().to_string();
+    let fill = |argv: &[&str]| -> Vec<String> {
+        argv.iter().map(|a| a.replace("{port}", &port)).collect()
+    };
+    let cmd = |argv: Vec<String>| {
+        let mut c = if launcher {
+            let mut c = Command::new(target_dir().join("ibv-shim"));
+            c.args(["--sim", "--sim-dir"])
+                .arg(sim_dir())
+                .arg("--fail-on-leak")
+                .arg("--");
+            c.args(&argv);
+            c
+        } else {
+            let mut c = Command::new(&argv[0]);
+            c.args(&argv[1..]).env("LD_LIBRARY_PATH", sim_dir());
+            c
+        };
+        c.env("IBV_SIM_FABRIC", &fabric.0)
+            .env_remove("LD_PRELOAD")
+            .env_remove("IBV_SIM_DEVICES")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c
+    };
+    let collect = |mut child: Child, limit: Duration, kill: bool| -> (Option<i32>, String) {
+        let mut o = child.stdout.take().unwrap();
+        let mut e = child.stderr.take().unwrap();
+        let ro = std::thread::spawn(move || {
+            let mut v = String::new();
+            let _ = o.read_to_string(&mut v);
+            v
+        });
+        let re = std::thread::spawn(move || {
+            let mut v = String::new();
+            let _ = e.read_to_string(&mut v);
+            v
+        });
+        if kill {
+            let _ = child.kill();
+        }
+        let status = wait_timeout(&mut child, limit);
+        let text = ro.join().unwrap() + &re.join().unwrap();
+        (status.and_then(|s| s.code()), text)
+    };
+    let mut s = cmd(fill(server)).spawn().expect("start the server");
+    std::thread::sleep(Duration::from_millis(800));
+    let c = cmd(fill(client)).spawn().expect("start the client");
+    let client = collect(c, Duration::from_secs(60), false);
+    if stays {
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let server = if stays {
+        let _ = s.kill();
+        collect(s, Duration::from_secs(10), false)
+    } else {
+        collect(s, Duration::from_secs(60), false)
+    };
+    (client, server)
+}
+
+/// rping, 100 iterations: every ping the client shows is the exact
+/// pattern rping writes (the server read it with RDMA READ and the client
+/// got it back by RDMA WRITE), in order.
+#[test]
+fn rping_100_iterations_move_the_data() {
+    let ((cc, cout), (sc, sout)) = program_pair(
+        "rping100",
+        &[
+            "rping",
+            "-s",
+            "-a",
+            "127.0.0.1",
+            "-p",
+            "{port}",
+            "-C",
+            "100",
+            "-V",
+        ],
+        &[
+            "rping",
+            "-c",
+            "-a",
+            "127.0.0.1",
+            "-p",
+            "{port}",
+            "-C",
+            "100",
+            "-v",
+            "-V",
+        ],
+        false,
+        false,
+    );
+    assert_eq!(
+        (cc, sc),
+        (Some(0), Some(0)),
+        "client:\n{cout}\nserver:\n{sout}"
+    );
+    let mut want = String::new();
+    let mut start = b'A';
+    for ping in 0..100 {
+        let mut line = format!("rdma-ping-{ping}: ").into_bytes();
+        let mut c = start;
+        while line.len() < 63 {
+            line.push(c);
+            c = if c >= b'z' { b'A' } else { c + 1 };
+        }
+        start = if start >= b'z' { b'A' } else { start + 1 };
+        want += &format!("ping data: {}\n", String::from_utf8(line).unwrap());
+    }
+    let got: String = cout
+        .lines()
+        .filter(|l| l.starts_with("ping data: "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(got, want, "client:\n{cout}");
+}
+
+/// `ibv-shim --sim --fail-on-leak` on both ends: the objects the sim's
+/// librdmacm keeps (its contexts and PDs) are its own, not the program's.
+#[test]
+fn the_shim_on_both_ends_finds_no_false_leak() {
+    let cases: &[(&str, &[&str], &[&str])] = &[
+        (
+            "rping",
+            &["rping", "-s", "-a", "127.0.0.1", "-p", "{port}", "-C", "10"],
+            &["rping", "-c", "-a", "127.0.0.1", "-p", "{port}", "-C", "10"],
+        ),
+        (
+            "ucmatose",
+            &["ucmatose", "-p", "{port}"],
+            &["ucmatose", "-s", "127.0.0.1", "-p", "{port}"],
+        ),
+        (
+            "rdma_server",
+            &["rdma_server", "-s", "127.0.0.1", "-p", "{port}"],
+            &["rdma_client", "-s", "127.0.0.1", "-p", "{port}"],
+        ),
+        (
+            "fi_pingpong",
+            &[
+                "fi_pingpong",
+                "-p",
+                "verbs",
+                "-e",
+                "msg",
+                "-B",
+                "{port}",
+                "-I",
+                "10",
+            ],
+            &[
+                "fi_pingpong",
+                "-p",
+                "verbs",
+                "-e",
+                "msg",
+                "-P",
+                "{port}",
+                "-I",
+                "10",
+                "127.0.0.1",
+            ],
+        ),
+    ];
+    let mut bad = String::new();
+    for (tag, server, client) in cases {
+        let ((cc, cout), (sc, sout)) = program_pair(tag, server, client, true, false);
+        for (who, code, out) in [("client", cc, &cout), ("server", sc, &sout)] {
+            if code != Some(0)
+                || !out.contains("ibv-shim: no RDMA resources leaked")
+                || !out.contains("kept by librdmacm (suppressed by default)")
+            {
+                bad += &format!("{tag} {who} exit {code:?}:\n{out}\n");
+            }
+        }
+    }
+    assert!(bad.is_empty(), "{bad}");
+}
+
+/// qperf's RC tests over the connection manager, and cmtime's timed
+/// steps (resolve, route, connect, disconnect) for 20 connections.
+#[test]
+fn qperf_cm_and_cmtime_run() {
+    let ((cc, cout), _) = program_pair(
+        "qperf",
+        &["qperf", "-lp", "{port}"],
+        &[
+            "qperf",
+            "-lp",
+            "{port}",
+            "-t",
+            "1",
+            "-cm1",
+            "127.0.0.1",
+            "rc_bw",
+            "rc_lat",
+        ],
+        false,
+        true,
+    );
+    assert_eq!(cc, Some(0), "{cout}");
+    assert!(
+        cout.contains("rc_bw:") && cout.contains("bw  =") && cout.contains("latency  ="),
+        "{cout}"
+    );
+    let ((cc, cout), _) = program_pair(
+        "cmtime",
+        &["cmtime", "-b", "127.0.0.1", "-p", "{port}", "-c", "20"],
+        &["cmtime", "-s", "127.0.0.1", "-p", "{port}", "-c", "20"],
+        false,
+        true,
+    );
+    assert_eq!(cc, Some(0), "{cout}");
+    for step in [
+        "resolve addr",
+        "resolve route",
+        "connect",
+        "disconnect",
+        "destroy",
+    ] {
+        assert!(cout.contains(step), "no {step:?} step in\n{cout}");
+    }
+}
+
+/// rdma_verbs.h's inline helpers (`rdma_reg_msgs`, `rdma_post_send`,
+/// `rdma_post_write`, `rdma_post_read`, `rdma_get_send_comp`, ...) over
+/// synchronous endpoints (`rdma_create_ep`, `rdma_get_request`), with
+/// `rdma_getaddrinfo`, `rdma_get_devices`, `rdma_set_option`,
+/// `rdma_init_qp_attr` and the ports: `tests/c/cm/inline.c`.
+#[test]
+fn rdma_verbs_inline_helpers_work() {
+    let prog = cc(
+        "cm_inline",
+        &[&repo_dir().join("tests/c/cm/inline.c")],
+        &["-lrdmacm", "-libverbs"],
+    );
+    let p = prog.display().to_string();
+    let ((cc_, cout), (sc, sout)) = program_pair(
+        "inline",
+        &[&p, "server", "{port}"],
+        &[&p, "client", "{port}"],
+        false,
+        false,
+    );
+    assert!(
+        cc_ == Some(0)
+            && sc == Some(0)
+            && cout.contains("read back: written by the client\nok\n")
+            && sout.contains("window: written by the client\nok\n"),
+        "client exit {cc_:?}:\n{cout}\nserver exit {sc:?}:\n{sout}"
+    );
+}

@@ -265,6 +265,8 @@ pub unsafe fn create(
 /// `a` points at valid attributes.
 unsafe fn make_cqs(face: &mut rdma_cm_id, a: *mut ibv_qp_init_attr_ex) -> Result<(), c_int> {
     let ctx = face.verbs;
+    // The id is each CQ's context (rdma_verbs.h's completion helpers check it).
+    let owner: *mut core::ffi::c_void = (face as *mut rdma_cm_id).cast();
     let one =
         |size: u32, ch: &mut *mut ibv_comp_channel, cq: &mut *mut ibv_cq| -> Result<(), c_int> {
             // SAFETY: an open context.
@@ -273,8 +275,7 @@ unsafe fn make_cqs(face: &mut rdma_cm_id, a: *mut ibv_qp_init_attr_ex) -> Result
                 return Err(crate::guard::errno());
             }
             // SAFETY: as above, with the channel just made.
-            let q =
-                unsafe { ibv_create_cq(ctx, size.max(1) as c_int, core::ptr::null_mut(), c, 0) };
+            let q = unsafe { ibv_create_cq(ctx, size.max(1) as c_int, owner, c, 0) };
             if q.is_null() {
                 let e = crate::guard::errno();
                 // SAFETY: the channel made above.

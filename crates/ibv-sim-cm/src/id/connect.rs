@@ -306,6 +306,9 @@ pub fn connect(
     let mut m = Msg::new(kind);
     m.retry_count = 7;
     m.rnr_retry_count = 7;
+    // With no parameters librdmacm offers the device's maximum depths.
+    m.responder_resources = RDMA_MAX_RESP_RES;
+    m.initiator_depth = RDMA_MAX_INIT_DEPTH;
     // SAFETY: the live id face.
     let qp = unsafe { (*id).qp };
     // SAFETY: a QP made by rdma_create_qp.
