@@ -15,22 +15,13 @@
 //! | `verbs` | the verbs functions used, and verbs.h's inline ones written out |
 //! | `devices` | the device contexts (and PDs) librdmacm keeps for the process |
 //! | `addr` | socket addresses, and the rule mapping an IP address to a port |
-//! | `channel` | event channels: a queue and a pollable eventfd |
-//! | `event` | the events handed out, their private data, acknowledgement |
-//! | `id` | ids and their state; `id::connect` the calls, `id::process` raw events into events |
-//! | `qp` | the id's QP: creation, INIT/RTR/RTS/ERR, `rdma_init_qp_attr` |
-//! | `mcast` | multicast groups |
-//! | `rendezvous` | the per-fabric socket directory; `engine` its thread, `wire` the CM's messages |
-//! | `rsocket` | the `r*` functions |
+//! | `cm` | the connection manager: ids and their state (`cm`), `channel` (event channels: a queue and a pollable eventfd), `event` (the events handed out), `connect` (the calls), `process` (raw events into events), `qp` (the id's QP: INIT/RTR/RTS/ERR, `rdma_init_qp_attr`), `mcast`, `rendezvous` (the per-fabric socket directory; `engine` its thread, `wire` the CM's messages) |
+//! | `rsocket` | rsockets: stream sockets over RC connections (`conn`, `data`, `poll`), on the public librdmacm API (`api`) |
 
 mod addr;
-mod channel;
+mod cm;
 mod devices;
-mod event;
 mod exports;
 mod guard;
-mod id;
-mod mcast;
-mod qp;
-mod rendezvous;
+mod rsocket;
 mod verbs;

@@ -27,6 +27,19 @@ extern "C" {
         comp_vector: c_int,
     ) -> *mut ibv_cq;
     pub fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int;
+    pub fn ibv_get_cq_event(
+        channel: *mut ibv_comp_channel,
+        cq: *mut *mut ibv_cq,
+        cq_context: *mut *mut c_void,
+    ) -> c_int;
+    pub fn ibv_ack_cq_events(cq: *mut ibv_cq, nevents: u32);
+    pub fn ibv_reg_mr(
+        pd: *mut ibv_pd,
+        addr: *mut c_void,
+        length: usize,
+        access: c_int,
+    ) -> *mut ibv_mr;
+    pub fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int;
     pub fn ibv_create_qp(pd: *mut ibv_pd, attr: *mut ibv_qp_init_attr) -> *mut ibv_qp;
     pub fn ibv_modify_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, mask: c_int) -> c_int;
     pub fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int;

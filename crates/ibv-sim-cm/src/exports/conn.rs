@@ -8,8 +8,8 @@ use rdmacm_abi::*;
 use verbs_abi::{ibv_ece, ibv_qp_attr};
 
 use crate::addr::Addr;
+use crate::cm::{self as id, connect, process};
 use crate::guard;
-use crate::id::{self, connect, process};
 
 /// Reads the program's connection parameters, if any.
 ///
@@ -135,7 +135,7 @@ pub unsafe extern "C" fn rdma_init_qp_attr(
         }
         // SAFETY: the caller's attributes; the enum field read as its integer.
         let state = unsafe { (&raw const (*qp_attr).qp_state).cast::<u32>().read() };
-        let (mut a, m) = crate::qp::init_attr(&sh.st.lock(), state)?;
+        let (mut a, m) = crate::cm::qp::init_attr(&sh.st.lock(), state)?;
         // SAFETY: the caller's contract; the block is copied as bytes.
         unsafe {
             core::ptr::copy_nonoverlapping(a.as_mut_ptr(), qp_attr, 1);
@@ -195,7 +195,7 @@ pub unsafe extern "C" fn rdma_join_multicast(
         let sh = id::lookup(id)?;
         // SAFETY: the caller's contract.
         let a = unsafe { Addr::read(addr) }?;
-        crate::mcast::join(&sh, id, a, context)
+        crate::cm::mcast::join(&sh, id, a, context)
     })
 }
 
@@ -222,7 +222,7 @@ pub unsafe extern "C" fn rdma_join_multicast_ex(
         }
         // SAFETY: as above.
         let addr = unsafe { Addr::read(a.addr) }?;
-        crate::mcast::join(&sh, id, addr, context)
+        crate::cm::mcast::join(&sh, id, addr, context)
     })
 }
 
@@ -236,6 +236,6 @@ pub unsafe extern "C" fn rdma_leave_multicast(id: *mut rdma_cm_id, addr: *mut so
         let sh = id::lookup(id)?;
         // SAFETY: the caller's contract.
         let a = unsafe { Addr::read(addr) }?;
-        crate::mcast::leave(&sh, id, a)
+        crate::cm::mcast::leave(&sh, id, a)
     })
 }

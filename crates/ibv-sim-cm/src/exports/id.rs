@@ -7,8 +7,8 @@ use libc::sockaddr;
 use rdmacm_abi::*;
 
 use crate::addr::Addr;
+use crate::cm::{self as id, connect, process};
 use crate::guard;
-use crate::id::{self, connect, process};
 
 /// Makes an id; a NULL channel makes a synchronous id.
 ///
@@ -72,7 +72,7 @@ pub unsafe extern "C" fn rdma_resolve_addr(
         let dst = unsafe { Addr::read(dst) }?;
         let local_mc = dst.canonical().ip.is_multicast();
         if local_mc {
-            crate::mcast::resolve(&sh, id, src, dst)?;
+            crate::cm::mcast::resolve(&sh, id, src, dst)?;
         } else {
             connect::resolve_addr(&sh, id, src, dst, timeout_ms)?;
         }
@@ -141,22 +141,18 @@ pub extern "C" fn rdma_migrate_id(id: *mut rdma_cm_id, channel: *mut rdma_event_
     guard::int(|| {
         let sh = id::lookup(id)?;
         let (new, own, face_ch) = if channel.is_null() {
-            let b = crate::exports::channel::new_channel()?;
+            let b = crate::cm::channel::new_channel()?;
             let inner = b.inner.clone();
             let p = (&raw const b.face).cast_mut();
             (inner, Some(b), p)
         } else {
-            (
-                crate::exports::channel::lookup_channel(channel)?,
-                None,
-                channel,
-            )
+            (crate::cm::channel::lookup_channel(channel)?, None, channel)
         };
         // A synchronous id's last event is its own to acknowledge.
         // SAFETY: the live id face.
         let ev = unsafe { (*id).event };
         if sh.st.lock().sync && !ev.is_null() {
-            crate::event::ack(ev)?;
+            crate::cm::event::ack(ev)?;
             // SAFETY: as above.
             unsafe { (*id).event = core::ptr::null_mut() };
         }
@@ -266,8 +262,8 @@ pub extern "C" fn rdma_notify(id: *mut rdma_cm_id, event: c_int) -> c_int {
             return Err(libc::EINVAL);
         }
         if sh.st.lock().phase == id::Phase::Accepted {
-            sh.deliver(id::Raw::Msg(crate::rendezvous::wire::Msg::new(
-                crate::rendezvous::wire::RTU,
+            sh.deliver(id::Raw::Msg(crate::cm::rendezvous::wire::Msg::new(
+                crate::cm::rendezvous::wire::RTU,
             )));
         }
         Ok(())

@@ -4,8 +4,8 @@
 //! devices), `rsocket` (the `r*` functions).
 
 pub mod channel;
-mod conn;
-mod id;
-mod info;
-mod qp;
+pub(crate) mod conn;
+pub(crate) mod id;
+pub(crate) mod info;
+pub(crate) mod qp;
 mod rsocket;

@@ -9,8 +9,8 @@ use verbs_abi::{
     ibv_pd, ibv_qp_init_attr, ibv_qp_init_attr_ex, ibv_srq_init_attr, ibv_srq_init_attr_ex,
 };
 
+use crate::cm::{self as id, Shared};
 use crate::guard;
-use crate::id::{self, Shared};
 use crate::verbs::*;
 
 /// Makes the id's QP on its device and moves it to INIT (UD: RTS).
@@ -48,7 +48,7 @@ pub unsafe extern "C" fn rdma_create_qp(
             }
         }
         // SAFETY: a live id; `ex` lives across the call.
-        unsafe { crate::qp::create(&sh, id, e, false) }?;
+        unsafe { crate::cm::qp::create(&sh, id, e, false) }?;
         // The caps granted (and CQs made) go back to the caller, as ibv_create_qp does.
         // SAFETY: as above, back into the caller's base attributes.
         unsafe {
@@ -74,7 +74,7 @@ pub unsafe extern "C" fn rdma_create_qp_ex(
     guard::int(|| {
         let sh = id::lookup(id)?;
         // SAFETY: the caller's contract.
-        unsafe { crate::qp::create(&sh, id, qp_init_attr, true) }
+        unsafe { crate::cm::qp::create(&sh, id, qp_init_attr, true) }
     })
 }
 
@@ -84,7 +84,7 @@ pub extern "C" fn rdma_destroy_qp(id: *mut rdma_cm_id) {
     guard::void(|| {
         if id::lookup(id).is_ok() {
             // SAFETY: a live id.
-            unsafe { crate::qp::destroy(id) };
+            unsafe { crate::cm::qp::destroy(id) };
         }
     })
 }
@@ -178,7 +178,7 @@ fn pick_pd(face: &rdma_cm_id, pd: *mut ibv_pd) -> Result<*mut ibv_pd, c_int> {
 /// A new id from a listener made by `rdma_create_ep` with QP attributes
 /// gets its QP as it comes out of `rdma_get_request`.
 pub fn ep_qp(listener: &Arc<Shared>, new: *mut rdma_cm_id) -> Result<(), c_int> {
-    let Some(crate::id::Carried((mut attr, pd))) = listener.st.lock().ep_qp else {
+    let Some(crate::cm::Carried((mut attr, pd))) = listener.st.lock().ep_qp else {
         return Ok(());
     };
     // SAFETY: the new id's live face.
@@ -238,7 +238,7 @@ pub unsafe extern "C" fn rdma_create_ep(
                     let mut copy = core::mem::MaybeUninit::<ibv_qp_init_attr>::uninit();
                     // SAFETY: the caller's attributes, copied as bytes.
                     unsafe { core::ptr::copy_nonoverlapping(qp_init_attr, copy.as_mut_ptr(), 1) };
-                    sh.st.lock().ep_qp = Some(crate::id::Carried((copy, pd as usize)));
+                    sh.st.lock().ep_qp = Some(crate::cm::Carried((copy, pd as usize)));
                 }
                 return Ok(());
             }
@@ -287,7 +287,7 @@ pub unsafe extern "C" fn rdma_destroy_ep(id: *mut rdma_cm_id) {
         }
         // SAFETY: a live id.
         unsafe {
-            crate::qp::destroy(id);
+            crate::cm::qp::destroy(id);
             if !(*id).srq.is_null() {
                 ibv_destroy_srq((*id).srq);
                 (*id).srq = core::ptr::null_mut();

@@ -8,7 +8,7 @@ use core::ffi::c_int;
 use rdmacm_abi::*;
 use verbs_abi::*;
 
-use crate::id::{Shared, State};
+use crate::cm::{Shared, State};
 use crate::verbs::*;
 
 /// The defaults librdmacm's CM uses for an RC QP.

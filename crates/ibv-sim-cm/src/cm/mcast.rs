@@ -13,7 +13,7 @@ use rdmacm_abi::*;
 use verbs_abi::{ibv_gid, ibv_qp};
 
 use crate::addr::Addr;
-use crate::id::{Raw, Shared};
+use crate::cm::{Raw, Shared};
 use crate::verbs::{ibv_attach_mcast, ibv_detach_mcast};
 
 #[derive(Clone, Copy)]
@@ -87,11 +87,11 @@ pub fn join(
     // SAFETY: all-zero is a valid rdma_ud_param.
     let mut ud: Box<rdma_ud_param> = Box::new(unsafe { core::mem::zeroed() });
     ud.private_data = context.cast_const();
-    ud.ah_attr = crate::qp::ah_to(&local, g.lid, &g.gid, 0);
+    ud.ah_attr = crate::cm::qp::ah_to(&local, g.lid, &g.gid, 0);
     ud.ah_attr.is_global = 1;
     ud.qp_num = 0x00ff_ffff;
     ud.qkey = RDMA_UDP_QKEY;
-    sh.deliver(Raw::Join(Box::new(crate::id::Carried(*ud))));
+    sh.deliver(Raw::Join(Box::new(crate::cm::Carried(*ud))));
     Ok(())
 }
 
@@ -141,15 +141,15 @@ pub fn resolve(
     let local = crate::addr::resolve(ip).ok_or(libc::EADDRNOTAVAIL)?;
     let mut st = sh.st.lock();
     st.local = Some(local);
-    st.phase = crate::id::Phase::AddrResolved;
+    st.phase = crate::cm::Phase::AddrResolved;
     drop(st);
     let s = src.unwrap_or(Addr {
         ip,
         port: 0,
         scope: 0,
     });
-    crate::id::connect::set_route_addrs(id, Some(s), Some(dst.canonical()));
-    crate::id::connect::set_local(id, &local);
+    crate::cm::connect::set_route_addrs(id, Some(s), Some(dst.canonical()));
+    crate::cm::connect::set_local(id, &local);
     sh.deliver(Raw::Plain(RDMA_CM_EVENT_ADDR_RESOLVED, 0));
     Ok(())
 }

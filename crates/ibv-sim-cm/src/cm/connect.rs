@@ -11,7 +11,7 @@ use rdmacm_abi::*;
 
 use super::{Phase, Raw, Shared};
 use crate::addr::{self, Addr};
-use crate::rendezvous::{self, engine, wire, wire::Msg};
+use crate::cm::rendezvous::{self, engine, wire, wire::Msg};
 use crate::verbs::QPT_UD;
 
 /// How long after a disconnection its time-wait ends (`TIMEWAIT_EXIT`).
@@ -408,7 +408,7 @@ pub fn accept(
     st.responder_resources = m.responder_resources;
     st.initiator_depth = m.initiator_depth;
     if !qp.is_null() && !ud {
-        crate::qp::connect_qp(&st, qp)?;
+        crate::cm::qp::connect_qp(&st, qp)?;
     }
     let fd = st.conn.clone().ok_or(libc::EINVAL)?;
     st.phase = if ud { Phase::Closed } else { Phase::Accepted };
@@ -465,7 +465,7 @@ pub fn disconnect(sh: &Arc<Shared>, id: *mut rdma_cm_id) -> Result<(), c_int> {
     // SAFETY: the live id face.
     let qp = unsafe { (*id).qp };
     if !qp.is_null() {
-        crate::qp::to_error(qp);
+        crate::cm::qp::to_error(qp);
     }
     let fd = st.conn.clone();
     st.phase = if reply {

@@ -11,8 +11,8 @@ use rdmacm_abi::*;
 use super::connect::{self, delivered_len, TIME_WAIT};
 use super::{Phase, Raw, Shared};
 use crate::addr::{self, Addr};
-use crate::event::{self, EventBox};
-use crate::rendezvous::{engine, wire, wire::Msg};
+use crate::cm::event::{self, EventBox};
+use crate::cm::rendezvous::{engine, wire, wire::Msg};
 use crate::verbs::QPT_UD;
 
 /// The event `raw` makes for `to`, if any (one for an id already gone, or
@@ -82,7 +82,7 @@ fn ud_param(ev: &mut EventBox, m: &Msg, ps: u32, local: &addr::Local) {
     ev.set_private(&m.private_data, delivered_len(ps, m.kind), true);
     // SAFETY: writing the ud view of the union.
     let u = unsafe { &mut ev.face.param.ud };
-    u.ah_attr = crate::qp::ah_to(local, m.lid, &m.gid, 0);
+    u.ah_attr = crate::cm::qp::ah_to(local, m.lid, &m.gid, 0);
     u.qp_num = m.qpn;
     u.qkey = m.qkey;
 }
@@ -116,7 +116,7 @@ fn request(
         st.remote = Some(m.clone());
         if sync {
             // A synchronous listener's requests get ids of their own channel.
-            if let Ok(b) = crate::exports::channel::new_channel() {
+            if let Ok(b) = crate::cm::channel::new_channel() {
                 st.channel = b.inner.clone();
                 face_ch = (&raw const b.face).cast_mut();
                 st.own_channel = Some(b);
@@ -176,7 +176,7 @@ fn message(to: Arc<Shared>, id: *mut rdma_cm_id, m: Box<Msg>) -> Option<Box<Even
                 return Some(ev);
             }
             let fd = st.conn.clone();
-            match crate::qp::connect_qp(&st, qp) {
+            match crate::cm::qp::connect_qp(&st, qp) {
                 Ok(()) => {
                     st.phase = Phase::Connected;
                     drop(st);
@@ -269,7 +269,7 @@ fn eof(to: Arc<Shared>, id: *mut rdma_cm_id) -> Option<Box<EventBox>> {
 }
 
 /// `rdma_get_cm_event` on `ch`.
-pub fn get_event(ch: &crate::channel::Channel) -> Result<*mut rdma_cm_event, c_int> {
+pub fn get_event(ch: &crate::cm::channel::Channel) -> Result<*mut rdma_cm_event, c_int> {
     loop {
         let (to, raw) = ch.pop()?;
         if let Some(ev) = process(to, raw) {

@@ -15,7 +15,7 @@ use once_cell::sync::Lazy;
 use parking_lot::Mutex;
 
 use super::wire::{self, Msg, Recv};
-use crate::id::{Phase, Raw, Shared};
+use crate::cm::{Phase, Raw, Shared};
 
 enum Kind {
     /// A bound id's listening socket.

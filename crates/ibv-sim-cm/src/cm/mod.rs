@@ -9,8 +9,13 @@
 //! `connect`: the active and passive sides' calls; `process`: raw events
 //! into `rdma_cm_event`s.
 
+pub mod channel;
 pub mod connect;
+pub mod event;
+pub mod mcast;
 pub mod process;
+pub mod qp;
+pub mod rendezvous;
 
 use core::ffi::{c_int, c_void};
 use std::collections::HashMap;
@@ -22,8 +27,8 @@ use parking_lot::{Condvar, Mutex};
 use rdmacm_abi::*;
 
 use crate::addr::Local;
-use crate::channel::{Channel, ChannelBox};
-use crate::rendezvous::wire::Msg;
+use crate::cm::channel::{Channel, ChannelBox};
+use crate::cm::rendezvous::wire::Msg;
 
 /// A C struct holding pointers the library only hands back to the program
 /// (a multicast context, `rdma_create_ep`'s CQs and SRQ), moved between threads.
@@ -108,7 +113,7 @@ pub struct State {
     pub afonly: bool,
     pub ack_timeout: Option<u8>,
     /// Multicast groups: (address bytes, GID, LID, program context).
-    pub groups: Vec<crate::mcast::Group>,
+    pub groups: Vec<crate::cm::mcast::Group>,
     /// The path records the program set (`RDMA_OPTION_IB_PATH`) or the route made.
     pub path: Option<Box<ibv_sa_path_rec>>,
     /// The private channel of a synchronous id, owned here.
@@ -244,16 +249,12 @@ pub unsafe fn create(
     }
     let qp_type = qp_type_of(ps).ok_or(libc::EINVAL)?;
     let (ch, own, face_ch) = if channel.is_null() {
-        let b = crate::exports::channel::new_channel()?;
+        let b = crate::cm::channel::new_channel()?;
         let inner = b.inner.clone();
         let p = (&raw const b.face).cast_mut();
         (inner, Some(b), p)
     } else {
-        (
-            crate::exports::channel::lookup_channel(channel)?,
-            None,
-            channel,
-        )
+        (crate::cm::channel::lookup_channel(channel)?, None, channel)
     };
     let shared = Shared::new(ch, channel.is_null(), ps, qp_type);
     shared.st.lock().own_channel = own;
@@ -278,7 +279,7 @@ pub unsafe fn destroy(id: *mut rdma_cm_id) -> Result<(), c_int> {
         let ev = unsafe { (*id).event };
         if st.sync && !ev.is_null() {
             drop(st);
-            crate::event::ack(ev)?;
+            crate::cm::event::ack(ev)?;
             // SAFETY: as above.
             unsafe { (*id).event = core::ptr::null_mut() };
             st = shared.st.lock();
@@ -292,12 +293,12 @@ pub unsafe fn destroy(id: *mut rdma_cm_id) -> Result<(), c_int> {
     connect::hang_up(&shared);
     // SAFETY: our id's face, for the multicast groups' QP.
     let qp = unsafe { (*id).qp };
-    crate::mcast::leave_all(&shared, qp);
+    crate::cm::mcast::leave_all(&shared, qp);
     let mut st = shared.st.lock();
     let ch = st.channel.clone();
     drop(ch.take_for(&shared));
     if let Some((fd, name)) = st.bound.take() {
-        crate::rendezvous::unbind(&fd, &name);
+        crate::cm::rendezvous::unbind(&fd, &name);
     }
     st.conn = None;
     let own = st.own_channel.take();

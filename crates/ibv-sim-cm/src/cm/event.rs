@@ -11,7 +11,7 @@ use once_cell::sync::Lazy;
 use parking_lot::Mutex;
 use rdmacm_abi::*;
 
-use crate::id::Shared;
+use crate::cm::Shared;
 
 #[repr(C)]
 pub struct EventBox {

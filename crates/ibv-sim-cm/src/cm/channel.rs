@@ -13,7 +13,10 @@ use parking_lot::Mutex;
 use rdmacm_abi::rdma_event_channel;
 
 use crate::guard::{check, errno};
-use crate::id::{Raw, Shared};
+use std::collections::{HashMap, HashSet};
+
+use crate::cm::{Raw, Shared};
+use once_cell::sync::Lazy;
 
 pub struct Channel {
     fd: OwnedFd,
@@ -83,4 +86,55 @@ impl Channel {
         *q = keep;
         out
     }
+}
+
+/// Channels made by `rdma_create_event_channel`, by address.
+static CHANNELS: Lazy<Mutex<HashMap<usize, Arc<Channel>>>> =
+    Lazy::new(|| Mutex::new(HashMap::new()));
+/// Addresses of destroyed channels (until reused).
+static DESTROYED: Lazy<Mutex<HashSet<usize>>> = Lazy::new(|| Mutex::new(HashSet::new()));
+
+/// Whether `ch` is (or is being) destroyed: looked up under the same lock
+/// order as the destruction (DESTROYED, then CHANNELS).
+pub fn is_destroyed(ch: *mut rdma_event_channel) -> bool {
+    let dead = DESTROYED.lock();
+    dead.contains(&(ch as usize)) && !CHANNELS.lock().contains_key(&(ch as usize))
+}
+
+/// A new channel with its C face (not registered: a synchronous id's own).
+pub fn new_channel() -> Result<Box<ChannelBox>, c_int> {
+    let inner = Arc::new(Channel::new()?);
+    let fd = inner.fd();
+    Ok(Box::new(ChannelBox {
+        face: rdma_event_channel { fd },
+        inner,
+    }))
+}
+
+/// The channel behind a program's pointer.
+pub fn lookup_channel(ch: *mut rdma_event_channel) -> Result<Arc<Channel>, c_int> {
+    CHANNELS
+        .lock()
+        .get(&(ch as usize))
+        .cloned()
+        .ok_or(libc::EINVAL)
+}
+
+/// Registers a channel made for `rdma_create_event_channel`.
+pub fn register(b: *mut ChannelBox, inner: Arc<Channel>) {
+    DESTROYED.lock().remove(&(b as usize));
+    CHANNELS.lock().insert(b as usize, inner);
+}
+
+/// Unregisters a channel being destroyed; whether it was one of ours.
+/// Marked destroyed before it leaves the table: a thread looking it up
+/// meanwhile finds one or the other.
+pub fn forget(channel: *mut rdma_event_channel) -> bool {
+    let mut dead = DESTROYED.lock();
+    dead.insert(channel as usize);
+    let live = CHANNELS.lock().remove(&(channel as usize)).is_some();
+    if !live {
+        dead.remove(&(channel as usize));
+    }
+    live
 }
