@@ -739,3 +739,53 @@ fn rdma_verbs_inline_helpers_work() {
         "client exit {cc_:?}:\n{cout}\nserver exit {sc:?}:\n{sout}"
     );
 }
+
+// ---------------------------------------------------------------------------
+// rsockets
+
+/// rstream and riostream (blocking, non-blocking, through rpoll), each
+/// with the data verified by the program itself (`-T v`); rcopy copies a
+/// file, compared byte for byte.
+#[test]
+fn rsockets_rstream_riostream_rcopy() {
+    let mut bad = String::new();
+    for (prog, opts) in [
+        ("rstream", "-S 4096 -C 20"),
+        ("rstream", "-T v -S 30000 -C 50"),
+        ("rstream", "-T a -S 100000 -C 30"),
+        ("rstream", "-T n -S 65536 -C 30"),
+        ("riostream", "-S 4096 -C 20"),
+        ("riostream", "-T v -S 65536 -C 50"),
+    ] {
+        let opts: Vec<&str> = opts.split_whitespace().collect();
+        let mut server = vec![prog, "-p", "{port}"];
+        server.extend(&opts);
+        let mut client = vec![prog, "-s", "127.0.0.1", "-p", "{port}"];
+        client.extend(&opts);
+        let ((cc, cout), (sc, sout)) = program_pair(prog, &server, &client, false, false);
+        if cc != Some(0) || sc != Some(0) || !cout.contains("custom") || !sout.contains("custom") {
+            bad += &format!(
+                "{prog} {opts:?}: client exit {cc:?}:\n{cout}\nserver exit {sc:?}:\n{sout}\n"
+            );
+        }
+    }
+    let tmp = TempDir::new("rcopy");
+    let src = tmp.join("src");
+    let dst = tmp.join("dst");
+    let data: Vec<u8> = (0..3 * 1024 * 1024u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
+    std::fs::write(&src, &data).unwrap();
+    let target = format!("127.0.0.1:{}", dst.display());
+    let ((cc, cout), _) = program_pair(
+        "rcopy",
+        &["rcopy", "-p", "{port}"],
+        &["rcopy", &src.display().to_string(), &target, "-p", "{port}"],
+        false,
+        true,
+    );
+    if cc != Some(0) || std::fs::read(&dst).ok().as_deref() != Some(&data[..]) {
+        bad += &format!("rcopy: exit {cc:?}, the copy differs or is missing:\n{cout}\n");
+    }
+    assert!(bad.is_empty(), "{bad}");
+}

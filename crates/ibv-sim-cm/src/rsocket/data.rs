@@ -285,6 +285,11 @@ impl Data {
         !self.ready.is_empty() || self.eof || self.error != 0
     }
 
+    /// Received bytes not yet read.
+    pub fn has_data(&self) -> bool {
+        !self.ready.is_empty()
+    }
+
     /// No send in flight.
     pub fn idle(&self) -> bool {
         self.free_slots.len() == NSEND

@@ -120,7 +120,9 @@ impl Rs {
                 if d.error != 0 {
                     r |= libc::POLLERR;
                 }
-                if self.peer_gone {
+                // As TCP: hung up once the peer is gone and nothing is left
+                // to read (until then, only readable).
+                if self.peer_gone && !d.has_data() {
                     r |= libc::POLLHUP;
                 }
             }
