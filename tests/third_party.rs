@@ -1256,15 +1256,15 @@ fn case(name: &'static str, backend: Backend) -> Case {
             c.env = &[("IBV_SIM_DEVICES", "rxe0")];
             c
         }
-        // rsockets: the sim's librdmacm has none (ENOSYS), so these run on
-        // the real kernel only.
-        "rstream" | "riostream" => pair(
+        // rsockets, over the connection manager (on the sim, its
+        // librdmacm's own rsockets).
+        "rstream" | "riostream" => cm(pair(
             name,
             &format!("{name} -p {{port}} -S 4096 -C 20"),
             &format!("{name} -s 127.0.0.1 -p {{port}} -S 4096 -C 20"),
             Compare::Shape,
             connected,
-        ),
+        )),
         "ib_send_bw_rdma_cm" => {
             let mut c = cm(perftest_case(
                 name,
@@ -1754,10 +1754,10 @@ cases! {
     fi_pingpong_rdm;
     sim and kernel:
     ib_send_bw_rdma_cm,
-    fi_pingpong_msg;
-    kernel only:
+    fi_pingpong_msg,
     rstream,
-    riostream,
+    riostream;
+    kernel only:
     ucx_get_rc_rxe,
     ucx_fadd_rc_rxe,
 }
