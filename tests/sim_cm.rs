@@ -789,3 +789,24 @@ fn rsockets_rstream_riostream_rcopy() {
     }
     assert!(bad.is_empty(), "{bad}");
 }
+
+/// UCX finds the sim's librdmacm as its sockaddr connection manager
+/// (`ucx_info -d`: "Connection manager: rdmacm", whose private data limit
+/// is the sim's 56 bytes less UCX's own header). (ucx_perftest 1.13 has no
+/// sockaddr mode to connect through it.)
+#[test]
+fn ucx_lists_the_rdmacm_connection_manager() {
+    let fabric = Fabric::new("ucx");
+    let mut cmd = Command::new("ucx_info");
+    cmd.arg("-d")
+        .env("LD_LIBRARY_PATH", sim_dir())
+        .env("IBV_SIM_FABRIC", &fabric.0)
+        .env_remove("LD_PRELOAD");
+    let out = run(&mut cmd);
+    let text = stdout(&out);
+    assert!(
+        text.contains("# Connection manager: rdmacm") && text.contains("max_conn_priv: 54 bytes"),
+        "{}",
+        describe(&cmd, &out)
+    );
+}
