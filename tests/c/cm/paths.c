@@ -181,8 +181,13 @@ static int server(void)
 	}
 	make_qp(id, udp() ? IBV_QPT_UD : IBV_QPT_RC);
 	if (!strcmp(scenario, "limits")) {
+		/* Too much: EINVAL, and the request is rejected (28). */
 		cp.private_data_len = 197;
 		CHECK(rdma_accept(id, &cp) == -1 && errno == EINVAL, "accept with 197 bytes: EINVAL");
+		printf("accept 197 EINVAL\n");
+		teardown(id);
+		rdma_destroy_id(listen_id);
+		return failed;
 	}
 	cp.private_data_len = 20;
 	cp.responder_resources = 1;
@@ -296,9 +301,9 @@ static int client(void)
 	if (rdma_connect(id, &cp))
 		DIE("rdma_connect");
 	if (!strcmp(scenario, "reject") || !strcmp(scenario, "reject_ece") || !strcmp(scenario, "nolistener") ||
-	    !strcmp(scenario, "server_death")) {
+	    !strcmp(scenario, "server_death") || !strcmp(scenario, "limits")) {
 		ev = next(RDMA_CM_EVENT_REJECTED);
-		if (strcmp(scenario, "nolistener") && strcmp(scenario, "server_death"))
+		if (!strcmp(scenario, "reject") || !strcmp(scenario, "reject_ece"))
 			print_private(ev->param.conn.private_data, ev->param.conn.private_data_len, 20, 's');
 		rdma_ack_cm_event(ev);
 		teardown(id);

@@ -371,6 +371,23 @@ pub fn accept(
     id: *mut rdma_cm_id,
     p: Option<&rdma_conn_param>,
 ) -> Result<(), c_int> {
+    if sh.st.lock().phase != Phase::Requested {
+        return Err(libc::EINVAL);
+    }
+    let r = accept_requested(sh, id, p);
+    if r.is_err() {
+        // As the kernel's rdma_accept: a request it cannot accept is
+        // rejected (consumer defined), and the id is done with.
+        let _ = reject(sh, core::ptr::null(), 0, IB_CM_REJ_CONSUMER_DEFINED);
+    }
+    r
+}
+
+fn accept_requested(
+    sh: &Arc<Shared>,
+    id: *mut rdma_cm_id,
+    p: Option<&rdma_conn_param>,
+) -> Result<(), c_int> {
     let mut st = sh.st.lock();
     if st.phase != Phase::Requested {
         return Err(libc::EINVAL);
