@@ -1,6 +1,7 @@
 //! The devices librdmacm works on: every verbs device, opened once on first
-//! need and kept open for the life of the process with its ports' facts
-//! (as the kernel's librdmacm keeps a context per device), and a PD per
+//! need and kept open for the life of the process with its ports' facts,
+//! and the device list they came from (as rdma-core's librdmacm keeps its
+//! list and a context per device), and a PD per
 //! device made on first use for ids whose program gives none. These are
 //! librdmacm's own objects, not the program's (the shim's default
 //! suppressions name them).
@@ -59,8 +60,7 @@ fn open_all() -> Vec<Device> {
             pd: Mutex::new(0),
         });
     }
-    // SAFETY: the list from ibv_get_device_list; the contexts stay open.
-    unsafe { ibv_free_device_list(list) };
+    // The list stays too, as librdmacm keeps its own for the process's life.
     out
 }
 

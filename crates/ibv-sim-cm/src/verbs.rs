@@ -9,7 +9,6 @@ use verbs_abi::*;
 
 extern "C" {
     pub fn ibv_get_device_list(num: *mut c_int) -> *mut *mut ibv_device;
-    pub fn ibv_free_device_list(list: *mut *mut ibv_device);
     pub fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_context;
 
     pub fn ibv_query_device(ctx: *mut ibv_context, attr: *mut ibv_device_attr) -> c_int;
