@@ -812,3 +812,35 @@ fn ucx_lists_the_rdmacm_connection_manager() {
         describe(&cmd, &out)
     );
 }
+
+/// `rdma_join_multicast` / `rdma_leave_multicast` on RoCE (rxe0) and
+/// InfiniBand (mlx5_0): MULTICAST_JOIN with the group's address vector,
+/// QP 0xffffff, the UDP qkey and the program's context, and a SEND to the
+/// group received by the other member (one process: the sim's multicast
+/// reaches the QPs of the sending process): `tests/c/cm/mcast.c`.
+#[test]
+fn multicast_join_send_and_leave() {
+    let prog = cc(
+        "cm_mcast",
+        &[&repo_dir().join("tests/c/cm/mcast.c")],
+        &["-lrdmacm", "-libverbs"],
+    );
+    for dev in ["rxe0", "mlx5_0"] {
+        let fabric = Fabric::new("mcast");
+        let mut cmd = Command::new(&prog);
+        cmd.env("LD_LIBRARY_PATH", sim_dir())
+            .env("IBV_SIM_FABRIC", &fabric.0)
+            .env("IBV_SIM_DEVICES", dev)
+            .env_remove("LD_PRELOAD");
+        let out = run(&mut cmd);
+        let text = stdout(&out);
+        assert!(
+            out.status.success()
+                && text.contains("context 1 qp_num 0xffffff qkey 0x1234567 global 1\n")
+                && text.contains("context 2 qp_num 0xffffff qkey 0x1234567 global 1\n")
+                && text.ends_with("received: to the group\nok\n"),
+            "{dev}: {}",
+            describe(&cmd, &out)
+        );
+    }
+}
