@@ -299,11 +299,10 @@ impl World {
             return vm_wait_listening(vm, job, port, LISTEN_TIMEOUT);
         }
         let deadline = Instant::now() + LISTEN_TIMEOUT;
-        while !listening(port)
-            && !(self.backend == Backend::Sim && cm_listening(&self.fabric, port))
-            && !server.exited()
-            && Instant::now() < deadline
-        {
+        let ready = |w: &World| {
+            listening(port) || (w.backend == Backend::Sim && cm_listening(&w.fabric, port))
+        };
+        while !ready(self) && !server.exited() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
