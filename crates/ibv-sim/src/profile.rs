@@ -70,7 +70,8 @@ pub struct Profile {
     pub send_byte_len: bool,
     /// A request the responder refuses for access or key reasons (class C
     /// errors of an RC responder) moves the responder QP to ERR too,
-    /// flushing its receives; otherwise the responder stays RTS.
+    /// flushing its receives (the IB spec's rule, and rxe's); otherwise
+    /// the responder stays RTS (the ConnectX-6 profile still does).
     pub responder_fails: bool,
     /// An RDMA request the responder QP's own access flags do not grant is
     /// an invalid request (`IBV_WC_REM_INV_REQ_ERR`), not an access error.
@@ -98,10 +99,63 @@ pub struct Profile {
     pub unanswered_times_out: bool,
     /// One completion vector per CPU (rxe); otherwise a fixed number.
     pub comp_vector_per_cpu: bool,
+    /// The QP async events of the IB spec: `IBV_EVENT_COMM_EST` for the
+    /// first request a QP in RTR receives, and on a responder that a
+    /// refused RDMA or atomic request moved to ERR (`responder_fails`; no
+    /// receive consumed, so no completion tells it)
+    /// `IBV_EVENT_QP_ACCESS_ERR` (access, key or bounds) or
+    /// `IBV_EVENT_QP_REQ_ERR` (an invalid request). rxe 6.1 raises none of
+    /// them: its QPs just move to ERR.
+    pub spec_qp_events: bool,
+    /// A requester whose own SGE's lkey is refused completes with
+    /// `IBV_WC_LOC_QP_OP_ERR` (rxe 6.1's copy fails as a malformed WQE);
+    /// otherwise `IBV_WC_LOC_PROT_ERR`.
+    pub lkey_qp_op_err: bool,
+    /// What `ibv_wr_complete` returns after `ibv_wr_set_sge_list` or
+    /// `ibv_wr_set_inline_data*` exceeded the QP's own `max_send_sge` or
+    /// `max_inline_data` (rxe: ENOSPC; mlx5: ENOMEM).
+    pub builder_errno: core::ffi::c_int,
+    /// Where the provider or its kernel driver departs from the spec.
+    pub quirks: Quirks,
     /// What creating an object past the advertised maximum fails with
     /// (rxe's pools: EINVAL; mlx5: ENOMEM).
     pub limit_errno: core::ffi::c_int,
 }
+
+/// Behaviours of one provider and kernel driver where they depart from
+/// the spec (and from other devices), each measured on the device.
+#[derive(Debug)]
+pub struct Quirks {
+    /// `ibv_wr_set_inline_data_list` sends nothing: rdma-core 44's rxe
+    /// never adds the buffers' lengths up (each is still bounded).
+    pub inline_list_empty: bool,
+    /// `ibv_wr_set_sge_list` sends `num_sge` times the first SGE's length
+    /// (rxe sums the first entry again and again), taken from the list
+    /// in order.
+    pub sge_list_first_len: bool,
+    /// Send operations the provider takes and its kernel cannot execute
+    /// (Linux 6.1's rxe: atomic write on RC, SEND with invalidate on
+    /// UC): created and posted, then `IBV_WC_LOC_QP_OP_ERR`, QP to ERR.
+    pub unexecutable_ops: bool,
+    /// An RDMA READ or atomic on a QP whose `max_rd_atomic` is 0 waits
+    /// for a credit that never comes (until the QP is reset or fails).
+    pub no_credit_stalls: bool,
+    /// A responder whose `max_dest_rd_atomic` is 0 refuses READs and
+    /// atomics as an invalid request (`IBV_WC_REM_INV_REQ_ERR`).
+    pub no_dest_credit_refused: bool,
+    /// `ibv_rereg_mr` is not offered (`IBV_REREG_MR_ERR_CMD`, EOPNOTSUPP).
+    pub no_rereg_mr: bool,
+}
+
+/// No quirk: the spec's behaviour.
+pub const SPEC: Quirks = Quirks {
+    inline_list_empty: false,
+    sge_list_first_len: false,
+    unexecutable_ops: false,
+    no_credit_stalls: false,
+    no_dest_credit_refused: false,
+    no_rereg_mr: false,
+};
 
 /// ConnectX-6 (mlx5), the sim's figures for every family but rxe.
 pub static CONNECTX6: Profile = Profile {
@@ -154,6 +208,10 @@ pub static CONNECTX6: Profile = Profile {
     mw_key_byte_only: false,
     unanswered_times_out: false,
     comp_vector_per_cpu: false,
+    spec_qp_events: true,
+    lkey_qp_op_err: false,
+    builder_errno: libc::ENOMEM,
+    quirks: SPEC,
     limit_errno: libc::ENOMEM,
 };
 
@@ -246,6 +304,17 @@ pub static RXE: Profile = Profile {
     mw_key_byte_only: true,
     unanswered_times_out: true,
     comp_vector_per_cpu: true,
+    spec_qp_events: false,
+    lkey_qp_op_err: true,
+    builder_errno: libc::ENOSPC,
+    quirks: Quirks {
+        inline_list_empty: true,
+        sge_list_first_len: true,
+        unexecutable_ops: true,
+        no_credit_stalls: true,
+        no_dest_credit_refused: true,
+        no_rereg_mr: true,
+    },
     limit_errno: libc::EINVAL,
 };
 

@@ -302,11 +302,16 @@ fn message(
 /// Whether `dst` (locked in `g`) takes a connected-mode request `w`: the
 /// type pairs, the QP can receive, is connected back to the requester,
 /// and the address the request was sent to reaches its port.
+/// One it takes counts as arrived (`QpShared::arrived`).
 fn accepts(w: &Wire, dst: &QpShared, g: &qp::QpInner) -> bool {
-    super::peers(w.qp_type, dst.qp_type)
+    let ok = super::peers(w.qp_type, dst.qp_type)
         && qp::can_receive(g.state)
         && g.attrs.dest_qp_num == w.src_qpn
-        && reached(w, dst, g.attrs.port_num)
+        && reached(w, dst, g.attrs.port_num);
+    if ok {
+        dst.arrived(g.state);
+    }
+    ok
 }
 
 /// An RDMA WRITE that arrives in fragments, one fragment (`first`: the
@@ -339,7 +344,9 @@ fn place_write(w: &Wire, data: &[u8], first: bool) -> Result<(), c_int> {
         u64::from(w.total),
         REMOTE_WRITE,
     )
-    .map_err(|st| super::refused(&dst, st))?;
+    // The first fragment's refusal is handle_request's to make (once:
+    // it moves a responder that fails to ERR).
+    .map_err(|st| if first { st } else { super::refused(&dst, st) })?;
     let off = w.offset as usize;
     if off.saturating_add(data.len()) > w.total as usize {
         return Err(WC_REM_INV_REQ_ERR);
@@ -557,6 +564,29 @@ pub(super) fn complete_in_order(
         doomed: false,
         not_ready: false,
         done: Some(status),
+    });
+}
+
+/// A request that waits for a read credit the QP will never have
+/// (`Quirks::no_credit_stalls`): queued unanswered with no deadline, it
+/// holds the send queue until the QP is reset or fails (flushed then).
+pub(super) fn stall(s: &Arc<QpShared>, wr_id: u64, signaled: bool, opcode: c_int) {
+    let mut g = s.st.lock();
+    let seq = g.next_seq;
+    g.next_seq += 1;
+    g.out.push_back(Outstanding {
+        seq,
+        wr_id,
+        signaled,
+        opcode,
+        sge: Vec::new(),
+        byte_len: 0,
+        dest: None,
+        deadline: u64::MAX,
+        timeout: 0,
+        doomed: false,
+        not_ready: false,
+        done: None,
     });
 }
 
