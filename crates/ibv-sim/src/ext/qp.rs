@@ -40,6 +40,8 @@ use crate::qp_state::{QPT_RC, QPT_UC, QPT_UD};
 use crate::registry::{self, Kind};
 use crate::{context, guard};
 
+/// `IBV_QP_INIT_ATTR_PD`.
+const INIT_PD: u32 = ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_PD as u32;
 /// `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`.
 const INIT_SEND_OPS_FLAGS: u32 = ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS as u32;
 
@@ -72,10 +74,15 @@ pub unsafe extern "C" fn sim_create_qp_ex(
         }
         // SAFETY: attr points at the caller's ibv_qp_init_attr_ex.
         let mask = unsafe { (*attr).comp_mask };
+        let sim = context::from_ibv(ctx)?;
+        // A provider without `create_qp_ex` (siw) has only what
+        // libibverbs turns into `ibv_create_qp` (a PD and nothing else).
+        if mask & !INIT_PD != 0 {
+            crate::profile::offered(sim.dev.profile().qp_ex)?;
+        }
         if mask & INIT_SEND_OPS_FLAGS == 0 {
             return qp::create_ex(ctx, attr);
         }
-        let sim = context::from_ibv(ctx)?;
         // SAFETY: as above; its enum-typed fields are plain ints
         // (`verbs_abi::raw`), so any contents are a valid value.
         let mut plain = unsafe { attr.read() };
