@@ -44,11 +44,15 @@ pub(crate) fn reaches(ah: &verbs_abi::ibv_ah_attr, dst: &QpShared, port: u32) ->
 
 /// Checks a send work request the way the provider does before queueing it.
 pub(super) fn check_send(s: &QpShared, w: &SendWr) -> Result<(), c_int> {
-    if w.num_sge < 0 || w.num_sge as u32 > s.cap.max_send_sge.max(1) {
+    if w.num_sge < 0 {
         return Err(libc::EINVAL);
     }
+    // More SGEs or inline bytes than the QP takes: the provider's errno.
+    if w.num_sge as u32 > s.cap.max_send_sge.max(1) {
+        return Err(s.dev.profile().post_errno);
+    }
     if w.flags & SEND_INLINE != 0 && total_len(&w.sge) > u64::from(s.cap.max_inline_data) {
-        return Err(libc::EINVAL);
+        return Err(s.dev.profile().post_errno);
     }
     let ok = match s.qp_type {
         QPT_RC => rc_opcode(w.opcode, s.dev.family.atomics),

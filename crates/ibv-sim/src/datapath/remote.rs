@@ -404,7 +404,7 @@ fn handle_request(w: &Wire, data: &[u8], replayed: bool) {
         }
         return;
     }
-    let (ok, access) = {
+    let (ok, (access, no_credit)) = {
         let mut g = dst.st.lock();
         // Not receiving yet (RESET / INIT), or behind such requests: wait
         // for RTR. The requester's retries bound how long (`NOT_READY`).
@@ -423,10 +423,19 @@ fn handle_request(w: &Wire, data: &[u8], replayed: bool) {
             }
             return;
         }
-        (accepts(w, &dst, &g), g.attrs.access)
+        let no_credit = g.attrs.max_dest_rd_atomic == 0;
+        (accepts(w, &dst, &g), (g.attrs.access, no_credit))
     };
     if !ok {
         return peer.reply(WC_RETRY_EXC_ERR);
+    }
+    // A READ or atomic to a responder without read credits
+    // (`Quirks::no_dest_credit_refused`).
+    if no_credit
+        && matches!(w.kind, kind::READ | kind::CMP_SWAP | kind::FETCH_ADD)
+        && dst.dev.profile().quirks.no_dest_credit_refused
+    {
+        return peer.reply(super::refused(&dst, WC_REM_INV_REQ_ERR));
     }
     let rnr_wait = rnr_wait_for(w, &dst);
     match w.kind {

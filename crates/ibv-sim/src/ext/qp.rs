@@ -306,6 +306,11 @@ unsafe extern "C" fn wr_complete(x: *mut ibv_qp_ex) -> c_int {
             e
         } else if b.wrs.is_empty() {
             0
+        } else if !sends(x) {
+            // A QP not yet in RTS: the providers' wr_complete is EINVAL
+            // (mlx5 installs an error completer until RTS), whatever
+            // their ibv_post_send answers.
+            libc::EINVAL
         } else {
             post(x.cast(), &mut b)
         };
@@ -318,6 +323,18 @@ unsafe extern "C" fn wr_complete(x: *mut ibv_qp_ex) -> c_int {
 
 /// The checks `ibv_post_send` makes on each request that can fail it, made
 /// on the whole batch first so that a bad batch posts nothing.
+/// Whether the QP's send queue takes work requests (RTS, or the error
+/// states that flush them).
+fn sends(x: *mut ibv_qp_ex) -> bool {
+    // SAFETY: as in `bounds`.
+    let q = unsafe { qp::unchecked(x.cast::<ibv_qp>()) };
+    let state = q.shared.st.lock().state;
+    matches!(
+        state,
+        crate::qp_state::RTS | crate::qp_state::ERR | crate::qp_state::SQE
+    )
+}
+
 fn check(st: &ExState, wrs: &[Wr]) -> Result<(), c_int> {
     for w in wrs {
         let ok = match &w.data {

@@ -84,8 +84,8 @@ pub struct Profile {
     pub send_byte_len: bool,
     /// A request the responder refuses for access or key reasons (class C
     /// errors of an RC responder) moves the responder QP to ERR too,
-    /// flushing its receives (the IB spec's rule, and rxe's); otherwise
-    /// the responder stays RTS (the ConnectX-6 profile still does).
+    /// flushing its receives (the IB spec's rule: rxe, ConnectX);
+    /// otherwise the responder stays RTS.
     pub responder_fails: bool,
     /// An RDMA request the responder QP's own access flags do not grant is
     /// an invalid request (`IBV_WC_REM_INV_REQ_ERR`), not an access error.
@@ -125,6 +125,12 @@ pub struct Profile {
     /// `IBV_WC_LOC_QP_OP_ERR` (rxe 6.1's copy fails as a malformed WQE);
     /// otherwise `IBV_WC_LOC_PROT_ERR`.
     pub lkey_qp_op_err: bool,
+    /// What `ibv_post_send` returns for a work request with more SGEs or
+    /// inline bytes than the QP takes (rxe EINVAL; mlx5 and mlx4 ENOMEM),
+    /// and for one posted before RTS (rxe EINVAL; mlx5 ENOMEM: its send
+    /// queue takes no SGE until RTS).
+    pub post_errno: core::ffi::c_int,
+    pub post_state_errno: core::ffi::c_int,
     /// What `ibv_wr_complete` returns after `ibv_wr_set_sge_list` or
     /// `ibv_wr_set_inline_data*` exceeded the QP's own `max_send_sge` or
     /// `max_inline_data` (rxe: ENOSPC; mlx5: ENOMEM).

@@ -96,6 +96,8 @@ pub static RXE: Profile = Profile {
     comp_vector_per_cpu: true,
     spec_qp_events: false,
     lkey_qp_op_err: true,
+    post_errno: libc::EINVAL,
+    post_state_errno: libc::EINVAL,
     builder_errno: libc::ENOSPC,
     quirks: Quirks {
         inline_list_empty: true,
@@ -169,6 +171,8 @@ pub static SIW: Profile = Profile {
     comp_vector_per_cpu: false,
     spec_qp_events: false,
     lkey_qp_op_err: false,
+    post_errno: libc::EINVAL,
+    post_state_errno: libc::EINVAL,
     builder_errno: libc::EINVAL,
     // Not a departure from the spec, a verb the provider lacks.
     quirks: Quirks {
