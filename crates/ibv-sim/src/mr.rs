@@ -436,6 +436,10 @@ pub fn rereg(
     if access != 0 && flags & REREG_CHANGE_ACCESS == 0 {
         return Err(input(libc::EINVAL));
     }
+    // A provider without the verb (rdma-core's placeholder answers).
+    if ctx.dev.profile().quirks.no_rereg_mr {
+        return Err(cmd(libc::EOPNOTSUPP));
+    }
     if flags & REREG_CHANGE_TRANSLATION != 0 {
         fork::dontfork_range(addr, len).map_err(|e| (-2, e))?;
     }

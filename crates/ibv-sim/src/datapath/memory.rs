@@ -66,6 +66,15 @@ pub(crate) fn total_len(s: &[ibv_sge]) -> u64 {
     s.iter().map(|e| u64::from(e.length)).sum()
 }
 
+/// A requester's status for its own SGE refused (`Profile::lkey_qp_op_err`).
+fn requester_status(src: &QpShared, status: c_int) -> c_int {
+    if status == WC_LOC_PROT_ERR && src.dev.profile().lkey_qp_op_err {
+        WC_LOC_QP_OP_ERR
+    } else {
+        status
+    }
+}
+
 /// Gathers the payload of a send / write (through lkeys, or inline).
 pub(crate) fn gather(src: &QpShared, list: &[ibv_sge], inline: bool) -> Result<Vec<u8>, c_int> {
     let mut out = Vec::with_capacity(total_len(list) as usize);
@@ -76,7 +85,8 @@ pub(crate) fn gather(src: &QpShared, list: &[ibv_sge], inline: bool) -> Result<V
         let host = if inline {
             e.addr as usize
         } else {
-            local(src.pd, e.lkey, e.addr, u64::from(e.length), 0)?
+            local(src.pd, e.lkey, e.addr, u64::from(e.length), 0)
+                .map_err(|st| requester_status(src, st))?
         };
         let at = out.len();
         out.resize(at + e.length as usize, 0);
@@ -125,7 +135,8 @@ pub(crate) fn payload(src: &QpShared, list: &[ibv_sge], inline: bool) -> Result<
     match list {
         [e] if !inline && e.length > 0 => {
             let n = u64::from(e.length);
-            let host = local(src.pd, e.lkey, e.addr, n, 0)?;
+            let host =
+                local(src.pd, e.lkey, e.addr, n, 0).map_err(|st| requester_status(src, st))?;
             Ok(Payload::InPlace(host, n as usize))
         }
         _ => gather(src, list, inline).map(Payload::Owned),

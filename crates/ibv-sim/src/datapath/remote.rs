@@ -302,11 +302,16 @@ fn message(
 /// Whether `dst` (locked in `g`) takes a connected-mode request `w`: the
 /// type pairs, the QP can receive, is connected back to the requester,
 /// and the address the request was sent to reaches its port.
+/// One it takes counts as arrived (`QpShared::arrived`).
 fn accepts(w: &Wire, dst: &QpShared, g: &qp::QpInner) -> bool {
-    super::peers(w.qp_type, dst.qp_type)
+    let ok = super::peers(w.qp_type, dst.qp_type)
         && qp::can_receive(g.state)
         && g.attrs.dest_qp_num == w.src_qpn
-        && reached(w, dst, g.attrs.port_num)
+        && reached(w, dst, g.attrs.port_num);
+    if ok {
+        dst.arrived(g.state);
+    }
+    ok
 }
 
 /// An RDMA WRITE that arrives in fragments, one fragment (`first`: the
@@ -339,7 +344,9 @@ fn place_write(w: &Wire, data: &[u8], first: bool) -> Result<(), c_int> {
         u64::from(w.total),
         REMOTE_WRITE,
     )
-    .map_err(|st| super::refused(&dst, st))?;
+    // The first fragment's refusal is handle_request's to make (once:
+    // it moves a responder that fails to ERR).
+    .map_err(|st| if first { st } else { super::refused(&dst, st) })?;
     let off = w.offset as usize;
     if off.saturating_add(data.len()) > w.total as usize {
         return Err(WC_REM_INV_REQ_ERR);
@@ -397,7 +404,7 @@ fn handle_request(w: &Wire, data: &[u8], replayed: bool) {
         }
         return;
     }
-    let (ok, access) = {
+    let (ok, (access, no_credit)) = {
         let mut g = dst.st.lock();
         // Not receiving yet (RESET / INIT), or behind such requests: wait
         // for RTR. The requester's retries bound how long (`NOT_READY`).
@@ -416,10 +423,19 @@ fn handle_request(w: &Wire, data: &[u8], replayed: bool) {
             }
             return;
         }
-        (accepts(w, &dst, &g), g.attrs.access)
+        let no_credit = g.attrs.max_dest_rd_atomic == 0;
+        (accepts(w, &dst, &g), (g.attrs.access, no_credit))
     };
     if !ok {
         return peer.reply(WC_RETRY_EXC_ERR);
+    }
+    // A READ or atomic to a responder without read credits
+    // (`Quirks::no_dest_credit_refused`).
+    if no_credit
+        && matches!(w.kind, kind::READ | kind::CMP_SWAP | kind::FETCH_ADD)
+        && dst.dev.profile().quirks.no_dest_credit_refused
+    {
+        return peer.reply(super::refused(&dst, WC_REM_INV_REQ_ERR));
     }
     let rnr_wait = rnr_wait_for(w, &dst);
     match w.kind {
@@ -557,6 +573,29 @@ pub(super) fn complete_in_order(
         doomed: false,
         not_ready: false,
         done: Some(status),
+    });
+}
+
+/// A request that waits for a read credit the QP will never have
+/// (`Quirks::no_credit_stalls`): queued unanswered with no deadline, it
+/// holds the send queue until the QP is reset or fails (flushed then).
+pub(super) fn stall(s: &Arc<QpShared>, wr_id: u64, signaled: bool, opcode: c_int) {
+    let mut g = s.st.lock();
+    let seq = g.next_seq;
+    g.next_seq += 1;
+    g.out.push_back(Outstanding {
+        seq,
+        wr_id,
+        signaled,
+        opcode,
+        sge: Vec::new(),
+        byte_len: 0,
+        dest: None,
+        deadline: u64::MAX,
+        timeout: 0,
+        doomed: false,
+        not_ready: false,
+        done: None,
     });
 }
 

@@ -31,16 +31,17 @@ use verbs_abi::{
 
 use crate::abi::{
     SEND_FENCE, SEND_INLINE, SEND_IP_CSUM, SEND_SIGNALED, SEND_SOLICITED, WR_ATOMIC_CMP_AND_SWP,
-    WR_ATOMIC_FETCH_AND_ADD, WR_BIND_MW, WR_LOCAL_INV, WR_RDMA_READ, WR_RDMA_WRITE,
-    WR_RDMA_WRITE_WITH_IMM, WR_SEND, WR_SEND_WITH_IMM, WR_SEND_WITH_INV,
+    WR_ATOMIC_FETCH_AND_ADD, WR_ATOMIC_WRITE, WR_BIND_MW, WR_LOCAL_INV, WR_RDMA_READ,
+    WR_RDMA_WRITE, WR_RDMA_WRITE_WITH_IMM, WR_SEND, WR_SEND_WITH_IMM, WR_SEND_WITH_INV,
 };
-use crate::device::limits;
 use crate::qp::ex::{Batch, Data, ExState, Wr};
 use crate::qp::{self};
 use crate::qp_state::{QPT_RC, QPT_UC, QPT_UD};
 use crate::registry::{self, Kind};
 use crate::{context, guard};
 
+/// `IBV_QP_INIT_ATTR_PD`.
+const INIT_PD: u32 = ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_PD as u32;
 /// `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`.
 const INIT_SEND_OPS_FLAGS: u32 = ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS as u32;
 
@@ -55,6 +56,7 @@ const WITH_ATOMIC_FETCH_AND_ADD: u64 = 1 << 6;
 const WITH_LOCAL_INV: u64 = 1 << 7;
 const WITH_BIND_MW: u64 = 1 << 8;
 const WITH_SEND_WITH_INV: u64 = 1 << 9;
+const WITH_ATOMIC_WRITE: u64 = 1 << 12;
 
 /// What `wr_flags` may carry (`IBV_SEND_INLINE` aside: whether data is
 /// inline is the setter's choice, not the flag's, `ibv_wr_post(3)`).
@@ -72,10 +74,15 @@ pub unsafe extern "C" fn sim_create_qp_ex(
         }
         // SAFETY: attr points at the caller's ibv_qp_init_attr_ex.
         let mask = unsafe { (*attr).comp_mask };
+        let sim = context::from_ibv(ctx)?;
+        // A provider without `create_qp_ex` (siw) has only what
+        // libibverbs turns into `ibv_create_qp` (a PD and nothing else).
+        if mask & !INIT_PD != 0 {
+            crate::profile::offered(sim.dev.profile().qp_ex)?;
+        }
         if mask & INIT_SEND_OPS_FLAGS == 0 {
             return qp::create_ex(ctx, attr);
         }
-        let sim = context::from_ibv(ctx)?;
         // SAFETY: as above; its enum-typed fields are plain ints
         // (`verbs_abi::raw`), so any contents are a valid value.
         let mut plain = unsafe { attr.read() };
@@ -87,6 +94,13 @@ pub unsafe extern "C" fn sim_create_qp_ex(
         } else {
             0
         };
+        // What the provider takes and its kernel then fails.
+        let unexecutable = sim.dev.profile().quirks.unexecutable_ops;
+        let (rc_extra, uc_extra) = if unexecutable {
+            (WITH_ATOMIC_WRITE, WITH_SEND_WITH_INV)
+        } else {
+            (0, 0)
+        };
         let allowed = match qp_type.0 {
             QPT_RC => {
                 send | write
@@ -95,8 +109,9 @@ pub unsafe extern "C" fn sim_create_qp_ex(
                     | WITH_LOCAL_INV
                     | WITH_BIND_MW
                     | WITH_SEND_WITH_INV
+                    | rc_extra
             }
-            QPT_UC => send | write,
+            QPT_UC => send | write | uc_extra,
             // As RC but for memory windows (see `datapath::check_send`).
             crate::qp_state::QPT_XRC_SEND => {
                 send | write | WITH_RDMA_READ | atomics | WITH_SEND_WITH_INV
@@ -291,6 +306,11 @@ unsafe extern "C" fn wr_complete(x: *mut ibv_qp_ex) -> c_int {
             e
         } else if b.wrs.is_empty() {
             0
+        } else if !sends(x) {
+            // A QP not yet in RTS: the providers' wr_complete is EINVAL
+            // (mlx5 installs an error completer until RTS), whatever
+            // their ibv_post_send answers.
+            libc::EINVAL
         } else {
             post(x.cast(), &mut b)
         };
@@ -303,6 +323,18 @@ unsafe extern "C" fn wr_complete(x: *mut ibv_qp_ex) -> c_int {
 
 /// The checks `ibv_post_send` makes on each request that can fail it, made
 /// on the whole batch first so that a bad batch posts nothing.
+/// Whether the QP's send queue takes work requests (RTS, or the error
+/// states that flush them).
+fn sends(x: *mut ibv_qp_ex) -> bool {
+    // SAFETY: as in `bounds`.
+    let q = unsafe { qp::unchecked(x.cast::<ibv_qp>()) };
+    let state = q.shared.st.lock().state;
+    matches!(
+        state,
+        crate::qp_state::RTS | crate::qp_state::ERR | crate::qp_state::SQE
+    )
+}
+
 fn check(st: &ExState, wrs: &[Wr]) -> Result<(), c_int> {
     for w in wrs {
         let ok = match &w.data {
@@ -478,29 +510,96 @@ unsafe extern "C" fn wr_set_sge(x: *mut ibv_qp_ex, lkey: u32, addr: u64, length:
     })
 }
 
+/// The QP's own bounds for the builders (its `max_send_sge` and
+/// `max_inline_data`, as `ibv_query_qp` reports them) and what exceeding
+/// one fails with (the profile's `builder_errno`).
+fn bounds(x: *mut ibv_qp_ex) -> (usize, usize, c_int) {
+    // SAFETY: the builders are reached only through the table of a live
+    // extended QP.
+    let q = unsafe { qp::unchecked(x.cast::<ibv_qp>()) };
+    let cap = &q.shared.cap;
+    (
+        cap.max_send_sge as usize,
+        cap.max_inline_data as usize,
+        q.shared.dev.profile().builder_errno,
+    )
+}
+
+/// The profile of the QP's device.
+fn profile_of(x: *mut ibv_qp_ex) -> &'static crate::profile::Profile {
+    // SAFETY: as in `bounds`.
+    unsafe { qp::unchecked(x.cast::<ibv_qp>()) }
+        .shared
+        .dev
+        .profile()
+}
+
+/// `sge_list_first_len`: the entries that carry `n` times the first
+/// one's length, the last cut short (the whole list when it is shorter).
+fn first_len_list(list: &[ibv_sge]) -> Vec<ibv_sge> {
+    let Some(first) = list.first() else {
+        return Vec::new();
+    };
+    let mut left = u64::from(first.length) * list.len() as u64;
+    if left > list.iter().map(|e| u64::from(e.length)).sum::<u64>() {
+        return list.to_vec();
+    }
+    let mut out = Vec::new();
+    for e in list {
+        if left == 0 {
+            break;
+        }
+        let n = u64::from(e.length).min(left);
+        out.push(ibv_sge {
+            length: n as u32,
+            ..*e
+        });
+        left -= n;
+    }
+    out
+}
+
 unsafe extern "C" fn wr_set_sge_list(x: *mut ibv_qp_ex, num_sge: usize, list: *const ibv_sge) {
+    let (max_sge, _, too_many) = bounds(x);
+    let first_len = profile_of(x).quirks.sge_list_first_len;
     set(x, |w| {
-        if num_sge > limits::MAX_SGE as usize || (num_sge > 0 && list.is_null()) {
+        if num_sge > max_sge {
+            return Err(too_many);
+        }
+        if num_sge > 0 && list.is_null() {
             return Err(libc::EINVAL);
         }
         w.data = match num_sge {
             0 => Data::List(Vec::new()),
             // SAFETY: the program passes num_sge readable entries.
             1 => Data::Sge(unsafe { list.read() }),
-            // SAFETY: as above.
-            _ => Data::List(unsafe { core::slice::from_raw_parts(list, num_sge) }.to_vec()),
+            _ => {
+                // SAFETY: as above.
+                let l = unsafe { core::slice::from_raw_parts(list, num_sge) };
+                Data::List(if first_len {
+                    first_len_list(l)
+                } else {
+                    l.to_vec()
+                })
+            }
         };
         Ok(())
     })
 }
 
-/// Appends `len` bytes at `addr` to the inline data being built.
-fn add_inline(w: &mut Wr, addr: *const c_void, len: usize) -> Result<(), c_int> {
+/// Appends `len` bytes at `addr` to the inline data being built, within
+/// the QP's bound (`bounds`).
+fn add_inline(
+    w: &mut Wr,
+    addr: *const c_void,
+    len: usize,
+    (max, too_long): (usize, c_int),
+) -> Result<(), c_int> {
     let Data::Inline(d) = &mut w.data else {
         return Err(libc::EINVAL);
     };
-    if d.len().saturating_add(len) > limits::MAX_INLINE_DATA as usize {
-        return Err(libc::EINVAL);
+    if d.len().saturating_add(len) > max {
+        return Err(too_long);
     }
     if len > 0 {
         if addr.is_null() {
@@ -513,9 +612,10 @@ fn add_inline(w: &mut Wr, addr: *const c_void, len: usize) -> Result<(), c_int> 
 }
 
 unsafe extern "C" fn wr_set_inline_data(x: *mut ibv_qp_ex, addr: *mut c_void, length: usize) {
+    let (_, max, too_long) = bounds(x);
     set(x, |w| {
         w.data = Data::Inline(Vec::new());
-        add_inline(w, addr, length)
+        add_inline(w, addr, length, (max, too_long))
     })
 }
 
@@ -524,6 +624,8 @@ unsafe extern "C" fn wr_set_inline_data_list(
     num_buf: usize,
     bufs: *const ibv_data_buf,
 ) {
+    let (_, max, too_long) = bounds(x);
+    let empty = profile_of(x).quirks.inline_list_empty;
     set(x, |w| {
         w.data = Data::Inline(Vec::new());
         if num_buf > 0 && bufs.is_null() {
@@ -532,7 +634,14 @@ unsafe extern "C" fn wr_set_inline_data_list(
         for i in 0..num_buf {
             // SAFETY: the program passes num_buf readable entries.
             let b = unsafe { bufs.add(i).read() };
-            add_inline(w, b.addr, b.length)?;
+            if empty {
+                // Each buffer bounded on its own, none of it sent.
+                if b.length > max {
+                    return Err(too_long);
+                }
+                continue;
+            }
+            add_inline(w, b.addr, b.length, (max, too_long))?;
         }
         Ok(())
     })
@@ -575,7 +684,9 @@ unsafe extern "C" fn wr_set_xrc_srqn(x: *mut ibv_qp_ex, srqn: u32) {
 
 // Operations the sim does not simulate: `ibv_create_qp_ex` refuses their
 // send ops, and a program that calls them anyway gets EOPNOTSUPP from
-// `ibv_wr_complete` instead of a jump through NULL.
+// `ibv_wr_complete` instead of a jump through NULL. Atomic write is posted
+// where the provider takes it and its kernel fails it
+// (`Quirks::unexecutable_ops`).
 
 unsafe extern "C" fn wr_send_tso(x: *mut ibv_qp_ex, _hdr: *mut c_void, _hdr_sz: u16, _mss: u16) {
     fail(x, libc::EOPNOTSUPP)
@@ -583,9 +694,15 @@ unsafe extern "C" fn wr_send_tso(x: *mut ibv_qp_ex, _hdr: *mut c_void, _hdr_sz: 
 
 unsafe extern "C" fn wr_atomic_write(
     x: *mut ibv_qp_ex,
-    _rkey: u32,
-    _remote_addr: u64,
+    rkey: u32,
+    remote_addr: u64,
     _atomic_wr: *const c_void,
 ) {
-    fail(x, libc::EOPNOTSUPP)
+    if !profile_of(x).quirks.unexecutable_ops {
+        return fail(x, libc::EOPNOTSUPP);
+    }
+    op(x, WR_ATOMIC_WRITE, |w| {
+        w.rkey = rkey;
+        w.remote_addr = remote_addr;
+    })
 }

@@ -2,6 +2,7 @@
 //! and the state changes the data path triggers (errors, flushes).
 //! `modify`: `ibv_modify_qp` and its checks; `mcast`: multicast attachment.
 
+mod events;
 pub mod ex;
 mod mcast;
 mod modify;
@@ -12,7 +13,7 @@ pub use modify::*;
 use core::ffi::{c_int, c_void};
 use core::ptr::{addr_of, addr_of_mut};
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 
 use once_cell::sync::Lazy;
@@ -169,6 +170,8 @@ pub struct QpShared {
     /// A forked child's data path refuses its parent's QPs.
     pub born: crate::fork::Born,
     async_q: Arc<EventQueue<AsyncEvent>>,
+    /// `IBV_EVENT_COMM_EST` was raised (once per QP: `events.rs`).
+    comm_est: AtomicBool,
     /// Send work requests taken and not yet completed.
     pub sq_use: SqUse,
 }
@@ -504,6 +507,7 @@ pub fn create(pd_ptr: *mut ibv_pd, init: &mut QpInit) -> Result<*mut ibv_qp, c_i
         events: EventCounter::default(),
         born: crate::fork::Born::now(),
         async_q: ctx.async_q.clone(),
+        comm_est: AtomicBool::new(false),
         sq_use: SqUse::default(),
     });
     // SAFETY: raw points at zeroed, uninitialised-by-Rust storage for a
