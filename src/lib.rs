@@ -23,6 +23,7 @@
 // Every `unsafe` block states why it is sound; the forwarded calls share
 // one contract, stated on `real::real_fns!`.
 #![deny(clippy::undocumented_unsafe_blocks)]
+#![deny(unsafe_op_in_unsafe_fn)]
 
 // Internal: only `exports` makes the header.
 /// cbindgen:ignore

@@ -8,6 +8,7 @@
 use std::ffi::c_int;
 use std::fmt;
 
+use trace_format::verbs::{Show, Verb};
 use verbs_abi::{ibv_context, ibv_mr, ibv_pd};
 
 use super::{alive, context_ok, inside, nested, not_null, read_word, tid, use_after_close, Call};
@@ -30,28 +31,29 @@ pub fn on_context(func: &str, context: *mut ibv_context, caller: usize) -> Resul
 
 /// A new object's record: `kind` at `obj`, on the context the real library
 /// wrote into it (else `context`), under `parent`, made at `caller`.
+///
+/// # Safety
+/// `obj` is a live verbs object just returned by the real library.
 #[inline]
-pub fn record<T>(
+pub unsafe fn record<T>(
     kind: Kind,
     obj: *mut T,
     context: *mut ibv_context,
     parent: usize,
     caller: usize,
 ) -> Obj {
-    Obj::new(
-        kind,
-        obj as usize,
-        context_of(obj, context),
-        parent,
-        caller,
-        tid(),
-    )
+    // SAFETY: the caller's contract.
+    let ctx = unsafe { context_of(obj, context) };
+    Obj::new(kind, obj as usize, ctx, parent, caller, tid())
 }
 
 /// The context an object was created on: its first field, set by the real
 /// library (every verbs object starts with `struct ibv_context *context`).
-pub fn context_of<T>(obj: *mut T, fallback: *mut ibv_context) -> usize {
-    // SAFETY: obj is a live object just returned by the real library.
+///
+/// # Safety
+/// `obj` is a live verbs object just returned by the real library.
+pub unsafe fn context_of<T>(obj: *mut T, fallback: *mut ibv_context) -> usize {
+    // SAFETY: the caller's contract: its first word is readable.
     let ctx = unsafe { obj.cast::<*mut ibv_context>().read() };
     if ctx.is_null() {
         fallback as usize
@@ -60,10 +62,12 @@ pub fn context_of<T>(obj: *mut T, fallback: *mut ibv_context) -> usize {
     }
 }
 
-/// The context of `pd`, read only after a create on it succeeded (so `pd`
-/// was a live PD).
-pub fn context_of_pd(pd: *mut ibv_pd) -> *mut ibv_context {
-    // SAFETY: the real library just created an object on this PD.
+/// The context of `pd`.
+///
+/// # Safety
+/// `pd` is a live PD (a create on it just succeeded).
+pub unsafe fn context_of_pd(pd: *mut ibv_pd) -> *mut ibv_context {
+    // SAFETY: the caller's contract.
     unsafe { (*pd).context }
 }
 
@@ -124,6 +128,9 @@ fn backtrace(addr: usize) {
 /// cold paths, so that the fast path never builds one in memory.
 #[derive(Clone, Copy)]
 pub struct Destroy {
+    /// The verb, whose one argument is the object (`ibv_dealloc_pd(pd)`);
+    /// its record when logged.
+    pub verb: &'static Verb,
     pub func: &'static str,
     pub arg: &'static str,
     /// What it destroys, and what else it accepts (`ibv_dereg_mr` also
@@ -135,14 +142,21 @@ pub struct Destroy {
 }
 
 impl Destroy {
-    /// A destroy verb that returns 0 or an errno value.
-    pub const fn new(func: &'static str, arg: &'static str, kind: Kind, kinds: Kinds) -> Destroy {
+    /// The destroy verb `verb` (made as a constant: its shape is checked
+    /// when the shim is compiled).
+    pub const fn new(verb: &'static Verb, kind: Kind, kinds: Kinds) -> Destroy {
+        assert!(
+            verb.raw_words() == 1 && matches!(verb.args[0].1, Show::Ptr),
+            "a destroy verb takes the object alone"
+        );
+        assert!(matches!(verb.result, Show::Rc | Show::Void));
         Destroy {
-            func,
-            arg,
+            verb,
+            func: verb.name,
+            arg: verb.args[0].0,
             kind,
             kinds,
-            void: false,
+            void: matches!(verb.result, Show::Void),
         }
     }
 }
@@ -325,17 +339,10 @@ fn failed(d: Destroy, o: &objects::Stored, rc: c_int) {
 #[cold]
 #[inline(never)]
 fn destroy_logged(d: Destroy, call: &Call, addr: usize, rc: c_int) {
-    if let Some(verb) = destroy_verb(&d) {
-        let result = if d.void { 0 } else { rc as i64 as u64 };
-        call.done(verb, &[addr as u64], result, false);
-    }
-}
-
-/// The descriptor of a destroy verb (every destroy has one: see
-/// `trace_format::verbs::destroy`).
-#[cold]
-fn destroy_verb(d: &Destroy) -> Option<&'static trace_format::verbs::Verb> {
-    trace_format::verbs::destroy(d.func, d.arg, d.void)
+    let result = if d.void { 0 } else { rc as i64 as u64 };
+    // SAFETY: the one word `Destroy::new` checked the verb for, a pointer
+    // shown as an address.
+    unsafe { call.done(d.verb, &[addr as u64], result, false) };
 }
 
 /// After EBUSY: names the tracked objects that still hold `o`.
@@ -381,8 +388,11 @@ fn busy(d: &Destroy, o: &Obj) {
 /// Records an MR registered on `pd` by the verb `objects::MR_VIA[via]`.
 /// Inlined into each registering export, as `track` is: the record is
 /// packed from registers, with no frame of its own.
+///
+/// # Safety
+/// `mr` is the live MR the real library just registered on the live `pd`.
 #[inline(always)]
-pub fn track_mr(
+pub unsafe fn track_mr(
     mr: *mut ibv_mr,
     pd: *mut ibv_pd,
     addr: u64,
@@ -391,10 +401,11 @@ pub fn track_mr(
     via: u8,
     caller: usize,
 ) {
-    let mut o = record(Kind::Mr, mr, context_of_pd(pd), pd as usize, caller);
+    // SAFETY: the caller's contract.
+    let mut o = unsafe { record(Kind::Mr, mr, context_of_pd(pd), pd as usize, caller) };
     o.a = addr;
     o.b = length as u64;
-    // SAFETY: a live MR just returned by the real library.
+    // SAFETY: the caller's contract.
     o.c = unsafe { (*mr).lkey as u64 | ((*mr).rkey as u64) << 32 };
     o.x = access;
     o.set_sub(via);

@@ -31,6 +31,19 @@ pub mod interpose;
 pub mod private;
 pub mod query;
 pub mod resources;
+/// cbindgen:ignore
+pub mod verbs;
+
+/// Every export written in Rust, by name: `verbs` checks each one's
+/// signature against its declaration.
+pub(crate) mod all {
+    pub(crate) use super::device::*;
+    pub(crate) use super::private::*;
+    pub(crate) use super::query::*;
+    pub(crate) use super::resources::memory::*;
+    pub(crate) use super::resources::queues::*;
+    pub(crate) use super::resources::remote::*;
+}
 
 /// The return address of the current export: the call site in the program
 /// (the creation site in leak reports). Must be expanded directly in the
@@ -92,9 +105,16 @@ impl Call {
     /// argument of `verb`, then an `RcCq` / `RcEventType` / `DevList`
     /// result's value; see `trace_format::verbs`): the calling thread
     /// formats nothing (the log's writer thread does, `log::entry`).
-    /// Leaves errno as it found it.
+    /// Leaves errno as it found it. The verbs' typed records
+    /// (`verbs`: `AllocPd::done`) are the callers.
+    ///
+    /// # Safety
+    /// `args` holds `verb.raw_words()` words; a device word is NULL or a
+    /// device of the real library's; an MR or QP result NULL or the object
+    /// the real library just returned, a string result NULL or a C string
+    /// of the real library's.
     #[inline(always)]
-    pub fn done(&self, verb: &'static Verb, args: &[u64], result: u64, failed: bool) {
+    pub unsafe fn done(&self, verb: &'static Verb, args: &[u64], result: u64, failed: bool) {
         if let Some(start) = self.start {
             // `verb` is the export's constant: the match is made when the
             // export is compiled. A one-device verb (the device getters)

@@ -21,12 +21,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use verbs_abi::{ibv_qp, ibv_qp_attr, ibv_qp_attr_mask, ibv_qp_init_attr, ibv_srq, ibv_srq_attr};
 
 use crate::log::Level;
-use crate::real::real_fns;
-
-real_fns! {
-    QueryQp = fn ibv_query_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, attr_mask: c_int, init_attr: *mut ibv_qp_init_attr) -> c_int;
-    QuerySrq = fn ibv_query_srq(srq: *mut ibv_srq, srq_attr: *mut ibv_srq_attr) -> c_int;
-}
+use crate::real::slots::{QueryQp, QuerySrq};
 
 /// What a queue takes per work request, and how many it holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -263,7 +258,8 @@ fn ask_qp(qp: *mut ibv_qp) -> Option<Caps> {
     let real = QueryQp::unhooked().ok()?;
     let (mut attr, mut init) = (zeroed::<ibv_qp_attr>(), zeroed::<ibv_qp_init_attr>());
     let mask = ibv_qp_attr_mask::IBV_QP_CAP as c_int;
-    if real.call(qp, &mut attr, mask, &mut init) != 0 {
+    // SAFETY: a live QP the program posts to, and our own buffers.
+    if unsafe { real.call(qp, &mut attr, mask, &mut init) } != 0 {
         return None;
     }
     let cap = init.cap;
@@ -290,7 +286,8 @@ pub(super) fn of_srq(srq: *mut ibv_srq) -> Option<Caps> {
 fn ask_srq(srq: *mut ibv_srq) -> Option<Caps> {
     let real = QuerySrq::unhooked().ok()?;
     let mut attr = zeroed::<ibv_srq_attr>();
-    if real.call(srq, &mut attr) != 0 {
+    // SAFETY: a live SRQ the program posts to, and our own buffer.
+    if unsafe { real.call(srq, &mut attr) } != 0 {
         return None;
     }
     Some(keep(

@@ -31,11 +31,7 @@ use super::wr_rules;
 use super::{caps, completions, traced};
 use crate::checks::{self, Check};
 use crate::log::Level;
-use crate::real::real_fns;
-
-real_fns! {
-    QpToQpEx = fn ibv_qp_to_qp_ex(qp: *mut ibv_qp) -> *mut ibv_qp_ex;
-}
+use crate::real::slots::QpToQpEx;
 
 /// The `ibv_qp_ex` members wrapped, as indices into a QP's saved originals.
 #[derive(Clone, Copy)]
@@ -234,7 +230,8 @@ pub(super) unsafe fn patch(qp: *mut ibv_qp, send_ops: u64) {
     let Ok(to_ex) = QpToQpEx::unhooked() else {
         return;
     };
-    let x = to_ex.call(qp);
+    // SAFETY: the caller's contract: a live QP made with send ops.
+    let x = unsafe { to_ex.call(qp) };
     if x.is_null() {
         return;
     }

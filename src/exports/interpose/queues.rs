@@ -13,7 +13,7 @@ use verbs_abi::{
 };
 
 use super::super::create_destroy::{create, record, track};
-use super::super::tid;
+use super::super::{tid, verbs};
 use super::objects::*;
 use super::{ctx_of, orig, Slot};
 use crate::guard::{export, Errno};
@@ -29,17 +29,19 @@ pub(super) unsafe extern "C" fn create_cq_ex(
     attr: *mut ibv_cq_init_attr_ex,
 ) -> *mut ibv_cq_ex {
     let caller = crate::caller!();
-    export("ibv_create_cq_ex", || {
-        let real: CreateCqEx = orig(ctx, Slot::CreateCqEx, "ibv_create_cq_ex")?;
+    export(verbs::CreateCqEx::NAME, || {
+        let real: CreateCqEx = orig(ctx, Slot::CreateCqEx, verbs::CreateCqEx::NAME)?;
         let (channel, vector) = read_attr(attr, (0, 0), |a| (a.channel as usize, a.comp_vector));
         made(
-            "ibv_create_cq_ex",
+            verbs::CreateCqEx::VERB,
+            verbs::CreateCqEx::done,
             ctx,
-            ("channel", channel),
+            channel,
             // SAFETY: the provider's own entry, with the inline verb's arguments.
             || unsafe { real(ctx, attr) },
             |cq| {
-                let mut o = record(Kind::Cq, cq, ctx, channel, caller);
+                // SAFETY: the object the real library just returned (on a live parent).
+                let mut o = unsafe { record(Kind::Cq, cq, ctx, channel, caller) };
                 // SAFETY: a live CQ just returned by the provider.
                 o.x = unsafe { (*cq).cqe } as u32;
                 o.a = vector as u64;
@@ -63,14 +65,15 @@ pub(super) unsafe extern "C" fn create_flow(
     attr: *mut ibv_flow_attr,
 ) -> *mut ibv_flow {
     let caller = crate::caller!();
-    export("ibv_create_flow", || {
+    export(verbs::CreateFlow::NAME, || {
         // SAFETY: the inline verb read this QP's context to reach the table.
         let ctx = unsafe { ctx_of(qp) };
-        let real: CreateFlow = orig(ctx, Slot::CreateFlow, "ibv_create_flow")?;
+        let real: CreateFlow = orig(ctx, Slot::CreateFlow, verbs::CreateFlow::NAME)?;
         made(
-            "ibv_create_flow",
+            verbs::CreateFlow::VERB,
+            verbs::CreateFlow::done,
             ctx,
-            ("qp", qp as usize),
+            qp as usize,
             // SAFETY: the provider's own entry, with the inline verb's arguments.
             || unsafe { real(qp, attr) },
             |flow| {
@@ -101,7 +104,8 @@ fn track_qp(
     cqs: [usize; 3],
     caller: usize,
 ) {
-    let mut o = record(Kind::Qp, qp, ctx, parent, caller);
+    // SAFETY: the object the real library just returned (on a live parent).
+    let mut o = unsafe { record(Kind::Qp, qp, ctx, parent, caller) };
     // SAFETY: a live QP just returned by the provider.
     o.x = unsafe { (*qp).qp_num };
     o.a = cqs[0] as u64;
@@ -116,8 +120,8 @@ pub(super) unsafe extern "C" fn create_qp_ex(
     attr: *mut ibv_qp_init_attr_ex,
 ) -> *mut ibv_qp {
     let caller = crate::caller!();
-    export("ibv_create_qp_ex", || {
-        let real: CreateQpEx = orig(ctx, Slot::CreateQpEx, "ibv_create_qp_ex")?;
+    export(verbs::CreateQpEx::NAME, || {
+        let real: CreateQpEx = orig(ctx, Slot::CreateQpEx, verbs::CreateQpEx::NAME)?;
         let (mut parent, mut qp_type, mut cqs, mut send_ops) = (0, 0, [0; 3], None);
         if !attr.is_null() {
             // SAFETY: the program's attributes (the inline verb passes them
@@ -138,7 +142,7 @@ pub(super) unsafe extern "C" fn create_qp_ex(
             }
         }
         create(
-            (parent != 0).then_some(("ibv_create_qp_ex", "pd", parent)),
+            (parent != 0).then_some((verbs::CreateQpEx::NAME, "pd", parent)),
             // SAFETY: the provider's own entry, with the inline verb's arguments.
             || unsafe { real(ctx, attr) },
             |qp| {
@@ -154,14 +158,8 @@ pub(super) unsafe extern "C" fn create_qp_ex(
                 }
                 errno.restore();
             },
-            |call, qp| {
-                call.done(
-                    &trace_format::verbs::CREATE_QP_EX,
-                    &[ctx as u64, attr as u64],
-                    qp as u64,
-                    qp.is_null(),
-                )
-            },
+            // SAFETY: the QP the provider just returned.
+            |call, qp| unsafe { verbs::CreateQpEx::done(call, ctx, attr, qp, qp.is_null()) },
         )
     })
 }
@@ -171,8 +169,8 @@ pub(super) unsafe extern "C" fn open_qp(
     attr: *mut ibv_qp_open_attr,
 ) -> *mut ibv_qp {
     let caller = crate::caller!();
-    export("ibv_open_qp", || {
-        let real: OpenQp = orig(ctx, Slot::OpenQp, "ibv_open_qp")?;
+    export(verbs::OpenQp::NAME, || {
+        let real: OpenQp = orig(ctx, Slot::OpenQp, verbs::OpenQp::NAME)?;
         let (xrcd, qp_type) = if attr.is_null() {
             (0, 0)
         } else {
@@ -185,9 +183,10 @@ pub(super) unsafe extern "C" fn open_qp(
             }
         };
         made(
-            "ibv_open_qp",
+            verbs::OpenQp::VERB,
+            verbs::OpenQp::done,
             ctx,
-            ("xrcd", xrcd),
+            xrcd,
             // SAFETY: the provider's own entry, with the inline verb's arguments.
             || unsafe { real(ctx, attr) },
             |qp| track_qp(qp, ctx, xrcd, qp_type, [0; 3], caller),
@@ -200,8 +199,8 @@ pub(super) unsafe extern "C" fn create_srq_ex(
     attr: *mut ibv_srq_init_attr_ex,
 ) -> *mut ibv_srq {
     let caller = crate::caller!();
-    export("ibv_create_srq_ex", || {
-        let real: CreateSrqEx = orig(ctx, Slot::CreateSrqEx, "ibv_create_srq_ex")?;
+    export(verbs::CreateSrqEx::NAME, || {
+        let real: CreateSrqEx = orig(ctx, Slot::CreateSrqEx, verbs::CreateSrqEx::NAME)?;
         let parent = if attr.is_null() {
             0
         } else {
@@ -218,13 +217,15 @@ pub(super) unsafe extern "C" fn create_srq_ex(
             }
         };
         made(
-            "ibv_create_srq_ex",
+            verbs::CreateSrqEx::VERB,
+            verbs::CreateSrqEx::done,
             ctx,
-            ("pd", parent),
+            parent,
             // SAFETY: the provider's own entry, with the inline verb's arguments.
             || unsafe { real(ctx, attr) },
             |srq| {
-                let mut o = record(Kind::Srq, srq, ctx, parent, caller);
+                // SAFETY: the object the real library just returned (on a live parent).
+                let mut o = unsafe { record(Kind::Srq, srq, ctx, parent, caller) };
                 if !attr.is_null() {
                     // SAFETY: the attributes the provider just accepted.
                     let sizes = unsafe { (*attr).attr };
@@ -243,13 +244,14 @@ pub(super) unsafe extern "C" fn open_xrcd(
     attr: *mut ibv_xrcd_init_attr,
 ) -> *mut ibv_xrcd {
     let caller = crate::caller!();
-    export("ibv_open_xrcd", || {
-        let real: OpenXrcd = orig(ctx, Slot::OpenXrcd, "ibv_open_xrcd")?;
+    export(verbs::OpenXrcd::NAME, || {
+        let real: OpenXrcd = orig(ctx, Slot::OpenXrcd, verbs::OpenXrcd::NAME)?;
         // SAFETY: the provider's own entry, with the inline verb's arguments.
         made(
-            "ibv_open_xrcd",
+            verbs::OpenXrcd::VERB,
+            verbs::OpenXrcd::done,
             ctx,
-            ("attr", 0),
+            0,
             || unsafe { real(ctx, attr) },
             |x| track_simple(Kind::Xrcd, x, ctx, 0, caller, 0),
         )

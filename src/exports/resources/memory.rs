@@ -2,26 +2,16 @@
 
 use std::ffi::{c_int, c_void};
 
-use trace_format::verbs::{ALLOC_PD, REG_DMABUF_MR, REG_MR, REG_MR_IOVA, REG_MR_IOVA2, REREG_MR};
 use verbs_abi::{ibv_context, ibv_mr, ibv_pd};
 
 use super::super::create_destroy::{create, destroy, on_context, record, track, track_mr, Destroy};
 use super::super::{alive, forward, not_null};
 use super::{MRS, PDS};
 use crate::guard::{export, Errno, ErrnoCode, MinusOne};
-use crate::real::real_fns;
+use crate::real::slots::{
+    AllocPd, DeallocPd, DeregMr, RegDmabufMr, RegMr, RegMrIova, RegMrIova2, ReregMr,
+};
 use crate::registry::objects::{self, Kind};
-
-real_fns! {
-    AllocPd = fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd;
-    DeallocPd = fn ibv_dealloc_pd(pd: *mut ibv_pd) -> c_int;
-    RegMr = fn ibv_reg_mr(pd: *mut ibv_pd, addr: *mut c_void, length: usize, access: c_int) -> *mut ibv_mr;
-    RegMrIova = fn ibv_reg_mr_iova(pd: *mut ibv_pd, addr: *mut c_void, length: usize, iova: u64, access: c_int) -> *mut ibv_mr;
-    RegMrIova2 = fn ibv_reg_mr_iova2(pd: *mut ibv_pd, addr: *mut c_void, length: usize, iova: u64, access: u32) -> *mut ibv_mr;
-    RegDmabufMr = fn ibv_reg_dmabuf_mr(pd: *mut ibv_pd, offset: u64, length: usize, iova: u64, fd: c_int, access: c_int) -> *mut ibv_mr;
-    ReregMr = fn ibv_rereg_mr(mr: *mut ibv_mr, flags: c_int, pd: *mut ibv_pd, addr: *mut c_void, length: usize, access: c_int) -> c_int;
-    DeregMr = fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int;
-}
 
 // --- protection domains ---------------------------------------------------------
 
@@ -30,19 +20,22 @@ real_fns! {
 #[no_mangle]
 pub unsafe extern "C" fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd {
     let caller = crate::caller!();
-    export("ibv_alloc_pd", || {
-        on_context("ibv_alloc_pd", context, caller)?;
+    export(AllocPd::NAME, || {
+        on_context(AllocPd::NAME, context, caller)?;
         let real = AllocPd::get()?;
         create(
             None,
-            || real.call(context),
+            // SAFETY: the program's argument, to the real function.
+            || unsafe { real.call(context) },
             |pd| {
-                let mut o = record(Kind::Pd, pd, context, 0, caller);
+                // SAFETY: the object the real library just returned (on a live parent).
+                let mut o = unsafe { record(Kind::Pd, pd, context, 0, caller) };
                 // SAFETY: a live PD just returned by the real library.
                 o.a = unsafe { (*pd).handle } as u64;
                 track(o);
             },
-            |call, pd| call.done(&ALLOC_PD, &[context as u64], pd as u64, pd.is_null()),
+            // SAFETY: the PD the real library just returned.
+            |call, pd| unsafe { AllocPd::done(call, context, pd, pd.is_null()) },
         )
     })
 }
@@ -53,10 +46,11 @@ pub unsafe extern "C" fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd 
 /// context or one destroyed already.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_dealloc_pd(pd: *mut ibv_pd) -> c_int {
-    export("ibv_dealloc_pd", || {
+    const D: Destroy = Destroy::new(DeallocPd::VERB, Kind::Pd, PDS);
+    export(DeallocPd::NAME, || {
         let real = DeallocPd::get()?;
-        let d = Destroy::new("ibv_dealloc_pd", "pd", Kind::Pd, PDS);
-        destroy(&d, pd, || real.call(pd)).map(ErrnoCode)
+        // SAFETY: the program's argument, to the real function.
+        destroy(&D, pd, || unsafe { real.call(pd) }).map(ErrnoCode)
     })
 }
 
@@ -73,21 +67,17 @@ pub unsafe extern "C" fn ibv_reg_mr(
     access: c_int,
 ) -> *mut ibv_mr {
     let caller = crate::caller!();
-    export("ibv_reg_mr", || {
-        not_null("ibv_reg_mr", "pd", pd)?;
+    export(RegMr::NAME, || {
+        not_null(RegMr::NAME, "pd", pd)?;
         let real = RegMr::get()?;
         create(
-            Some(("ibv_reg_mr", "pd", pd as usize)),
-            || real.call(pd, addr, length, access),
-            |mr| track_mr(mr, pd, addr as u64, length, access as u32, 0, caller),
-            |call, mr| {
-                call.done(
-                    &REG_MR,
-                    &[pd as u64, addr as u64, length as u64, access as u32 as u64],
-                    mr as u64,
-                    mr.is_null(),
-                )
-            },
+            Some((RegMr::NAME, "pd", pd as usize)),
+            // SAFETY: the program's arguments, to the real function.
+            || unsafe { real.call(pd, addr, length, access) },
+            // SAFETY: the MR the real library just registered on `pd`.
+            |mr| unsafe { track_mr(mr, pd, addr as u64, length, access as u32, 0, caller) },
+            // SAFETY: the MR the real library just returned.
+            |call, mr| unsafe { RegMr::done(call, pd, addr, length, access, mr, mr.is_null()) },
         )
     })
 }
@@ -102,26 +92,18 @@ pub unsafe extern "C" fn ibv_reg_mr_iova(
     access: c_int,
 ) -> *mut ibv_mr {
     let caller = crate::caller!();
-    export("ibv_reg_mr_iova", || {
-        not_null("ibv_reg_mr_iova", "pd", pd)?;
+    export(RegMrIova::NAME, || {
+        not_null(RegMrIova::NAME, "pd", pd)?;
         let real = RegMrIova::get()?;
         create(
-            Some(("ibv_reg_mr_iova", "pd", pd as usize)),
-            || real.call(pd, addr, length, iova, access),
-            |mr| track_mr(mr, pd, addr as u64, length, access as u32, 1, caller),
+            Some((RegMrIova::NAME, "pd", pd as usize)),
+            // SAFETY: the program's arguments, to the real function.
+            || unsafe { real.call(pd, addr, length, iova, access) },
+            // SAFETY: the MR the real library just registered on `pd`.
+            |mr| unsafe { track_mr(mr, pd, addr as u64, length, access as u32, 1, caller) },
             |call, mr| {
-                call.done(
-                    &REG_MR_IOVA,
-                    &[
-                        pd as u64,
-                        addr as u64,
-                        length as u64,
-                        iova,
-                        access as u32 as u64,
-                    ],
-                    mr as u64,
-                    mr.is_null(),
-                )
+                // SAFETY: the MR the real library just returned.
+                unsafe { RegMrIova::done(call, pd, addr, length, iova, access, mr, mr.is_null()) }
             },
         )
     })
@@ -138,26 +120,18 @@ pub unsafe extern "C" fn ibv_reg_mr_iova2(
     access: u32,
 ) -> *mut ibv_mr {
     let caller = crate::caller!();
-    export("ibv_reg_mr_iova2", || {
-        not_null("ibv_reg_mr_iova2", "pd", pd)?;
+    export(RegMrIova2::NAME, || {
+        not_null(RegMrIova2::NAME, "pd", pd)?;
         let real = RegMrIova2::get()?;
         create(
-            Some(("ibv_reg_mr_iova2", "pd", pd as usize)),
-            || real.call(pd, addr, length, iova, access),
-            |mr| track_mr(mr, pd, addr as u64, length, access, 2, caller),
+            Some((RegMrIova2::NAME, "pd", pd as usize)),
+            // SAFETY: the program's arguments, to the real function.
+            || unsafe { real.call(pd, addr, length, iova, access) },
+            // SAFETY: the MR the real library just registered on `pd`.
+            |mr| unsafe { track_mr(mr, pd, addr as u64, length, access, 2, caller) },
             |call, mr| {
-                call.done(
-                    &REG_MR_IOVA2,
-                    &[
-                        pd as u64,
-                        addr as u64,
-                        length as u64,
-                        iova,
-                        u64::from(access),
-                    ],
-                    mr as u64,
-                    mr.is_null(),
-                )
+                // SAFETY: the MR the real library just returned.
+                unsafe { RegMrIova2::done(call, pd, addr, length, iova, access, mr, mr.is_null()) }
             },
         )
     })
@@ -176,27 +150,20 @@ pub unsafe extern "C" fn ibv_reg_dmabuf_mr(
     access: c_int,
 ) -> *mut ibv_mr {
     let caller = crate::caller!();
-    export("ibv_reg_dmabuf_mr", || {
-        not_null("ibv_reg_dmabuf_mr", "pd", pd)?;
+    export(RegDmabufMr::NAME, || {
+        not_null(RegDmabufMr::NAME, "pd", pd)?;
         let real = RegDmabufMr::get()?;
         create(
-            Some(("ibv_reg_dmabuf_mr", "pd", pd as usize)),
-            || real.call(pd, offset, length, iova, fd, access),
-            |mr| track_mr(mr, pd, offset, length, access as u32, 3, caller),
+            Some((RegDmabufMr::NAME, "pd", pd as usize)),
+            // SAFETY: the program's arguments, to the real function.
+            || unsafe { real.call(pd, offset, length, iova, fd, access) },
+            // SAFETY: the MR the real library just registered on `pd`.
+            |mr| unsafe { track_mr(mr, pd, offset, length, access as u32, 3, caller) },
             |call, mr| {
-                call.done(
-                    &REG_DMABUF_MR,
-                    &[
-                        pd as u64,
-                        offset,
-                        length as u64,
-                        iova,
-                        fd as i64 as u64,
-                        access as u32 as u64,
-                    ],
-                    mr as u64,
-                    mr.is_null(),
-                )
+                // SAFETY: the MR the real library just returned.
+                unsafe {
+                    RegDmabufMr::done(call, pd, offset, length, iova, fd, access, mr, mr.is_null())
+                }
             },
         )
     })
@@ -219,19 +186,20 @@ pub unsafe extern "C" fn ibv_rereg_mr(
     const CHANGE_PD: c_int = 2;
     const CHANGE_ACCESS: c_int = 4;
     // Fails with IBV_REREG_MR_ERR_INPUT (-1).
-    export("ibv_rereg_mr", || {
-        not_null("ibv_rereg_mr", "mr", mr)?;
+    export(ReregMr::NAME, || {
+        not_null(ReregMr::NAME, "mr", mr)?;
         let real = ReregMr::get()?;
         let check = || {
-            alive("ibv_rereg_mr", "mr", mr as usize)?;
+            alive(ReregMr::NAME, "mr", mr as usize)?;
             if flags & CHANGE_PD != 0 {
-                alive("ibv_rereg_mr", "pd", pd as usize)?;
+                alive(ReregMr::NAME, "pd", pd as usize)?;
             }
             Ok(())
         };
         forward(
             check,
-            || real.call(mr, flags, pd, addr, length, access),
+            // SAFETY: the program's arguments, to the real function.
+            || unsafe { real.call(mr, flags, pd, addr, length, access) },
             |call, &rc| {
                 if rc == 0 {
                     let errno = Errno::save();
@@ -254,19 +222,8 @@ pub unsafe extern "C" fn ibv_rereg_mr(
                     }
                     errno.restore();
                 }
-                call.done(
-                    &REREG_MR,
-                    &[
-                        mr as u64,
-                        flags as u32 as u64,
-                        pd as u64,
-                        addr as u64,
-                        length as u64,
-                        access as u32 as u64,
-                    ],
-                    rc as i64 as u64,
-                    rc != 0,
-                );
+                // SAFETY: plain words (the MR and PD only as addresses).
+                unsafe { ReregMr::done(call, mr, flags, pd, addr, length, access, rc, rc != 0) };
             },
         )
         .map(MinusOne)
@@ -278,9 +235,10 @@ pub unsafe extern "C" fn ibv_rereg_mr(
 /// library, for an MR of a closed context or one deregistered already).
 #[no_mangle]
 pub unsafe extern "C" fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int {
-    export("ibv_dereg_mr", || {
+    const D: Destroy = Destroy::new(DeregMr::VERB, Kind::Mr, MRS);
+    export(DeregMr::NAME, || {
         let real = DeregMr::get()?;
-        let d = Destroy::new("ibv_dereg_mr", "mr", Kind::Mr, MRS);
-        destroy(&d, mr, || real.call(mr)).map(ErrnoCode)
+        // SAFETY: the program's argument, to the real function.
+        destroy(&D, mr, || unsafe { real.call(mr) }).map(ErrnoCode)
     })
 }

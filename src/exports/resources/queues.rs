@@ -3,7 +3,6 @@
 use std::ffi::{c_int, c_void};
 use std::ptr::addr_of;
 
-use trace_format::verbs::{CREATE_COMP_CHANNEL, CREATE_CQ, CREATE_QP, CREATE_SRQ, RESIZE_CQ};
 use verbs_abi::{
     ibv_comp_channel, ibv_context, ibv_cq, ibv_pd, ibv_qp, ibv_qp_init_attr, ibv_srq,
     ibv_srq_init_attr,
@@ -14,20 +13,11 @@ use super::super::create_destroy::{
 };
 use super::super::{alive, forward, not_null};
 use crate::guard::{export, Errno, ErrnoCode};
-use crate::real::real_fns;
+use crate::real::slots::{
+    CreateCompChannel, CreateCq, CreateQp, CreateSrq, DestroyCompChannel, DestroyCq, DestroyQp,
+    DestroySrq, ResizeCq,
+};
 use crate::registry::objects::{self, Kind};
-
-real_fns! {
-    CreateCompChannel = fn ibv_create_comp_channel(context: *mut ibv_context) -> *mut ibv_comp_channel;
-    DestroyCompChannel = fn ibv_destroy_comp_channel(channel: *mut ibv_comp_channel) -> c_int;
-    CreateCq = fn ibv_create_cq(context: *mut ibv_context, cqe: c_int, cq_context: *mut c_void, channel: *mut ibv_comp_channel, comp_vector: c_int) -> *mut ibv_cq;
-    ResizeCq = fn ibv_resize_cq(cq: *mut ibv_cq, cqe: c_int) -> c_int;
-    DestroyCq = fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int;
-    CreateSrq = fn ibv_create_srq(pd: *mut ibv_pd, srq_init_attr: *mut ibv_srq_init_attr) -> *mut ibv_srq;
-    DestroySrq = fn ibv_destroy_srq(srq: *mut ibv_srq) -> c_int;
-    CreateQp = fn ibv_create_qp(pd: *mut ibv_pd, qp_init_attr: *mut ibv_qp_init_attr) -> *mut ibv_qp;
-    DestroyQp = fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int;
-}
 
 // --- completion channels and CQs ---------------------------------------------------
 
@@ -38,25 +28,23 @@ pub unsafe extern "C" fn ibv_create_comp_channel(
     context: *mut ibv_context,
 ) -> *mut ibv_comp_channel {
     let caller = crate::caller!();
-    export("ibv_create_comp_channel", || {
-        on_context("ibv_create_comp_channel", context, caller)?;
+    export(CreateCompChannel::NAME, || {
+        on_context(CreateCompChannel::NAME, context, caller)?;
         let real = CreateCompChannel::get()?;
         create(
             None,
-            || real.call(context),
+            // SAFETY: the program's arguments, to the real function.
+            || unsafe { real.call(context) },
             |ch| {
-                let mut o = record(Kind::CompChannel, ch, context, 0, caller);
+                // SAFETY: the object the real library just returned (on a live parent).
+                let mut o = unsafe { record(Kind::CompChannel, ch, context, 0, caller) };
                 // SAFETY: a live channel just returned by the real library.
                 o.x = unsafe { (*ch).fd } as u32;
                 track(o);
             },
             |call, ch| {
-                call.done(
-                    &CREATE_COMP_CHANNEL,
-                    &[context as u64],
-                    ch as u64,
-                    ch.is_null(),
-                )
+                // SAFETY: the arguments and the result of the real call.
+                unsafe { CreateCompChannel::done(call, context, ch, ch.is_null()) }
             },
         )
     })
@@ -67,15 +55,15 @@ pub unsafe extern "C" fn ibv_create_comp_channel(
 /// channel of a closed context or one destroyed already).
 #[no_mangle]
 pub unsafe extern "C" fn ibv_destroy_comp_channel(channel: *mut ibv_comp_channel) -> c_int {
-    export("ibv_destroy_comp_channel", || {
-        let real = DestroyCompChannel::get()?;
-        let d = Destroy::new(
-            "ibv_destroy_comp_channel",
-            "channel",
+    export(DestroyCompChannel::NAME, || {
+        const D: Destroy = Destroy::new(
+            DestroyCompChannel::VERB,
             Kind::CompChannel,
             Kind::CompChannel.bit(),
         );
-        destroy(&d, channel, || real.call(channel)).map(ErrnoCode)
+        let real = DestroyCompChannel::get()?;
+        // SAFETY: the program's argument, to the real function.
+        destroy(&D, channel, || unsafe { real.call(channel) }).map(ErrnoCode)
     })
 }
 
@@ -91,32 +79,35 @@ pub unsafe extern "C" fn ibv_create_cq(
     comp_vector: c_int,
 ) -> *mut ibv_cq {
     let caller = crate::caller!();
-    export("ibv_create_cq", || {
-        on_context("ibv_create_cq", context, caller)?;
+    export(CreateCq::NAME, || {
+        on_context(CreateCq::NAME, context, caller)?;
         let real = CreateCq::get()?;
         create(
-            Some(("ibv_create_cq", "channel", channel as usize)),
-            || real.call(context, cqe, cq_context, channel, comp_vector),
+            Some((CreateCq::NAME, "channel", channel as usize)),
+            // SAFETY: the program's arguments, to the real function.
+            || unsafe { real.call(context, cqe, cq_context, channel, comp_vector) },
             |cq| {
-                let mut o = record(Kind::Cq, cq, context, channel as usize, caller);
+                // SAFETY: the object the real library just returned (on a live parent).
+                let mut o = unsafe { record(Kind::Cq, cq, context, channel as usize, caller) };
                 // SAFETY: a live CQ just returned by the real library.
                 o.x = unsafe { (*cq).cqe } as u32;
                 o.a = comp_vector as u32 as u64;
                 track(o);
             },
             |call, cq| {
-                call.done(
-                    &CREATE_CQ,
-                    &[
-                        context as u64,
-                        cqe as i64 as u64,
-                        cq_context as u64,
-                        channel as u64,
-                        comp_vector as i64 as u64,
-                    ],
-                    cq as u64,
-                    cq.is_null(),
-                )
+                // SAFETY: the arguments and the result of the real call.
+                unsafe {
+                    CreateCq::done(
+                        call,
+                        context,
+                        cqe,
+                        cq_context,
+                        channel,
+                        comp_vector,
+                        cq,
+                        cq.is_null(),
+                    )
+                }
             },
         )
     })
@@ -127,12 +118,13 @@ pub unsafe extern "C" fn ibv_create_cq(
 /// context).
 #[no_mangle]
 pub unsafe extern "C" fn ibv_resize_cq(cq: *mut ibv_cq, cqe: c_int) -> c_int {
-    export("ibv_resize_cq", || {
-        not_null("ibv_resize_cq", "cq", cq)?;
+    export(ResizeCq::NAME, || {
+        not_null(ResizeCq::NAME, "cq", cq)?;
         let real = ResizeCq::get()?;
         forward(
-            || alive("ibv_resize_cq", "cq", cq as usize),
-            || real.call(cq, cqe),
+            || alive(ResizeCq::NAME, "cq", cq as usize),
+            // SAFETY: the program's arguments, to the real function.
+            || unsafe { real.call(cq, cqe) },
             |call, &rc| {
                 if rc == 0 {
                     let errno = Errno::save();
@@ -141,12 +133,8 @@ pub unsafe extern "C" fn ibv_resize_cq(cq: *mut ibv_cq, cqe: c_int) -> c_int {
                     objects::update(cq as usize, |o| o.x = actual);
                     errno.restore();
                 }
-                call.done(
-                    &RESIZE_CQ,
-                    &[cq as u64, cqe as i64 as u64],
-                    rc as i64 as u64,
-                    false,
-                );
+                // SAFETY: the arguments and the result of the real call.
+                unsafe { ResizeCq::done(call, cq, cqe, rc, false) };
             },
         )
         .map(ErrnoCode)
@@ -158,10 +146,11 @@ pub unsafe extern "C" fn ibv_resize_cq(cq: *mut ibv_cq, cqe: c_int) -> c_int {
 /// context or one destroyed already).
 #[no_mangle]
 pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
-    export("ibv_destroy_cq", || {
+    export(DestroyCq::NAME, || {
+        const D: Destroy = Destroy::new(DestroyCq::VERB, Kind::Cq, Kind::Cq.bit());
         let real = DestroyCq::get()?;
-        let d = Destroy::new("ibv_destroy_cq", "cq", Kind::Cq, Kind::Cq.bit());
-        destroy(&d, cq, || real.call(cq)).map(ErrnoCode)
+        // SAFETY: the program's argument, to the real function.
+        destroy(&D, cq, || unsafe { real.call(cq) }).map(ErrnoCode)
     })
 }
 
@@ -176,14 +165,17 @@ pub unsafe extern "C" fn ibv_create_srq(
     srq_init_attr: *mut ibv_srq_init_attr,
 ) -> *mut ibv_srq {
     let caller = crate::caller!();
-    export("ibv_create_srq", || {
-        not_null("ibv_create_srq", "pd", pd)?;
+    export(CreateSrq::NAME, || {
+        not_null(CreateSrq::NAME, "pd", pd)?;
         let real = CreateSrq::get()?;
         create(
-            Some(("ibv_create_srq", "pd", pd as usize)),
-            || real.call(pd, srq_init_attr),
+            Some((CreateSrq::NAME, "pd", pd as usize)),
+            // SAFETY: the program's arguments, to the real function.
+            || unsafe { real.call(pd, srq_init_attr) },
             |srq| {
-                let mut o = record(Kind::Srq, srq, context_of_pd(pd), pd as usize, caller);
+                // SAFETY: the object the real library just returned (on a live parent).
+                let mut o =
+                    unsafe { record(Kind::Srq, srq, context_of_pd(pd), pd as usize, caller) };
                 if !srq_init_attr.is_null() {
                     // SAFETY: the attributes the real library just accepted.
                     let attr = unsafe { (*srq_init_attr).attr };
@@ -194,12 +186,8 @@ pub unsafe extern "C" fn ibv_create_srq(
                 track(o);
             },
             |call, srq| {
-                call.done(
-                    &CREATE_SRQ,
-                    &[pd as u64, srq_init_attr as u64],
-                    srq as u64,
-                    srq.is_null(),
-                )
+                // SAFETY: the arguments and the result of the real call.
+                unsafe { CreateSrq::done(call, pd, srq_init_attr, srq, srq.is_null()) }
             },
         )
     })
@@ -210,10 +198,11 @@ pub unsafe extern "C" fn ibv_create_srq(
 /// context or one destroyed already).
 #[no_mangle]
 pub unsafe extern "C" fn ibv_destroy_srq(srq: *mut ibv_srq) -> c_int {
-    export("ibv_destroy_srq", || {
+    export(DestroySrq::NAME, || {
+        const D: Destroy = Destroy::new(DestroySrq::VERB, Kind::Srq, Kind::Srq.bit());
         let real = DestroySrq::get()?;
-        let d = Destroy::new("ibv_destroy_srq", "srq", Kind::Srq, Kind::Srq.bit());
-        destroy(&d, srq, || real.call(srq)).map(ErrnoCode)
+        // SAFETY: the program's argument, to the real function.
+        destroy(&D, srq, || unsafe { real.call(srq) }).map(ErrnoCode)
     })
 }
 
@@ -226,14 +215,16 @@ pub unsafe extern "C" fn ibv_create_qp(
     qp_init_attr: *mut ibv_qp_init_attr,
 ) -> *mut ibv_qp {
     let caller = crate::caller!();
-    export("ibv_create_qp", || {
-        not_null("ibv_create_qp", "pd", pd)?;
+    export(CreateQp::NAME, || {
+        not_null(CreateQp::NAME, "pd", pd)?;
         let real = CreateQp::get()?;
         create(
-            Some(("ibv_create_qp", "pd", pd as usize)),
-            || real.call(pd, qp_init_attr),
+            Some((CreateQp::NAME, "pd", pd as usize)),
+            // SAFETY: the program's arguments, to the real function.
+            || unsafe { real.call(pd, qp_init_attr) },
             |qp| {
-                let mut o = record(Kind::Qp, qp, context_of_pd(pd), pd as usize, caller);
+                // SAFETY: the object the real library just returned (on a live parent).
+                let mut o = unsafe { record(Kind::Qp, qp, context_of_pd(pd), pd as usize, caller) };
                 // SAFETY: a live QP just returned by the real library.
                 o.x = unsafe { (*qp).qp_num };
                 if !qp_init_attr.is_null() {
@@ -250,12 +241,8 @@ pub unsafe extern "C" fn ibv_create_qp(
                 track(o);
             },
             |call, qp| {
-                call.done(
-                    &CREATE_QP,
-                    &[pd as u64, qp_init_attr as u64],
-                    qp as u64,
-                    qp.is_null(),
-                )
+                // SAFETY: the arguments and the result of the real call.
+                unsafe { CreateQp::done(call, pd, qp_init_attr, qp, qp.is_null()) }
             },
         )
     })
@@ -266,9 +253,10 @@ pub unsafe extern "C" fn ibv_create_qp(
 /// already).
 #[no_mangle]
 pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
-    export("ibv_destroy_qp", || {
+    export(DestroyQp::NAME, || {
+        const D: Destroy = Destroy::new(DestroyQp::VERB, Kind::Qp, Kind::Qp.bit());
         let real = DestroyQp::get()?;
-        let d = Destroy::new("ibv_destroy_qp", "qp", Kind::Qp, Kind::Qp.bit());
-        destroy(&d, qp, || real.call(qp)).map(ErrnoCode)
+        // SAFETY: the program's argument, to the real function.
+        destroy(&D, qp, || unsafe { real.call(qp) }).map(ErrnoCode)
     })
 }

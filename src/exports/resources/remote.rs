@@ -3,7 +3,6 @@
 
 use std::ffi::c_int;
 
-use trace_format::verbs::{CREATE_AH, CREATE_AH_FROM_WC, IMPORT_DEVICE, IMPORT_MR, IMPORT_PD};
 use verbs_abi::{ibv_ah, ibv_ah_attr, ibv_context, ibv_grh, ibv_mr, ibv_pd, ibv_wc};
 
 use super::super::create_destroy::{
@@ -12,20 +11,11 @@ use super::super::create_destroy::{
 use super::super::{not_null, tid};
 use super::{MRS, PDS};
 use crate::guard::{export, Errno, ErrnoCode};
-use crate::real::real_fns;
+use crate::real::slots::{
+    CreateAh, CreateAhFromWc, DestroyAh, ImportDevice, ImportMr, ImportPd, UnimportMr, UnimportPd,
+};
 use crate::registry::objects::Kind;
 use crate::registry::{contexts, devices};
-
-real_fns! {
-    CreateAh = fn ibv_create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) -> *mut ibv_ah;
-    CreateAhFromWc = fn ibv_create_ah_from_wc(pd: *mut ibv_pd, wc: *mut ibv_wc, grh: *mut ibv_grh, port_num: u8) -> *mut ibv_ah;
-    DestroyAh = fn ibv_destroy_ah(ah: *mut ibv_ah) -> c_int;
-    ImportDevice = fn ibv_import_device(cmd_fd: c_int) -> *mut ibv_context;
-    ImportPd = fn ibv_import_pd(context: *mut ibv_context, pd_handle: u32) -> *mut ibv_pd;
-    UnimportPd = fn ibv_unimport_pd(pd: *mut ibv_pd);
-    ImportMr = fn ibv_import_mr(pd: *mut ibv_pd, mr_handle: u32) -> *mut ibv_mr;
-    UnimportMr = fn ibv_unimport_mr(mr: *mut ibv_mr);
-}
 
 // --- address handles --------------------------------------------------------------
 
@@ -34,14 +24,16 @@ real_fns! {
 #[no_mangle]
 pub unsafe extern "C" fn ibv_create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) -> *mut ibv_ah {
     let caller = crate::caller!();
-    export("ibv_create_ah", || {
-        not_null("ibv_create_ah", "pd", pd)?;
+    export(CreateAh::NAME, || {
+        not_null(CreateAh::NAME, "pd", pd)?;
         let real = CreateAh::get()?;
         create(
-            Some(("ibv_create_ah", "pd", pd as usize)),
-            || real.call(pd, attr),
+            Some((CreateAh::NAME, "pd", pd as usize)),
+            // SAFETY: the program's arguments, to the real function.
+            || unsafe { real.call(pd, attr) },
             |ah| {
-                let mut o = record(Kind::Ah, ah, context_of_pd(pd), pd as usize, caller);
+                // SAFETY: the object the real library just returned (on a live parent).
+                let mut o = unsafe { record(Kind::Ah, ah, context_of_pd(pd), pd as usize, caller) };
                 if !attr.is_null() {
                     // SAFETY: the attributes the real library just accepted.
                     let attr = unsafe { &*attr };
@@ -52,12 +44,8 @@ pub unsafe extern "C" fn ibv_create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) 
                 track(o);
             },
             |call, ah| {
-                call.done(
-                    &CREATE_AH,
-                    &[pd as u64, attr as u64],
-                    ah as u64,
-                    ah.is_null(),
-                )
+                // SAFETY: the arguments and the result of the real call.
+                unsafe { CreateAh::done(call, pd, attr, ah, ah.is_null()) }
             },
         )
     })
@@ -74,14 +62,16 @@ pub unsafe extern "C" fn ibv_create_ah_from_wc(
     port_num: u8,
 ) -> *mut ibv_ah {
     let caller = crate::caller!();
-    export("ibv_create_ah_from_wc", || {
-        not_null("ibv_create_ah_from_wc", "pd", pd)?;
+    export(CreateAhFromWc::NAME, || {
+        not_null(CreateAhFromWc::NAME, "pd", pd)?;
         let real = CreateAhFromWc::get()?;
         create(
-            Some(("ibv_create_ah_from_wc", "pd", pd as usize)),
-            || real.call(pd, wc, grh, port_num),
+            Some((CreateAhFromWc::NAME, "pd", pd as usize)),
+            // SAFETY: the program's arguments, to the real function.
+            || unsafe { real.call(pd, wc, grh, port_num) },
             |ah| {
-                let mut o = record(Kind::Ah, ah, context_of_pd(pd), pd as usize, caller);
+                // SAFETY: the object the real library just returned (on a live parent).
+                let mut o = unsafe { record(Kind::Ah, ah, context_of_pd(pd), pd as usize, caller) };
                 if !wc.is_null() {
                     // SAFETY: the completion the real library just read.
                     let wc = unsafe { &*wc };
@@ -93,12 +83,8 @@ pub unsafe extern "C" fn ibv_create_ah_from_wc(
                 track(o);
             },
             |call, ah| {
-                call.done(
-                    &CREATE_AH_FROM_WC,
-                    &[pd as u64, wc as u64, grh as u64, port_num as u64],
-                    ah as u64,
-                    ah.is_null(),
-                )
+                // SAFETY: the arguments and the result of the real call.
+                unsafe { CreateAhFromWc::done(call, pd, wc, grh, port_num, ah, ah.is_null()) }
             },
         )
     })
@@ -109,10 +95,11 @@ pub unsafe extern "C" fn ibv_create_ah_from_wc(
 /// or one destroyed already).
 #[no_mangle]
 pub unsafe extern "C" fn ibv_destroy_ah(ah: *mut ibv_ah) -> c_int {
-    export("ibv_destroy_ah", || {
+    export(DestroyAh::NAME, || {
+        const D: Destroy = Destroy::new(DestroyAh::VERB, Kind::Ah, Kind::Ah.bit());
         let real = DestroyAh::get()?;
-        let d = Destroy::new("ibv_destroy_ah", "ah", Kind::Ah, Kind::Ah.bit());
-        destroy(&d, ah, || real.call(ah)).map(ErrnoCode)
+        // SAFETY: the program's argument, to the real function.
+        destroy(&D, ah, || unsafe { real.call(ah) }).map(ErrnoCode)
     })
 }
 
@@ -124,11 +111,12 @@ pub unsafe extern "C" fn ibv_destroy_ah(ah: *mut ibv_ah) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn ibv_import_device(cmd_fd: c_int) -> *mut ibv_context {
     let caller = crate::caller!();
-    export("ibv_import_device", || {
+    export(ImportDevice::NAME, || {
         let real = ImportDevice::get()?;
         create(
             None,
-            || real.call(cmd_fd),
+            // SAFETY: the program's arguments, to the real function.
+            || unsafe { real.call(cmd_fd) },
             |ctx| {
                 let errno = Errno::save();
                 // SAFETY: a live context just returned by the real library.
@@ -140,12 +128,8 @@ pub unsafe extern "C" fn ibv_import_device(cmd_fd: c_int) -> *mut ibv_context {
                 errno.restore();
             },
             |call, ctx| {
-                call.done(
-                    &IMPORT_DEVICE,
-                    &[cmd_fd as i64 as u64],
-                    ctx as u64,
-                    ctx.is_null(),
-                )
+                // SAFETY: the arguments and the result of the real call.
+                unsafe { ImportDevice::done(call, cmd_fd, ctx, ctx.is_null()) }
             },
         )
     })
@@ -157,24 +141,22 @@ pub unsafe extern "C" fn ibv_import_device(cmd_fd: c_int) -> *mut ibv_context {
 #[no_mangle]
 pub unsafe extern "C" fn ibv_import_pd(context: *mut ibv_context, pd_handle: u32) -> *mut ibv_pd {
     let caller = crate::caller!();
-    export("ibv_import_pd", || {
-        on_context("ibv_import_pd", context, caller)?;
+    export(ImportPd::NAME, || {
+        on_context(ImportPd::NAME, context, caller)?;
         let real = ImportPd::get()?;
         create(
             None,
-            || real.call(context, pd_handle),
+            // SAFETY: the program's arguments, to the real function.
+            || unsafe { real.call(context, pd_handle) },
             |pd| {
-                let mut o = record(Kind::ImportedPd, pd, context, 0, caller);
+                // SAFETY: the object the real library just returned (on a live parent).
+                let mut o = unsafe { record(Kind::ImportedPd, pd, context, 0, caller) };
                 o.a = pd_handle as u64;
                 track(o);
             },
             |call, pd| {
-                call.done(
-                    &IMPORT_PD,
-                    &[context as u64, pd_handle as u64],
-                    pd as u64,
-                    pd.is_null(),
-                )
+                // SAFETY: the arguments and the result of the real call.
+                unsafe { ImportPd::done(call, context, pd_handle, pd, pd.is_null()) }
             },
         )
     })
@@ -184,14 +166,13 @@ pub unsafe extern "C" fn ibv_import_pd(context: *mut ibv_context, pd_handle: u32
 /// without calling the real library, for a PD of a closed context.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_unimport_pd(pd: *mut ibv_pd) {
-    export("ibv_unimport_pd", || {
+    export(UnimportPd::NAME, || {
+        // A `void` destroy: `Destroy::new` sees it in the verb.
+        const D: Destroy = Destroy::new(UnimportPd::VERB, Kind::ImportedPd, PDS);
         let real = UnimportPd::get()?;
-        let d = Destroy {
-            void: true,
-            ..Destroy::new("ibv_unimport_pd", "pd", Kind::ImportedPd, PDS)
-        };
-        destroy(&d, pd, || {
-            real.call(pd);
+        destroy(&D, pd, || {
+            // SAFETY: the program's argument, to the real function.
+            unsafe { real.call(pd) };
             0
         })?;
         Ok(())
@@ -203,14 +184,17 @@ pub unsafe extern "C" fn ibv_unimport_pd(pd: *mut ibv_pd) {
 #[no_mangle]
 pub unsafe extern "C" fn ibv_import_mr(pd: *mut ibv_pd, mr_handle: u32) -> *mut ibv_mr {
     let caller = crate::caller!();
-    export("ibv_import_mr", || {
-        not_null("ibv_import_mr", "pd", pd)?;
+    export(ImportMr::NAME, || {
+        not_null(ImportMr::NAME, "pd", pd)?;
         let real = ImportMr::get()?;
         create(
-            Some(("ibv_import_mr", "pd", pd as usize)),
-            || real.call(pd, mr_handle),
+            Some((ImportMr::NAME, "pd", pd as usize)),
+            // SAFETY: the program's arguments, to the real function.
+            || unsafe { real.call(pd, mr_handle) },
             |mr| {
-                let mut o = record(Kind::ImportedMr, mr, context_of_pd(pd), pd as usize, caller);
+                // SAFETY: the object the real library just returned (on a live parent).
+                let mut o =
+                    unsafe { record(Kind::ImportedMr, mr, context_of_pd(pd), pd as usize, caller) };
                 // SAFETY: a live MR just returned by the real library.
                 unsafe {
                     o.a = (*mr).addr as u64;
@@ -221,12 +205,8 @@ pub unsafe extern "C" fn ibv_import_mr(pd: *mut ibv_pd, mr_handle: u32) -> *mut 
                 track(o);
             },
             |call, mr| {
-                call.done(
-                    &IMPORT_MR,
-                    &[pd as u64, u64::from(mr_handle)],
-                    mr as u64,
-                    mr.is_null(),
-                )
+                // SAFETY: the arguments and the result of the real call.
+                unsafe { ImportMr::done(call, pd, mr_handle, mr, mr.is_null()) }
             },
         )
     })
@@ -236,14 +216,13 @@ pub unsafe extern "C" fn ibv_import_mr(pd: *mut ibv_pd, mr_handle: u32) -> *mut 
 /// without calling the real library, for an MR of a closed context.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_unimport_mr(mr: *mut ibv_mr) {
-    export("ibv_unimport_mr", || {
+    export(UnimportMr::NAME, || {
+        // A `void` destroy: `Destroy::new` sees it in the verb.
+        const D: Destroy = Destroy::new(UnimportMr::VERB, Kind::ImportedMr, MRS);
         let real = UnimportMr::get()?;
-        let d = Destroy {
-            void: true,
-            ..Destroy::new("ibv_unimport_mr", "mr", Kind::ImportedMr, MRS)
-        };
-        destroy(&d, mr, || {
-            real.call(mr);
+        destroy(&D, mr, || {
+            // SAFETY: the program's argument, to the real function.
+            unsafe { real.call(mr) };
             0
         })?;
         Ok(())
