@@ -105,3 +105,32 @@ fn a_declared_export_records_its_declared_words() {
     let bad = the_line_with(&log, ", port_num=9, index=0, pkey=0x", &[]);
     assert!(bad.contains(&format!(") = -1 errno={errno} ")), "{bad}");
 }
+
+/// Forwarded by trampoline before its declaration: now logged and traced
+/// with its arguments, its result as the real library gave it.
+#[test]
+fn a_verb_declared_forward_is_exported_logged_and_traced() {
+    let (out, log, trace) = on_sim(
+        "pkey_index",
+        r#"int i = ibv_get_pkey_index(ctx, port, htobe16(0xffff));
+    printf("index=%d\n", i);
+    i = ibv_get_pkey_index(ctx, port, htobe16(0x1234));
+    printf("index=%d errno=%d\n", i, errno);"#,
+    );
+    assert!(out.contains("index=0\n"), "{out}");
+    assert!(out.contains("index=-1 errno="), "{out}");
+    let call = "ibv_get_pkey_index(context=0x";
+    logged_and_traced(&log, &trace, ", port_num=1, pkey=0xffff) = 0 ");
+    let missing = the_line_with(&log, ", port_num=1, pkey=0x3412) = -1", &[call]);
+    assert!(
+        missing.contains(&format!(" errno={} ", errno_of(&out))),
+        "{missing}"
+    );
+    // Exported at its rdma-core version, written in Rust now.
+    let syms = dynamic_symbols(&shim_so());
+    assert!(
+        syms.iter()
+            .any(|s| s.name == "ibv_get_pkey_index" && s.version == "IBVERBS_1.5" && s.default),
+        "{syms:?}"
+    );
+}

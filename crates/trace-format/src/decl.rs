@@ -123,6 +123,7 @@ macro_rules! ibverbs {
                 73 DESTROY_WQ DestroyWq = table ibv_destroy_wq(wq: *mut ibv_wq => Ptr) -> c_int => Rc;
                 74 CLOSE_XRCD CloseXrcd = table ibv_close_xrcd(xrcd: *mut ibv_xrcd => Ptr) -> c_int => Rc;
                 75 DESTROY_FLOW DestroyFlow = table ibv_destroy_flow(flow: *mut ibv_flow => Ptr) -> c_int => Rc;
+                76 GET_PKEY_INDEX GetPkeyIndex = forward ibv_get_pkey_index(context: *mut ibv_context => Ptr, port_num: u8 => Int, pkey: u16 => Hex) -> c_int => Int;
             }
             called {
                 QpToQpEx = fn ibv_qp_to_qp_ex(qp: *mut ibv_qp) -> *mut ibv_qp_ex;
