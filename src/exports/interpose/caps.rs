@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use verbs_abi::{ibv_qp, ibv_qp_attr, ibv_qp_attr_mask, ibv_qp_init_attr, ibv_srq, ibv_srq_attr};
 
+use crate::addr_table::{AddrTable, Keyed};
 use crate::log::Level;
 use crate::real::slots::{QueryQp, QuerySrq};
 
@@ -79,62 +80,47 @@ impl Caps {
 
 /// One queue's side record (32 bytes).
 struct Side {
-    /// The queue's address; 0: never used (ends a probe); [`FREED`]: used
-    /// and free again; the address | [`WRITING`] while the words are written.
+    /// The queue's address ([`AddrTable`]'s key).
     key: AtomicUsize,
     /// [`Caps::words`].
     words: [AtomicU64; 3],
 }
 
-const FREED: usize = 2;
-const WRITING: usize = 1;
+impl Keyed for Side {
+    fn key(&self) -> &AtomicUsize {
+        &self.key
+    }
+}
 
 /// Slots (a power of two) and the longest probe: 32 bytes each, zeroed
 /// static memory (pages never touched cost nothing).
 const SLOTS: usize = 1 << 14;
 const PROBE: usize = 32;
 
-static SIDES: [Side; SLOTS] = [const {
-    Side {
-        key: AtomicUsize::new(0),
-        words: [const { AtomicU64::new(0) }; 3],
-    }
-}; SLOTS];
+static SIDES: AddrTable<Side, SLOTS, PROBE> = AddrTable::new(
+    [const {
+        Side {
+            key: AtomicUsize::new(0),
+            words: [const { AtomicU64::new(0) }; 3],
+        }
+    }; SLOTS],
+);
 
 static FULL_WARNED: AtomicBool = AtomicBool::new(false);
 
-#[inline]
-fn home(addr: usize) -> usize {
-    ((addr as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40) as usize & (SLOTS - 1)
-}
-
-/// The probe window of `addr`.
-#[inline]
-fn window(addr: usize) -> impl Iterator<Item = &'static Side> {
-    let h = home(addr);
-    (0..PROBE).map(move |i| &SIDES[(h + i) & (SLOTS - 1)])
-}
-
-/// The caps kept for the queue at `addr`: its home slot, else the rest
-/// of its window.
+/// The caps kept for the queue at `addr`.
 #[inline]
 fn known(addr: usize) -> Option<Caps> {
-    let s = &SIDES[home(addr)];
-    if s.key.load(Ordering::Acquire) == addr {
-        return Some(s.caps());
-    }
-    known_further(addr)
+    SIDES.find(addr).map(Side::caps)
 }
 
 /// The clean post's word of [`known`] (it reads the fields it needs from
 /// one register: unpacked, the fields were spilled).
 #[inline]
 pub(super) fn known_packed(addr: usize) -> Option<Packed> {
-    let s = &SIDES[home(addr)];
-    if s.key.load(Ordering::Acquire) == addr {
-        return Some(Packed(s.words[0].load(Ordering::Relaxed)));
-    }
-    known_further(addr).map(Caps::fast)
+    SIDES
+        .find(addr)
+        .map(|s| Packed(s.words[0].load(Ordering::Relaxed)))
 }
 
 impl Side {
@@ -173,51 +159,26 @@ impl Packed {
     }
 }
 
-#[inline(never)]
-fn known_further(addr: usize) -> Option<Caps> {
-    for s in window(addr) {
-        match s.key.load(Ordering::Acquire) {
-            k if k == addr => return Some(s.caps()),
-            0 => return None,
-            _ => {}
-        }
-    }
-    None
-}
-
 /// Keeps `c` for the queue at `addr` (unless another thread just did).
 fn keep(addr: usize, c: Caps) -> Caps {
-    let mut spare = None;
-    for s in window(addr) {
-        match s.key.load(Ordering::Acquire) {
-            k if k & !WRITING == addr => return c,
-            0 => {
-                spare = spare.or(Some((s, 0)));
-                break;
+    match SIDES.claim(addr) {
+        // Claimed pending, published by the release store of the address:
+        // a reader that finds the address sees these caps.
+        Some((s, true)) => {
+            for (w, v) in s.words.iter().zip(c.words()) {
+                w.store(v, Ordering::Relaxed);
             }
-            FREED => spare = spare.or(Some((s, FREED))),
-            _ => {}
+            SIDES.publish(s, addr);
         }
-    }
-    let Some((s, was)) = spare else {
-        if !FULL_WARNED.swap(true, Ordering::Relaxed) {
-            crate::log!(
-                Level::Debug,
-                "data-path checks: queue {addr:#x}: no room to keep its caps; asked at each post"
-            );
+        Some((_, false)) => {}
+        None => {
+            if !FULL_WARNED.swap(true, Ordering::Relaxed) {
+                crate::log!(
+                    Level::Debug,
+                    "data-path checks: queue {addr:#x}: no room to keep its caps; asked at each post"
+                );
+            }
         }
-        return c;
-    };
-    // Claimed marked WRITING, published by the Release store of the bare
-    // address: a reader that sees the address sees these caps.
-    if s.key
-        .compare_exchange(was, addr | WRITING, Ordering::Acquire, Ordering::Relaxed)
-        .is_ok()
-    {
-        for (w, v) in s.words.iter().zip(c.words()) {
-            w.store(v, Ordering::Relaxed);
-        }
-        s.key.store(addr, Ordering::Release);
     }
     c
 }
@@ -225,18 +186,7 @@ fn keep(addr: usize, c: Caps) -> Caps {
 /// The queue at `addr` was destroyed: its caps are dropped, so that a
 /// queue made at the same address is asked for its own.
 pub(super) fn forget(addr: usize) {
-    for s in window(addr) {
-        let k = s.key.load(Ordering::Acquire);
-        if k == 0 {
-            return;
-        }
-        if k & !WRITING == addr {
-            // A racing duplicate `keep` may have claimed a second slot: all go.
-            let _ = s
-                .key
-                .compare_exchange(k, FREED, Ordering::AcqRel, Ordering::Relaxed);
-        }
-    }
+    SIDES.release(addr);
 }
 
 /// A zeroed C attribute struct for the query to fill.
@@ -327,7 +277,7 @@ mod tests {
         // own; past the window's room they are not kept (asked each time).
         let others: Vec<usize> = (1..)
             .map(|j| addr + j * 64)
-            .filter(|&a| home(a) == home(addr))
+            .filter(|&a| SIDES.home_of(a) == SIDES.home_of(addr))
             .take(PROBE + 8)
             .collect();
         for (i, &a) in others.iter().enumerate() {
@@ -344,7 +294,7 @@ mod tests {
         assert_eq!(known(others[PROBE + 7]), Some(c(9)));
         // Kept in full; the clean post's word saturated.
         let big = 0x7f00_0bad_c000;
-        assert_ne!(home(big), home(addr));
+        assert_ne!(SIDES.home_of(big), SIDES.home_of(addr));
         keep(big, c(70_000));
         let kept = known(big).unwrap();
         assert_eq!((kept.send_sge, kept.recv_wr), (0xffff, 70_003));

@@ -106,7 +106,7 @@ impl Hasher for MulHash {
         bytes.iter().for_each(|b| self.write_u64(*b as u64));
     }
     fn write_u64(&mut self, v: u64) {
-        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        self.0 = crate::addr_table::mix(self.0.rotate_left(5) ^ v);
     }
     fn write_u32(&mut self, v: u32) {
         self.write_u64(v as u64);

@@ -28,18 +28,20 @@ use verbs_abi::{
     ibv_context_ops, ibv_cq, ibv_qp, ibv_recv_wr, ibv_send_wr, ibv_sge, ibv_srq, ibv_wc,
 };
 
-use super::{caps, clean, completions, ctx_of, original, patch, traced, wr_rules, Entry, Slot};
+use super::{caps, clean, completions, ctx_of, original, patch, slot, traced, wr_rules, Entry};
 use crate::checks::{self, Check};
 use crate::guard::{boundary, Errno};
 use crate::log::Level;
 use crate::registry::lock::{mutex, Mutex};
 
-type PostSend = unsafe extern "C" fn(*mut ibv_qp, *mut ibv_send_wr, *mut *mut ibv_send_wr) -> c_int;
-type PostRecv = unsafe extern "C" fn(*mut ibv_qp, *mut ibv_recv_wr, *mut *mut ibv_recv_wr) -> c_int;
-type PostSrqRecv =
+pub(super) type PostSend =
+    unsafe extern "C" fn(*mut ibv_qp, *mut ibv_send_wr, *mut *mut ibv_send_wr) -> c_int;
+pub(super) type PostRecv =
+    unsafe extern "C" fn(*mut ibv_qp, *mut ibv_recv_wr, *mut *mut ibv_recv_wr) -> c_int;
+pub(super) type PostSrqRecv =
     unsafe extern "C" fn(*mut ibv_srq, *mut ibv_recv_wr, *mut *mut ibv_recv_wr) -> c_int;
-type PollCq = unsafe extern "C" fn(*mut ibv_cq, c_int, *mut ibv_wc) -> c_int;
-type ReqNotifyCq = unsafe extern "C" fn(*mut ibv_cq, c_int) -> c_int;
+pub(super) type PollCq = unsafe extern "C" fn(*mut ibv_cq, c_int, *mut ibv_wc) -> c_int;
+pub(super) type ReqNotifyCq = unsafe extern "C" fn(*mut ibv_cq, c_int) -> c_int;
 
 /// Wraps the data-path entries of `ibv_context_ops`.
 ///
@@ -51,26 +53,26 @@ pub(super) unsafe fn patch_ops(e: &Entry, ops: *mut ibv_context_ops) {
     unsafe {
         patch(
             e,
-            Slot::PostSend,
+            slot::PostSend,
             addr_of_mut!((*ops).post_send),
             post_send as PostSend,
         );
         patch(
             e,
-            Slot::PostRecv,
+            slot::PostRecv,
             addr_of_mut!((*ops).post_recv),
             post_recv as PostRecv,
         );
         patch(
             e,
-            Slot::PostSrqRecv,
+            slot::PostSrqRecv,
             addr_of_mut!((*ops).post_srq_recv),
             post_srq_recv as PostSrqRecv,
         );
         patch_poll(e, ops);
         patch(
             e,
-            Slot::ReqNotifyCq,
+            slot::ReqNotifyCq,
             addr_of_mut!((*ops).req_notify_cq),
             req_notify_cq as ReqNotifyCq,
         );
@@ -87,7 +89,7 @@ pub(super) unsafe fn patch_poll(e: &Entry, ops: *mut ibv_context_ops) {
     unsafe {
         patch(
             e,
-            Slot::PollCq,
+            slot::PollCq,
             std::ptr::addr_of_mut!((*ops).poll_cq),
             poll_cq as PollCq,
         )
@@ -381,7 +383,7 @@ unsafe extern "C" fn post_send(
     let site = crate::caller!();
     // SAFETY: the inline verb read this QP's context to reach the table.
     let ctx = unsafe { ctx_of(qp) };
-    let Some(real) = original::<PostSend>(ctx, Slot::PostSend) else {
+    let Some(real) = original(ctx, slot::PostSend) else {
         return missing();
     };
     // Nested: a provider's `ibv_wr_complete` posting its batch through its
@@ -406,7 +408,7 @@ unsafe extern "C" fn post_recv(
     let site = crate::caller!();
     // SAFETY: the inline verb read this QP's context to reach the table.
     let ctx = unsafe { ctx_of(qp) };
-    let Some(real) = original::<PostRecv>(ctx, Slot::PostRecv) else {
+    let Some(real) = original(ctx, slot::PostRecv) else {
         return missing();
     };
     if checks::datapath() && !clean::recvs(qp, wr, site) {
@@ -427,7 +429,7 @@ unsafe extern "C" fn post_srq_recv(
     let site = crate::caller!();
     // SAFETY: the inline verb read this SRQ's context to reach the table.
     let ctx = unsafe { ctx_of(srq) };
-    let Some(real) = original::<PostSrqRecv>(ctx, Slot::PostSrqRecv) else {
+    let Some(real) = original(ctx, slot::PostSrqRecv) else {
         return missing();
     };
     if checks::datapath() && !clean::srq_recvs(srq, wr, site) {
@@ -441,7 +443,7 @@ unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc: *mut ibv_w
     let site = crate::caller!();
     // SAFETY: the inline verb read this CQ's context to reach the table.
     let ctx = unsafe { ctx_of(cq) };
-    let Some(real) = original::<PollCq>(ctx, Slot::PollCq) else {
+    let Some(real) = original(ctx, slot::PollCq) else {
         return -1;
     };
     // SAFETY: the provider's own entry, with the program's arguments.
@@ -498,7 +500,7 @@ fn inject_completions(done: &mut [ibv_wc], site: usize) {
 unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, solicited_only: c_int) -> c_int {
     // SAFETY: the inline verb read this CQ's context to reach the table.
     let ctx = unsafe { ctx_of(cq) };
-    let Some(real) = original::<ReqNotifyCq>(ctx, Slot::ReqNotifyCq) else {
+    let Some(real) = original(ctx, slot::ReqNotifyCq) else {
         return missing();
     };
     // Forwarded as is: wrapped so that a trace can see the arming.

@@ -98,8 +98,8 @@ static CACHE: [Cached; CACHED] = [const {
 
 #[inline]
 fn cache_slot(ctx: usize, lkey: u32) -> &'static Cached {
-    let h = (lkey as u64 ^ (ctx as u64).rotate_left(32)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    &CACHE[(h >> 56) as usize & (CACHED - 1)]
+    let key = lkey as u64 ^ (ctx as u64).rotate_left(32);
+    &CACHE[crate::addr_table::hash(key, CACHED.trailing_zeros())]
 }
 
 /// Does an SGE of `length` bytes at `addr`, posted on `ctx` to a queue on

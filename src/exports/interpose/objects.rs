@@ -25,7 +25,7 @@ use verbs_abi::{
 use super::super::create_destroy::{create, destroy, record, track, track_mr, Destroy};
 use super::super::{alive, forward, verbs, Call};
 use super::queues::*;
-use super::{ctx_of, orig, patch, patch_vctx, Entry, Slot};
+use super::{ctx_of, orig, patch, patch_vctx, slot, Entry, Slot};
 use crate::guard::{export, Errno, ErrnoCode, Refused};
 use crate::registry::objects::{self, Kind};
 use trace_format::verbs::Verb;
@@ -51,19 +51,19 @@ pub(super) unsafe fn patch_ops(e: &Entry, ops: *mut ibv_context_ops) {
     unsafe {
         patch(
             e,
-            Slot::AllocMw,
+            slot::AllocMw,
             addr_of_mut!((*ops).alloc_mw),
             alloc_mw as AllocMw,
         );
         patch(
             e,
-            Slot::BindMw,
+            slot::BindMw,
             addr_of_mut!((*ops).bind_mw),
             bind_mw as BindMw,
         );
         patch(
             e,
-            Slot::DeallocMw,
+            slot::DeallocMw,
             addr_of_mut!((*ops).dealloc_mw),
             dealloc_mw as Destroyer<ibv_mw>,
         );
@@ -285,7 +285,7 @@ pub(super) fn track_simple<T>(
 
 /// The shared destroy of a table-made object whose first word is its context.
 #[inline(always)]
-fn unmade<T>(d: &Destroy, slot: Slot, obj: *mut T, ctx: *mut ibv_context) -> c_int {
+fn unmade<T>(d: &Destroy, slot: Slot<Destroyer<T>>, obj: *mut T, ctx: *mut ibv_context) -> c_int {
     export(d.func, || {
         let real: Destroyer<T> = orig(ctx, slot, d.func)?;
         // SAFETY: the provider's own entry, with the inline verb's argument.
@@ -294,14 +294,14 @@ fn unmade<T>(d: &Destroy, slot: Slot, obj: *mut T, ctx: *mut ibv_context) -> c_i
 }
 
 /// The table's destroys: each named as its verb (`verbs::DeallocMw`) and
-/// its entry (`Slot::DeallocMw`).
+/// its entry (`slot::DeallocMw`).
 macro_rules! destroyers {
     ($($name:ident($ty:ty) = $verb:ident, $kind:ident;)*) => {$(
         unsafe extern "C" fn $name(obj: *mut $ty) -> c_int {
             const D: Destroy = Destroy::new(verbs::$verb::VERB, Kind::$kind, Kind::$kind.bit());
             // SAFETY: the inline verb read this object's context to reach the table.
             let ctx = unsafe { ctx_of(obj) };
-            unmade(&D, Slot::$verb, obj, ctx)
+            unmade(&D, slot::$verb, obj, ctx)
         }
     )*};
 }
@@ -326,7 +326,7 @@ unsafe extern "C" fn destroy_flow(flow: *mut ibv_flow) -> c_int {
         unsafe { (*flow).context }
     };
     const D: Destroy = Destroy::new(verbs::DestroyFlow::VERB, Kind::Flow, Kind::Flow.bit());
-    unmade(&D, Slot::DestroyFlow, flow, ctx)
+    unmade(&D, slot::DestroyFlow, flow, ctx)
 }
 
 unsafe extern "C" fn alloc_mw(pd: *mut ibv_pd, mw_type: c_int) -> *mut ibv_mw {
@@ -334,7 +334,7 @@ unsafe extern "C" fn alloc_mw(pd: *mut ibv_pd, mw_type: c_int) -> *mut ibv_mw {
     export(verbs::AllocMw::NAME, || {
         // SAFETY: the inline verb read this PD's context to reach the table.
         let ctx = unsafe { ctx_of(pd) };
-        let real: AllocMw = orig(ctx, Slot::AllocMw, verbs::AllocMw::NAME)?;
+        let real: AllocMw = orig(ctx, slot::AllocMw, verbs::AllocMw::NAME)?;
         made(
             verbs::AllocMw::VERB,
             verbs::AllocMw::done,
@@ -359,7 +359,7 @@ unsafe extern "C" fn bind_mw(qp: *mut ibv_qp, mw: *mut ibv_mw, bind: *mut ibv_mw
     export(verbs::BindMw::NAME, || {
         // SAFETY: the inline verb read this QP's context to reach the table.
         let ctx = unsafe { ctx_of(qp) };
-        let real: BindMw = orig(ctx, Slot::BindMw, verbs::BindMw::NAME)?;
+        let real: BindMw = orig(ctx, slot::BindMw, verbs::BindMw::NAME)?;
         forward(
             || {
                 alive(verbs::BindMw::NAME, "qp", qp as usize)?;
@@ -389,7 +389,7 @@ unsafe extern "C" fn create_counters(
 ) -> *mut ibv_counters {
     let caller = crate::caller!();
     export(verbs::CreateCounters::NAME, || {
-        let real: CreateCounters = orig(ctx, Slot::CreateCounters, verbs::CreateCounters::NAME)?;
+        let real: CreateCounters = orig(ctx, slot::CreateCounters, verbs::CreateCounters::NAME)?;
         // SAFETY: the provider's own entry, with the inline verb's arguments.
         made(
             verbs::CreateCounters::VERB,
@@ -413,7 +413,7 @@ unsafe extern "C" fn reg_dm_mr(
     export(verbs::RegDmMr::NAME, || {
         // SAFETY: the inline verb read this PD's context to reach the table.
         let ctx = unsafe { ctx_of(pd) };
-        let real: RegDmMr = orig(ctx, Slot::RegDmMr, verbs::RegDmMr::NAME)?;
+        let real: RegDmMr = orig(ctx, slot::RegDmMr, verbs::RegDmMr::NAME)?;
         alive(verbs::RegDmMr::NAME, "dm", dm as usize)?;
         made(
             verbs::RegDmMr::VERB,
@@ -431,7 +431,7 @@ unsafe extern "C" fn reg_dm_mr(
 unsafe extern "C" fn alloc_dm(ctx: *mut ibv_context, attr: *mut ibv_alloc_dm_attr) -> *mut ibv_dm {
     let caller = crate::caller!();
     export(verbs::AllocDm::NAME, || {
-        let real: AllocDm = orig(ctx, Slot::AllocDm, verbs::AllocDm::NAME)?;
+        let real: AllocDm = orig(ctx, slot::AllocDm, verbs::AllocDm::NAME)?;
         // SAFETY: the provider's own entry, with the inline verb's arguments.
         made(
             verbs::AllocDm::VERB,
@@ -455,7 +455,7 @@ unsafe extern "C" fn create_flow_action_esp(
     export(verbs::CreateFlowActionEsp::NAME, || {
         let real: CreateFlowActionEsp = orig(
             ctx,
-            Slot::CreateFlowActionEsp,
+            slot::CreateFlowActionEsp,
             verbs::CreateFlowActionEsp::NAME,
         )?;
         // SAFETY: the provider's own entry, with the inline verb's arguments.
@@ -477,7 +477,7 @@ unsafe extern "C" fn alloc_parent_domain(
     let caller = crate::caller!();
     export(verbs::AllocParentDomain::NAME, || {
         let real: AllocParentDomain =
-            orig(ctx, Slot::AllocParentDomain, verbs::AllocParentDomain::NAME)?;
+            orig(ctx, slot::AllocParentDomain, verbs::AllocParentDomain::NAME)?;
         let pd = read_attr(attr, 0, |a| a.pd as usize);
         made(
             verbs::AllocParentDomain::VERB,
@@ -502,7 +502,7 @@ unsafe extern "C" fn alloc_parent_domain(
 unsafe extern "C" fn alloc_td(ctx: *mut ibv_context, attr: *mut ibv_td_init_attr) -> *mut ibv_td {
     let caller = crate::caller!();
     export(verbs::AllocTd::NAME, || {
-        let real: AllocTd = orig(ctx, Slot::AllocTd, verbs::AllocTd::NAME)?;
+        let real: AllocTd = orig(ctx, slot::AllocTd, verbs::AllocTd::NAME)?;
         // SAFETY: the provider's own entry, with the inline verb's arguments.
         made(
             verbs::AllocTd::VERB,
@@ -522,7 +522,7 @@ unsafe extern "C" fn create_rwq_ind_table(
     let caller = crate::caller!();
     export(verbs::CreateRwqIndTable::NAME, || {
         let real: CreateRwqIndTable =
-            orig(ctx, Slot::CreateRwqIndTable, verbs::CreateRwqIndTable::NAME)?;
+            orig(ctx, slot::CreateRwqIndTable, verbs::CreateRwqIndTable::NAME)?;
         // SAFETY: the provider's own entry, with the inline verb's arguments.
         made(
             verbs::CreateRwqIndTable::VERB,
@@ -542,7 +542,7 @@ unsafe extern "C" fn create_rwq_ind_table(
 unsafe extern "C" fn create_wq(ctx: *mut ibv_context, attr: *mut ibv_wq_init_attr) -> *mut ibv_wq {
     let caller = crate::caller!();
     export(verbs::CreateWq::NAME, || {
-        let real: CreateWq = orig(ctx, Slot::CreateWq, verbs::CreateWq::NAME)?;
+        let real: CreateWq = orig(ctx, slot::CreateWq, verbs::CreateWq::NAME)?;
         let pd = read_attr(attr, 0, |a| a.pd as usize);
         made(
             verbs::CreateWq::VERB,

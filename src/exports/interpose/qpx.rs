@@ -29,6 +29,7 @@ use verbs_abi::{ibv_data_buf, ibv_mw, ibv_mw_bind_info, ibv_qp, ibv_qp_ex, ibv_s
 use super::datapath::{self, checked, Queue, Wr};
 use super::wr_rules;
 use super::{caps, completions, traced};
+use crate::addr_table::{AddrTable, Keyed};
 use crate::checks::{self, Check};
 use crate::log::Level;
 use crate::real::slots::QpToQpEx;
@@ -66,8 +67,7 @@ const NONE: c_int = -1;
 
 /// One QP's saved originals and the work request under construction.
 struct Qpx {
-    /// The `ibv_qp_ex` address; 0 = never used (ends a probe chain),
-    /// `GONE` = its QP was destroyed (the chain goes on; reusable).
+    /// The `ibv_qp_ex` address ([`AddrTable`]'s key).
     qp: AtomicUsize,
     /// The QP's `ibv_qp` address, by which a destroy names it (the same as
     /// `qp` for every provider built on rdma-core's `verbs_qp`).
@@ -89,46 +89,33 @@ const PENDING: usize = 16;
 /// memory: untouched pages cost nothing.
 const QPS: usize = 4096;
 
-static TABLE: [Qpx; QPS] = [const {
-    Qpx {
-        qp: AtomicUsize::new(0),
-        base: AtomicUsize::new(0),
-        fns: [const { AtomicUsize::new(0) }; FNS],
-        op: AtomicI32::new(NONE),
-        wr_id: AtomicU64::new(0),
-        pending: [const { AtomicU64::new(0) }; PENDING],
-        npending: AtomicU32::new(0),
-    }
-}; QPS];
+static TABLE: AddrTable<Qpx, QPS, QPS> = AddrTable::new(
+    [const {
+        Qpx {
+            qp: AtomicUsize::new(0),
+            base: AtomicUsize::new(0),
+            fns: [const { AtomicUsize::new(0) }; FNS],
+            op: AtomicI32::new(NONE),
+            wr_id: AtomicU64::new(0),
+            pending: [const { AtomicU64::new(0) }; PENDING],
+            npending: AtomicU32::new(0),
+        }
+    }; QPS],
+);
 
 static FULL_WARNED: AtomicBool = AtomicBool::new(false);
 
-#[inline]
-fn home(qp: usize) -> usize {
-    (qp as u64)
-        .wrapping_mul(0x9e37_79b9_7f4a_7c15)
-        .rotate_left(20) as usize
-        % QPS
+impl Keyed for Qpx {
+    fn key(&self) -> &AtomicUsize {
+        &self.qp
+    }
 }
 
 /// The entry of the extended QP `x`, if it was wrapped.
 #[inline]
 fn find(x: *mut ibv_qp_ex) -> Option<&'static Qpx> {
-    let (k, h) = (x as usize, home(x as usize));
-    for i in 0..QPS {
-        let e = &TABLE[(h + i) % QPS];
-        match e.qp.load(Acquire) {
-            q if q == k => return Some(e),
-            0 => return None,
-            _ => {}
-        }
-    }
-    None
+    TABLE.find(x as usize)
 }
-
-/// An entry whose QP was destroyed: free for another, but not the end of
-/// a probe chain.
-const GONE: usize = usize::MAX;
 
 /// Set once a QP's `ibv_qp_ex` was not at its `ibv_qp`'s address (then a
 /// destroy searches the table by `base`).
@@ -137,19 +124,12 @@ static OFFSET_SEEN: AtomicBool = AtomicBool::new(false);
 /// The entry of `x`, claimed if new (a destroyed QP's entry is reused);
 /// None when the table is full.
 fn claim(x: *mut ibv_qp_ex) -> Option<&'static Qpx> {
-    if let Some(e) = find(x) {
-        return Some(e);
+    let (e, fresh) = TABLE.claim(x as usize)?;
+    if fresh {
+        // Its originals are saved before its wrappers are written.
+        TABLE.publish(e, x as usize);
     }
-    let (k, h) = (x as usize, home(x as usize));
-    for i in 0..QPS {
-        let e = &TABLE[(h + i) % QPS];
-        for free in [0, GONE] {
-            if e.qp.compare_exchange(free, k, AcqRel, Acquire).is_ok() {
-                return Some(e);
-            }
-        }
-    }
-    None
+    Some(e)
 }
 
 /// A QP (`ibv_qp` address `qp`) was destroyed: its entry is freed, so a
@@ -157,9 +137,7 @@ fn claim(x: *mut ibv_qp_ex) -> Option<&'static Qpx> {
 pub(super) fn forget(qp: usize) {
     let e = match find(qp as *mut ibv_qp_ex) {
         Some(e) if e.base.load(Relaxed) == qp => Some(e),
-        _ if OFFSET_SEEN.load(Relaxed) => TABLE
-            .iter()
-            .find(|e| e.base.load(Relaxed) == qp && !matches!(e.qp.load(Acquire), 0 | GONE)),
+        _ if OFFSET_SEEN.load(Relaxed) => TABLE.live().find(|e| e.base.load(Relaxed) == qp),
         _ => None,
     };
     if let Some(e) = e {
@@ -169,7 +147,7 @@ pub(super) fn forget(qp: usize) {
         e.op.store(NONE, Relaxed);
         e.npending.store(0, Relaxed);
         e.base.store(0, Relaxed);
-        e.qp.store(GONE, Release);
+        TABLE.release(e.qp.load(Acquire));
     }
 }
 

@@ -15,7 +15,7 @@ use verbs_abi::{
 use super::super::create_destroy::{create, record, track};
 use super::super::{tid, verbs};
 use super::objects::*;
-use super::{ctx_of, orig, Slot};
+use super::{ctx_of, orig, slot};
 use crate::guard::{export, Errno};
 use crate::registry::objects::{Kind, Obj};
 
@@ -30,7 +30,7 @@ pub(super) unsafe extern "C" fn create_cq_ex(
 ) -> *mut ibv_cq_ex {
     let caller = crate::caller!();
     export(verbs::CreateCqEx::NAME, || {
-        let real: CreateCqEx = orig(ctx, Slot::CreateCqEx, verbs::CreateCqEx::NAME)?;
+        let real: CreateCqEx = orig(ctx, slot::CreateCqEx, verbs::CreateCqEx::NAME)?;
         let (channel, vector) = read_attr(attr, (0, 0), |a| (a.channel as usize, a.comp_vector));
         made(
             verbs::CreateCqEx::VERB,
@@ -68,7 +68,7 @@ pub(super) unsafe extern "C" fn create_flow(
     export(verbs::CreateFlow::NAME, || {
         // SAFETY: the inline verb read this QP's context to reach the table.
         let ctx = unsafe { ctx_of(qp) };
-        let real: CreateFlow = orig(ctx, Slot::CreateFlow, verbs::CreateFlow::NAME)?;
+        let real: CreateFlow = orig(ctx, slot::CreateFlow, verbs::CreateFlow::NAME)?;
         made(
             verbs::CreateFlow::VERB,
             verbs::CreateFlow::done,
@@ -121,7 +121,7 @@ pub(super) unsafe extern "C" fn create_qp_ex(
 ) -> *mut ibv_qp {
     let caller = crate::caller!();
     export(verbs::CreateQpEx::NAME, || {
-        let real: CreateQpEx = orig(ctx, Slot::CreateQpEx, verbs::CreateQpEx::NAME)?;
+        let real: CreateQpEx = orig(ctx, slot::CreateQpEx, verbs::CreateQpEx::NAME)?;
         let (mut parent, mut qp_type, mut cqs, mut send_ops) = (0, 0, [0; 3], None);
         if !attr.is_null() {
             // SAFETY: the program's attributes (the inline verb passes them
@@ -170,7 +170,7 @@ pub(super) unsafe extern "C" fn open_qp(
 ) -> *mut ibv_qp {
     let caller = crate::caller!();
     export(verbs::OpenQp::NAME, || {
-        let real: OpenQp = orig(ctx, Slot::OpenQp, verbs::OpenQp::NAME)?;
+        let real: OpenQp = orig(ctx, slot::OpenQp, verbs::OpenQp::NAME)?;
         let (xrcd, qp_type) = if attr.is_null() {
             (0, 0)
         } else {
@@ -200,7 +200,7 @@ pub(super) unsafe extern "C" fn create_srq_ex(
 ) -> *mut ibv_srq {
     let caller = crate::caller!();
     export(verbs::CreateSrqEx::NAME, || {
-        let real: CreateSrqEx = orig(ctx, Slot::CreateSrqEx, verbs::CreateSrqEx::NAME)?;
+        let real: CreateSrqEx = orig(ctx, slot::CreateSrqEx, verbs::CreateSrqEx::NAME)?;
         let parent = if attr.is_null() {
             0
         } else {
@@ -245,7 +245,7 @@ pub(super) unsafe extern "C" fn open_xrcd(
 ) -> *mut ibv_xrcd {
     let caller = crate::caller!();
     export(verbs::OpenXrcd::NAME, || {
-        let real: OpenXrcd = orig(ctx, Slot::OpenXrcd, verbs::OpenXrcd::NAME)?;
+        let real: OpenXrcd = orig(ctx, slot::OpenXrcd, verbs::OpenXrcd::NAME)?;
         // SAFETY: the provider's own entry, with the inline verb's arguments.
         made(
             verbs::OpenXrcd::VERB,

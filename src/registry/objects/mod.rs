@@ -60,7 +60,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use super::lock::{self, mutex, Mutex};
 use chunk::out_of_memory;
 use record::packable;
-use table::{hash, keyable, slot_idx, Table, HASH_MUL, NO_FREE};
+use table::{hash, keyable, slot_idx, Table, NO_FREE};
 
 /// Number of shards (a power of two). A thread's working set is a handful
 /// of addresses; with 64 shards two threads seldom share a lock. Not more:
@@ -89,7 +89,7 @@ static CTX_BITS: [AtomicU64; SHARDS] = [const { AtomicU64::new(0) }; SHARDS];
 
 #[inline]
 fn ctx_bit(ctx: usize) -> u64 {
-    1 << ((ctx as u64).wrapping_mul(HASH_MUL) >> 58)
+    1 << crate::addr_table::hash(ctx as u64, u64::BITS.trailing_zeros())
 }
 
 #[inline]
