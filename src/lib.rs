@@ -27,6 +27,9 @@
 
 // Internal: only `exports` makes the header.
 /// cbindgen:ignore
+pub mod addr;
+// Internal: only `exports` makes the header.
+/// cbindgen:ignore
 pub mod addr_table;
 // Internal: only `exports` makes the header.
 /// cbindgen:ignore

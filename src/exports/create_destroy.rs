@@ -12,11 +12,14 @@ use trace_format::verbs::{Show, Verb};
 use verbs_abi::{ibv_context, ibv_mr, ibv_pd};
 
 use super::{alive, context_ok, inside, nested, not_null, read_word, tid, use_after_close, Call};
+use crate::addr::Addr;
 use crate::config;
 use crate::guard::{set_errno, Errno, Refused};
 use crate::log::Level;
 use crate::registry::contexts;
-use crate::registry::objects::{self, Kind, Kinds, Obj, Taken, FLAG_BACKTRACE};
+use crate::registry::objects::{
+    self, Facts, Keys, Kind, Kinds, MrFacts, MrVia, Obj, Taken, FLAG_BACKTRACE,
+};
 
 /// The first checks of a verb on a context: NULL refused, then (unless the
 /// real library is calling its own export) a closed or unknown context.
@@ -313,7 +316,9 @@ fn destroyed_extras(addr: usize, o: &objects::Stored) {
     }
     if o.kind() == Kind::Qp && crate::checks::datapath() {
         let qp = o.obj();
-        super::interpose::qp_destroyed(qp.ctx, qp.x);
+        if let Some(facts) = qp.facts.qp() {
+            super::interpose::qp_destroyed(Addr::new(qp.ctx), facts.qp_num);
+        }
     }
     if o.flags() & FLAG_BACKTRACE != 0 {
         objects::take_backtrace(addr);
@@ -385,7 +390,7 @@ fn busy(d: &Destroy, o: &Obj) {
     }
 }
 
-/// Records an MR registered on `pd` by the verb `objects::MR_VIA[via]`.
+/// Records an MR registered on `pd` by the verb `via`.
 /// Inlined into each registering export, as `track` is: the record is
 /// packed from registers, with no frame of its own.
 ///
@@ -398,16 +403,33 @@ pub unsafe fn track_mr(
     addr: u64,
     length: usize,
     access: u32,
-    via: u8,
+    via: MrVia,
     caller: usize,
 ) {
     // SAFETY: the caller's contract.
-    let mut o = unsafe { record(Kind::Mr, mr, context_of_pd(pd), pd as usize, caller) };
-    o.a = addr;
-    o.b = length as u64;
+    let o = unsafe { record(Kind::Mr, mr, context_of_pd(pd), pd as usize, caller) };
     // SAFETY: the caller's contract.
-    o.c = unsafe { (*mr).lkey as u64 | ((*mr).rkey as u64) << 32 };
-    o.x = access;
-    o.set_sub(via);
-    track(o);
+    let keys = unsafe { mr_keys(mr) };
+    track(o.with(Facts::Mr(MrFacts {
+        addr,
+        length: length as u64,
+        keys,
+        access,
+        via,
+    })));
+}
+
+/// An MR's keys.
+///
+/// # Safety
+/// `mr` is a live MR.
+#[inline(always)]
+pub unsafe fn mr_keys(mr: *mut ibv_mr) -> Keys {
+    // SAFETY: the caller's contract.
+    unsafe {
+        Keys {
+            lkey: (*mr).lkey,
+            rkey: (*mr).rkey,
+        }
+    }
 }

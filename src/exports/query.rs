@@ -17,6 +17,7 @@ use verbs_abi::{
 };
 
 use super::{alive, context_ok, forward, not_null};
+use crate::addr::Addr;
 use crate::guard::{export, Errno, ErrnoCode, MinusOne};
 use crate::real::slots::{
     AckAsyncEvent, AckCqEvents, AttachMcast, DetachMcast, ForkInit, GetAsyncEvent, GetCqEvent,
@@ -164,7 +165,7 @@ pub unsafe extern "C" fn ibv_modify_qp(
                     // The error-completion explainer hears of a flush the
                     // program asks for.
                     // SAFETY: a QP the program just modified successfully.
-                    let (ctx, qp_num) = unsafe { ((*qp).context as usize, (*qp).qp_num) };
+                    let (ctx, qp_num) = unsafe { (Addr::of((*qp).context), (*qp).qp_num) };
                     super::interpose::qp_state_set(ctx, qp_num, state);
                 }
                 errno.restore();

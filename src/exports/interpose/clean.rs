@@ -150,7 +150,7 @@ pub(super) fn sends(qp: *mut ibv_qp, mut wr: *mut ibv_send_wr, site: usize) -> b
             return false;
         }
         let p = Posted::of(r.wr_id, opcode, r.sg_list, r.num_sge);
-        completions::posted(ctx, qp_num, &p, site);
+        completions::posted(crate::addr::Addr::new(ctx), qp_num, &p, site);
         wr = r.next;
     }
     true
@@ -205,7 +205,7 @@ fn recv_chain(
         }
         if let Some(n) = qp_num {
             let p = Posted::of(r.wr_id, -1, r.sg_list, r.num_sge);
-            completions::posted(ctx, n, &p, site);
+            completions::posted(crate::addr::Addr::new(ctx), n, &p, site);
         }
         wr = r.next;
     }

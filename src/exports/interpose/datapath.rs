@@ -464,7 +464,7 @@ unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc: *mut ibv_w
             // The success path: a scan, no boundary, errno untouched.
             if completions::worth_a_look(done, drained) {
                 checked("ibv_poll_cq", || {
-                    completions::polled(ctx as usize, cq, done, drained)
+                    completions::polled(crate::addr::Addr::of(ctx), cq, done, drained)
                 });
             }
         }

@@ -33,6 +33,7 @@ use verbs_abi::{
     ibv_td, ibv_wq, ibv_xrcd, verbs_context, VERBS_ABI_IS_EXTENDED,
 };
 
+use crate::addr::Addr;
 use crate::addr_table::{AddrTable, Keyed};
 
 use crate::guard::Refused;
@@ -335,14 +336,14 @@ pub fn queue_destroyed(addr: usize) {
 /// A QP of context `ctx` was destroyed through the shim (with the
 /// data-path checks on): the completions flushed after it are the
 /// program's own doing.
-pub fn qp_destroyed(ctx: usize, qp_num: u32) {
+pub fn qp_destroyed(ctx: Addr<ibv_context>, qp_num: u32) {
     completions::destroyed(ctx, qp_num);
 }
 
 /// `ibv_modify_qp` moved QP `qp_num` of `ctx` to `state` (`IBV_QPS_*`;
 /// with the data-path checks on): to ERR, the completions flushed after
 /// it are the program's own doing; to RESET or INIT, the QP starts again.
-pub fn qp_state_set(ctx: usize, qp_num: u32, state: std::ffi::c_int) {
+pub fn qp_state_set(ctx: Addr<ibv_context>, qp_num: u32, state: std::ffi::c_int) {
     use std::ffi::c_int;
     use verbs_abi::ibv_qp_state::{IBV_QPS_ERR, IBV_QPS_INIT, IBV_QPS_RESET};
     if state == IBV_QPS_ERR as c_int {

@@ -26,8 +26,9 @@ use super::super::create_destroy::{create, destroy, record, track, track_mr, Des
 use super::super::{alive, forward, verbs, Call};
 use super::queues::*;
 use super::{ctx_of, orig, patch, patch_vctx, slot, Entry, Slot};
+use crate::addr::Addr;
 use crate::guard::{export, Errno, ErrnoCode, Refused};
-use crate::registry::objects::{self, Kind};
+use crate::registry::objects::{self, Facts, Kind, MrVia};
 use trace_format::verbs::Verb;
 
 // `ibv_qp_init_attr_ex.comp_mask` and `ibv_srq_init_attr_ex.comp_mask` bits.
@@ -39,8 +40,6 @@ pub(super) const SRQ_INIT_ATTR_PD: u32 =
     verbs_abi::ibv_srq_init_attr_mask::IBV_SRQ_INIT_ATTR_PD as u32;
 pub(super) const SRQ_INIT_ATTR_XRCD: u32 =
     verbs_abi::ibv_srq_init_attr_mask::IBV_SRQ_INIT_ATTR_XRCD as u32;
-/// `ibv_reg_dm_mr` in `objects::MR_VIA`.
-const VIA_REG_DM_MR: u8 = 4;
 
 /// Wraps the entries of `ibv_context_ops` this module covers.
 ///
@@ -268,19 +267,20 @@ pub(super) fn read_attr<A, R>(attr: *const A, default: R, f: impl FnOnce(&A) -> 
     f(unsafe { &*attr })
 }
 
-/// Records a table-made object of `kind` with `id` (its `a`).
-pub(super) fn track_simple<T>(
+/// Records a table-made object of `kind` with its `facts`.
+///
+/// # Safety
+/// `obj` is the live object the provider just returned.
+pub(super) unsafe fn track_simple<T>(
     kind: Kind,
     obj: *mut T,
     ctx: *mut ibv_context,
     parent: usize,
     caller: usize,
-    id: u64,
+    facts: Facts,
 ) {
-    // SAFETY: the object the real library just returned (on a live parent).
-    let mut o = unsafe { record(kind, obj, ctx, parent, caller) };
-    o.a = id;
-    track(o);
+    // SAFETY: the caller's contract.
+    track(unsafe { record(kind, obj, ctx, parent, caller) }.with(facts));
 }
 
 /// The shared destroy of a table-made object whose first word is its context.
@@ -344,11 +344,11 @@ unsafe extern "C" fn alloc_mw(pd: *mut ibv_pd, mw_type: c_int) -> *mut ibv_mw {
             || unsafe { real(pd, mw_type) },
             |mw| {
                 // SAFETY: the object the real library just returned (on a live parent).
-                let mut o = unsafe { record(Kind::Mw, mw, ctx, pd as usize, caller) };
+                let o = unsafe { record(Kind::Mw, mw, ctx, pd as usize, caller) };
                 // SAFETY: a live MW just returned by the provider.
-                o.a = unsafe { (*mw).rkey } as u64;
-                o.x = mw_type as u32;
-                track(o);
+                let rkey = unsafe { (*mw).rkey };
+                let mw_type = mw_type as u32;
+                track(o.with(Facts::Mw { mw_type, rkey }));
             },
         )
     })
@@ -371,8 +371,12 @@ unsafe extern "C" fn bind_mw(qp: *mut ibv_qp, mw: *mut ibv_mw, bind: *mut ibv_mw
                 if rc == 0 && !mw.is_null() {
                     let errno = Errno::save();
                     // SAFETY: the MW was just bound, so it is live.
-                    let rkey = unsafe { (*mw).rkey } as u64;
-                    objects::update(mw as usize, |o| o.a = rkey);
+                    let now = unsafe { (*mw).rkey };
+                    objects::update(mw as usize, |o| {
+                        if let Facts::Mw { rkey, .. } = &mut o.facts {
+                            *rkey = now;
+                        }
+                    });
                     errno.restore();
                 }
                 // SAFETY: plain words (the objects only as addresses).
@@ -397,7 +401,8 @@ unsafe extern "C" fn create_counters(
             ctx,
             0,
             || unsafe { real(ctx, attr) },
-            |c| track_simple(Kind::Counters, c, ctx, 0, caller, 0),
+            // SAFETY: the object the provider just returned.
+            |c| unsafe { track_simple(Kind::Counters, c, ctx, 0, caller, Facts::Id(0)) },
         )
     })
 }
@@ -423,7 +428,7 @@ unsafe extern "C" fn reg_dm_mr(
             // SAFETY: the provider's own entry, with the inline verb's arguments.
             || unsafe { real(pd, dm, offset, length, access) },
             // SAFETY: the MR the provider just registered on the live `pd`.
-            |mr| unsafe { track_mr(mr, pd, offset, length, access, VIA_REG_DM_MR, caller) },
+            |mr| unsafe { track_mr(mr, pd, offset, length, access, MrVia::RegDmMr, caller) },
         )
     })
 }
@@ -441,7 +446,19 @@ unsafe extern "C" fn alloc_dm(ctx: *mut ibv_context, attr: *mut ibv_alloc_dm_att
             || unsafe { real(ctx, attr) },
             |dm| {
                 let length = read_attr(attr, 0, |a| a.length);
-                track_simple(Kind::Dm, dm, ctx, 0, caller, length as u64)
+                // SAFETY: the object the provider just returned.
+                unsafe {
+                    track_simple(
+                        Kind::Dm,
+                        dm,
+                        ctx,
+                        0,
+                        caller,
+                        Facts::Dm {
+                            length: length as u64,
+                        },
+                    )
+                }
             },
         )
     })
@@ -465,7 +482,8 @@ unsafe extern "C" fn create_flow_action_esp(
             ctx,
             0,
             || unsafe { real(ctx, attr) },
-            |a| track_simple(Kind::FlowAction, a, ctx, 0, caller, 0),
+            // SAFETY: the object the provider just returned.
+            |a| unsafe { track_simple(Kind::FlowAction, a, ctx, 0, caller, Facts::Id(0)) },
         )
     })
 }
@@ -488,12 +506,12 @@ unsafe extern "C" fn alloc_parent_domain(
             || unsafe { real(ctx, attr) },
             |p| {
                 // SAFETY: the object the real library just returned (on a live parent).
-                let mut o = unsafe { record(Kind::ParentDomain, p, ctx, pd, caller) };
+                let o = unsafe { record(Kind::ParentDomain, p, ctx, pd, caller) };
                 // SAFETY: a live PD just returned by the provider.
-                o.a = unsafe { (*p).handle } as u64;
+                let handle = unsafe { (*p).handle };
                 // Its TD: what keeps `ibv_dealloc_td` busy (`objects::holders`).
-                o.b = read_attr(attr, 0, |a| a.td as u64);
-                track(o);
+                let td = Addr::of(read_attr(attr, std::ptr::null_mut(), |a| a.td));
+                track(o.with(Facts::ParentDomain { handle, td }));
             },
         )
     })
@@ -510,7 +528,8 @@ unsafe extern "C" fn alloc_td(ctx: *mut ibv_context, attr: *mut ibv_td_init_attr
             ctx,
             0,
             || unsafe { real(ctx, attr) },
-            |td| track_simple(Kind::Td, td, ctx, 0, caller, 0),
+            // SAFETY: the object the provider just returned.
+            |td| unsafe { track_simple(Kind::Td, td, ctx, 0, caller, Facts::Id(0)) },
         )
     })
 }
@@ -533,7 +552,8 @@ unsafe extern "C" fn create_rwq_ind_table(
             |t| {
                 // SAFETY: a live table just returned by the provider.
                 let num = unsafe { (*t).ind_tbl_num } as u32;
-                track_simple(Kind::RwqIndTable, t, ctx, 0, caller, num as u64)
+                // SAFETY: the object the provider just returned.
+                unsafe { track_simple(Kind::RwqIndTable, t, ctx, 0, caller, Facts::Id(num)) }
             },
         )
     })
@@ -554,7 +574,8 @@ unsafe extern "C" fn create_wq(ctx: *mut ibv_context, attr: *mut ibv_wq_init_att
             |wq| {
                 // SAFETY: a live WQ just returned by the provider.
                 let num = unsafe { (*wq).wq_num };
-                track_simple(Kind::Wq, wq, ctx, pd, caller, num as u64)
+                // SAFETY: the object the provider just returned.
+                unsafe { track_simple(Kind::Wq, wq, ctx, pd, caller, Facts::Id(num)) }
             },
         )
     })

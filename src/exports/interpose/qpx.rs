@@ -335,7 +335,7 @@ fn begun(e: &Qpx, x: *mut ibv_qp_ex, op: c_int, verb: &'static str, site: usize)
             wr_rules::check_state(Queue::Send(x.cast()), &wr, site);
             if no_data(op) {
                 let (ctx, qp_num) = ids(x);
-                completions::posted(ctx, qp_num, &wr.summary(), site);
+                completions::posted(crate::addr::Addr::new(ctx), qp_num, &wr.summary(), site);
             }
         });
     }
@@ -388,7 +388,7 @@ fn sges(
     .any(|&o| o as c_int == op);
     let (ctx, qp_num) = ids(x);
     wr_rules::check_wr(Queue::Send(x.cast()), ctx, &wr, write, false, site);
-    completions::posted(ctx, qp_num, &wr.summary(), site);
+    completions::posted(crate::addr::Addr::new(ctx), qp_num, &wr.summary(), site);
 }
 
 /// A setter gave the request `bytes` of inline data: within the QP's
@@ -414,7 +414,7 @@ fn inline(e: &Qpx, x: *mut ibv_qp_ex, bytes: u64, verb: &'static str, site: usiz
         }
     }
     let (ctx, qp_num) = ids(x);
-    completions::posted(ctx, qp_num, &wr.summary(), site);
+    completions::posted(crate::addr::Addr::new(ctx), qp_num, &wr.summary(), site);
 }
 
 /// No saved member (cannot happen for a QP `patch` wrapped).

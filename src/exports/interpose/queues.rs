@@ -16,8 +16,9 @@ use super::super::create_destroy::{create, record, track};
 use super::super::{tid, verbs};
 use super::objects::*;
 use super::{ctx_of, orig, slot};
+use crate::addr::Addr;
 use crate::guard::{export, Errno};
-use crate::registry::objects::{Kind, Obj};
+use crate::registry::objects::{Facts, Kind, Obj, QpFacts};
 
 /// `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`: the QP has `ibv_wr_*` builders.
 const QP_INIT_ATTR_SEND_OPS_FLAGS: u32 =
@@ -41,11 +42,13 @@ pub(super) unsafe extern "C" fn create_cq_ex(
             || unsafe { real(ctx, attr) },
             |cq| {
                 // SAFETY: the object the real library just returned (on a live parent).
-                let mut o = unsafe { record(Kind::Cq, cq, ctx, channel, caller) };
+                let o = unsafe { record(Kind::Cq, cq, ctx, channel, caller) };
                 // SAFETY: a live CQ just returned by the provider.
-                o.x = unsafe { (*cq).cqe } as u32;
-                o.a = vector as u64;
-                track(o);
+                let cqe = unsafe { (*cq).cqe };
+                track(o.with(Facts::Cq {
+                    cqe,
+                    comp_vector: vector,
+                }));
                 // The cursor's completions: explained, faulted, traced.
                 if crate::checks::datapath()
                     || crate::trace::wanted()
@@ -80,7 +83,7 @@ pub(super) unsafe extern "C" fn create_flow(
                 // A flow's first member is not its context: record it by hand.
                 // SAFETY: a live flow just returned by the provider.
                 let handle = unsafe { (*flow).handle };
-                let mut o = Obj::new(
+                let o = Obj::new(
                     Kind::Flow,
                     flow as usize,
                     ctx as usize,
@@ -88,31 +91,29 @@ pub(super) unsafe extern "C" fn create_flow(
                     caller,
                     tid(),
                 );
-                o.a = handle as u64;
-                track(o);
+                track(o.with(Facts::Id(handle)));
             },
         )
     })
 }
 
-/// Records a QP made by `ibv_create_qp_ex` or `ibv_open_qp` on `parent`.
-fn track_qp(
+/// Records a QP made by `ibv_create_qp_ex` or `ibv_open_qp` on `parent`
+/// (`facts` but its number, which is read from it).
+///
+/// # Safety
+/// `qp` is the live QP the provider just returned.
+unsafe fn track_qp(
     qp: *mut ibv_qp,
     ctx: *mut ibv_context,
     parent: usize,
-    qp_type: c_int,
-    cqs: [usize; 3],
+    facts: QpFacts,
     caller: usize,
 ) {
-    // SAFETY: the object the real library just returned (on a live parent).
-    let mut o = unsafe { record(Kind::Qp, qp, ctx, parent, caller) };
-    // SAFETY: a live QP just returned by the provider.
-    o.x = unsafe { (*qp).qp_num };
-    o.a = cqs[0] as u64;
-    o.b = cqs[1] as u64;
-    o.c = cqs[2] as u64;
-    o.set_sub(qp_type as u8);
-    track(o);
+    // SAFETY: the caller's contract.
+    let o = unsafe { record(Kind::Qp, qp, ctx, parent, caller) };
+    // SAFETY: the caller's contract.
+    let qp_num = unsafe { (*qp).qp_num };
+    track(o.with(Facts::Qp(QpFacts { qp_num, ..facts })));
 }
 
 pub(super) unsafe extern "C" fn create_qp_ex(
@@ -122,7 +123,7 @@ pub(super) unsafe extern "C" fn create_qp_ex(
     let caller = crate::caller!();
     export(verbs::CreateQpEx::NAME, || {
         let real: CreateQpEx = orig(ctx, slot::CreateQpEx, verbs::CreateQpEx::NAME)?;
-        let (mut parent, mut qp_type, mut cqs, mut send_ops) = (0, 0, [0; 3], None);
+        let (mut parent, mut facts, mut send_ops) = (0, QpFacts::default(), None);
         if !attr.is_null() {
             // SAFETY: the program's attributes (the inline verb passes them
             // on); qp_type is read as the int it is in C.
@@ -135,8 +136,13 @@ pub(super) unsafe extern "C" fn create_qp_ex(
                 } else {
                     0
                 };
-                qp_type = addr_of!(a.qp_type).cast::<c_int>().read();
-                cqs = [a.send_cq as usize, a.recv_cq as usize, a.srq as usize];
+                facts = QpFacts {
+                    qp_type: addr_of!(a.qp_type).cast::<c_int>().read() as u8,
+                    send_cq: Addr::of(a.send_cq),
+                    recv_cq: Addr::of(a.recv_cq),
+                    srq: Addr::of(a.srq),
+                    qp_num: 0,
+                };
                 send_ops =
                     (a.comp_mask & QP_INIT_ATTR_SEND_OPS_FLAGS != 0).then_some(a.send_ops_flags);
             }
@@ -147,7 +153,8 @@ pub(super) unsafe extern "C" fn create_qp_ex(
             || unsafe { real(ctx, attr) },
             |qp| {
                 let errno = Errno::save();
-                track_qp(qp, ctx, parent, qp_type, cqs, caller);
+                // SAFETY: the QP the provider just returned.
+                unsafe { track_qp(qp, ctx, parent, facts, caller) };
                 // Its `ibv_wr_*` builders: checked, traced.
                 if let Some(ops) = send_ops {
                     if super::queues_watched() {
@@ -189,7 +196,14 @@ pub(super) unsafe extern "C" fn open_qp(
             xrcd,
             // SAFETY: the provider's own entry, with the inline verb's arguments.
             || unsafe { real(ctx, attr) },
-            |qp| track_qp(qp, ctx, xrcd, qp_type, [0; 3], caller),
+            |qp| {
+                let facts = QpFacts {
+                    qp_type: qp_type as u8,
+                    ..QpFacts::default()
+                };
+                // SAFETY: the QP the provider just returned.
+                unsafe { track_qp(qp, ctx, xrcd, facts, caller) }
+            },
         )
     })
 }
@@ -229,9 +243,11 @@ pub(super) unsafe extern "C" fn create_srq_ex(
                 if !attr.is_null() {
                     // SAFETY: the attributes the provider just accepted.
                     let sizes = unsafe { (*attr).attr };
-                    o.x = sizes.max_wr;
-                    o.a = sizes.max_sge as u64;
-                    o.b = sizes.srq_limit as u64;
+                    o.facts = Facts::Srq {
+                        max_wr: sizes.max_wr,
+                        max_sge: sizes.max_sge,
+                        srq_limit: sizes.srq_limit,
+                    };
                 }
                 track(o);
             },
@@ -253,7 +269,8 @@ pub(super) unsafe extern "C" fn open_xrcd(
             ctx,
             0,
             || unsafe { real(ctx, attr) },
-            |x| track_simple(Kind::Xrcd, x, ctx, 0, caller, 0),
+            // SAFETY: the object the provider just returned.
+            |x| unsafe { track_simple(Kind::Xrcd, x, ctx, 0, caller, Facts::Id(0)) },
         )
     })
 }

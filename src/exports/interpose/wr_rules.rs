@@ -91,7 +91,7 @@ fn check_sge_fully(q: Queue, ctx: usize, wr: &Wr, s: &ibv_sge, write: bool, site
     }
     let f = keys::Facts::of(&mr);
     if !f.covers(s.addr, s.length) {
-        let (start, end) = (mr.a as u128, mr.a as u128 + mr.b as u128);
+        let (start, end) = (f.start as u128, f.start as u128 + f.len as u128);
         let (s_start, s_end) = (s.addr as u128, s.addr as u128 + s.length as u128);
         violation(
             Check::OutOfRange,
@@ -113,7 +113,12 @@ fn check_sge_fully(q: Queue, ctx: usize, wr: &Wr, s: &ibv_sge, write: bool, site
             format_args!(
                 "the operation writes into MR {:#x} (lkey {:#x}), registered without \
                  IBV_ACCESS_LOCAL_WRITE (access={:#x})",
-                mr.addr, s.lkey, mr.x
+                mr.addr,
+                s.lkey,
+                match mr.facts {
+                    objects::Facts::Mr(m) => m.access,
+                    _ => 0,
+                }
             ),
         );
     }
@@ -261,7 +266,7 @@ pub(super) fn check_sends(qp: *mut ibv_qp, mut wr: *mut ibv_send_wr, site: usize
         }
         let inline = flags & clean::SEND_INLINE != 0;
         check_wr(q, ctx, &w, clean::writes(op), inline, site);
-        completions::posted(ctx, qp_num, &w.summary(), site);
+        completions::posted(crate::addr::Addr::new(ctx), qp_num, &w.summary(), site);
         walked += 1;
         // SAFETY: as above.
         wr = unsafe { (*wr).next };
@@ -293,7 +298,7 @@ pub(super) fn check_recvs(q: Queue, mut wr: *mut ibv_recv_wr, site: usize) {
         }
         check_wr(q, ctx, &w, true, false, site);
         if let Some(n) = qp_num {
-            completions::posted(ctx, n, &w.summary(), site);
+            completions::posted(crate::addr::Addr::new(ctx), n, &w.summary(), site);
         }
         walked += 1;
         // SAFETY: as above.

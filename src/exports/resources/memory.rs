@@ -4,14 +4,16 @@ use std::ffi::{c_int, c_void};
 
 use verbs_abi::{ibv_context, ibv_mr, ibv_pd};
 
-use super::super::create_destroy::{create, destroy, on_context, record, track, track_mr, Destroy};
+use super::super::create_destroy::{
+    create, destroy, mr_keys, on_context, record, track, track_mr, Destroy,
+};
 use super::super::{alive, forward, not_null};
 use super::{MRS, PDS};
 use crate::guard::{export, Errno, ErrnoCode, MinusOne};
 use crate::real::slots::{
     AllocPd, DeallocPd, DeregMr, RegDmabufMr, RegMr, RegMrIova, RegMrIova2, ReregMr,
 };
-use crate::registry::objects::{self, Kind};
+use crate::registry::objects::{self, Facts, Kind, MrVia};
 
 // --- protection domains ---------------------------------------------------------
 
@@ -28,11 +30,10 @@ pub unsafe extern "C" fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd 
             // SAFETY: the program's argument, to the real function.
             || unsafe { real.call(context) },
             |pd| {
-                // SAFETY: the object the real library just returned (on a live parent).
-                let mut o = unsafe { record(Kind::Pd, pd, context, 0, caller) };
                 // SAFETY: a live PD just returned by the real library.
-                o.a = unsafe { (*pd).handle } as u64;
-                track(o);
+                let (o, handle) =
+                    unsafe { (record(Kind::Pd, pd, context, 0, caller), (*pd).handle) };
+                track(o.with(Facts::Pd { handle }));
             },
             // SAFETY: the PD the real library just returned.
             |call, pd| unsafe { AllocPd::done(call, context, pd, pd.is_null()) },
@@ -75,7 +76,17 @@ pub unsafe extern "C" fn ibv_reg_mr(
             // SAFETY: the program's arguments, to the real function.
             || unsafe { real.call(pd, addr, length, access) },
             // SAFETY: the MR the real library just registered on `pd`.
-            |mr| unsafe { track_mr(mr, pd, addr as u64, length, access as u32, 0, caller) },
+            |mr| unsafe {
+                track_mr(
+                    mr,
+                    pd,
+                    addr as u64,
+                    length,
+                    access as u32,
+                    MrVia::RegMr,
+                    caller,
+                )
+            },
             // SAFETY: the MR the real library just returned.
             |call, mr| unsafe { RegMr::done(call, pd, addr, length, access, mr, mr.is_null()) },
         )
@@ -100,7 +111,17 @@ pub unsafe extern "C" fn ibv_reg_mr_iova(
             // SAFETY: the program's arguments, to the real function.
             || unsafe { real.call(pd, addr, length, iova, access) },
             // SAFETY: the MR the real library just registered on `pd`.
-            |mr| unsafe { track_mr(mr, pd, addr as u64, length, access as u32, 1, caller) },
+            |mr| unsafe {
+                track_mr(
+                    mr,
+                    pd,
+                    addr as u64,
+                    length,
+                    access as u32,
+                    MrVia::RegMrIova,
+                    caller,
+                )
+            },
             |call, mr| {
                 // SAFETY: the MR the real library just returned.
                 unsafe { RegMrIova::done(call, pd, addr, length, iova, access, mr, mr.is_null()) }
@@ -128,7 +149,17 @@ pub unsafe extern "C" fn ibv_reg_mr_iova2(
             // SAFETY: the program's arguments, to the real function.
             || unsafe { real.call(pd, addr, length, iova, access) },
             // SAFETY: the MR the real library just registered on `pd`.
-            |mr| unsafe { track_mr(mr, pd, addr as u64, length, access, 2, caller) },
+            |mr| unsafe {
+                track_mr(
+                    mr,
+                    pd,
+                    addr as u64,
+                    length,
+                    access,
+                    MrVia::RegMrIova2,
+                    caller,
+                )
+            },
             |call, mr| {
                 // SAFETY: the MR the real library just returned.
                 unsafe { RegMrIova2::done(call, pd, addr, length, iova, access, mr, mr.is_null()) }
@@ -158,7 +189,17 @@ pub unsafe extern "C" fn ibv_reg_dmabuf_mr(
             // SAFETY: the program's arguments, to the real function.
             || unsafe { real.call(pd, offset, length, iova, fd, access) },
             // SAFETY: the MR the real library just registered on `pd`.
-            |mr| unsafe { track_mr(mr, pd, offset, length, access as u32, 3, caller) },
+            |mr| unsafe {
+                track_mr(
+                    mr,
+                    pd,
+                    offset,
+                    length,
+                    access as u32,
+                    MrVia::RegDmabufMr,
+                    caller,
+                )
+            },
             |call, mr| {
                 // SAFETY: the MR the real library just returned.
                 unsafe {
@@ -203,19 +244,22 @@ pub unsafe extern "C" fn ibv_rereg_mr(
             |call, &rc| {
                 if rc == 0 {
                     let errno = Errno::save();
+                    // SAFETY: the MR was just re-registered, so it is live.
+                    let keys = unsafe { mr_keys(mr) };
                     objects::update(mr as usize, |o| {
                         if flags & CHANGE_PD != 0 {
                             o.parent = pd as usize;
                         }
-                        if flags & CHANGE_TRANSLATION != 0 {
-                            o.a = addr as u64;
-                            o.b = length as u64;
+                        if let Facts::Mr(m) = &mut o.facts {
+                            if flags & CHANGE_TRANSLATION != 0 {
+                                m.addr = addr as u64;
+                                m.length = length as u64;
+                            }
+                            if flags & CHANGE_ACCESS != 0 {
+                                m.access = access as u32;
+                            }
+                            m.keys = keys;
                         }
-                        if flags & CHANGE_ACCESS != 0 {
-                            o.x = access as u32;
-                        }
-                        // SAFETY: the MR was just re-registered, so it is live.
-                        o.c = unsafe { (*mr).lkey as u64 | ((*mr).rkey as u64) << 32 };
                     });
                     if crate::checks::datapath() {
                         crate::exports::interpose::mr_reregistered();

@@ -12,12 +12,13 @@ use super::super::create_destroy::{
     context_of_pd, create, destroy, on_context, record, track, Destroy,
 };
 use super::super::{alive, forward, not_null};
+use crate::addr::Addr;
 use crate::guard::{export, Errno, ErrnoCode};
 use crate::real::slots::{
     CreateCompChannel, CreateCq, CreateQp, CreateSrq, DestroyCompChannel, DestroyCq, DestroyQp,
     DestroySrq, ResizeCq,
 };
-use crate::registry::objects::{self, Kind};
+use crate::registry::objects::{self, Facts, Kind, QpFacts};
 
 // --- completion channels and CQs ---------------------------------------------------
 
@@ -37,10 +38,10 @@ pub unsafe extern "C" fn ibv_create_comp_channel(
             || unsafe { real.call(context) },
             |ch| {
                 // SAFETY: the object the real library just returned (on a live parent).
-                let mut o = unsafe { record(Kind::CompChannel, ch, context, 0, caller) };
+                let o = unsafe { record(Kind::CompChannel, ch, context, 0, caller) };
                 // SAFETY: a live channel just returned by the real library.
-                o.x = unsafe { (*ch).fd } as u32;
-                track(o);
+                let fd = unsafe { (*ch).fd };
+                track(o.with(Facts::CompChannel { fd }));
             },
             |call, ch| {
                 // SAFETY: the arguments and the result of the real call.
@@ -88,11 +89,11 @@ pub unsafe extern "C" fn ibv_create_cq(
             || unsafe { real.call(context, cqe, cq_context, channel, comp_vector) },
             |cq| {
                 // SAFETY: the object the real library just returned (on a live parent).
-                let mut o = unsafe { record(Kind::Cq, cq, context, channel as usize, caller) };
+                let o = unsafe { record(Kind::Cq, cq, context, channel as usize, caller) };
                 // SAFETY: a live CQ just returned by the real library.
-                o.x = unsafe { (*cq).cqe } as u32;
-                o.a = comp_vector as u32 as u64;
-                track(o);
+                let cqe = unsafe { (*cq).cqe };
+                let comp_vector = comp_vector as u32;
+                track(o.with(Facts::Cq { cqe, comp_vector }));
             },
             |call, cq| {
                 // SAFETY: the arguments and the result of the real call.
@@ -129,8 +130,12 @@ pub unsafe extern "C" fn ibv_resize_cq(cq: *mut ibv_cq, cqe: c_int) -> c_int {
                 if rc == 0 {
                     let errno = Errno::save();
                     // SAFETY: the CQ was just resized, so it is live.
-                    let actual = unsafe { (*cq).cqe } as u32;
-                    objects::update(cq as usize, |o| o.x = actual);
+                    let actual = unsafe { (*cq).cqe };
+                    objects::update(cq as usize, |o| {
+                        if let Facts::Cq { cqe, .. } = &mut o.facts {
+                            *cqe = actual;
+                        }
+                    });
                     errno.restore();
                 }
                 // SAFETY: the arguments and the result of the real call.
@@ -179,9 +184,11 @@ pub unsafe extern "C" fn ibv_create_srq(
                 if !srq_init_attr.is_null() {
                     // SAFETY: the attributes the real library just accepted.
                     let attr = unsafe { (*srq_init_attr).attr };
-                    o.x = attr.max_wr;
-                    o.a = attr.max_sge as u64;
-                    o.b = attr.srq_limit as u64;
+                    o.facts = Facts::Srq {
+                        max_wr: attr.max_wr,
+                        max_sge: attr.max_sge,
+                        srq_limit: attr.srq_limit,
+                    };
                 }
                 track(o);
             },
@@ -225,19 +232,23 @@ pub unsafe extern "C" fn ibv_create_qp(
             |qp| {
                 // SAFETY: the object the real library just returned (on a live parent).
                 let mut o = unsafe { record(Kind::Qp, qp, context_of_pd(pd), pd as usize, caller) };
-                // SAFETY: a live QP just returned by the real library.
-                o.x = unsafe { (*qp).qp_num };
+                let mut facts = QpFacts {
+                    // SAFETY: a live QP just returned by the real library.
+                    qp_num: unsafe { (*qp).qp_num },
+                    ..QpFacts::default()
+                };
                 if !qp_init_attr.is_null() {
                     // SAFETY: the attributes the real library just accepted;
                     // qp_type is read as the int it is in C.
                     unsafe {
                         let attr = &*qp_init_attr;
-                        o.a = attr.send_cq as u64;
-                        o.b = attr.recv_cq as u64;
-                        o.c = attr.srq as u64;
-                        o.set_sub(addr_of!(attr.qp_type).cast::<c_int>().read() as u8);
+                        facts.send_cq = Addr::of(attr.send_cq);
+                        facts.recv_cq = Addr::of(attr.recv_cq);
+                        facts.srq = Addr::of(attr.srq);
+                        facts.qp_type = addr_of!(attr.qp_type).cast::<c_int>().read() as u8;
                     }
                 }
+                o.facts = Facts::Qp(facts);
                 track(o);
             },
             |call, qp| {

@@ -6,7 +6,7 @@ use std::ffi::c_int;
 use verbs_abi::{ibv_ah, ibv_ah_attr, ibv_context, ibv_grh, ibv_mr, ibv_pd, ibv_wc};
 
 use super::super::create_destroy::{
-    context_of_pd, create, destroy, on_context, record, track, Destroy,
+    context_of_pd, create, destroy, mr_keys, on_context, record, track, Destroy,
 };
 use super::super::{not_null, tid};
 use super::{MRS, PDS};
@@ -14,7 +14,7 @@ use crate::guard::{export, Errno, ErrnoCode};
 use crate::real::slots::{
     CreateAh, CreateAhFromWc, DestroyAh, ImportDevice, ImportMr, ImportPd, UnimportMr, UnimportPd,
 };
-use crate::registry::objects::Kind;
+use crate::registry::objects::{AhFacts, AhVia, Facts, Kind};
 use crate::registry::{contexts, devices};
 
 // --- address handles --------------------------------------------------------------
@@ -37,9 +37,13 @@ pub unsafe extern "C" fn ibv_create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) 
                 if !attr.is_null() {
                     // SAFETY: the attributes the real library just accepted.
                     let attr = unsafe { &*attr };
-                    o.a = attr.dlid as u64;
-                    o.b = attr.port_num as u64;
-                    o.c = attr.sl as u64 | (attr.is_global as u64) << 8;
+                    o.facts = Facts::Ah(AhFacts {
+                        dlid: attr.dlid,
+                        port_num: attr.port_num,
+                        sl: attr.sl,
+                        global: attr.is_global != 0,
+                        via: AhVia::CreateAh,
+                    });
                 }
                 track(o);
             },
@@ -71,16 +75,18 @@ pub unsafe extern "C" fn ibv_create_ah_from_wc(
             || unsafe { real.call(pd, wc, grh, port_num) },
             |ah| {
                 // SAFETY: the object the real library just returned (on a live parent).
-                let mut o = unsafe { record(Kind::Ah, ah, context_of_pd(pd), pd as usize, caller) };
+                let o = unsafe { record(Kind::Ah, ah, context_of_pd(pd), pd as usize, caller) };
+                let mut facts = AhFacts {
+                    port_num,
+                    via: AhVia::CreateAhFromWc,
+                    ..AhFacts::default()
+                };
                 if !wc.is_null() {
                     // SAFETY: the completion the real library just read.
                     let wc = unsafe { &*wc };
-                    o.a = wc.slid as u64;
-                    o.c = wc.sl as u64;
+                    (facts.dlid, facts.sl) = (wc.slid, wc.sl);
                 }
-                o.b = port_num as u64;
-                o.set_sub(1);
-                track(o);
+                track(o.with(Facts::Ah(facts)));
             },
             |call, ah| {
                 // SAFETY: the arguments and the result of the real call.
@@ -150,9 +156,8 @@ pub unsafe extern "C" fn ibv_import_pd(context: *mut ibv_context, pd_handle: u32
             || unsafe { real.call(context, pd_handle) },
             |pd| {
                 // SAFETY: the object the real library just returned (on a live parent).
-                let mut o = unsafe { record(Kind::ImportedPd, pd, context, 0, caller) };
-                o.a = pd_handle as u64;
-                track(o);
+                let o = unsafe { record(Kind::ImportedPd, pd, context, 0, caller) };
+                track(o.with(Facts::Pd { handle: pd_handle }));
             },
             |call, pd| {
                 // SAFETY: the arguments and the result of the real call.
@@ -193,16 +198,18 @@ pub unsafe extern "C" fn ibv_import_mr(pd: *mut ibv_pd, mr_handle: u32) -> *mut 
             || unsafe { real.call(pd, mr_handle) },
             |mr| {
                 // SAFETY: the object the real library just returned (on a live parent).
-                let mut o =
+                let o =
                     unsafe { record(Kind::ImportedMr, mr, context_of_pd(pd), pd as usize, caller) };
                 // SAFETY: a live MR just returned by the real library.
-                unsafe {
-                    o.a = (*mr).addr as u64;
-                    o.b = (*mr).length as u64;
-                    o.c = (*mr).lkey as u64 | ((*mr).rkey as u64) << 32;
-                }
-                o.x = mr_handle;
-                track(o);
+                let facts = unsafe {
+                    Facts::ImportedMr {
+                        handle: mr_handle,
+                        addr: (*mr).addr as u64,
+                        length: (*mr).length as u64,
+                        keys: mr_keys(mr),
+                    }
+                };
+                track(o.with(facts));
             },
             |call, mr| {
                 // SAFETY: the arguments and the result of the real call.

@@ -514,8 +514,10 @@ mod tests {
                 });
                 assert_eq!(got, model.remove(&addr), "round {round}");
             } else {
-                let mut o = obj(addr);
-                o.a = round;
+                let o = obj(addr).with(super::super::Facts::Mr(super::super::MrFacts {
+                    addr: round,
+                    ..Default::default()
+                }));
                 let mut stale = None;
                 let (ok, _) = t.insert(&o, &mut stale);
                 assert!(ok);
