@@ -615,9 +615,12 @@ impl<F: Copy> RealFn<F> {
 
 /// The GUID of a device, from the real library (for the reports, which
 /// call nothing of the real library themselves).
-pub(crate) fn device_guid(device: *mut verbs_abi::ibv_device) -> Option<u64> {
+///
+/// # Safety
+/// `device` is the device of a context that is still open.
+pub(crate) unsafe fn device_guid(device: *mut verbs_abi::ibv_device) -> Option<u64> {
     let f = slots::GetDeviceGuid::unhooked().ok()?;
-    // SAFETY: device belongs to a context that is still open.
+    // SAFETY: the caller's contract.
     Some(unsafe { f.call(device) }).filter(|&g| g != 0)
 }
 

@@ -72,7 +72,8 @@ pub unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *m
                 remember_all(devs);
             }
             if call.logging() {
-                cache_guids(devs);
+                // SAFETY: devices of the list the real library just returned.
+                unsafe { cache_guids(devs) };
             }
             // Out of memory: counted as untracked (see `devices`).
             devices::list_returned(devices::LiveList {
@@ -89,11 +90,13 @@ pub unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *m
             }
             if call.logging() {
                 errno.restore();
-                log_list(&call, num_devices, list, n);
+                // SAFETY: the list the real library just returned, of `n` devices.
+                unsafe { log_list(&call, num_devices, list, n) };
             }
         } else {
             errno.restore();
-            log_list(&call, num_devices, list, 0);
+            // SAFETY: the list the real library just returned, of `n` devices.
+            unsafe { log_list(&call, num_devices, list, 0) };
         }
         errno.restore();
         Ok(list)
@@ -116,9 +119,12 @@ fn remember_all(devs: &[*mut ibv_device]) {
 
 /// The log shows each device's GUID: read once per device (the real
 /// getter reads sysfs; the caller restores errno).
+///
+/// # Safety
+/// `devs` are devices of the list the real library just returned.
 #[cold]
 #[inline(never)]
-fn cache_guids(devs: &[*mut ibv_device]) {
+unsafe fn cache_guids(devs: &[*mut ibv_device]) {
     let Ok(guid) = GetDeviceGuid::unhooked() else {
         return;
     };
@@ -132,9 +138,12 @@ fn cache_guids(devs: &[*mut ibv_device]) {
 
 /// The list's record: `num_devices`, the first devices (a longer list is
 /// shown cut, marked `...`), then its length.
+///
+/// # Safety
+/// `list` is the list the real library just returned, of `n` devices (NULL with none).
 #[cold]
 #[inline(never)]
-fn log_list(call: &Call, num_devices: *mut c_int, list: *mut *mut ibv_device, n: usize) {
+unsafe fn log_list(call: &Call, num_devices: *mut c_int, list: *mut *mut ibv_device, n: usize) {
     let mut d = [std::ptr::null_mut(); 6];
     for (i, slot) in d.iter_mut().enumerate().take(n) {
         // SAFETY: i < n: a device of the list just returned.

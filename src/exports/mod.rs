@@ -10,7 +10,7 @@
 //! C reader, so clippy's `# Safety` section rule does not apply here.
 #![allow(clippy::missing_safety_doc)]
 
-use std::ffi::{c_char, CStr};
+use std::ffi::CStr;
 use std::fmt;
 
 use verbs_abi::{ibv_context, ibv_device};
@@ -417,29 +417,6 @@ impl fmt::Display for Dev {
             }
         }
         Ok(())
-    }
-}
-
-/// A C string result for the log.
-pub struct Str(pub *const c_char);
-
-impl fmt::Display for Str {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.0.is_null() {
-            return f.write_str("NULL");
-        }
-        // SAFETY: non-NULL strings returned by the real library are valid C strings.
-        let s = unsafe { CStr::from_ptr(self.0) }.to_string_lossy();
-        if s.bytes()
-            .all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\\')
-        {
-            // The common case (device names), without Debug's escaping pass.
-            f.write_str("\"")?;
-            f.write_str(&s)?;
-            f.write_str("\"")
-        } else {
-            write!(f, "{s:?}")
-        }
     }
 }
 

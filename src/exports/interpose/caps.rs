@@ -197,14 +197,21 @@ fn zeroed<T>() -> T {
 }
 
 /// The QP's caps, or None when the query fails (nothing is then checked).
+///
+/// # Safety
+/// `qp` is a live QP.
 #[inline]
-pub(super) fn of_qp(qp: *mut ibv_qp) -> Option<Caps> {
-    known(qp as usize).or_else(|| ask_qp(qp))
+pub(super) unsafe fn of_qp(qp: *mut ibv_qp) -> Option<Caps> {
+    // SAFETY: a live QP the program posts to.
+    known(qp as usize).or_else(|| unsafe { ask_qp(qp) })
 }
 
+///
+/// # Safety
+/// `qp` is a live QP.
 #[cold]
 #[inline(never)]
-fn ask_qp(qp: *mut ibv_qp) -> Option<Caps> {
+unsafe fn ask_qp(qp: *mut ibv_qp) -> Option<Caps> {
     let real = QueryQp::unhooked().ok()?;
     let (mut attr, mut init) = (zeroed::<ibv_qp_attr>(), zeroed::<ibv_qp_init_attr>());
     let mask = ibv_qp_attr_mask::IBV_QP_CAP as c_int;
@@ -226,14 +233,21 @@ fn ask_qp(qp: *mut ibv_qp) -> Option<Caps> {
 }
 
 /// The SRQ's caps (`max_sge` as `recv_sge`), or None when the query fails.
+///
+/// # Safety
+/// `srq` is a live SRQ.
 #[inline]
-pub(super) fn of_srq(srq: *mut ibv_srq) -> Option<Caps> {
-    known(srq as usize).or_else(|| ask_srq(srq))
+pub(super) unsafe fn of_srq(srq: *mut ibv_srq) -> Option<Caps> {
+    // SAFETY: a live SRQ the program posts to.
+    known(srq as usize).or_else(|| unsafe { ask_srq(srq) })
 }
 
+///
+/// # Safety
+/// `srq` is a live SRQ.
 #[cold]
 #[inline(never)]
-fn ask_srq(srq: *mut ibv_srq) -> Option<Caps> {
+unsafe fn ask_srq(srq: *mut ibv_srq) -> Option<Caps> {
     let real = QuerySrq::unhooked().ok()?;
     let mut attr = zeroed::<ibv_srq_attr>();
     // SAFETY: a live SRQ the program posts to, and our own buffer.

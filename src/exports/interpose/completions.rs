@@ -47,8 +47,11 @@ pub(super) struct Posted {
 impl Posted {
     /// What is remembered of a work request with `num_sge` SGEs at `sges`
     /// (the program's list, read while its post is under way).
+    ///
+    /// # Safety
+    /// `sges` is NULL or the program's list of at least `num_sge` entries.
     #[inline(always)]
-    pub(super) fn of(
+    pub(super) unsafe fn of(
         wr_id: u64,
         opcode: c_int,
         sges: *const verbs_abi::ibv_sge,

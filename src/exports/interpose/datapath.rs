@@ -122,7 +122,10 @@ impl Queue {
 
     /// The PD the queue's MRs must be on (a QP on a parent domain: the
     /// parent domain; see [`wr_rules::same_pd`]).
-    pub(super) fn pd(self) -> usize {
+    ///
+    /// # Safety
+    /// The queue is live (the program posts to it).
+    pub(super) unsafe fn pd(self) -> usize {
         // SAFETY: a live QP or SRQ the program is posting to.
         unsafe {
             match self {
@@ -204,8 +207,10 @@ impl Wr {
 /// The queue's caps, asked once (None: the query failed).
 pub(super) fn caps_of(q: Queue) -> Option<caps::Caps> {
     match q {
-        Queue::Send(qp) | Queue::Recv(qp) => caps::of_qp(qp),
-        Queue::Srq(srq) => caps::of_srq(srq),
+        // SAFETY: a live QP the program posts to.
+        Queue::Send(qp) | Queue::Recv(qp) => unsafe { caps::of_qp(qp) },
+        // SAFETY: a live SRQ the program posts to.
+        Queue::Srq(srq) => unsafe { caps::of_srq(srq) },
     }
 }
 
@@ -310,16 +315,19 @@ pub(super) fn violation(check: Check, q: Queue, wr: &Wr, site: usize, why: fmt::
 
 impl Wr {
     pub(super) fn summary(&self) -> completions::Posted {
-        completions::Posted::of(
-            self.wr_id,
-            self.opcode.unwrap_or(-1),
-            if self.readable > 0 {
-                self.sges
-            } else {
-                std::ptr::null()
-            },
-            self.num_sge,
-        )
+        // SAFETY: the program's SGE list of `num_sge` entries, read while its post is under way.
+        unsafe {
+            completions::Posted::of(
+                self.wr_id,
+                self.opcode.unwrap_or(-1),
+                if self.readable > 0 {
+                    self.sges
+                } else {
+                    std::ptr::null()
+                },
+                self.num_sge,
+            )
+        }
     }
 }
 
@@ -337,20 +345,27 @@ pub(super) fn checked(name: &'static str, f: impl FnOnce()) {
 #[cold]
 #[inline(never)]
 fn sends_in_full(qp: *mut ibv_qp, wr: *mut ibv_send_wr, site: usize) {
-    checked("ibv_post_send", || wr_rules::check_sends(qp, wr, site));
+    // SAFETY: the program's live QP and WR chain, posted now.
+    checked("ibv_post_send", || unsafe {
+        wr_rules::check_sends(qp, wr, site)
+    });
 }
 
 /// As [`sends_in_full`], for a receive chain.
 #[cold]
 #[inline(never)]
 fn recvs_in_full(verb: &'static str, q: Queue, wr: *mut ibv_recv_wr, site: usize) {
-    checked(verb, || wr_rules::check_recvs(q, wr, site));
+    // SAFETY: the program's live queue and WR chain, posted now.
+    checked(verb, || unsafe { wr_rules::check_recvs(q, wr, site) });
 }
 
 /// The trace's post events of a send chain, out of the wrapper's line
 /// (the checks' clean path keeps its registers).
+///
+/// # Safety
+/// `qp` is a live QP and `wr` NULL or the head of the program's WR chain, posted to it now.
 #[inline(never)]
-fn trace_sends(qp: *mut ibv_qp, wr: *mut ibv_send_wr) {
+unsafe fn trace_sends(qp: *mut ibv_qp, wr: *mut ibv_send_wr) {
     // SAFETY: the program's WR chain, read while its post is under way.
     checked("ibv_post_send", || unsafe {
         let limit = chain_limit(Queue::Send(qp));
@@ -390,11 +405,13 @@ unsafe extern "C" fn post_send(
     // own table (`qpx` checked and traced each WR as it was built).
     let outer = !crate::thread::nested();
     // The clean chain: loads only, no boundary; anything else, the full path.
-    if outer && checks::datapath() && !clean::sends(qp, wr, site) {
+    // SAFETY: the program's live QP and WR chain, posted now.
+    if outer && checks::datapath() && !unsafe { clean::sends(qp, wr, site) } {
         sends_in_full(qp, wr, site);
     }
     if outer && crate::trace::wanted() {
-        trace_sends(qp, wr);
+        // SAFETY: the program's live QP and WR chain, posted now.
+        unsafe { trace_sends(qp, wr) };
     }
     // SAFETY: the provider's own entry, with the program's arguments.
     unsafe { real(qp, wr, bad_wr) }
@@ -432,7 +449,8 @@ unsafe extern "C" fn post_srq_recv(
     let Some(real) = original(ctx, slot::PostSrqRecv) else {
         return missing();
     };
-    if checks::datapath() && !clean::srq_recvs(srq, wr, site) {
+    // SAFETY: the program's live SRQ and WR chain, posted now.
+    if checks::datapath() && !unsafe { clean::srq_recvs(srq, wr, site) } {
         recvs_in_full("ibv_post_srq_recv", Queue::Srq(srq), wr, site);
     }
     // SAFETY: the provider's own entry, with the program's arguments.

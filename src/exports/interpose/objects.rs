@@ -259,7 +259,10 @@ pub(super) fn made<T>(
 
 /// Reads the program's attribute struct (the inline verb hands it on
 /// unchanged), or `default` for NULL.
-pub(super) fn read_attr<A, R>(attr: *const A, default: R, f: impl FnOnce(&A) -> R) -> R {
+///
+/// # Safety
+/// `attr` is NULL or the program's attribute struct, passed to the verb being called.
+pub(super) unsafe fn read_attr<A, R>(attr: *const A, default: R, f: impl FnOnce(&A) -> R) -> R {
     if attr.is_null() {
         return default;
     }
@@ -445,7 +448,8 @@ unsafe extern "C" fn alloc_dm(ctx: *mut ibv_context, attr: *mut ibv_alloc_dm_att
             0,
             || unsafe { real(ctx, attr) },
             |dm| {
-                let length = read_attr(attr, 0, |a| a.length);
+                // SAFETY: NULL or the program's attributes, passed to the verb.
+                let length = unsafe { read_attr(attr, 0, |a| a.length) };
                 // SAFETY: the object the provider just returned.
                 unsafe {
                     track_simple(
@@ -496,7 +500,8 @@ unsafe extern "C" fn alloc_parent_domain(
     export(verbs::AllocParentDomain::NAME, || {
         let real: AllocParentDomain =
             orig(ctx, slot::AllocParentDomain, verbs::AllocParentDomain::NAME)?;
-        let pd = read_attr(attr, 0, |a| a.pd as usize);
+        // SAFETY: NULL or the program's attributes, passed to the verb.
+        let pd = unsafe { read_attr(attr, 0, |a| a.pd as usize) };
         made(
             verbs::AllocParentDomain::VERB,
             verbs::AllocParentDomain::done,
@@ -510,7 +515,8 @@ unsafe extern "C" fn alloc_parent_domain(
                 // SAFETY: a live PD just returned by the provider.
                 let handle = unsafe { (*p).handle };
                 // Its TD: what keeps `ibv_dealloc_td` busy (`objects::holders`).
-                let td = Addr::of(read_attr(attr, std::ptr::null_mut(), |a| a.td));
+                // SAFETY: NULL or the program's attributes, passed to the verb.
+                let td = Addr::of(unsafe { read_attr(attr, std::ptr::null_mut(), |a| a.td) });
                 track(o.with(Facts::ParentDomain { handle, td }));
             },
         )
@@ -563,7 +569,8 @@ unsafe extern "C" fn create_wq(ctx: *mut ibv_context, attr: *mut ibv_wq_init_att
     let caller = crate::caller!();
     export(verbs::CreateWq::NAME, || {
         let real: CreateWq = orig(ctx, slot::CreateWq, verbs::CreateWq::NAME)?;
-        let pd = read_attr(attr, 0, |a| a.pd as usize);
+        // SAFETY: NULL or the program's attributes, passed to the verb.
+        let pd = unsafe { read_attr(attr, 0, |a| a.pd as usize) };
         made(
             verbs::CreateWq::VERB,
             verbs::CreateWq::done,

@@ -306,7 +306,10 @@ type SetInline = unsafe extern "C" fn(*mut ibv_qp_ex, *mut c_void, usize);
 type SetInlineList = unsafe extern "C" fn(*mut ibv_qp_ex, usize, *const ibv_data_buf);
 
 /// The QP's context and number.
-fn ids(x: *mut ibv_qp_ex) -> (usize, u32) {
+///
+/// # Safety
+/// `x` is a live extended QP.
+unsafe fn ids(x: *mut ibv_qp_ex) -> (usize, u32) {
     // SAFETY: the program's live extended QP (its inline verb just read it).
     unsafe { ((*x).qp_base.context as usize, (*x).qp_base.qp_num) }
 }
@@ -324,7 +327,10 @@ fn no_data(op: c_int) -> bool {
 }
 
 /// A builder was called: the work request `op` is under construction.
-fn begun(e: &Qpx, x: *mut ibv_qp_ex, op: c_int, verb: &'static str, site: usize) {
+///
+/// # Safety
+/// `x` is a live extended QP whose builder is being called.
+unsafe fn begun(e: &Qpx, x: *mut ibv_qp_ex, op: c_int, verb: &'static str, site: usize) {
     // SAFETY: the program set wr_id for this request before its builder.
     let wr_id = unsafe { addr_of!((*x).wr_id).read() };
     e.op.store(op, Relaxed);
@@ -334,7 +340,8 @@ fn begun(e: &Qpx, x: *mut ibv_qp_ex, op: c_int, verb: &'static str, site: usize)
             let wr = Wr::bare(wr_id, Some(op), Some(verb));
             wr_rules::check_state(Queue::Send(x.cast()), &wr, site);
             if no_data(op) {
-                let (ctx, qp_num) = ids(x);
+                // SAFETY: the program's live extended QP (its inline verb just read it).
+                let (ctx, qp_num) = unsafe { ids(x) };
                 completions::posted(crate::addr::Addr::new(ctx), qp_num, &wr.summary(), site);
             }
         });
@@ -345,7 +352,11 @@ fn begun(e: &Qpx, x: *mut ibv_qp_ex, op: c_int, verb: &'static str, site: usize)
             e.pending[n].store(wr_id, Relaxed);
             e.npending.store(n as u32 + 1, Relaxed);
         } else {
-            checked(verb, || traced::post(ids(x).1, wr_id, "post_send"));
+            checked(verb, || {
+                // SAFETY: the program's live extended QP (its inline verb just read it).
+                let (_, qp_num) = unsafe { ids(x) };
+                traced::post(qp_num, wr_id, "post_send")
+            });
         }
     }
 }
@@ -386,7 +397,8 @@ fn sges(
     ]
     .iter()
     .any(|&o| o as c_int == op);
-    let (ctx, qp_num) = ids(x);
+    // SAFETY: the program's live extended QP (its inline verb just read it).
+    let (ctx, qp_num) = unsafe { ids(x) };
     wr_rules::check_wr(Queue::Send(x.cast()), ctx, &wr, write, false, site);
     completions::posted(crate::addr::Addr::new(ctx), qp_num, &wr.summary(), site);
 }
@@ -399,7 +411,8 @@ fn inline(e: &Qpx, x: *mut ibv_qp_ex, bytes: u64, verb: &'static str, site: usiz
     };
     let wr = Wr::bare(wr_id, Some(op), Some(verb));
     let qp = x.cast::<ibv_qp>();
-    if let Some(c) = caps::of_qp(qp) {
+    // SAFETY: a live QP the program posts to.
+    if let Some(c) = unsafe { caps::of_qp(qp) } {
         if bytes > c.inline as u64 {
             datapath::violation(
                 Check::InlineSize,
@@ -413,7 +426,8 @@ fn inline(e: &Qpx, x: *mut ibv_qp_ex, bytes: u64, verb: &'static str, site: usiz
             );
         }
     }
-    let (ctx, qp_num) = ids(x);
+    // SAFETY: the program's live extended QP (its inline verb just read it).
+    let (ctx, qp_num) = unsafe { ids(x) };
     completions::posted(crate::addr::Addr::new(ctx), qp_num, &wr.summary(), site);
 }
 
@@ -437,7 +451,8 @@ macro_rules! builder {
             let Some(e) = find(x) else {
                 return gone(x);
             };
-            begun(e, x, Op::$op as c_int, $verb, site);
+            // SAFETY: the program's live extended QP, its builder being called.
+            unsafe { begun(e, x, Op::$op as c_int, $verb, site) };
             if let Some(f) = e.orig::<unsafe extern "C" fn(*mut ibv_qp_ex $(, $t)*)>(F::$slot) {
                 // SAFETY: the provider's own member, with the program's arguments.
                 unsafe { f(x $(, $a)*) }
@@ -550,7 +565,8 @@ unsafe extern "C" fn wr_set_inline_data_list(
         checked(verb, || {
             // Read no further than the provider does: it stops at the
             // buffer that takes the data past the QP's max_inline_data.
-            let limit = caps::of_qp(x.cast()).map_or(u64::MAX, |c| c.inline as u64);
+            // SAFETY: a live QP the program posts to.
+            let limit = unsafe { caps::of_qp(x.cast()) }.map_or(u64::MAX, |c| c.inline as u64);
             let mut bytes = 0u64;
             for i in 0..num_buf {
                 // SAFETY: the program's list of `num_buf` buffers, read
@@ -607,7 +623,8 @@ unsafe extern "C" fn wr_complete(x: *mut ibv_qp_ex) -> c_int {
         // Before the call, as `ibv_post_send`'s: the completion may follow
         // at once.
         checked("ibv_wr_complete", || {
-            let qp_num = ids(x).1;
+            // SAFETY: the program's live extended QP (its inline verb just read it).
+            let qp_num = unsafe { ids(x) }.1;
             for p in &e.pending[..n.min(PENDING)] {
                 traced::post(qp_num, p.load(Relaxed), "post_send");
             }

@@ -32,7 +32,9 @@ pub(super) unsafe extern "C" fn create_cq_ex(
     let caller = crate::caller!();
     export(verbs::CreateCqEx::NAME, || {
         let real: CreateCqEx = orig(ctx, slot::CreateCqEx, verbs::CreateCqEx::NAME)?;
-        let (channel, vector) = read_attr(attr, (0, 0), |a| (a.channel as usize, a.comp_vector));
+        // SAFETY: NULL or the program's attributes, passed to the verb.
+        let (channel, vector) =
+            unsafe { read_attr(attr, (0, 0), |a| (a.channel as usize, a.comp_vector)) };
         made(
             verbs::CreateCqEx::VERB,
             verbs::CreateCqEx::done,
@@ -54,7 +56,8 @@ pub(super) unsafe extern "C" fn create_cq_ex(
                     || crate::trace::wanted()
                     || crate::faults::completions_armed()
                 {
-                    let wc_flags = read_attr(attr, 0, |a| a.wc_flags);
+                    // SAFETY: NULL or the program's attributes, passed to the verb.
+                    let wc_flags = unsafe { read_attr(attr, 0, |a| a.wc_flags) };
                     // SAFETY: a live extended CQ just returned by the provider.
                     unsafe { super::excq::patch(cq, wc_flags) };
                 }
