@@ -232,6 +232,31 @@ pub fn forward<R>(
     Ok(r)
 }
 
+/// The checks of a verb `func` on `context`: NULL refused now, and, when
+/// the call is forwarded, a closed or unknown context ([`context_ok`]).
+#[inline(always)]
+pub fn context_checks(
+    func: &'static str,
+    context: *mut ibv_context,
+    caller: usize,
+) -> Result<impl FnOnce() -> Result<(), Refused>, Refused> {
+    not_null(func, "context", context)?;
+    Ok(move || context_ok(func, context, caller))
+}
+
+/// The checks of a verb `func` on the object `obj` (its argument `arg`):
+/// NULL refused now, and, when the call is forwarded, an object known dead
+/// ([`alive`]).
+#[inline(always)]
+pub fn object_checks<T>(
+    func: &'static str,
+    arg: &'static str,
+    obj: *mut T,
+) -> Result<impl FnOnce() -> Result<(), Refused>, Refused> {
+    not_null(func, arg, obj)?;
+    Ok(move || alive(func, arg, obj as usize))
+}
+
 /// A NULL object argument to a verb that would dereference it (rdma-core
 /// crashes) is refused with a warning and errno EINVAL.
 #[inline(always)]

@@ -16,7 +16,7 @@ use verbs_abi::{
     ibv_gid, ibv_qp, ibv_qp_attr, ibv_qp_init_attr, ibv_srq, ibv_srq_attr,
 };
 
-use super::{alive, context_ok, forward, not_null};
+use super::{alive, context_checks, context_ok, forward, not_null, object_checks};
 use crate::addr::Addr;
 use crate::guard::{export, Errno, ErrnoCode, MinusOne};
 use crate::real::slots::{
@@ -37,19 +37,10 @@ pub unsafe extern "C" fn ibv_query_device(
     device_attr: *mut ibv_device_attr,
 ) -> c_int {
     let caller = crate::caller!();
-    export(QueryDevice::NAME, || {
-        not_null(QueryDevice::NAME, "context", context)?;
-        let real = QueryDevice::get()?;
-        forward(
-            || context_ok(QueryDevice::NAME, context, caller),
-            // SAFETY: the program's arguments, to the real function.
-            || unsafe { real.call(context, device_attr) },
-            |call, rc| {
-                // SAFETY: the arguments and the result of the real call.
-                unsafe { QueryDevice::done(call, context, device_attr, *rc, false) }
-            },
-        )
-        .map(ErrnoCode)
+    QueryDevice::export(|| {
+        let check = context_checks(QueryDevice::NAME, context, caller)?;
+        // SAFETY: the program's arguments.
+        unsafe { QueryDevice::forward(check, context, device_attr) }
     })
 }
 
@@ -64,19 +55,10 @@ pub unsafe extern "C" fn ibv_query_port(
     port_attr: *mut _compat_ibv_port_attr,
 ) -> c_int {
     let caller = crate::caller!();
-    export(QueryPort::NAME, || {
-        not_null(QueryPort::NAME, "context", context)?;
-        let real = QueryPort::get()?;
-        forward(
-            || context_ok(QueryPort::NAME, context, caller),
-            // SAFETY: the program's arguments, to the real function.
-            || unsafe { real.call(context, port_num, port_attr) },
-            |call, rc| {
-                // SAFETY: the arguments and the result of the real call.
-                unsafe { QueryPort::done(call, context, port_num, port_attr, *rc, false) }
-            },
-        )
-        .map(ErrnoCode)
+    QueryPort::export(|| {
+        let check = context_checks(QueryPort::NAME, context, caller)?;
+        // SAFETY: the program's arguments.
+        unsafe { QueryPort::forward(check, context, port_num, port_attr) }
     })
 }
 
@@ -90,19 +72,10 @@ pub unsafe extern "C" fn ibv_query_gid(
     gid: *mut ibv_gid,
 ) -> c_int {
     let caller = crate::caller!();
-    export(QueryGid::NAME, || {
-        not_null(QueryGid::NAME, "context", context)?;
-        let real = QueryGid::get()?;
-        forward(
-            || context_ok(QueryGid::NAME, context, caller),
-            // SAFETY: the program's arguments, to the real function.
-            || unsafe { real.call(context, port_num, index, gid) },
-            |call, rc| {
-                // SAFETY: the arguments and the result of the real call.
-                unsafe { QueryGid::done(call, context, port_num, index, gid, *rc, *rc != 0) }
-            },
-        )
-        .map(MinusOne)
+    QueryGid::export(|| {
+        let check = context_checks(QueryGid::NAME, context, caller)?;
+        // SAFETY: the program's arguments.
+        unsafe { QueryGid::forward(check, context, port_num, index, gid) }
     })
 }
 
@@ -116,19 +89,10 @@ pub unsafe extern "C" fn ibv_query_pkey(
     pkey: *mut u16,
 ) -> c_int {
     let caller = crate::caller!();
-    export(QueryPkey::NAME, || {
-        not_null(QueryPkey::NAME, "context", context)?;
-        let real = QueryPkey::get()?;
-        forward(
-            || context_ok(QueryPkey::NAME, context, caller),
-            // SAFETY: the program's arguments, to the real function.
-            || unsafe { real.call(context, port_num, index, pkey) },
-            |call, rc| {
-                // SAFETY: the arguments and the result of the real call.
-                unsafe { QueryPkey::done(call, context, port_num, index, pkey, *rc, *rc != 0) }
-            },
-        )
-        .map(MinusOne)
+    QueryPkey::export(|| {
+        let check = context_checks(QueryPkey::NAME, context, caller)?;
+        // SAFETY: the program's arguments.
+        unsafe { QueryPkey::forward(check, context, port_num, index, pkey) }
     })
 }
 
@@ -190,19 +154,10 @@ pub unsafe extern "C" fn ibv_query_qp(
     attr_mask: c_int,
     init_attr: *mut ibv_qp_init_attr,
 ) -> c_int {
-    export(QueryQp::NAME, || {
-        not_null(QueryQp::NAME, "qp", qp)?;
-        let real = QueryQp::get()?;
-        forward(
-            || alive(QueryQp::NAME, "qp", qp as usize),
-            // SAFETY: the program's arguments, to the real function.
-            || unsafe { real.call(qp, attr, attr_mask, init_attr) },
-            |call, rc| {
-                // SAFETY: the arguments and the result of the real call.
-                unsafe { QueryQp::done(call, qp, attr, attr_mask, init_attr, *rc, false) }
-            },
-        )
-        .map(ErrnoCode)
+    QueryQp::export(|| {
+        let check = object_checks(QueryQp::NAME, "qp", qp)?;
+        // SAFETY: the program's arguments.
+        unsafe { QueryQp::forward(check, qp, attr, attr_mask, init_attr) }
     })
 }
 
@@ -215,19 +170,10 @@ pub unsafe extern "C" fn ibv_modify_srq(
     srq_attr: *mut ibv_srq_attr,
     srq_attr_mask: c_int,
 ) -> c_int {
-    export(ModifySrq::NAME, || {
-        not_null(ModifySrq::NAME, "srq", srq)?;
-        let real = ModifySrq::get()?;
-        forward(
-            || alive(ModifySrq::NAME, "srq", srq as usize),
-            // SAFETY: the program's arguments, to the real function.
-            || unsafe { real.call(srq, srq_attr, srq_attr_mask) },
-            |call, rc| {
-                // SAFETY: the arguments and the result of the real call.
-                unsafe { ModifySrq::done(call, srq, srq_attr, srq_attr_mask, *rc, false) }
-            },
-        )
-        .map(ErrnoCode)
+    ModifySrq::export(|| {
+        let check = object_checks(ModifySrq::NAME, "srq", srq)?;
+        // SAFETY: the program's arguments.
+        unsafe { ModifySrq::forward(check, srq, srq_attr, srq_attr_mask) }
     })
 }
 
@@ -236,19 +182,10 @@ pub unsafe extern "C" fn ibv_modify_srq(
 /// context).
 #[no_mangle]
 pub unsafe extern "C" fn ibv_query_srq(srq: *mut ibv_srq, srq_attr: *mut ibv_srq_attr) -> c_int {
-    export(QuerySrq::NAME, || {
-        not_null(QuerySrq::NAME, "srq", srq)?;
-        let real = QuerySrq::get()?;
-        forward(
-            || alive(QuerySrq::NAME, "srq", srq as usize),
-            // SAFETY: the program's arguments, to the real function.
-            || unsafe { real.call(srq, srq_attr) },
-            |call, rc| {
-                // SAFETY: the arguments and the result of the real call.
-                unsafe { QuerySrq::done(call, srq, srq_attr, *rc, false) }
-            },
-        )
-        .map(ErrnoCode)
+    QuerySrq::export(|| {
+        let check = object_checks(QuerySrq::NAME, "srq", srq)?;
+        // SAFETY: the program's arguments.
+        unsafe { QuerySrq::forward(check, srq, srq_attr) }
     })
 }
 
@@ -288,15 +225,10 @@ pub unsafe extern "C" fn ibv_get_cq_event(
 /// acknowledged before the CQ is destroyed).
 #[no_mangle]
 pub unsafe extern "C" fn ibv_ack_cq_events(cq: *mut ibv_cq, nevents: c_uint) {
-    export(AckCqEvents::NAME, || {
-        let real = AckCqEvents::get()?;
-        forward(
-            || alive(AckCqEvents::NAME, "cq", cq as usize),
-            // SAFETY: the program's arguments, to the real function.
-            || unsafe { real.call(cq, nevents) },
-            // SAFETY: plain words.
-            |call, ()| unsafe { AckCqEvents::done(call, cq, nevents, (), false) },
-        )
+    AckCqEvents::export(|| {
+        let check = || alive(AckCqEvents::NAME, "cq", cq as usize);
+        // SAFETY: the program's arguments.
+        unsafe { AckCqEvents::forward(check, cq, nevents) }
     })
 }
 
@@ -338,56 +270,18 @@ pub unsafe extern "C" fn ibv_get_async_event(
 /// Acknowledges an asynchronous event returned by `ibv_get_async_event()`.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_ack_async_event(event: *mut ibv_async_event) {
-    export(AckAsyncEvent::NAME, || {
-        let real = AckAsyncEvent::get()?;
-        forward(
-            unchecked,
-            // SAFETY: the program's arguments, to the real function.
-            || unsafe { real.call(event) },
-            // SAFETY: plain words.
-            |call, ()| unsafe { AckAsyncEvent::done(call, event, (), false) },
-        )
-    })
-}
-
-/// A multicast verb's record (`AttachMcast::done`, `DetachMcast::done`).
-type McastDone = unsafe fn(&super::Call, *mut ibv_qp, *const ibv_gid, u16, c_int, bool);
-
-/// The shared body of attach/detach multicast (`name`): `real` forwards,
-/// `done` records.
-fn mcast(
-    name: &'static str,
-    qp: *mut ibv_qp,
-    gid: *const ibv_gid,
-    lid: u16,
-    real: impl FnOnce() -> c_int,
-    done: McastDone,
-) -> Result<ErrnoCode, super::Refused> {
-    forward(
-        || alive(name, "qp", qp as usize),
-        real,
-        // SAFETY: plain words.
-        |call, &rc| unsafe { done(call, qp, gid, lid, rc, false) },
-    )
-    .map(ErrnoCode)
+    // SAFETY: the program's argument.
+    AckAsyncEvent::export(|| unsafe { AckAsyncEvent::forward(unchecked, event) })
 }
 
 /// Attaches a UD QP to the multicast group `gid`/`lid`. Returns 0 on
 /// success or an errno value.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_attach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int {
-    export(AttachMcast::NAME, || {
-        not_null(AttachMcast::NAME, "qp", qp)?;
-        let real = AttachMcast::get()?;
-        mcast(
-            AttachMcast::NAME,
-            qp,
-            gid,
-            lid,
-            // SAFETY: the program's arguments, to the real function.
-            || unsafe { real.call(qp, gid, lid) },
-            AttachMcast::done,
-        )
+    AttachMcast::export(|| {
+        let check = object_checks(AttachMcast::NAME, "qp", qp)?;
+        // SAFETY: the program's arguments.
+        unsafe { AttachMcast::forward(check, qp, gid, lid) }
     })
 }
 
@@ -395,18 +289,10 @@ pub unsafe extern "C" fn ibv_attach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, 
 /// success or an errno value.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_detach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int {
-    export(DetachMcast::NAME, || {
-        not_null(DetachMcast::NAME, "qp", qp)?;
-        let real = DetachMcast::get()?;
-        mcast(
-            DetachMcast::NAME,
-            qp,
-            gid,
-            lid,
-            // SAFETY: the program's arguments, to the real function.
-            || unsafe { real.call(qp, gid, lid) },
-            DetachMcast::done,
-        )
+    DetachMcast::export(|| {
+        let check = object_checks(DetachMcast::NAME, "qp", qp)?;
+        // SAFETY: the program's arguments.
+        unsafe { DetachMcast::forward(check, qp, gid, lid) }
     })
 }
 
@@ -414,15 +300,6 @@ pub unsafe extern "C" fn ibv_detach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, 
 /// any). Returns 0 on success or an errno value (EINVAL once an MR exists).
 #[no_mangle]
 pub unsafe extern "C" fn ibv_fork_init() -> c_int {
-    export(ForkInit::NAME, || {
-        let real = ForkInit::get()?;
-        forward(
-            unchecked,
-            // SAFETY: the program's arguments, to the real function.
-            || unsafe { real.call() },
-            // SAFETY: plain words.
-            |call, rc| unsafe { ForkInit::done(call, *rc, false) },
-        )
-        .map(ErrnoCode)
-    })
+    // SAFETY: no arguments.
+    ForkInit::export(|| unsafe { ForkInit::forward(unchecked) })
 }

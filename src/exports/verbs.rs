@@ -149,32 +149,141 @@ macro_rules! declare {
             [$($arg: $t => $show),*] [$($x: $xt => $xshow),*] $rt => $res [$($rx: $rxt)?]);
         // The export the shim writes (`exports/`) has the declared signature.
         const _: unsafe extern "C" fn($($t),*) -> $rt = $crate::exports::all::$name;
+        declare!(@forward $slot [$($arg: $t => $show),*] [$($x),*] $rt => $res [$($rx)?]);
+        declare!(@made $res $slot [$($arg: $t => $show),*] [$($x),*] $rt);
+        declare!(@destroys $res $slot [$($arg: $t => $show),*] [$($x),*]);
     };
+
+    // Verbs that destroy an object (its one argument).
+    (@destroys Rc $slot:ident [$obj:ident: $t:ty => Ptr] []) => {
+        impl $crate::real::slots::$slot {
+            /// The program's destroy forwarded (`create_destroy::destroy`,
+            /// `d` this verb's).
+            ///
+            /// # Safety
+            /// The argument is the program's, as the C API takes it.
+            #[inline(always)]
+            pub unsafe fn destroy(
+                d: &$crate::exports::create_destroy::Destroy,
+                $obj: $t,
+            ) -> Result<$crate::guard::ErrnoCode, $crate::guard::Refused> {
+                let real = Self::get()?;
+                // SAFETY: the caller's contract: the program's argument.
+                $crate::exports::create_destroy::destroy(d, $obj, || unsafe { real.call($obj) })
+                    .map($crate::guard::ErrnoCode)
+            }
+        }
+    };
+    (@destroys Void $slot:ident [$obj:ident: $t:ty => Ptr] []) => {
+        impl $crate::real::slots::$slot {
+            /// The program's `void` destroy forwarded (as a destroy that
+            /// returned 0).
+            ///
+            /// # Safety
+            /// The argument is the program's, as the C API takes it.
+            #[inline(always)]
+            pub unsafe fn destroy(
+                d: &$crate::exports::create_destroy::Destroy,
+                $obj: $t,
+            ) -> Result<(), $crate::guard::Refused> {
+                let real = Self::get()?;
+                $crate::exports::create_destroy::destroy(d, $obj, || {
+                    // SAFETY: the caller's contract: the program's argument.
+                    unsafe { real.call($obj) };
+                    0
+                })
+                .map(|_| ())
+            }
+        }
+    };
+    (@destroys $res:ident $slot:ident [$($a:tt)*] [$($x:tt)*]) => {};
+
+    // Verbs that make an object (a pointer result, no extra word).
+    (@made Ptr $slot:ident [$($a:tt)*] [] $rt:ty) => { declare!(@create $slot [$($a)*] $rt); };
+    (@made Mr $slot:ident [$($a:tt)*] [] $rt:ty) => { declare!(@create $slot [$($a)*] $rt); };
+    (@made Qp $slot:ident [$($a:tt)*] [] $rt:ty) => { declare!(@create $slot [$($a)*] $rt); };
+    (@made $res:ident $slot:ident [$($a:tt)*] [$($x:tt)*] $rt:ty) => {};
 
     (@verb forward $lib:ident $konst:ident $slot:ident $name:ident
         [$($arg:ident: $t:ty => $show:tt),*] [] $rt:ty => $res:ident []
     ) => {
         declare!(@record $konst ($crate::real::slots::$slot) $name [$($arg: $t => $show),*] [] $rt => $res []);
 
+        declare!(@forward $slot [$($arg: $t => $show),*] [] $rt => $res []);
+
         /// Forwarded to the real library and recorded (a declared verb
         /// with nothing of its own to check or track).
         #[no_mangle]
         pub unsafe extern "C" fn $name($($arg: $t),*) -> $rt {
-            $crate::guard::export($crate::real::slots::$slot::NAME, || {
-                let real = $crate::real::slots::$slot::get()?;
+            use $crate::real::slots::$slot;
+            // SAFETY: the program's own arguments.
+            $slot::export(|| unsafe { $slot::forward(|| Ok(()), $($arg),*) })
+        }
+    };
+
+    // The skeleton of an export that only forwards and records (no extra
+    // word to compute): guard -> check -> forward -> record -> log.
+    (@forward $slot:ident [$($arg:ident: $t:ty => $show:tt),*] [] $rt:ty => $res:ident []) => {
+        impl $crate::real::slots::$slot {
+            /// The program's call forwarded: the real function (unless a
+            /// fault rule fails the call), after `check` (skipped when the
+            /// real library calls its own export), recorded and logged;
+            /// the result in the verb's C convention.
+            ///
+            /// # Safety
+            /// The arguments are the program's, as the C API takes them.
+            #[inline(always)]
+            #[allow(clippy::too_many_arguments)]
+            pub unsafe fn forward(
+                check: impl FnOnce() -> Result<(), $crate::guard::Refused>,
+                $($arg: $t),*
+            ) -> Result<declare!(@convention_ty $res $rt), $crate::guard::Refused> {
+                let real = Self::get()?;
                 $crate::exports::forward(
-                    || Ok(()),
-                    // SAFETY: the program's own arguments, to the real
-                    // function of the declared signature (the C API's).
+                    check,
+                    // SAFETY: the caller's contract: the program's own
+                    // arguments, to the real function of the declared
+                    // (the C API's) signature.
                     || unsafe { real.call($($arg),*) },
-                    |call, r| {
-                        // SAFETY: the arguments as the program passed them
-                        // and the result as the real function returned it.
-                        unsafe { $crate::real::slots::$slot::done(call, $($arg,)* *r, $crate::exports::verbs::Outcome::failed(r)) }
-                    },
+                    // SAFETY: the arguments as the program passed them and
+                    // the result as the real function returned it.
+                    |call, r| unsafe { Self::done(call, $($arg,)* *r, declare!(@failed $res r)) },
                 )
                 .map(declare!(@convention $res))
-            })
+            }
+        }
+    };
+    (@forward $slot:ident [$($any:tt)*] [$($x:tt)*] $rt:ty => $res:ident [$($rx:tt)*]) => {};
+
+    // The skeleton of a create: forward, record what it made, log.
+    (@create $slot:ident [$($arg:ident: $t:ty => $show:tt),*] $rt:ty) => {
+        impl $crate::real::slots::$slot {
+            /// The program's create forwarded (`create_destroy::create`):
+            /// refused on a `parent` (its argument's name and address) of
+            /// a closed context, else the real function (unless a fault
+            /// rule fails the call), `track` given what it made, recorded
+            /// and logged.
+            ///
+            /// # Safety
+            /// The arguments are the program's, as the C API takes them.
+            #[inline(always)]
+            #[allow(clippy::too_many_arguments)]
+            pub unsafe fn create(
+                parent: Option<(&'static str, usize)>,
+                track: impl FnOnce($rt),
+                $($arg: $t),*
+            ) -> Result<$rt, $crate::guard::Refused> {
+                let real = Self::get()?;
+                $crate::exports::create_destroy::create(
+                    parent.map(|(arg, addr)| (Self::NAME, arg, addr)),
+                    // SAFETY: the caller's contract: the program's own
+                    // arguments, to the real function.
+                    || unsafe { real.call($($arg),*) },
+                    track,
+                    // SAFETY: what the real function just returned.
+                    |call, made| unsafe { Self::done(call, $($arg,)* made, made.is_null()) },
+                )
+            }
         }
     };
 
@@ -224,6 +333,15 @@ macro_rules! declare {
             /// Its trace descriptor.
             pub const VERB: &'static trace_format::verbs::Verb = &trace_format::verbs::$konst;
 
+            /// Runs an export's `body` behind the panic boundary (`guard`):
+            /// a refusal becomes the verb's failure value, with errno.
+            #[inline(always)]
+            pub fn export<R: $crate::guard::CReturn>(
+                body: impl FnOnce() -> Result<R, $crate::guard::Refused>,
+            ) -> R::C {
+                $crate::guard::export(Self::NAME, body)
+            }
+
             /// Records the call: its arguments (those the table records),
             /// its extra words, and its result.
             ///
@@ -246,9 +364,6 @@ macro_rules! declare {
                 $(declare!(@typed $show $t);)*
                 $(declare!(@typed $xshow $xt);)*
                 declare!(@typed $res $rt);
-                if !call.logging() {
-                    return;
-                }
                 let mut words = [0u64; RAW];
                 let mut at = 0;
                 $(if let Some(show) = trace_format::__show!($show) {
@@ -282,6 +397,15 @@ macro_rules! declare {
     (@convention Rc) => { $crate::guard::ErrnoCode };
     (@convention Int) => { $crate::guard::MinusOne };
     (@convention $other:ident) => { std::convert::identity };
+    (@convention_ty Rc $rt:ty) => { $crate::guard::ErrnoCode };
+    (@convention_ty Int $rt:ty) => { $crate::guard::MinusOne };
+    (@convention_ty $other:ident $rt:ty) => { $rt };
+
+    // Is the record's call failed? An errno-returning verb's result says
+    // so itself (and a void verb cannot fail).
+    (@failed Rc $r:ident) => { false };
+    (@failed Void $r:ident) => { false };
+    (@failed $other:ident $r:ident) => { $crate::exports::verbs::Outcome::failed($r) };
 }
 
 trace_format::ibverbs!(declare);

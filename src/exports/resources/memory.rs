@@ -4,12 +4,10 @@ use std::ffi::{c_int, c_void};
 
 use verbs_abi::{ibv_context, ibv_mr, ibv_pd};
 
-use super::super::create_destroy::{
-    create, destroy, mr_keys, on_context, record, track, track_mr, Destroy,
-};
+use super::super::create_destroy::{mr_keys, on_context, record, track, track_mr, Destroy};
 use super::super::{alive, forward, not_null};
 use super::{MRS, PDS};
-use crate::guard::{export, Errno, ErrnoCode, MinusOne};
+use crate::guard::{export, Errno, MinusOne};
 use crate::real::slots::{
     AllocPd, DeallocPd, DeregMr, RegDmabufMr, RegMr, RegMrIova, RegMrIova2, ReregMr,
 };
@@ -22,22 +20,15 @@ use crate::registry::objects::{self, Facts, Kind, MrVia};
 #[no_mangle]
 pub unsafe extern "C" fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd {
     let caller = crate::caller!();
-    export(AllocPd::NAME, || {
+    AllocPd::export(|| {
         on_context(AllocPd::NAME, context, caller)?;
-        let real = AllocPd::get()?;
-        create(
-            None,
-            // SAFETY: the program's argument, to the real function.
-            || unsafe { real.call(context) },
-            |pd| {
-                // SAFETY: a live PD just returned by the real library.
-                let (o, handle) =
-                    unsafe { (record(Kind::Pd, pd, context, 0, caller), (*pd).handle) };
-                track(o.with(Facts::Pd { handle }));
-            },
-            // SAFETY: the PD the real library just returned.
-            |call, pd| unsafe { AllocPd::done(call, context, pd, pd.is_null()) },
-        )
+        let track = |pd: *mut ibv_pd| {
+            // SAFETY: a live PD just returned by the real library.
+            let (o, handle) = unsafe { (record(Kind::Pd, pd, context, 0, caller), (*pd).handle) };
+            track(o.with(Facts::Pd { handle }));
+        };
+        // SAFETY: the program's argument.
+        unsafe { AllocPd::create(None, track, context) }
     })
 }
 
@@ -48,11 +39,8 @@ pub unsafe extern "C" fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd 
 #[no_mangle]
 pub unsafe extern "C" fn ibv_dealloc_pd(pd: *mut ibv_pd) -> c_int {
     const D: Destroy = Destroy::new(DeallocPd::VERB, Kind::Pd, PDS);
-    export(DeallocPd::NAME, || {
-        let real = DeallocPd::get()?;
-        // SAFETY: the program's argument, to the real function.
-        destroy(&D, pd, || unsafe { real.call(pd) }).map(ErrnoCode)
-    })
+    // SAFETY: the program's argument.
+    DeallocPd::export(|| unsafe { DeallocPd::destroy(&D, pd) })
 }
 
 // --- memory regions -------------------------------------------------------------
@@ -68,28 +56,22 @@ pub unsafe extern "C" fn ibv_reg_mr(
     access: c_int,
 ) -> *mut ibv_mr {
     let caller = crate::caller!();
-    export(RegMr::NAME, || {
+    RegMr::export(|| {
         not_null(RegMr::NAME, "pd", pd)?;
-        let real = RegMr::get()?;
-        create(
-            Some((RegMr::NAME, "pd", pd as usize)),
-            // SAFETY: the program's arguments, to the real function.
-            || unsafe { real.call(pd, addr, length, access) },
-            // SAFETY: the MR the real library just registered on `pd`.
-            |mr| unsafe {
-                track_mr(
-                    mr,
-                    pd,
-                    addr as u64,
-                    length,
-                    access as u32,
-                    MrVia::RegMr,
-                    caller,
-                )
-            },
-            // SAFETY: the MR the real library just returned.
-            |call, mr| unsafe { RegMr::done(call, pd, addr, length, access, mr, mr.is_null()) },
-        )
+        // SAFETY: the MR the real library just registered on `pd`.
+        let track = |mr| unsafe {
+            track_mr(
+                mr,
+                pd,
+                addr as u64,
+                length,
+                access as u32,
+                MrVia::RegMr,
+                caller,
+            )
+        };
+        // SAFETY: the program's arguments.
+        unsafe { RegMr::create(Some(("pd", pd as usize)), track, pd, addr, length, access) }
     })
 }
 
@@ -103,30 +85,32 @@ pub unsafe extern "C" fn ibv_reg_mr_iova(
     access: c_int,
 ) -> *mut ibv_mr {
     let caller = crate::caller!();
-    export(RegMrIova::NAME, || {
+    RegMrIova::export(|| {
         not_null(RegMrIova::NAME, "pd", pd)?;
-        let real = RegMrIova::get()?;
-        create(
-            Some((RegMrIova::NAME, "pd", pd as usize)),
-            // SAFETY: the program's arguments, to the real function.
-            || unsafe { real.call(pd, addr, length, iova, access) },
-            // SAFETY: the MR the real library just registered on `pd`.
-            |mr| unsafe {
-                track_mr(
-                    mr,
-                    pd,
-                    addr as u64,
-                    length,
-                    access as u32,
-                    MrVia::RegMrIova,
-                    caller,
-                )
-            },
-            |call, mr| {
-                // SAFETY: the MR the real library just returned.
-                unsafe { RegMrIova::done(call, pd, addr, length, iova, access, mr, mr.is_null()) }
-            },
-        )
+        // SAFETY: the MR the real library just registered on `pd`.
+        let track = |mr| unsafe {
+            track_mr(
+                mr,
+                pd,
+                addr as u64,
+                length,
+                access as u32,
+                MrVia::RegMrIova,
+                caller,
+            )
+        };
+        // SAFETY: the program's arguments.
+        unsafe {
+            RegMrIova::create(
+                Some(("pd", pd as usize)),
+                track,
+                pd,
+                addr,
+                length,
+                iova,
+                access,
+            )
+        }
     })
 }
 
@@ -141,30 +125,32 @@ pub unsafe extern "C" fn ibv_reg_mr_iova2(
     access: u32,
 ) -> *mut ibv_mr {
     let caller = crate::caller!();
-    export(RegMrIova2::NAME, || {
+    RegMrIova2::export(|| {
         not_null(RegMrIova2::NAME, "pd", pd)?;
-        let real = RegMrIova2::get()?;
-        create(
-            Some((RegMrIova2::NAME, "pd", pd as usize)),
-            // SAFETY: the program's arguments, to the real function.
-            || unsafe { real.call(pd, addr, length, iova, access) },
-            // SAFETY: the MR the real library just registered on `pd`.
-            |mr| unsafe {
-                track_mr(
-                    mr,
-                    pd,
-                    addr as u64,
-                    length,
-                    access,
-                    MrVia::RegMrIova2,
-                    caller,
-                )
-            },
-            |call, mr| {
-                // SAFETY: the MR the real library just returned.
-                unsafe { RegMrIova2::done(call, pd, addr, length, iova, access, mr, mr.is_null()) }
-            },
-        )
+        // SAFETY: the MR the real library just registered on `pd`.
+        let track = |mr| unsafe {
+            track_mr(
+                mr,
+                pd,
+                addr as u64,
+                length,
+                access,
+                MrVia::RegMrIova2,
+                caller,
+            )
+        };
+        // SAFETY: the program's arguments.
+        unsafe {
+            RegMrIova2::create(
+                Some(("pd", pd as usize)),
+                track,
+                pd,
+                addr,
+                length,
+                iova,
+                access,
+            )
+        }
     })
 }
 
@@ -181,32 +167,33 @@ pub unsafe extern "C" fn ibv_reg_dmabuf_mr(
     access: c_int,
 ) -> *mut ibv_mr {
     let caller = crate::caller!();
-    export(RegDmabufMr::NAME, || {
+    RegDmabufMr::export(|| {
         not_null(RegDmabufMr::NAME, "pd", pd)?;
-        let real = RegDmabufMr::get()?;
-        create(
-            Some((RegDmabufMr::NAME, "pd", pd as usize)),
-            // SAFETY: the program's arguments, to the real function.
-            || unsafe { real.call(pd, offset, length, iova, fd, access) },
-            // SAFETY: the MR the real library just registered on `pd`.
-            |mr| unsafe {
-                track_mr(
-                    mr,
-                    pd,
-                    offset,
-                    length,
-                    access as u32,
-                    MrVia::RegDmabufMr,
-                    caller,
-                )
-            },
-            |call, mr| {
-                // SAFETY: the MR the real library just returned.
-                unsafe {
-                    RegDmabufMr::done(call, pd, offset, length, iova, fd, access, mr, mr.is_null())
-                }
-            },
-        )
+        // SAFETY: the MR the real library just registered on `pd`.
+        let track = |mr| unsafe {
+            track_mr(
+                mr,
+                pd,
+                offset,
+                length,
+                access as u32,
+                MrVia::RegDmabufMr,
+                caller,
+            )
+        };
+        // SAFETY: the program's arguments.
+        unsafe {
+            RegDmabufMr::create(
+                Some(("pd", pd as usize)),
+                track,
+                pd,
+                offset,
+                length,
+                iova,
+                fd,
+                access,
+            )
+        }
     })
 }
 
@@ -280,9 +267,6 @@ pub unsafe extern "C" fn ibv_rereg_mr(
 #[no_mangle]
 pub unsafe extern "C" fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int {
     const D: Destroy = Destroy::new(DeregMr::VERB, Kind::Mr, MRS);
-    export(DeregMr::NAME, || {
-        let real = DeregMr::get()?;
-        // SAFETY: the program's argument, to the real function.
-        destroy(&D, mr, || unsafe { real.call(mr) }).map(ErrnoCode)
-    })
+    // SAFETY: the program's argument.
+    DeregMr::export(|| unsafe { DeregMr::destroy(&D, mr) })
 }

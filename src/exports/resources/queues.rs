@@ -8,9 +8,7 @@ use verbs_abi::{
     ibv_srq_init_attr,
 };
 
-use super::super::create_destroy::{
-    context_of_pd, create, destroy, on_context, record, track, Destroy,
-};
+use super::super::create_destroy::{context_of_pd, on_context, record, track, Destroy};
 use super::super::{alive, forward, not_null};
 use crate::addr::Addr;
 use crate::guard::{export, Errno, ErrnoCode};
@@ -29,25 +27,17 @@ pub unsafe extern "C" fn ibv_create_comp_channel(
     context: *mut ibv_context,
 ) -> *mut ibv_comp_channel {
     let caller = crate::caller!();
-    export(CreateCompChannel::NAME, || {
+    CreateCompChannel::export(|| {
         on_context(CreateCompChannel::NAME, context, caller)?;
-        let real = CreateCompChannel::get()?;
-        create(
-            None,
-            // SAFETY: the program's arguments, to the real function.
-            || unsafe { real.call(context) },
-            |ch| {
-                // SAFETY: the object the real library just returned (on a live parent).
-                let o = unsafe { record(Kind::CompChannel, ch, context, 0, caller) };
-                // SAFETY: a live channel just returned by the real library.
-                let fd = unsafe { (*ch).fd };
-                track(o.with(Facts::CompChannel { fd }));
-            },
-            |call, ch| {
-                // SAFETY: the arguments and the result of the real call.
-                unsafe { CreateCompChannel::done(call, context, ch, ch.is_null()) }
-            },
-        )
+        let track = |ch: *mut ibv_comp_channel| {
+            // SAFETY: the object the real library just returned (on a live parent).
+            let o = unsafe { record(Kind::CompChannel, ch, context, 0, caller) };
+            // SAFETY: a live channel just returned by the real library.
+            let fd = unsafe { (*ch).fd };
+            track(o.with(Facts::CompChannel { fd }));
+        };
+        // SAFETY: the program's arguments.
+        unsafe { CreateCompChannel::create(None, track, context) }
     })
 }
 
@@ -56,16 +46,13 @@ pub unsafe extern "C" fn ibv_create_comp_channel(
 /// channel of a closed context or one destroyed already).
 #[no_mangle]
 pub unsafe extern "C" fn ibv_destroy_comp_channel(channel: *mut ibv_comp_channel) -> c_int {
-    export(DestroyCompChannel::NAME, || {
-        const D: Destroy = Destroy::new(
-            DestroyCompChannel::VERB,
-            Kind::CompChannel,
-            Kind::CompChannel.bit(),
-        );
-        let real = DestroyCompChannel::get()?;
-        // SAFETY: the program's argument, to the real function.
-        destroy(&D, channel, || unsafe { real.call(channel) }).map(ErrnoCode)
-    })
+    const D: Destroy = Destroy::new(
+        DestroyCompChannel::VERB,
+        Kind::CompChannel,
+        Kind::CompChannel.bit(),
+    );
+    // SAFETY: the program's argument.
+    DestroyCompChannel::export(|| unsafe { DestroyCompChannel::destroy(&D, channel) })
 }
 
 /// Creates a CQ of at least `cqe` entries on `context`, reporting to
@@ -80,37 +67,28 @@ pub unsafe extern "C" fn ibv_create_cq(
     comp_vector: c_int,
 ) -> *mut ibv_cq {
     let caller = crate::caller!();
-    export(CreateCq::NAME, || {
+    CreateCq::export(|| {
         on_context(CreateCq::NAME, context, caller)?;
-        let real = CreateCq::get()?;
-        create(
-            Some((CreateCq::NAME, "channel", channel as usize)),
-            // SAFETY: the program's arguments, to the real function.
-            || unsafe { real.call(context, cqe, cq_context, channel, comp_vector) },
-            |cq| {
-                // SAFETY: the object the real library just returned (on a live parent).
-                let o = unsafe { record(Kind::Cq, cq, context, channel as usize, caller) };
-                // SAFETY: a live CQ just returned by the real library.
-                let cqe = unsafe { (*cq).cqe };
-                let comp_vector = comp_vector as u32;
-                track(o.with(Facts::Cq { cqe, comp_vector }));
-            },
-            |call, cq| {
-                // SAFETY: the arguments and the result of the real call.
-                unsafe {
-                    CreateCq::done(
-                        call,
-                        context,
-                        cqe,
-                        cq_context,
-                        channel,
-                        comp_vector,
-                        cq,
-                        cq.is_null(),
-                    )
-                }
-            },
-        )
+        let track = |cq: *mut ibv_cq| {
+            // SAFETY: the object the real library just returned (on a live parent).
+            let o = unsafe { record(Kind::Cq, cq, context, channel as usize, caller) };
+            // SAFETY: a live CQ just returned by the real library.
+            let cqe = unsafe { (*cq).cqe };
+            let comp_vector = comp_vector as u32;
+            track(o.with(Facts::Cq { cqe, comp_vector }));
+        };
+        // SAFETY: the program's arguments.
+        unsafe {
+            CreateCq::create(
+                Some(("channel", channel as usize)),
+                track,
+                context,
+                cqe,
+                cq_context,
+                channel,
+                comp_vector,
+            )
+        }
     })
 }
 
@@ -151,12 +129,9 @@ pub unsafe extern "C" fn ibv_resize_cq(cq: *mut ibv_cq, cqe: c_int) -> c_int {
 /// context or one destroyed already).
 #[no_mangle]
 pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
-    export(DestroyCq::NAME, || {
-        const D: Destroy = Destroy::new(DestroyCq::VERB, Kind::Cq, Kind::Cq.bit());
-        let real = DestroyCq::get()?;
-        // SAFETY: the program's argument, to the real function.
-        destroy(&D, cq, || unsafe { real.call(cq) }).map(ErrnoCode)
-    })
+    const D: Destroy = Destroy::new(DestroyCq::VERB, Kind::Cq, Kind::Cq.bit());
+    // SAFETY: the program's argument.
+    DestroyCq::export(|| unsafe { DestroyCq::destroy(&D, cq) })
 }
 
 // --- shared receive queues and queue pairs --------------------------------------------
@@ -170,33 +145,24 @@ pub unsafe extern "C" fn ibv_create_srq(
     srq_init_attr: *mut ibv_srq_init_attr,
 ) -> *mut ibv_srq {
     let caller = crate::caller!();
-    export(CreateSrq::NAME, || {
+    CreateSrq::export(|| {
         not_null(CreateSrq::NAME, "pd", pd)?;
-        let real = CreateSrq::get()?;
-        create(
-            Some((CreateSrq::NAME, "pd", pd as usize)),
-            // SAFETY: the program's arguments, to the real function.
-            || unsafe { real.call(pd, srq_init_attr) },
-            |srq| {
-                // SAFETY: the object the real library just returned (on a live parent).
-                let mut o =
-                    unsafe { record(Kind::Srq, srq, context_of_pd(pd), pd as usize, caller) };
-                if !srq_init_attr.is_null() {
-                    // SAFETY: the attributes the real library just accepted.
-                    let attr = unsafe { (*srq_init_attr).attr };
-                    o.facts = Facts::Srq {
-                        max_wr: attr.max_wr,
-                        max_sge: attr.max_sge,
-                        srq_limit: attr.srq_limit,
-                    };
-                }
-                track(o);
-            },
-            |call, srq| {
-                // SAFETY: the arguments and the result of the real call.
-                unsafe { CreateSrq::done(call, pd, srq_init_attr, srq, srq.is_null()) }
-            },
-        )
+        let track = |srq: *mut ibv_srq| {
+            // SAFETY: the object the real library just returned (on a live parent).
+            let mut o = unsafe { record(Kind::Srq, srq, context_of_pd(pd), pd as usize, caller) };
+            if !srq_init_attr.is_null() {
+                // SAFETY: the attributes the real library just accepted.
+                let attr = unsafe { (*srq_init_attr).attr };
+                o.facts = Facts::Srq {
+                    max_wr: attr.max_wr,
+                    max_sge: attr.max_sge,
+                    srq_limit: attr.srq_limit,
+                };
+            }
+            track(o);
+        };
+        // SAFETY: the program's arguments.
+        unsafe { CreateSrq::create(Some(("pd", pd as usize)), track, pd, srq_init_attr) }
     })
 }
 
@@ -205,12 +171,9 @@ pub unsafe extern "C" fn ibv_create_srq(
 /// context or one destroyed already).
 #[no_mangle]
 pub unsafe extern "C" fn ibv_destroy_srq(srq: *mut ibv_srq) -> c_int {
-    export(DestroySrq::NAME, || {
-        const D: Destroy = Destroy::new(DestroySrq::VERB, Kind::Srq, Kind::Srq.bit());
-        let real = DestroySrq::get()?;
-        // SAFETY: the program's argument, to the real function.
-        destroy(&D, srq, || unsafe { real.call(srq) }).map(ErrnoCode)
-    })
+    const D: Destroy = Destroy::new(DestroySrq::VERB, Kind::Srq, Kind::Srq.bit());
+    // SAFETY: the program's argument.
+    DestroySrq::export(|| unsafe { DestroySrq::destroy(&D, srq) })
 }
 
 /// Creates a QP on `pd`; `qp_init_attr->cap` is updated with the actual
@@ -222,40 +185,32 @@ pub unsafe extern "C" fn ibv_create_qp(
     qp_init_attr: *mut ibv_qp_init_attr,
 ) -> *mut ibv_qp {
     let caller = crate::caller!();
-    export(CreateQp::NAME, || {
+    CreateQp::export(|| {
         not_null(CreateQp::NAME, "pd", pd)?;
-        let real = CreateQp::get()?;
-        create(
-            Some((CreateQp::NAME, "pd", pd as usize)),
-            // SAFETY: the program's arguments, to the real function.
-            || unsafe { real.call(pd, qp_init_attr) },
-            |qp| {
-                // SAFETY: the object the real library just returned (on a live parent).
-                let mut o = unsafe { record(Kind::Qp, qp, context_of_pd(pd), pd as usize, caller) };
-                let mut facts = QpFacts {
-                    // SAFETY: a live QP just returned by the real library.
-                    qp_num: unsafe { (*qp).qp_num },
-                    ..QpFacts::default()
-                };
-                if !qp_init_attr.is_null() {
-                    // SAFETY: the attributes the real library just accepted;
-                    // qp_type is read as the int it is in C.
-                    unsafe {
-                        let attr = &*qp_init_attr;
-                        facts.send_cq = Addr::of(attr.send_cq);
-                        facts.recv_cq = Addr::of(attr.recv_cq);
-                        facts.srq = Addr::of(attr.srq);
-                        facts.qp_type = addr_of!(attr.qp_type).cast::<c_int>().read() as u8;
-                    }
+        let track = |qp: *mut ibv_qp| {
+            // SAFETY: the object the real library just returned (on a live parent).
+            let mut o = unsafe { record(Kind::Qp, qp, context_of_pd(pd), pd as usize, caller) };
+            let mut facts = QpFacts {
+                // SAFETY: a live QP just returned by the real library.
+                qp_num: unsafe { (*qp).qp_num },
+                ..QpFacts::default()
+            };
+            if !qp_init_attr.is_null() {
+                // SAFETY: the attributes the real library just accepted;
+                // qp_type is read as the int it is in C.
+                unsafe {
+                    let attr = &*qp_init_attr;
+                    facts.send_cq = Addr::of(attr.send_cq);
+                    facts.recv_cq = Addr::of(attr.recv_cq);
+                    facts.srq = Addr::of(attr.srq);
+                    facts.qp_type = addr_of!(attr.qp_type).cast::<c_int>().read() as u8;
                 }
-                o.facts = Facts::Qp(facts);
-                track(o);
-            },
-            |call, qp| {
-                // SAFETY: the arguments and the result of the real call.
-                unsafe { CreateQp::done(call, pd, qp_init_attr, qp, qp.is_null()) }
-            },
-        )
+            }
+            o.facts = Facts::Qp(facts);
+            track(o);
+        };
+        // SAFETY: the program's arguments.
+        unsafe { CreateQp::create(Some(("pd", pd as usize)), track, pd, qp_init_attr) }
     })
 }
 
@@ -264,10 +219,7 @@ pub unsafe extern "C" fn ibv_create_qp(
 /// already).
 #[no_mangle]
 pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
-    export(DestroyQp::NAME, || {
-        const D: Destroy = Destroy::new(DestroyQp::VERB, Kind::Qp, Kind::Qp.bit());
-        let real = DestroyQp::get()?;
-        // SAFETY: the program's argument, to the real function.
-        destroy(&D, qp, || unsafe { real.call(qp) }).map(ErrnoCode)
-    })
+    const D: Destroy = Destroy::new(DestroyQp::VERB, Kind::Qp, Kind::Qp.bit());
+    // SAFETY: the program's argument.
+    DestroyQp::export(|| unsafe { DestroyQp::destroy(&D, qp) })
 }
