@@ -390,33 +390,38 @@ fn busy(d: &Destroy, o: &Obj) {
     }
 }
 
-/// Records an MR registered on `pd` by the verb `via`.
-/// Inlined into each registering export, as `track` is: the record is
+/// What a registering export tracks: the MR it made, registered on `pd`
+/// by the verb `via`. Inlined into each, as `track` is: the record is
 /// packed from registers, with no frame of its own.
 ///
 /// # Safety
-/// `mr` is the live MR the real library just registered on the live `pd`.
+/// The closure is called only with the MR the real library just registered
+/// on the live `pd` (what a create hands its `track`).
 #[inline(always)]
-pub unsafe fn track_mr(
-    mr: *mut ibv_mr,
+pub unsafe fn mr_tracker(
     pd: *mut ibv_pd,
     addr: u64,
     length: usize,
     access: u32,
     via: MrVia,
     caller: usize,
-) {
-    // SAFETY: the caller's contract.
-    let o = unsafe { record(Kind::Mr, mr, context_of_pd(pd), pd as usize, caller) };
-    // SAFETY: the caller's contract.
-    let keys = unsafe { mr_keys(mr) };
-    track(o.with(Facts::Mr(MrFacts {
-        addr,
-        length: length as u64,
-        keys,
-        access,
-        via,
-    })));
+) -> impl FnOnce(*mut ibv_mr) {
+    move |mr| {
+        // SAFETY: the contract of this function.
+        let (o, keys) = unsafe {
+            (
+                record(Kind::Mr, mr, context_of_pd(pd), pd as usize, caller),
+                mr_keys(mr),
+            )
+        };
+        track(o.with(Facts::Mr(MrFacts {
+            addr,
+            length: length as u64,
+            keys,
+            access,
+            via,
+        })));
+    }
 }
 
 /// An MR's keys.

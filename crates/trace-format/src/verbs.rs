@@ -162,18 +162,17 @@ impl Verb {
 /// `static` per verb, and [`VERBS`] by id.
 macro_rules! descriptors {
     (
-        library($lib:ident)
-        verbs { $(
-            $id:literal $konst:ident $slot:ident = $kind:ident $name:ident (
-                $($arg:ident: $t:ty => $show:tt),* $(; $($x:ident: $xt:ty => $xshow:ident),*)?
-            ) -> $rt:ty => $res:ident $(($rx:ident: $rxt:ty))?;
-        )* }
-        called { $($called:tt)* }
+        verbs [$(
+            [$kind:ident $lib:ident $id:literal $konst:ident $slot:ident $name:ident
+                [$($arg:ident: $t:ty => $show:tt),*] [$($x:ident: $xt:ty => $xshow:ident),*]
+                $rt:ty => $res:ident [$($rx:tt)*]]
+        )*]
+        called [$($called:tt)*]
     ) => {
         $(pub static $konst: Verb = {
             const ALL: &[(&str, Option<Show>)] = &[
                 $((stringify!($arg), $crate::__show!($show)),)*
-                $($((stringify!($x), Some(Show::$xshow)),)*)?
+                $((stringify!($x), Some(Show::$xshow)),)*
             ];
             const ARGS: [(&str, Show); recorded(ALL)] = keep(ALL);
             Verb {

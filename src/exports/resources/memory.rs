@@ -4,10 +4,10 @@ use std::ffi::{c_int, c_void};
 
 use verbs_abi::{ibv_context, ibv_mr, ibv_pd};
 
-use super::super::create_destroy::{mr_keys, on_context, record, track, track_mr, Destroy};
+use super::super::create_destroy::{mr_keys, mr_tracker, on_context, record, track, Destroy};
 use super::super::{alive, forward, not_null};
 use super::{MRS, PDS};
-use crate::guard::{export, Errno, MinusOne};
+use crate::guard::{Errno, MinusOne};
 use crate::real::slots::{
     AllocPd, DeallocPd, DeregMr, RegDmabufMr, RegMr, RegMrIova, RegMrIova2, ReregMr,
 };
@@ -58,20 +58,12 @@ pub unsafe extern "C" fn ibv_reg_mr(
     let caller = crate::caller!();
     RegMr::export(|| {
         not_null(RegMr::NAME, "pd", pd)?;
-        // SAFETY: the MR the real library just registered on `pd`.
-        let track = |mr| unsafe {
-            track_mr(
-                mr,
-                pd,
-                addr as u64,
-                length,
-                access as u32,
-                MrVia::RegMr,
-                caller,
-            )
-        };
-        // SAFETY: the program's arguments.
-        unsafe { RegMr::create(Some(("pd", pd as usize)), track, pd, addr, length, access) }
+        let parent = Some(("pd", pd as usize));
+        // SAFETY: the program's arguments; `create` tracks the MR they made.
+        unsafe {
+            let track = mr_tracker(pd, addr as u64, length, access as u32, MrVia::RegMr, caller);
+            RegMr::create(parent, track, pd, addr, length, access)
+        }
     })
 }
 
@@ -87,29 +79,18 @@ pub unsafe extern "C" fn ibv_reg_mr_iova(
     let caller = crate::caller!();
     RegMrIova::export(|| {
         not_null(RegMrIova::NAME, "pd", pd)?;
-        // SAFETY: the MR the real library just registered on `pd`.
-        let track = |mr| unsafe {
-            track_mr(
-                mr,
+        let parent = Some(("pd", pd as usize));
+        // SAFETY: the program's arguments; `create` tracks the MR they made.
+        unsafe {
+            let track = mr_tracker(
                 pd,
                 addr as u64,
                 length,
                 access as u32,
                 MrVia::RegMrIova,
                 caller,
-            )
-        };
-        // SAFETY: the program's arguments.
-        unsafe {
-            RegMrIova::create(
-                Some(("pd", pd as usize)),
-                track,
-                pd,
-                addr,
-                length,
-                iova,
-                access,
-            )
+            );
+            RegMrIova::create(parent, track, pd, addr, length, iova, access)
         }
     })
 }
@@ -127,29 +108,11 @@ pub unsafe extern "C" fn ibv_reg_mr_iova2(
     let caller = crate::caller!();
     RegMrIova2::export(|| {
         not_null(RegMrIova2::NAME, "pd", pd)?;
-        // SAFETY: the MR the real library just registered on `pd`.
-        let track = |mr| unsafe {
-            track_mr(
-                mr,
-                pd,
-                addr as u64,
-                length,
-                access,
-                MrVia::RegMrIova2,
-                caller,
-            )
-        };
-        // SAFETY: the program's arguments.
+        let parent = Some(("pd", pd as usize));
+        // SAFETY: the program's arguments; `create` tracks the MR they made.
         unsafe {
-            RegMrIova2::create(
-                Some(("pd", pd as usize)),
-                track,
-                pd,
-                addr,
-                length,
-                iova,
-                access,
-            )
+            let track = mr_tracker(pd, addr as u64, length, access, MrVia::RegMrIova2, caller);
+            RegMrIova2::create(parent, track, pd, addr, length, iova, access)
         }
     })
 }
@@ -169,30 +132,18 @@ pub unsafe extern "C" fn ibv_reg_dmabuf_mr(
     let caller = crate::caller!();
     RegDmabufMr::export(|| {
         not_null(RegDmabufMr::NAME, "pd", pd)?;
-        // SAFETY: the MR the real library just registered on `pd`.
-        let track = |mr| unsafe {
-            track_mr(
-                mr,
+        let parent = Some(("pd", pd as usize));
+        // SAFETY: the program's arguments; `create` tracks the MR they made.
+        unsafe {
+            let track = mr_tracker(
                 pd,
                 offset,
                 length,
                 access as u32,
                 MrVia::RegDmabufMr,
                 caller,
-            )
-        };
-        // SAFETY: the program's arguments.
-        unsafe {
-            RegDmabufMr::create(
-                Some(("pd", pd as usize)),
-                track,
-                pd,
-                offset,
-                length,
-                iova,
-                fd,
-                access,
-            )
+            );
+            RegDmabufMr::create(parent, track, pd, offset, length, iova, fd, access)
         }
     })
 }
@@ -214,7 +165,7 @@ pub unsafe extern "C" fn ibv_rereg_mr(
     const CHANGE_PD: c_int = 2;
     const CHANGE_ACCESS: c_int = 4;
     // Fails with IBV_REREG_MR_ERR_INPUT (-1).
-    export(ReregMr::NAME, || {
+    ReregMr::export(|| {
         not_null(ReregMr::NAME, "mr", mr)?;
         let real = ReregMr::get()?;
         let check = || {

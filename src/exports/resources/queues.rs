@@ -11,7 +11,7 @@ use verbs_abi::{
 use super::super::create_destroy::{context_of_pd, on_context, record, track, Destroy};
 use super::super::{alive, forward, not_null};
 use crate::addr::Addr;
-use crate::guard::{export, Errno, ErrnoCode};
+use crate::guard::{Errno, ErrnoCode};
 use crate::real::slots::{
     CreateCompChannel, CreateCq, CreateQp, CreateSrq, DestroyCompChannel, DestroyCq, DestroyQp,
     DestroySrq, ResizeCq,
@@ -97,7 +97,7 @@ pub unsafe extern "C" fn ibv_create_cq(
 /// context).
 #[no_mangle]
 pub unsafe extern "C" fn ibv_resize_cq(cq: *mut ibv_cq, cqe: c_int) -> c_int {
-    export(ResizeCq::NAME, || {
+    ResizeCq::export(|| {
         not_null(ResizeCq::NAME, "cq", cq)?;
         let real = ResizeCq::get()?;
         forward(
