@@ -22,7 +22,7 @@ use verbs_abi::{
     ibv_xrcd_init_attr, verbs_context,
 };
 
-use super::super::create_destroy::{create, destroy, mr_tracker, record, track, Destroy};
+use super::super::create_destroy::{create, destroy, record, track, track_mr, Destroy};
 use super::super::{alive, forward, verbs, Call};
 use super::queues::*;
 use super::{ctx_of, orig, patch, patch_vctx, slot, Entry, Slot};
@@ -430,8 +430,8 @@ unsafe extern "C" fn reg_dm_mr(
             pd as usize,
             // SAFETY: the provider's own entry, with the inline verb's arguments.
             || unsafe { real(pd, dm, offset, length, access) },
-            // SAFETY: `made` tracks the MR the provider registered on `pd`.
-            unsafe { mr_tracker(pd, offset, length, access, MrVia::RegDmMr, caller) },
+            // SAFETY: the MR the provider just registered on the live `pd`.
+            |mr| unsafe { track_mr(mr, pd, offset, length, access, MrVia::RegDmMr, caller) },
         )
     })
 }

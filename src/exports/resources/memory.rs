@@ -4,7 +4,7 @@ use std::ffi::{c_int, c_void};
 
 use verbs_abi::{ibv_context, ibv_mr, ibv_pd};
 
-use super::super::create_destroy::{mr_keys, mr_tracker, on_context, record, track, Destroy};
+use super::super::create_destroy::{mr_keys, on_context, record, track, track_mr, Destroy};
 use super::super::{alive, forward, not_null};
 use super::{MRS, PDS};
 use crate::guard::{Errno, MinusOne};
@@ -58,12 +58,12 @@ pub unsafe extern "C" fn ibv_reg_mr(
     let caller = crate::caller!();
     RegMr::export(|| {
         not_null(RegMr::NAME, "pd", pd)?;
-        let parent = Some(("pd", pd as usize));
-        // SAFETY: the program's arguments; `create` tracks the MR they made.
-        unsafe {
-            let track = mr_tracker(pd, addr as u64, length, access as u32, MrVia::RegMr, caller);
-            RegMr::create(parent, track, pd, addr, length, access)
-        }
+        let (via, parent) = (MrVia::RegMr, Some(("pd", pd as usize)));
+        // SAFETY: the MR the real library just registered on `pd`.
+        let track =
+            |mr| unsafe { track_mr(mr, pd, addr as u64, length, access as u32, via, caller) };
+        // SAFETY: the program's arguments.
+        unsafe { RegMr::create(parent, track, pd, addr, length, access) }
     })
 }
 
@@ -79,19 +79,12 @@ pub unsafe extern "C" fn ibv_reg_mr_iova(
     let caller = crate::caller!();
     RegMrIova::export(|| {
         not_null(RegMrIova::NAME, "pd", pd)?;
-        let parent = Some(("pd", pd as usize));
-        // SAFETY: the program's arguments; `create` tracks the MR they made.
-        unsafe {
-            let track = mr_tracker(
-                pd,
-                addr as u64,
-                length,
-                access as u32,
-                MrVia::RegMrIova,
-                caller,
-            );
-            RegMrIova::create(parent, track, pd, addr, length, iova, access)
-        }
+        let (via, parent) = (MrVia::RegMrIova, Some(("pd", pd as usize)));
+        // SAFETY: the MR the real library just registered on `pd`.
+        let track =
+            |mr| unsafe { track_mr(mr, pd, addr as u64, length, access as u32, via, caller) };
+        // SAFETY: the program's arguments.
+        unsafe { RegMrIova::create(parent, track, pd, addr, length, iova, access) }
     })
 }
 
@@ -108,12 +101,11 @@ pub unsafe extern "C" fn ibv_reg_mr_iova2(
     let caller = crate::caller!();
     RegMrIova2::export(|| {
         not_null(RegMrIova2::NAME, "pd", pd)?;
-        let parent = Some(("pd", pd as usize));
-        // SAFETY: the program's arguments; `create` tracks the MR they made.
-        unsafe {
-            let track = mr_tracker(pd, addr as u64, length, access, MrVia::RegMrIova2, caller);
-            RegMrIova2::create(parent, track, pd, addr, length, iova, access)
-        }
+        let (via, parent) = (MrVia::RegMrIova2, Some(("pd", pd as usize)));
+        // SAFETY: the MR the real library just registered on `pd`.
+        let track = |mr| unsafe { track_mr(mr, pd, addr as u64, length, access, via, caller) };
+        // SAFETY: the program's arguments.
+        unsafe { RegMrIova2::create(parent, track, pd, addr, length, iova, access) }
     })
 }
 
@@ -132,19 +124,11 @@ pub unsafe extern "C" fn ibv_reg_dmabuf_mr(
     let caller = crate::caller!();
     RegDmabufMr::export(|| {
         not_null(RegDmabufMr::NAME, "pd", pd)?;
-        let parent = Some(("pd", pd as usize));
-        // SAFETY: the program's arguments; `create` tracks the MR they made.
-        unsafe {
-            let track = mr_tracker(
-                pd,
-                offset,
-                length,
-                access as u32,
-                MrVia::RegDmabufMr,
-                caller,
-            );
-            RegDmabufMr::create(parent, track, pd, offset, length, iova, fd, access)
-        }
+        let (via, parent) = (MrVia::RegDmabufMr, Some(("pd", pd as usize)));
+        // SAFETY: the MR the real library just registered on `pd`.
+        let track = |mr| unsafe { track_mr(mr, pd, offset, length, access as u32, via, caller) };
+        // SAFETY: the program's arguments.
+        unsafe { RegDmabufMr::create(parent, track, pd, offset, length, iova, fd, access) }
     })
 }
 
