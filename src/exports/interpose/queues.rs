@@ -245,12 +245,7 @@ pub(super) unsafe extern "C" fn create_srq_ex(
                 let mut o = unsafe { record(Kind::Srq, srq, ctx, parent, caller) };
                 if !attr.is_null() {
                     // SAFETY: the attributes the provider just accepted.
-                    let sizes = unsafe { (*attr).attr };
-                    o.facts = Facts::Srq {
-                        max_wr: sizes.max_wr,
-                        max_sge: sizes.max_sge,
-                        srq_limit: sizes.srq_limit,
-                    };
+                    o.facts = Facts::srq(unsafe { &(*attr).attr });
                 }
                 track(o);
             },

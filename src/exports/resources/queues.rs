@@ -152,12 +152,7 @@ pub unsafe extern "C" fn ibv_create_srq(
             let mut o = unsafe { record(Kind::Srq, srq, context_of_pd(pd), pd as usize, caller) };
             if !srq_init_attr.is_null() {
                 // SAFETY: the attributes the real library just accepted.
-                let attr = unsafe { (*srq_init_attr).attr };
-                o.facts = Facts::Srq {
-                    max_wr: attr.max_wr,
-                    max_sge: attr.max_sge,
-                    srq_limit: attr.srq_limit,
-                };
+                o.facts = Facts::srq(unsafe { &(*srq_init_attr).attr });
             }
             track(o);
         };
