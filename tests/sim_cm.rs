@@ -844,3 +844,63 @@ fn multicast_join_send_and_leave() {
         );
     }
 }
+
+/// mckey between two processes: the receiver in one process gets every
+/// datagram the sender in another sends to the group (the fabric's
+/// multicast table fans a send out to each member process), and both end
+/// well. The sender starts once the receiver says it has joined and
+/// receives (its output line-buffered by `stdbuf`); a receiver that gets
+/// nothing waits for its count of messages and times out here.
+#[test]
+fn mckey_between_two_processes() {
+    let fabric = Fabric::new("mckey");
+    let mckey = |args: &[&str]| {
+        let mut c = Command::new("stdbuf");
+        c.args([
+            "-oL",
+            "mckey",
+            "-m",
+            "239.1.2.3",
+            "-b",
+            "127.0.0.1",
+            "-C",
+            "20",
+        ])
+        .args(args)
+        .env("LD_LIBRARY_PATH", sim_dir())
+        .env("IBV_SIM_FABRIC", &fabric.0)
+        .env("IBV_SIM_DEVICES", "rxe0")
+        .env_remove("LD_PRELOAD")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+        c
+    };
+    let mut receiver = mckey(&[]).spawn().expect("start mckey (rdmacm-utils)");
+    let mut lines = BufReader::new(receiver.stdout.take().unwrap()).lines();
+    let mut rout = String::new();
+    for l in lines.by_ref() {
+        let l = l.unwrap_or_default();
+        rout += &format!("{l}\n");
+        if l.starts_with("receiving data transfers") {
+            break;
+        }
+    }
+    let sender = mckey(&["-s"]).output().expect("start mckey -s");
+    let rest = std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<_>>());
+    let status = wait_timeout(&mut receiver, Duration::from_secs(30));
+    for l in rest.join().unwrap() {
+        rout += &format!("{l}\n");
+    }
+    let sout = String::from_utf8_lossy(&sender.stdout).into_owned()
+        + &String::from_utf8_lossy(&sender.stderr);
+    assert!(
+        sender.status.success()
+            && status.is_some_and(|s| s.success())
+            && rout.contains("receiving data transfers\ndata transfers complete\n")
+            && rout.contains("return status 0")
+            && sout.contains("return status 0"),
+        "sender {:?}:\n{sout}\nreceiver {status:?}:\n{rout}",
+        sender.status
+    );
+}
