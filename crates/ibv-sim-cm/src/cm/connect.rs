@@ -45,7 +45,13 @@ pub fn set_route_addrs(id: *mut rdma_cm_id, src: Option<Addr>, dst: Option<Addr>
 pub fn set_local(id: *mut rdma_cm_id, l: &addr::Local) {
     // SAFETY: the caller's live id face.
     let f = unsafe { &mut *id };
-    f.verbs = l.device().context();
+    let ctx = l.device().context();
+    if f.verbs != ctx || f.pd.is_null() {
+        // As librdmacm binds an id to a device: `id->pd` is the device's
+        // own PD (UCX makes its QPs on it).
+        f.pd = l.device().pd().unwrap_or(core::ptr::null_mut());
+    }
+    f.verbs = ctx;
     f.port_num = l.port;
     f.route.addr.addr.ibaddr.sgid.raw = l.gid;
     f.route.addr.addr.ibaddr.pkey = 0xffffu16.to_be();
