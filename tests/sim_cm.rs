@@ -792,6 +792,34 @@ fn rsockets_rstream_riostream_rcopy() {
     assert!(bad.is_empty(), "{bad}");
 }
 
+/// Datagram rsockets: udpong (rdmacm-utils) between two processes, its
+/// client sending 100 datagrams the server counts (the count it answers
+/// with is the client's "xfers" column), and in echo mode (`-T e`, every
+/// datagram answered), over IPv4 and IPv6 loopback.
+#[test]
+fn udpong_datagram_rsockets() {
+    let mut bad = String::new();
+    for (addr, opts, want) in [
+        ("127.0.0.1", "-C 100", "custom    1000    100     "),
+        ("::1", "-T e -C 50", "custom    1000    100     "),
+        (
+            "127.0.0.1",
+            "-T b -S 500 -C 100",
+            "custom    500     100     ",
+        ),
+    ] {
+        let opts: Vec<&str> = opts.split_whitespace().collect();
+        let server = ["udpong", "-b", addr, "-p", "{port}"];
+        let mut client = vec!["udpong", "-s", addr, "-p", "{port}"];
+        client.extend(&opts);
+        let ((cc, cout), (_, sout)) = program_pair("udpong", &server, &client, false, true);
+        if cc != Some(0) || !cout.lines().any(|l| l.starts_with(want)) {
+            bad += &format!("{addr} {opts:?}: client exit {cc:?}:\n{cout}\nserver:\n{sout}\n");
+        }
+    }
+    assert!(bad.is_empty(), "{bad}");
+}
+
 /// UCX finds the sim's librdmacm as its sockaddr connection manager
 /// (`ucx_info -d`: "Connection manager: rdmacm", whose private data limit
 /// is the sim's 56 bytes less UCX's own header). (ucx_perftest 1.13 has no
