@@ -355,6 +355,52 @@ fn unknown_address_is_addr_error() {
     );
 }
 
+/// An address the host has no route to (a network namespace with no
+/// routes): `rdma_resolve_addr` fails at once with `ENETUNREACH`, as the
+/// kernel's does (next test), not ADDR_ERROR after the timeout.
+#[test]
+fn unroutable_address_fails_at_once() {
+    let prog = paths_program();
+    let fabric = Fabric::new("unroutable");
+    let port = free_port().to_string();
+    let inner = command(&prog, &fabric.0, &["client", "addr_error", &port]);
+    let mut cmd = Command::new("unshare");
+    cmd.arg("-n")
+        .arg(inner.get_program())
+        .args(inner.get_args());
+    for (k, v) in inner.get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    let out = run(&mut cmd);
+    assert!(
+        out.status.success() && stdout(&out) == "rdma_resolve_addr errno 101\nok\n",
+        "{}",
+        describe(&cmd, &out)
+    );
+}
+
+/// The same on the real kernel (rxe in the VM, the real librdmacm): an
+/// unroutable address fails in `rdma_resolve_addr` with `ENETUNREACH`.
+#[test]
+fn unroutable_address_on_the_real_kernel() {
+    let Some(vm) = kernel_vm() else { return };
+    let prog = paths_program();
+    let prog = prog.display().to_string();
+    let job = Job::new(["unshare", "-n", &prog, "client", "addr_error", "7000"])
+        .timeout(Duration::from_secs(120));
+    let out = vm.run(&job).expect("run in the VM");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status == 0 && text == "rdma_resolve_addr errno 101\nok\n",
+        "exit {}:\n{text}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// The server process dies once connected: the client gets DISCONNECTED.
 #[test]
 fn peer_death_is_disconnected() {
