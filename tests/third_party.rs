@@ -1267,6 +1267,15 @@ fn case(name: &'static str, backend: Backend) -> Case {
             c.env = &[("IBV_SIM_DEVICES", "rxe0")];
             c
         }
+        // Multicast between two processes: the receiver waits for its
+        // count of datagrams from the sender.
+        "mckey" => cm(pair(
+            "mckey",
+            "mckey -m 239.1.2.3 -b 127.0.0.1 -C 5",
+            "mckey -m 239.1.2.3 -b 127.0.0.1 -s -C 5",
+            Compare::Exact,
+            connected,
+        )),
         // rsockets, over the connection manager (on the sim, its
         // librdmacm's own rsockets).
         "rstream" | "riostream" => cm(pair(
@@ -1757,6 +1766,7 @@ cases! {
     ucx_fadd_rc,
     // The sim's librdmacm; not yet run on the real kernel's VM by this test.
     rdma_xserver,
+    mckey,
     ib_write_bw_rdma_cm,
     // (On the emulated VM it died of SIGSEGV by itself, without any shim,
     // once in a suite's run.)

@@ -15,7 +15,8 @@
 //!
 //! This module: the verbs' entry points (post, poll, notify). `recv`:
 //! delivery to receive queues (the queues: `recvq`); `memory`: access
-//! through lkeys and rkeys; `execute`: executing a send; [`remote`]: the
+//! through lkeys and rkeys; `execute`: executing a send; `mcast`: multicast
+//! sends between processes; [`remote`]: the
 //! same across processes (reached from the fabric through
 //! [`remote::RECEIVER`]).
 
@@ -37,6 +38,7 @@ use crate::registry::{self, Kind};
 use crate::srq;
 
 mod execute;
+mod mcast;
 mod memory;
 mod recv;
 pub mod remote;

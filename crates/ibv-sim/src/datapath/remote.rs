@@ -219,9 +219,20 @@ pub(super) fn send_ud(
     grh: Option<[u8; GRH_LEN]>,
     payload: &[u8],
 ) {
-    let Some(d) = fabric::owner_of(w.remote_qpn) else {
-        return;
-    };
+    if let Some(d) = fabric::owner_of(w.remote_qpn) {
+        fabric::send(d, &mut ud_wire(s, w, ah, qkey, slid, grh), payload);
+    }
+}
+
+/// The message of a UD send to another process.
+pub(super) fn ud_wire(
+    s: &QpShared,
+    w: &SendWr,
+    ah: &ibv_ah_attr,
+    qkey: u32,
+    slid: u16,
+    grh: Option<[u8; GRH_LEN]>,
+) -> Wire {
     let mut wire = Wire::zeroed();
     wire.kind = kind::UD;
     wire.qp_type = QPT_UD;
@@ -245,7 +256,7 @@ pub(super) fn send_ud(
     if w.flags & SEND_SOLICITED != 0 {
         wire.flags |= flag::SOLICITED;
     }
-    fabric::send(d, &mut wire, payload);
+    wire
 }
 
 fn reply_data(p: &Peer, k: u32, old: u64, data: &[u8]) {
@@ -268,7 +279,7 @@ fn reached(w: &Wire, dst: &QpShared, port: u8) -> bool {
 }
 
 /// The message a request from `peer` carries to a receive queue.
-fn message(
+pub(super) fn message(
     w: &Wire,
     peer: &Peer,
     payload: Vec<u8>,
@@ -379,6 +390,9 @@ fn on_placed(w: &Wire, outcome: Result<(), c_int>) {
 /// A request from another process, in the responder's progress engine
 /// (`replayed`: one that arrived early, delivered now).
 fn handle_request(w: &Wire, data: &[u8], replayed: bool) {
+    if w.kind == kind::UD && w.dst_qpn == 0x00ff_ffff {
+        return super::mcast::deliver(w, data);
+    }
     let peer = Peer::of(w);
     let Some(dst) = QPS.get(w.dst_qpn) else {
         return peer.reply(WC_RETRY_EXC_ERR);
