@@ -44,7 +44,8 @@ fn main() {
         println!("cargo:warning=built without -C force-frame-pointers=yes (RUSTFLAGS overrides .cargo/config.toml): leak reports will not name creation sites");
     }
 
-    let exports = abi_build::rust_exports(std::path::Path::new("src"));
+    let mut exports = abi_build::rust_exports(std::path::Path::new("src"));
+    exports.extend(declared_exports(std::path::Path::new(DECLARATIONS)));
     std::fs::write(out.join("symver.s"), abi.symver_asm(&exports)).unwrap();
 
     let forwarded = abi.forwarded(&exports);
@@ -85,4 +86,22 @@ fn main() {
     writeln!(v, "        _ => return None,\n    }})\n}}").unwrap();
     std::fs::write(out.join("versions.rs"), v).unwrap();
     println!("cargo:rerun-if-changed=build.rs");
+}
+
+/// The verb declarations (`trace_format::ibverbs!`).
+const DECLARATIONS: &str = "crates/trace-format/src/decl.rs";
+
+/// The exports the declarations generate whole (`= forward name(`): written
+/// in Rust, so versioned by `.symver`, not forwarded by trampoline.
+fn declared_exports(decl: &std::path::Path) -> Vec<String> {
+    println!("cargo:rerun-if-changed={}", decl.display());
+    let text = std::fs::read_to_string(decl).expect("the verb declarations");
+    text.lines()
+        .filter_map(|l| l.split(" = forward ").nth(1))
+        .map(|rest| {
+            rest.chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect()
+        })
+        .collect()
 }

@@ -23,7 +23,14 @@
 // Every `unsafe` block states why it is sound; the forwarded calls share
 // one contract, stated on `real::real_fns!`.
 #![deny(clippy::undocumented_unsafe_blocks)]
+#![deny(unsafe_op_in_unsafe_fn)]
 
+// Internal: only `exports` makes the header.
+/// cbindgen:ignore
+pub mod addr;
+// Internal: only `exports` makes the header.
+/// cbindgen:ignore
+pub mod addr_table;
 // Internal: only `exports` makes the header.
 /// cbindgen:ignore
 pub mod checks;

@@ -26,6 +26,33 @@ use crate::log::Level;
 
 include!(concat!(env!("OUT_DIR"), "/versions.rs"));
 
+pub mod slots;
+
+/// A real library the shim forwards to, with its own set of version
+/// nodes (a declaration table names its library).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Library {
+    /// `libibverbs.so.1`.
+    Ibverbs,
+}
+
+impl Library {
+    /// The default version of `name` in this library's ABI (read when the
+    /// shim was built).
+    fn version_of(self, name: &CStr) -> Option<&'static CStr> {
+        match self {
+            Library::Ibverbs => version_of(name),
+        }
+    }
+
+    /// The loaded library.
+    fn handle(self) -> Option<*mut c_void> {
+        match self {
+            Library::Ibverbs => handle(),
+        }
+    }
+}
+
 const UNLOADED: u8 = 0;
 const LOADING: u8 = 1;
 const READY: u8 = 2;
@@ -442,6 +469,7 @@ const HOOKED: usize = crate::faults::HOOKED;
 /// A function of the real library, resolved at its exact version on first
 /// use. `F` is the function pointer type.
 pub struct RealFn<F> {
+    library: Library,
     name: &'static CStr,
     slot: AtomicUsize,
     /// The address as resolved, never marked [`HOOKED`]: for
@@ -452,9 +480,15 @@ pub struct RealFn<F> {
 }
 
 impl<F: Copy> RealFn<F> {
-    pub const fn new(name: &'static CStr) -> Self {
+    /// The function `name` of `library`, as `F`.
+    ///
+    /// # Safety
+    /// `F` is an `unsafe extern "C" fn` type of the C signature of `name`
+    /// (`get` makes an `F` of the address the library gives the name).
+    pub const unsafe fn new(library: Library, name: &'static CStr) -> Self {
         assert!(std::mem::size_of::<F>() == std::mem::size_of::<usize>());
         RealFn {
+            library,
             name,
             slot: AtomicUsize::new(0),
             plain: AtomicUsize::new(0),
@@ -497,8 +531,7 @@ impl<F: Copy> RealFn<F> {
         let p = self.slot.load(Ordering::Acquire);
         if p as isize > MISSING as isize {
             // SAFETY: the slot only holds the address dlvsym returned for
-            // this symbol, whose C signature is F (checked by the layout and
-            // header tests against the real verbs.h).
+            // this symbol, whose C signature is F (`new`'s contract).
             return Ok(unsafe { std::mem::transmute_copy::<usize, F>(&p) });
         }
         self.slow(p)
@@ -545,8 +578,11 @@ impl<F: Copy> RealFn<F> {
     }
 
     fn resolve_inner(&'static self) -> Result<F, Unavailable> {
-        let h = handle().ok_or(Unavailable::NotLoaded)?;
-        let version = version_of(self.name).ok_or(Unavailable::Missing)?;
+        let h = self.library.handle().ok_or(Unavailable::NotLoaded)?;
+        let version = self
+            .library
+            .version_of(self.name)
+            .ok_or(Unavailable::Missing)?;
         // SAFETY: h is a live handle; both strings are NUL-terminated.
         let p = unsafe { libc::dlvsym(h, self.name.as_ptr(), version.as_ptr()) } as usize;
         if p == 0 {
@@ -577,15 +613,15 @@ impl<F: Copy> RealFn<F> {
     }
 }
 
-type GetDeviceGuid = unsafe extern "C" fn(*mut verbs_abi::ibv_device) -> u64;
-static GET_DEVICE_GUID: RealFn<GetDeviceGuid> = RealFn::new(c"ibv_get_device_guid");
-
 /// The GUID of a device, from the real library (for the reports, which
 /// call nothing of the real library themselves).
-pub(crate) fn device_guid(device: *mut verbs_abi::ibv_device) -> Option<u64> {
-    let f = GET_DEVICE_GUID.get().ok()?;
-    // SAFETY: device belongs to a context that is still open.
-    Some(unsafe { f(device) }).filter(|&g| g != 0)
+///
+/// # Safety
+/// `device` is the device of a context that is still open.
+pub(crate) unsafe fn device_guid(device: *mut verbs_abi::ibv_device) -> Option<u64> {
+    let f = slots::GetDeviceGuid::unhooked().ok()?;
+    // SAFETY: the caller's contract.
+    Some(unsafe { f.call(device) }).filter(|&g| g != 0)
 }
 
 impl From<Unavailable> for crate::guard::Refused {
@@ -594,85 +630,3 @@ impl From<Unavailable> for crate::guard::Refused {
         crate::guard::Refused(why.errno())
     }
 }
-
-/// Declares functions of the real library, in one table per file:
-///
-/// ```ignore
-/// real_fns! {
-///     AllocPd = fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd;
-/// }
-/// ```
-///
-/// makes a type `AllocPd` whose `get()` resolves `ibv_alloc_pd` at the
-/// version the real library gives it by default (`version_of`, generated
-/// from its ABI at build time; the shim's own export of the same name gets
-/// that version from `build.rs` too), one atomic load once resolved, and
-/// whose `call(..)` forwards.
-///
-/// The safety contract, stated once for every forwarded call: `call` is
-/// only used by exports, passing the arguments their C caller gave them
-/// (unchanged, or the values the C API documents for that argument) to the
-/// real function of the same name and C signature (the signature here is
-/// checked against the real `verbs.h` by the header and layout tests). Such
-/// a call is exactly as safe as the program's own call of the export, whose
-/// contract is the C API's and the program's to keep.
-macro_rules! real_fns {
-    ($( $ty:ident = fn $name:ident($($arg:ident: $t:ty),* $(,)?) $(-> $ret:ty)?; )*) => {$(
-        #[derive(Clone, Copy)]
-        struct $ty(unsafe extern "C" fn($($t),*) $(-> $ret)?);
-
-        #[allow(dead_code)]
-        impl $ty {
-            #[inline(always)]
-            fn slot() -> &'static $crate::real::RealFn<unsafe extern "C" fn($($t),*) $(-> $ret)?> {
-                static REAL: $crate::real::RealFn<unsafe extern "C" fn($($t),*) $(-> $ret)?> =
-                    $crate::real::RealFn::new(
-                        match std::ffi::CStr::from_bytes_with_nul(
-                            concat!(stringify!($name), "\0").as_bytes(),
-                        ) {
-                            Ok(name) => name,
-                            Err(_) => panic!("a function name has no NUL"),
-                        },
-                    );
-                &REAL
-            }
-
-            /// The real function, or why it cannot be called (a fault
-            /// rule that fires on this call of the program's: `faults`).
-            #[inline(always)]
-            fn get() -> Result<Self, $crate::real::Unavailable> {
-                // A void verb cannot fail: never injected.
-                Self::slot()
-                    .get_hooked(|| {
-                        $crate::faults::check(
-                            stringify!($name),
-                            <[&str]>::len(&[$(stringify!($ret))?]) == 1,
-                        )
-                    })
-                    .map($ty)
-            }
-
-            /// The real function, for the shim's own calls (no fault rule).
-            #[inline(always)]
-            fn unhooked() -> Result<Self, $crate::real::Unavailable> {
-                Self::slot().get().map($ty)
-            }
-
-            /// The real function, resolved before (see `RealFn::resolved`).
-            #[inline(always)]
-            unsafe fn resolved() -> Self {
-                // SAFETY: the caller's contract.
-                $ty(unsafe { Self::slot().resolved() })
-            }
-
-            /// Forwards to the real function.
-            #[inline(always)]
-            fn call(self, $($arg: $t),*) $(-> $ret)? {
-                // SAFETY: the contract of `real_fns!`: an export's own
-                // arguments, to the real function of the same signature.
-                unsafe { (self.0)($($arg),*) }
-            }
-        }
-    )*};
-}
-pub(crate) use real_fns;

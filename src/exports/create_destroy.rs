@@ -8,14 +8,18 @@
 use std::ffi::c_int;
 use std::fmt;
 
+use trace_format::verbs::{Show, Verb};
 use verbs_abi::{ibv_context, ibv_mr, ibv_pd};
 
 use super::{alive, context_ok, inside, nested, not_null, read_word, tid, use_after_close, Call};
+use crate::addr::Addr;
 use crate::config;
 use crate::guard::{set_errno, Errno, Refused};
 use crate::log::Level;
 use crate::registry::contexts;
-use crate::registry::objects::{self, Kind, Kinds, Obj, Taken, FLAG_BACKTRACE};
+use crate::registry::objects::{
+    self, Facts, Keys, Kind, Kinds, MrFacts, MrVia, Obj, Taken, FLAG_BACKTRACE,
+};
 
 /// The first checks of a verb on a context: NULL refused, then (unless the
 /// real library is calling its own export) a closed or unknown context.
@@ -30,28 +34,29 @@ pub fn on_context(func: &str, context: *mut ibv_context, caller: usize) -> Resul
 
 /// A new object's record: `kind` at `obj`, on the context the real library
 /// wrote into it (else `context`), under `parent`, made at `caller`.
+///
+/// # Safety
+/// `obj` is a live verbs object just returned by the real library.
 #[inline]
-pub fn record<T>(
+pub unsafe fn record<T>(
     kind: Kind,
     obj: *mut T,
     context: *mut ibv_context,
     parent: usize,
     caller: usize,
 ) -> Obj {
-    Obj::new(
-        kind,
-        obj as usize,
-        context_of(obj, context),
-        parent,
-        caller,
-        tid(),
-    )
+    // SAFETY: the caller's contract.
+    let ctx = unsafe { context_of(obj, context) };
+    Obj::new(kind, obj as usize, ctx, parent, caller, tid())
 }
 
 /// The context an object was created on: its first field, set by the real
 /// library (every verbs object starts with `struct ibv_context *context`).
-pub fn context_of<T>(obj: *mut T, fallback: *mut ibv_context) -> usize {
-    // SAFETY: obj is a live object just returned by the real library.
+///
+/// # Safety
+/// `obj` is a live verbs object just returned by the real library.
+pub unsafe fn context_of<T>(obj: *mut T, fallback: *mut ibv_context) -> usize {
+    // SAFETY: the caller's contract: its first word is readable.
     let ctx = unsafe { obj.cast::<*mut ibv_context>().read() };
     if ctx.is_null() {
         fallback as usize
@@ -60,10 +65,12 @@ pub fn context_of<T>(obj: *mut T, fallback: *mut ibv_context) -> usize {
     }
 }
 
-/// The context of `pd`, read only after a create on it succeeded (so `pd`
-/// was a live PD).
-pub fn context_of_pd(pd: *mut ibv_pd) -> *mut ibv_context {
-    // SAFETY: the real library just created an object on this PD.
+/// The context of `pd`.
+///
+/// # Safety
+/// `pd` is a live PD (a create on it just succeeded).
+pub unsafe fn context_of_pd(pd: *mut ibv_pd) -> *mut ibv_context {
+    // SAFETY: the caller's contract.
     unsafe { (*pd).context }
 }
 
@@ -124,6 +131,9 @@ fn backtrace(addr: usize) {
 /// cold paths, so that the fast path never builds one in memory.
 #[derive(Clone, Copy)]
 pub struct Destroy {
+    /// The verb, whose one argument is the object (`ibv_dealloc_pd(pd)`);
+    /// its record when logged.
+    pub verb: &'static Verb,
     pub func: &'static str,
     pub arg: &'static str,
     /// What it destroys, and what else it accepts (`ibv_dereg_mr` also
@@ -135,14 +145,21 @@ pub struct Destroy {
 }
 
 impl Destroy {
-    /// A destroy verb that returns 0 or an errno value.
-    pub const fn new(func: &'static str, arg: &'static str, kind: Kind, kinds: Kinds) -> Destroy {
+    /// The destroy verb `verb` (made as a constant: its shape is checked
+    /// when the shim is compiled).
+    pub const fn new(verb: &'static Verb, kind: Kind, kinds: Kinds) -> Destroy {
+        assert!(
+            verb.raw_words() == 1 && matches!(verb.args[0].1, Show::Ptr),
+            "a destroy verb takes the object alone"
+        );
+        assert!(matches!(verb.result, Show::Rc | Show::Void));
         Destroy {
-            func,
-            arg,
+            verb,
+            func: verb.name,
+            arg: verb.args[0].0,
             kind,
             kinds,
-            void: false,
+            void: matches!(verb.result, Show::Void),
         }
     }
 }
@@ -299,7 +316,9 @@ fn destroyed_extras(addr: usize, o: &objects::Stored) {
     }
     if o.kind() == Kind::Qp && crate::checks::datapath() {
         let qp = o.obj();
-        super::interpose::qp_destroyed(qp.ctx, qp.x);
+        if let Some(facts) = qp.facts.qp() {
+            super::interpose::qp_destroyed(Addr::new(qp.ctx), facts.qp_num);
+        }
     }
     if o.flags() & FLAG_BACKTRACE != 0 {
         objects::take_backtrace(addr);
@@ -325,17 +344,10 @@ fn failed(d: Destroy, o: &objects::Stored, rc: c_int) {
 #[cold]
 #[inline(never)]
 fn destroy_logged(d: Destroy, call: &Call, addr: usize, rc: c_int) {
-    if let Some(verb) = destroy_verb(&d) {
-        let result = if d.void { 0 } else { rc as i64 as u64 };
-        call.done(verb, &[addr as u64], result, false);
-    }
-}
-
-/// The descriptor of a destroy verb (every destroy has one: see
-/// `trace_format::verbs::destroy`).
-#[cold]
-fn destroy_verb(d: &Destroy) -> Option<&'static trace_format::verbs::Verb> {
-    trace_format::verbs::destroy(d.func, d.arg, d.void)
+    let result = if d.void { 0 } else { rc as i64 as u64 };
+    // SAFETY: the one word `Destroy::new` checked the verb for, a pointer
+    // shown as an address.
+    unsafe { call.done(d.verb, &[addr as u64], result, false) };
 }
 
 /// After EBUSY: names the tracked objects that still hold `o`.
@@ -378,25 +390,46 @@ fn busy(d: &Destroy, o: &Obj) {
     }
 }
 
-/// Records an MR registered on `pd` by the verb `objects::MR_VIA[via]`.
+/// Records an MR registered on `pd` by the verb `via`.
 /// Inlined into each registering export, as `track` is: the record is
 /// packed from registers, with no frame of its own.
+///
+/// # Safety
+/// `mr` is the live MR the real library just registered on the live `pd`.
 #[inline(always)]
-pub fn track_mr(
+pub unsafe fn track_mr(
     mr: *mut ibv_mr,
     pd: *mut ibv_pd,
     addr: u64,
     length: usize,
     access: u32,
-    via: u8,
+    via: MrVia,
     caller: usize,
 ) {
-    let mut o = record(Kind::Mr, mr, context_of_pd(pd), pd as usize, caller);
-    o.a = addr;
-    o.b = length as u64;
-    // SAFETY: a live MR just returned by the real library.
-    o.c = unsafe { (*mr).lkey as u64 | ((*mr).rkey as u64) << 32 };
-    o.x = access;
-    o.set_sub(via);
-    track(o);
+    // SAFETY: the caller's contract.
+    let o = unsafe { record(Kind::Mr, mr, context_of_pd(pd), pd as usize, caller) };
+    // SAFETY: the caller's contract.
+    let keys = unsafe { mr_keys(mr) };
+    track(o.with(Facts::Mr(MrFacts {
+        addr,
+        length: length as u64,
+        keys,
+        access,
+        via,
+    })));
+}
+
+/// An MR's keys.
+///
+/// # Safety
+/// `mr` is a live MR.
+#[inline(always)]
+pub unsafe fn mr_keys(mr: *mut ibv_mr) -> Keys {
+    // SAFETY: the caller's contract.
+    unsafe {
+        Keys {
+            lkey: (*mr).lkey,
+            rkey: (*mr).rkey,
+        }
+    }
 }

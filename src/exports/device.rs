@@ -7,26 +7,15 @@
 
 use std::ffi::{c_char, c_int};
 
-use trace_format::verbs::{
-    CLOSE_DEVICE, FREE_DEVICE_LIST, GET_DEVICE_GUID, GET_DEVICE_INDEX, GET_DEVICE_LIST,
-    GET_DEVICE_NAME, OPEN_DEVICE,
-};
 use verbs_abi::{__be64, ibv_context, ibv_device};
 
 use super::{refuse, Call};
 use crate::guard::{export, Errno, MinusOne, Refused};
-use crate::real::real_fns;
+use crate::real::slots::{
+    CloseDevice, FreeDeviceList, GetDeviceGuid, GetDeviceIndex, GetDeviceList, GetDeviceName,
+    OpenDevice,
+};
 use crate::registry::{self, devices};
-
-real_fns! {
-    GetDeviceList = fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *mut ibv_device;
-    FreeDeviceList = fn ibv_free_device_list(list: *mut *mut ibv_device);
-    GetDeviceName = fn ibv_get_device_name(device: *mut ibv_device) -> *const c_char;
-    GetDeviceGuid = fn ibv_get_device_guid(device: *mut ibv_device) -> __be64;
-    GetDeviceIndex = fn ibv_get_device_index(device: *mut ibv_device) -> c_int;
-    OpenDevice = fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_context;
-    CloseDevice = fn ibv_close_device(context: *mut ibv_context) -> c_int;
-}
 
 /// Checks a device argument: NULL and pointers the real library never
 /// handed out are refused with EINVAL instead of crashing in rdma-core.
@@ -58,11 +47,12 @@ fn refuse_device(func: &str, device: *mut ibv_device) -> Refused {
 #[no_mangle]
 pub unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *mut ibv_device {
     let caller = crate::caller!();
-    export("ibv_get_device_list", || {
+    export(GetDeviceList::NAME, || {
         let real = GetDeviceList::get()?;
         let call = Call::begin();
         // num_devices may be NULL, as rdma-core allows.
-        let list = real.call(num_devices);
+        // SAFETY: the program's argument (may be NULL, as rdma-core allows).
+        let list = unsafe { real.call(num_devices) };
         let errno = Errno::save();
         if !list.is_null() {
             let mut n = 0;
@@ -82,7 +72,8 @@ pub unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *m
                 remember_all(devs);
             }
             if call.logging() {
-                cache_guids(devs);
+                // SAFETY: devices of the list the real library just returned.
+                unsafe { cache_guids(devs) };
             }
             // Out of memory: counted as untracked (see `devices`).
             devices::list_returned(devices::LiveList {
@@ -99,13 +90,13 @@ pub unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *m
             }
             if call.logging() {
                 errno.restore();
-                log_list(&call, num_devices, list, n);
+                // SAFETY: the list the real library just returned, of `n` devices.
+                unsafe { log_list(&call, num_devices, list, n) };
             }
         } else {
             errno.restore();
-            let mut args = [0u64; LIST_ARGS + 1];
-            args[0] = num_devices as u64;
-            call.done(&GET_DEVICE_LIST, &args, 0, true);
+            // SAFETY: the list the real library just returned, of `n` devices.
+            unsafe { log_list(&call, num_devices, list, 0) };
         }
         errno.restore();
         Ok(list)
@@ -128,36 +119,53 @@ fn remember_all(devs: &[*mut ibv_device]) {
 
 /// The log shows each device's GUID: read once per device (the real
 /// getter reads sysfs; the caller restores errno).
+///
+/// # Safety
+/// `devs` are devices of the list the real library just returned.
 #[cold]
 #[inline(never)]
-fn cache_guids(devs: &[*mut ibv_device]) {
+unsafe fn cache_guids(devs: &[*mut ibv_device]) {
     let Ok(guid) = GetDeviceGuid::unhooked() else {
         return;
     };
     for &dev in devs {
         if devices::cached_guid(dev).is_none() {
-            // dev is a device of the list just returned.
-            devices::cache_guid(dev, guid.call(dev));
+            // SAFETY: a device of the list just returned.
+            devices::cache_guid(dev, unsafe { guid.call(dev) });
         }
     }
 }
 
-/// The list's record: `num_devices`, the first devices (the descriptor's
-/// `ListDev` slots: a longer list is shown cut, marked `...`), then its
-/// length.
-const LIST_ARGS: usize = GET_DEVICE_LIST.args.len();
-
+/// The list's record: `num_devices`, the first devices (a longer list is
+/// shown cut, marked `...`), then its length.
+///
+/// # Safety
+/// `list` is the list the real library just returned, of `n` devices (NULL with none).
 #[cold]
 #[inline(never)]
-fn log_list(call: &Call, num_devices: *mut c_int, list: *mut *mut ibv_device, n: usize) {
-    let mut args = [0u64; LIST_ARGS + 1];
-    args[0] = num_devices as u64;
-    for (i, a) in args[1..LIST_ARGS].iter_mut().enumerate().take(n) {
+unsafe fn log_list(call: &Call, num_devices: *mut c_int, list: *mut *mut ibv_device, n: usize) {
+    let mut d = [std::ptr::null_mut(); 6];
+    for (i, slot) in d.iter_mut().enumerate().take(n) {
         // SAFETY: i < n: a device of the list just returned.
-        *a = unsafe { *list.add(i) } as u64;
+        *slot = unsafe { *list.add(i) };
     }
-    args[LIST_ARGS] = n as u64;
-    call.done(&GET_DEVICE_LIST, &args, list as u64, false);
+    let [d0, d1, d2, d3, d4, d5] = d;
+    // SAFETY: the devices of the list the real library just returned.
+    unsafe {
+        GetDeviceList::done(
+            call,
+            num_devices,
+            d0,
+            d1,
+            d2,
+            d3,
+            d4,
+            d5,
+            n,
+            list,
+            list.is_null(),
+        )
+    };
 }
 
 /// Frees an array returned by `ibv_get_device_list()`. Devices that were
@@ -165,7 +173,7 @@ fn log_list(call: &Call, num_devices: *mut c_int, list: *mut *mut ibv_device, n:
 /// such a list is refused with a warning (rdma-core would crash).
 #[no_mangle]
 pub unsafe extern "C" fn ibv_free_device_list(list: *mut *mut ibv_device) {
-    export("ibv_free_device_list", || {
+    export(FreeDeviceList::NAME, || {
         if list.is_null() {
             return Err(refuse(
                 format_args!("ibv_free_device_list(list=NULL)"),
@@ -184,9 +192,10 @@ pub unsafe extern "C" fn ibv_free_device_list(list: *mut *mut ibv_device) {
         }
         errno.restore();
         let call = Call::begin();
-        // A live list from the real ibv_get_device_list, freed once.
-        real.call(list);
-        call.done(&FREE_DEVICE_LIST, &[list as u64], 0, false);
+        // SAFETY: a live list from the real ibv_get_device_list, freed once.
+        unsafe { real.call(list) };
+        // SAFETY: the arguments and the result of the real call.
+        unsafe { FreeDeviceList::done(&call, list, (), false) };
         Ok(())
     })
 }
@@ -218,8 +227,9 @@ pub unsafe extern "C" fn ibv_get_device_name(device: *mut ibv_device) -> *const 
     // panic boundary to catch, and nothing half done should a signal
     // handler call exit() in it.
     if fast(device) {
-        // SAFETY: resolved before the device entered the fast index.
-        return unsafe { GetDeviceName::resolved() }.call(device);
+        // SAFETY: resolved before the device entered the fast index, a
+        // device the real library handed out.
+        return unsafe { GetDeviceName::resolved().call(device) };
     }
     get_device_name(device)
 }
@@ -227,18 +237,14 @@ pub unsafe extern "C" fn ibv_get_device_name(device: *mut ibv_device) -> *const 
 #[cold]
 #[inline(never)]
 fn get_device_name(device: *mut ibv_device) -> *const c_char {
-    export("ibv_get_device_name", || {
-        device_ok("ibv_get_device_name", device)?;
+    export(GetDeviceName::NAME, || {
+        device_ok(GetDeviceName::NAME, device)?;
         let real = GetDeviceName::get()?;
         let call = Call::begin();
-        // device is one the real library handed out.
-        let name = real.call(device);
-        call.done(
-            &GET_DEVICE_NAME,
-            &[device as u64],
-            name as u64,
-            name.is_null(),
-        );
+        // SAFETY: a device the real library handed out (`device_ok`).
+        let name = unsafe { real.call(device) };
+        // SAFETY: the arguments and the result of the real call.
+        unsafe { GetDeviceName::done(&call, device, name, name.is_null()) };
         Ok(name)
     })
 }
@@ -254,7 +260,8 @@ pub unsafe extern "C" fn ibv_get_device_guid(device: *mut ibv_device) -> __be64 
         // SAFETY: resolved before the device entered the fast index.
         let real = unsafe { GetDeviceGuid::resolved() };
         crate::thread::enter_boundary();
-        let guid = real.call(device);
+        // SAFETY: a device the real library handed out (the fast index's).
+        let guid = unsafe { real.call(device) };
         crate::thread::leave_boundary();
         return guid;
     }
@@ -264,18 +271,20 @@ pub unsafe extern "C" fn ibv_get_device_guid(device: *mut ibv_device) -> __be64 
 #[cold]
 #[inline(never)]
 fn get_device_guid(device: *mut ibv_device) -> __be64 {
-    export("ibv_get_device_guid", || {
-        device_ok("ibv_get_device_guid", device)?;
+    export(GetDeviceGuid::NAME, || {
+        device_ok(GetDeviceGuid::NAME, device)?;
         let real = GetDeviceGuid::get()?;
         let call = Call::begin();
-        let guid = real.call(device);
+        // SAFETY: a device the real library handed out (`device_ok`).
+        let guid = unsafe { real.call(device) };
         if call.logging() {
             let errno = Errno::save();
             if guid != 0 {
                 devices::cache_guid(device, guid);
             }
             errno.restore();
-            call.done(&GET_DEVICE_GUID, &[device as u64], guid, guid == 0);
+            // SAFETY: the arguments and the result of the real call.
+            unsafe { GetDeviceGuid::done(&call, device, guid, guid == 0) };
         }
         Ok(guid)
     })
@@ -288,8 +297,9 @@ fn get_device_guid(device: *mut ibv_device) -> __be64 {
 pub unsafe extern "C" fn ibv_get_device_index(device: *mut ibv_device) -> c_int {
     // A field read, as `ibv_get_device_name`: a tail call.
     if fast(device) {
-        // SAFETY: resolved before the device entered the fast index.
-        return unsafe { GetDeviceIndex::resolved() }.call(device);
+        // SAFETY: resolved before the device entered the fast index, a
+        // device the real library handed out.
+        return unsafe { GetDeviceIndex::resolved().call(device) };
     }
     get_device_index(device)
 }
@@ -297,12 +307,14 @@ pub unsafe extern "C" fn ibv_get_device_index(device: *mut ibv_device) -> c_int 
 #[cold]
 #[inline(never)]
 fn get_device_index(device: *mut ibv_device) -> c_int {
-    export("ibv_get_device_index", || {
-        device_ok("ibv_get_device_index", device)?;
+    export(GetDeviceIndex::NAME, || {
+        device_ok(GetDeviceIndex::NAME, device)?;
         let real = GetDeviceIndex::get()?;
         let call = Call::begin();
-        let index = real.call(device);
-        call.done(&GET_DEVICE_INDEX, &[device as u64], index as u64, false);
+        // SAFETY: a device the real library handed out (`device_ok`).
+        let index = unsafe { real.call(device) };
+        // SAFETY: the arguments and the result of the real call.
+        unsafe { GetDeviceIndex::done(&call, device, index, false) };
         Ok(MinusOne(index))
     })
 }
@@ -313,13 +325,14 @@ fn get_device_index(device: *mut ibv_device) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_context {
     let caller = crate::caller!();
-    export("ibv_open_device", || {
-        device_ok("ibv_open_device", device)?;
+    export(OpenDevice::NAME, || {
+        device_ok(OpenDevice::NAME, device)?;
         let real = OpenDevice::get()?;
         let call = Call::begin();
         // Inside: the real open goes through verbs_open_device, which the
         // shim also exports (see `exports::private`); this export records it.
-        let ctx = super::inside(|| real.call(device));
+        // SAFETY: a device the real library handed out (`device_ok`).
+        let ctx = super::inside(|| unsafe { real.call(device) });
         let errno = Errno::save();
         if !ctx.is_null() {
             registry::contexts::opened(ctx as usize, device as usize, super::tid(), caller);
@@ -327,7 +340,8 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_co
             unsafe { super::interpose::install(ctx) };
         }
         errno.restore();
-        call.done(&OPEN_DEVICE, &[device as u64], ctx as u64, ctx.is_null());
+        // SAFETY: the arguments and the result of the real call.
+        unsafe { OpenDevice::done(&call, device, ctx, ctx.is_null()) };
         Ok(ctx)
     })
 }
@@ -339,7 +353,7 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_co
 #[no_mangle]
 pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
     let caller = crate::caller!();
-    export("ibv_close_device", || {
+    export(CloseDevice::NAME, || {
         if context.is_null() {
             return Err(refuse(
                 format_args!("ibv_close_device(context=NULL)"),
@@ -357,7 +371,7 @@ pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
             }
             // A context opened where the shim does not see it is adopted
             // (see `exports::context_ok`); garbage is refused.
-            None => super::context_ok("ibv_close_device", context, caller)?,
+            None => super::context_ok(CloseDevice::NAME, context, caller)?,
         }
         let real = CloseDevice::get()?;
         // SAFETY: an open context; its device field is valid until close.
@@ -375,8 +389,8 @@ pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
         }
         errno.restore();
         let call = Call::begin();
-        // An open context from the real library, closed once.
-        let rc = real.call(context);
+        // SAFETY: an open context from the real library, closed once.
+        let rc = unsafe { real.call(context) };
         let errno = Errno::save();
         if rc == 0 {
             crate::report::context_closed(context as usize);
@@ -384,12 +398,8 @@ pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
             registry::abort_close(context as usize);
         }
         errno.restore();
-        call.done(
-            &CLOSE_DEVICE,
-            &[context as u64, device as u64],
-            rc as i64 as u64,
-            rc != 0,
-        );
+        // SAFETY: the arguments and the result of the real call.
+        unsafe { CloseDevice::done(&call, context, device, rc, rc != 0) };
         if rc == 0 {
             // The close's own line too: a program that leaves by `_exit`
             // right after the close would lose it (nothing else is queued).

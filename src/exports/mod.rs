@@ -10,7 +10,7 @@
 //! C reader, so clippy's `# Safety` section rule does not apply here.
 #![allow(clippy::missing_safety_doc)]
 
-use std::ffi::{c_char, CStr};
+use std::ffi::CStr;
 use std::fmt;
 
 use verbs_abi::{ibv_context, ibv_device};
@@ -31,6 +31,19 @@ pub mod interpose;
 pub mod private;
 pub mod query;
 pub mod resources;
+/// cbindgen:ignore
+pub mod verbs;
+
+/// Every export written in Rust, by name: `verbs` checks each one's
+/// signature against its declaration.
+pub(crate) mod all {
+    pub(crate) use super::device::*;
+    pub(crate) use super::private::*;
+    pub(crate) use super::query::*;
+    pub(crate) use super::resources::memory::*;
+    pub(crate) use super::resources::queues::*;
+    pub(crate) use super::resources::remote::*;
+}
 
 /// The return address of the current export: the call site in the program
 /// (the creation site in leak reports). Must be expanded directly in the
@@ -92,9 +105,16 @@ impl Call {
     /// argument of `verb`, then an `RcCq` / `RcEventType` / `DevList`
     /// result's value; see `trace_format::verbs`): the calling thread
     /// formats nothing (the log's writer thread does, `log::entry`).
-    /// Leaves errno as it found it.
+    /// Leaves errno as it found it. The verbs' typed records
+    /// (`verbs`: `AllocPd::done`) are the callers.
+    ///
+    /// # Safety
+    /// `args` holds `verb.raw_words()` words; a device word is NULL or a
+    /// device of the real library's; an MR or QP result NULL or the object
+    /// the real library just returned, a string result NULL or a C string
+    /// of the real library's.
     #[inline(always)]
-    pub fn done(&self, verb: &'static Verb, args: &[u64], result: u64, failed: bool) {
+    pub unsafe fn done(&self, verb: &'static Verb, args: &[u64], result: u64, failed: bool) {
         if let Some(start) = self.start {
             // `verb` is the export's constant: the match is made when the
             // export is compiled. A one-device verb (the device getters)
@@ -210,6 +230,31 @@ pub fn forward<R>(
     let r = inside(forward);
     log(&call, &r);
     Ok(r)
+}
+
+/// The checks of a verb `func` on `context`: NULL refused now, and, when
+/// the call is forwarded, a closed or unknown context ([`context_ok`]).
+#[inline(always)]
+pub fn context_checks(
+    func: &'static str,
+    context: *mut ibv_context,
+    caller: usize,
+) -> Result<impl FnOnce() -> Result<(), Refused>, Refused> {
+    not_null(func, "context", context)?;
+    Ok(move || context_ok(func, context, caller))
+}
+
+/// The checks of a verb `func` on the object `obj` (its argument `arg`):
+/// NULL refused now, and, when the call is forwarded, an object known dead
+/// ([`alive`]).
+#[inline(always)]
+pub fn object_checks<T>(
+    func: &'static str,
+    arg: &'static str,
+    obj: *mut T,
+) -> Result<impl FnOnce() -> Result<(), Refused>, Refused> {
+    not_null(func, arg, obj)?;
+    Ok(move || alive(func, arg, obj as usize))
 }
 
 /// A NULL object argument to a verb that would dereference it (rdma-core
@@ -397,29 +442,6 @@ impl fmt::Display for Dev {
             }
         }
         Ok(())
-    }
-}
-
-/// A C string result for the log.
-pub struct Str(pub *const c_char);
-
-impl fmt::Display for Str {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.0.is_null() {
-            return f.write_str("NULL");
-        }
-        // SAFETY: non-NULL strings returned by the real library are valid C strings.
-        let s = unsafe { CStr::from_ptr(self.0) }.to_string_lossy();
-        if s.bytes()
-            .all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\\')
-        {
-            // The common case (device names), without Debug's escaping pass.
-            f.write_str("\"")?;
-            f.write_str(&s)?;
-            f.write_str("\"")
-        } else {
-            write!(f, "{s:?}")
-        }
     }
 }
 

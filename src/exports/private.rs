@@ -12,12 +12,8 @@ use verbs_abi::{ibv_context, ibv_device};
 
 use super::{inside, nested, tid, Call};
 use crate::guard::{export, Errno};
-use crate::real::real_fns;
+use crate::real::slots::VerbsOpenDevice;
 use crate::registry::{contexts, devices};
-
-real_fns! {
-    VerbsOpenDevice = fn verbs_open_device(device: *mut ibv_device, private_data: *mut c_void) -> *mut ibv_context;
-}
 
 /// rdma-core's private open (`ibv_open_device` and the providers' direct
 /// opens call it). Forwarded unchanged; a context it returns is tracked.
@@ -27,14 +23,16 @@ pub unsafe extern "C" fn verbs_open_device(
     private_data: *mut c_void,
 ) -> *mut ibv_context {
     let caller = crate::caller!();
-    export("verbs_open_device", || {
+    export(VerbsOpenDevice::NAME, || {
         let real = VerbsOpenDevice::get()?;
         // Inside the shim's ibv_open_device: that export records it.
         if nested() {
-            return Ok(real.call(device, private_data));
+            // SAFETY: the caller's own arguments, forwarded unchanged.
+            return Ok(unsafe { real.call(device, private_data) });
         }
         let call = Call::begin();
-        let ctx = inside(|| real.call(device, private_data));
+        // SAFETY: the caller's own arguments, forwarded unchanged.
+        let ctx = inside(|| unsafe { real.call(device, private_data) });
         let errno = Errno::save();
         if !ctx.is_null() {
             devices::remember(device);
@@ -43,12 +41,8 @@ pub unsafe extern "C" fn verbs_open_device(
             unsafe { super::interpose::install(ctx) };
         }
         errno.restore();
-        call.done(
-            &trace_format::verbs::VERBS_OPEN_DEVICE,
-            &[device as u64, private_data as u64],
-            ctx as u64,
-            ctx.is_null(),
-        );
+        // SAFETY: the arguments and the result of the real call.
+        unsafe { VerbsOpenDevice::done(&call, device, private_data, ctx, ctx.is_null()) };
         Ok(ctx)
     })
 }

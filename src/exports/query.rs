@@ -8,39 +8,21 @@
 //! check is one shared atomic read while no context was closed with objects
 //! on it.
 
-use std::ffi::{c_int, c_uint, c_void};
+use std::ffi::{c_int, c_uint};
 use std::ptr::addr_of;
 
-use trace_format::verbs::{
-    Verb, ACK_ASYNC_EVENT, ACK_CQ_EVENTS, FORK_INIT, GET_ASYNC_EVENT, GET_CQ_EVENT, MODIFY_QP,
-    MODIFY_SRQ, QUERY_DEVICE, QUERY_GID, QUERY_PKEY, QUERY_PORT, QUERY_QP, QUERY_SRQ,
-};
 use verbs_abi::{
     _compat_ibv_port_attr, ibv_async_event, ibv_comp_channel, ibv_context, ibv_cq, ibv_device_attr,
     ibv_gid, ibv_qp, ibv_qp_attr, ibv_qp_init_attr, ibv_srq, ibv_srq_attr,
 };
 
-use super::{alive, context_ok, forward, not_null};
+use super::{alive, context_checks, context_ok, forward, not_null, object_checks};
+use crate::addr::Addr;
 use crate::guard::{export, Errno, ErrnoCode, MinusOne};
-use crate::real::real_fns;
-
-real_fns! {
-    QueryDevice = fn ibv_query_device(context: *mut ibv_context, device_attr: *mut ibv_device_attr) -> c_int;
-    QueryPort = fn ibv_query_port(context: *mut ibv_context, port_num: u8, port_attr: *mut _compat_ibv_port_attr) -> c_int;
-    QueryGid = fn ibv_query_gid(context: *mut ibv_context, port_num: u8, index: c_int, gid: *mut ibv_gid) -> c_int;
-    QueryPkey = fn ibv_query_pkey(context: *mut ibv_context, port_num: u8, index: c_int, pkey: *mut u16) -> c_int;
-    ModifyQp = fn ibv_modify_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, attr_mask: c_int) -> c_int;
-    QueryQp = fn ibv_query_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, attr_mask: c_int, init_attr: *mut ibv_qp_init_attr) -> c_int;
-    ModifySrq = fn ibv_modify_srq(srq: *mut ibv_srq, srq_attr: *mut ibv_srq_attr, srq_attr_mask: c_int) -> c_int;
-    QuerySrq = fn ibv_query_srq(srq: *mut ibv_srq, srq_attr: *mut ibv_srq_attr) -> c_int;
-    GetCqEvent = fn ibv_get_cq_event(channel: *mut ibv_comp_channel, cq: *mut *mut ibv_cq, cq_context: *mut *mut c_void) -> c_int;
-    AckCqEvents = fn ibv_ack_cq_events(cq: *mut ibv_cq, nevents: c_uint);
-    GetAsyncEvent = fn ibv_get_async_event(context: *mut ibv_context, event: *mut ibv_async_event) -> c_int;
-    AckAsyncEvent = fn ibv_ack_async_event(event: *mut ibv_async_event);
-    AttachMcast = fn ibv_attach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int;
-    DetachMcast = fn ibv_detach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int;
-    ForkInit = fn ibv_fork_init() -> c_int;
-}
+use crate::real::slots::{
+    AckAsyncEvent, AckCqEvents, AttachMcast, DetachMcast, ForkInit, GetAsyncEvent, GetCqEvent,
+    ModifyQp, ModifySrq, QueryDevice, QueryGid, QueryPkey, QueryPort, QueryQp, QuerySrq,
+};
 
 /// Nothing to refuse beyond the NULL checks.
 fn unchecked() -> Result<(), super::Refused> {
@@ -55,22 +37,10 @@ pub unsafe extern "C" fn ibv_query_device(
     device_attr: *mut ibv_device_attr,
 ) -> c_int {
     let caller = crate::caller!();
-    export("ibv_query_device", || {
-        not_null("ibv_query_device", "context", context)?;
-        let real = QueryDevice::get()?;
-        forward(
-            || context_ok("ibv_query_device", context, caller),
-            || real.call(context, device_attr),
-            |call, rc| {
-                call.done(
-                    &QUERY_DEVICE,
-                    &[context as u64, device_attr as u64],
-                    *rc as i64 as u64,
-                    false,
-                )
-            },
-        )
-        .map(ErrnoCode)
+    QueryDevice::export(|| {
+        let check = context_checks(QueryDevice::NAME, context, caller)?;
+        // SAFETY: the program's arguments.
+        unsafe { QueryDevice::forward(check, context, device_attr) }
     })
 }
 
@@ -85,22 +55,10 @@ pub unsafe extern "C" fn ibv_query_port(
     port_attr: *mut _compat_ibv_port_attr,
 ) -> c_int {
     let caller = crate::caller!();
-    export("ibv_query_port", || {
-        not_null("ibv_query_port", "context", context)?;
-        let real = QueryPort::get()?;
-        forward(
-            || context_ok("ibv_query_port", context, caller),
-            || real.call(context, port_num, port_attr),
-            |call, rc| {
-                call.done(
-                    &QUERY_PORT,
-                    &[context as u64, port_num as u64, port_attr as u64],
-                    *rc as i64 as u64,
-                    false,
-                )
-            },
-        )
-        .map(ErrnoCode)
+    QueryPort::export(|| {
+        let check = context_checks(QueryPort::NAME, context, caller)?;
+        // SAFETY: the program's arguments.
+        unsafe { QueryPort::forward(check, context, port_num, port_attr) }
     })
 }
 
@@ -114,27 +72,10 @@ pub unsafe extern "C" fn ibv_query_gid(
     gid: *mut ibv_gid,
 ) -> c_int {
     let caller = crate::caller!();
-    export("ibv_query_gid", || {
-        not_null("ibv_query_gid", "context", context)?;
-        let real = QueryGid::get()?;
-        forward(
-            || context_ok("ibv_query_gid", context, caller),
-            || real.call(context, port_num, index, gid),
-            |call, rc| {
-                call.done(
-                    &QUERY_GID,
-                    &[
-                        context as u64,
-                        port_num as u64,
-                        index as i64 as u64,
-                        gid as u64,
-                    ],
-                    *rc as i64 as u64,
-                    *rc != 0,
-                )
-            },
-        )
-        .map(MinusOne)
+    QueryGid::export(|| {
+        let check = context_checks(QueryGid::NAME, context, caller)?;
+        // SAFETY: the program's arguments.
+        unsafe { QueryGid::forward(check, context, port_num, index, gid) }
     })
 }
 
@@ -148,27 +89,10 @@ pub unsafe extern "C" fn ibv_query_pkey(
     pkey: *mut u16,
 ) -> c_int {
     let caller = crate::caller!();
-    export("ibv_query_pkey", || {
-        not_null("ibv_query_pkey", "context", context)?;
-        let real = QueryPkey::get()?;
-        forward(
-            || context_ok("ibv_query_pkey", context, caller),
-            || real.call(context, port_num, index, pkey),
-            |call, rc| {
-                call.done(
-                    &QUERY_PKEY,
-                    &[
-                        context as u64,
-                        port_num as u64,
-                        index as i64 as u64,
-                        pkey as u64,
-                    ],
-                    *rc as i64 as u64,
-                    *rc != 0,
-                )
-            },
-        )
-        .map(MinusOne)
+    QueryPkey::export(|| {
+        let check = context_checks(QueryPkey::NAME, context, caller)?;
+        // SAFETY: the program's arguments.
+        unsafe { QueryPkey::forward(check, context, port_num, index, pkey) }
     })
 }
 
@@ -182,12 +106,13 @@ pub unsafe extern "C" fn ibv_modify_qp(
     attr: *mut ibv_qp_attr,
     attr_mask: c_int,
 ) -> c_int {
-    export("ibv_modify_qp", || {
-        not_null("ibv_modify_qp", "qp", qp)?;
+    export(ModifyQp::NAME, || {
+        not_null(ModifyQp::NAME, "qp", qp)?;
         let real = ModifyQp::get()?;
         forward(
-            || alive("ibv_modify_qp", "qp", qp as usize),
-            || real.call(qp, attr, attr_mask),
+            || alive(ModifyQp::NAME, "qp", qp as usize),
+            // SAFETY: the program's arguments, to the real function.
+            || unsafe { real.call(qp, attr, attr_mask) },
             |call, rc| {
                 let checking = crate::checks::datapath();
                 if !call.logging() && !checking {
@@ -204,24 +129,15 @@ pub unsafe extern "C" fn ibv_modify_qp(
                     // The error-completion explainer hears of a flush the
                     // program asks for.
                     // SAFETY: a QP the program just modified successfully.
-                    let (ctx, qp_num) = unsafe { ((*qp).context as usize, (*qp).qp_num) };
+                    let (ctx, qp_num) = unsafe { (Addr::of((*qp).context), (*qp).qp_num) };
                     super::interpose::qp_state_set(ctx, qp_num, state);
                 }
                 errno.restore();
                 if !call.logging() {
                     return;
                 }
-                call.done(
-                    &MODIFY_QP,
-                    &[
-                        qp as u64,
-                        attr as u64,
-                        attr_mask as u32 as u64,
-                        state as i64 as u64,
-                    ],
-                    *rc as i64 as u64,
-                    false,
-                );
+                // SAFETY: the arguments and the result of the real call.
+                unsafe { ModifyQp::done(call, qp, attr, attr_mask, state, *rc, false) };
             },
         )
         .map(ErrnoCode)
@@ -238,27 +154,10 @@ pub unsafe extern "C" fn ibv_query_qp(
     attr_mask: c_int,
     init_attr: *mut ibv_qp_init_attr,
 ) -> c_int {
-    export("ibv_query_qp", || {
-        not_null("ibv_query_qp", "qp", qp)?;
-        let real = QueryQp::get()?;
-        forward(
-            || alive("ibv_query_qp", "qp", qp as usize),
-            || real.call(qp, attr, attr_mask, init_attr),
-            |call, rc| {
-                call.done(
-                    &QUERY_QP,
-                    &[
-                        qp as u64,
-                        attr as u64,
-                        attr_mask as u32 as u64,
-                        init_attr as u64,
-                    ],
-                    *rc as i64 as u64,
-                    false,
-                )
-            },
-        )
-        .map(ErrnoCode)
+    QueryQp::export(|| {
+        let check = object_checks(QueryQp::NAME, "qp", qp)?;
+        // SAFETY: the program's arguments.
+        unsafe { QueryQp::forward(check, qp, attr, attr_mask, init_attr) }
     })
 }
 
@@ -271,22 +170,10 @@ pub unsafe extern "C" fn ibv_modify_srq(
     srq_attr: *mut ibv_srq_attr,
     srq_attr_mask: c_int,
 ) -> c_int {
-    export("ibv_modify_srq", || {
-        not_null("ibv_modify_srq", "srq", srq)?;
-        let real = ModifySrq::get()?;
-        forward(
-            || alive("ibv_modify_srq", "srq", srq as usize),
-            || real.call(srq, srq_attr, srq_attr_mask),
-            |call, rc| {
-                call.done(
-                    &MODIFY_SRQ,
-                    &[srq as u64, srq_attr as u64, srq_attr_mask as u32 as u64],
-                    *rc as i64 as u64,
-                    false,
-                )
-            },
-        )
-        .map(ErrnoCode)
+    ModifySrq::export(|| {
+        let check = object_checks(ModifySrq::NAME, "srq", srq)?;
+        // SAFETY: the program's arguments.
+        unsafe { ModifySrq::forward(check, srq, srq_attr, srq_attr_mask) }
     })
 }
 
@@ -295,22 +182,10 @@ pub unsafe extern "C" fn ibv_modify_srq(
 /// context).
 #[no_mangle]
 pub unsafe extern "C" fn ibv_query_srq(srq: *mut ibv_srq, srq_attr: *mut ibv_srq_attr) -> c_int {
-    export("ibv_query_srq", || {
-        not_null("ibv_query_srq", "srq", srq)?;
-        let real = QuerySrq::get()?;
-        forward(
-            || alive("ibv_query_srq", "srq", srq as usize),
-            || real.call(srq, srq_attr),
-            |call, rc| {
-                call.done(
-                    &QUERY_SRQ,
-                    &[srq as u64, srq_attr as u64],
-                    *rc as i64 as u64,
-                    false,
-                )
-            },
-        )
-        .map(ErrnoCode)
+    QuerySrq::export(|| {
+        let check = object_checks(QuerySrq::NAME, "srq", srq)?;
+        // SAFETY: the program's arguments.
+        unsafe { QuerySrq::forward(check, srq, srq_attr) }
     })
 }
 
@@ -323,13 +198,14 @@ pub unsafe extern "C" fn ibv_get_cq_event(
     cq: *mut *mut ibv_cq,
     cq_context: *mut *mut libc::c_void,
 ) -> c_int {
-    export("ibv_get_cq_event", || {
-        not_null("ibv_get_cq_event", "channel", channel)?;
+    export(GetCqEvent::NAME, || {
+        not_null(GetCqEvent::NAME, "channel", channel)?;
         let real = GetCqEvent::get()?;
         forward(
-            || alive("ibv_get_cq_event", "channel", channel as usize),
+            || alive(GetCqEvent::NAME, "channel", channel as usize),
             // It may block, holding no lock of the shim.
-            || real.call(channel, cq, cq_context),
+            // SAFETY: the program's arguments, to the real function.
+            || unsafe { real.call(channel, cq, cq_context) },
             |call, rc| {
                 let got = if *rc == 0 && !cq.is_null() {
                     // SAFETY: on success the real library stored the CQ there.
@@ -337,12 +213,8 @@ pub unsafe extern "C" fn ibv_get_cq_event(
                 } else {
                     std::ptr::null_mut()
                 };
-                call.done(
-                    &GET_CQ_EVENT,
-                    &[channel as u64, got as u64],
-                    *rc as i64 as u64,
-                    *rc != 0,
-                )
+                // SAFETY: the arguments and the result of the real call.
+                unsafe { GetCqEvent::done(call, channel, cq, cq_context, got, *rc, *rc != 0) }
             },
         )
         .map(MinusOne)
@@ -353,13 +225,10 @@ pub unsafe extern "C" fn ibv_get_cq_event(
 /// acknowledged before the CQ is destroyed).
 #[no_mangle]
 pub unsafe extern "C" fn ibv_ack_cq_events(cq: *mut ibv_cq, nevents: c_uint) {
-    export("ibv_ack_cq_events", || {
-        let real = AckCqEvents::get()?;
-        forward(
-            || alive("ibv_ack_cq_events", "cq", cq as usize),
-            || real.call(cq, nevents),
-            |call, ()| call.done(&ACK_CQ_EVENTS, &[cq as u64, nevents as u64], 0, false),
-        )
+    AckCqEvents::export(|| {
+        let check = || alive(AckCqEvents::NAME, "cq", cq as usize);
+        // SAFETY: the program's arguments.
+        unsafe { AckCqEvents::forward(check, cq, nevents) }
     })
 }
 
@@ -372,13 +241,14 @@ pub unsafe extern "C" fn ibv_get_async_event(
     event: *mut ibv_async_event,
 ) -> c_int {
     let caller = crate::caller!();
-    export("ibv_get_async_event", || {
-        not_null("ibv_get_async_event", "context", context)?;
+    export(GetAsyncEvent::NAME, || {
+        not_null(GetAsyncEvent::NAME, "context", context)?;
         let real = GetAsyncEvent::get()?;
         forward(
-            || context_ok("ibv_get_async_event", context, caller),
+            || context_ok(GetAsyncEvent::NAME, context, caller),
             // It may block, holding no lock of the shim.
-            || real.call(context, event),
+            // SAFETY: the program's arguments, to the real function.
+            || unsafe { real.call(context, event) },
             |call, rc| {
                 if !call.logging() {
                     return;
@@ -389,12 +259,8 @@ pub unsafe extern "C" fn ibv_get_async_event(
                 } else {
                     -1
                 };
-                call.done(
-                    &GET_ASYNC_EVENT,
-                    &[context as u64, event as u64, kind as i64 as u64],
-                    *rc as i64 as u64,
-                    *rc != 0,
-                );
+                // SAFETY: the arguments and the result of the real call.
+                unsafe { GetAsyncEvent::done(call, context, event, kind, *rc, *rc != 0) };
             },
         )
         .map(MinusOne)
@@ -404,49 +270,18 @@ pub unsafe extern "C" fn ibv_get_async_event(
 /// Acknowledges an asynchronous event returned by `ibv_get_async_event()`.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_ack_async_event(event: *mut ibv_async_event) {
-    export("ibv_ack_async_event", || {
-        let real = AckAsyncEvent::get()?;
-        forward(
-            unchecked,
-            || real.call(event),
-            |call, ()| call.done(&ACK_ASYNC_EVENT, &[event as u64], 0, false),
-        )
-    })
-}
-
-/// The shared body of attach/detach multicast: `real` forwards.
-fn mcast(
-    verb: &'static Verb,
-    qp: *mut ibv_qp,
-    gid: *const ibv_gid,
-    lid: u16,
-    real: impl FnOnce() -> c_int,
-) -> Result<ErrnoCode, super::Refused> {
-    forward(
-        || alive(verb.name, "qp", qp as usize),
-        real,
-        |call, &rc| {
-            call.done(
-                verb,
-                &[qp as u64, gid as u64, lid as u64],
-                rc as i64 as u64,
-                false,
-            )
-        },
-    )
-    .map(ErrnoCode)
+    // SAFETY: the program's argument.
+    AckAsyncEvent::export(|| unsafe { AckAsyncEvent::forward(unchecked, event) })
 }
 
 /// Attaches a UD QP to the multicast group `gid`/`lid`. Returns 0 on
 /// success or an errno value.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_attach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int {
-    export("ibv_attach_mcast", || {
-        not_null("ibv_attach_mcast", "qp", qp)?;
-        let real = AttachMcast::get()?;
-        mcast(&trace_format::verbs::ATTACH_MCAST, qp, gid, lid, || {
-            real.call(qp, gid, lid)
-        })
+    AttachMcast::export(|| {
+        let check = object_checks(AttachMcast::NAME, "qp", qp)?;
+        // SAFETY: the program's arguments.
+        unsafe { AttachMcast::forward(check, qp, gid, lid) }
     })
 }
 
@@ -454,12 +289,10 @@ pub unsafe extern "C" fn ibv_attach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, 
 /// success or an errno value.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_detach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int {
-    export("ibv_detach_mcast", || {
-        not_null("ibv_detach_mcast", "qp", qp)?;
-        let real = DetachMcast::get()?;
-        mcast(&trace_format::verbs::DETACH_MCAST, qp, gid, lid, || {
-            real.call(qp, gid, lid)
-        })
+    DetachMcast::export(|| {
+        let check = object_checks(DetachMcast::NAME, "qp", qp)?;
+        // SAFETY: the program's arguments.
+        unsafe { DetachMcast::forward(check, qp, gid, lid) }
     })
 }
 
@@ -467,13 +300,6 @@ pub unsafe extern "C" fn ibv_detach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, 
 /// any). Returns 0 on success or an errno value (EINVAL once an MR exists).
 #[no_mangle]
 pub unsafe extern "C" fn ibv_fork_init() -> c_int {
-    export("ibv_fork_init", || {
-        let real = ForkInit::get()?;
-        forward(
-            unchecked,
-            || real.call(),
-            |call, rc| call.done(&FORK_INIT, &[], *rc as i64 as u64, false),
-        )
-        .map(ErrnoCode)
-    })
+    // SAFETY: no arguments.
+    ForkInit::export(|| unsafe { ForkInit::forward(unchecked) })
 }

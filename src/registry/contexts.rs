@@ -65,7 +65,7 @@ static OPEN: [AtomicUsize; FAST] = [const { AtomicUsize::new(0) }; FAST];
 
 #[inline]
 fn home(ctx: usize) -> usize {
-    ((ctx as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 54) as usize
+    crate::addr_table::hash(ctx as u64, 10)
 }
 
 /// Is `ctx` an open context? A few loads, no lock, no write. False also

@@ -47,7 +47,7 @@ static FAST: [AtomicUsize; 1 << FAST_BITS] = {
 
 #[inline(always)]
 const fn fast_index(device: usize) -> usize {
-    device.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (usize::BITS - FAST_BITS)
+    crate::addr_table::hash(device as u64, FAST_BITS)
 }
 
 /// Is this a device the real library handed out, with its getters

@@ -15,7 +15,8 @@ use super::text::{device_text, log_lines, plural, say_if_truncated, tree};
 /// Before `ibv_close_device(ctx)` is forwarded: remember the device's name
 /// and GUID for the reports (the device may be gone after the close).
 pub fn context_closing(ctx: usize) {
-    contexts::describe_device(ctx, device_guid);
+    // SAFETY: `describe_device` hands over the device of an open context.
+    contexts::describe_device(ctx, |d| unsafe { device_guid(d) });
 }
 
 /// Called after a context closed successfully: reports its orphans, which

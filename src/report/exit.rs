@@ -37,7 +37,8 @@ pub fn at_exit() {
     // Read the device names while the open contexts still are.
     for (ctx, c) in contexts::all() {
         if c.open {
-            contexts::describe_device(ctx, device_guid);
+            // SAFETY: `describe_device` hands over the device of an open context.
+            contexts::describe_device(ctx, |d| unsafe { device_guid(d) });
         }
     }
     let all = contexts::all();

@@ -22,8 +22,7 @@ use serde::Serialize;
 use crate::files::AtomicFile;
 use crate::oom;
 use crate::registry::contexts::ContextInfo;
-use crate::registry::objects::{self, Kind, Obj};
-use crate::registry::objects::{AH_VIA, MR_VIA};
+use crate::registry::objects::{self, Facts, Kind, Obj};
 
 use report_model::{self as model, Address, Detail, Found, Report, SCHEMA};
 
@@ -59,71 +58,79 @@ impl Clock {
     }
 }
 
-/// The `fields` of a tracked object: the one place that reads the
-/// record's untyped fields as each kind's.
+/// The `fields` of a tracked object, from its kind's facts.
 pub(super) fn detail(o: &Obj) -> Detail<'static> {
-    let (lkey, rkey) = (o.c as u32, (o.c >> 32) as u32);
-    match o.kind() {
-        Kind::Pd => Detail::Pd(model::PdFields { handle: o.a as u32 }),
-        Kind::ImportedPd => Detail::ImportedPd(model::PdFields { handle: o.a as u32 }),
-        Kind::Mr => Detail::Mr(model::MrFields {
-            addr: Address(o.a),
-            length: o.b,
-            lkey,
-            rkey,
-            access: o.x,
-            via: Cow::Borrowed(MR_VIA.get(o.sub() as usize).unwrap_or(&"ibv_reg_mr")),
+    let kind = o.kind();
+    let id = |id| model::IdFields { id };
+    match (kind, o.facts.of_kind(kind)) {
+        (Kind::ImportedPd, Facts::Pd { handle }) => Detail::ImportedPd(model::PdFields { handle }),
+        (_, Facts::Pd { handle }) => Detail::Pd(model::PdFields { handle }),
+        (_, Facts::Mr(m)) => Detail::Mr(model::MrFields {
+            addr: Address(m.addr),
+            length: m.length,
+            lkey: m.keys.lkey,
+            rkey: m.keys.rkey,
+            access: m.access,
+            via: Cow::Borrowed(m.via.name()),
         }),
-        Kind::Cq => Detail::Cq(model::CqFields {
-            cqe: o.x as i32,
-            comp_vector: o.a as u32 as i32,
+        (_, Facts::Cq { cqe, comp_vector }) => Detail::Cq(model::CqFields {
+            cqe,
+            comp_vector: comp_vector as i32,
         }),
-        Kind::CompChannel => Detail::CompChannel(model::CompChannelFields { fd: o.x as i32 }),
-        Kind::Srq => Detail::Srq(model::SrqFields {
-            max_wr: o.x,
-            max_sge: o.a as u32,
-            srq_limit: o.b as u32,
+        (_, Facts::CompChannel { fd }) => Detail::CompChannel(model::CompChannelFields { fd }),
+        (
+            _,
+            Facts::Srq {
+                max_wr,
+                max_sge,
+                srq_limit,
+            },
+        ) => Detail::Srq(model::SrqFields {
+            max_wr,
+            max_sge,
+            srq_limit,
         }),
-        Kind::Qp => Detail::Qp(model::QpFields {
-            qp_num: o.x,
-            qp_type: qp_type(o.sub()),
-            send_cq: Address::or_null(o.a),
-            recv_cq: Address::or_null(o.b),
-            srq: Address::or_null(o.c),
+        (_, Facts::Qp(q)) => Detail::Qp(model::QpFields {
+            qp_num: q.qp_num,
+            qp_type: qp_type(q.qp_type),
+            send_cq: Address::or_null(q.send_cq.get() as u64),
+            recv_cq: Address::or_null(q.recv_cq.get() as u64),
+            srq: Address::or_null(q.srq.get() as u64),
         }),
-        Kind::Ah => Detail::Ah(model::AhFields {
-            dlid: o.a as u32,
-            port_num: o.b as u32,
-            sl: (o.c & 0xff) as u32,
-            is_global: o.c >> 8 & 1 != 0,
-            via: Cow::Borrowed(AH_VIA.get(o.sub() as usize).unwrap_or(&"ibv_create_ah")),
+        (_, Facts::Ah(h)) => Detail::Ah(model::AhFields {
+            dlid: h.dlid as u32,
+            port_num: h.port_num as u32,
+            sl: h.sl as u32,
+            is_global: h.global,
+            via: Cow::Borrowed(h.via.name()),
         }),
-        Kind::ImportedMr => Detail::ImportedMr(model::ImportedMrFields {
-            handle: o.x,
-            addr: Address(o.a),
-            length: o.b,
-            lkey,
-            rkey,
+        (
+            _,
+            Facts::ImportedMr {
+                handle,
+                addr,
+                length,
+                keys,
+            },
+        ) => Detail::ImportedMr(model::ImportedMrFields {
+            handle,
+            addr: Address(addr),
+            length,
+            lkey: keys.lkey,
+            rkey: keys.rkey,
         }),
-        Kind::Mw => Detail::Mw(model::MwFields {
-            mw_type: o.x,
-            rkey: o.a as u32,
-        }),
-        Kind::Dm => Detail::Dm(model::DmFields { length: o.a }),
-        Kind::Xrcd => Detail::Xrcd(id(o)),
-        Kind::Wq => Detail::Wq(id(o)),
-        Kind::RwqIndTable => Detail::RwqIndTable(id(o)),
-        Kind::Flow => Detail::Flow(id(o)),
-        Kind::FlowAction => Detail::FlowAction(id(o)),
-        Kind::Td => Detail::Td(id(o)),
-        Kind::ParentDomain => Detail::ParentDomain(id(o)),
-        Kind::Counters => Detail::Counters(id(o)),
+        (_, Facts::Mw { mw_type, rkey }) => Detail::Mw(model::MwFields { mw_type, rkey }),
+        (_, Facts::Dm { length }) => Detail::Dm(model::DmFields { length }),
+        (_, Facts::ParentDomain { handle, .. }) => Detail::ParentDomain(id(handle)),
+        (Kind::Xrcd, Facts::Id(n)) => Detail::Xrcd(id(n)),
+        (Kind::Wq, Facts::Id(n)) => Detail::Wq(id(n)),
+        (Kind::RwqIndTable, Facts::Id(n)) => Detail::RwqIndTable(id(n)),
+        (Kind::Flow, Facts::Id(n)) => Detail::Flow(id(n)),
+        (Kind::FlowAction, Facts::Id(n)) => Detail::FlowAction(id(n)),
+        (Kind::Td, Facts::Id(n)) => Detail::Td(id(n)),
+        (_, Facts::Id(n)) => Detail::Counters(id(n)),
+        (_, Facts::None) => Detail::Counters(id(0)),
     }
-}
-
-/// The one number of the table-made kinds that have no other fields.
-fn id(o: &Obj) -> model::IdFields {
-    model::IdFields { id: o.a as u32 }
 }
 
 /// The failures fault rules injected, for the report's `faults`.
@@ -572,8 +579,18 @@ mod tests {
     #[test]
     fn the_fields_of_each_kind_read_as_the_model_s() {
         for kind in Kind::ALL {
-            let mut o = Obj::new(kind, 0x100, 0x10, 0x20, 0, 1);
-            (o.a, o.b, o.c, o.x) = (3, 4, 0x1_0000_0105, 6);
+            // Words of every field non-zero, as each kind's facts.
+            let words = objects::Facts::Mr(objects::MrFacts {
+                addr: 3,
+                length: 4,
+                keys: objects::Keys {
+                    lkey: 0x105,
+                    rkey: 1,
+                },
+                access: 6,
+                via: objects::MrVia::RegMrIova,
+            });
+            let o = Obj::new(kind, 0x100, 0x10, 0x20, 0, 1).with(words.of_kind(kind));
             let written = detail(&o);
             let fields = serde_json::to_value(&written).unwrap();
             let back = Detail::from_fields(kind_of(&o), fields)

@@ -7,8 +7,7 @@ use std::fmt::{self, Write as _};
 use crate::log::Level;
 use crate::oom;
 use crate::registry::contexts::ContextInfo;
-use crate::registry::objects::{self, Kind, Obj};
-use crate::registry::objects::{AH_VIA, MR_VIA};
+use crate::registry::objects::{self, Facts, Kind, Obj};
 
 use report_model::Kind as ReportKind;
 
@@ -48,55 +47,63 @@ pub(super) struct Fields<'a>(&'a Obj);
 impl fmt::Display for Fields<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let o = self.0;
-        let (lkey, rkey) = (o.c as u32, (o.c >> 32) as u32);
-        match o.kind() {
-            Kind::Pd => write!(f, "handle={}", o.a),
-            Kind::Mr => write!(
+        match o.facts.of_kind(o.kind()) {
+            Facts::Pd { handle } => write!(f, "handle={handle}"),
+            Facts::Mr(m) => write!(
                 f,
-                "addr={:#x} length={} lkey={lkey:#x} rkey={rkey:#x} access={:#x} ({})",
-                o.a,
-                o.b,
-                o.x,
-                MR_VIA.get(o.sub() as usize).unwrap_or(&"?")
+                "addr={:#x} length={} lkey={:#x} rkey={:#x} access={:#x} ({})",
+                m.addr,
+                m.length,
+                m.keys.lkey,
+                m.keys.rkey,
+                m.access,
+                m.via.name()
             ),
-            Kind::Cq => {
-                write!(f, "cqe={} comp_vector={}", o.x as i32, o.a)?;
+            Facts::Cq { cqe, comp_vector } => {
+                write!(f, "cqe={cqe} comp_vector={comp_vector}")?;
                 if o.parent != 0 {
                     write!(f, " channel={:#x}", o.parent)?;
                 }
                 Ok(())
             }
-            Kind::CompChannel => write!(f, "fd={}", o.x as i32),
-            Kind::Srq => write!(f, "max_wr={} max_sge={} srq_limit={}", o.x, o.a, o.b),
-            Kind::Qp => write!(
+            Facts::CompChannel { fd } => write!(f, "fd={fd}"),
+            Facts::Srq {
+                max_wr,
+                max_sge,
+                srq_limit,
+            } => write!(f, "max_wr={max_wr} max_sge={max_sge} srq_limit={srq_limit}"),
+            Facts::Qp(q) => write!(
                 f,
                 "qp_num={:#x} type={} send_cq={} recv_cq={} srq={}",
-                o.x,
-                qp_type(o.sub()),
-                P(o.a),
-                P(o.b),
-                P(o.c)
+                q.qp_num,
+                qp_type(q.qp_type),
+                P(q.send_cq.get() as u64),
+                P(q.recv_cq.get() as u64),
+                P(q.srq.get() as u64)
             ),
-            Kind::Ah => write!(
+            Facts::Ah(h) => write!(
                 f,
                 "dlid={:#x} port_num={} sl={}{} ({})",
-                o.a,
-                o.b,
-                o.c & 0xff,
-                if o.c >> 8 & 1 != 0 { " global" } else { "" },
-                AH_VIA.get(o.sub() as usize).unwrap_or(&"?")
+                h.dlid,
+                h.port_num,
+                h.sl,
+                if h.global { " global" } else { "" },
+                h.via.name()
             ),
-            Kind::ImportedPd => write!(f, "handle={}", o.a),
-            Kind::ImportedMr => {
-                write!(
-                    f,
-                    "handle={} addr={:#x} length={} lkey={lkey:#x} rkey={rkey:#x}",
-                    o.x, o.a, o.b
-                )
-            }
-            Kind::Mw => write!(f, "type={} rkey={:#x}", o.x, o.a),
-            Kind::Dm => write!(f, "length={}", o.a),
-            _ => write!(f, "id={}", o.a),
+            Facts::ImportedMr {
+                handle,
+                addr,
+                length,
+                keys,
+            } => write!(
+                f,
+                "handle={handle} addr={addr:#x} length={length} lkey={:#x} rkey={:#x}",
+                keys.lkey, keys.rkey
+            ),
+            Facts::Mw { mw_type, rkey } => write!(f, "type={mw_type} rkey={rkey:#x}"),
+            Facts::Dm { length } => write!(f, "length={length}"),
+            Facts::ParentDomain { handle: id, .. } | Facts::Id(id) => write!(f, "id={id}"),
+            Facts::None => write!(f, "id=0"),
         }
     }
 }

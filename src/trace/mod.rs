@@ -124,9 +124,13 @@ pub fn event(what: fmt::Arguments<'_>, result: fmt::Arguments<'_>, failed: bool,
     ring::record(crate::clock::now(), 0, flags, errno, what, result);
 }
 
-/// [`event`] as a binary record: `verb`'s id, `args` (one word per
-/// argument of `verb`) and `result`.
-pub fn event_bin(verb: &trace_format::verbs::Verb, args: &[u64], result: u64, failed: bool) {
+/// [`event`] as a binary record: `verb`'s id, `args` and `result` (the
+/// events' typed records, `exports::verbs`, are the callers).
+///
+/// # Safety
+/// `args` holds one word per argument of `verb`, a verb of plain words
+/// (`Shape::Words`: nothing read behind them).
+pub unsafe fn event_bin(verb: &trace_format::verbs::Verb, args: &[u64], result: u64, failed: bool) {
     if !ready() {
         return;
     }
@@ -134,8 +138,8 @@ pub fn event_bin(verb: &trace_format::verbs::Verb, args: &[u64], result: u64, fa
         | trace_format::FLAG_BINARY
         | if failed { trace_format::FLAG_FAILED } else { 0 };
     ring::record_bin(crate::clock::now(), 0, flags, 0, verb.id, |out, room| {
-        // SAFETY: `out` has room for `room` bytes; the caller passes one
-        // word per argument of `verb` (its contract).
+        // SAFETY: `out` has room for `room` bytes; the words are the
+        // verb's (this function's contract).
         unsafe { capture::encode(verb, args, result, out, room) }
     });
 }

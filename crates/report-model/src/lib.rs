@@ -6,6 +6,10 @@
 //! The types borrow their text (`Cow`) so that the shim can stream a
 //! million objects without copying a string per object.
 
+#![forbid(unsafe_code)]
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 use std::borrow::Cow;
 use std::fmt;
 

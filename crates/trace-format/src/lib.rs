@@ -26,6 +26,11 @@
 //! ring (or, after a crash between the copy and the tail update, in both:
 //! readers deduplicate by ring and `seq`).
 
+#![forbid(unsafe_code)]
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
+mod decl;
 pub mod vendor;
 pub mod verbs;
 

@@ -119,11 +119,11 @@ pub enum Shape {
     OneDev,
 }
 
-const fn shape(args: &[Show], result: Show) -> Shape {
+const fn shape(args: &[(&str, Show)], result: Show) -> Shape {
     if result.words() > 1 {
         return Shape::Walk;
     }
-    if let [Show::Dev] = args {
+    if let [(_, Show::Dev)] = args {
         return Shape::OneDev;
     }
     if matches!(result, Show::Str) {
@@ -131,7 +131,7 @@ const fn shape(args: &[Show], result: Show) -> Shape {
     }
     let mut i = 0;
     while i < args.len() {
-        if args[i].words() != 1 || args[i].is_device() {
+        if args[i].1.words() != 1 || args[i].1.is_device() {
             return Shape::Walk;
         }
         i += 1;
@@ -145,126 +145,103 @@ impl Verb {
     pub fn words(&self) -> usize {
         self.nwords
     }
+
+    /// The raw words a recorder hands the shim's encoder: one per
+    /// argument, then a two-word result's second (the encoder reads the
+    /// rest: a device's name and GUID, an MR's keys, a QP's number).
+    pub const fn raw_words(&self) -> usize {
+        self.args.len()
+            + match self.result {
+                Show::RcCq | Show::RcEventType | Show::DevList => 1,
+                _ => 0,
+            }
+    }
 }
 
-macro_rules! verbs {
-    ($($id:literal $konst:ident = $name:literal ($($arg:ident: $show:ident),*) -> $res:ident;)*) => {
-        $(pub static $konst: Verb = Verb {
-            id: $id,
-            name: $name,
-            args: &[$((stringify!($arg), Show::$show)),*],
-            result: Show::$res,
-            nwords: Show::$res.words() $(+ Show::$show.words())*,
-            rwords: Show::$res.words(),
-            shape: shape(&[$(Show::$show),*], Show::$res),
+/// Makes the descriptors from the declaration table (`decl`): a
+/// `static` per verb, and [`VERBS`] by id.
+macro_rules! descriptors {
+    (
+        library($lib:ident)
+        verbs { $(
+            $id:literal $konst:ident $slot:ident = $kind:ident $name:ident (
+                $($arg:ident: $t:ty => $show:tt),* $(; $($x:ident: $xt:ty => $xshow:ident),*)?
+            ) -> $rt:ty => $res:ident $(($rx:ident: $rxt:ty))?;
+        )* }
+        called { $($called:tt)* }
+    ) => {
+        $(pub static $konst: Verb = {
+            const ALL: &[(&str, Option<Show>)] = &[
+                $((stringify!($arg), $crate::__show!($show)),)*
+                $($((stringify!($x), Some(Show::$xshow)),)*)?
+            ];
+            const ARGS: [(&str, Show); recorded(ALL)] = keep(ALL);
+            Verb {
+                id: $id,
+                name: stringify!($name),
+                args: &ARGS,
+                result: Show::$res,
+                nwords: Show::$res.words() + arg_words(&ARGS),
+                rwords: Show::$res.words(),
+                shape: shape(&ARGS, Show::$res),
+            }
         };)*
         /// Every verb with a binary record, by id.
-        pub static VERBS: &[&Verb] = &[$(&$konst),*];
+        pub static VERBS: &[&Verb] = &{
+            let mut all: [&Verb; 0 $(+ { let _ = $id; 1 })*] = [&UNUSED; 0 $(+ { let _ = $id; 1 })*];
+            $(all[$id] = &$konst;)*
+            all
+        };
     };
 }
 
-verbs! {
-    0 GET_DEVICE_NAME = "ibv_get_device_name"(device: Dev) -> Str;
-    1 GET_DEVICE_GUID = "ibv_get_device_guid"(device: Dev) -> Guid;
-    2 GET_DEVICE_INDEX = "ibv_get_device_index"(device: Dev) -> Int;
-    3 OPEN_DEVICE = "ibv_open_device"(device: Dev) -> Ptr;
-    4 FREE_DEVICE_LIST = "ibv_free_device_list"(list: Ptr) -> Void;
-    5 ALLOC_PD = "ibv_alloc_pd"(context: Ptr) -> Ptr;
-    6 QUERY_DEVICE = "ibv_query_device"(context: Ptr, device_attr: Ptr) -> Rc;
-    7 QUERY_PORT = "ibv_query_port"(context: Ptr, port_num: Int, port_attr: Ptr) -> Rc;
-    8 QUERY_GID = "ibv_query_gid"(context: Ptr, port_num: Int, index: Int, gid: Ptr) -> Int;
-    9 QUERY_PKEY = "ibv_query_pkey"(context: Ptr, port_num: Int, index: Int, pkey: Ptr) -> Int;
-    10 QUERY_QP = "ibv_query_qp"(qp: Ptr, attr: Ptr, attr_mask: Hex, init_attr: Ptr) -> Rc;
-    11 MODIFY_SRQ = "ibv_modify_srq"(srq: Ptr, srq_attr: Ptr, srq_attr_mask: Hex) -> Rc;
-    12 QUERY_SRQ = "ibv_query_srq"(srq: Ptr, srq_attr: Ptr) -> Rc;
-    13 ACK_CQ_EVENTS = "ibv_ack_cq_events"(cq: Ptr, nevents: Int) -> Void;
-    14 CREATE_COMP_CHANNEL = "ibv_create_comp_channel"(context: Ptr) -> Ptr;
-    15 CREATE_CQ = "ibv_create_cq"(context: Ptr, cqe: Int, cq_context: Ptr, channel: Ptr, comp_vector: Int) -> Ptr;
-    16 RESIZE_CQ = "ibv_resize_cq"(cq: Ptr, cqe: Int) -> Rc;
-    17 CREATE_SRQ = "ibv_create_srq"(pd: Ptr, srq_init_attr: Ptr) -> Ptr;
-    18 CREATE_AH = "ibv_create_ah"(pd: Ptr, attr: Ptr) -> Ptr;
-    19 IMPORT_DEVICE = "ibv_import_device"(cmd_fd: Int) -> Ptr;
-    20 IMPORT_PD = "ibv_import_pd"(context: Ptr, pd_handle: Int) -> Ptr;
-    21 CREATE_AH_FROM_WC = "ibv_create_ah_from_wc"(pd: Ptr, wc: Ptr, grh: Ptr, port_num: Int) -> Ptr;
-    22 REG_MR = "ibv_reg_mr"(pd: Ptr, addr: Ptr, length: Uint, access: Hex) -> Mr;
-    23 REG_MR_IOVA = "ibv_reg_mr_iova"(pd: Ptr, addr: Ptr, length: Uint, iova: Hex, access: Hex) -> Mr;
-    24 REG_MR_IOVA2 = "ibv_reg_mr_iova2"(pd: Ptr, addr: Ptr, length: Uint, iova: Hex, access: Hex) -> Mr;
-    25 REG_DMABUF_MR = "ibv_reg_dmabuf_mr"(pd: Ptr, offset: Hex, length: Uint, iova: Hex, fd: Int, access: Hex) -> Mr;
-    26 CREATE_QP = "ibv_create_qp"(pd: Ptr, qp_init_attr: Ptr) -> Qp;
-    27 MODIFY_QP = "ibv_modify_qp"(qp: Ptr, attr: Ptr, attr_mask: Hex, qp_state: Int) -> Rc;
-    28 CLOSE_DEVICE = "ibv_close_device"(context: Ptr, device: OnDev) -> Int;
-    29 IMPORT_MR = "ibv_import_mr"(pd: Ptr, mr_handle: Uint) -> Mr;
-    // The data path's events (`trace::event_bin`), for `ibv-shim trace --per-qp`.
-    30 POST_SEND_EVENT = "post_send"(qp_num: Hex, wr_id: Hex) -> Posted;
-    31 POST_RECV_EVENT = "post_recv"(qp_num: Hex, wr_id: Hex) -> Posted;
-    32 COMPLETION_EVENT = "completion"(qp_num: Hex, wr_id: Hex, recv: Int) -> Status;
-    // The destroys (`by_name`: the shim's generic destroy knows its verb by name).
-    33 DEALLOC_PD = "ibv_dealloc_pd"(pd: Ptr) -> Rc;
-    34 DEREG_MR = "ibv_dereg_mr"(mr: Ptr) -> Rc;
-    35 DESTROY_CQ = "ibv_destroy_cq"(cq: Ptr) -> Rc;
-    36 DESTROY_SRQ = "ibv_destroy_srq"(srq: Ptr) -> Rc;
-    37 DESTROY_QP = "ibv_destroy_qp"(qp: Ptr) -> Rc;
-    38 DESTROY_AH = "ibv_destroy_ah"(ah: Ptr) -> Rc;
-    39 DESTROY_COMP_CHANNEL = "ibv_destroy_comp_channel"(channel: Ptr) -> Rc;
-    40 UNIMPORT_PD = "ibv_unimport_pd"(pd: Ptr) -> Void;
-    41 UNIMPORT_MR = "ibv_unimport_mr"(mr: Ptr) -> Void;
-    42 GET_CQ_EVENT = "ibv_get_cq_event"(channel: Ptr) -> RcCq;
-    43 GET_ASYNC_EVENT = "ibv_get_async_event"(context: Ptr, event: Ptr) -> RcEventType;
-    44 ACK_ASYNC_EVENT = "ibv_ack_async_event"(event: Ptr) -> Void;
-    45 FORK_INIT = "ibv_fork_init"() -> Rc;
-    46 REREG_MR = "ibv_rereg_mr"(mr: Ptr, flags: Hex, pd: Ptr, addr: Ptr, length: Uint, access: Hex) -> Int;
-    // The rest of the exports that used to log text.
-    47 GET_DEVICE_LIST = "ibv_get_device_list"(num_devices: Ptr, d0: ListDev, d1: ListDev, d2: ListDev, d3: ListDev, d4: ListDev, d5: ListDev) -> DevList;
-    48 VERBS_OPEN_DEVICE = "verbs_open_device"(device: Dev, private_data: Ptr) -> Ptr;
-    49 CREATE_QP_EX = "ibv_create_qp_ex"(context: Ptr, qp_init_attr_ex: Ptr) -> Qp;
-    50 BIND_MW = "ibv_bind_mw"(qp: Ptr, mw: Ptr) -> Rc;
-    51 ATTACH_MCAST = "ibv_attach_mcast"(qp: Ptr, gid: Ptr, lid: Hex) -> Rc;
-    52 DETACH_MCAST = "ibv_detach_mcast"(qp: Ptr, gid: Ptr, lid: Hex) -> Rc;
-    // The context table's creates (`made`: found by name, `made`).
-    53 ALLOC_MW = "ibv_alloc_mw"(context: Ptr, pd: Ptr) -> Ptr;
-    54 CREATE_COUNTERS = "ibv_create_counters"(context: Ptr, attr: Ptr) -> Ptr;
-    55 REG_DM_MR = "ibv_reg_dm_mr"(context: Ptr, pd: Ptr) -> Ptr;
-    56 ALLOC_DM = "ibv_alloc_dm"(context: Ptr, attr: Ptr) -> Ptr;
-    57 CREATE_FLOW_ACTION_ESP = "ibv_create_flow_action_esp"(context: Ptr, attr: Ptr) -> Ptr;
-    58 ALLOC_PARENT_DOMAIN = "ibv_alloc_parent_domain"(context: Ptr, pd: Ptr) -> Ptr;
-    59 ALLOC_TD = "ibv_alloc_td"(context: Ptr, attr: Ptr) -> Ptr;
-    60 CREATE_RWQ_IND_TABLE = "ibv_create_rwq_ind_table"(context: Ptr, attr: Ptr) -> Ptr;
-    61 CREATE_WQ = "ibv_create_wq"(context: Ptr, pd: Ptr) -> Ptr;
-    62 CREATE_CQ_EX = "ibv_create_cq_ex"(context: Ptr, channel: Ptr) -> Ptr;
-    63 CREATE_FLOW = "ibv_create_flow"(context: Ptr, qp: Ptr) -> Ptr;
-    64 OPEN_QP = "ibv_open_qp"(context: Ptr, xrcd: Ptr) -> Ptr;
-    65 CREATE_SRQ_EX = "ibv_create_srq_ex"(context: Ptr, pd: Ptr) -> Ptr;
-    66 OPEN_XRCD = "ibv_open_xrcd"(context: Ptr, attr: Ptr) -> Ptr;
-    // The context table's destroys (`destroy`).
-    67 DEALLOC_MW = "ibv_dealloc_mw"(mw: Ptr) -> Rc;
-    68 DESTROY_COUNTERS = "ibv_destroy_counters"(counters: Ptr) -> Rc;
-    69 FREE_DM = "ibv_free_dm"(dm: Ptr) -> Rc;
-    70 DESTROY_FLOW_ACTION = "ibv_destroy_flow_action"(action: Ptr) -> Rc;
-    71 DEALLOC_TD = "ibv_dealloc_td"(td: Ptr) -> Rc;
-    72 DESTROY_RWQ_IND_TABLE = "ibv_destroy_rwq_ind_table"(rwq_ind_table: Ptr) -> Rc;
-    73 DESTROY_WQ = "ibv_destroy_wq"(wq: Ptr) -> Rc;
-    74 CLOSE_XRCD = "ibv_close_xrcd"(xrcd: Ptr) -> Rc;
-    75 DESTROY_FLOW = "ibv_destroy_flow"(flow: Ptr) -> Rc;
+/// The place of an id the table does not declare (none: `ids_are_indices`).
+static UNUSED: Verb = Verb {
+    id: u16::MAX,
+    name: "?",
+    args: &[],
+    result: Show::Void,
+    nwords: 0,
+    rwords: 0,
+    shape: Shape::Walk,
+};
+
+/// How many of a declaration's arguments are recorded.
+const fn recorded(all: &[(&str, Option<Show>)]) -> usize {
+    let (mut n, mut i) = (0, 0);
+    while i < all.len() {
+        if all[i].1.is_some() {
+            n += 1;
+        }
+        i += 1;
+    }
+    n
 }
 
-/// The destroy verb `name(arg)` (one pointer argument named `arg`;
-/// `void` when `void`), if it has a descriptor.
-pub fn destroy(name: &str, arg: &str, void: bool) -> Option<&'static Verb> {
-    VERBS[DEALLOC_PD.id as usize..=UNIMPORT_MR.id as usize]
-        .iter()
-        .chain(&VERBS[DEALLOC_MW.id as usize..=DESTROY_FLOW.id as usize])
-        .copied()
-        .find(|v| v.name == name && v.args[0].0 == arg && (v.result == Show::Void) == void)
+/// The recorded arguments of a declaration, in order.
+const fn keep<const N: usize>(all: &[(&'static str, Option<Show>)]) -> [(&'static str, Show); N] {
+    let mut out = [("", Show::Void); N];
+    let (mut n, mut i) = (0, 0);
+    while i < all.len() {
+        if let Some(show) = all[i].1 {
+            out[n] = (all[i].0, show);
+            n += 1;
+        }
+        i += 1;
+    }
+    out
 }
 
-/// The context table's create `name(context, arg)` (`arg` the second
-/// argument's name), if it has a descriptor.
-pub fn made(name: &str, arg: &str) -> Option<&'static Verb> {
-    VERBS[ALLOC_MW.id as usize..=OPEN_XRCD.id as usize]
-        .iter()
-        .copied()
-        .find(|v| v.name == name && v.args[1].0 == arg)
+const fn arg_words(args: &[(&str, Show)]) -> usize {
+    let (mut n, mut i) = (0, 0);
+    while i < args.len() {
+        n += args[i].1.words();
+        i += 1;
+    }
+    n
 }
+
+crate::ibverbs!(descriptors);
 
 /// The verb with id `id`, if this reader knows it.
 pub fn verb(id: u16) -> Option<&'static Verb> {
@@ -528,6 +505,20 @@ mod tests {
                 Shape::Walk => {}
             }
         }
+    }
+
+    /// The declaration table describes the records of format version 4
+    /// as they were: ids, names, arguments and shows (a file written
+    /// before still decodes the same). New verbs take ids after these.
+    #[test]
+    fn the_table_keeps_version_4s_records() {
+        let v4 = include_str!("verbs_v4.txt");
+        for (line, v) in v4.lines().zip(VERBS) {
+            let args: Vec<String> = v.args.iter().map(|(n, s)| format!("{n}: {s:?}")).collect();
+            let now = format!("{} {}({}) -> {:?}", v.id, v.name, args.join(", "), v.result);
+            assert_eq!(now, line);
+        }
+        assert!(VERBS.len() >= v4.lines().count());
     }
 
     fn payload(words: &[u64], strings: &[&[u8]]) -> Vec<u8> {

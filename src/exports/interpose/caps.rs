@@ -20,13 +20,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use verbs_abi::{ibv_qp, ibv_qp_attr, ibv_qp_attr_mask, ibv_qp_init_attr, ibv_srq, ibv_srq_attr};
 
+use crate::addr_table::{AddrTable, Keyed};
 use crate::log::Level;
-use crate::real::real_fns;
-
-real_fns! {
-    QueryQp = fn ibv_query_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, attr_mask: c_int, init_attr: *mut ibv_qp_init_attr) -> c_int;
-    QuerySrq = fn ibv_query_srq(srq: *mut ibv_srq, srq_attr: *mut ibv_srq_attr) -> c_int;
-}
+use crate::real::slots::{QueryQp, QuerySrq};
 
 /// What a queue takes per work request, and how many it holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,62 +80,47 @@ impl Caps {
 
 /// One queue's side record (32 bytes).
 struct Side {
-    /// The queue's address; 0: never used (ends a probe); [`FREED`]: used
-    /// and free again; the address | [`WRITING`] while the words are written.
+    /// The queue's address ([`AddrTable`]'s key).
     key: AtomicUsize,
     /// [`Caps::words`].
     words: [AtomicU64; 3],
 }
 
-const FREED: usize = 2;
-const WRITING: usize = 1;
+impl Keyed for Side {
+    fn key(&self) -> &AtomicUsize {
+        &self.key
+    }
+}
 
 /// Slots (a power of two) and the longest probe: 32 bytes each, zeroed
 /// static memory (pages never touched cost nothing).
 const SLOTS: usize = 1 << 14;
 const PROBE: usize = 32;
 
-static SIDES: [Side; SLOTS] = [const {
-    Side {
-        key: AtomicUsize::new(0),
-        words: [const { AtomicU64::new(0) }; 3],
-    }
-}; SLOTS];
+static SIDES: AddrTable<Side, SLOTS, PROBE> = AddrTable::new(
+    [const {
+        Side {
+            key: AtomicUsize::new(0),
+            words: [const { AtomicU64::new(0) }; 3],
+        }
+    }; SLOTS],
+);
 
 static FULL_WARNED: AtomicBool = AtomicBool::new(false);
 
-#[inline]
-fn home(addr: usize) -> usize {
-    ((addr as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40) as usize & (SLOTS - 1)
-}
-
-/// The probe window of `addr`.
-#[inline]
-fn window(addr: usize) -> impl Iterator<Item = &'static Side> {
-    let h = home(addr);
-    (0..PROBE).map(move |i| &SIDES[(h + i) & (SLOTS - 1)])
-}
-
-/// The caps kept for the queue at `addr`: its home slot, else the rest
-/// of its window.
+/// The caps kept for the queue at `addr`.
 #[inline]
 fn known(addr: usize) -> Option<Caps> {
-    let s = &SIDES[home(addr)];
-    if s.key.load(Ordering::Acquire) == addr {
-        return Some(s.caps());
-    }
-    known_further(addr)
+    SIDES.find(addr).map(Side::caps)
 }
 
 /// The clean post's word of [`known`] (it reads the fields it needs from
 /// one register: unpacked, the fields were spilled).
 #[inline]
 pub(super) fn known_packed(addr: usize) -> Option<Packed> {
-    let s = &SIDES[home(addr)];
-    if s.key.load(Ordering::Acquire) == addr {
-        return Some(Packed(s.words[0].load(Ordering::Relaxed)));
-    }
-    known_further(addr).map(Caps::fast)
+    SIDES
+        .find(addr)
+        .map(|s| Packed(s.words[0].load(Ordering::Relaxed)))
 }
 
 impl Side {
@@ -178,51 +159,26 @@ impl Packed {
     }
 }
 
-#[inline(never)]
-fn known_further(addr: usize) -> Option<Caps> {
-    for s in window(addr) {
-        match s.key.load(Ordering::Acquire) {
-            k if k == addr => return Some(s.caps()),
-            0 => return None,
-            _ => {}
-        }
-    }
-    None
-}
-
 /// Keeps `c` for the queue at `addr` (unless another thread just did).
 fn keep(addr: usize, c: Caps) -> Caps {
-    let mut spare = None;
-    for s in window(addr) {
-        match s.key.load(Ordering::Acquire) {
-            k if k & !WRITING == addr => return c,
-            0 => {
-                spare = spare.or(Some((s, 0)));
-                break;
+    match SIDES.claim(addr) {
+        // Claimed pending, published by the release store of the address:
+        // a reader that finds the address sees these caps.
+        Some((s, true)) => {
+            for (w, v) in s.words.iter().zip(c.words()) {
+                w.store(v, Ordering::Relaxed);
             }
-            FREED => spare = spare.or(Some((s, FREED))),
-            _ => {}
+            SIDES.publish(s, addr);
         }
-    }
-    let Some((s, was)) = spare else {
-        if !FULL_WARNED.swap(true, Ordering::Relaxed) {
-            crate::log!(
-                Level::Debug,
-                "data-path checks: queue {addr:#x}: no room to keep its caps; asked at each post"
-            );
+        Some((_, false)) => {}
+        None => {
+            if !FULL_WARNED.swap(true, Ordering::Relaxed) {
+                crate::log!(
+                    Level::Debug,
+                    "data-path checks: queue {addr:#x}: no room to keep its caps; asked at each post"
+                );
+            }
         }
-        return c;
-    };
-    // Claimed marked WRITING, published by the Release store of the bare
-    // address: a reader that sees the address sees these caps.
-    if s.key
-        .compare_exchange(was, addr | WRITING, Ordering::Acquire, Ordering::Relaxed)
-        .is_ok()
-    {
-        for (w, v) in s.words.iter().zip(c.words()) {
-            w.store(v, Ordering::Relaxed);
-        }
-        s.key.store(addr, Ordering::Release);
     }
     c
 }
@@ -230,18 +186,7 @@ fn keep(addr: usize, c: Caps) -> Caps {
 /// The queue at `addr` was destroyed: its caps are dropped, so that a
 /// queue made at the same address is asked for its own.
 pub(super) fn forget(addr: usize) {
-    for s in window(addr) {
-        let k = s.key.load(Ordering::Acquire);
-        if k == 0 {
-            return;
-        }
-        if k & !WRITING == addr {
-            // A racing duplicate `keep` may have claimed a second slot: all go.
-            let _ = s
-                .key
-                .compare_exchange(k, FREED, Ordering::AcqRel, Ordering::Relaxed);
-        }
-    }
+    SIDES.release(addr);
 }
 
 /// A zeroed C attribute struct for the query to fill.
@@ -252,18 +197,26 @@ fn zeroed<T>() -> T {
 }
 
 /// The QP's caps, or None when the query fails (nothing is then checked).
+///
+/// # Safety
+/// `qp` is a live QP.
 #[inline]
-pub(super) fn of_qp(qp: *mut ibv_qp) -> Option<Caps> {
-    known(qp as usize).or_else(|| ask_qp(qp))
+pub(super) unsafe fn of_qp(qp: *mut ibv_qp) -> Option<Caps> {
+    // SAFETY: a live QP the program posts to.
+    known(qp as usize).or_else(|| unsafe { ask_qp(qp) })
 }
 
+///
+/// # Safety
+/// `qp` is a live QP.
 #[cold]
 #[inline(never)]
-fn ask_qp(qp: *mut ibv_qp) -> Option<Caps> {
+unsafe fn ask_qp(qp: *mut ibv_qp) -> Option<Caps> {
     let real = QueryQp::unhooked().ok()?;
     let (mut attr, mut init) = (zeroed::<ibv_qp_attr>(), zeroed::<ibv_qp_init_attr>());
     let mask = ibv_qp_attr_mask::IBV_QP_CAP as c_int;
-    if real.call(qp, &mut attr, mask, &mut init) != 0 {
+    // SAFETY: a live QP the program posts to, and our own buffers.
+    if unsafe { real.call(qp, &mut attr, mask, &mut init) } != 0 {
         return None;
     }
     let cap = init.cap;
@@ -280,17 +233,25 @@ fn ask_qp(qp: *mut ibv_qp) -> Option<Caps> {
 }
 
 /// The SRQ's caps (`max_sge` as `recv_sge`), or None when the query fails.
+///
+/// # Safety
+/// `srq` is a live SRQ.
 #[inline]
-pub(super) fn of_srq(srq: *mut ibv_srq) -> Option<Caps> {
-    known(srq as usize).or_else(|| ask_srq(srq))
+pub(super) unsafe fn of_srq(srq: *mut ibv_srq) -> Option<Caps> {
+    // SAFETY: a live SRQ the program posts to.
+    known(srq as usize).or_else(|| unsafe { ask_srq(srq) })
 }
 
+///
+/// # Safety
+/// `srq` is a live SRQ.
 #[cold]
 #[inline(never)]
-fn ask_srq(srq: *mut ibv_srq) -> Option<Caps> {
+unsafe fn ask_srq(srq: *mut ibv_srq) -> Option<Caps> {
     let real = QuerySrq::unhooked().ok()?;
     let mut attr = zeroed::<ibv_srq_attr>();
-    if real.call(srq, &mut attr) != 0 {
+    // SAFETY: a live SRQ the program posts to, and our own buffer.
+    if unsafe { real.call(srq, &mut attr) } != 0 {
         return None;
     }
     Some(keep(
@@ -330,7 +291,7 @@ mod tests {
         // own; past the window's room they are not kept (asked each time).
         let others: Vec<usize> = (1..)
             .map(|j| addr + j * 64)
-            .filter(|&a| home(a) == home(addr))
+            .filter(|&a| SIDES.home_of(a) == SIDES.home_of(addr))
             .take(PROBE + 8)
             .collect();
         for (i, &a) in others.iter().enumerate() {
@@ -347,7 +308,7 @@ mod tests {
         assert_eq!(known(others[PROBE + 7]), Some(c(9)));
         // Kept in full; the clean post's word saturated.
         let big = 0x7f00_0bad_c000;
-        assert_ne!(home(big), home(addr));
+        assert_ne!(SIDES.home_of(big), SIDES.home_of(addr));
         keep(big, c(70_000));
         let kept = known(big).unwrap();
         assert_eq!((kept.send_sge, kept.recv_wr), (0xffff, 70_003));

@@ -62,8 +62,11 @@ pub(super) fn writes(opcode: c_int) -> bool {
 /// SGEs; `inline`: the QP's `max_inline_data` when the WR is inline (its
 /// SGEs are copied, not looked up); `write`: the operation writes into
 /// the buffers.
+///
+/// # Safety
+/// `sges` is the program's list of at least `num_sge` entries, read while its post is under way.
 #[inline(always)]
-fn sges_pass(
+unsafe fn sges_pass(
     ctx: usize,
     pd: usize,
     sges: *const ibv_sge,
@@ -106,8 +109,11 @@ fn sges_pass(
 /// What a rule needs of a QP: its context, PD, number and state (read
 /// as the int it is in C, atomically: another thread's `ibv_modify_qp`
 /// may be writing it).
+///
+/// # Safety
+/// `qp` is a live QP.
 #[inline(always)]
-fn facts(qp: *mut ibv_qp) -> (usize, usize, u32, c_int) {
+unsafe fn facts(qp: *mut ibv_qp) -> (usize, usize, u32, c_int) {
     // SAFETY: a live QP (the inline verb read its context); `state` is an
     // aligned int-sized field, read with a relaxed atomic load (a plain
     // `mov`, as the plain read was).
@@ -124,9 +130,13 @@ fn facts(qp: *mut ibv_qp) -> (usize, usize, u32, c_int) {
 
 /// A chain of send WRs to `qp`, posted at `site`: true when all passed
 /// (each remembered for the error explainer).
+///
+/// # Safety
+/// `qp` is a live QP and `wr` NULL or the head of the program's WR chain, posted to it now.
 #[inline(always)]
-pub(super) fn sends(qp: *mut ibv_qp, mut wr: *mut ibv_send_wr, site: usize) -> bool {
-    let (ctx, pd, qp_num, state) = facts(qp);
+pub(super) unsafe fn sends(qp: *mut ibv_qp, mut wr: *mut ibv_send_wr, site: usize) -> bool {
+    // SAFETY: a live QP the program posts to.
+    let (ctx, pd, qp_num, state) = unsafe { facts(qp) };
     if !sends_allowed(state) {
         return false;
     }
@@ -149,11 +159,13 @@ pub(super) fn sends(qp: *mut ibv_qp, mut wr: *mut ibv_send_wr, site: usize) -> b
         let opcode = r.opcode.0;
         let write = writes(opcode);
         let inline = (r.send_flags & SEND_INLINE != 0).then_some(c.inline());
-        if !sges_pass(ctx, pd, r.sg_list, r.num_sge, c.send_sge(), inline, write) {
+        // SAFETY: the program's SGE list of `num_sge` entries, read while its post is under way.
+        if !unsafe { sges_pass(ctx, pd, r.sg_list, r.num_sge, c.send_sge(), inline, write) } {
             return false;
         }
-        let p = Posted::of(r.wr_id, opcode, r.sg_list, r.num_sge);
-        completions::posted(ctx, qp_num, &p, site);
+        // SAFETY: the program's SGE list of `num_sge` entries, read while its post is under way.
+        let p = unsafe { Posted::of(r.wr_id, opcode, r.sg_list, r.num_sge) };
+        completions::posted(crate::addr::Addr::new(ctx), qp_num, &p, site);
         wr = r.next;
     }
     true
@@ -162,30 +174,39 @@ pub(super) fn sends(qp: *mut ibv_qp, mut wr: *mut ibv_send_wr, site: usize) -> b
 /// A chain of receive WRs to `qp`, posted at `site`: as [`sends`].
 #[inline(always)]
 pub(super) fn recvs(qp: *mut ibv_qp, wr: *mut ibv_recv_wr, site: usize) -> bool {
-    let (ctx, pd, qp_num, state) = facts(qp);
+    // SAFETY: a live QP the program posts to.
+    let (ctx, pd, qp_num, state) = unsafe { facts(qp) };
     if !recvs_allowed(state) {
         return false;
     }
     let Some(c) = caps::known_packed(qp as usize) else {
         return false;
     };
-    recv_chain(ctx, pd, c.recv_sge(), c.recv_wr(), Some(qp_num), wr, site)
+    // SAFETY: the program's WR chain, posted now.
+    unsafe { recv_chain(ctx, pd, c.recv_sge(), c.recv_wr(), Some(qp_num), wr, site) }
 }
 
 /// A chain of receive WRs to `srq`: as [`sends`] (an SRQ has no state
 /// rule, and its posts are not remembered: no QP number).
+///
+/// # Safety
+/// `srq` is a live SRQ and `wr` NULL or the head of the program's WR chain, posted to it now.
 #[inline(always)]
-pub(super) fn srq_recvs(srq: *mut ibv_srq, wr: *mut ibv_recv_wr, site: usize) -> bool {
+pub(super) unsafe fn srq_recvs(srq: *mut ibv_srq, wr: *mut ibv_recv_wr, site: usize) -> bool {
     // SAFETY: a live SRQ (the inline verb read its context).
     let (ctx, pd) = unsafe { ((*srq).context as usize, (*srq).pd as usize) };
     let Some(c) = caps::known_packed(srq as usize) else {
         return false;
     };
-    recv_chain(ctx, pd, c.recv_sge(), c.recv_wr(), None, wr, site)
+    // SAFETY: the program's WR chain, posted now.
+    unsafe { recv_chain(ctx, pd, c.recv_sge(), c.recv_wr(), None, wr, site) }
 }
 
+///
+/// # Safety
+/// `wr` is NULL or the head of the program's WR chain, posted now.
 #[inline(always)]
-fn recv_chain(
+unsafe fn recv_chain(
     ctx: usize,
     pd: usize,
     max: u32,
@@ -204,12 +225,14 @@ fn recv_chain(
         // SAFETY: the program's WR chain, copied while its post is under
         // way (plain integers and pointers: any contents are valid).
         let r = unsafe { wr.read() };
-        if !sges_pass(ctx, pd, r.sg_list, r.num_sge, max, None, true) {
+        // SAFETY: the program's SGE list of `num_sge` entries, read while its post is under way.
+        if !unsafe { sges_pass(ctx, pd, r.sg_list, r.num_sge, max, None, true) } {
             return false;
         }
         if let Some(n) = qp_num {
-            let p = Posted::of(r.wr_id, -1, r.sg_list, r.num_sge);
-            completions::posted(ctx, n, &p, site);
+            // SAFETY: the program's SGE list of `num_sge` entries, read while its post is under way.
+            let p = unsafe { Posted::of(r.wr_id, -1, r.sg_list, r.num_sge) };
+            completions::posted(crate::addr::Addr::new(ctx), n, &p, site);
         }
         wr = r.next;
     }

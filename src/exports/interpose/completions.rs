@@ -22,13 +22,14 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::ptr::addr_of;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use verbs_abi::{ibv_cq, ibv_qp, ibv_wc};
+use verbs_abi::{ibv_context, ibv_cq, ibv_qp, ibv_wc};
 
 use super::datapath::wr_opcode;
 use super::wr_rules::state_name;
+use crate::addr::Addr;
 use crate::log::Level;
 use crate::registry::lock::{mutex, Mutex};
-use crate::registry::objects::{self, Kind};
+use crate::registry::objects;
 
 const WC_WR_FLUSH_ERR: c_int = verbs_abi::ibv_wc_status::IBV_WC_WR_FLUSH_ERR as c_int;
 
@@ -46,8 +47,11 @@ pub(super) struct Posted {
 impl Posted {
     /// What is remembered of a work request with `num_sge` SGEs at `sges`
     /// (the program's list, read while its post is under way).
+    ///
+    /// # Safety
+    /// `sges` is NULL or the program's list of at least `num_sge` entries.
     #[inline(always)]
-    pub(super) fn of(
+    pub(super) unsafe fn of(
         wr_id: u64,
         opcode: c_int,
         sges: *const verbs_abi::ibv_sge,
@@ -92,7 +96,7 @@ static FLUSHED: AtomicBool = AtomicBool::new(false);
 /// more than the rest of a post's bookkeeping).
 static QPS: Mutex<Option<QpLogs>> = mutex(None);
 
-type QpLogs = HashMap<(usize, u32), QpLog, BuildHasherDefault<MulHash>>;
+type QpLogs = HashMap<(Addr<ibv_context>, u32), QpLog, BuildHasherDefault<MulHash>>;
 
 /// A multiplicative hash of the words it is fed.
 #[derive(Default)]
@@ -106,7 +110,7 @@ impl Hasher for MulHash {
         bytes.iter().for_each(|b| self.write_u64(*b as u64));
     }
     fn write_u64(&mut self, v: u64) {
-        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        self.0 = crate::addr_table::mix(self.0.rotate_left(5) ^ v);
     }
     fn write_u32(&mut self, v: u32) {
         self.write_u64(v as u64);
@@ -118,8 +122,8 @@ impl Hasher for MulHash {
 
 /// A work request posted at `site` to QP `qp_num` of `ctx`.
 #[inline]
-pub(super) fn posted(ctx: usize, qp_num: u32, p: &Posted, site: usize) {
-    super::recent::remember(ctx, qp_num, p, site);
+pub(super) fn posted(ctx: Addr<ibv_context>, qp_num: u32, p: &Posted, site: usize) {
+    super::recent::remember(ctx.get(), qp_num, p, site);
 }
 
 /// `IBV_WC_*` status names, with `ibv_wc_status_str`'s words.
@@ -173,7 +177,7 @@ pub(super) fn worth_a_look(done: &[ibv_wc], drained: bool) -> bool {
 /// than asked for (the CQ is empty for now).
 #[cold]
 #[inline(never)]
-pub(super) fn polled(ctx: usize, cq: *mut ibv_cq, done: &[ibv_wc], drained: bool) {
+pub(super) fn polled(ctx: Addr<ibv_context>, cq: *mut ibv_cq, done: &[ibv_wc], drained: bool) {
     // Hook: completion faults (`faults::completion_status`) and trace
     // events for each completion go here, before the scan below.
     for wc in done {
@@ -187,7 +191,7 @@ pub(super) fn polled(ctx: usize, cq: *mut ibv_cq, done: &[ibv_wc], drained: bool
                 status,
                 vendor_err: wc.vendor_err,
             };
-            failed(ctx, cq as usize, &e);
+            failed(ctx, Addr::of(cq), &e);
         }
     }
     if drained {
@@ -197,7 +201,7 @@ pub(super) fn polled(ctx: usize, cq: *mut ibv_cq, done: &[ibv_wc], drained: bool
 
 /// A poll found the CQ empty for now: the flushed completions of `ctx`'s
 /// QPs not yet counted get their line.
-pub(super) fn drained(ctx: usize) {
+pub(super) fn drained(ctx: Addr<ibv_context>) {
     if FLUSHED.load(Ordering::Relaxed) {
         flush_lines(ctx);
     }
@@ -215,7 +219,7 @@ pub(super) struct Failed {
 /// flushed ones after it counted.
 #[cold]
 #[inline(never)]
-pub(super) fn failed(ctx: usize, cq: usize, wc: &Failed) {
+pub(super) fn failed(ctx: Addr<ibv_context>, cq: Addr<ibv_cq>, wc: &Failed) {
     let status = wc.status;
     let key = (ctx, wc.qp_num);
     let (first, wr) = {
@@ -239,12 +243,14 @@ pub(super) fn failed(ctx: usize, cq: usize, wc: &Failed) {
             (false, None)
         } else {
             log.failed = true;
-            (true, super::recent::find(ctx, wc.qp_num, wc.wr_id))
+            (true, super::recent::find(ctx.get(), wc.qp_num, wc.wr_id))
         }
     };
-    let qp = objects::collect(|o| o.kind() == Kind::Qp && o.ctx == ctx && o.x == wc.qp_num)
-        .first()
-        .map(|o| o.addr);
+    let qp = objects::collect(|o| {
+        o.ctx == ctx.get() && o.facts.qp().is_some_and(|q| q.qp_num == wc.qp_num)
+    })
+    .first()
+    .map(|o| o.addr);
     let state = match qp {
         // SAFETY: a tracked QP of an open context; its state read as a C int.
         Some(qp) => state_name(unsafe {
@@ -335,8 +341,8 @@ impl Count {
 /// One line per QP of `ctx` whose flushed completions since its last
 /// error have had none yet; at exit (`ctx` 0), one per QP with any not
 /// yet counted.
-fn flush_lines(ctx: usize) {
-    let at_exit = ctx == 0;
+fn flush_lines(ctx: Addr<ibv_context>) {
+    let at_exit = ctx.is_null();
     let mut lines: Vec<Count> = Vec::new();
     {
         let mut g = QPS.lock();
@@ -357,7 +363,7 @@ fn flush_lines(ctx: usize) {
 }
 
 pub(super) fn at_exit() {
-    flush_lines(0);
+    flush_lines(Addr::NULL);
 }
 
 /// QPs whose flush the program caused are remembered up to this many in
@@ -368,7 +374,7 @@ const REMEMBERED: usize = 1 << 16;
 /// The program moved QP `qp_num` of `ctx` to ERR itself: the flushed
 /// completions that follow are no error of its own. A QP that already
 /// failed keeps its warning.
-pub(super) fn moved_to_err(ctx: usize, qp_num: u32) {
+pub(super) fn moved_to_err(ctx: Addr<ibv_context>, qp_num: u32) {
     let mut g = QPS.lock();
     let map = g.get_or_insert_with(HashMap::default);
     if map.len() >= REMEMBERED && !map.contains_key(&(ctx, qp_num)) {
@@ -385,7 +391,7 @@ pub(super) fn moved_to_err(ctx: usize, qp_num: u32) {
 /// (a QP made later may get it, on a context at the same address: its
 /// first error is its own); what is flushed after the destroy is the
 /// program's doing.
-pub(super) fn destroyed(ctx: usize, qp_num: u32) {
+pub(super) fn destroyed(ctx: Addr<ibv_context>, qp_num: u32) {
     let line = {
         let mut g = QPS.lock();
         let map = g.get_or_insert_with(HashMap::default);
@@ -408,7 +414,7 @@ pub(super) fn destroyed(ctx: usize, qp_num: u32) {
 /// QP `qp_num` of `ctx` starts again (moved to RESET or INIT: also a new
 /// QP given a destroyed one's number): what the program did before is no
 /// reason to keep a later error quiet.
-pub(super) fn qp_reset(ctx: usize, qp_num: u32) {
+pub(super) fn qp_reset(ctx: Addr<ibv_context>, qp_num: u32) {
     let mut g = QPS.lock();
     if let Some(log) = g.as_mut().and_then(|m| m.get_mut(&(ctx, qp_num))) {
         log.by_program = None;

@@ -28,18 +28,20 @@ use verbs_abi::{
     ibv_context_ops, ibv_cq, ibv_qp, ibv_recv_wr, ibv_send_wr, ibv_sge, ibv_srq, ibv_wc,
 };
 
-use super::{caps, clean, completions, ctx_of, original, patch, traced, wr_rules, Entry, Slot};
+use super::{caps, clean, completions, ctx_of, original, patch, slot, traced, wr_rules, Entry};
 use crate::checks::{self, Check};
 use crate::guard::{boundary, Errno};
 use crate::log::Level;
 use crate::registry::lock::{mutex, Mutex};
 
-type PostSend = unsafe extern "C" fn(*mut ibv_qp, *mut ibv_send_wr, *mut *mut ibv_send_wr) -> c_int;
-type PostRecv = unsafe extern "C" fn(*mut ibv_qp, *mut ibv_recv_wr, *mut *mut ibv_recv_wr) -> c_int;
-type PostSrqRecv =
+pub(super) type PostSend =
+    unsafe extern "C" fn(*mut ibv_qp, *mut ibv_send_wr, *mut *mut ibv_send_wr) -> c_int;
+pub(super) type PostRecv =
+    unsafe extern "C" fn(*mut ibv_qp, *mut ibv_recv_wr, *mut *mut ibv_recv_wr) -> c_int;
+pub(super) type PostSrqRecv =
     unsafe extern "C" fn(*mut ibv_srq, *mut ibv_recv_wr, *mut *mut ibv_recv_wr) -> c_int;
-type PollCq = unsafe extern "C" fn(*mut ibv_cq, c_int, *mut ibv_wc) -> c_int;
-type ReqNotifyCq = unsafe extern "C" fn(*mut ibv_cq, c_int) -> c_int;
+pub(super) type PollCq = unsafe extern "C" fn(*mut ibv_cq, c_int, *mut ibv_wc) -> c_int;
+pub(super) type ReqNotifyCq = unsafe extern "C" fn(*mut ibv_cq, c_int) -> c_int;
 
 /// Wraps the data-path entries of `ibv_context_ops`.
 ///
@@ -51,26 +53,26 @@ pub(super) unsafe fn patch_ops(e: &Entry, ops: *mut ibv_context_ops) {
     unsafe {
         patch(
             e,
-            Slot::PostSend,
+            slot::PostSend,
             addr_of_mut!((*ops).post_send),
             post_send as PostSend,
         );
         patch(
             e,
-            Slot::PostRecv,
+            slot::PostRecv,
             addr_of_mut!((*ops).post_recv),
             post_recv as PostRecv,
         );
         patch(
             e,
-            Slot::PostSrqRecv,
+            slot::PostSrqRecv,
             addr_of_mut!((*ops).post_srq_recv),
             post_srq_recv as PostSrqRecv,
         );
         patch_poll(e, ops);
         patch(
             e,
-            Slot::ReqNotifyCq,
+            slot::ReqNotifyCq,
             addr_of_mut!((*ops).req_notify_cq),
             req_notify_cq as ReqNotifyCq,
         );
@@ -87,7 +89,7 @@ pub(super) unsafe fn patch_poll(e: &Entry, ops: *mut ibv_context_ops) {
     unsafe {
         patch(
             e,
-            Slot::PollCq,
+            slot::PollCq,
             std::ptr::addr_of_mut!((*ops).poll_cq),
             poll_cq as PollCq,
         )
@@ -120,7 +122,10 @@ impl Queue {
 
     /// The PD the queue's MRs must be on (a QP on a parent domain: the
     /// parent domain; see [`wr_rules::same_pd`]).
-    pub(super) fn pd(self) -> usize {
+    ///
+    /// # Safety
+    /// The queue is live (the program posts to it).
+    pub(super) unsafe fn pd(self) -> usize {
         // SAFETY: a live QP or SRQ the program is posting to.
         unsafe {
             match self {
@@ -202,8 +207,10 @@ impl Wr {
 /// The queue's caps, asked once (None: the query failed).
 pub(super) fn caps_of(q: Queue) -> Option<caps::Caps> {
     match q {
-        Queue::Send(qp) | Queue::Recv(qp) => caps::of_qp(qp),
-        Queue::Srq(srq) => caps::of_srq(srq),
+        // SAFETY: a live QP the program posts to.
+        Queue::Send(qp) | Queue::Recv(qp) => unsafe { caps::of_qp(qp) },
+        // SAFETY: a live SRQ the program posts to.
+        Queue::Srq(srq) => unsafe { caps::of_srq(srq) },
     }
 }
 
@@ -308,16 +315,19 @@ pub(super) fn violation(check: Check, q: Queue, wr: &Wr, site: usize, why: fmt::
 
 impl Wr {
     pub(super) fn summary(&self) -> completions::Posted {
-        completions::Posted::of(
-            self.wr_id,
-            self.opcode.unwrap_or(-1),
-            if self.readable > 0 {
-                self.sges
-            } else {
-                std::ptr::null()
-            },
-            self.num_sge,
-        )
+        // SAFETY: the program's SGE list of `num_sge` entries, read while its post is under way.
+        unsafe {
+            completions::Posted::of(
+                self.wr_id,
+                self.opcode.unwrap_or(-1),
+                if self.readable > 0 {
+                    self.sges
+                } else {
+                    std::ptr::null()
+                },
+                self.num_sge,
+            )
+        }
     }
 }
 
@@ -335,20 +345,27 @@ pub(super) fn checked(name: &'static str, f: impl FnOnce()) {
 #[cold]
 #[inline(never)]
 fn sends_in_full(qp: *mut ibv_qp, wr: *mut ibv_send_wr, site: usize) {
-    checked("ibv_post_send", || wr_rules::check_sends(qp, wr, site));
+    // SAFETY: the program's live QP and WR chain, posted now.
+    checked("ibv_post_send", || unsafe {
+        wr_rules::check_sends(qp, wr, site)
+    });
 }
 
 /// As [`sends_in_full`], for a receive chain.
 #[cold]
 #[inline(never)]
 fn recvs_in_full(verb: &'static str, q: Queue, wr: *mut ibv_recv_wr, site: usize) {
-    checked(verb, || wr_rules::check_recvs(q, wr, site));
+    // SAFETY: the program's live queue and WR chain, posted now.
+    checked(verb, || unsafe { wr_rules::check_recvs(q, wr, site) });
 }
 
 /// The trace's post events of a send chain, out of the wrapper's line
 /// (the checks' clean path keeps its registers).
+///
+/// # Safety
+/// `qp` is a live QP and `wr` NULL or the head of the program's WR chain, posted to it now.
 #[inline(never)]
-fn trace_sends(qp: *mut ibv_qp, wr: *mut ibv_send_wr) {
+unsafe fn trace_sends(qp: *mut ibv_qp, wr: *mut ibv_send_wr) {
     // SAFETY: the program's WR chain, read while its post is under way.
     checked("ibv_post_send", || unsafe {
         let limit = chain_limit(Queue::Send(qp));
@@ -381,18 +398,20 @@ unsafe extern "C" fn post_send(
     let site = crate::caller!();
     // SAFETY: the inline verb read this QP's context to reach the table.
     let ctx = unsafe { ctx_of(qp) };
-    let Some(real) = original::<PostSend>(ctx, Slot::PostSend) else {
+    let Some(real) = original(ctx, slot::PostSend) else {
         return missing();
     };
     // Nested: a provider's `ibv_wr_complete` posting its batch through its
     // own table (`qpx` checked and traced each WR as it was built).
     let outer = !crate::thread::nested();
     // The clean chain: loads only, no boundary; anything else, the full path.
-    if outer && checks::datapath() && !clean::sends(qp, wr, site) {
+    // SAFETY: the program's live QP and WR chain, posted now.
+    if outer && checks::datapath() && !unsafe { clean::sends(qp, wr, site) } {
         sends_in_full(qp, wr, site);
     }
     if outer && crate::trace::wanted() {
-        trace_sends(qp, wr);
+        // SAFETY: the program's live QP and WR chain, posted now.
+        unsafe { trace_sends(qp, wr) };
     }
     // SAFETY: the provider's own entry, with the program's arguments.
     unsafe { real(qp, wr, bad_wr) }
@@ -406,7 +425,7 @@ unsafe extern "C" fn post_recv(
     let site = crate::caller!();
     // SAFETY: the inline verb read this QP's context to reach the table.
     let ctx = unsafe { ctx_of(qp) };
-    let Some(real) = original::<PostRecv>(ctx, Slot::PostRecv) else {
+    let Some(real) = original(ctx, slot::PostRecv) else {
         return missing();
     };
     if checks::datapath() && !clean::recvs(qp, wr, site) {
@@ -427,10 +446,11 @@ unsafe extern "C" fn post_srq_recv(
     let site = crate::caller!();
     // SAFETY: the inline verb read this SRQ's context to reach the table.
     let ctx = unsafe { ctx_of(srq) };
-    let Some(real) = original::<PostSrqRecv>(ctx, Slot::PostSrqRecv) else {
+    let Some(real) = original(ctx, slot::PostSrqRecv) else {
         return missing();
     };
-    if checks::datapath() && !clean::srq_recvs(srq, wr, site) {
+    // SAFETY: the program's live SRQ and WR chain, posted now.
+    if checks::datapath() && !unsafe { clean::srq_recvs(srq, wr, site) } {
         recvs_in_full("ibv_post_srq_recv", Queue::Srq(srq), wr, site);
     }
     // SAFETY: the provider's own entry, with the program's arguments.
@@ -441,7 +461,7 @@ unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc: *mut ibv_w
     let site = crate::caller!();
     // SAFETY: the inline verb read this CQ's context to reach the table.
     let ctx = unsafe { ctx_of(cq) };
-    let Some(real) = original::<PollCq>(ctx, Slot::PollCq) else {
+    let Some(real) = original(ctx, slot::PollCq) else {
         return -1;
     };
     // SAFETY: the provider's own entry, with the program's arguments.
@@ -462,7 +482,7 @@ unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc: *mut ibv_w
             // The success path: a scan, no boundary, errno untouched.
             if completions::worth_a_look(done, drained) {
                 checked("ibv_poll_cq", || {
-                    completions::polled(ctx as usize, cq, done, drained)
+                    completions::polled(crate::addr::Addr::of(ctx), cq, done, drained)
                 });
             }
         }
@@ -498,7 +518,7 @@ fn inject_completions(done: &mut [ibv_wc], site: usize) {
 unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, solicited_only: c_int) -> c_int {
     // SAFETY: the inline verb read this CQ's context to reach the table.
     let ctx = unsafe { ctx_of(cq) };
-    let Some(real) = original::<ReqNotifyCq>(ctx, Slot::ReqNotifyCq) else {
+    let Some(real) = original(ctx, slot::ReqNotifyCq) else {
         return missing();
     };
     // Forwarded as is: wrapped so that a trace can see the arming.

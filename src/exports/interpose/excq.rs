@@ -13,6 +13,7 @@ use std::ptr::addr_of_mut;
 use verbs_abi::{ibv_cq_ex, ibv_poll_cq_attr};
 
 use super::completions::{self, Failed};
+use crate::addr::Addr;
 use crate::guard::{boundary, Errno};
 use crate::registry::lock::{mutex, Mutex};
 
@@ -88,7 +89,8 @@ fn seen(cq: *mut ibv_cq_ex, s: &Saved, site: usize) {
                 status,
                 vendor_err: (*cq).read_vendor_err.map_or(0, |f| f(cq)),
             };
-            completions::failed((*cq).context as usize, cq as usize, &e);
+            // An extended CQ is its CQ, at the same address (`ibv_cq_ex_to_cq`).
+            completions::failed(Addr::of((*cq).context), Addr::new(cq as usize), &e);
         }
         if crate::trace::wanted() {
             // The opcode read as the int it is in C (a provider's value
@@ -111,7 +113,7 @@ fn checked(cq: *mut ibv_cq_ex, s: &Saved, rc: c_int, site: usize, verb: &'static
         0 => seen(cq, s, site),
         libc::ENOENT if crate::checks::datapath() => {
             // SAFETY: a live CQ the program polls.
-            completions::drained(unsafe { (*cq).context } as usize)
+            completions::drained(Addr::of(unsafe { (*cq).context }))
         }
         _ => {}
     });

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
 use crate::registry::lock::{mutex, Mutex};
-use crate::registry::objects::{self, Kind, Obj};
+use crate::registry::objects::{self, Keys, Kind, Obj};
 
 /// The MRs of each lkey (several: lkeys are per device), and the MRs seen
 /// before that are gone (to say "deregistered").
@@ -38,21 +38,27 @@ pub(super) struct Facts {
     pub writable: bool,
 }
 
-/// `objects::MR_VIA` entries whose SGE addresses are not virtual
-/// addresses inside `[addr, addr + length)` (an iova, a dma-buf offset, a
-/// device-memory offset): their range is not checked.
-pub(super) const VIA_OTHER_SPACE: [u8; 3] = [1, 3, 4];
 const ACCESS_LOCAL_WRITE: u32 = verbs_abi::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE as u32;
 
 impl Facts {
     pub(super) fn of(mr: &Obj) -> Facts {
-        let imported = mr.kind() == Kind::ImportedMr;
+        let (start, len, ranged, writable) = match mr.facts {
+            objects::Facts::Mr(m) => (
+                m.addr,
+                m.length,
+                m.via.virtual_range(),
+                m.access & ACCESS_LOCAL_WRITE != 0,
+            ),
+            // Imported: not known, not checked.
+            objects::Facts::ImportedMr { addr, length, .. } => (addr, length, false, true),
+            _ => (0, 0, false, true),
+        };
         Facts {
             pd: mr.parent,
-            start: mr.a,
-            len: mr.b,
-            ranged: !imported && !VIA_OTHER_SPACE.contains(&mr.sub()),
-            writable: imported || mr.x & ACCESS_LOCAL_WRITE != 0,
+            start,
+            len,
+            ranged,
+            writable,
         }
     }
 
@@ -98,8 +104,8 @@ static CACHE: [Cached; CACHED] = [const {
 
 #[inline]
 fn cache_slot(ctx: usize, lkey: u32) -> &'static Cached {
-    let h = (lkey as u64 ^ (ctx as u64).rotate_left(32)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    &CACHE[(h >> 56) as usize & (CACHED - 1)]
+    let key = lkey as u64 ^ (ctx as u64).rotate_left(32);
+    &CACHE[crate::addr_table::hash(key, CACHED.trailing_zeros())]
 }
 
 /// Does an SGE of `length` bytes at `addr`, posted on `ctx` to a queue on
@@ -187,7 +193,7 @@ pub(super) enum Key {
 
 /// Is `o` a live MR (or imported MR) with `lkey`?
 fn names(o: &Obj, lkey: u32) -> bool {
-    matches!(o.kind(), Kind::Mr | Kind::ImportedMr) && o.c as u32 == lkey && !o.is_zombie()
+    o.facts.mr_range().is_some_and(|(_, _, k)| k.lkey == lkey) && !o.is_zombie()
 }
 
 /// Looks `lkey` up in the index; `None` when the index has no live MR for it.
@@ -221,7 +227,9 @@ fn rebuild() {
     let mut live: HashMap<u32, Vec<usize>> = HashMap::new();
     for o in objects::collect(|o| matches!(o.kind(), Kind::Mr | Kind::ImportedMr) && !o.is_zombie())
     {
-        live.entry(o.c as u32).or_default().push(o.addr);
+        if let Some((_, _, keys)) = o.facts.mr_range() {
+            live.entry(keys.lkey).or_default().push(o.addr);
+        }
     }
     let mut g = INDEX.lock();
     let old = g.take();
@@ -268,7 +276,9 @@ pub(super) fn deregistered(mr: &Obj) {
         live: HashMap::new(),
         gone: HashMap::new(),
     });
-    let lkey = mr.c as u32;
+    let Some((_, _, Keys { lkey, .. })) = mr.facts.mr_range() else {
+        return;
+    };
     if let Some(l) = ix.live.get_mut(&lkey) {
         l.retain(|&a| a != mr.addr);
     }

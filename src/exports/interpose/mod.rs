@@ -24,10 +24,17 @@
 //! after `ibv_close_device` a wrapper reached through an orphan still finds
 //! its original (and the exports' use-after-close checks refuse it first).
 
+use std::marker::PhantomData;
 use std::mem::{offset_of, size_of};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use verbs_abi::{ibv_context, verbs_context, VERBS_ABI_IS_EXTENDED};
+use verbs_abi::{
+    ibv_context, ibv_counters, ibv_dm, ibv_flow, ibv_flow_action, ibv_mw, ibv_rwq_ind_table,
+    ibv_td, ibv_wq, ibv_xrcd, verbs_context, VERBS_ABI_IS_EXTENDED,
+};
+
+use crate::addr::Addr;
+use crate::addr_table::{AddrTable, Keyed};
 
 use crate::guard::Refused;
 use crate::log::Level;
@@ -45,49 +52,86 @@ mod recent;
 mod traced;
 mod wr_rules;
 
-/// The entries the shim wraps, as indices into a context's saved table.
-#[derive(Clone, Copy)]
-#[repr(usize)]
-pub(super) enum Slot {
-    AllocMw,
-    BindMw,
-    DeallocMw,
-    PollCq,
-    ReqNotifyCq,
-    PostSrqRecv,
-    PostSend,
-    PostRecv,
-    CreateCounters,
-    DestroyCounters,
-    RegDmMr,
-    AllocDm,
-    FreeDm,
-    DestroyFlowAction,
-    CreateFlowActionEsp,
-    AllocParentDomain,
-    DeallocTd,
-    AllocTd,
-    DestroyRwqIndTable,
-    CreateRwqIndTable,
-    DestroyWq,
-    CreateWq,
-    CreateCqEx,
-    DestroyFlow,
-    CreateFlow,
-    OpenQp,
-    CreateQpEx,
-    CreateSrqEx,
-    OpenXrcd,
-    CloseXrcd,
+/// An entry the shim wraps, typed as the shim calls its original (an enum
+/// argument taken as the `c_int` it is in C): a context's saved table is
+/// indexed by it, and [`original`] gives back an `F`.
+pub(super) struct Slot<F> {
+    index: usize,
+    _f: PhantomData<F>,
 }
 
-const SLOTS: usize = Slot::CloseXrcd as usize + 1;
+impl<F> Clone for Slot<F> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<F> Copy for Slot<F> {}
+
+/// The slots (`slot::AllocMw`), each of its function type.
+macro_rules! slots {
+    ($($name:ident: $f:ty,)*) => {
+        #[allow(non_camel_case_types, clippy::enum_variant_names)]
+        #[repr(usize)]
+        enum Index { $($name,)* }
+
+        /// The entries the shim wraps.
+        #[allow(non_upper_case_globals)]
+        pub(super) mod slot {
+            use super::*;
+            $(pub(in super::super) const $name: Slot<$f> = Slot {
+                index: Index::$name as usize,
+                _f: PhantomData,
+            };)*
+        }
+
+        const SLOTS: usize = [$(Index::$name),*].len();
+    };
+}
+
+slots! {
+    AllocMw: objects::AllocMw,
+    BindMw: objects::BindMw,
+    DeallocMw: objects::Destroyer<ibv_mw>,
+    PollCq: datapath::PollCq,
+    ReqNotifyCq: datapath::ReqNotifyCq,
+    PostSrqRecv: datapath::PostSrqRecv,
+    PostSend: datapath::PostSend,
+    PostRecv: datapath::PostRecv,
+    CreateCounters: objects::CreateCounters,
+    DestroyCounters: objects::Destroyer<ibv_counters>,
+    RegDmMr: objects::RegDmMr,
+    AllocDm: objects::AllocDm,
+    FreeDm: objects::Destroyer<ibv_dm>,
+    DestroyFlowAction: objects::Destroyer<ibv_flow_action>,
+    CreateFlowActionEsp: objects::CreateFlowActionEsp,
+    AllocParentDomain: objects::AllocParentDomain,
+    DeallocTd: objects::Destroyer<ibv_td>,
+    AllocTd: objects::AllocTd,
+    DestroyRwqIndTable: objects::Destroyer<ibv_rwq_ind_table>,
+    CreateRwqIndTable: objects::CreateRwqIndTable,
+    DestroyWq: objects::Destroyer<ibv_wq>,
+    CreateWq: objects::CreateWq,
+    CreateCqEx: objects::CreateCqEx,
+    DestroyFlow: objects::Destroyer<ibv_flow>,
+    CreateFlow: objects::CreateFlow,
+    OpenQp: objects::OpenQp,
+    CreateQpEx: objects::CreateQpEx,
+    CreateSrqEx: objects::CreateSrqEx,
+    OpenXrcd: objects::OpenXrcd,
+    CloseXrcd: objects::Destroyer<ibv_xrcd>,
+}
 
 /// One context's saved originals.
 struct Entry {
-    /// The context's address; 0 = free. Never reset: a probe chain stays whole.
+    /// The context's address ([`AddrTable`]'s key).
     ctx: AtomicUsize,
     fns: [AtomicUsize; SLOTS],
+}
+
+impl Keyed for Entry {
+    fn key(&self) -> &AtomicUsize {
+        &self.ctx
+    }
 }
 
 /// Distinct context addresses a process can have interposed (a context
@@ -95,74 +139,36 @@ struct Entry {
 /// untouched pages cost nothing.
 const CONTEXTS: usize = 1024;
 
-static TABLE: [Entry; CONTEXTS] = [const {
-    Entry {
-        ctx: AtomicUsize::new(0),
-        fns: [const { AtomicUsize::new(0) }; SLOTS],
-    }
-}; CONTEXTS];
+static TABLE: AddrTable<Entry, CONTEXTS, CONTEXTS> = AddrTable::new(
+    [const {
+        Entry {
+            ctx: AtomicUsize::new(0),
+            fns: [const { AtomicUsize::new(0) }; SLOTS],
+        }
+    }; CONTEXTS],
+);
 
 static FULL_WARNED: AtomicBool = AtomicBool::new(false);
 
-#[inline]
-fn home(ctx: usize) -> usize {
-    (ctx as u64)
-        .wrapping_mul(0x9e37_79b9_7f4a_7c15)
-        .rotate_left(20) as usize
-        % CONTEXTS
-}
-
-/// The saved table of `ctx`, if it was interposed: its home entry (every
-/// wrapper's first step: no loop), else the rest of the chain.
-#[inline]
-fn entry(ctx: usize) -> Option<&'static Entry> {
-    let e = &TABLE[home(ctx)];
-    if e.ctx.load(Ordering::Acquire) == ctx {
-        return Some(e);
-    }
-    entry_further(ctx)
-}
-
-#[inline(never)]
-fn entry_further(ctx: usize) -> Option<&'static Entry> {
-    let h = home(ctx);
-    for i in 0..CONTEXTS {
-        let e = &TABLE[(h + i) % CONTEXTS];
-        match e.ctx.load(Ordering::Acquire) {
-            k if k == ctx => return Some(e),
-            0 => return None,
-            _ => {}
-        }
-    }
-    None
-}
-
 /// The entry of `ctx`, claimed if new; None when the table is full.
 fn claim(ctx: usize) -> Option<&'static Entry> {
-    let h = home(ctx);
-    for i in 0..CONTEXTS {
-        let e = &TABLE[(h + i) % CONTEXTS];
-        match e
-            .ctx
-            .compare_exchange(0, ctx, Ordering::AcqRel, Ordering::Acquire)
-        {
-            Ok(_) => return Some(e),
-            Err(k) if k == ctx => return Some(e),
-            Err(_) => {}
-        }
+    let (e, fresh) = TABLE.claim(ctx)?;
+    if fresh {
+        // Its originals are saved before any wrapper that reads them is
+        // written into the context's tables.
+        TABLE.publish(e, ctx);
     }
-    None
+    Some(e)
 }
 
-/// The original entry `slot` of the context `ctx`, as the function type `F`
-/// (an `unsafe extern "C" fn` of the slot's signature).
+/// The original entry `slot` of the context `ctx`.
 #[inline]
-pub(super) fn original<F: Copy>(ctx: *mut ibv_context, slot: Slot) -> Option<F> {
+pub(super) fn original<F: Copy>(ctx: *mut ibv_context, slot: Slot<F>) -> Option<F> {
     const { assert!(size_of::<F>() == size_of::<usize>()) };
-    let f = entry(ctx as usize)?.fns[slot as usize].load(Ordering::Acquire);
-    // SAFETY: `f` is non-zero only when `patch` stored it from a table entry
-    // of this slot, whose type is `F` (each wrapper asks for its own slot's
-    // type).
+    let f = TABLE.find(ctx as usize)?.fns[slot.index].load(Ordering::Acquire);
+    // SAFETY: `f` is non-zero only when `patch` stored it from the entry
+    // this slot wraps, with a wrapper of the slot's type `F` (its contract:
+    // the entry's C signature).
     (f != 0).then(|| unsafe { std::mem::transmute_copy::<usize, F>(&f) })
 }
 
@@ -171,10 +177,10 @@ pub(super) fn original<F: Copy>(ctx: *mut ibv_context, slot: Slot) -> Option<F> 
 ///
 /// # Safety
 /// `field` points to a live, writable function-pointer entry of the type
-/// `Option<F>`; `wrapper` is an `unsafe extern "C" fn` with the same
-/// arguments and result in the C ABI (enum arguments may be taken as the
-/// `c_int` they are in C, so that no value C passes is invalid in Rust).
-unsafe fn patch<F: Copy, W: Copy>(e: &Entry, slot: Slot, field: *mut Option<F>, wrapper: W) {
+/// `Option<F>`; `W`, the slot's type, is an `unsafe extern "C" fn` with the
+/// same arguments and result in the C ABI (enum arguments may be taken as
+/// the `c_int` they are in C, so that no value C passes is invalid in Rust).
+unsafe fn patch<F: Copy, W: Copy>(e: &Entry, slot: Slot<W>, field: *mut Option<F>, wrapper: W) {
     const { assert!(size_of::<Option<F>>() == size_of::<usize>()) };
     const { assert!(size_of::<W>() == size_of::<usize>()) };
     // SAFETY: the caller's contract.
@@ -191,7 +197,7 @@ unsafe fn patch<F: Copy, W: Copy>(e: &Entry, slot: Slot, field: *mut Option<F>, 
     if cur_addr == ours {
         return;
     }
-    e.fns[slot as usize].store(cur_addr, Ordering::Release);
+    e.fns[slot.index].store(cur_addr, Ordering::Release);
     // SAFETY: the caller's contract: the same C signature.
     unsafe { field.cast::<usize>().write(ours) };
 }
@@ -267,7 +273,7 @@ macro_rules! patch_vctx {
         ) {
             $crate::exports::interpose::patch(
                 $e,
-                $crate::exports::interpose::Slot::$slot,
+                $crate::exports::interpose::slot::$slot,
                 ::std::ptr::addr_of_mut!((*$vctx).$field),
                 $wrapper,
             );
@@ -293,7 +299,7 @@ unsafe fn ctx_of<T>(obj: *mut T) -> *mut ibv_context {
 /// The saved original of `slot` for `ctx`: refused with EINVAL when the
 /// shim has none (a context it never interposed).
 #[inline]
-fn orig<F: Copy>(ctx: *mut ibv_context, slot: Slot, func: &str) -> Result<F, Refused> {
+fn orig<F: Copy>(ctx: *mut ibv_context, slot: Slot<F>, func: &str) -> Result<F, Refused> {
     match original(ctx, slot) {
         Some(f) => Ok(f),
         None => Err(super::refuse(
@@ -330,14 +336,14 @@ pub fn queue_destroyed(addr: usize) {
 /// A QP of context `ctx` was destroyed through the shim (with the
 /// data-path checks on): the completions flushed after it are the
 /// program's own doing.
-pub fn qp_destroyed(ctx: usize, qp_num: u32) {
+pub fn qp_destroyed(ctx: Addr<ibv_context>, qp_num: u32) {
     completions::destroyed(ctx, qp_num);
 }
 
 /// `ibv_modify_qp` moved QP `qp_num` of `ctx` to `state` (`IBV_QPS_*`;
 /// with the data-path checks on): to ERR, the completions flushed after
 /// it are the program's own doing; to RESET or INIT, the QP starts again.
-pub fn qp_state_set(ctx: usize, qp_num: u32, state: std::ffi::c_int) {
+pub fn qp_state_set(ctx: Addr<ibv_context>, qp_num: u32, state: std::ffi::c_int) {
     use std::ffi::c_int;
     use verbs_abi::ibv_qp_state::{IBV_QPS_ERR, IBV_QPS_INIT, IBV_QPS_RESET};
     if state == IBV_QPS_ERR as c_int {

@@ -23,11 +23,13 @@ use verbs_abi::{
 };
 
 use super::super::create_destroy::{create, destroy, record, track, track_mr, Destroy};
-use super::super::{alive, forward, Call};
+use super::super::{alive, forward, verbs, Call};
 use super::queues::*;
-use super::{ctx_of, orig, patch, patch_vctx, Entry, Slot};
+use super::{ctx_of, orig, patch, patch_vctx, slot, Entry, Slot};
+use crate::addr::Addr;
 use crate::guard::{export, Errno, ErrnoCode, Refused};
-use crate::registry::objects::{self, Kind};
+use crate::registry::objects::{self, Facts, Kind, MrVia};
+use trace_format::verbs::Verb;
 
 // `ibv_qp_init_attr_ex.comp_mask` and `ibv_srq_init_attr_ex.comp_mask` bits.
 pub(super) const QP_INIT_ATTR_PD: u32 =
@@ -38,8 +40,6 @@ pub(super) const SRQ_INIT_ATTR_PD: u32 =
     verbs_abi::ibv_srq_init_attr_mask::IBV_SRQ_INIT_ATTR_PD as u32;
 pub(super) const SRQ_INIT_ATTR_XRCD: u32 =
     verbs_abi::ibv_srq_init_attr_mask::IBV_SRQ_INIT_ATTR_XRCD as u32;
-/// `ibv_reg_dm_mr` in `objects::MR_VIA`.
-const VIA_REG_DM_MR: u8 = 4;
 
 /// Wraps the entries of `ibv_context_ops` this module covers.
 ///
@@ -50,19 +50,19 @@ pub(super) unsafe fn patch_ops(e: &Entry, ops: *mut ibv_context_ops) {
     unsafe {
         patch(
             e,
-            Slot::AllocMw,
+            slot::AllocMw,
             addr_of_mut!((*ops).alloc_mw),
             alloc_mw as AllocMw,
         );
         patch(
             e,
-            Slot::BindMw,
+            slot::BindMw,
             addr_of_mut!((*ops).bind_mw),
             bind_mw as BindMw,
         );
         patch(
             e,
-            Slot::DeallocMw,
+            slot::DeallocMw,
             addr_of_mut!((*ops).dealloc_mw),
             dealloc_mw as Destroyer<ibv_mw>,
         );
@@ -227,45 +227,42 @@ pub(super) type CreateSrqEx =
 pub(super) type OpenXrcd =
     unsafe extern "C" fn(*mut ibv_context, *mut ibv_xrcd_init_attr) -> *mut ibv_xrcd;
 
+/// A table create's record (`verbs::AllocMw::done`, ...): the context,
+/// the parent's (or the attributes') address, the object.
+pub(super) type MadeDone<T> = unsafe fn(&Call, *mut ibv_context, usize, *mut T, bool);
+
 /// The shape of every create here: refused on a parent of a closed context
-/// (`parent`: the argument's name and address, 0 for none), else forwarded
-/// and, when it made something, recorded by `rec`; logged at debug.
+/// (`parent`: its address, 0 for none; named as `verb`'s second argument),
+/// else forwarded and, when it made something, recorded by `rec`; logged
+/// at debug by `done`.
 #[inline(always)]
 pub(super) fn made<T>(
-    func: &'static str,
+    verb: &'static Verb,
+    done: MadeDone<T>,
     ctx: *mut ibv_context,
-    parent: (&'static str, usize),
+    parent: usize,
     forward: impl FnOnce() -> *mut T,
     rec: impl FnOnce(*mut T),
 ) -> Result<*mut T, Refused> {
     create(
-        (parent.1 != 0).then_some((func, parent.0, parent.1)),
+        (parent != 0).then_some((verb.name, verb.args[1].0, parent)),
         forward,
         |obj| {
             let errno = Errno::save();
             rec(obj);
             errno.restore();
         },
-        |call, obj| {
-            if call.logging() {
-                log_made(call, func, ctx, parent, obj as u64);
-            }
-        },
+        // SAFETY: plain words (the objects only as addresses).
+        |call, obj| unsafe { done(call, ctx, parent, obj, obj.is_null()) },
     )
-}
-
-/// `made`'s record: its verb found by name (debug only).
-#[cold]
-#[inline(never)]
-fn log_made(call: &Call, func: &str, ctx: *mut ibv_context, parent: (&str, usize), obj: u64) {
-    if let Some(verb) = trace_format::verbs::made(func, parent.0) {
-        call.done(verb, &[ctx as u64, parent.1 as u64], obj, obj == 0);
-    }
 }
 
 /// Reads the program's attribute struct (the inline verb hands it on
 /// unchanged), or `default` for NULL.
-pub(super) fn read_attr<A, R>(attr: *const A, default: R, f: impl FnOnce(&A) -> R) -> R {
+///
+/// # Safety
+/// `attr` is NULL or the program's attribute struct, passed to the verb being called.
+pub(super) unsafe fn read_attr<A, R>(attr: *const A, default: R, f: impl FnOnce(&A) -> R) -> R {
     if attr.is_null() {
         return default;
     }
@@ -273,57 +270,54 @@ pub(super) fn read_attr<A, R>(attr: *const A, default: R, f: impl FnOnce(&A) -> 
     f(unsafe { &*attr })
 }
 
-/// Records a table-made object of `kind` with `id` (its `a`).
-pub(super) fn track_simple<T>(
+/// Records a table-made object of `kind` with its `facts`.
+///
+/// # Safety
+/// `obj` is the live object the provider just returned.
+pub(super) unsafe fn track_simple<T>(
     kind: Kind,
     obj: *mut T,
     ctx: *mut ibv_context,
     parent: usize,
     caller: usize,
-    id: u64,
+    facts: Facts,
 ) {
-    let mut o = record(kind, obj, ctx, parent, caller);
-    o.a = id;
-    track(o);
+    // SAFETY: the caller's contract.
+    track(unsafe { record(kind, obj, ctx, parent, caller) }.with(facts));
 }
 
 /// The shared destroy of a table-made object whose first word is its context.
 #[inline(always)]
-fn unmade<T>(
-    func: &'static str,
-    arg: &'static str,
-    kind: Kind,
-    slot: Slot,
-    obj: *mut T,
-    ctx: *mut ibv_context,
-) -> c_int {
-    export(func, || {
-        let real: Destroyer<T> = orig(ctx, slot, func)?;
-        let d = Destroy::new(func, arg, kind, kind.bit());
+fn unmade<T>(d: &Destroy, slot: Slot<Destroyer<T>>, obj: *mut T, ctx: *mut ibv_context) -> c_int {
+    export(d.func, || {
+        let real: Destroyer<T> = orig(ctx, slot, d.func)?;
         // SAFETY: the provider's own entry, with the inline verb's argument.
-        destroy(&d, obj, || unsafe { real(obj) }).map(ErrnoCode)
+        destroy(d, obj, || unsafe { real(obj) }).map(ErrnoCode)
     })
 }
 
+/// The table's destroys: each named as its verb (`verbs::DeallocMw`) and
+/// its entry (`slot::DeallocMw`).
 macro_rules! destroyers {
-    ($($name:ident($ty:ty) = $func:literal, $arg:literal, $kind:ident, $slot:ident;)*) => {$(
+    ($($name:ident($ty:ty) = $verb:ident, $kind:ident;)*) => {$(
         unsafe extern "C" fn $name(obj: *mut $ty) -> c_int {
+            const D: Destroy = Destroy::new(verbs::$verb::VERB, Kind::$kind, Kind::$kind.bit());
             // SAFETY: the inline verb read this object's context to reach the table.
             let ctx = unsafe { ctx_of(obj) };
-            unmade($func, $arg, Kind::$kind, Slot::$slot, obj, ctx)
+            unmade(&D, slot::$verb, obj, ctx)
         }
     )*};
 }
 
 destroyers! {
-    dealloc_mw(ibv_mw) = "ibv_dealloc_mw", "mw", Mw, DeallocMw;
-    destroy_counters(ibv_counters) = "ibv_destroy_counters", "counters", Counters, DestroyCounters;
-    free_dm(ibv_dm) = "ibv_free_dm", "dm", Dm, FreeDm;
-    destroy_flow_action(ibv_flow_action) = "ibv_destroy_flow_action", "action", FlowAction, DestroyFlowAction;
-    dealloc_td(ibv_td) = "ibv_dealloc_td", "td", Td, DeallocTd;
-    destroy_rwq_ind_table(ibv_rwq_ind_table) = "ibv_destroy_rwq_ind_table", "rwq_ind_table", RwqIndTable, DestroyRwqIndTable;
-    destroy_wq(ibv_wq) = "ibv_destroy_wq", "wq", Wq, DestroyWq;
-    close_xrcd(ibv_xrcd) = "ibv_close_xrcd", "xrcd", Xrcd, CloseXrcd;
+    dealloc_mw(ibv_mw) = DeallocMw, Mw;
+    destroy_counters(ibv_counters) = DestroyCounters, Counters;
+    free_dm(ibv_dm) = FreeDm, Dm;
+    destroy_flow_action(ibv_flow_action) = DestroyFlowAction, FlowAction;
+    dealloc_td(ibv_td) = DeallocTd, Td;
+    destroy_rwq_ind_table(ibv_rwq_ind_table) = DestroyRwqIndTable, RwqIndTable;
+    destroy_wq(ibv_wq) = DestroyWq, Wq;
+    close_xrcd(ibv_xrcd) = CloseXrcd, Xrcd;
 }
 
 /// `ibv_destroy_flow`: a flow's context is its second member.
@@ -334,34 +328,30 @@ unsafe extern "C" fn destroy_flow(flow: *mut ibv_flow) -> c_int {
         // SAFETY: the inline verb read this flow's context to reach the table.
         unsafe { (*flow).context }
     };
-    unmade(
-        "ibv_destroy_flow",
-        "flow",
-        Kind::Flow,
-        Slot::DestroyFlow,
-        flow,
-        ctx,
-    )
+    const D: Destroy = Destroy::new(verbs::DestroyFlow::VERB, Kind::Flow, Kind::Flow.bit());
+    unmade(&D, slot::DestroyFlow, flow, ctx)
 }
 
 unsafe extern "C" fn alloc_mw(pd: *mut ibv_pd, mw_type: c_int) -> *mut ibv_mw {
     let caller = crate::caller!();
-    export("ibv_alloc_mw", || {
+    export(verbs::AllocMw::NAME, || {
         // SAFETY: the inline verb read this PD's context to reach the table.
         let ctx = unsafe { ctx_of(pd) };
-        let real: AllocMw = orig(ctx, Slot::AllocMw, "ibv_alloc_mw")?;
+        let real: AllocMw = orig(ctx, slot::AllocMw, verbs::AllocMw::NAME)?;
         made(
-            "ibv_alloc_mw",
+            verbs::AllocMw::VERB,
+            verbs::AllocMw::done,
             ctx,
-            ("pd", pd as usize),
+            pd as usize,
             // SAFETY: the provider's own entry, with the inline verb's arguments.
             || unsafe { real(pd, mw_type) },
             |mw| {
-                let mut o = record(Kind::Mw, mw, ctx, pd as usize, caller);
+                // SAFETY: the object the real library just returned (on a live parent).
+                let o = unsafe { record(Kind::Mw, mw, ctx, pd as usize, caller) };
                 // SAFETY: a live MW just returned by the provider.
-                o.a = unsafe { (*mw).rkey } as u64;
-                o.x = mw_type as u32;
-                track(o);
+                let rkey = unsafe { (*mw).rkey };
+                let mw_type = mw_type as u32;
+                track(o.with(Facts::Mw { mw_type, rkey }));
             },
         )
     })
@@ -369,14 +359,14 @@ unsafe extern "C" fn alloc_mw(pd: *mut ibv_pd, mw_type: c_int) -> *mut ibv_mw {
 
 /// `ibv_bind_mw` (type 1): forwarded; the MW's record follows its new rkey.
 unsafe extern "C" fn bind_mw(qp: *mut ibv_qp, mw: *mut ibv_mw, bind: *mut ibv_mw_bind) -> c_int {
-    export("ibv_bind_mw", || {
+    export(verbs::BindMw::NAME, || {
         // SAFETY: the inline verb read this QP's context to reach the table.
         let ctx = unsafe { ctx_of(qp) };
-        let real: BindMw = orig(ctx, Slot::BindMw, "ibv_bind_mw")?;
+        let real: BindMw = orig(ctx, slot::BindMw, verbs::BindMw::NAME)?;
         forward(
             || {
-                alive("ibv_bind_mw", "qp", qp as usize)?;
-                alive("ibv_bind_mw", "mw", mw as usize)
+                alive(verbs::BindMw::NAME, "qp", qp as usize)?;
+                alive(verbs::BindMw::NAME, "mw", mw as usize)
             },
             // SAFETY: the provider's own entry, with the inline verb's arguments.
             || unsafe { real(qp, mw, bind) },
@@ -384,16 +374,16 @@ unsafe extern "C" fn bind_mw(qp: *mut ibv_qp, mw: *mut ibv_mw, bind: *mut ibv_mw
                 if rc == 0 && !mw.is_null() {
                     let errno = Errno::save();
                     // SAFETY: the MW was just bound, so it is live.
-                    let rkey = unsafe { (*mw).rkey } as u64;
-                    objects::update(mw as usize, |o| o.a = rkey);
+                    let now = unsafe { (*mw).rkey };
+                    objects::update(mw as usize, |o| {
+                        if let Facts::Mw { rkey, .. } = &mut o.facts {
+                            *rkey = now;
+                        }
+                    });
                     errno.restore();
                 }
-                call.done(
-                    &trace_format::verbs::BIND_MW,
-                    &[qp as u64, mw as u64],
-                    rc as i64 as u64,
-                    false,
-                );
+                // SAFETY: plain words (the objects only as addresses).
+                unsafe { verbs::BindMw::done(call, qp, mw, rc, false) };
             },
         )
         .map(ErrnoCode)
@@ -405,15 +395,17 @@ unsafe extern "C" fn create_counters(
     attr: *mut ibv_counters_init_attr,
 ) -> *mut ibv_counters {
     let caller = crate::caller!();
-    export("ibv_create_counters", || {
-        let real: CreateCounters = orig(ctx, Slot::CreateCounters, "ibv_create_counters")?;
+    export(verbs::CreateCounters::NAME, || {
+        let real: CreateCounters = orig(ctx, slot::CreateCounters, verbs::CreateCounters::NAME)?;
         // SAFETY: the provider's own entry, with the inline verb's arguments.
         made(
-            "ibv_create_counters",
+            verbs::CreateCounters::VERB,
+            verbs::CreateCounters::done,
             ctx,
-            ("attr", 0),
+            0,
             || unsafe { real(ctx, attr) },
-            |c| track_simple(Kind::Counters, c, ctx, 0, caller, 0),
+            // SAFETY: the object the provider just returned.
+            |c| unsafe { track_simple(Kind::Counters, c, ctx, 0, caller, Facts::Id(0)) },
         )
     })
 }
@@ -426,35 +418,51 @@ unsafe extern "C" fn reg_dm_mr(
     access: c_uint,
 ) -> *mut ibv_mr {
     let caller = crate::caller!();
-    export("ibv_reg_dm_mr", || {
+    export(verbs::RegDmMr::NAME, || {
         // SAFETY: the inline verb read this PD's context to reach the table.
         let ctx = unsafe { ctx_of(pd) };
-        let real: RegDmMr = orig(ctx, Slot::RegDmMr, "ibv_reg_dm_mr")?;
-        alive("ibv_reg_dm_mr", "dm", dm as usize)?;
+        let real: RegDmMr = orig(ctx, slot::RegDmMr, verbs::RegDmMr::NAME)?;
+        alive(verbs::RegDmMr::NAME, "dm", dm as usize)?;
         made(
-            "ibv_reg_dm_mr",
+            verbs::RegDmMr::VERB,
+            verbs::RegDmMr::done,
             ctx,
-            ("pd", pd as usize),
+            pd as usize,
             // SAFETY: the provider's own entry, with the inline verb's arguments.
             || unsafe { real(pd, dm, offset, length, access) },
-            |mr| track_mr(mr, pd, offset, length, access, VIA_REG_DM_MR, caller),
+            // SAFETY: the MR the provider just registered on the live `pd`.
+            |mr| unsafe { track_mr(mr, pd, offset, length, access, MrVia::RegDmMr, caller) },
         )
     })
 }
 
 unsafe extern "C" fn alloc_dm(ctx: *mut ibv_context, attr: *mut ibv_alloc_dm_attr) -> *mut ibv_dm {
     let caller = crate::caller!();
-    export("ibv_alloc_dm", || {
-        let real: AllocDm = orig(ctx, Slot::AllocDm, "ibv_alloc_dm")?;
+    export(verbs::AllocDm::NAME, || {
+        let real: AllocDm = orig(ctx, slot::AllocDm, verbs::AllocDm::NAME)?;
         // SAFETY: the provider's own entry, with the inline verb's arguments.
         made(
-            "ibv_alloc_dm",
+            verbs::AllocDm::VERB,
+            verbs::AllocDm::done,
             ctx,
-            ("attr", 0),
+            0,
             || unsafe { real(ctx, attr) },
             |dm| {
-                let length = read_attr(attr, 0, |a| a.length);
-                track_simple(Kind::Dm, dm, ctx, 0, caller, length as u64)
+                // SAFETY: NULL or the program's attributes, passed to the verb.
+                let length = unsafe { read_attr(attr, 0, |a| a.length) };
+                // SAFETY: the object the provider just returned.
+                unsafe {
+                    track_simple(
+                        Kind::Dm,
+                        dm,
+                        ctx,
+                        0,
+                        caller,
+                        Facts::Dm {
+                            length: length as u64,
+                        },
+                    )
+                }
             },
         )
     })
@@ -465,16 +473,21 @@ unsafe extern "C" fn create_flow_action_esp(
     attr: *mut ibv_flow_action_esp_attr,
 ) -> *mut ibv_flow_action {
     let caller = crate::caller!();
-    export("ibv_create_flow_action_esp", || {
-        let real: CreateFlowActionEsp =
-            orig(ctx, Slot::CreateFlowActionEsp, "ibv_create_flow_action_esp")?;
+    export(verbs::CreateFlowActionEsp::NAME, || {
+        let real: CreateFlowActionEsp = orig(
+            ctx,
+            slot::CreateFlowActionEsp,
+            verbs::CreateFlowActionEsp::NAME,
+        )?;
         // SAFETY: the provider's own entry, with the inline verb's arguments.
         made(
-            "ibv_create_flow_action_esp",
+            verbs::CreateFlowActionEsp::VERB,
+            verbs::CreateFlowActionEsp::done,
             ctx,
-            ("attr", 0),
+            0,
             || unsafe { real(ctx, attr) },
-            |a| track_simple(Kind::FlowAction, a, ctx, 0, caller, 0),
+            // SAFETY: the object the provider just returned.
+            |a| unsafe { track_simple(Kind::FlowAction, a, ctx, 0, caller, Facts::Id(0)) },
         )
     })
 }
@@ -484,23 +497,27 @@ unsafe extern "C" fn alloc_parent_domain(
     attr: *mut ibv_parent_domain_init_attr,
 ) -> *mut ibv_pd {
     let caller = crate::caller!();
-    export("ibv_alloc_parent_domain", || {
+    export(verbs::AllocParentDomain::NAME, || {
         let real: AllocParentDomain =
-            orig(ctx, Slot::AllocParentDomain, "ibv_alloc_parent_domain")?;
-        let pd = read_attr(attr, 0, |a| a.pd as usize);
+            orig(ctx, slot::AllocParentDomain, verbs::AllocParentDomain::NAME)?;
+        // SAFETY: NULL or the program's attributes, passed to the verb.
+        let pd = unsafe { read_attr(attr, 0, |a| a.pd as usize) };
         made(
-            "ibv_alloc_parent_domain",
+            verbs::AllocParentDomain::VERB,
+            verbs::AllocParentDomain::done,
             ctx,
-            ("pd", pd),
+            pd,
             // SAFETY: the provider's own entry, with the inline verb's arguments.
             || unsafe { real(ctx, attr) },
             |p| {
-                let mut o = record(Kind::ParentDomain, p, ctx, pd, caller);
+                // SAFETY: the object the real library just returned (on a live parent).
+                let o = unsafe { record(Kind::ParentDomain, p, ctx, pd, caller) };
                 // SAFETY: a live PD just returned by the provider.
-                o.a = unsafe { (*p).handle } as u64;
+                let handle = unsafe { (*p).handle };
                 // Its TD: what keeps `ibv_dealloc_td` busy (`objects::holders`).
-                o.b = read_attr(attr, 0, |a| a.td as u64);
-                track(o);
+                // SAFETY: NULL or the program's attributes, passed to the verb.
+                let td = Addr::of(unsafe { read_attr(attr, std::ptr::null_mut(), |a| a.td) });
+                track(o.with(Facts::ParentDomain { handle, td }));
             },
         )
     })
@@ -508,15 +525,17 @@ unsafe extern "C" fn alloc_parent_domain(
 
 unsafe extern "C" fn alloc_td(ctx: *mut ibv_context, attr: *mut ibv_td_init_attr) -> *mut ibv_td {
     let caller = crate::caller!();
-    export("ibv_alloc_td", || {
-        let real: AllocTd = orig(ctx, Slot::AllocTd, "ibv_alloc_td")?;
+    export(verbs::AllocTd::NAME, || {
+        let real: AllocTd = orig(ctx, slot::AllocTd, verbs::AllocTd::NAME)?;
         // SAFETY: the provider's own entry, with the inline verb's arguments.
         made(
-            "ibv_alloc_td",
+            verbs::AllocTd::VERB,
+            verbs::AllocTd::done,
             ctx,
-            ("attr", 0),
+            0,
             || unsafe { real(ctx, attr) },
-            |td| track_simple(Kind::Td, td, ctx, 0, caller, 0),
+            // SAFETY: the object the provider just returned.
+            |td| unsafe { track_simple(Kind::Td, td, ctx, 0, caller, Facts::Id(0)) },
         )
     })
 }
@@ -526,19 +545,21 @@ unsafe extern "C" fn create_rwq_ind_table(
     attr: *mut ibv_rwq_ind_table_init_attr,
 ) -> *mut ibv_rwq_ind_table {
     let caller = crate::caller!();
-    export("ibv_create_rwq_ind_table", || {
+    export(verbs::CreateRwqIndTable::NAME, || {
         let real: CreateRwqIndTable =
-            orig(ctx, Slot::CreateRwqIndTable, "ibv_create_rwq_ind_table")?;
+            orig(ctx, slot::CreateRwqIndTable, verbs::CreateRwqIndTable::NAME)?;
         // SAFETY: the provider's own entry, with the inline verb's arguments.
         made(
-            "ibv_create_rwq_ind_table",
+            verbs::CreateRwqIndTable::VERB,
+            verbs::CreateRwqIndTable::done,
             ctx,
-            ("attr", 0),
+            0,
             || unsafe { real(ctx, attr) },
             |t| {
                 // SAFETY: a live table just returned by the provider.
                 let num = unsafe { (*t).ind_tbl_num } as u32;
-                track_simple(Kind::RwqIndTable, t, ctx, 0, caller, num as u64)
+                // SAFETY: the object the provider just returned.
+                unsafe { track_simple(Kind::RwqIndTable, t, ctx, 0, caller, Facts::Id(num)) }
             },
         )
     })
@@ -546,19 +567,22 @@ unsafe extern "C" fn create_rwq_ind_table(
 
 unsafe extern "C" fn create_wq(ctx: *mut ibv_context, attr: *mut ibv_wq_init_attr) -> *mut ibv_wq {
     let caller = crate::caller!();
-    export("ibv_create_wq", || {
-        let real: CreateWq = orig(ctx, Slot::CreateWq, "ibv_create_wq")?;
-        let pd = read_attr(attr, 0, |a| a.pd as usize);
+    export(verbs::CreateWq::NAME, || {
+        let real: CreateWq = orig(ctx, slot::CreateWq, verbs::CreateWq::NAME)?;
+        // SAFETY: NULL or the program's attributes, passed to the verb.
+        let pd = unsafe { read_attr(attr, 0, |a| a.pd as usize) };
         made(
-            "ibv_create_wq",
+            verbs::CreateWq::VERB,
+            verbs::CreateWq::done,
             ctx,
-            ("pd", pd),
+            pd,
             // SAFETY: the provider's own entry, with the inline verb's arguments.
             || unsafe { real(ctx, attr) },
             |wq| {
                 // SAFETY: a live WQ just returned by the provider.
                 let num = unsafe { (*wq).wq_num };
-                track_simple(Kind::Wq, wq, ctx, pd, caller, num as u64)
+                // SAFETY: the object the provider just returned.
+                unsafe { track_simple(Kind::Wq, wq, ctx, pd, caller, Facts::Id(num)) }
             },
         )
     })

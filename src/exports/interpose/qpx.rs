@@ -29,13 +29,10 @@ use verbs_abi::{ibv_data_buf, ibv_mw, ibv_mw_bind_info, ibv_qp, ibv_qp_ex, ibv_s
 use super::datapath::{self, checked, Queue, Wr};
 use super::wr_rules;
 use super::{caps, completions, traced};
+use crate::addr_table::{AddrTable, Keyed};
 use crate::checks::{self, Check};
 use crate::log::Level;
-use crate::real::real_fns;
-
-real_fns! {
-    QpToQpEx = fn ibv_qp_to_qp_ex(qp: *mut ibv_qp) -> *mut ibv_qp_ex;
-}
+use crate::real::slots::QpToQpEx;
 
 /// The `ibv_qp_ex` members wrapped, as indices into a QP's saved originals.
 #[derive(Clone, Copy)]
@@ -70,8 +67,7 @@ const NONE: c_int = -1;
 
 /// One QP's saved originals and the work request under construction.
 struct Qpx {
-    /// The `ibv_qp_ex` address; 0 = never used (ends a probe chain),
-    /// `GONE` = its QP was destroyed (the chain goes on; reusable).
+    /// The `ibv_qp_ex` address ([`AddrTable`]'s key).
     qp: AtomicUsize,
     /// The QP's `ibv_qp` address, by which a destroy names it (the same as
     /// `qp` for every provider built on rdma-core's `verbs_qp`).
@@ -93,46 +89,33 @@ const PENDING: usize = 16;
 /// memory: untouched pages cost nothing.
 const QPS: usize = 4096;
 
-static TABLE: [Qpx; QPS] = [const {
-    Qpx {
-        qp: AtomicUsize::new(0),
-        base: AtomicUsize::new(0),
-        fns: [const { AtomicUsize::new(0) }; FNS],
-        op: AtomicI32::new(NONE),
-        wr_id: AtomicU64::new(0),
-        pending: [const { AtomicU64::new(0) }; PENDING],
-        npending: AtomicU32::new(0),
-    }
-}; QPS];
+static TABLE: AddrTable<Qpx, QPS, QPS> = AddrTable::new(
+    [const {
+        Qpx {
+            qp: AtomicUsize::new(0),
+            base: AtomicUsize::new(0),
+            fns: [const { AtomicUsize::new(0) }; FNS],
+            op: AtomicI32::new(NONE),
+            wr_id: AtomicU64::new(0),
+            pending: [const { AtomicU64::new(0) }; PENDING],
+            npending: AtomicU32::new(0),
+        }
+    }; QPS],
+);
 
 static FULL_WARNED: AtomicBool = AtomicBool::new(false);
 
-#[inline]
-fn home(qp: usize) -> usize {
-    (qp as u64)
-        .wrapping_mul(0x9e37_79b9_7f4a_7c15)
-        .rotate_left(20) as usize
-        % QPS
+impl Keyed for Qpx {
+    fn key(&self) -> &AtomicUsize {
+        &self.qp
+    }
 }
 
 /// The entry of the extended QP `x`, if it was wrapped.
 #[inline]
 fn find(x: *mut ibv_qp_ex) -> Option<&'static Qpx> {
-    let (k, h) = (x as usize, home(x as usize));
-    for i in 0..QPS {
-        let e = &TABLE[(h + i) % QPS];
-        match e.qp.load(Acquire) {
-            q if q == k => return Some(e),
-            0 => return None,
-            _ => {}
-        }
-    }
-    None
+    TABLE.find(x as usize)
 }
-
-/// An entry whose QP was destroyed: free for another, but not the end of
-/// a probe chain.
-const GONE: usize = usize::MAX;
 
 /// Set once a QP's `ibv_qp_ex` was not at its `ibv_qp`'s address (then a
 /// destroy searches the table by `base`).
@@ -141,19 +124,12 @@ static OFFSET_SEEN: AtomicBool = AtomicBool::new(false);
 /// The entry of `x`, claimed if new (a destroyed QP's entry is reused);
 /// None when the table is full.
 fn claim(x: *mut ibv_qp_ex) -> Option<&'static Qpx> {
-    if let Some(e) = find(x) {
-        return Some(e);
+    let (e, fresh) = TABLE.claim(x as usize)?;
+    if fresh {
+        // Its originals are saved before its wrappers are written.
+        TABLE.publish(e, x as usize);
     }
-    let (k, h) = (x as usize, home(x as usize));
-    for i in 0..QPS {
-        let e = &TABLE[(h + i) % QPS];
-        for free in [0, GONE] {
-            if e.qp.compare_exchange(free, k, AcqRel, Acquire).is_ok() {
-                return Some(e);
-            }
-        }
-    }
-    None
+    Some(e)
 }
 
 /// A QP (`ibv_qp` address `qp`) was destroyed: its entry is freed, so a
@@ -161,9 +137,7 @@ fn claim(x: *mut ibv_qp_ex) -> Option<&'static Qpx> {
 pub(super) fn forget(qp: usize) {
     let e = match find(qp as *mut ibv_qp_ex) {
         Some(e) if e.base.load(Relaxed) == qp => Some(e),
-        _ if OFFSET_SEEN.load(Relaxed) => TABLE
-            .iter()
-            .find(|e| e.base.load(Relaxed) == qp && !matches!(e.qp.load(Acquire), 0 | GONE)),
+        _ if OFFSET_SEEN.load(Relaxed) => TABLE.live().find(|e| e.base.load(Relaxed) == qp),
         _ => None,
     };
     if let Some(e) = e {
@@ -173,7 +147,7 @@ pub(super) fn forget(qp: usize) {
         e.op.store(NONE, Relaxed);
         e.npending.store(0, Relaxed);
         e.base.store(0, Relaxed);
-        e.qp.store(GONE, Release);
+        TABLE.release(e.qp.load(Acquire));
     }
 }
 
@@ -234,7 +208,8 @@ pub(super) unsafe fn patch(qp: *mut ibv_qp, send_ops: u64) {
     let Ok(to_ex) = QpToQpEx::unhooked() else {
         return;
     };
-    let x = to_ex.call(qp);
+    // SAFETY: the caller's contract: a live QP made with send ops.
+    let x = unsafe { to_ex.call(qp) };
     if x.is_null() {
         return;
     }
@@ -331,7 +306,10 @@ type SetInline = unsafe extern "C" fn(*mut ibv_qp_ex, *mut c_void, usize);
 type SetInlineList = unsafe extern "C" fn(*mut ibv_qp_ex, usize, *const ibv_data_buf);
 
 /// The QP's context and number.
-fn ids(x: *mut ibv_qp_ex) -> (usize, u32) {
+///
+/// # Safety
+/// `x` is a live extended QP.
+unsafe fn ids(x: *mut ibv_qp_ex) -> (usize, u32) {
     // SAFETY: the program's live extended QP (its inline verb just read it).
     unsafe { ((*x).qp_base.context as usize, (*x).qp_base.qp_num) }
 }
@@ -349,7 +327,10 @@ fn no_data(op: c_int) -> bool {
 }
 
 /// A builder was called: the work request `op` is under construction.
-fn begun(e: &Qpx, x: *mut ibv_qp_ex, op: c_int, verb: &'static str, site: usize) {
+///
+/// # Safety
+/// `x` is a live extended QP whose builder is being called.
+unsafe fn begun(e: &Qpx, x: *mut ibv_qp_ex, op: c_int, verb: &'static str, site: usize) {
     // SAFETY: the program set wr_id for this request before its builder.
     let wr_id = unsafe { addr_of!((*x).wr_id).read() };
     e.op.store(op, Relaxed);
@@ -359,8 +340,9 @@ fn begun(e: &Qpx, x: *mut ibv_qp_ex, op: c_int, verb: &'static str, site: usize)
             let wr = Wr::bare(wr_id, Some(op), Some(verb));
             wr_rules::check_state(Queue::Send(x.cast()), &wr, site);
             if no_data(op) {
-                let (ctx, qp_num) = ids(x);
-                completions::posted(ctx, qp_num, &wr.summary(), site);
+                // SAFETY: the program's live extended QP (its inline verb just read it).
+                let (ctx, qp_num) = unsafe { ids(x) };
+                completions::posted(crate::addr::Addr::new(ctx), qp_num, &wr.summary(), site);
             }
         });
     }
@@ -370,7 +352,11 @@ fn begun(e: &Qpx, x: *mut ibv_qp_ex, op: c_int, verb: &'static str, site: usize)
             e.pending[n].store(wr_id, Relaxed);
             e.npending.store(n as u32 + 1, Relaxed);
         } else {
-            checked(verb, || traced::post(ids(x).1, wr_id, "post_send"));
+            checked(verb, || {
+                // SAFETY: the program's live extended QP (its inline verb just read it).
+                let (_, qp_num) = unsafe { ids(x) };
+                traced::post(qp_num, wr_id, "post_send")
+            });
         }
     }
 }
@@ -411,9 +397,10 @@ fn sges(
     ]
     .iter()
     .any(|&o| o as c_int == op);
-    let (ctx, qp_num) = ids(x);
+    // SAFETY: the program's live extended QP (its inline verb just read it).
+    let (ctx, qp_num) = unsafe { ids(x) };
     wr_rules::check_wr(Queue::Send(x.cast()), ctx, &wr, write, false, site);
-    completions::posted(ctx, qp_num, &wr.summary(), site);
+    completions::posted(crate::addr::Addr::new(ctx), qp_num, &wr.summary(), site);
 }
 
 /// A setter gave the request `bytes` of inline data: within the QP's
@@ -424,7 +411,8 @@ fn inline(e: &Qpx, x: *mut ibv_qp_ex, bytes: u64, verb: &'static str, site: usiz
     };
     let wr = Wr::bare(wr_id, Some(op), Some(verb));
     let qp = x.cast::<ibv_qp>();
-    if let Some(c) = caps::of_qp(qp) {
+    // SAFETY: a live QP the program posts to.
+    if let Some(c) = unsafe { caps::of_qp(qp) } {
         if bytes > c.inline as u64 {
             datapath::violation(
                 Check::InlineSize,
@@ -438,8 +426,9 @@ fn inline(e: &Qpx, x: *mut ibv_qp_ex, bytes: u64, verb: &'static str, site: usiz
             );
         }
     }
-    let (ctx, qp_num) = ids(x);
-    completions::posted(ctx, qp_num, &wr.summary(), site);
+    // SAFETY: the program's live extended QP (its inline verb just read it).
+    let (ctx, qp_num) = unsafe { ids(x) };
+    completions::posted(crate::addr::Addr::new(ctx), qp_num, &wr.summary(), site);
 }
 
 /// No saved member (cannot happen for a QP `patch` wrapped).
@@ -462,7 +451,8 @@ macro_rules! builder {
             let Some(e) = find(x) else {
                 return gone(x);
             };
-            begun(e, x, Op::$op as c_int, $verb, site);
+            // SAFETY: the program's live extended QP, its builder being called.
+            unsafe { begun(e, x, Op::$op as c_int, $verb, site) };
             if let Some(f) = e.orig::<unsafe extern "C" fn(*mut ibv_qp_ex $(, $t)*)>(F::$slot) {
                 // SAFETY: the provider's own member, with the program's arguments.
                 unsafe { f(x $(, $a)*) }
@@ -575,7 +565,8 @@ unsafe extern "C" fn wr_set_inline_data_list(
         checked(verb, || {
             // Read no further than the provider does: it stops at the
             // buffer that takes the data past the QP's max_inline_data.
-            let limit = caps::of_qp(x.cast()).map_or(u64::MAX, |c| c.inline as u64);
+            // SAFETY: a live QP the program posts to.
+            let limit = unsafe { caps::of_qp(x.cast()) }.map_or(u64::MAX, |c| c.inline as u64);
             let mut bytes = 0u64;
             for i in 0..num_buf {
                 // SAFETY: the program's list of `num_buf` buffers, read
@@ -632,7 +623,8 @@ unsafe extern "C" fn wr_complete(x: *mut ibv_qp_ex) -> c_int {
         // Before the call, as `ibv_post_send`'s: the completion may follow
         // at once.
         checked("ibv_wr_complete", || {
-            let qp_num = ids(x).1;
+            // SAFETY: the program's live extended QP (its inline verb just read it).
+            let qp_num = unsafe { ids(x) }.1;
             for p in &e.pending[..n.min(PENDING)] {
                 traced::post(qp_num, p.load(Relaxed), "post_send");
             }

@@ -13,11 +13,12 @@ use verbs_abi::{
 };
 
 use super::super::create_destroy::{create, record, track};
-use super::super::tid;
+use super::super::{tid, verbs};
 use super::objects::*;
-use super::{ctx_of, orig, Slot};
+use super::{ctx_of, orig, slot};
+use crate::addr::Addr;
 use crate::guard::{export, Errno};
-use crate::registry::objects::{Kind, Obj};
+use crate::registry::objects::{Facts, Kind, Obj, QpFacts};
 
 /// `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`: the QP has `ibv_wr_*` builders.
 const QP_INIT_ATTR_SEND_OPS_FLAGS: u32 =
@@ -29,27 +30,34 @@ pub(super) unsafe extern "C" fn create_cq_ex(
     attr: *mut ibv_cq_init_attr_ex,
 ) -> *mut ibv_cq_ex {
     let caller = crate::caller!();
-    export("ibv_create_cq_ex", || {
-        let real: CreateCqEx = orig(ctx, Slot::CreateCqEx, "ibv_create_cq_ex")?;
-        let (channel, vector) = read_attr(attr, (0, 0), |a| (a.channel as usize, a.comp_vector));
+    export(verbs::CreateCqEx::NAME, || {
+        let real: CreateCqEx = orig(ctx, slot::CreateCqEx, verbs::CreateCqEx::NAME)?;
+        // SAFETY: NULL or the program's attributes, passed to the verb.
+        let (channel, vector) =
+            unsafe { read_attr(attr, (0, 0), |a| (a.channel as usize, a.comp_vector)) };
         made(
-            "ibv_create_cq_ex",
+            verbs::CreateCqEx::VERB,
+            verbs::CreateCqEx::done,
             ctx,
-            ("channel", channel),
+            channel,
             // SAFETY: the provider's own entry, with the inline verb's arguments.
             || unsafe { real(ctx, attr) },
             |cq| {
-                let mut o = record(Kind::Cq, cq, ctx, channel, caller);
+                // SAFETY: the object the real library just returned (on a live parent).
+                let o = unsafe { record(Kind::Cq, cq, ctx, channel, caller) };
                 // SAFETY: a live CQ just returned by the provider.
-                o.x = unsafe { (*cq).cqe } as u32;
-                o.a = vector as u64;
-                track(o);
+                let cqe = unsafe { (*cq).cqe };
+                track(o.with(Facts::Cq {
+                    cqe,
+                    comp_vector: vector,
+                }));
                 // The cursor's completions: explained, faulted, traced.
                 if crate::checks::datapath()
                     || crate::trace::wanted()
                     || crate::faults::completions_armed()
                 {
-                    let wc_flags = read_attr(attr, 0, |a| a.wc_flags);
+                    // SAFETY: NULL or the program's attributes, passed to the verb.
+                    let wc_flags = unsafe { read_attr(attr, 0, |a| a.wc_flags) };
                     // SAFETY: a live extended CQ just returned by the provider.
                     unsafe { super::excq::patch(cq, wc_flags) };
                 }
@@ -63,21 +71,22 @@ pub(super) unsafe extern "C" fn create_flow(
     attr: *mut ibv_flow_attr,
 ) -> *mut ibv_flow {
     let caller = crate::caller!();
-    export("ibv_create_flow", || {
+    export(verbs::CreateFlow::NAME, || {
         // SAFETY: the inline verb read this QP's context to reach the table.
         let ctx = unsafe { ctx_of(qp) };
-        let real: CreateFlow = orig(ctx, Slot::CreateFlow, "ibv_create_flow")?;
+        let real: CreateFlow = orig(ctx, slot::CreateFlow, verbs::CreateFlow::NAME)?;
         made(
-            "ibv_create_flow",
+            verbs::CreateFlow::VERB,
+            verbs::CreateFlow::done,
             ctx,
-            ("qp", qp as usize),
+            qp as usize,
             // SAFETY: the provider's own entry, with the inline verb's arguments.
             || unsafe { real(qp, attr) },
             |flow| {
                 // A flow's first member is not its context: record it by hand.
                 // SAFETY: a live flow just returned by the provider.
                 let handle = unsafe { (*flow).handle };
-                let mut o = Obj::new(
+                let o = Obj::new(
                     Kind::Flow,
                     flow as usize,
                     ctx as usize,
@@ -85,30 +94,29 @@ pub(super) unsafe extern "C" fn create_flow(
                     caller,
                     tid(),
                 );
-                o.a = handle as u64;
-                track(o);
+                track(o.with(Facts::Id(handle)));
             },
         )
     })
 }
 
-/// Records a QP made by `ibv_create_qp_ex` or `ibv_open_qp` on `parent`.
-fn track_qp(
+/// Records a QP made by `ibv_create_qp_ex` or `ibv_open_qp` on `parent`
+/// (`facts` but its number, which is read from it).
+///
+/// # Safety
+/// `qp` is the live QP the provider just returned.
+unsafe fn track_qp(
     qp: *mut ibv_qp,
     ctx: *mut ibv_context,
     parent: usize,
-    qp_type: c_int,
-    cqs: [usize; 3],
+    facts: QpFacts,
     caller: usize,
 ) {
-    let mut o = record(Kind::Qp, qp, ctx, parent, caller);
-    // SAFETY: a live QP just returned by the provider.
-    o.x = unsafe { (*qp).qp_num };
-    o.a = cqs[0] as u64;
-    o.b = cqs[1] as u64;
-    o.c = cqs[2] as u64;
-    o.set_sub(qp_type as u8);
-    track(o);
+    // SAFETY: the caller's contract.
+    let o = unsafe { record(Kind::Qp, qp, ctx, parent, caller) };
+    // SAFETY: the caller's contract.
+    let qp_num = unsafe { (*qp).qp_num };
+    track(o.with(Facts::Qp(QpFacts { qp_num, ..facts })));
 }
 
 pub(super) unsafe extern "C" fn create_qp_ex(
@@ -116,9 +124,9 @@ pub(super) unsafe extern "C" fn create_qp_ex(
     attr: *mut ibv_qp_init_attr_ex,
 ) -> *mut ibv_qp {
     let caller = crate::caller!();
-    export("ibv_create_qp_ex", || {
-        let real: CreateQpEx = orig(ctx, Slot::CreateQpEx, "ibv_create_qp_ex")?;
-        let (mut parent, mut qp_type, mut cqs, mut send_ops) = (0, 0, [0; 3], None);
+    export(verbs::CreateQpEx::NAME, || {
+        let real: CreateQpEx = orig(ctx, slot::CreateQpEx, verbs::CreateQpEx::NAME)?;
+        let (mut parent, mut facts, mut send_ops) = (0, QpFacts::default(), None);
         if !attr.is_null() {
             // SAFETY: the program's attributes (the inline verb passes them
             // on); qp_type is read as the int it is in C.
@@ -131,19 +139,25 @@ pub(super) unsafe extern "C" fn create_qp_ex(
                 } else {
                     0
                 };
-                qp_type = addr_of!(a.qp_type).cast::<c_int>().read();
-                cqs = [a.send_cq as usize, a.recv_cq as usize, a.srq as usize];
+                facts = QpFacts {
+                    qp_type: addr_of!(a.qp_type).cast::<c_int>().read() as u8,
+                    send_cq: Addr::of(a.send_cq),
+                    recv_cq: Addr::of(a.recv_cq),
+                    srq: Addr::of(a.srq),
+                    qp_num: 0,
+                };
                 send_ops =
                     (a.comp_mask & QP_INIT_ATTR_SEND_OPS_FLAGS != 0).then_some(a.send_ops_flags);
             }
         }
         create(
-            (parent != 0).then_some(("ibv_create_qp_ex", "pd", parent)),
+            (parent != 0).then_some((verbs::CreateQpEx::NAME, "pd", parent)),
             // SAFETY: the provider's own entry, with the inline verb's arguments.
             || unsafe { real(ctx, attr) },
             |qp| {
                 let errno = Errno::save();
-                track_qp(qp, ctx, parent, qp_type, cqs, caller);
+                // SAFETY: the QP the provider just returned.
+                unsafe { track_qp(qp, ctx, parent, facts, caller) };
                 // Its `ibv_wr_*` builders: checked, traced.
                 if let Some(ops) = send_ops {
                     if super::queues_watched() {
@@ -154,14 +168,8 @@ pub(super) unsafe extern "C" fn create_qp_ex(
                 }
                 errno.restore();
             },
-            |call, qp| {
-                call.done(
-                    &trace_format::verbs::CREATE_QP_EX,
-                    &[ctx as u64, attr as u64],
-                    qp as u64,
-                    qp.is_null(),
-                )
-            },
+            // SAFETY: the QP the provider just returned.
+            |call, qp| unsafe { verbs::CreateQpEx::done(call, ctx, attr, qp, qp.is_null()) },
         )
     })
 }
@@ -171,8 +179,8 @@ pub(super) unsafe extern "C" fn open_qp(
     attr: *mut ibv_qp_open_attr,
 ) -> *mut ibv_qp {
     let caller = crate::caller!();
-    export("ibv_open_qp", || {
-        let real: OpenQp = orig(ctx, Slot::OpenQp, "ibv_open_qp")?;
+    export(verbs::OpenQp::NAME, || {
+        let real: OpenQp = orig(ctx, slot::OpenQp, verbs::OpenQp::NAME)?;
         let (xrcd, qp_type) = if attr.is_null() {
             (0, 0)
         } else {
@@ -185,12 +193,20 @@ pub(super) unsafe extern "C" fn open_qp(
             }
         };
         made(
-            "ibv_open_qp",
+            verbs::OpenQp::VERB,
+            verbs::OpenQp::done,
             ctx,
-            ("xrcd", xrcd),
+            xrcd,
             // SAFETY: the provider's own entry, with the inline verb's arguments.
             || unsafe { real(ctx, attr) },
-            |qp| track_qp(qp, ctx, xrcd, qp_type, [0; 3], caller),
+            |qp| {
+                let facts = QpFacts {
+                    qp_type: qp_type as u8,
+                    ..QpFacts::default()
+                };
+                // SAFETY: the QP the provider just returned.
+                unsafe { track_qp(qp, ctx, xrcd, facts, caller) }
+            },
         )
     })
 }
@@ -200,8 +216,8 @@ pub(super) unsafe extern "C" fn create_srq_ex(
     attr: *mut ibv_srq_init_attr_ex,
 ) -> *mut ibv_srq {
     let caller = crate::caller!();
-    export("ibv_create_srq_ex", || {
-        let real: CreateSrqEx = orig(ctx, Slot::CreateSrqEx, "ibv_create_srq_ex")?;
+    export(verbs::CreateSrqEx::NAME, || {
+        let real: CreateSrqEx = orig(ctx, slot::CreateSrqEx, verbs::CreateSrqEx::NAME)?;
         let parent = if attr.is_null() {
             0
         } else {
@@ -218,19 +234,23 @@ pub(super) unsafe extern "C" fn create_srq_ex(
             }
         };
         made(
-            "ibv_create_srq_ex",
+            verbs::CreateSrqEx::VERB,
+            verbs::CreateSrqEx::done,
             ctx,
-            ("pd", parent),
+            parent,
             // SAFETY: the provider's own entry, with the inline verb's arguments.
             || unsafe { real(ctx, attr) },
             |srq| {
-                let mut o = record(Kind::Srq, srq, ctx, parent, caller);
+                // SAFETY: the object the real library just returned (on a live parent).
+                let mut o = unsafe { record(Kind::Srq, srq, ctx, parent, caller) };
                 if !attr.is_null() {
                     // SAFETY: the attributes the provider just accepted.
                     let sizes = unsafe { (*attr).attr };
-                    o.x = sizes.max_wr;
-                    o.a = sizes.max_sge as u64;
-                    o.b = sizes.srq_limit as u64;
+                    o.facts = Facts::Srq {
+                        max_wr: sizes.max_wr,
+                        max_sge: sizes.max_sge,
+                        srq_limit: sizes.srq_limit,
+                    };
                 }
                 track(o);
             },
@@ -243,15 +263,17 @@ pub(super) unsafe extern "C" fn open_xrcd(
     attr: *mut ibv_xrcd_init_attr,
 ) -> *mut ibv_xrcd {
     let caller = crate::caller!();
-    export("ibv_open_xrcd", || {
-        let real: OpenXrcd = orig(ctx, Slot::OpenXrcd, "ibv_open_xrcd")?;
+    export(verbs::OpenXrcd::NAME, || {
+        let real: OpenXrcd = orig(ctx, slot::OpenXrcd, verbs::OpenXrcd::NAME)?;
         // SAFETY: the provider's own entry, with the inline verb's arguments.
         made(
-            "ibv_open_xrcd",
+            verbs::OpenXrcd::VERB,
+            verbs::OpenXrcd::done,
             ctx,
-            ("attr", 0),
+            0,
             || unsafe { real(ctx, attr) },
-            |x| track_simple(Kind::Xrcd, x, ctx, 0, caller, 0),
+            // SAFETY: the object the provider just returned.
+            |x| unsafe { track_simple(Kind::Xrcd, x, ctx, 0, caller, Facts::Id(0)) },
         )
     })
 }

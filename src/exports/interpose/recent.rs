@@ -29,9 +29,8 @@ static TABLE: [Slot; SLOTS] = [const { Slot([const { AtomicU64::new(0) }; 8]) };
 
 #[inline]
 fn slot(ctx: usize, qp_num: u32, wr_id: u64) -> &'static Slot {
-    let h = (wr_id ^ (qp_num as u64).rotate_left(24) ^ (ctx as u64).rotate_left(40))
-        .wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    &TABLE[(h >> 52) as usize & (SLOTS - 1)]
+    let key = wr_id ^ (qp_num as u64).rotate_left(24) ^ (ctx as u64).rotate_left(40);
+    &TABLE[crate::addr_table::hash(key, SLOTS.trailing_zeros())]
 }
 
 /// The check word of a record (odd: never that of a zeroed slot). The
@@ -43,7 +42,7 @@ fn check(w: &[u64; 7]) -> u64 {
         .iter()
         .enumerate()
         .fold(0, |h, (i, &v)| h ^ v.rotate_left(9 * i as u32));
-    folded.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1
+    crate::addr_table::mix(folded) | 1
 }
 
 /// Remembers a work request posted at `site` to QP `qp_num` of `ctx`.

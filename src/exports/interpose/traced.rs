@@ -6,7 +6,7 @@
 use std::ffi::c_int;
 use std::ptr::addr_of;
 
-use trace_format::verbs::{COMPLETION_EVENT, POST_RECV_EVENT, POST_SEND_EVENT};
+use super::super::verbs::{CompletionEvent, PostRecvEvent, PostSendEvent};
 use verbs_abi::{ibv_qp, ibv_wc, ibv_wc_opcode};
 
 /// A trace event per posted WR (`verb(qp_num=, wr_id=)`), for `ibv-shim
@@ -40,12 +40,11 @@ pub(super) unsafe fn posts<W>(
 /// One posted WR's event (also one built with the `ibv_wr_*` API, put at
 /// its `ibv_wr_complete` as `post_send`).
 pub(super) fn post(qp_num: u32, wr_id: u64, verb: &str) {
-    let event = if verb == "post_recv" {
-        &POST_RECV_EVENT
+    if verb == "post_recv" {
+        PostRecvEvent::put(qp_num, wr_id, (), false);
     } else {
-        &POST_SEND_EVENT
-    };
-    crate::trace::event_bin(event, &[u64::from(qp_num), wr_id], 0, false);
+        PostSendEvent::put(qp_num, wr_id, (), false);
+    }
 }
 
 /// A trace event per completion polled.
@@ -65,10 +64,5 @@ pub(super) fn completions(done: &[ibv_wc]) {
 /// One completion's event (also one read through an extended CQ's cursor).
 pub(super) fn completion(qp_num: u32, wr_id: u64, opcode: c_int, status: c_int) {
     let recv = opcode & ibv_wc_opcode::IBV_WC_RECV as c_int != 0;
-    crate::trace::event_bin(
-        &COMPLETION_EVENT,
-        &[u64::from(qp_num), wr_id, u64::from(recv)],
-        status as i64 as u64,
-        status != 0,
-    );
+    CompletionEvent::put(qp_num, wr_id, recv, status, status != 0);
 }

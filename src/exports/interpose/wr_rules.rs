@@ -33,8 +33,11 @@ fn check_sge(q: Queue, ctx: usize, wr: &Wr, s: &ibv_sge, write: bool, site: usiz
     if s.length == 0 {
         return;
     }
+    // SAFETY: the queue the program posts to, live while its post is under
+    // way (every `Queue` of the checks is one).
+    let pd = unsafe { q.pd() };
     // The clean post of a known lkey: no lock, no registry lookup.
-    if keys::passes(ctx, s.lkey, q.pd(), s.addr, s.length, write) {
+    if keys::passes(ctx, s.lkey, pd, s.addr, s.length, write) {
         return;
     }
     check_sge_fully(q, ctx, wr, s, write, site);
@@ -76,7 +79,8 @@ fn check_sge_fully(q: Queue, ctx: usize, wr: &Wr, s: &ibv_sge, write: bool, site
             )
         }
     };
-    let pd = q.pd();
+    // SAFETY: as in `check_sge`.
+    let pd = unsafe { q.pd() };
     if !same_pd(pd, mr.parent) {
         violation(
             Check::OtherPd,
@@ -91,7 +95,7 @@ fn check_sge_fully(q: Queue, ctx: usize, wr: &Wr, s: &ibv_sge, write: bool, site
     }
     let f = keys::Facts::of(&mr);
     if !f.covers(s.addr, s.length) {
-        let (start, end) = (mr.a as u128, mr.a as u128 + mr.b as u128);
+        let (start, end) = (f.start as u128, f.start as u128 + f.len as u128);
         let (s_start, s_end) = (s.addr as u128, s.addr as u128 + s.length as u128);
         violation(
             Check::OutOfRange,
@@ -113,7 +117,12 @@ fn check_sge_fully(q: Queue, ctx: usize, wr: &Wr, s: &ibv_sge, write: bool, site
             format_args!(
                 "the operation writes into MR {:#x} (lkey {:#x}), registered without \
                  IBV_ACCESS_LOCAL_WRITE (access={:#x})",
-                mr.addr, s.lkey, mr.x
+                mr.addr,
+                s.lkey,
+                match mr.facts {
+                    objects::Facts::Mr(m) => m.access,
+                    _ => 0,
+                }
             ),
         );
     }
@@ -194,7 +203,10 @@ fn check_caps(q: Queue, wr: &Wr, inline: bool, site: usize) {
 
 /// The QP's state, read as the int it is in C, atomically (another
 /// thread's `ibv_modify_qp` may be writing it).
-fn qp_state(qp: *mut ibv_qp) -> c_int {
+///
+/// # Safety
+/// `qp` is a live QP.
+unsafe fn qp_state(qp: *mut ibv_qp) -> c_int {
     // SAFETY: a live QP the program is posting to; `state` is an aligned
     // int-sized field.
     unsafe {
@@ -218,7 +230,8 @@ pub(super) fn check_state(q: Queue, wr: &Wr, site: usize) {
         Queue::Recv(qp) => (qp, clean::recvs_allowed),
         Queue::Srq(_) => return,
     };
-    let state = qp_state(qp);
+    // SAFETY: a live QP the program posts to.
+    let state = unsafe { qp_state(qp) };
     if !ok(state) {
         violation(
             Check::QpState,
@@ -235,7 +248,10 @@ pub(super) fn check_state(q: Queue, wr: &Wr, site: usize) {
 }
 
 /// Checks a chain of send WRs and remembers them for the error explainer.
-pub(super) fn check_sends(qp: *mut ibv_qp, mut wr: *mut ibv_send_wr, site: usize) {
+///
+/// # Safety
+/// `qp` is a live QP and `wr` NULL or the head of the program's WR chain, posted to it now.
+pub(super) unsafe fn check_sends(qp: *mut ibv_qp, mut wr: *mut ibv_send_wr, site: usize) {
     // SAFETY: a live QP (the inline verb read its context).
     let (ctx, qp_num) = unsafe { ((*qp).context as usize, (*qp).qp_num) };
     let q = Queue::Send(qp);
@@ -261,7 +277,7 @@ pub(super) fn check_sends(qp: *mut ibv_qp, mut wr: *mut ibv_send_wr, site: usize
         }
         let inline = flags & clean::SEND_INLINE != 0;
         check_wr(q, ctx, &w, clean::writes(op), inline, site);
-        completions::posted(ctx, qp_num, &w.summary(), site);
+        completions::posted(crate::addr::Addr::new(ctx), qp_num, &w.summary(), site);
         walked += 1;
         // SAFETY: as above.
         wr = unsafe { (*wr).next };
@@ -269,7 +285,10 @@ pub(super) fn check_sends(qp: *mut ibv_qp, mut wr: *mut ibv_send_wr, site: usize
 }
 
 /// Checks a chain of receive WRs (to a QP, or to an SRQ).
-pub(super) fn check_recvs(q: Queue, mut wr: *mut ibv_recv_wr, site: usize) {
+///
+/// # Safety
+/// `q`'s queue is live and `wr` NULL or the head of the program's WR chain, posted to it now.
+pub(super) unsafe fn check_recvs(q: Queue, mut wr: *mut ibv_recv_wr, site: usize) {
     // SAFETY: a live QP or SRQ (the inline verb read its context).
     let (ctx, qp_num) = unsafe {
         match q {
@@ -293,7 +312,7 @@ pub(super) fn check_recvs(q: Queue, mut wr: *mut ibv_recv_wr, site: usize) {
         }
         check_wr(q, ctx, &w, true, false, site);
         if let Some(n) = qp_num {
-            completions::posted(ctx, n, &w.summary(), site);
+            completions::posted(crate::addr::Addr::new(ctx), n, &w.summary(), site);
         }
         walked += 1;
         // SAFETY: as above.

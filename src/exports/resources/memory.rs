@@ -2,26 +2,16 @@
 
 use std::ffi::{c_int, c_void};
 
-use trace_format::verbs::{ALLOC_PD, REG_DMABUF_MR, REG_MR, REG_MR_IOVA, REG_MR_IOVA2, REREG_MR};
 use verbs_abi::{ibv_context, ibv_mr, ibv_pd};
 
-use super::super::create_destroy::{create, destroy, on_context, record, track, track_mr, Destroy};
+use super::super::create_destroy::{mr_keys, on_context, record, track, track_mr, Destroy};
 use super::super::{alive, forward, not_null};
 use super::{MRS, PDS};
-use crate::guard::{export, Errno, ErrnoCode, MinusOne};
-use crate::real::real_fns;
-use crate::registry::objects::{self, Kind};
-
-real_fns! {
-    AllocPd = fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd;
-    DeallocPd = fn ibv_dealloc_pd(pd: *mut ibv_pd) -> c_int;
-    RegMr = fn ibv_reg_mr(pd: *mut ibv_pd, addr: *mut c_void, length: usize, access: c_int) -> *mut ibv_mr;
-    RegMrIova = fn ibv_reg_mr_iova(pd: *mut ibv_pd, addr: *mut c_void, length: usize, iova: u64, access: c_int) -> *mut ibv_mr;
-    RegMrIova2 = fn ibv_reg_mr_iova2(pd: *mut ibv_pd, addr: *mut c_void, length: usize, iova: u64, access: u32) -> *mut ibv_mr;
-    RegDmabufMr = fn ibv_reg_dmabuf_mr(pd: *mut ibv_pd, offset: u64, length: usize, iova: u64, fd: c_int, access: c_int) -> *mut ibv_mr;
-    ReregMr = fn ibv_rereg_mr(mr: *mut ibv_mr, flags: c_int, pd: *mut ibv_pd, addr: *mut c_void, length: usize, access: c_int) -> c_int;
-    DeregMr = fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int;
-}
+use crate::guard::{export, Errno, MinusOne};
+use crate::real::slots::{
+    AllocPd, DeallocPd, DeregMr, RegDmabufMr, RegMr, RegMrIova, RegMrIova2, ReregMr,
+};
+use crate::registry::objects::{self, Facts, Kind, MrVia};
 
 // --- protection domains ---------------------------------------------------------
 
@@ -30,20 +20,15 @@ real_fns! {
 #[no_mangle]
 pub unsafe extern "C" fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd {
     let caller = crate::caller!();
-    export("ibv_alloc_pd", || {
-        on_context("ibv_alloc_pd", context, caller)?;
-        let real = AllocPd::get()?;
-        create(
-            None,
-            || real.call(context),
-            |pd| {
-                let mut o = record(Kind::Pd, pd, context, 0, caller);
-                // SAFETY: a live PD just returned by the real library.
-                o.a = unsafe { (*pd).handle } as u64;
-                track(o);
-            },
-            |call, pd| call.done(&ALLOC_PD, &[context as u64], pd as u64, pd.is_null()),
-        )
+    AllocPd::export(|| {
+        on_context(AllocPd::NAME, context, caller)?;
+        let track = |pd: *mut ibv_pd| {
+            // SAFETY: a live PD just returned by the real library.
+            let (o, handle) = unsafe { (record(Kind::Pd, pd, context, 0, caller), (*pd).handle) };
+            track(o.with(Facts::Pd { handle }));
+        };
+        // SAFETY: the program's argument.
+        unsafe { AllocPd::create(None, track, context) }
     })
 }
 
@@ -53,11 +38,9 @@ pub unsafe extern "C" fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd 
 /// context or one destroyed already.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_dealloc_pd(pd: *mut ibv_pd) -> c_int {
-    export("ibv_dealloc_pd", || {
-        let real = DeallocPd::get()?;
-        let d = Destroy::new("ibv_dealloc_pd", "pd", Kind::Pd, PDS);
-        destroy(&d, pd, || real.call(pd)).map(ErrnoCode)
-    })
+    const D: Destroy = Destroy::new(DeallocPd::VERB, Kind::Pd, PDS);
+    // SAFETY: the program's argument.
+    DeallocPd::export(|| unsafe { DeallocPd::destroy(&D, pd) })
 }
 
 // --- memory regions -------------------------------------------------------------
@@ -73,22 +56,22 @@ pub unsafe extern "C" fn ibv_reg_mr(
     access: c_int,
 ) -> *mut ibv_mr {
     let caller = crate::caller!();
-    export("ibv_reg_mr", || {
-        not_null("ibv_reg_mr", "pd", pd)?;
-        let real = RegMr::get()?;
-        create(
-            Some(("ibv_reg_mr", "pd", pd as usize)),
-            || real.call(pd, addr, length, access),
-            |mr| track_mr(mr, pd, addr as u64, length, access as u32, 0, caller),
-            |call, mr| {
-                call.done(
-                    &REG_MR,
-                    &[pd as u64, addr as u64, length as u64, access as u32 as u64],
-                    mr as u64,
-                    mr.is_null(),
-                )
-            },
-        )
+    RegMr::export(|| {
+        not_null(RegMr::NAME, "pd", pd)?;
+        // SAFETY: the MR the real library just registered on `pd`.
+        let track = |mr| unsafe {
+            track_mr(
+                mr,
+                pd,
+                addr as u64,
+                length,
+                access as u32,
+                MrVia::RegMr,
+                caller,
+            )
+        };
+        // SAFETY: the program's arguments.
+        unsafe { RegMr::create(Some(("pd", pd as usize)), track, pd, addr, length, access) }
     })
 }
 
@@ -102,28 +85,32 @@ pub unsafe extern "C" fn ibv_reg_mr_iova(
     access: c_int,
 ) -> *mut ibv_mr {
     let caller = crate::caller!();
-    export("ibv_reg_mr_iova", || {
-        not_null("ibv_reg_mr_iova", "pd", pd)?;
-        let real = RegMrIova::get()?;
-        create(
-            Some(("ibv_reg_mr_iova", "pd", pd as usize)),
-            || real.call(pd, addr, length, iova, access),
-            |mr| track_mr(mr, pd, addr as u64, length, access as u32, 1, caller),
-            |call, mr| {
-                call.done(
-                    &REG_MR_IOVA,
-                    &[
-                        pd as u64,
-                        addr as u64,
-                        length as u64,
-                        iova,
-                        access as u32 as u64,
-                    ],
-                    mr as u64,
-                    mr.is_null(),
-                )
-            },
-        )
+    RegMrIova::export(|| {
+        not_null(RegMrIova::NAME, "pd", pd)?;
+        // SAFETY: the MR the real library just registered on `pd`.
+        let track = |mr| unsafe {
+            track_mr(
+                mr,
+                pd,
+                addr as u64,
+                length,
+                access as u32,
+                MrVia::RegMrIova,
+                caller,
+            )
+        };
+        // SAFETY: the program's arguments.
+        unsafe {
+            RegMrIova::create(
+                Some(("pd", pd as usize)),
+                track,
+                pd,
+                addr,
+                length,
+                iova,
+                access,
+            )
+        }
     })
 }
 
@@ -138,28 +125,32 @@ pub unsafe extern "C" fn ibv_reg_mr_iova2(
     access: u32,
 ) -> *mut ibv_mr {
     let caller = crate::caller!();
-    export("ibv_reg_mr_iova2", || {
-        not_null("ibv_reg_mr_iova2", "pd", pd)?;
-        let real = RegMrIova2::get()?;
-        create(
-            Some(("ibv_reg_mr_iova2", "pd", pd as usize)),
-            || real.call(pd, addr, length, iova, access),
-            |mr| track_mr(mr, pd, addr as u64, length, access, 2, caller),
-            |call, mr| {
-                call.done(
-                    &REG_MR_IOVA2,
-                    &[
-                        pd as u64,
-                        addr as u64,
-                        length as u64,
-                        iova,
-                        u64::from(access),
-                    ],
-                    mr as u64,
-                    mr.is_null(),
-                )
-            },
-        )
+    RegMrIova2::export(|| {
+        not_null(RegMrIova2::NAME, "pd", pd)?;
+        // SAFETY: the MR the real library just registered on `pd`.
+        let track = |mr| unsafe {
+            track_mr(
+                mr,
+                pd,
+                addr as u64,
+                length,
+                access,
+                MrVia::RegMrIova2,
+                caller,
+            )
+        };
+        // SAFETY: the program's arguments.
+        unsafe {
+            RegMrIova2::create(
+                Some(("pd", pd as usize)),
+                track,
+                pd,
+                addr,
+                length,
+                iova,
+                access,
+            )
+        }
     })
 }
 
@@ -176,29 +167,33 @@ pub unsafe extern "C" fn ibv_reg_dmabuf_mr(
     access: c_int,
 ) -> *mut ibv_mr {
     let caller = crate::caller!();
-    export("ibv_reg_dmabuf_mr", || {
-        not_null("ibv_reg_dmabuf_mr", "pd", pd)?;
-        let real = RegDmabufMr::get()?;
-        create(
-            Some(("ibv_reg_dmabuf_mr", "pd", pd as usize)),
-            || real.call(pd, offset, length, iova, fd, access),
-            |mr| track_mr(mr, pd, offset, length, access as u32, 3, caller),
-            |call, mr| {
-                call.done(
-                    &REG_DMABUF_MR,
-                    &[
-                        pd as u64,
-                        offset,
-                        length as u64,
-                        iova,
-                        fd as i64 as u64,
-                        access as u32 as u64,
-                    ],
-                    mr as u64,
-                    mr.is_null(),
-                )
-            },
-        )
+    RegDmabufMr::export(|| {
+        not_null(RegDmabufMr::NAME, "pd", pd)?;
+        // SAFETY: the MR the real library just registered on `pd`.
+        let track = |mr| unsafe {
+            track_mr(
+                mr,
+                pd,
+                offset,
+                length,
+                access as u32,
+                MrVia::RegDmabufMr,
+                caller,
+            )
+        };
+        // SAFETY: the program's arguments.
+        unsafe {
+            RegDmabufMr::create(
+                Some(("pd", pd as usize)),
+                track,
+                pd,
+                offset,
+                length,
+                iova,
+                fd,
+                access,
+            )
+        }
     })
 }
 
@@ -220,54 +215,47 @@ pub unsafe extern "C" fn ibv_rereg_mr(
     const CHANGE_PD: c_int = IBV_REREG_MR_CHANGE_PD as c_int;
     const CHANGE_ACCESS: c_int = IBV_REREG_MR_CHANGE_ACCESS as c_int;
     // Fails with IBV_REREG_MR_ERR_INPUT (-1).
-    export("ibv_rereg_mr", || {
-        not_null("ibv_rereg_mr", "mr", mr)?;
+    export(ReregMr::NAME, || {
+        not_null(ReregMr::NAME, "mr", mr)?;
         let real = ReregMr::get()?;
         let check = || {
-            alive("ibv_rereg_mr", "mr", mr as usize)?;
+            alive(ReregMr::NAME, "mr", mr as usize)?;
             if flags & CHANGE_PD != 0 {
-                alive("ibv_rereg_mr", "pd", pd as usize)?;
+                alive(ReregMr::NAME, "pd", pd as usize)?;
             }
             Ok(())
         };
         forward(
             check,
-            || real.call(mr, flags, pd, addr, length, access),
+            // SAFETY: the program's arguments, to the real function.
+            || unsafe { real.call(mr, flags, pd, addr, length, access) },
             |call, &rc| {
                 if rc == 0 {
                     let errno = Errno::save();
+                    // SAFETY: the MR was just re-registered, so it is live.
+                    let keys = unsafe { mr_keys(mr) };
                     objects::update(mr as usize, |o| {
                         if flags & CHANGE_PD != 0 {
                             o.parent = pd as usize;
                         }
-                        if flags & CHANGE_TRANSLATION != 0 {
-                            o.a = addr as u64;
-                            o.b = length as u64;
+                        if let Facts::Mr(m) = &mut o.facts {
+                            if flags & CHANGE_TRANSLATION != 0 {
+                                m.addr = addr as u64;
+                                m.length = length as u64;
+                            }
+                            if flags & CHANGE_ACCESS != 0 {
+                                m.access = access as u32;
+                            }
+                            m.keys = keys;
                         }
-                        if flags & CHANGE_ACCESS != 0 {
-                            o.x = access as u32;
-                        }
-                        // SAFETY: the MR was just re-registered, so it is live.
-                        o.c = unsafe { (*mr).lkey as u64 | ((*mr).rkey as u64) << 32 };
                     });
                     if crate::checks::datapath() {
                         crate::exports::interpose::mr_reregistered();
                     }
                     errno.restore();
                 }
-                call.done(
-                    &REREG_MR,
-                    &[
-                        mr as u64,
-                        flags as u32 as u64,
-                        pd as u64,
-                        addr as u64,
-                        length as u64,
-                        access as u32 as u64,
-                    ],
-                    rc as i64 as u64,
-                    rc != 0,
-                );
+                // SAFETY: plain words (the MR and PD only as addresses).
+                unsafe { ReregMr::done(call, mr, flags, pd, addr, length, access, rc, rc != 0) };
             },
         )
         .map(MinusOne)
@@ -279,9 +267,7 @@ pub unsafe extern "C" fn ibv_rereg_mr(
 /// library, for an MR of a closed context or one deregistered already).
 #[no_mangle]
 pub unsafe extern "C" fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int {
-    export("ibv_dereg_mr", || {
-        let real = DeregMr::get()?;
-        let d = Destroy::new("ibv_dereg_mr", "mr", Kind::Mr, MRS);
-        destroy(&d, mr, || real.call(mr)).map(ErrnoCode)
-    })
+    const D: Destroy = Destroy::new(DeregMr::VERB, Kind::Mr, MRS);
+    // SAFETY: the program's argument.
+    DeregMr::export(|| unsafe { DeregMr::destroy(&D, mr) })
 }

@@ -3,31 +3,20 @@
 use std::ffi::{c_int, c_void};
 use std::ptr::addr_of;
 
-use trace_format::verbs::{CREATE_COMP_CHANNEL, CREATE_CQ, CREATE_QP, CREATE_SRQ, RESIZE_CQ};
 use verbs_abi::{
     ibv_comp_channel, ibv_context, ibv_cq, ibv_pd, ibv_qp, ibv_qp_init_attr, ibv_srq,
     ibv_srq_init_attr,
 };
 
-use super::super::create_destroy::{
-    context_of_pd, create, destroy, on_context, record, track, Destroy,
-};
+use super::super::create_destroy::{context_of_pd, on_context, record, track, Destroy};
 use super::super::{alive, forward, not_null};
+use crate::addr::Addr;
 use crate::guard::{export, Errno, ErrnoCode};
-use crate::real::real_fns;
-use crate::registry::objects::{self, Kind};
-
-real_fns! {
-    CreateCompChannel = fn ibv_create_comp_channel(context: *mut ibv_context) -> *mut ibv_comp_channel;
-    DestroyCompChannel = fn ibv_destroy_comp_channel(channel: *mut ibv_comp_channel) -> c_int;
-    CreateCq = fn ibv_create_cq(context: *mut ibv_context, cqe: c_int, cq_context: *mut c_void, channel: *mut ibv_comp_channel, comp_vector: c_int) -> *mut ibv_cq;
-    ResizeCq = fn ibv_resize_cq(cq: *mut ibv_cq, cqe: c_int) -> c_int;
-    DestroyCq = fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int;
-    CreateSrq = fn ibv_create_srq(pd: *mut ibv_pd, srq_init_attr: *mut ibv_srq_init_attr) -> *mut ibv_srq;
-    DestroySrq = fn ibv_destroy_srq(srq: *mut ibv_srq) -> c_int;
-    CreateQp = fn ibv_create_qp(pd: *mut ibv_pd, qp_init_attr: *mut ibv_qp_init_attr) -> *mut ibv_qp;
-    DestroyQp = fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int;
-}
+use crate::real::slots::{
+    CreateCompChannel, CreateCq, CreateQp, CreateSrq, DestroyCompChannel, DestroyCq, DestroyQp,
+    DestroySrq, ResizeCq,
+};
+use crate::registry::objects::{self, Facts, Kind, QpFacts};
 
 // --- completion channels and CQs ---------------------------------------------------
 
@@ -38,27 +27,17 @@ pub unsafe extern "C" fn ibv_create_comp_channel(
     context: *mut ibv_context,
 ) -> *mut ibv_comp_channel {
     let caller = crate::caller!();
-    export("ibv_create_comp_channel", || {
-        on_context("ibv_create_comp_channel", context, caller)?;
-        let real = CreateCompChannel::get()?;
-        create(
-            None,
-            || real.call(context),
-            |ch| {
-                let mut o = record(Kind::CompChannel, ch, context, 0, caller);
-                // SAFETY: a live channel just returned by the real library.
-                o.x = unsafe { (*ch).fd } as u32;
-                track(o);
-            },
-            |call, ch| {
-                call.done(
-                    &CREATE_COMP_CHANNEL,
-                    &[context as u64],
-                    ch as u64,
-                    ch.is_null(),
-                )
-            },
-        )
+    CreateCompChannel::export(|| {
+        on_context(CreateCompChannel::NAME, context, caller)?;
+        let track = |ch: *mut ibv_comp_channel| {
+            // SAFETY: the object the real library just returned (on a live parent).
+            let o = unsafe { record(Kind::CompChannel, ch, context, 0, caller) };
+            // SAFETY: a live channel just returned by the real library.
+            let fd = unsafe { (*ch).fd };
+            track(o.with(Facts::CompChannel { fd }));
+        };
+        // SAFETY: the program's arguments.
+        unsafe { CreateCompChannel::create(None, track, context) }
     })
 }
 
@@ -67,16 +46,13 @@ pub unsafe extern "C" fn ibv_create_comp_channel(
 /// channel of a closed context or one destroyed already).
 #[no_mangle]
 pub unsafe extern "C" fn ibv_destroy_comp_channel(channel: *mut ibv_comp_channel) -> c_int {
-    export("ibv_destroy_comp_channel", || {
-        let real = DestroyCompChannel::get()?;
-        let d = Destroy::new(
-            "ibv_destroy_comp_channel",
-            "channel",
-            Kind::CompChannel,
-            Kind::CompChannel.bit(),
-        );
-        destroy(&d, channel, || real.call(channel)).map(ErrnoCode)
-    })
+    const D: Destroy = Destroy::new(
+        DestroyCompChannel::VERB,
+        Kind::CompChannel,
+        Kind::CompChannel.bit(),
+    );
+    // SAFETY: the program's argument.
+    DestroyCompChannel::export(|| unsafe { DestroyCompChannel::destroy(&D, channel) })
 }
 
 /// Creates a CQ of at least `cqe` entries on `context`, reporting to
@@ -91,34 +67,28 @@ pub unsafe extern "C" fn ibv_create_cq(
     comp_vector: c_int,
 ) -> *mut ibv_cq {
     let caller = crate::caller!();
-    export("ibv_create_cq", || {
-        on_context("ibv_create_cq", context, caller)?;
-        let real = CreateCq::get()?;
-        create(
-            Some(("ibv_create_cq", "channel", channel as usize)),
-            || real.call(context, cqe, cq_context, channel, comp_vector),
-            |cq| {
-                let mut o = record(Kind::Cq, cq, context, channel as usize, caller);
-                // SAFETY: a live CQ just returned by the real library.
-                o.x = unsafe { (*cq).cqe } as u32;
-                o.a = comp_vector as u32 as u64;
-                track(o);
-            },
-            |call, cq| {
-                call.done(
-                    &CREATE_CQ,
-                    &[
-                        context as u64,
-                        cqe as i64 as u64,
-                        cq_context as u64,
-                        channel as u64,
-                        comp_vector as i64 as u64,
-                    ],
-                    cq as u64,
-                    cq.is_null(),
-                )
-            },
-        )
+    CreateCq::export(|| {
+        on_context(CreateCq::NAME, context, caller)?;
+        let track = |cq: *mut ibv_cq| {
+            // SAFETY: the object the real library just returned (on a live parent).
+            let o = unsafe { record(Kind::Cq, cq, context, channel as usize, caller) };
+            // SAFETY: a live CQ just returned by the real library.
+            let cqe = unsafe { (*cq).cqe };
+            let comp_vector = comp_vector as u32;
+            track(o.with(Facts::Cq { cqe, comp_vector }));
+        };
+        // SAFETY: the program's arguments.
+        unsafe {
+            CreateCq::create(
+                Some(("channel", channel as usize)),
+                track,
+                context,
+                cqe,
+                cq_context,
+                channel,
+                comp_vector,
+            )
+        }
     })
 }
 
@@ -127,26 +97,27 @@ pub unsafe extern "C" fn ibv_create_cq(
 /// context).
 #[no_mangle]
 pub unsafe extern "C" fn ibv_resize_cq(cq: *mut ibv_cq, cqe: c_int) -> c_int {
-    export("ibv_resize_cq", || {
-        not_null("ibv_resize_cq", "cq", cq)?;
+    export(ResizeCq::NAME, || {
+        not_null(ResizeCq::NAME, "cq", cq)?;
         let real = ResizeCq::get()?;
         forward(
-            || alive("ibv_resize_cq", "cq", cq as usize),
-            || real.call(cq, cqe),
+            || alive(ResizeCq::NAME, "cq", cq as usize),
+            // SAFETY: the program's arguments, to the real function.
+            || unsafe { real.call(cq, cqe) },
             |call, &rc| {
                 if rc == 0 {
                     let errno = Errno::save();
                     // SAFETY: the CQ was just resized, so it is live.
-                    let actual = unsafe { (*cq).cqe } as u32;
-                    objects::update(cq as usize, |o| o.x = actual);
+                    let actual = unsafe { (*cq).cqe };
+                    objects::update(cq as usize, |o| {
+                        if let Facts::Cq { cqe, .. } = &mut o.facts {
+                            *cqe = actual;
+                        }
+                    });
                     errno.restore();
                 }
-                call.done(
-                    &RESIZE_CQ,
-                    &[cq as u64, cqe as i64 as u64],
-                    rc as i64 as u64,
-                    false,
-                );
+                // SAFETY: the arguments and the result of the real call.
+                unsafe { ResizeCq::done(call, cq, cqe, rc, false) };
             },
         )
         .map(ErrnoCode)
@@ -158,11 +129,9 @@ pub unsafe extern "C" fn ibv_resize_cq(cq: *mut ibv_cq, cqe: c_int) -> c_int {
 /// context or one destroyed already).
 #[no_mangle]
 pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
-    export("ibv_destroy_cq", || {
-        let real = DestroyCq::get()?;
-        let d = Destroy::new("ibv_destroy_cq", "cq", Kind::Cq, Kind::Cq.bit());
-        destroy(&d, cq, || real.call(cq)).map(ErrnoCode)
-    })
+    const D: Destroy = Destroy::new(DestroyCq::VERB, Kind::Cq, Kind::Cq.bit());
+    // SAFETY: the program's argument.
+    DestroyCq::export(|| unsafe { DestroyCq::destroy(&D, cq) })
 }
 
 // --- shared receive queues and queue pairs --------------------------------------------
@@ -176,32 +145,24 @@ pub unsafe extern "C" fn ibv_create_srq(
     srq_init_attr: *mut ibv_srq_init_attr,
 ) -> *mut ibv_srq {
     let caller = crate::caller!();
-    export("ibv_create_srq", || {
-        not_null("ibv_create_srq", "pd", pd)?;
-        let real = CreateSrq::get()?;
-        create(
-            Some(("ibv_create_srq", "pd", pd as usize)),
-            || real.call(pd, srq_init_attr),
-            |srq| {
-                let mut o = record(Kind::Srq, srq, context_of_pd(pd), pd as usize, caller);
-                if !srq_init_attr.is_null() {
-                    // SAFETY: the attributes the real library just accepted.
-                    let attr = unsafe { (*srq_init_attr).attr };
-                    o.x = attr.max_wr;
-                    o.a = attr.max_sge as u64;
-                    o.b = attr.srq_limit as u64;
-                }
-                track(o);
-            },
-            |call, srq| {
-                call.done(
-                    &CREATE_SRQ,
-                    &[pd as u64, srq_init_attr as u64],
-                    srq as u64,
-                    srq.is_null(),
-                )
-            },
-        )
+    CreateSrq::export(|| {
+        not_null(CreateSrq::NAME, "pd", pd)?;
+        let track = |srq: *mut ibv_srq| {
+            // SAFETY: the object the real library just returned (on a live parent).
+            let mut o = unsafe { record(Kind::Srq, srq, context_of_pd(pd), pd as usize, caller) };
+            if !srq_init_attr.is_null() {
+                // SAFETY: the attributes the real library just accepted.
+                let attr = unsafe { (*srq_init_attr).attr };
+                o.facts = Facts::Srq {
+                    max_wr: attr.max_wr,
+                    max_sge: attr.max_sge,
+                    srq_limit: attr.srq_limit,
+                };
+            }
+            track(o);
+        };
+        // SAFETY: the program's arguments.
+        unsafe { CreateSrq::create(Some(("pd", pd as usize)), track, pd, srq_init_attr) }
     })
 }
 
@@ -210,11 +171,9 @@ pub unsafe extern "C" fn ibv_create_srq(
 /// context or one destroyed already).
 #[no_mangle]
 pub unsafe extern "C" fn ibv_destroy_srq(srq: *mut ibv_srq) -> c_int {
-    export("ibv_destroy_srq", || {
-        let real = DestroySrq::get()?;
-        let d = Destroy::new("ibv_destroy_srq", "srq", Kind::Srq, Kind::Srq.bit());
-        destroy(&d, srq, || real.call(srq)).map(ErrnoCode)
-    })
+    const D: Destroy = Destroy::new(DestroySrq::VERB, Kind::Srq, Kind::Srq.bit());
+    // SAFETY: the program's argument.
+    DestroySrq::export(|| unsafe { DestroySrq::destroy(&D, srq) })
 }
 
 /// Creates a QP on `pd`; `qp_init_attr->cap` is updated with the actual
@@ -226,38 +185,32 @@ pub unsafe extern "C" fn ibv_create_qp(
     qp_init_attr: *mut ibv_qp_init_attr,
 ) -> *mut ibv_qp {
     let caller = crate::caller!();
-    export("ibv_create_qp", || {
-        not_null("ibv_create_qp", "pd", pd)?;
-        let real = CreateQp::get()?;
-        create(
-            Some(("ibv_create_qp", "pd", pd as usize)),
-            || real.call(pd, qp_init_attr),
-            |qp| {
-                let mut o = record(Kind::Qp, qp, context_of_pd(pd), pd as usize, caller);
+    CreateQp::export(|| {
+        not_null(CreateQp::NAME, "pd", pd)?;
+        let track = |qp: *mut ibv_qp| {
+            // SAFETY: the object the real library just returned (on a live parent).
+            let mut o = unsafe { record(Kind::Qp, qp, context_of_pd(pd), pd as usize, caller) };
+            let mut facts = QpFacts {
                 // SAFETY: a live QP just returned by the real library.
-                o.x = unsafe { (*qp).qp_num };
-                if !qp_init_attr.is_null() {
-                    // SAFETY: the attributes the real library just accepted;
-                    // qp_type is read as the int it is in C.
-                    unsafe {
-                        let attr = &*qp_init_attr;
-                        o.a = attr.send_cq as u64;
-                        o.b = attr.recv_cq as u64;
-                        o.c = attr.srq as u64;
-                        o.set_sub(addr_of!(attr.qp_type).cast::<c_int>().read() as u8);
-                    }
+                qp_num: unsafe { (*qp).qp_num },
+                ..QpFacts::default()
+            };
+            if !qp_init_attr.is_null() {
+                // SAFETY: the attributes the real library just accepted;
+                // qp_type is read as the int it is in C.
+                unsafe {
+                    let attr = &*qp_init_attr;
+                    facts.send_cq = Addr::of(attr.send_cq);
+                    facts.recv_cq = Addr::of(attr.recv_cq);
+                    facts.srq = Addr::of(attr.srq);
+                    facts.qp_type = addr_of!(attr.qp_type).cast::<c_int>().read() as u8;
                 }
-                track(o);
-            },
-            |call, qp| {
-                call.done(
-                    &CREATE_QP,
-                    &[pd as u64, qp_init_attr as u64],
-                    qp as u64,
-                    qp.is_null(),
-                )
-            },
-        )
+            }
+            o.facts = Facts::Qp(facts);
+            track(o);
+        };
+        // SAFETY: the program's arguments.
+        unsafe { CreateQp::create(Some(("pd", pd as usize)), track, pd, qp_init_attr) }
     })
 }
 
@@ -266,9 +219,7 @@ pub unsafe extern "C" fn ibv_create_qp(
 /// already).
 #[no_mangle]
 pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
-    export("ibv_destroy_qp", || {
-        let real = DestroyQp::get()?;
-        let d = Destroy::new("ibv_destroy_qp", "qp", Kind::Qp, Kind::Qp.bit());
-        destroy(&d, qp, || real.call(qp)).map(ErrnoCode)
-    })
+    const D: Destroy = Destroy::new(DestroyQp::VERB, Kind::Qp, Kind::Qp.bit());
+    // SAFETY: the program's argument.
+    DestroyQp::export(|| unsafe { DestroyQp::destroy(&D, qp) })
 }

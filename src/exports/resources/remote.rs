@@ -3,29 +3,17 @@
 
 use std::ffi::c_int;
 
-use trace_format::verbs::{CREATE_AH, CREATE_AH_FROM_WC, IMPORT_DEVICE, IMPORT_MR, IMPORT_PD};
 use verbs_abi::{ibv_ah, ibv_ah_attr, ibv_context, ibv_grh, ibv_mr, ibv_pd, ibv_wc};
 
-use super::super::create_destroy::{
-    context_of_pd, create, destroy, on_context, record, track, Destroy,
-};
+use super::super::create_destroy::{context_of_pd, mr_keys, on_context, record, track, Destroy};
 use super::super::{not_null, tid};
 use super::{MRS, PDS};
-use crate::guard::{export, Errno, ErrnoCode};
-use crate::real::real_fns;
-use crate::registry::objects::Kind;
+use crate::guard::Errno;
+use crate::real::slots::{
+    CreateAh, CreateAhFromWc, DestroyAh, ImportDevice, ImportMr, ImportPd, UnimportMr, UnimportPd,
+};
+use crate::registry::objects::{AhFacts, AhVia, Facts, Kind};
 use crate::registry::{contexts, devices};
-
-real_fns! {
-    CreateAh = fn ibv_create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) -> *mut ibv_ah;
-    CreateAhFromWc = fn ibv_create_ah_from_wc(pd: *mut ibv_pd, wc: *mut ibv_wc, grh: *mut ibv_grh, port_num: u8) -> *mut ibv_ah;
-    DestroyAh = fn ibv_destroy_ah(ah: *mut ibv_ah) -> c_int;
-    ImportDevice = fn ibv_import_device(cmd_fd: c_int) -> *mut ibv_context;
-    ImportPd = fn ibv_import_pd(context: *mut ibv_context, pd_handle: u32) -> *mut ibv_pd;
-    UnimportPd = fn ibv_unimport_pd(pd: *mut ibv_pd);
-    ImportMr = fn ibv_import_mr(pd: *mut ibv_pd, mr_handle: u32) -> *mut ibv_mr;
-    UnimportMr = fn ibv_unimport_mr(mr: *mut ibv_mr);
-}
 
 // --- address handles --------------------------------------------------------------
 
@@ -34,32 +22,26 @@ real_fns! {
 #[no_mangle]
 pub unsafe extern "C" fn ibv_create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) -> *mut ibv_ah {
     let caller = crate::caller!();
-    export("ibv_create_ah", || {
-        not_null("ibv_create_ah", "pd", pd)?;
-        let real = CreateAh::get()?;
-        create(
-            Some(("ibv_create_ah", "pd", pd as usize)),
-            || real.call(pd, attr),
-            |ah| {
-                let mut o = record(Kind::Ah, ah, context_of_pd(pd), pd as usize, caller);
-                if !attr.is_null() {
-                    // SAFETY: the attributes the real library just accepted.
-                    let attr = unsafe { &*attr };
-                    o.a = attr.dlid as u64;
-                    o.b = attr.port_num as u64;
-                    o.c = attr.sl as u64 | (attr.is_global as u64) << 8;
-                }
-                track(o);
-            },
-            |call, ah| {
-                call.done(
-                    &CREATE_AH,
-                    &[pd as u64, attr as u64],
-                    ah as u64,
-                    ah.is_null(),
-                )
-            },
-        )
+    CreateAh::export(|| {
+        not_null(CreateAh::NAME, "pd", pd)?;
+        let track = |ah: *mut ibv_ah| {
+            // SAFETY: the object the real library just returned (on a live parent).
+            let mut o = unsafe { record(Kind::Ah, ah, context_of_pd(pd), pd as usize, caller) };
+            if !attr.is_null() {
+                // SAFETY: the attributes the real library just accepted.
+                let attr = unsafe { &*attr };
+                o.facts = Facts::Ah(AhFacts {
+                    dlid: attr.dlid,
+                    port_num: attr.port_num,
+                    sl: attr.sl,
+                    global: attr.is_global != 0,
+                    via: AhVia::CreateAh,
+                });
+            }
+            track(o);
+        };
+        // SAFETY: the program's arguments.
+        unsafe { CreateAh::create(Some(("pd", pd as usize)), track, pd, attr) }
     })
 }
 
@@ -74,33 +56,25 @@ pub unsafe extern "C" fn ibv_create_ah_from_wc(
     port_num: u8,
 ) -> *mut ibv_ah {
     let caller = crate::caller!();
-    export("ibv_create_ah_from_wc", || {
-        not_null("ibv_create_ah_from_wc", "pd", pd)?;
-        let real = CreateAhFromWc::get()?;
-        create(
-            Some(("ibv_create_ah_from_wc", "pd", pd as usize)),
-            || real.call(pd, wc, grh, port_num),
-            |ah| {
-                let mut o = record(Kind::Ah, ah, context_of_pd(pd), pd as usize, caller);
-                if !wc.is_null() {
-                    // SAFETY: the completion the real library just read.
-                    let wc = unsafe { &*wc };
-                    o.a = wc.slid as u64;
-                    o.c = wc.sl as u64;
-                }
-                o.b = port_num as u64;
-                o.set_sub(1);
-                track(o);
-            },
-            |call, ah| {
-                call.done(
-                    &CREATE_AH_FROM_WC,
-                    &[pd as u64, wc as u64, grh as u64, port_num as u64],
-                    ah as u64,
-                    ah.is_null(),
-                )
-            },
-        )
+    CreateAhFromWc::export(|| {
+        not_null(CreateAhFromWc::NAME, "pd", pd)?;
+        let track = |ah: *mut ibv_ah| {
+            // SAFETY: the object the real library just returned (on a live parent).
+            let o = unsafe { record(Kind::Ah, ah, context_of_pd(pd), pd as usize, caller) };
+            let mut facts = AhFacts {
+                port_num,
+                via: AhVia::CreateAhFromWc,
+                ..AhFacts::default()
+            };
+            if !wc.is_null() {
+                // SAFETY: the completion the real library just read.
+                let wc = unsafe { &*wc };
+                (facts.dlid, facts.sl) = (wc.slid, wc.sl);
+            }
+            track(o.with(Facts::Ah(facts)));
+        };
+        // SAFETY: the program's arguments.
+        unsafe { CreateAhFromWc::create(Some(("pd", pd as usize)), track, pd, wc, grh, port_num) }
     })
 }
 
@@ -109,11 +83,9 @@ pub unsafe extern "C" fn ibv_create_ah_from_wc(
 /// or one destroyed already).
 #[no_mangle]
 pub unsafe extern "C" fn ibv_destroy_ah(ah: *mut ibv_ah) -> c_int {
-    export("ibv_destroy_ah", || {
-        let real = DestroyAh::get()?;
-        let d = Destroy::new("ibv_destroy_ah", "ah", Kind::Ah, Kind::Ah.bit());
-        destroy(&d, ah, || real.call(ah)).map(ErrnoCode)
-    })
+    const D: Destroy = Destroy::new(DestroyAh::VERB, Kind::Ah, Kind::Ah.bit());
+    // SAFETY: the program's argument.
+    DestroyAh::export(|| unsafe { DestroyAh::destroy(&D, ah) })
 }
 
 // --- imported objects -----------------------------------------------------------------
@@ -124,30 +96,19 @@ pub unsafe extern "C" fn ibv_destroy_ah(ah: *mut ibv_ah) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn ibv_import_device(cmd_fd: c_int) -> *mut ibv_context {
     let caller = crate::caller!();
-    export("ibv_import_device", || {
-        let real = ImportDevice::get()?;
-        create(
-            None,
-            || real.call(cmd_fd),
-            |ctx| {
-                let errno = Errno::save();
-                // SAFETY: a live context just returned by the real library.
-                let device = unsafe { (*ctx).device };
-                devices::remember(device);
-                contexts::imported(ctx as usize, device as usize, tid(), caller);
-                // SAFETY: the context the real import just returned.
-                unsafe { crate::exports::interpose::install(ctx) };
-                errno.restore();
-            },
-            |call, ctx| {
-                call.done(
-                    &IMPORT_DEVICE,
-                    &[cmd_fd as i64 as u64],
-                    ctx as u64,
-                    ctx.is_null(),
-                )
-            },
-        )
+    ImportDevice::export(|| {
+        let track = |ctx: *mut ibv_context| {
+            let errno = Errno::save();
+            // SAFETY: a live context just returned by the real library.
+            let device = unsafe { (*ctx).device };
+            devices::remember(device);
+            contexts::imported(ctx as usize, device as usize, tid(), caller);
+            // SAFETY: the context the real import just returned.
+            unsafe { crate::exports::interpose::install(ctx) };
+            errno.restore();
+        };
+        // SAFETY: the program's arguments.
+        unsafe { ImportDevice::create(None, track, cmd_fd) }
     })
 }
 
@@ -157,26 +118,15 @@ pub unsafe extern "C" fn ibv_import_device(cmd_fd: c_int) -> *mut ibv_context {
 #[no_mangle]
 pub unsafe extern "C" fn ibv_import_pd(context: *mut ibv_context, pd_handle: u32) -> *mut ibv_pd {
     let caller = crate::caller!();
-    export("ibv_import_pd", || {
-        on_context("ibv_import_pd", context, caller)?;
-        let real = ImportPd::get()?;
-        create(
-            None,
-            || real.call(context, pd_handle),
-            |pd| {
-                let mut o = record(Kind::ImportedPd, pd, context, 0, caller);
-                o.a = pd_handle as u64;
-                track(o);
-            },
-            |call, pd| {
-                call.done(
-                    &IMPORT_PD,
-                    &[context as u64, pd_handle as u64],
-                    pd as u64,
-                    pd.is_null(),
-                )
-            },
-        )
+    ImportPd::export(|| {
+        on_context(ImportPd::NAME, context, caller)?;
+        let track = |pd: *mut ibv_pd| {
+            // SAFETY: the object the real library just returned (on a live parent).
+            let o = unsafe { record(Kind::ImportedPd, pd, context, 0, caller) };
+            track(o.with(Facts::Pd { handle: pd_handle }));
+        };
+        // SAFETY: the program's arguments.
+        unsafe { ImportPd::create(None, track, context, pd_handle) }
     })
 }
 
@@ -184,18 +134,10 @@ pub unsafe extern "C" fn ibv_import_pd(context: *mut ibv_context, pd_handle: u32
 /// without calling the real library, for a PD of a closed context.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_unimport_pd(pd: *mut ibv_pd) {
-    export("ibv_unimport_pd", || {
-        let real = UnimportPd::get()?;
-        let d = Destroy {
-            void: true,
-            ..Destroy::new("ibv_unimport_pd", "pd", Kind::ImportedPd, PDS)
-        };
-        destroy(&d, pd, || {
-            real.call(pd);
-            0
-        })?;
-        Ok(())
-    })
+    // A `void` destroy: `Destroy::new` sees it in the verb.
+    const D: Destroy = Destroy::new(UnimportPd::VERB, Kind::ImportedPd, PDS);
+    // SAFETY: the program's argument.
+    UnimportPd::export(|| unsafe { UnimportPd::destroy(&D, pd) })
 }
 
 /// Imports the MR with kernel handle `mr_handle` on an imported PD. Returns
@@ -203,32 +145,24 @@ pub unsafe extern "C" fn ibv_unimport_pd(pd: *mut ibv_pd) {
 #[no_mangle]
 pub unsafe extern "C" fn ibv_import_mr(pd: *mut ibv_pd, mr_handle: u32) -> *mut ibv_mr {
     let caller = crate::caller!();
-    export("ibv_import_mr", || {
-        not_null("ibv_import_mr", "pd", pd)?;
-        let real = ImportMr::get()?;
-        create(
-            Some(("ibv_import_mr", "pd", pd as usize)),
-            || real.call(pd, mr_handle),
-            |mr| {
-                let mut o = record(Kind::ImportedMr, mr, context_of_pd(pd), pd as usize, caller);
-                // SAFETY: a live MR just returned by the real library.
-                unsafe {
-                    o.a = (*mr).addr as u64;
-                    o.b = (*mr).length as u64;
-                    o.c = (*mr).lkey as u64 | ((*mr).rkey as u64) << 32;
+    ImportMr::export(|| {
+        not_null(ImportMr::NAME, "pd", pd)?;
+        let track = |mr: *mut ibv_mr| {
+            // SAFETY: the object the real library just returned (on a live parent).
+            let o = unsafe { record(Kind::ImportedMr, mr, context_of_pd(pd), pd as usize, caller) };
+            // SAFETY: a live MR just returned by the real library.
+            let facts = unsafe {
+                Facts::ImportedMr {
+                    handle: mr_handle,
+                    addr: (*mr).addr as u64,
+                    length: (*mr).length as u64,
+                    keys: mr_keys(mr),
                 }
-                o.x = mr_handle;
-                track(o);
-            },
-            |call, mr| {
-                call.done(
-                    &IMPORT_MR,
-                    &[pd as u64, u64::from(mr_handle)],
-                    mr as u64,
-                    mr.is_null(),
-                )
-            },
-        )
+            };
+            track(o.with(facts));
+        };
+        // SAFETY: the program's arguments.
+        unsafe { ImportMr::create(Some(("pd", pd as usize)), track, pd, mr_handle) }
     })
 }
 
@@ -236,16 +170,8 @@ pub unsafe extern "C" fn ibv_import_mr(pd: *mut ibv_pd, mr_handle: u32) -> *mut 
 /// without calling the real library, for an MR of a closed context.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_unimport_mr(mr: *mut ibv_mr) {
-    export("ibv_unimport_mr", || {
-        let real = UnimportMr::get()?;
-        let d = Destroy {
-            void: true,
-            ..Destroy::new("ibv_unimport_mr", "mr", Kind::ImportedMr, MRS)
-        };
-        destroy(&d, mr, || {
-            real.call(mr);
-            0
-        })?;
-        Ok(())
-    })
+    // A `void` destroy: `Destroy::new` sees it in the verb.
+    const D: Destroy = Destroy::new(UnimportMr::VERB, Kind::ImportedMr, MRS);
+    // SAFETY: the program's argument.
+    UnimportMr::export(|| unsafe { UnimportMr::destroy(&D, mr) })
 }

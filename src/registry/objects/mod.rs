@@ -47,12 +47,12 @@
 //! destroying thread, with no generation counter needed.
 
 mod chunk;
+mod facts;
 mod record;
 mod table;
 
-pub use record::{
-    now_ms, Kind, Kinds, Obj, Stored, AH_VIA, FLAG_BACKTRACE, FLAG_CLOSING, FLAG_ZOMBIE, MR_VIA,
-};
+pub use facts::{AhFacts, AhVia, Facts, Keys, MrFacts, MrVia, QpFacts};
+pub use record::{now_ms, Kind, Kinds, Obj, Stored, FLAG_BACKTRACE, FLAG_CLOSING, FLAG_ZOMBIE};
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -60,7 +60,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use super::lock::{self, mutex, Mutex};
 use chunk::out_of_memory;
 use record::packable;
-use table::{hash, keyable, slot_idx, Table, HASH_MUL, NO_FREE};
+use table::{hash, keyable, slot_idx, Table, NO_FREE};
 
 /// Number of shards (a power of two). A thread's working set is a handful
 /// of addresses; with 64 shards two threads seldom share a lock. Not more:
@@ -89,7 +89,7 @@ static CTX_BITS: [AtomicU64; SHARDS] = [const { AtomicU64::new(0) }; SHARDS];
 
 #[inline]
 fn ctx_bit(ctx: usize) -> u64 {
-    1 << ((ctx as u64).wrapping_mul(HASH_MUL) >> 58)
+    1 << crate::addr_table::hash(ctx as u64, u64::BITS.trailing_zeros())
 }
 
 #[inline]
@@ -443,7 +443,7 @@ pub fn finish_close(ctx: usize, f: impl FnMut(&Obj)) -> usize {
 /// the CQs of a channel, the parent domains of a TD, the QPs of an XRCD,
 /// the flows of a QP.
 pub fn holders(obj: &Obj) -> Vec<Obj> {
-    let (addr, kind) = (obj.addr as u64, obj.kind());
+    let kind = obj.kind();
     collect(|o| match kind {
         Kind::Pd | Kind::ImportedPd => {
             o.parent == obj.addr
@@ -460,11 +460,14 @@ pub fn holders(obj: &Obj) -> Vec<Obj> {
                 )
         }
         // Objects only the context's tables make (see `exports::interpose`).
-        Kind::Td => o.kind() == Kind::ParentDomain && o.b == addr,
+        Kind::Td => matches!(o.facts, Facts::ParentDomain { td, .. } if td.get() == obj.addr),
         Kind::Xrcd => o.kind() == Kind::Qp && o.parent == obj.addr,
         Kind::ParentDomain => o.parent == obj.addr,
-        Kind::Cq => o.kind() == Kind::Qp && (o.a == addr || o.b == addr),
-        Kind::Srq => o.kind() == Kind::Qp && o.c == addr,
+        Kind::Cq => o
+            .facts
+            .qp()
+            .is_some_and(|q| q.send_cq.get() == obj.addr || q.recv_cq.get() == obj.addr),
+        Kind::Srq => o.facts.qp().is_some_and(|q| q.srq.get() == obj.addr),
         Kind::Qp => o.kind() == Kind::Flow && o.parent == obj.addr,
         Kind::CompChannel => o.kind() == Kind::Cq && o.parent == obj.addr,
         _ => false,

@@ -1,5 +1,7 @@
-//! The object record: what a tracked object is (`Obj`, `Kind`, `Kinds`) and
-//! its packing into the 64-byte stored record (`Rec`).
+//! The object record: what a tracked object is (`Obj`, `Kind`, `Kinds`,
+//! its `Facts`) and its packing into the 64-byte stored record (`Rec`).
+
+use super::facts::{Facts, Words};
 
 /// What a tracked object is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -140,9 +142,7 @@ pub const FLAG_BACKTRACE: u8 = 2;
 /// ([`abort_close`](super::abort_close)).
 pub const FLAG_CLOSING: u8 = 4;
 
-/// One tracked object, as the table hands it out. The meaning of `a`,
-/// `b`, `c`, `x` and `sub` depends on the kind (see `exports::resources`,
-/// which fills them, and `report`, which prints them).
+/// One tracked object, as the table hands it out.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Obj {
     /// The object's address (the key).
@@ -153,15 +153,12 @@ pub struct Obj {
     pub parent: usize,
     /// Return address of the creating call (the creation site).
     pub caller: usize,
-    pub a: u64,
-    pub b: u64,
-    pub c: u64,
+    /// What is known of it, by kind.
+    pub facts: Facts,
     /// Creating thread.
     pub tid: u32,
-    pub x: u32,
-    /// `time_ms:39 | sub:8 | kind:5 | flags:3 << 61`: the record's `when`
-    /// word but for its thread id, and its `caller` word's top 13 bits, so
-    /// that packing a record moves these bits in two masks and two shifts.
+    /// `time_ms:39 | 0:8 | kind:5 | flags:3 << 61`: the record's `when`
+    /// word but for its thread id, and its `caller` word's kind bits.
     meta: u64,
 }
 
@@ -178,6 +175,13 @@ impl Obj {
             meta: (now_ms() & LOW39) | (kind as u64) << KIND_SHIFT,
             ..Obj::default()
         }
+    }
+
+    /// This record with `facts`.
+    #[inline(always)]
+    pub fn with(mut self, facts: Facts) -> Obj {
+        self.facts = facts;
+        self
     }
 
     pub fn kind(&self) -> Kind {
@@ -199,15 +203,6 @@ impl Obj {
 
     pub fn is_zombie(&self) -> bool {
         self.flags() & FLAG_ZOMBIE != 0
-    }
-
-    /// A small kind-specific value (QP type, which verb made an MR or AH).
-    pub fn sub(&self) -> u8 {
-        (self.meta >> TIME_BITS) as u8
-    }
-
-    pub fn set_sub(&mut self, v: u8) {
-        self.meta = (self.meta & !(0xff << TIME_BITS)) | (v as u64) << TIME_BITS;
     }
 }
 
@@ -268,18 +263,19 @@ impl Rec {
     #[inline]
     pub(super) fn of(o: &Obj, prev: u16, next: u16) -> Rec {
         let c = o.ctx as u64 >> 3;
+        let w = o.facts.pack();
         // sub and kind, as the caller word's top 13 bits.
-        let sub_kind = (o.meta >> TIME_BITS & 0x1fff) << 51;
+        let sub_kind = (w.sub as u64) << 51 | (o.meta >> KIND_SHIFT & 0x1f) << 59;
         Rec {
             key_c: (o.addr as u64 >> 3) | c << 44,
             parent_c: (o.parent as u64 >> 3) | (c >> 20) << 44,
             caller_c: o.caller as u64 | (c >> 40) << 47 | sub_kind,
-            a: o.a,
-            b: o.b,
-            c: o.c,
+            a: w.a,
+            b: w.b,
+            c: w.c,
             when: (o.meta & (LOW39 | 7 << FLAGS_SHIFT))
                 | (o.tid as u64 & ((1 << TID_BITS) - 1)) << TIME_BITS,
-            x_links: o.x as u64 | (prev as u64) << 32 | (next as u64) << 48,
+            x_links: w.x as u64 | (prev as u64) << 32 | (next as u64) << 48,
         }
     }
 
@@ -333,17 +329,22 @@ impl Rec {
     #[inline]
     pub(super) fn obj(&self) -> Obj {
         let r = *self;
-        let meta = (r.when & (LOW39 | 7 << FLAGS_SHIFT)) | (r.caller_c >> 51) << TIME_BITS;
+        let kind = r.caller_c >> 59;
+        let meta = (r.when & (LOW39 | 7 << FLAGS_SHIFT)) | kind << KIND_SHIFT;
+        let words = Words {
+            a: r.a,
+            b: r.b,
+            c: r.c,
+            x: r.x_links as u32,
+            sub: (r.caller_c >> 51) as u8,
+        };
         Obj {
             addr: r.addr(),
             ctx: r.ctx(),
             parent: ((r.parent_c & LOW44) << 3) as usize,
             caller: (r.caller_c & LOW47) as usize,
-            a: r.a,
-            b: r.b,
-            c: r.c,
+            facts: Kind::from_u8(kind as u8).map_or(Facts::None, |k| Facts::unpack(k, words)),
             tid: (r.when >> TIME_BITS) as u32 & ((1 << TID_BITS) - 1),
-            x: r.x_links as u32,
             meta,
         }
     }
@@ -408,17 +409,6 @@ impl PartialEq for Stored {
 
 impl Eq for Stored {}
 
-/// `Obj::sub` of an MR: the verb that registered it.
-pub const MR_VIA: [&str; 5] = [
-    "ibv_reg_mr",
-    "ibv_reg_mr_iova",
-    "ibv_reg_mr_iova2",
-    "ibv_reg_dmabuf_mr",
-    "ibv_reg_dm_mr",
-];
-/// `Obj::sub` of an AH: the verb that created it.
-pub const AH_VIA: [&str; 2] = ["ibv_create_ah", "ibv_create_ah_from_wc"];
-
 /// Milliseconds of CLOCK_MONOTONIC_COARSE: a few ns through the vDSO, and
 /// immune to wall-clock jumps. Reports convert it to wall-clock time.
 #[inline]
@@ -454,11 +444,15 @@ mod tests {
                 0x5555_dead_beef,
             ),
         ] {
-            let mut o = Obj::new(Kind::Qp, addr, ctx, parent, caller, 77);
-            o.a = u64::MAX;
-            o.b = 1;
-            o.c = 2;
-            o.x = u32::MAX;
+            let mut o = Obj::new(Kind::Qp, addr, ctx, parent, caller, 77).with(Facts::Qp(
+                super::super::QpFacts {
+                    qp_num: u32::MAX,
+                    qp_type: 0xff,
+                    send_cq: crate::addr::Addr::new(usize::MAX),
+                    recv_cq: crate::addr::Addr::new(1),
+                    srq: crate::addr::Addr::new(2),
+                },
+            ));
             o.set_flag(FLAG_ZOMBIE);
             assert!(packable(&o));
             o.tid = (1 << 22) - 1;
@@ -484,10 +478,8 @@ mod tests {
     #[test]
     fn meta_fields_round_trip() {
         let mut o = Obj::new(Kind::Qp, 1, 2, 3, 4, 99);
-        o.set_sub(0xff);
         o.set_flag(FLAG_ZOMBIE);
         assert_eq!(o.kind(), Kind::Qp);
-        assert_eq!(o.sub(), 0xff);
         assert!(o.is_zombie());
         assert_eq!(o.tid, 99);
         assert!(o.time_ms() > 0);

@@ -8,11 +8,10 @@ use super::chunk::{no_memory, out_of_memory, Slab};
 use super::record::{Obj, Rec};
 
 pub(super) const NO_FREE: u32 = u32::MAX;
-pub(super) const HASH_MUL: u64 = 0x9E37_79B9_7F4A_7C15;
 
 #[inline]
 pub(super) fn hash(addr: usize) -> u64 {
-    (addr as u64).wrapping_mul(HASH_MUL)
+    crate::addr_table::mix(addr as u64)
 }
 
 /// An address's 16-bit tag: hash bits 40..56 (the 8 above pick the shard).
@@ -42,12 +41,12 @@ struct AddrHasher(u64);
 impl Hasher for AddrHasher {
     fn write(&mut self, bytes: &[u8]) {
         for &b in bytes {
-            self.0 = (self.0 ^ b as u64).wrapping_mul(HASH_MUL);
+            self.0 = crate::addr_table::mix(self.0 ^ b as u64);
         }
     }
 
     fn write_usize(&mut self, n: usize) {
-        self.0 = (n as u64).wrapping_mul(HASH_MUL);
+        self.0 = crate::addr_table::mix(n as u64);
     }
 
     fn finish(&self) -> u64 {
@@ -515,8 +514,10 @@ mod tests {
                 });
                 assert_eq!(got, model.remove(&addr), "round {round}");
             } else {
-                let mut o = obj(addr);
-                o.a = round;
+                let o = obj(addr).with(super::super::Facts::Mr(super::super::MrFacts {
+                    addr: round,
+                    ..Default::default()
+                }));
                 let mut stale = None;
                 let (ok, _) = t.insert(&o, &mut stale);
                 assert!(ok);

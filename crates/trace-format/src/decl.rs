@@ -1,0 +1,145 @@
+//! Every verb the shim records, declared once. [`ibverbs!`] hands the one
+//! table to a macro of the caller's: this crate makes the trace's
+//! descriptors from it ([`crate::verbs`]); the shim makes each verb's real
+//! function slot, its typed record and (for `forward` verbs) the whole
+//! export from the same entries. The launcher reads the descriptors
+//! without the shim; the C types here are never resolved in this crate.
+//!
+//! An entry:
+//!
+//! ```text
+//! ID CONST Slot = kind c_name(arg: CType => Show, ... [; extra: Type => Show, ...])
+//!     -> CReturn => Show [(result_extra: Type)];
+//! ```
+//!
+//! - `ID` is the record's verb id in the trace file (never reused), `CONST`
+//!   the descriptor's name, `Slot` the shim's type for the verb.
+//! - `kind`: `export` (the shim writes the export in Rust; its signature is
+//!   checked against this one when the shim is compiled), `forward` (the
+//!   shim's export is generated whole: guard, forward, record, log),
+//!   `table` (an entry of a context's function tables, recorded as this
+//!   verb: no exported symbol of its own), `event` (a data-path event of
+//!   the trace: no function at all).
+//! - Each argument's `Show` says how its word is shown; `_` records nothing
+//!   of it. `; extra` words follow the arguments in the record and are
+//!   shown as arguments (the export computes them: a QP's new state, the
+//!   device of a closed context). A `(result_extra)` is the second word of
+//!   a two-word result (`RcCq`, `RcEventType`, `DevList`).
+//! - The symbol's version is its library's (`library(..)`): the default
+//!   version of that name in the real library's ABI, read at build time.
+//!
+//! `called` lists functions of the real library the shim calls itself
+//! without exporting them (a slot, no record).
+//!
+//! Ids 0-75 are the trace format's version 4; a new verb takes the next
+//! id, so older files still decode.
+
+/// The verbs of libibverbs: `ibverbs!(then)` expands to `then! { .. }`
+/// with the table (see the module's comment for an entry's grammar).
+#[macro_export]
+macro_rules! ibverbs {
+    ($then:ident) => {
+        $then! {
+            library(Ibverbs)
+            verbs {
+                0 GET_DEVICE_NAME GetDeviceName = export ibv_get_device_name(device: *mut ibv_device => Dev) -> *const c_char => Str;
+                1 GET_DEVICE_GUID GetDeviceGuid = export ibv_get_device_guid(device: *mut ibv_device => Dev) -> u64 => Guid;
+                2 GET_DEVICE_INDEX GetDeviceIndex = export ibv_get_device_index(device: *mut ibv_device => Dev) -> c_int => Int;
+                3 OPEN_DEVICE OpenDevice = export ibv_open_device(device: *mut ibv_device => Dev) -> *mut ibv_context => Ptr;
+                4 FREE_DEVICE_LIST FreeDeviceList = export ibv_free_device_list(list: *mut *mut ibv_device => Ptr) -> () => Void;
+                5 ALLOC_PD AllocPd = export ibv_alloc_pd(context: *mut ibv_context => Ptr) -> *mut ibv_pd => Ptr;
+                6 QUERY_DEVICE QueryDevice = export ibv_query_device(context: *mut ibv_context => Ptr, device_attr: *mut ibv_device_attr => Ptr) -> c_int => Rc;
+                7 QUERY_PORT QueryPort = export ibv_query_port(context: *mut ibv_context => Ptr, port_num: u8 => Int, port_attr: *mut _compat_ibv_port_attr => Ptr) -> c_int => Rc;
+                8 QUERY_GID QueryGid = export ibv_query_gid(context: *mut ibv_context => Ptr, port_num: u8 => Int, index: c_int => Int, gid: *mut ibv_gid => Ptr) -> c_int => Int;
+                9 QUERY_PKEY QueryPkey = export ibv_query_pkey(context: *mut ibv_context => Ptr, port_num: u8 => Int, index: c_int => Int, pkey: *mut u16 => Ptr) -> c_int => Int;
+                10 QUERY_QP QueryQp = export ibv_query_qp(qp: *mut ibv_qp => Ptr, attr: *mut ibv_qp_attr => Ptr, attr_mask: c_int => Hex, init_attr: *mut ibv_qp_init_attr => Ptr) -> c_int => Rc;
+                11 MODIFY_SRQ ModifySrq = export ibv_modify_srq(srq: *mut ibv_srq => Ptr, srq_attr: *mut ibv_srq_attr => Ptr, srq_attr_mask: c_int => Hex) -> c_int => Rc;
+                12 QUERY_SRQ QuerySrq = export ibv_query_srq(srq: *mut ibv_srq => Ptr, srq_attr: *mut ibv_srq_attr => Ptr) -> c_int => Rc;
+                13 ACK_CQ_EVENTS AckCqEvents = export ibv_ack_cq_events(cq: *mut ibv_cq => Ptr, nevents: c_uint => Int) -> () => Void;
+                14 CREATE_COMP_CHANNEL CreateCompChannel = export ibv_create_comp_channel(context: *mut ibv_context => Ptr) -> *mut ibv_comp_channel => Ptr;
+                15 CREATE_CQ CreateCq = export ibv_create_cq(context: *mut ibv_context => Ptr, cqe: c_int => Int, cq_context: *mut c_void => Ptr, channel: *mut ibv_comp_channel => Ptr, comp_vector: c_int => Int) -> *mut ibv_cq => Ptr;
+                16 RESIZE_CQ ResizeCq = export ibv_resize_cq(cq: *mut ibv_cq => Ptr, cqe: c_int => Int) -> c_int => Rc;
+                17 CREATE_SRQ CreateSrq = export ibv_create_srq(pd: *mut ibv_pd => Ptr, srq_init_attr: *mut ibv_srq_init_attr => Ptr) -> *mut ibv_srq => Ptr;
+                18 CREATE_AH CreateAh = export ibv_create_ah(pd: *mut ibv_pd => Ptr, attr: *mut ibv_ah_attr => Ptr) -> *mut ibv_ah => Ptr;
+                19 IMPORT_DEVICE ImportDevice = export ibv_import_device(cmd_fd: c_int => Int) -> *mut ibv_context => Ptr;
+                20 IMPORT_PD ImportPd = export ibv_import_pd(context: *mut ibv_context => Ptr, pd_handle: u32 => Int) -> *mut ibv_pd => Ptr;
+                21 CREATE_AH_FROM_WC CreateAhFromWc = export ibv_create_ah_from_wc(pd: *mut ibv_pd => Ptr, wc: *mut ibv_wc => Ptr, grh: *mut ibv_grh => Ptr, port_num: u8 => Int) -> *mut ibv_ah => Ptr;
+                22 REG_MR RegMr = export ibv_reg_mr(pd: *mut ibv_pd => Ptr, addr: *mut c_void => Ptr, length: usize => Uint, access: c_int => Hex) -> *mut ibv_mr => Mr;
+                23 REG_MR_IOVA RegMrIova = export ibv_reg_mr_iova(pd: *mut ibv_pd => Ptr, addr: *mut c_void => Ptr, length: usize => Uint, iova: u64 => Hex, access: c_int => Hex) -> *mut ibv_mr => Mr;
+                24 REG_MR_IOVA2 RegMrIova2 = export ibv_reg_mr_iova2(pd: *mut ibv_pd => Ptr, addr: *mut c_void => Ptr, length: usize => Uint, iova: u64 => Hex, access: u32 => Hex) -> *mut ibv_mr => Mr;
+                25 REG_DMABUF_MR RegDmabufMr = export ibv_reg_dmabuf_mr(pd: *mut ibv_pd => Ptr, offset: u64 => Hex, length: usize => Uint, iova: u64 => Hex, fd: c_int => Int, access: c_int => Hex) -> *mut ibv_mr => Mr;
+                26 CREATE_QP CreateQp = export ibv_create_qp(pd: *mut ibv_pd => Ptr, qp_init_attr: *mut ibv_qp_init_attr => Ptr) -> *mut ibv_qp => Qp;
+                27 MODIFY_QP ModifyQp = export ibv_modify_qp(qp: *mut ibv_qp => Ptr, attr: *mut ibv_qp_attr => Ptr, attr_mask: c_int => Hex; qp_state: c_int => Int) -> c_int => Rc;
+                28 CLOSE_DEVICE CloseDevice = export ibv_close_device(context: *mut ibv_context => Ptr; device: *mut ibv_device => OnDev) -> c_int => Int;
+                29 IMPORT_MR ImportMr = export ibv_import_mr(pd: *mut ibv_pd => Ptr, mr_handle: u32 => Uint) -> *mut ibv_mr => Mr;
+                // The data path's events, for `ibv-shim trace --per-qp`.
+                30 POST_SEND_EVENT PostSendEvent = event post_send(qp_num: u32 => Hex, wr_id: u64 => Hex) -> () => Posted;
+                31 POST_RECV_EVENT PostRecvEvent = event post_recv(qp_num: u32 => Hex, wr_id: u64 => Hex) -> () => Posted;
+                32 COMPLETION_EVENT CompletionEvent = event completion(qp_num: u32 => Hex, wr_id: u64 => Hex, recv: bool => Int) -> c_int => Status;
+                33 DEALLOC_PD DeallocPd = export ibv_dealloc_pd(pd: *mut ibv_pd => Ptr) -> c_int => Rc;
+                34 DEREG_MR DeregMr = export ibv_dereg_mr(mr: *mut ibv_mr => Ptr) -> c_int => Rc;
+                35 DESTROY_CQ DestroyCq = export ibv_destroy_cq(cq: *mut ibv_cq => Ptr) -> c_int => Rc;
+                36 DESTROY_SRQ DestroySrq = export ibv_destroy_srq(srq: *mut ibv_srq => Ptr) -> c_int => Rc;
+                37 DESTROY_QP DestroyQp = export ibv_destroy_qp(qp: *mut ibv_qp => Ptr) -> c_int => Rc;
+                38 DESTROY_AH DestroyAh = export ibv_destroy_ah(ah: *mut ibv_ah => Ptr) -> c_int => Rc;
+                39 DESTROY_COMP_CHANNEL DestroyCompChannel = export ibv_destroy_comp_channel(channel: *mut ibv_comp_channel => Ptr) -> c_int => Rc;
+                40 UNIMPORT_PD UnimportPd = export ibv_unimport_pd(pd: *mut ibv_pd => Ptr) -> () => Void;
+                41 UNIMPORT_MR UnimportMr = export ibv_unimport_mr(mr: *mut ibv_mr => Ptr) -> () => Void;
+                42 GET_CQ_EVENT GetCqEvent = export ibv_get_cq_event(channel: *mut ibv_comp_channel => Ptr, cq: *mut *mut ibv_cq => _, cq_context: *mut *mut c_void => _) -> c_int => RcCq(event_cq: *mut ibv_cq);
+                43 GET_ASYNC_EVENT GetAsyncEvent = export ibv_get_async_event(context: *mut ibv_context => Ptr, event: *mut ibv_async_event => Ptr) -> c_int => RcEventType(event_type: c_int);
+                44 ACK_ASYNC_EVENT AckAsyncEvent = export ibv_ack_async_event(event: *mut ibv_async_event => Ptr) -> () => Void;
+                45 FORK_INIT ForkInit = export ibv_fork_init() -> c_int => Rc;
+                46 REREG_MR ReregMr = export ibv_rereg_mr(mr: *mut ibv_mr => Ptr, flags: c_int => Hex, pd: *mut ibv_pd => Ptr, addr: *mut c_void => Ptr, length: usize => Uint, access: c_int => Hex) -> c_int => Int;
+                // A list's first six devices are shown in its result.
+                47 GET_DEVICE_LIST GetDeviceList = export ibv_get_device_list(num_devices: *mut c_int => Ptr; d0: *mut ibv_device => ListDev, d1: *mut ibv_device => ListDev, d2: *mut ibv_device => ListDev, d3: *mut ibv_device => ListDev, d4: *mut ibv_device => ListDev, d5: *mut ibv_device => ListDev) -> *mut *mut ibv_device => DevList(count: usize);
+                48 VERBS_OPEN_DEVICE VerbsOpenDevice = export verbs_open_device(device: *mut ibv_device => Dev, private_data: *mut c_void => Ptr) -> *mut ibv_context => Ptr;
+                49 CREATE_QP_EX CreateQpEx = table ibv_create_qp_ex(context: *mut ibv_context => Ptr, qp_init_attr_ex: *mut ibv_qp_init_attr_ex => Ptr) -> *mut ibv_qp => Qp;
+                50 BIND_MW BindMw = table ibv_bind_mw(qp: *mut ibv_qp => Ptr, mw: *mut ibv_mw => Ptr) -> c_int => Rc;
+                51 ATTACH_MCAST AttachMcast = export ibv_attach_mcast(qp: *mut ibv_qp => Ptr, gid: *const ibv_gid => Ptr, lid: u16 => Hex) -> c_int => Rc;
+                52 DETACH_MCAST DetachMcast = export ibv_detach_mcast(qp: *mut ibv_qp => Ptr, gid: *const ibv_gid => Ptr, lid: u16 => Hex) -> c_int => Rc;
+                // The function tables' creates: the context, and the parent
+                // (or the attributes) whose address is recorded.
+                53 ALLOC_MW AllocMw = table ibv_alloc_mw(context: *mut ibv_context => Ptr, pd: usize => Ptr) -> *mut ibv_mw => Ptr;
+                54 CREATE_COUNTERS CreateCounters = table ibv_create_counters(context: *mut ibv_context => Ptr, attr: usize => Ptr) -> *mut ibv_counters => Ptr;
+                55 REG_DM_MR RegDmMr = table ibv_reg_dm_mr(context: *mut ibv_context => Ptr, pd: usize => Ptr) -> *mut ibv_mr => Ptr;
+                56 ALLOC_DM AllocDm = table ibv_alloc_dm(context: *mut ibv_context => Ptr, attr: usize => Ptr) -> *mut ibv_dm => Ptr;
+                57 CREATE_FLOW_ACTION_ESP CreateFlowActionEsp = table ibv_create_flow_action_esp(context: *mut ibv_context => Ptr, attr: usize => Ptr) -> *mut ibv_flow_action => Ptr;
+                58 ALLOC_PARENT_DOMAIN AllocParentDomain = table ibv_alloc_parent_domain(context: *mut ibv_context => Ptr, pd: usize => Ptr) -> *mut ibv_pd => Ptr;
+                59 ALLOC_TD AllocTd = table ibv_alloc_td(context: *mut ibv_context => Ptr, attr: usize => Ptr) -> *mut ibv_td => Ptr;
+                60 CREATE_RWQ_IND_TABLE CreateRwqIndTable = table ibv_create_rwq_ind_table(context: *mut ibv_context => Ptr, attr: usize => Ptr) -> *mut ibv_rwq_ind_table => Ptr;
+                61 CREATE_WQ CreateWq = table ibv_create_wq(context: *mut ibv_context => Ptr, pd: usize => Ptr) -> *mut ibv_wq => Ptr;
+                62 CREATE_CQ_EX CreateCqEx = table ibv_create_cq_ex(context: *mut ibv_context => Ptr, channel: usize => Ptr) -> *mut ibv_cq_ex => Ptr;
+                63 CREATE_FLOW CreateFlow = table ibv_create_flow(context: *mut ibv_context => Ptr, qp: usize => Ptr) -> *mut ibv_flow => Ptr;
+                64 OPEN_QP OpenQp = table ibv_open_qp(context: *mut ibv_context => Ptr, xrcd: usize => Ptr) -> *mut ibv_qp => Ptr;
+                65 CREATE_SRQ_EX CreateSrqEx = table ibv_create_srq_ex(context: *mut ibv_context => Ptr, pd: usize => Ptr) -> *mut ibv_srq => Ptr;
+                66 OPEN_XRCD OpenXrcd = table ibv_open_xrcd(context: *mut ibv_context => Ptr, attr: usize => Ptr) -> *mut ibv_xrcd => Ptr;
+                // The function tables' destroys.
+                67 DEALLOC_MW DeallocMw = table ibv_dealloc_mw(mw: *mut ibv_mw => Ptr) -> c_int => Rc;
+                68 DESTROY_COUNTERS DestroyCounters = table ibv_destroy_counters(counters: *mut ibv_counters => Ptr) -> c_int => Rc;
+                69 FREE_DM FreeDm = table ibv_free_dm(dm: *mut ibv_dm => Ptr) -> c_int => Rc;
+                70 DESTROY_FLOW_ACTION DestroyFlowAction = table ibv_destroy_flow_action(action: *mut ibv_flow_action => Ptr) -> c_int => Rc;
+                71 DEALLOC_TD DeallocTd = table ibv_dealloc_td(td: *mut ibv_td => Ptr) -> c_int => Rc;
+                72 DESTROY_RWQ_IND_TABLE DestroyRwqIndTable = table ibv_destroy_rwq_ind_table(rwq_ind_table: *mut ibv_rwq_ind_table => Ptr) -> c_int => Rc;
+                73 DESTROY_WQ DestroyWq = table ibv_destroy_wq(wq: *mut ibv_wq => Ptr) -> c_int => Rc;
+                74 CLOSE_XRCD CloseXrcd = table ibv_close_xrcd(xrcd: *mut ibv_xrcd => Ptr) -> c_int => Rc;
+                75 DESTROY_FLOW DestroyFlow = table ibv_destroy_flow(flow: *mut ibv_flow => Ptr) -> c_int => Rc;
+                76 GET_PKEY_INDEX GetPkeyIndex = forward ibv_get_pkey_index(context: *mut ibv_context => Ptr, port_num: u8 => Int, pkey: u16 => Hex) -> c_int => Int;
+            }
+            called {
+                QpToQpEx = fn ibv_qp_to_qp_ex(qp: *mut ibv_qp) -> *mut ibv_qp_ex;
+            }
+        }
+    };
+}
+
+/// A declared argument's `Show`, `None` for `_` (not recorded).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __show {
+    (_) => {
+        ::core::option::Option::None
+    };
+    ($show:ident) => {
+        ::core::option::Option::Some($crate::verbs::Show::$show)
+    };
+}
