@@ -34,6 +34,9 @@ build:
 	@cp -f $(REL)/libibv_sim.so $(TARGET)/sim/.libibverbs.so.1.new
 	@mv -f $(TARGET)/sim/.libibverbs.so.1.new $(TARGET)/sim/libibverbs.so.1
 	@ln -sf libibverbs.so.1 $(TARGET)/sim/libibverbs.so
+	@cp -f $(REL)/libibv_sim_cm.so $(TARGET)/sim/.librdmacm.so.1.new
+	@mv -f $(TARGET)/sim/.librdmacm.so.1.new $(TARGET)/sim/librdmacm.so.1
+	@ln -sf librdmacm.so.1 $(TARGET)/sim/librdmacm.so
 	@ln -sf ../release/libibv_shim.so $(TARGET)/dropin/libibverbs.so.1
 	@ln -sf libibverbs.so.1 $(TARGET)/dropin/libibverbs.so
 
@@ -68,6 +71,7 @@ clean:
 #   PKGLIBDIR/libibv_shim.so              the shim, to preload
 #   PKGLIBDIR/dropin/libibverbs.so.1, .so the shim under the real library's names
 #   PKGLIBDIR/sim/libibverbs.so.1, .so    ibv-sim
+#   PKGLIBDIR/sim/librdmacm.so.1, .so     ibv-sim's connection manager
 #   INCLUDEDIR/ibv-shim/infiniband/verbs.h, PKGCONFIGDIR/ibv-shim.pc
 #   MANDIR/man1/ibv-shim.1, MANDIR/man7/ibv-shim.7
 PREFIX       ?= /usr/local
@@ -82,6 +86,7 @@ VERSION      := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n
 INSTALLED    := $(BINDIR)/ibv-shim $(PKGLIBDIR)/libibv_shim.so \
 	$(PKGLIBDIR)/dropin/libibverbs.so.1 $(PKGLIBDIR)/dropin/libibverbs.so \
 	$(PKGLIBDIR)/sim/libibverbs.so.1 $(PKGLIBDIR)/sim/libibverbs.so \
+	$(PKGLIBDIR)/sim/librdmacm.so.1 $(PKGLIBDIR)/sim/librdmacm.so \
 	$(INCLUDEDIR)/ibv-shim/infiniband/verbs.h $(PKGCONFIGDIR)/ibv-shim.pc \
 	$(MANDIR)/man1/ibv-shim.1 $(MANDIR)/man7/ibv-shim.7
 # Removed by uninstall when empty (deepest first).
@@ -91,7 +96,7 @@ INSTALLED_DIRS := $(PKGLIBDIR)/dropin $(PKGLIBDIR)/sim $(PKGLIBDIR) \
 # Installs what `make` built; it builds nothing (so `sudo make install`
 # leaves no root-owned files in target/). REL=DIR installs another build.
 install:
-	@for f in ibv-shim libibv_shim.so libibv_sim.so; do \
+	@for f in ibv-shim libibv_shim.so libibv_sim.so libibv_sim_cm.so; do \
 		test -f $(REL)/$$f || { echo "make install: $(REL)/$$f is missing: run make first" >&2; exit 1; }; \
 	done
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(PKGLIBDIR)/dropin $(DESTDIR)$(PKGLIBDIR)/sim \
@@ -103,6 +108,8 @@ install:
 	ln -sf libibverbs.so.1 $(DESTDIR)$(PKGLIBDIR)/dropin/libibverbs.so
 	install -m 755 $(REL)/libibv_sim.so $(DESTDIR)$(PKGLIBDIR)/sim/libibverbs.so.1
 	ln -sf libibverbs.so.1 $(DESTDIR)$(PKGLIBDIR)/sim/libibverbs.so
+	install -m 755 $(REL)/libibv_sim_cm.so $(DESTDIR)$(PKGLIBDIR)/sim/librdmacm.so.1
+	ln -sf librdmacm.so.1 $(DESTDIR)$(PKGLIBDIR)/sim/librdmacm.so
 	install -m 644 include/infiniband/verbs.h $(DESTDIR)$(INCLUDEDIR)/ibv-shim/infiniband/verbs.h
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
 		-e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' \
@@ -117,7 +124,7 @@ uninstall:
 
 # The Debian package of what `make` built (it builds nothing, like install).
 deb:
-	@for f in ibv-shim libibv_shim.so libibv_sim.so; do \
+	@for f in ibv-shim libibv_shim.so libibv_sim.so libibv_sim_cm.so; do \
 		test -f $(REL)/$$f || { echo "make deb: $(REL)/$$f is missing: run make first" >&2; exit 1; }; \
 	done
 	@sh scripts/deb.sh $(REL) $(TARGET)

@@ -33,10 +33,10 @@ PKGLIB=$STAGE/usr/lib/$TRIPLET/ibv-shim
 # Debug information and the static symbol tables stay in the build tree;
 # the dynamic symbols and the build ID stay in the files.
 strip --remove-section=.comment "$STAGE/usr/bin/ibv-shim"
-for f in "$PKGLIB/libibv_shim.so" "$PKGLIB/sim/libibverbs.so.1"; do
+for f in "$PKGLIB/libibv_shim.so" "$PKGLIB/sim/libibverbs.so.1" "$PKGLIB/sim/librdmacm.so.1"; do
     strip --strip-unneeded --remove-section=.comment "$f"
 done
-chmod 644 "$PKGLIB/libibv_shim.so" "$PKGLIB/sim/libibverbs.so.1"
+chmod 644 "$PKGLIB/libibv_shim.so" "$PKGLIB/sim/libibverbs.so.1" "$PKGLIB/sim/librdmacm.so.1"
 gzip -9n "$STAGE/usr/share/man/man1/ibv-shim.1" "$STAGE/usr/share/man/man7/ibv-shim.7"
 
 DOC=$STAGE/usr/share/doc/$PKG
@@ -82,7 +82,8 @@ printf '%s (%s) unstable; urgency=medium\n\n  * Built from the ibv-shim reposito
     "$PKG" "$VERSION" "$DATE" | gzip -9n >"$DOC/changelog.gz"
 
 # Dependencies: what the ELF files need, as dpkg-shlibdeps reads them
-# from the installed libraries' symbols files.
+# from the installed libraries' symbols files. (The sim's librdmacm needs
+# libibverbs.so.1: the sim's own, beside it, not rdma-core's.)
 mkdir -p "$WORK/shlibs/debian"
 printf 'Source: %s\n\nPackage: %s\nArchitecture: any\n' "$PKG" "$PKG" >"$WORK/shlibs/debian/control"
 DEPENDS=$(cd "$WORK/shlibs" && dpkg-shlibdeps -O \

@@ -147,6 +147,8 @@ fn make_deb_builds_a_lintian_clean_package_that_installs_runs_and_removes() {
         format!("{private}libibv_shim.so"),
         format!("{private}dropin/libibverbs.so.1 -> ../libibv_shim.so"),
         format!("{private}sim/libibverbs.so.1"),
+        format!("{private}sim/librdmacm.so.1"),
+        format!("{private}sim/librdmacm.so -> librdmacm.so.1"),
         "./usr/include/ibv-shim/infiniband/verbs.h".to_string(),
         format!("./usr/lib/{triplet}/pkgconfig/ibv-shim.pc"),
         "./usr/share/man/man1/ibv-shim.1.gz".to_string(),
@@ -160,7 +162,10 @@ fn make_deb_builds_a_lintian_clean_package_that_installs_runs_and_removes() {
     }
     // Nothing shadows the system's libibverbs: every libibverbs in the
     // package is inside the private directory.
-    for line in listing.lines().filter(|l| l.contains("libibverbs")) {
+    for line in listing
+        .lines()
+        .filter(|l| l.contains("libibverbs") || l.contains("librdmacm"))
+    {
         assert!(line.contains(&private), "outside {private}: {line}");
     }
     // Its dependencies are the C runtime's, not rdma-core's.

@@ -8,7 +8,10 @@
 //!   `key: value` lines), whose output on real rxe must also be their
 //!   `NAME.expected` (what `sim_fidelity.rs` holds the sim to);
 //! - unmodified programs (pingpongs, perftest, qperf, the librdmacm
-//!   programs, libfabric, UCX, pyverbs): how each process ended.
+//!   programs, libfabric, UCX, pyverbs): how each process ended;
+//! - the connection manager's event paths (`tests/c/cm/paths.c`, the sim's
+//!   own librdmacm against the kernel's rdma_cm): what each side printed,
+//!   events, statuses, private data sizes and QP states.
 //!
 //! Every difference must be listed in `tests/fidelity/known.tsv` (source,
 //! key, why), and every listed one must still be one: the test fails on an
@@ -353,6 +356,46 @@ const PROGRAMS: &[Program] = &[
     alone("pyverbs", "/usr/bin/python3 {repo}/tests/third_party/pyverbs_pd_mr.py"),
 ];
 
+/// The event-path scenarios of `tests/c/cm/paths.c` compared (name, has a
+/// server). Not `unreachable`: the kernel's CM waits about a minute.
+const CM_PATHS: &[(&str, bool)] = &[
+    ("connect", true),
+    ("reject", true),
+    ("reject_ece", true),
+    ("nolistener", false),
+    ("addr_error", false),
+    ("peer_death", true),
+    ("server_death", true),
+    ("nonblock", false),
+    ("udp", true),
+    ("limits", true),
+    ("destroy_blocks", true),
+];
+
+/// One scenario on one side: each process's lines (" / "-joined) and end.
+fn cm_path(w: &World, scen: &str, with_server: bool) -> BTreeMap<String, String> {
+    let exe = cc(
+        "cm_paths",
+        &[&repo_dir().join("tests/c/cm/paths.c")],
+        &["-lrdmacm", "-libverbs", "-lpthread"],
+    )
+    .display()
+    .to_string();
+    let port = free_port();
+    let argv = |role: &str| w.argv(&format!("{exe} {role} {scen} {{port}} {{host}}"), port);
+    let mut server = with_server.then(|| w.start(&argv("server"), &[]));
+    if let Some(s) = server.as_mut() {
+        w.wait_listening(s, port);
+    }
+    let client = finish(w.start(&argv("client"), &[]), Duration::from_secs(120));
+    let lines = |e: &End| format!("{}: {}", e.status, e.stdout.trim().replace('\n', " / "));
+    let mut m = BTreeMap::from([("client".to_string(), lines(&client))]);
+    if let Some(s) = server {
+        m.insert("server".into(), lines(&finish(s, Duration::from_secs(60))));
+    }
+    m
+}
+
 /// How a program's processes ended on one side: "client exit 0, server
 /// exit 0" (a pair) or "exit 0"; for ucx_info, whether it lists rxe0's RC.
 fn outcome(w: &World, p: &Program) -> String {
@@ -500,6 +543,19 @@ fn observe(vm: &'static Vm) -> Observations {
                     }),
                 ));
             }
+            for &(scen, with_server) in CM_PATHS {
+                work.push((
+                    "",
+                    Box::new(move || {
+                        let w = World::new(side, vm, scen);
+                        put(
+                            side,
+                            &format!("cm_paths {scen}"),
+                            cm_path(&w, scen, with_server),
+                        );
+                    }),
+                ));
+            }
             for p in PROGRAMS {
                 work.push((
                     "",
@@ -627,6 +683,13 @@ fn the_probes_expected_files_are_what_real_rxe_prints() {
 #[test]
 fn programs_end_alike_but_where_listed() {
     only_listed_differences("program ");
+}
+
+/// The connection manager's event paths: the sim's librdmacm against the
+/// kernel's rdma_cm, the same C program on both.
+#[test]
+fn cm_event_paths_differ_only_where_listed() {
+    only_listed_differences("cm_paths ");
 }
 
 /// The table in `docs/ibv-sim.md`, made from the list and what was seen.

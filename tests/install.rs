@@ -116,6 +116,8 @@ fn install_build_run_render_and_uninstall() {
         "lib/ibv-shim/libibv_shim.so",
         "lib/ibv-shim/dropin/libibverbs.so.1",
         "lib/ibv-shim/sim/libibverbs.so.1",
+        "lib/ibv-shim/sim/librdmacm.so.1",
+        "lib/ibv-shim/sim/librdmacm.so",
         "include/ibv-shim/infiniband/verbs.h",
         "lib/pkgconfig/ibv-shim.pc",
         "share/man/man1/ibv-shim.1",

@@ -28,21 +28,32 @@ pub fn shim_so() -> PathBuf {
 }
 
 /// A directory holding `libibverbs.so.1`, a fresh copy of
-/// `target/<profile>/libibv_sim.so` (the software provider), to put on
-/// `LD_LIBRARY_PATH` or name in `IBV_SHIM_LIBRARY`. It is `target/sim`.
+/// `target/<profile>/libibv_sim.so` (the software provider), and
+/// `librdmacm.so.1`, one of `libibv_sim_cm.so` (its connection manager), to
+/// put on `LD_LIBRARY_PATH` or name in `IBV_SHIM_LIBRARY`. It is `target/sim`.
 pub fn sim_dir() -> PathBuf {
-    let built = built("libibv_sim.so");
     let dir = target_dir()
         .parent()
         .expect("target/<profile> has a parent")
         .join("sim");
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("mkdir {}: {e}", dir.display()));
-    let copy = dir.join("libibverbs.so.1");
+    install_copy(&dir, "libibv_sim.so", "libibverbs");
+    install_copy(&dir, "libibv_sim_cm.so", "librdmacm");
+    dir
+}
+
+/// `dir/<soname>.so.1`, a copy of the built `name` when it differs, and the
+/// development name `<soname>.so` linked to it (programs that try that name
+/// first, as NCCL does, must find the sim under it too, as `make build`
+/// arranges).
+fn install_copy(dir: &Path, name: &str, soname: &str) {
+    let built = built(name);
+    let copy = dir.join(format!("{soname}.so.1"));
     let want = std::fs::read(&built).unwrap_or_else(|e| panic!("read {}: {e}", built.display()));
     if std::fs::read(&copy).ok().as_deref() != Some(&want[..]) {
         // Copy then rename: a process of another test may be loading the old one.
         let tmp = dir.join(format!(
-            ".libibverbs.so.1.{}.{}",
+            ".{soname}.so.1.{}.{}",
             std::process::id(),
             unique()
         ));
@@ -50,14 +61,12 @@ pub fn sim_dir() -> PathBuf {
         std::fs::rename(&tmp, &copy)
             .unwrap_or_else(|e| panic!("rename {} -> {}: {e}", tmp.display(), copy.display()));
     }
-    // Programs that try the development name first (NCCL does) must find the
-    // sim under it too, as `make build` arranges.
-    let dev = dir.join("libibverbs.so");
-    if std::fs::read_link(&dev).ok().as_deref() != Some(std::path::Path::new("libibverbs.so.1")) {
+    let dev = dir.join(format!("{soname}.so"));
+    let target = format!("{soname}.so.1");
+    if std::fs::read_link(&dev).ok().as_deref() != Some(Path::new(&target)) {
         let _ = std::fs::remove_file(&dev);
-        let _ = std::os::unix::fs::symlink("libibverbs.so.1", &dev);
+        let _ = std::os::unix::fs::symlink(&target, &dev);
     }
-    dir
 }
 
 pub(super) fn built(name: &str) -> PathBuf {

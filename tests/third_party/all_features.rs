@@ -291,8 +291,9 @@ fn per_qp(procs: &[Proc]) -> Result<(u64, u64, u64), String> {
 }
 
 /// Everything wrong with a whole pair run on the sim that ended well: its
-/// work requests must be in the traces.
-pub fn judge_data_path(procs: &[Proc]) -> Vec<String> {
+/// work requests must be in the traces (and, unless its teardown flushes
+/// posted receives, complete without error).
+pub fn judge_data_path(procs: &[Proc], flushes: bool) -> Vec<String> {
     let ended_well = procs.len() == 2
         && procs
             .iter()
@@ -302,7 +303,12 @@ pub fn judge_data_path(procs: &[Proc]) -> Vec<String> {
     }
     match per_qp(procs) {
         Err(e) => vec![e],
-        Ok((posts, completions, failed)) if posts == 0 || completions == 0 || failed != 0 => {
+        Ok((posts, completions, failed))
+            if posts == 0
+                || completions == 0
+                || failed >= completions
+                || (failed != 0 && !flushes) =>
+        {
             vec![format!(
                 "the traces hold {posts} posts, {completions} completions ({failed} failed): \
                  the pair's data path is not in them"

@@ -31,6 +31,8 @@ pub const SYSTEM_LIBRARY_PATHS: &[&str] = &[
 
 /// The committed snapshot of rdma-core 44's ABI.
 const SNAPSHOT_44: &str = include_str!("../../../abi/libibverbs.so.1.abi");
+/// The committed snapshot of rdma-core 44's librdmacm ABI.
+const RDMACM_SNAPSHOT_44: &str = include_str!("../../../abi/librdmacm.so.1.abi");
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -80,6 +82,11 @@ impl Abi {
     /// rdma-core 44's ABI, from the committed snapshot.
     pub fn rdma_core_44() -> Abi {
         Abi::parse(SNAPSHOT_44).expect("abi/libibverbs.so.1.abi is malformed")
+    }
+
+    /// rdma-core 44's librdmacm ABI, from the committed snapshot.
+    pub fn librdmacm_44() -> Abi {
+        Abi::parse(RDMACM_SNAPSHOT_44).expect("abi/librdmacm.so.1.abi is malformed")
     }
 
     /// The installed real library's ABI when there is one (and its path),
@@ -187,7 +194,7 @@ impl Abi {
     /// Writes the version script into `out_dir` and tells cargo to link the
     /// cdylib with it, with lld, and with `soname` when given.
     pub fn emit_link_args(&self, out_dir: &Path, soname: Option<&str>) {
-        let script = out_dir.join("libibverbs.map");
+        let script = out_dir.join(format!("{}.map", soname.unwrap_or("libibverbs.so.1")));
         std::fs::write(&script, self.version_script()).expect("write version script");
         println!("cargo:rustc-cdylib-link-arg=-fuse-ld=lld");
         println!(
@@ -371,24 +378,30 @@ pub fn rust_exports(dir: &Path) -> BTreeSet<String> {
             if p.is_dir() {
                 stack.push(p);
             } else if p.extension().is_some_and(|x| x == "rs") {
-                let text = std::fs::read_to_string(&p).unwrap_or_default();
-                let mut armed = false;
-                for line in text.lines().map(str::trim) {
-                    if line.starts_with("#[no_mangle]") || line.starts_with("#[unsafe(no_mangle)]")
-                    {
-                        armed = true;
-                    } else if armed && !line.starts_with("#[") && !line.starts_with("///") {
-                        if let Some(rest) = line.split("extern \"C\" fn ").nth(1) {
-                            let name: String = rest
-                                .chars()
-                                .take_while(|c| c.is_alphanumeric() || *c == '_')
-                                .collect();
-                            names.insert(name);
-                        }
-                        armed = false;
-                    }
-                }
+                names.extend(rust_exports_of_file(&p));
             }
+        }
+    }
+    names
+}
+
+/// The `#[no_mangle]` `extern "C"` functions of one `.rs` file.
+pub fn rust_exports_of_file(file: &Path) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    let mut armed = false;
+    for line in text.lines().map(str::trim) {
+        if line.starts_with("#[no_mangle]") || line.starts_with("#[unsafe(no_mangle)]") {
+            armed = true;
+        } else if armed && !line.starts_with("#[") && !line.starts_with("///") {
+            if let Some(rest) = line.split("extern \"C\" fn ").nth(1) {
+                let name: String = rest
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                names.insert(name);
+            }
+            armed = false;
         }
     }
     names
@@ -422,6 +435,17 @@ mod tests {
                 assert_eq!(Abi::from_library(&real).unwrap(), Abi::rdma_core_44());
                 return;
             }
+        }
+    }
+
+    #[test]
+    fn rdmacm_snapshot_matches_installed_rdma_core_44() {
+        let abi = Abi::librdmacm_44();
+        assert_eq!(abi.default_version("rdma_establish"), Some("RDMACM_1.2"));
+        let real =
+            std::fs::canonicalize("/usr/lib/x86_64-linux-gnu/librdmacm.so.1").unwrap_or_default();
+        if real.to_string_lossy().ends_with("librdmacm.so.1.3.44.0") {
+            assert_eq!(Abi::from_library(&real).unwrap(), abi);
         }
     }
 
