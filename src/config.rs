@@ -48,6 +48,9 @@ pub struct Config {
     /// (and abort at the first violation).
     pub check_datapath: bool,
     pub check_abort: bool,
+    /// `IBV_SHIM_CHECK=inflight`: also track posted work until its
+    /// completion (implies `datapath`).
+    pub check_inflight: bool,
     /// `IBV_SHIM_DEFAULT_SUPPRESSIONS=0` turns the built-in suppressions off.
     pub default_suppressions: bool,
     /// Set when the process runs in secure-execution mode.
@@ -137,15 +140,16 @@ impl Config {
         let backtrace = var("IBV_SHIM_BACKTRACE").is_some_and(|v| v != "0");
         let log_sync = var("IBV_SHIM_LOG_SYNC").is_some_and(|v| v != "0");
         let default_suppressions = var("IBV_SHIM_DEFAULT_SUPPRESSIONS").is_none_or(|v| v != "0");
-        let (mut check_datapath, mut check_abort) = (false, false);
+        let (mut check_datapath, mut check_abort, mut check_inflight) = (false, false, false);
         if let Some(v) = var("IBV_SHIM_CHECK") {
             for word in v.to_string_lossy().split(',').map(str::trim) {
                 match word {
                     "datapath" => check_datapath = true,
                     "abort" => check_abort = true,
+                    "inflight" => (check_datapath, check_inflight) = (true, true),
                     "" | "none" => {}
                     _ => problems.push(format!(
-                        "IBV_SHIM_CHECK: {word:?} is not one of datapath, abort; ignored"
+                        "IBV_SHIM_CHECK: {word:?} is not one of datapath, inflight, abort; ignored"
                     )),
                 }
             }
@@ -153,6 +157,7 @@ impl Config {
         Config {
             check_datapath,
             check_abort,
+            check_inflight,
             log_level,
             log_file,
             log_sync,

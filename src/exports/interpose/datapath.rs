@@ -28,7 +28,9 @@ use verbs_abi::{
     ibv_context_ops, ibv_cq, ibv_qp, ibv_recv_wr, ibv_send_wr, ibv_sge, ibv_srq, ibv_wc,
 };
 
-use super::{caps, clean, completions, ctx_of, original, patch, slot, traced, wr_rules, Entry};
+use super::{
+    caps, clean, completions, ctx_of, inflight, original, patch, slot, traced, wr_rules, Entry,
+};
 use crate::checks::{self, Check};
 use crate::guard::{boundary, Errno};
 use crate::log::Level;
@@ -413,8 +415,60 @@ unsafe extern "C" fn post_send(
         // SAFETY: the program's live QP and WR chain, posted now.
         unsafe { trace_sends(qp, wr) };
     }
+    if outer && checks::inflight() {
+        return track_sends(real, qp, wr, bad_wr, site);
+    }
     // SAFETY: the provider's own entry, with the program's arguments.
     unsafe { real(qp, wr, bad_wr) }
+}
+
+/// A send chain's post with its work tracked until its completions.
+#[cold]
+#[inline(never)]
+fn track_sends(
+    real: PostSend,
+    qp: *mut ibv_qp,
+    wr: *mut ibv_send_wr,
+    bad_wr: *mut *mut ibv_send_wr,
+    site: usize,
+) -> c_int {
+    let mut added = inflight::Added::NONE;
+    // SAFETY: the program's live QP and WR chain, posted now.
+    checked("ibv_post_send", || added = unsafe { inflight::sends(qp, wr, site) });
+    // SAFETY: the provider's own entry, with the program's arguments.
+    let rc = unsafe { real(qp, wr, bad_wr) };
+    if rc != 0 {
+        checked("ibv_post_send", || {
+            // SAFETY: the chain the program posted and its bad_wr.
+            unsafe { inflight::posted(Queue::Send(qp), added, rc, wr, bad_wr, |w| (*w).next) }
+        });
+    }
+    rc
+}
+
+/// As [`track_sends`], for a receive chain (to a QP or an SRQ).
+#[cold]
+#[inline(never)]
+fn track_recvs<Q>(
+    real: unsafe extern "C" fn(*mut Q, *mut ibv_recv_wr, *mut *mut ibv_recv_wr) -> c_int,
+    q: Queue,
+    to: *mut Q,
+    wr: *mut ibv_recv_wr,
+    bad_wr: *mut *mut ibv_recv_wr,
+    site: usize,
+) -> c_int {
+    let mut added = inflight::Added::NONE;
+    // SAFETY: the program's live queue and WR chain, posted now.
+    checked(q.verb(), || added = unsafe { inflight::recvs(q, wr, site) });
+    // SAFETY: the provider's own entry, with the program's arguments.
+    let rc = unsafe { real(to, wr, bad_wr) };
+    if rc != 0 {
+        checked(q.verb(), || {
+            // SAFETY: the chain the program posted and its bad_wr.
+            unsafe { inflight::posted(q, added, rc, wr, bad_wr, |w| (*w).next) }
+        });
+    }
+    rc
 }
 
 unsafe extern "C" fn post_recv(
@@ -434,6 +488,9 @@ unsafe extern "C" fn post_recv(
     if crate::trace::wanted() {
         trace_recvs(qp, wr);
     }
+    if checks::inflight() {
+        return track_recvs(real, Queue::Recv(qp), qp, wr, bad_wr, site);
+    }
     // SAFETY: the provider's own entry, with the program's arguments.
     unsafe { real(qp, wr, bad_wr) }
 }
@@ -452,6 +509,9 @@ unsafe extern "C" fn post_srq_recv(
     // SAFETY: the program's live SRQ and WR chain, posted now.
     if checks::datapath() && !unsafe { clean::srq_recvs(srq, wr, site) } {
         recvs_in_full("ibv_post_srq_recv", Queue::Srq(srq), wr, site);
+    }
+    if checks::inflight() {
+        return track_recvs(real, Queue::Srq(srq), srq, wr, bad_wr, site);
     }
     // SAFETY: the provider's own entry, with the program's arguments.
     unsafe { real(srq, wr, bad_wr) }
@@ -484,6 +544,9 @@ unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc: *mut ibv_w
                 checked("ibv_poll_cq", || {
                     completions::polled(crate::addr::Addr::of(ctx), cq, done, drained)
                 });
+            }
+            if checks::inflight() {
+                checked("ibv_poll_cq", || inflight::polled(ctx as usize, cq, done));
             }
         }
         if crate::trace::wanted() {
