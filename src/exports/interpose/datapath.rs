@@ -285,6 +285,31 @@ static REPORTED: Mutex<Option<HashSet<(usize, u8)>>> = mutex(None);
 #[cold]
 #[inline(never)]
 pub(super) fn violation(check: Check, q: Queue, wr: &Wr, site: usize, why: fmt::Arguments<'_>) {
+    let label = if matches!(q, Queue::Srq(_)) {
+        "srq"
+    } else {
+        "qp"
+    };
+    violation_on(
+        check,
+        (wr.via.unwrap_or(q.verb()), label, q.addr()),
+        wr,
+        site,
+        why,
+    )
+}
+
+/// As [`violation`], the call named by its verb and its object's
+/// argument name and address (`("ibv_destroy_cq", "cq", addr)`).
+#[cold]
+#[inline(never)]
+pub(super) fn violation_on(
+    check: Check,
+    (verb, label, addr): (&str, &str, usize),
+    wr: &Wr,
+    site: usize,
+    why: fmt::Arguments<'_>,
+) {
     checks::count(check);
     let first = REPORTED
         .lock()
@@ -293,15 +318,8 @@ pub(super) fn violation(check: Check, q: Queue, wr: &Wr, site: usize, why: fmt::
     if first || checks::abort() {
         crate::log!(
             Level::Warn,
-            "data-path check {}: {}({}={:#x}) at {}: {wr}: {why}; forwarded unchanged",
+            "data-path check {}: {verb}({label}={addr:#x}) at {}: {wr}: {why}; forwarded unchanged",
             check.name(),
-            wr.via.unwrap_or(q.verb()),
-            if matches!(q, Queue::Srq(_)) {
-                "srq"
-            } else {
-                "qp"
-            },
-            q.addr(),
             crate::report::site(site)
         );
     }
@@ -434,7 +452,9 @@ fn track_sends(
 ) -> c_int {
     let mut added = inflight::Added::NONE;
     // SAFETY: the program's live QP and WR chain, posted now.
-    checked("ibv_post_send", || added = unsafe { inflight::sends(qp, wr, site) });
+    checked("ibv_post_send", || {
+        added = unsafe { inflight::sends(qp, wr, site) }
+    });
     // SAFETY: the provider's own entry, with the program's arguments.
     let rc = unsafe { real(qp, wr, bad_wr) };
     if rc != 0 {

@@ -132,15 +132,20 @@ unsafe fn of_srq(srq: *mut ibv_srq) -> Option<&'static Tracker> {
     let c = unsafe { caps::of_srq(srq) }?;
     // SAFETY: the caller's contract.
     let ctx = unsafe { (*srq).context } as usize;
-    table::make(srq as usize, (1, 1), (c.recv_wr as usize, c.recv_sge as usize), |t| {
-        t.ctx = ctx;
-        t.qp_num = 0;
-        t.send_cq = 0;
-        t.recv_cq = 0;
-        t.srq = 0;
-        t.sig_all = false;
-        t.is_srq = true;
-    })
+    table::make(
+        srq as usize,
+        (1, 1),
+        (c.recv_wr as usize, c.recv_sge as usize),
+        |t| {
+            t.ctx = ctx;
+            t.qp_num = 0;
+            t.send_cq = 0;
+            t.recv_cq = 0;
+            t.srq = 0;
+            t.sig_all = false;
+            t.is_srq = true;
+        },
+    )
 }
 
 /// Does the QP signal every send (`sq_sig_all`)? Asked once, with the
@@ -190,10 +195,9 @@ fn overlaps(a: &ibv_sge, b: &ibv_sge) -> bool {
 /// Is `s` (a buffer the NIC is about to write) a buffer of an
 /// outstanding receive of `rq`? Reported at `site` as `q`'s post of `w`.
 fn reused(rq: &Ring, s: &ibv_sge, q: Queue, w: &Wr, site: usize) {
-    let Some(p) = rq
-        .live()
-        .find(|&p| rq.get(p).flags & flag::WRITES != 0 && rq.sges(p).iter().any(|o| overlaps(o, s)))
-    else {
+    let Some(p) = rq.live().find(|&p| {
+        rq.get(p).flags & flag::WRITES != 0 && rq.sges(p).iter().any(|o| overlaps(o, s))
+    }) else {
         return;
     };
     let e = rq.get(p);
@@ -248,7 +252,11 @@ pub(super) unsafe fn sends(qp: *mut ibv_qp, mut wr: *mut ibv_send_wr, site: usiz
     // SAFETY: a live QP.
     let pd = unsafe { (*qp).pd } as usize;
     let limit = chain_limit(Queue::Send(qp));
-    let rq = if t.srq != 0 { table::find(t.srq) } else { Some(t) };
+    let rq = if t.srq != 0 {
+        table::find(t.srq)
+    } else {
+        Some(t)
+    };
     // SAFETY: the caller's contract.
     let granted = unsafe { caps::of_qp(qp) }.map_or(ring::MAX_SGES, |c| c.send_sge as usize);
     t.sq.with(|r| {
@@ -304,7 +312,8 @@ pub(super) unsafe fn sends(qp: *mut ibv_qp, mut wr: *mut ibv_send_wr, site: usiz
             if f & flag::WRITES != 0 {
                 if let Some(rq) = rq {
                     for s in r.sges(pos) {
-                        rq.rq.with(|rr| reused(rr, s, Queue::Send(qp), &wr_shown, site));
+                        rq.rq
+                            .with(|rr| reused(rr, s, Queue::Send(qp), &wr_shown, site));
                     }
                 }
             }
@@ -427,7 +436,14 @@ fn ring_of(q: Queue) -> Option<&'static ring::Locked<Ring>> {
 /// A completion polled from `cq` of `ctx`: its work request (and, for a
 /// send, every earlier one it implies) is no longer outstanding; a send's
 /// source is fingerprinted again.
-pub(super) fn completed(ctx: usize, cq: usize, qp_num: Option<u32>, wr_id: u64, status: c_int, opcode: c_int) {
+pub(super) fn completed(
+    ctx: usize,
+    cq: usize,
+    qp_num: Option<u32>,
+    wr_id: u64,
+    status: c_int,
+    opcode: c_int,
+) {
     table::settle(cq, 1);
     let recv = opcode & WC_RECV != 0;
     let t = match qp_num {
@@ -446,7 +462,11 @@ pub(super) fn completed(ctx: usize, cq: usize, qp_num: Option<u32>, wr_id: u64, 
         return;
     };
     if recv {
-        let rq = if t.srq != 0 { table::find(t.srq) } else { Some(t) };
+        let rq = if t.srq != 0 {
+            table::find(t.srq)
+        } else {
+            Some(t)
+        };
         if let Some(rq) = rq {
             rq.rq.with(|r| {
                 let found = r.live().find(|&p| r.get(p).wr_id == wr_id);
@@ -522,7 +542,10 @@ pub(super) fn polled(ctx: usize, cq: *mut ibv_cq, done: &[ibv_wc]) {
 }
 
 /// The sends of `t` never completed, reported as `verb` at `site`.
-fn unpolled_sends(t: &Tracker, verb: &'static str, site: usize, what: &str) {
+/// Destroyed (`orphan`): the signalled ones stay due on the CQ, which
+/// should not be destroyed before they are polled; reset: the provider
+/// drops them.
+fn unpolled_sends(t: &Tracker, verb: &'static str, site: usize, what: &str, orphan: bool) {
     let qp = t.qp as *mut ibv_qp;
     t.sq.with(|r| {
         let n = r.live().count();
@@ -540,9 +563,13 @@ fn unpolled_sends(t: &Tracker, verb: &'static str, site: usize, what: &str) {
             );
         }
         // Signalled sends polled never: due on the CQ still, orphaned.
-        let due = r.live().filter(|&p| r.get(p).flags & flag::SIGNALED != 0).count();
-        if let Some(d) = table::due(t.send_cq) {
-            d.orphan.fetch_add(due as i64, std::sync::atomic::Ordering::Relaxed);
+        let due = r
+            .live()
+            .filter(|&p| r.get(p).flags & flag::SIGNALED != 0)
+            .count();
+        if let Some(d) = table::due(t.send_cq).filter(|_| orphan) {
+            d.orphan
+                .fetch_add(due as i64, std::sync::atomic::Ordering::Relaxed);
         }
         table::settle_live(t.send_cq, due as i64);
         r.clear();
@@ -561,7 +588,7 @@ fn unpolled_sends(t: &Tracker, verb: &'static str, site: usize, what: &str) {
 /// is not looked at).
 pub(super) fn qp_destroying(qp: *mut ibv_qp, site: usize) {
     if let Some(t) = table::find(qp as usize) {
-        unpolled_sends(t, "ibv_destroy_qp", site, "destroyed");
+        unpolled_sends(t, "ibv_destroy_qp", site, "destroyed", true);
         table::forget(qp as usize);
     }
 }
@@ -574,7 +601,7 @@ pub(super) fn srq_destroying(srq: *mut ibv_srq) {
 /// `ibv_modify_qp` to RESET at `site` succeeded.
 pub(super) fn qp_reset(qp: *mut ibv_qp, site: usize) {
     if let Some(t) = table::find(qp as usize) {
-        unpolled_sends(t, "ibv_modify_qp", site, "moved to RESET");
+        unpolled_sends(t, "ibv_modify_qp", site, "moved to RESET", false);
     }
 }
 
@@ -586,10 +613,10 @@ pub(super) fn cq_destroying(cq: *mut ibv_cq, site: usize) {
     use std::sync::atomic::Ordering::Relaxed;
     let n = d.n.load(Relaxed) + d.orphan.load(Relaxed);
     if n > 0 {
-        let w = Wr::bare(0, None, Some("ibv_destroy_cq"));
-        datapath::violation(
+        let w = Wr::bare(0, None, None);
+        datapath::violation_on(
             Check::TeardownCq,
-            Queue::Srq(cq.cast()),
+            ("ibv_destroy_cq", "cq", cq as usize),
             &w,
             site,
             format_args!("destroyed with {n} completion(s) of posted work requests never polled"),
@@ -699,7 +726,8 @@ pub(super) unsafe fn ex_begun(qp: *mut ibv_qp, op: c_int, wr_id: u64, wr_flags: 
             t.batch.store(p + 1, Relaxed);
         }
     }
-    t.building.store(pos.flatten().map_or(0, |p| p + 1), Relaxed);
+    t.building
+        .store(pos.flatten().map_or(0, |p| p + 1), Relaxed);
 }
 
 /// A setter gave the request under construction `n` SGEs at `list`.

@@ -117,7 +117,10 @@ pub(super) fn find(addr: usize) -> Option<&'static Tracker> {
 
 /// The tracker of QP `qp_num` of `ctx`.
 pub(super) fn by_qpn(ctx: usize, qp_num: u32) -> Option<&'static Tracker> {
-    let qp = BY_QPN.find(qpn_key(ctx, qp_num))?.qp.load(Ordering::Acquire);
+    let qp = BY_QPN
+        .find(qpn_key(ctx, qp_num))?
+        .qp
+        .load(Ordering::Acquire);
     find(qp).filter(|t| t.ctx == ctx && t.qp_num == qp_num)
 }
 
@@ -176,7 +179,10 @@ pub(super) fn forget(addr: usize) {
         t.sq.with(Ring::clear);
         t.rq.with(Ring::clear);
         let k = qpn_key(t.ctx, t.qp_num);
-        if BY_QPN.find(k).is_some_and(|n| n.qp.load(Ordering::Acquire) == addr) {
+        if BY_QPN
+            .find(k)
+            .is_some_and(|n| n.qp.load(Ordering::Acquire) == addr)
+        {
             BY_QPN.release(k);
         }
     }
@@ -227,7 +233,9 @@ pub(super) fn due(cq: usize) -> Option<&'static Due> {
 
 fn take(a: &AtomicI64, k: i64) -> i64 {
     let was = a
-        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| Some((n - k).max(0)))
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+            Some((n - k).max(0))
+        })
         .unwrap_or(0);
     k - (was - (was - k).max(0))
 }
