@@ -21,8 +21,11 @@ fn program() -> PathBuf {
     )
 }
 
-/// (scenario, [(check, count, the program's function named as the site)])
-const SCENARIOS: &[(&str, &[(&str, u64, &str)])] = &[
+/// (check, count, the program's function named as the site of its first)
+type Finding = (&'static str, u64, &'static str);
+
+/// Each scenario and what it makes the shim find.
+const SCENARIOS: &[(&str, &[Finding])] = &[
     ("clean", &[]),
     ("send_modified", &[("send_modified", 2, "send_then_touch")]),
     ("recv_reused", &[("recv_reused", 2, "recv_again")]),

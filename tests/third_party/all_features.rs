@@ -30,7 +30,7 @@ pub fn env(out: &Path) -> [(&'static str, String); 4] {
         ("IBV_SHIM_LOG", "debug".into()),
         ("IBV_SHIM_TRACE", out.join("trace.%p").display().to_string()),
         ("IBV_SHIM_TRACE_FULL", "block".into()),
-        ("IBV_SHIM_CHECK", "inflight".into()),
+        ("IBV_SHIM_CHECK", "datapath".into()),
     ]
 }
 

@@ -335,6 +335,7 @@ mod tests {
                 backtrace: true,
                 check_datapath: true,
                 check_abort: true,
+                check_inflight: false,
                 sim: true,
                 sim_devices: Some("mlx5_0,rxe0".into()),
                 library: Some("/lib/libibverbs.so.1".into()),

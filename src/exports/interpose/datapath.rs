@@ -451,8 +451,8 @@ fn track_sends(
     site: usize,
 ) -> c_int {
     let mut added = inflight::Added::NONE;
-    // SAFETY: the program's live QP and WR chain, posted now.
     checked("ibv_post_send", || {
+        // SAFETY: the program's live QP and WR chain, posted now.
         added = unsafe { inflight::sends(qp, wr, site) }
     });
     // SAFETY: the provider's own entry, with the program's arguments.

@@ -339,8 +339,8 @@ pub(super) unsafe fn sends(qp: *mut ibv_qp, mut wr: *mut ibv_send_wr, site: usiz
 /// # Safety
 /// `q`'s queue is live and `wr` NULL or the head of the program's chain, posted to it now.
 pub(super) unsafe fn recvs(q: Queue, mut wr: *mut ibv_recv_wr, site: usize) -> Added {
-    // SAFETY: the caller's contract.
     let (t, cq) = match q {
+        // SAFETY: the caller's contract.
         Queue::Srq(s) => (unsafe { of_srq(s) }, 0),
         // SAFETY: the caller's contract.
         Queue::Send(qp) | Queue::Recv(qp) => match unsafe { of_qp(qp) } {
@@ -485,10 +485,13 @@ pub(super) fn completed(
     }
     let qp = t.qp as *mut ibv_qp;
     t.sq.with(|r| {
-        let Some(end) = r.live().find(|&p| {
+        // The signalled request of this wr_id; else (a completion of one
+        // posted unsignalled: the provider signalled it anyway) the oldest.
+        let signalled = r.live().find(|&p| {
             let e = r.get(p);
             e.wr_id == wr_id && (e.flags & flag::SIGNALED != 0 || status != 0)
-        }) else {
+        });
+        let Some(end) = signalled.or_else(|| r.live().find(|&p| r.get(p).wr_id == wr_id)) else {
             return;
         };
         for p in r.tail..=end {
