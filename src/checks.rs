@@ -95,13 +95,27 @@ static COUNTS: [AtomicU64; Check::ALL.len()] = [const { AtomicU64::new(0) }; Che
 /// Are the data-path checks on?
 #[inline]
 pub fn datapath() -> bool {
-    crate::config::get().check_datapath
+    match crate::config::CHECK_LEVEL.load(Ordering::Relaxed) {
+        0 => false,
+        crate::config::CHECK_UNSET => unread().check_datapath,
+        _ => true,
+    }
+}
+
+/// The configuration not read yet: read it now.
+#[cold]
+fn unread() -> &'static crate::config::Config {
+    crate::config::get()
 }
 
 /// Is posted work tracked until its completion (`IBV_SHIM_CHECK=inflight`)?
 #[inline]
 pub fn inflight() -> bool {
-    crate::config::get().check_inflight
+    match crate::config::CHECK_LEVEL.load(Ordering::Relaxed) {
+        2 => true,
+        crate::config::CHECK_UNSET => unread().check_inflight,
+        _ => false,
+    }
 }
 
 /// Abort at the first violation?

@@ -61,6 +61,12 @@ pub struct Config {
 
 static CONFIG: Lazy<Config> = Lazy::new(Config::from_env);
 
+/// The checks' level as one byte the data path's wrappers test:
+/// [`CHECK_UNSET`] until the configuration is read, then 0 (off), 1
+/// (`datapath`) or 2 (`inflight`).
+pub static CHECK_LEVEL: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(CHECK_UNSET);
+pub const CHECK_UNSET: u8 = 0xff;
+
 /// The process's configuration.
 pub fn get() -> &'static Config {
     &CONFIG
@@ -154,6 +160,12 @@ impl Config {
                 }
             }
         }
+        let level = if check_inflight {
+            2
+        } else {
+            u8::from(check_datapath)
+        };
+        CHECK_LEVEL.store(level, std::sync::atomic::Ordering::Relaxed);
         Config {
             check_datapath,
             check_abort,

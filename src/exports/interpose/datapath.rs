@@ -51,25 +51,40 @@ pub(super) type ReqNotifyCq = unsafe extern "C" fn(*mut ibv_cq, c_int) -> c_int;
 /// `ops` is a live context's own table.
 pub(super) unsafe fn patch_ops(e: &Entry, ops: *mut ibv_context_ops) {
     use std::ptr::addr_of_mut;
+    // Work in flight has wrappers of its own: without it, the data path's
+    // are as they were.
+    let tracked = checks::inflight();
     // SAFETY: the caller's contract; each wrapper has its entry's C signature.
     unsafe {
         patch(
             e,
             slot::PostSend,
             addr_of_mut!((*ops).post_send),
-            post_send as PostSend,
+            if tracked {
+                post_send::<true> as PostSend
+            } else {
+                post_send::<false>
+            },
         );
         patch(
             e,
             slot::PostRecv,
             addr_of_mut!((*ops).post_recv),
-            post_recv as PostRecv,
+            if tracked {
+                post_recv::<true> as PostRecv
+            } else {
+                post_recv::<false>
+            },
         );
         patch(
             e,
             slot::PostSrqRecv,
             addr_of_mut!((*ops).post_srq_recv),
-            post_srq_recv as PostSrqRecv,
+            if tracked {
+                post_srq_recv::<true> as PostSrqRecv
+            } else {
+                post_srq_recv::<false>
+            },
         );
         patch_poll(e, ops);
         patch(
@@ -93,7 +108,11 @@ pub(super) unsafe fn patch_poll(e: &Entry, ops: *mut ibv_context_ops) {
             e,
             slot::PollCq,
             std::ptr::addr_of_mut!((*ops).poll_cq),
-            poll_cq as PollCq,
+            if checks::inflight() {
+                poll_cq::<true> as PollCq
+            } else {
+                poll_cq::<false>
+            },
         )
     };
 }
@@ -410,7 +429,7 @@ fn missing() -> c_int {
     libc::ENOSYS
 }
 
-unsafe extern "C" fn post_send(
+unsafe extern "C" fn post_send<const TRACK: bool>(
     qp: *mut ibv_qp,
     wr: *mut ibv_send_wr,
     bad_wr: *mut *mut ibv_send_wr,
@@ -433,7 +452,7 @@ unsafe extern "C" fn post_send(
         // SAFETY: the program's live QP and WR chain, posted now.
         unsafe { trace_sends(qp, wr) };
     }
-    if outer && checks::inflight() {
+    if TRACK && outer {
         return track_sends(real, qp, wr, bad_wr, site);
     }
     // SAFETY: the provider's own entry, with the program's arguments.
@@ -491,7 +510,7 @@ fn track_recvs<Q>(
     rc
 }
 
-unsafe extern "C" fn post_recv(
+unsafe extern "C" fn post_recv<const TRACK: bool>(
     qp: *mut ibv_qp,
     wr: *mut ibv_recv_wr,
     bad_wr: *mut *mut ibv_recv_wr,
@@ -508,14 +527,14 @@ unsafe extern "C" fn post_recv(
     if crate::trace::wanted() {
         trace_recvs(qp, wr);
     }
-    if checks::inflight() {
+    if TRACK {
         return track_recvs(real, Queue::Recv(qp), qp, wr, bad_wr, site);
     }
     // SAFETY: the provider's own entry, with the program's arguments.
     unsafe { real(qp, wr, bad_wr) }
 }
 
-unsafe extern "C" fn post_srq_recv(
+unsafe extern "C" fn post_srq_recv<const TRACK: bool>(
     srq: *mut ibv_srq,
     wr: *mut ibv_recv_wr,
     bad_wr: *mut *mut ibv_recv_wr,
@@ -530,14 +549,18 @@ unsafe extern "C" fn post_srq_recv(
     if checks::datapath() && !unsafe { clean::srq_recvs(srq, wr, site) } {
         recvs_in_full("ibv_post_srq_recv", Queue::Srq(srq), wr, site);
     }
-    if checks::inflight() {
+    if TRACK {
         return track_recvs(real, Queue::Srq(srq), srq, wr, bad_wr, site);
     }
     // SAFETY: the provider's own entry, with the program's arguments.
     unsafe { real(srq, wr, bad_wr) }
 }
 
-unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc: *mut ibv_wc) -> c_int {
+unsafe extern "C" fn poll_cq<const TRACK: bool>(
+    cq: *mut ibv_cq,
+    num_entries: c_int,
+    wc: *mut ibv_wc,
+) -> c_int {
     let site = crate::caller!();
     // SAFETY: the inline verb read this CQ's context to reach the table.
     let ctx = unsafe { ctx_of(cq) };
@@ -565,7 +588,7 @@ unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc: *mut ibv_w
                     completions::polled(crate::addr::Addr::of(ctx), cq, done, drained)
                 });
             }
-            if checks::inflight() {
+            if TRACK {
                 checked("ibv_poll_cq", || inflight::polled(ctx as usize, cq, done));
             }
         }
