@@ -106,6 +106,7 @@ pub unsafe extern "C" fn ibv_modify_qp(
     attr: *mut ibv_qp_attr,
     attr_mask: c_int,
 ) -> c_int {
+    let caller = crate::caller!();
     ModifyQp::export(|| {
         not_null(ModifyQp::NAME, "qp", qp)?;
         let real = ModifyQp::get()?;
@@ -131,6 +132,11 @@ pub unsafe extern "C" fn ibv_modify_qp(
                     // SAFETY: a QP the program just modified successfully.
                     let (ctx, qp_num) = unsafe { (Addr::of((*qp).context), (*qp).qp_num) };
                     super::interpose::qp_state_set(ctx, qp_num, state);
+                    if state == verbs_abi::ibv_qp_state::IBV_QPS_RESET as c_int
+                        && crate::checks::inflight()
+                    {
+                        super::interpose::teardown::qp_reset(qp, caller);
+                    }
                 }
                 errno.restore();
                 if !call.logging() {

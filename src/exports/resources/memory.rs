@@ -149,8 +149,12 @@ pub unsafe extern "C" fn ibv_rereg_mr(
     const CHANGE_TRANSLATION: c_int = IBV_REREG_MR_CHANGE_TRANSLATION as c_int;
     const CHANGE_PD: c_int = IBV_REREG_MR_CHANGE_PD as c_int;
     const CHANGE_ACCESS: c_int = IBV_REREG_MR_CHANGE_ACCESS as c_int;
+    let caller = crate::caller!();
     // Fails with IBV_REREG_MR_ERR_INPUT (-1).
     ReregMr::export(|| {
+        if crate::checks::inflight() {
+            crate::exports::interpose::teardown::mr(mr, ReregMr::NAME, caller);
+        }
         not_null(ReregMr::NAME, "mr", mr)?;
         let real = ReregMr::get()?;
         let check = || {
@@ -203,6 +207,12 @@ pub unsafe extern "C" fn ibv_rereg_mr(
 #[no_mangle]
 pub unsafe extern "C" fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int {
     const D: Destroy = Destroy::new(DeregMr::VERB, Kind::Mr, MRS);
-    // SAFETY: the program's argument.
-    DeregMr::export(|| unsafe { DeregMr::destroy(&D, mr) })
+    let caller = crate::caller!();
+    DeregMr::export(|| {
+        if crate::checks::inflight() {
+            crate::exports::interpose::teardown::mr(mr, DeregMr::NAME, caller);
+        }
+        // SAFETY: the program's argument.
+        unsafe { DeregMr::destroy(&D, mr) }
+    })
 }
