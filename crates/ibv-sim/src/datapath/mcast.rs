@@ -42,7 +42,7 @@ pub(super) fn deliver(w: &Wire, data: &[u8]) {
         if !ok {
             continue;
         }
-        let mut m = remote::message(w, &peer, data.to_vec(), None, WC_SEND);
+        let mut m = super::responder::message(w, &peer, data.to_vec(), None, WC_SEND);
         m.grh = Some(w.grh);
         m.grh_valid = w.flags & flag::GRH_VALID != 0;
         if let Taken::Wqe(wqe, m) = take_wqe(&dst, m, false) {

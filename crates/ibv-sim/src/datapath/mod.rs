@@ -42,6 +42,7 @@ mod mcast;
 mod memory;
 mod recv;
 pub mod remote;
+mod responder;
 
 pub(crate) use execute::*;
 pub(crate) use memory::*;
