@@ -95,7 +95,7 @@ fn readable(ctx: usize, pd: usize, s: &ibv_sge) -> bool {
     }
 }
 
-/// The tracker of a QP, made at its first tracked post.
+/// The in-flight state of a QP, made at its first tracked post.
 ///
 /// # Safety
 /// `qp` is a live QP.
@@ -125,7 +125,7 @@ unsafe fn of_qp(qp: *mut ibv_qp) -> Option<&'static Tracker> {
     )
 }
 
-/// The tracker of an SRQ, made at its first tracked post.
+/// The in-flight state of an SRQ, made at its first tracked post.
 ///
 /// # Safety
 /// `srq` is a live SRQ.

@@ -108,14 +108,14 @@ fn qpn_key(ctx: usize, qp_num: u32) -> usize {
     ((mix(ctx as u64) ^ qp_num as u64) as usize).max(3)
 }
 
-/// The tracker of the queue at `addr`, if it has one.
+/// The in-flight state of the queue at `addr`, if it has one.
 pub(super) fn find(addr: usize) -> Option<&'static Tracker> {
     let p = BY_ADDR.find(addr)?.t.load(Ordering::Acquire);
     // SAFETY: trackers are never freed (see BY_ADDR).
     unsafe { p.as_ref() }.filter(|t| t.qp == addr)
 }
 
-/// The tracker of QP `qp_num` of `ctx`.
+/// The in-flight state of QP `qp_num` of `ctx`.
 pub(super) fn by_qpn(ctx: usize, qp_num: u32) -> Option<&'static Tracker> {
     let qp = BY_QPN
         .find(qpn_key(ctx, qp_num))?
