@@ -199,7 +199,7 @@ pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr) {
                     data.len() as u64,
                     REMOTE_WRITE,
                 ) {
-                    Ok(host) => copy_bytes(data.as_ptr() as usize, host, data.len()),
+                    Ok(host) => copy_bytes(data.as_ptr() as usize, host.host, data.len()),
                     Err(st) => return done(refused(&dst, st), 0),
                 }
             }
@@ -219,7 +219,7 @@ pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr) {
         WR_RDMA_READ => {
             let len = total_len(&w.sge);
             let host = if len == 0 {
-                0
+                None
             } else {
                 match remote(
                     &dst,
@@ -230,12 +230,14 @@ pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr) {
                     len,
                     REMOTE_READ,
                 ) {
-                    Ok(h) => h,
+                    Ok(h) => Some(h),
                     Err(st) => return done(refused(&dst, st), 0),
                 }
             };
             let mut data = vec![0u8; len as usize];
-            copy_bytes(host, data.as_mut_ptr() as usize, len as usize);
+            if let Some(h) = host {
+                copy_bytes(h.host, data.as_mut_ptr() as usize, len as usize);
+            }
             match scatter(s.pd, &w.sge, &[&data]) {
                 Ok(()) => done(WC_SUCCESS, len as u32),
                 Err(st) => done(st, 0),
@@ -258,7 +260,7 @@ pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr) {
                 Err(st) => return done(refused(&dst, st), 0),
             };
             // SAFETY: 8 aligned bytes inside a registered MR with atomic access.
-            let cell = unsafe { &*(host as *const AtomicU64) };
+            let cell = unsafe { &*(host.host as *const AtomicU64) };
             let old = if w.opcode == WR_ATOMIC_CMP_AND_SWP {
                 match cell.compare_exchange(
                     w.compare_add,
@@ -271,6 +273,8 @@ pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr) {
             } else {
                 cell.fetch_add(w.compare_add, Ordering::SeqCst)
             };
+            // One pin at a time (`mr::Pinned`).
+            drop(host);
             match scatter(s.pd, &w.sge, &[&old.to_ne_bytes()]) {
                 Ok(()) => done(WC_SUCCESS, 8),
                 Err(st) => done(st, 0),

@@ -126,7 +126,7 @@ pub(super) fn place_write(w: &Wire, data: &[u8], first: bool) -> Result<(), c_in
     if off.saturating_add(data.len()) > w.total as usize {
         return Err(WC_REM_INV_REQ_ERR);
     }
-    super::copy_bytes(data.as_ptr() as usize, host + off, data.len());
+    super::copy_bytes(data.as_ptr() as usize, host.host + off, data.len());
     Ok(())
 }
 
@@ -184,6 +184,10 @@ pub(super) fn handle_request(w: &Wire, data: &[u8], replayed: bool) {
     }
     let (ok, (access, no_credit)) = {
         let mut g = dst.st.lock();
+        if dst.gone.load(Ordering::SeqCst) {
+            drop(g);
+            return peer.reply(WC_RETRY_EXC_ERR);
+        }
         // Not receiving yet (RESET / INIT), or behind such requests: wait
         // for RTR. The requester's retries bound how long (`NOT_READY`).
         let early = super::peers(w.qp_type, dst.qp_type)
@@ -240,7 +244,7 @@ pub(super) fn handle_request(w: &Wire, data: &[u8], replayed: bool) {
                     data.len() as u64,
                     REMOTE_WRITE,
                 ) {
-                    Ok(host) => super::copy_bytes(data.as_ptr() as usize, host, data.len()),
+                    Ok(host) => super::copy_bytes(data.as_ptr() as usize, host.host, data.len()),
                     Err(st) => return peer.reply(super::refused(&dst, st)),
                 }
             }
@@ -276,8 +280,9 @@ pub(super) fn handle_request(w: &Wire, data: &[u8], replayed: bool) {
                 Ok(host) => {
                     // SAFETY: [host, host + len) lies in a registered MR of
                     // this process with remote read access (checked above).
-                    let src =
-                        unsafe { core::slice::from_raw_parts(host as *const u8, len as usize) };
+                    let src = unsafe {
+                        core::slice::from_raw_parts(host.host as *const u8, len as usize)
+                    };
                     reply_data(&peer, kind::READ_RESP, 0, src);
                 }
                 Err(st) => peer.reply(super::refused(&dst, st)),
@@ -298,7 +303,7 @@ pub(super) fn handle_request(w: &Wire, data: &[u8], replayed: bool) {
             };
             // SAFETY: 8 aligned bytes (the requester checked the alignment)
             // inside a registered MR of this process with atomic access.
-            let cell = unsafe { &*(host as *const AtomicU64) };
+            let cell = unsafe { &*(host.host as *const AtomicU64) };
             let old = if w.kind == kind::CMP_SWAP {
                 match cell.compare_exchange(
                     w.compare_add,

@@ -183,6 +183,7 @@ pub fn create(pd_ptr: *mut ibv_pd, init: &mut QpInit) -> Result<*mut ibv_qp, c_i
         born: crate::fork::Born::now(),
         async_q: ctx.async_q.clone(),
         comm_est: AtomicBool::new(false),
+        gone: AtomicBool::new(false),
         sq_use: SqUse::default(),
     });
     // SAFETY: raw points at zeroed, uninitialised-by-Rust storage for a

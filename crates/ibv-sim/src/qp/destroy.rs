@@ -38,6 +38,7 @@ pub fn destroy(qp: *mut ibv_qp) -> Result<(), c_int> {
     }
     {
         let mut g = s.st.lock();
+        s.gone.store(true, Ordering::SeqCst);
         g.state = RESET;
         g.rq.wqes.clear();
         g.out.clear();

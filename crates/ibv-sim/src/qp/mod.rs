@@ -175,6 +175,9 @@ pub struct QpShared {
     pub recv_cq: Arc<CqShared>,
     pub srq: Option<Arc<SrqShared>>,
     pub st: Mutex<QpInner>,
+    /// Destroyed: set under `st` (and before its SRQ's parked messages
+    /// are failed); a message that finds it set fails instead of parking.
+    pub gone: AtomicBool,
     pub events: EventCounter,
     /// A forked child's data path refuses its parent's QPs.
     pub born: crate::fork::Born,
