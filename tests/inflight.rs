@@ -40,6 +40,8 @@ const SCENARIOS: &[(&str, &[Finding])] = &[
     ("reset", &[("teardown_qp", 1, "to_reset")]),
     ("overrun", &[("cq_overrun", 1, "one_recv_too_many")]),
     ("srq", &[("recv_reused", 1, "srq_again")]),
+    ("unsignalled_tail", &[]),
+    ("send_from_recv", &[]),
 ];
 
 const RULES: [&str; 6] = [

@@ -18,6 +18,17 @@
  *   overrun        more receives posted than their CQ has entries
  *   srq            an SRQ's receive buffer posted twice
  *
+ * and two more with nothing to report, which a checker that judges too
+ * simply would report:
+ *   unsignalled_tail  ibv_destroy_qp with unsignalled WRITEs outstanding
+ *                  and no signalled one behind them: there is no
+ *                  completion the program could have polled
+ *   send_from_recv a SEND from the buffer of a posted receive, the peer's
+ *                  answer landing there before the SEND's completion is
+ *                  polled (perftest's key exchange): the device changed
+ *                  the bytes, not the program; run both ways round (the
+ *                  receive's completion polled after, then before)
+ *
  * Exits 0 having printed "<scenario> done"; 2 when it could not run. */
 #include "../fidelity/probe.h"
 
@@ -195,6 +206,51 @@ static void destroy_qp(void)
 	probe_close(&p);
 }
 
+static void unsignalled_tail(void)
+{
+	for (int i = 0; i < 3; i++)
+		NEED(post_sge(&a, IBV_WR_RDMA_WRITE, (char *)ma->addr + 64 * i, 64, ma->lkey,
+			      (uintptr_t)mb->addr + 64 * i, mb->rkey, 0xd0 + i, 0) == 0);
+	sleep_ms(50); /* done on the wire; nothing to poll */
+	NEED(ibv_destroy_qp(a.qp) == 0);
+	NEED(ibv_destroy_cq(a.scq) == 0);
+	NEED(ibv_destroy_cq(a.rcq) == 0);
+	end_destroy(&b);
+	mr_free(ma);
+	mr_free(mb);
+	probe_close(&p);
+}
+
+/* a SENDs from its receive buffer; b answers into it. `recv_first`: a
+ * polls the answer's completion before the SEND's. */
+static void send_from_recv_once(int recv_first)
+{
+	char *buf = ma->addr;
+	memset(buf, 'k', 64);
+	NEED(recv_at(&a, buf, 64, ma->lkey, 0xe0) == 0);
+	NEED(recv_at(&b, mb->addr, 64, mb->lkey, 0xe1) == 0);
+	NEED(post_sge(&a, IBV_WR_SEND, buf, 64, ma->lkey, 0, 0, 0xe2, IBV_SEND_SIGNALED) == 0);
+	ok(b.rcq);
+	memset(mb->addr, 'r', 64);
+	NEED(post_sge(&b, IBV_WR_SEND, mb->addr, 64, mb->lkey, 0, 0, 0xe3, IBV_SEND_SIGNALED) == 0);
+	ok(b.scq);
+	sleep_ms(20); /* the answer has landed in buf */
+	if (recv_first) {
+		ok(a.rcq);
+		ok(a.scq);
+	} else {
+		ok(a.scq);
+		ok(a.rcq);
+	}
+	NEED(buf[0] == 'r');
+}
+
+static void send_from_recv(void)
+{
+	send_from_recv_once(0);
+	send_from_recv_once(1);
+}
+
 SITE static int to_reset(struct ibv_qp *qp)
 {
 	struct ibv_qp_attr at = { .qp_state = IBV_QPS_RESET };
@@ -258,7 +314,13 @@ int main(int argc, char **argv)
 		destroy_qp();
 		printf("%s done\n", s);
 		return 0;
-	} else if (strcmp(s, "reset") == 0)
+	} else if (strcmp(s, "unsignalled_tail") == 0) {
+		unsignalled_tail();
+		printf("%s done\n", s);
+		return 0;
+	} else if (strcmp(s, "send_from_recv") == 0)
+		send_from_recv();
+	else if (strcmp(s, "reset") == 0)
 		reset();
 	else if (strcmp(s, "overrun") == 0)
 		overrun();

@@ -10,15 +10,24 @@ use super::wr_at;
 use crate::checks::Check;
 use crate::exports::interpose::datapath::{self, Queue, Wr};
 
-/// The sends of `t` never completed, reported as `verb` at `site`.
-/// Destroyed (`orphan`): the signalled ones stay due on the CQ, which
-/// should not be destroyed before they are polled; reset: the provider
-/// drops them.
+/// The sends of `t` never completed, reported as `verb` at `site`: those
+/// up to the last signalled one, whose completion the program could have
+/// polled. Unsignalled sends after it have no completion to wait for (a
+/// UD sender, or one that knows delivery from its peer, leaves them so):
+/// not a finding. Destroyed (`orphan`): the signalled ones stay due on
+/// the CQ, which should not be destroyed before they are polled; reset:
+/// the provider drops them.
 fn unpolled_sends(t: &Tracker, verb: &'static str, site: usize, what: &str, orphan: bool) {
     let qp = t.qp as *mut ibv_qp;
     t.sq.with(|r| {
-        let n = r.live().count();
-        if let Some(p) = r.live().next() {
+        let signalled = |p: &u64| r.get(*p).flags & flag::SIGNALED != 0;
+        let n = r
+            .live()
+            .enumerate()
+            .filter(|(_, p)| signalled(p))
+            .last()
+            .map_or(0, |(i, _)| i + 1);
+        if let Some(p) = r.live().next().filter(|_| n > 0) {
             datapath::violation(
                 Check::TeardownQp,
                 Queue::Send(qp),
