@@ -197,6 +197,8 @@ impl SimDevice {
             // Offered and advertised as 0 (mlx4): not counted.
             Limit::Mw if pr.max_mw == 0 && pr.mw => i32::MAX,
             Limit::Mw => pr.max_mw,
+            // Address handles in host memory, reported as 0 (mthca).
+            Limit::Ah if self.family.ud && pr.max_ah == 0 => i32::MAX,
             Limit::Ah if self.family.ud => pr.max_ah,
             Limit::Ah => 0,
             Limit::Qp => pr.max_qp,
