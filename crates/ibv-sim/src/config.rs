@@ -343,7 +343,7 @@ pub static FAMILIES: &[Family] = &[
         board_id: "",
         hca_type: "",
         phys_ports: 1,
-        ud: false,
+        ud: true,
         uc: false,
         atomics: true,
         srq_resize: false,

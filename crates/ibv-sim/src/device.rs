@@ -279,7 +279,9 @@ impl SimDevice {
         a.max_qp_rd_atom = pr.max_qp_rd_atom;
         a.max_res_rd_atom = pr.max_res_rd_atom;
         a.max_qp_init_rd_atom = pr.max_qp_init_rd_atom;
-        a.atomic_cap = if self.family.atomics {
+        a.atomic_cap = if self.family.atomics && pr.atomic_glob {
+            ibv_atomic_cap::IBV_ATOMIC_GLOB.into()
+        } else if self.family.atomics {
             ibv_atomic_cap::IBV_ATOMIC_HCA.into()
         } else {
             ibv_atomic_cap::IBV_ATOMIC_NONE.into()

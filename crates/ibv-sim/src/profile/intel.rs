@@ -12,9 +12,9 @@ use super::Profile;
 
 /// What rdmavt's HCAs share: every figure a module parameter of the
 /// driver (`hw/qib/qib_verbs.c`, `hw/hfi1/verbs.c`, their defaults),
-/// 16,384 multicast groups of 16 QPs, 65,536 MRs (a 16-bit lkey table);
-/// rdma-core's ipathverbs and hfi1verbs providers have no memory windows,
-/// XRC or extended verbs.
+/// 16,384 multicast groups of 16 QPs, 65,536 MRs (a 16-bit lkey table),
+/// global atomics; rdma-core's ipathverbs and hfi1verbs providers have no
+/// memory windows, XRC or extended verbs.
 const RDMAVT: Profile = Profile {
     max_qp_wr: 16_383,
     max_sge: 96,
@@ -32,6 +32,7 @@ const RDMAVT: Profile = Profile {
     max_srq_wr: 131_071,
     max_srq_sge: 128,
     page_size_cap: 4096,
+    atomic_glob: true,
     ..HCA
 };
 
@@ -53,10 +54,12 @@ pub static QLE7340: Profile = Profile {
 };
 
 /// Intel Omni-Path HFI 100 (hfi1): Linux 6.1's hfi1 (`hw/hfi1/verbs.c`,
-/// `hfi1_fill_device_attr`: 32,768 QPs by default, fast registration).
+/// `hfi1_fill_device_attr`: 32,768 QPs and 3,145,727 CQEs by default,
+/// fast registration).
 pub static OMNIPATH: Profile = Profile {
     name: "Omni-Path HFI 100 (hfi1)",
     max_qp: 32_768,
+    max_cqe: 0x2f_ffff,
     cap_flags: Some(
         BAD_PKEY_CNTR
             | BAD_QKEY_CNTR
@@ -91,8 +94,9 @@ const IRDMA: Profile = Profile {
     ..HCA
 };
 
-/// Intel E810 (irdma gen 2, RoCE v2): 13 SGEs and 101 bytes inline
-/// (`max_hw_wq_frags`, `max_hw_inline`), a completion clock (its
+/// Intel E810 (irdma gen 2, RoCE v2; `icrdma_hw.h`): 13 SGEs and 101
+/// bytes inline (`max_hw_wq_frags`, `max_hw_inline`), IRD 127 and ORD
+/// 255, a completion clock (its
 /// extended CQ takes timestamps), 32 GIDs (`irdma_query_port`), 100 Gb/s.
 pub static E810: Profile = Profile {
     name: "Intel E810 (irdma, RoCE v2)",
@@ -113,16 +117,19 @@ pub static E810: Profile = Profile {
     ..IRDMA
 };
 
-/// Intel X722 (irdma gen 1, iWARP; the i40iw figures, `i40iw_hw.c`): 3
-/// SGEs, 1 for RDMA READ, 48 bytes inline, no extended CQ (irdma refuses
-/// one on gen 1 with EOPNOTSUPP), 10 Gb/s.
+/// Intel X722 (irdma gen 1, iWARP; the i40iw figures, `i40iw_hw.h`): 3
+/// SGEs, 1 for RDMA READ, 48 bytes inline, 2,047 work requests, IRD 64
+/// and ORD 127, 32,768 PDs, no extended CQ (irdma refuses one on gen 1
+/// with EOPNOTSUPP), 10 Gb/s.
 pub static X722: Profile = Profile {
     name: "Intel X722 (irdma gen 1, iWARP)",
     max_qp: 16_381,
     max_qp_wr: 2047,
     max_sge: 3,
     max_sge_rd: 1,
-    max_qp_rd_atom: 63,
+    max_pd: 32_768,
+    max_qp_rd_atom: 64,
+    max_qp_init_rd_atom: 127,
     max_inline_data: 48,
     page_size_cap: 0x20_1000, // 4 KiB, 2 MiB
     // P_Keys are RoCE's only.

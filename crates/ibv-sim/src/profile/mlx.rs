@@ -106,13 +106,13 @@ pub static CONNECTX3: Profile = Profile {
 /// `mthca_query_device`). Its limits are what the firmware's QUERY_DEV_LIM
 /// and the driver's default profile (`mthca_main.c`) leave after the
 /// reserved entries: typical figures of a 128 MB card. It reports no
-/// `max_ah` (address handles live in host memory, uncounted).
+/// `max_ah` or `max_mw` (address handles live in host memory, uncounted).
 pub static INFINIHOST3: Profile = Profile {
     name: "InfiniHost III Ex (mthca)",
     max_qp: 64_512,
     max_qp_wr: 16_384,
     max_sge: 27,
-    max_sge_rd: 0,
+    max_sge_rd: 27,
     max_cq: 65_408,
     max_cqe: 131_071,
     max_mr: 131_056,

@@ -89,9 +89,13 @@ pub struct Profile {
     pub mw_type2: bool,
     /// Shared receive queues (rdma-core 44's irdma has none: EOPNOTSUPP).
     pub srq: bool,
-    /// What creating a UD QP fails with on a family without them
-    /// (iWARP: EOPNOTSUPP; hns's provider refuses them with EINVAL).
-    pub ud_refused_errno: core::ffi::c_int,
+    /// Atomics, where the family has them, are global (`IBV_ATOMIC_GLOB`:
+    /// rdmavt's qib and hfi1, bnxt_re with PCIe atomics), not HCA-wide.
+    pub atomic_glob: bool,
+    /// `Some(errno)`: the provider refuses UD QPs although the device has
+    /// address handles (hns on Hip08: EINVAL). A family without UD
+    /// (iWARP) refuses them with EOPNOTSUPP.
+    pub ud_qp_refused: Option<core::ffi::c_int>,
     /// `ibv_create_cq_ex` and `ibv_create_qp_ex` beyond a PD: the
     /// provider's extended verbs (siw has neither: EOPNOTSUPP).
     pub cq_ex: bool,

@@ -5,15 +5,15 @@
 //! offers is rdma-core 44's (`providers/<name>/`: its verbs table).
 
 use super::hca::{
-    BAD_PKEY_CNTR, BAD_QKEY_CNTR, CURR_QP_STATE_MOD, HCA, MEM_MGT_EXTENSIONS, MEM_WINDOW,
-    MEM_WINDOW_TYPE_2B, N_NOTIFY_CQ, PORT_ACTIVE_EVENT, PORT_CM_SUP, PORT_REINIT_SUP,
-    RC_RNR_NAK_GEN, RESIZE_MAX_WR, SHUTDOWN_PORT, SPEED_DDR, SYS_IMAGE_GUID, WIDTH_1X, XRC,
+    CURR_QP_STATE_MOD, HCA, MEM_MGT_EXTENSIONS, MEM_WINDOW, MEM_WINDOW_TYPE_2B, N_NOTIFY_CQ,
+    PORT_ACTIVE_EVENT, PORT_CM_SUP, PORT_IP_BASED_GIDS, PORT_REINIT_SUP, RC_RNR_NAK_GEN,
+    RESIZE_MAX_WR, SHUTDOWN_PORT, SPEED_DDR, SYS_IMAGE_GUID, WIDTH_1X, XRC,
 };
 use super::Profile;
 
 /// Broadcom BCM57508 (bnxt_re, 100 GbE): Linux 6.1's
 /// `hw/bnxt_re/ib_verbs.c` (`bnxt_re_query_device`, the firmware's
-/// `bnxt_qplib_get_dev_attr`). The kernel has memory windows; rdma-core
+/// `bnxt_qplib_get_dev_attr`), 4X EDR. The kernel has memory windows; rdma-core
 /// 44's provider has no `alloc_mw` (EOPNOTSUPP), XRC or extended verbs.
 pub static BCM57508: Profile = Profile {
     name: "Broadcom BCM57508 (bnxt_re)",
@@ -26,7 +26,8 @@ pub static BCM57508: Profile = Profile {
     max_mr: 262_144,
     max_pd: 65_536,
     max_qp_rd_atom: 126,
-    max_res_rd_atom: 126 * 65_537,
+    // Set to 0 by the driver.
+    max_res_rd_atom: 0,
     max_qp_init_rd_atom: 126,
     max_ah: 131_072,
     max_srq: 8192,
@@ -38,8 +39,8 @@ pub static BCM57508: Profile = Profile {
     local_ca_ack_delay: 16,
     page_size_cap: 0x7fff_f000,
     cap_flags: Some(
-        BAD_PKEY_CNTR
-            | BAD_QKEY_CNTR
+        CURR_QP_STATE_MOD
+            | RC_RNR_NAK_GEN
             | SHUTDOWN_PORT
             | SYS_IMAGE_GUID
             | RESIZE_MAX_WR
@@ -50,6 +51,8 @@ pub static BCM57508: Profile = Profile {
             | MEM_MGT_EXTENSIONS,
     ),
     gid_tbl_len: 256,
+    // With PCIe atomics (`is_atomic`): global.
+    atomic_glob: true,
     ..HCA
 };
 
@@ -88,7 +91,8 @@ pub static QL41000: Profile = Profile {
 };
 
 /// HiSilicon Hip08 (hns, RoCE v2): Linux 6.1's `hw/hns/hns_roce_main.c`
-/// (`hns_roce_query_device`, the firmware's caps of `hns_roce_hw_v2.c`).
+/// (`hns_roce_query_device`, the firmware's caps of `hns_roce_hw_v2.c`;
+/// one SGE for RDMA READ, one P_Key, a 2 GiB message).
 /// rdma-core 44's hns has XRC, memory windows of both types, the
 /// extended CQ (without timestamps: EOPNOTSUPP) and QP (send operations)
 /// and `ibv_rereg_mr`; it refuses UD and UC QPs from user space
@@ -98,7 +102,7 @@ pub static HIP08: Profile = Profile {
     max_qp: 262_144,
     max_qp_wr: 32_768,
     max_sge: 64,
-    max_sge_rd: 64,
+    max_sge_rd: 1,
     max_cq: 1_048_576,
     max_cqe: 4_194_304,
     max_mr: 1_048_576,
@@ -109,38 +113,38 @@ pub static HIP08: Profile = Profile {
     max_srq: 1_048_576,
     max_srq_wr: 32_768,
     max_srq_sge: 64,
-    max_mw: 1_048_576,
+    // Reports no windows (it makes them) nor address handles.
+    max_mw: 0,
     max_inline_data: 32,
     max_pkeys: Some(1),
-    cap_flags: Some(
-        PORT_ACTIVE_EVENT
-            | RC_RNR_NAK_GEN
-            | MEM_WINDOW
-            | MEM_WINDOW_TYPE_2B
-            | XRC
-            | MEM_MGT_EXTENSIONS,
-    ),
+    // Fast registration's bit is Hip09's.
+    cap_flags: Some(PORT_ACTIVE_EVENT | RC_RNR_NAK_GEN | XRC),
     xrc: true,
     mw: true,
     mw_type2: true,
     cq_ex: true,
     qp_ex: true,
-    ud_refused_errno: libc::EINVAL,
+    ud_qp_refused: Some(libc::EINVAL),
     gid_tbl_len: 256,
+    // CM, reinit, vendor class and boot management; 4X SDR whatever the
+    // link (`hns_roce_query_port`).
+    roce_port_cap_flags: PORT_CM_SUP | PORT_REINIT_SUP | 1 << 23 | 1 << 24,
+    active_speed: 1,
     quirks: super::SPEC,
     ..HCA
 };
 
 /// Emulex OneConnect OCe14000 (ocrdma, RoCE): Linux 6.1's
 /// `hw/ocrdma/ocrdma_verbs.c` (`ocrdma_query_device`, the firmware's
-/// `ocrdma_mbx_query_config`). rdma-core 44's ocrdma has no memory
+/// `ocrdma_mbx_query_config`; no SGE for RDMA READ, 512 address handles,
+/// one P_Key). rdma-core 44's ocrdma has no memory
 /// windows, XRC or extended verbs; the adapter no atomics or UC.
 pub static OCE14000: Profile = Profile {
     name: "Emulex OneConnect OCe14000 (ocrdma)",
     max_qp: 2048,
     max_qp_wr: 2048,
     max_sge: 4,
-    max_sge_rd: 4,
+    max_sge_rd: 0,
     max_cq: 8192,
     max_cqe: 8191,
     max_mr: 65_536,
@@ -148,13 +152,23 @@ pub static OCE14000: Profile = Profile {
     max_qp_rd_atom: 8,
     max_res_rd_atom: 8 * 2048,
     max_qp_init_rd_atom: 8,
-    max_ah: 1024,
+    // OCRDMA_MAX_AH.
+    max_ah: 512,
     max_srq: 2048,
     max_srq_wr: 2048,
     max_srq_sge: 4,
     max_inline_data: 256,
     max_pkeys: Some(1),
-    cap_flags: Some(RC_RNR_NAK_GEN | SHUTDOWN_PORT | SYS_IMAGE_GUID | MEM_MGT_EXTENSIONS),
+    page_size_cap: 0x0fff_f000,
+    cap_flags: Some(
+        CURR_QP_STATE_MOD | RC_RNR_NAK_GEN | SHUTDOWN_PORT | SYS_IMAGE_GUID | MEM_MGT_EXTENSIONS,
+    ),
+    // CM, reinit, device management, vendor class, IP-based GIDs; 16
+    // GIDs (OCRDMA_MAX_SGID); a 10 GbE link, 1X QDR.
+    roce_port_cap_flags: PORT_CM_SUP | PORT_REINIT_SUP | 1 << 19 | 1 << 24 | PORT_IP_BASED_GIDS,
+    gid_tbl_len: 16,
+    active_width: WIDTH_1X,
+    active_speed: 4,
     ..HCA
 };
 
@@ -191,8 +205,8 @@ pub static T6: Profile = Profile {
 };
 
 /// VMware PVRDMA (vmw_pvrdma, RoCE): Linux 6.1's
-/// `hw/vmw_pvrdma/pvrdma_verbs.c` (`pvrdma_query_device`: the figures the
-/// hypervisor's device caps give, ESXi's typical ones). rdma-core 44's
+/// `hw/vmw_pvrdma/pvrdma_verbs.c` (`pvrdma_query_device`: every figure
+/// the hypervisor's device caps give, ESXi's typical ones). rdma-core 44's
 /// vmw_pvrdma has SRQs and no memory windows, XRC or extended verbs; the
 /// device no atomics or UC.
 pub static PVRDMA: Profile = Profile {
@@ -214,7 +228,8 @@ pub static PVRDMA: Profile = Profile {
     max_srq_sge: 16,
     max_inline_data: 64,
     max_pkeys: Some(128),
-    cap_flags: Some(RC_RNR_NAK_GEN | PORT_ACTIVE_EVENT | SYS_IMAGE_GUID),
+    // What the driver adds to the hypervisor's (none by default).
+    cap_flags: Some(RC_RNR_NAK_GEN | PORT_ACTIVE_EVENT),
     gid_tbl_len: 6,
     ..HCA
 };
