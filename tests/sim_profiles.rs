@@ -3,7 +3,8 @@
 //! and timing") gives for it, and the features its provider lacks fail
 //! with that provider's errno (the `features` probe of
 //! `tests/c/fidelity/`, whose rxe0 output is what real rxe printed, and
-//! `tests/c/profiles/qp_types.c` for the QP types and SRQs).
+//! `tests/c/profiles/verbs.c` for QP types, SRQs, address handles and
+//! `ibv_rereg_mr`).
 
 mod common;
 
@@ -196,33 +197,40 @@ fn missing_features_fail_as_each_provider_fails() {
     assert_eq!(features("rxe0", "1"), real, "rxe0 against real rxe");
 }
 
-/// UC and UD QPs and SRQs: made, or refused with the provider's errno
-/// (rdma-core's placeholder EOPNOTSUPP for a verb it lacks; hns's own
-/// EINVAL for a UD QP on Hip08; iWARP has RC only).
+/// UC and UD QPs, SRQs, address handles and `ibv_rereg_mr`: made, or
+/// refused with the provider's errno (rdma-core's placeholder EOPNOTSUPP
+/// for a verb it lacks; hns's own EINVAL for a UD QP on Hip08; iWARP has
+/// RC only and no address handles).
 #[test]
-fn qp_types_and_srqs_fail_as_each_provider_fails() {
+fn qp_types_srqs_ahs_and_rereg_fail_as_each_provider_fails() {
     let ok = "ok";
     let no = "EOPNOTSUPP";
     #[rustfmt::skip]
-    let want: &[(&str, &str, [&str; 3])] = &[
-        // create_qp_uc, create_qp_ud, create_srq
-        ("mlx5_0", "0", [ok, ok, ok]),
-        ("mlx4_0", "0", [ok, ok, ok]),
-        ("mthca0", "0", [ok, ok, ok]),
-        ("qib0", "0", [ok, ok, ok]),
-        ("hfi1_0", "0", [ok, ok, ok]),
-        ("irdma0", "0", [no, ok, no]),
-        ("i40iw0", "0", [no, no, no]),
-        ("cxgb4_0", "0", [no, no, ok]),
-        ("bnxt_re0", "0", [no, ok, ok]),
-        ("qedr0", "0", [no, ok, ok]),
-        ("hns_0", "0", [no, "EINVAL", ok]),
-        ("ocrdma0", "0", [no, ok, ok]),
-        ("vmw_pvrdma0", "0", [no, ok, ok]),
-        ("rxe0", "1", [ok, ok, ok]),
-        ("siw0", "0", [no, no, ok]),
+    let want: &[(&str, &str, [&str; 5])] = &[
+        // create_qp_uc, create_qp_ud, create_srq, create_ah, rereg_mr
+        ("mlx5_0", "0", [ok, ok, ok, ok, ok]),
+        ("mlx4_0", "0", [ok, ok, ok, ok, ok]),
+        ("mthca0", "0", [ok, ok, ok, ok, no]),
+        ("qib0", "0", [ok, ok, ok, ok, no]),
+        ("hfi1_0", "0", [ok, ok, ok, ok, no]),
+        ("irdma0", "0", [no, ok, no, ok, no]),
+        ("i40iw0", "0", [no, no, no, no, no]),
+        ("cxgb4_0", "0", [no, no, ok, no, no]),
+        ("bnxt_re0", "0", [no, ok, ok, ok, no]),
+        ("qedr0", "0", [no, ok, ok, ok, no]),
+        ("hns_0", "0", [no, "EINVAL", ok, ok, ok]),
+        ("ocrdma0", "0", [no, ok, ok, ok, no]),
+        ("vmw_pvrdma0", "0", [no, ok, ok, ok, no]),
+        ("rxe0", "1", [ok, ok, ok, ok, no]),
+        ("siw0", "0", [no, no, ok, no, no]),
     ];
-    let keys = ["create_qp_uc", "create_qp_ud", "create_srq"];
+    let keys = [
+        "create_qp_uc",
+        "create_qp_ud",
+        "create_srq",
+        "create_ah",
+        "rereg_mr",
+    ];
     let covered: Vec<&str> = want.iter().map(|(d, _, _)| *d).collect();
     assert_eq!(covered, DEVICES, "one row per family");
     for (dev, gid, values) in want {
@@ -231,6 +239,6 @@ fn qp_types_and_srqs_fail_as_each_provider_fails() {
             .zip(values)
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        assert_eq!(probe("profiles/qp_types.c", dev, gid), want, "{dev}");
+        assert_eq!(probe("profiles/verbs.c", dev, gid), want, "{dev}");
     }
 }
