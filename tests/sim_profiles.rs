@@ -197,32 +197,33 @@ fn missing_features_fail_as_each_provider_fails() {
     assert_eq!(features("rxe0", "1"), real, "rxe0 against real rxe");
 }
 
-/// UC and UD QPs, SRQs, address handles and `ibv_rereg_mr`: made, or
-/// refused with the provider's errno (rdma-core's placeholder EOPNOTSUPP
-/// for a verb it lacks; hns's own EINVAL for a UD QP on Hip08; iWARP has
-/// RC only and no address handles).
+/// UC and UD QPs, SRQs, address handles, `ibv_rereg_mr` and XRC receive
+/// QPs: made, or refused with the provider's errno (rdma-core's
+/// placeholder EOPNOTSUPP for a verb it lacks; hns's own EINVAL for a UD
+/// QP on Hip08; iWARP has RC only and no address handles; qedr takes an
+/// XRC domain in `ibv_create_qp_ex`, nothing else beyond a PD).
 #[test]
-fn qp_types_srqs_ahs_and_rereg_fail_as_each_provider_fails() {
+fn qp_types_srqs_ahs_rereg_and_xrc_fail_as_each_provider_fails() {
     let ok = "ok";
     let no = "EOPNOTSUPP";
     #[rustfmt::skip]
-    let want: &[(&str, &str, [&str; 5])] = &[
-        // create_qp_uc, create_qp_ud, create_srq, create_ah, rereg_mr
-        ("mlx5_0", "0", [ok, ok, ok, ok, ok]),
-        ("mlx4_0", "0", [ok, ok, ok, ok, ok]),
-        ("mthca0", "0", [ok, ok, ok, ok, no]),
-        ("qib0", "0", [ok, ok, ok, ok, no]),
-        ("hfi1_0", "0", [ok, ok, ok, ok, no]),
-        ("irdma0", "0", [no, ok, no, ok, no]),
-        ("i40iw0", "0", [no, no, no, no, no]),
-        ("cxgb4_0", "0", [no, no, ok, no, no]),
-        ("bnxt_re0", "0", [no, ok, ok, ok, no]),
-        ("qedr0", "0", [no, ok, ok, ok, no]),
-        ("hns_0", "0", [no, "EINVAL", ok, ok, ok]),
-        ("ocrdma0", "0", [no, ok, ok, ok, no]),
-        ("vmw_pvrdma0", "0", [no, ok, ok, ok, no]),
-        ("rxe0", "1", [ok, ok, ok, ok, no]),
-        ("siw0", "0", [no, no, ok, no, no]),
+    let want: &[(&str, &str, [&str; 6])] = &[
+        // create_qp_uc, create_qp_ud, create_srq, create_ah, rereg_mr, create_qp_xrc_recv
+        ("mlx5_0", "0", [ok, ok, ok, ok, ok, ok]),
+        ("mlx4_0", "0", [ok, ok, ok, ok, ok, ok]),
+        ("mthca0", "0", [ok, ok, ok, ok, no, no]),
+        ("qib0", "0", [ok, ok, ok, ok, no, no]),
+        ("hfi1_0", "0", [ok, ok, ok, ok, no, no]),
+        ("irdma0", "0", [no, ok, no, ok, no, no]),
+        ("i40iw0", "0", [no, no, no, no, no, no]),
+        ("cxgb4_0", "0", [no, no, ok, no, no, no]),
+        ("bnxt_re0", "0", [no, ok, ok, ok, no, no]),
+        ("qedr0", "0", [no, ok, ok, ok, no, ok]),
+        ("hns_0", "0", [no, "EINVAL", ok, ok, ok, ok]),
+        ("ocrdma0", "0", [no, ok, ok, ok, no, no]),
+        ("vmw_pvrdma0", "0", [no, ok, ok, ok, no, no]),
+        ("rxe0", "1", [ok, ok, ok, ok, no, no]),
+        ("siw0", "0", [no, no, ok, no, no, no]),
     ];
     let keys = [
         "create_qp_uc",
@@ -230,6 +231,7 @@ fn qp_types_srqs_ahs_and_rereg_fail_as_each_provider_fails() {
         "create_srq",
         "create_ah",
         "rereg_mr",
+        "create_qp_xrc_recv",
     ];
     let covered: Vec<&str> = want.iter().map(|(d, _, _)| *d).collect();
     assert_eq!(covered, DEVICES, "one row per family");

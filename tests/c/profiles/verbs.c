@@ -1,7 +1,8 @@
 /* The verbs a device's provider may lack beyond those of the features
  * probe, tried: a UC and a UD QP, a shared receive queue, an address
- * handle to the device's own GID (or LID) and an access change by
- * ibv_rereg_mr, each "ok" or the errno it fails with. */
+ * handle to the device's own GID (or LID), an access change by
+ * ibv_rereg_mr and an XRC receive QP (by ibv_create_qp_ex on an XRC
+ * domain), each "ok" or the errno it fails with. */
 #include "../fidelity/probe.h"
 
 static void try_qp(struct probe *p, struct ibv_cq *cq, const char *key, enum ibv_qp_type type)
@@ -44,6 +45,26 @@ static void try_rereg(struct probe *p)
 	NEED(ibv_dereg_mr(mr) == 0);
 }
 
+static void try_xrc_recv(struct probe *p)
+{
+	struct ibv_xrcd_init_attr xa = { .comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
+					 .fd = -1, .oflags = O_CREAT };
+	errno = 0;
+	struct ibv_xrcd *xrcd = ibv_open_xrcd(p->ctx, &xa);
+	if (!xrcd) {
+		say("create_qp_xrc_recv", errno_name(errno));
+		return;
+	}
+	struct ibv_qp_init_attr_ex qa = { .qp_type = IBV_QPT_XRC_RECV, .xrcd = xrcd,
+					  .comp_mask = IBV_QP_INIT_ATTR_XRCD };
+	errno = 0;
+	struct ibv_qp *qp = ibv_create_qp_ex(p->ctx, &qa);
+	say("create_qp_xrc_recv", qp ? "ok" : errno_name(errno));
+	if (qp)
+		NEED(ibv_destroy_qp(qp) == 0);
+	NEED(ibv_close_xrcd(xrcd) == 0);
+}
+
 int main(void)
 {
 	struct probe p;
@@ -60,6 +81,7 @@ int main(void)
 		NEED(ibv_destroy_srq(srq) == 0);
 	try_ah(&p);
 	try_rereg(&p);
+	try_xrc_recv(&p);
 	NEED(ibv_destroy_cq(cq) == 0);
 	probe_close(&p);
 	return 0;
