@@ -2,7 +2,8 @@
  * probe, tried: a UC and a UD QP, a shared receive queue, an address
  * handle to the device's own GID (or LID), an access change by
  * ibv_rereg_mr and an XRC receive QP (by ibv_create_qp_ex on an XRC
- * domain), each "ok" or the errno it fails with. */
+ * domain), each "ok" or the errno it fails with; and what ibv_post_send
+ * returns for one SGE more than a connected RC QP took. */
 #include "../fidelity/probe.h"
 
 static void try_qp(struct probe *p, struct ibv_cq *cq, const char *key, enum ibv_qp_type type)
@@ -65,6 +66,29 @@ static void try_xrc_recv(struct probe *p)
 	NEED(ibv_close_xrcd(xrcd) == 0);
 }
 
+static void try_posts(struct probe *p)
+{
+	struct pair_opts o = { 0 };
+	struct end a, b;
+	pair_make(p, &a, &b, &o);
+	struct ibv_qp_attr qa;
+	struct ibv_qp_init_attr ia;
+	NEED(ibv_query_qp(a.qp, &qa, IBV_QP_CAP, &ia) == 0);
+	struct ibv_mr *mr = mr_make(p, 4096, IBV_ACCESS_LOCAL_WRITE);
+	int n = (int)qa.cap.max_send_sge + 1;
+	struct ibv_sge *sge = calloc((size_t)n, sizeof(*sge));
+	NEED(sge);
+	for (int i = 0; i < n; i++)
+		sge[i] = (struct ibv_sge){ .addr = (uintptr_t)mr->addr, .length = 8, .lkey = mr->lkey };
+	struct ibv_send_wr wr = { .sg_list = sge, .num_sge = n, .opcode = IBV_WR_SEND }, *bad = NULL;
+	int rc = ibv_post_send(a.qp, &wr, &bad);
+	say("post_too_many_sges", rc == 0 ? "ok" : errno_name(rc));
+	free(sge);
+	mr_free(mr);
+	end_destroy(&a);
+	end_destroy(&b);
+}
+
 int main(void)
 {
 	struct probe p;
@@ -82,6 +106,7 @@ int main(void)
 	try_ah(&p);
 	try_rereg(&p);
 	try_xrc_recv(&p);
+	try_posts(&p);
 	NEED(ibv_destroy_cq(cq) == 0);
 	probe_close(&p);
 	return 0;

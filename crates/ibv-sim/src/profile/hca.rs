@@ -40,8 +40,10 @@ pub(super) const SPEED_EDR: u8 = 32;
 
 /// The base of every hardware profile: figures 0 and no optional
 /// feature, each profile gives its own (`..HCA` takes the rest): the
-/// transport as the IB spec has it, errors a provider's post verbs
-/// return as EINVAL, a create past a limit ENOMEM.
+/// transport as the IB spec has it, a work request with too many SGEs
+/// refused with EINVAL (the post verbs of ipathverbs, hfi1verbs, irdma,
+/// hns and vmw_pvrdma; mthca returns -1, cxgb4 and qedr -EINVAL, which
+/// the sim does not copy), a create past a limit ENOMEM.
 pub(super) const HCA: Profile = Profile {
     name: "",
     max_qp: 0,

@@ -53,6 +53,8 @@ pub static BCM57508: Profile = Profile {
     gid_tbl_len: 256,
     // With PCIe atomics (`is_atomic`): global.
     atomic_glob: true,
+    // A full queue or too many SGEs (`bnxt_re_post_send`).
+    post_errno: libc::ENOMEM,
     ..HCA
 };
 
@@ -169,6 +171,8 @@ pub static OCE14000: Profile = Profile {
     gid_tbl_len: 16,
     active_width: WIDTH_1X,
     active_speed: 4,
+    // A full queue or too many SGEs (`ocrdma_post_send`).
+    post_errno: libc::ENOMEM,
     ..HCA
 };
 
