@@ -121,17 +121,17 @@ pub static FAMILIES: &[Family] = &[
         oui: MLX_OUI,
         guid_style: GuidStyle::Oui,
         vendor_id: 0x02c9,
-        vendor_part_id: 25418,
+        vendor_part_id: 25218,
         hw_ver: 0xa0,
         fw_ver: "1.2.0",
         board_id: "MT_0150000001",
-        hca_type: "MT25418",
+        hca_type: "MT25218",
         phys_ports: 2,
         ud: true,
         uc: true,
         atomics: true,
-        srq_resize: true,
-        profile: &crate::profile::CONNECTX6,
+        srq_resize: false,
+        profile: &crate::profile::INFINIHOST3,
     },
     Family {
         prefix: "qib",
@@ -152,7 +152,7 @@ pub static FAMILIES: &[Family] = &[
         uc: true,
         atomics: true,
         srq_resize: true,
-        profile: &crate::profile::CONNECTX6,
+        profile: &crate::profile::QLE7340,
     },
     Family {
         prefix: "hfi1_",
@@ -173,7 +173,7 @@ pub static FAMILIES: &[Family] = &[
         uc: true,
         atomics: true,
         srq_resize: true,
-        profile: &crate::profile::CONNECTX6,
+        profile: &crate::profile::OMNIPATH,
     },
     Family {
         prefix: "rxe",
@@ -238,7 +238,7 @@ pub static FAMILIES: &[Family] = &[
         uc: false,
         atomics: false,
         srq_resize: false,
-        profile: &crate::profile::CONNECTX6,
+        profile: &crate::profile::E810,
     },
     Family {
         prefix: "i40iw",
@@ -259,7 +259,7 @@ pub static FAMILIES: &[Family] = &[
         uc: false,
         atomics: false,
         srq_resize: false,
-        profile: &crate::profile::CONNECTX6,
+        profile: &crate::profile::X722,
     },
     Family {
         prefix: "cxgb4_",
@@ -281,7 +281,7 @@ pub static FAMILIES: &[Family] = &[
         uc: false,
         atomics: false,
         srq_resize: false,
-        profile: &crate::profile::CONNECTX6,
+        profile: &crate::profile::T6,
     },
     Family {
         prefix: "bnxt_re",
@@ -303,7 +303,7 @@ pub static FAMILIES: &[Family] = &[
         uc: false,
         atomics: true,
         srq_resize: false,
-        profile: &crate::profile::CONNECTX6,
+        profile: &crate::profile::BCM57508,
     },
     Family {
         prefix: "qedr",
@@ -325,7 +325,7 @@ pub static FAMILIES: &[Family] = &[
         uc: false,
         atomics: true,
         srq_resize: false,
-        profile: &crate::profile::CONNECTX6,
+        profile: &crate::profile::QL41000,
     },
     Family {
         prefix: "hns_",
@@ -344,10 +344,10 @@ pub static FAMILIES: &[Family] = &[
         hca_type: "",
         phys_ports: 1,
         ud: true,
-        uc: true,
+        uc: false,
         atomics: true,
         srq_resize: false,
-        profile: &crate::profile::CONNECTX6,
+        profile: &crate::profile::HIP08,
     },
     Family {
         prefix: "ocrdma",
@@ -369,7 +369,7 @@ pub static FAMILIES: &[Family] = &[
         uc: false,
         atomics: false,
         srq_resize: false,
-        profile: &crate::profile::CONNECTX6,
+        profile: &crate::profile::OCE14000,
     },
     Family {
         prefix: "vmw_pvrdma",
@@ -391,7 +391,7 @@ pub static FAMILIES: &[Family] = &[
         uc: false,
         atomics: false,
         srq_resize: false,
-        profile: &crate::profile::CONNECTX6,
+        profile: &crate::profile::PVRDMA,
     },
 ];
 

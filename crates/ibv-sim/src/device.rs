@@ -197,6 +197,8 @@ impl SimDevice {
             // Offered and advertised as 0 (mlx4): not counted.
             Limit::Mw if pr.max_mw == 0 && pr.mw => i32::MAX,
             Limit::Mw => pr.max_mw,
+            // Address handles in host memory, reported as 0 (mthca).
+            Limit::Ah if self.family.ud && pr.max_ah == 0 => i32::MAX,
             Limit::Ah if self.family.ud => pr.max_ah,
             Limit::Ah => 0,
             Limit::Qp => pr.max_qp,
@@ -277,7 +279,9 @@ impl SimDevice {
         a.max_qp_rd_atom = pr.max_qp_rd_atom;
         a.max_res_rd_atom = pr.max_res_rd_atom;
         a.max_qp_init_rd_atom = pr.max_qp_init_rd_atom;
-        a.atomic_cap = if self.family.atomics {
+        a.atomic_cap = if self.family.atomics && pr.atomic_glob {
+            ibv_atomic_cap::IBV_ATOMIC_GLOB.into()
+        } else if self.family.atomics {
             ibv_atomic_cap::IBV_ATOMIC_HCA.into()
         } else {
             ibv_atomic_cap::IBV_ATOMIC_NONE.into()

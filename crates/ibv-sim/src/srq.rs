@@ -100,6 +100,7 @@ pub fn create(
 ) -> Result<*mut ibv_srq, c_int> {
     let (ctx, pd) = pd::get(pd_ptr)?;
     let pr = ctx.dev.profile();
+    crate::profile::offered(pr.srq)?;
     if attr.max_wr == 0 || attr.max_wr > pr.max_srq_wr as u32 {
         return Err(libc::EINVAL);
     }

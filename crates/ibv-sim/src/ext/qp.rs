@@ -45,6 +45,8 @@ mod builders;
 
 /// `IBV_QP_INIT_ATTR_PD`.
 const INIT_PD: u32 = ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_PD as u32;
+/// `IBV_QP_INIT_ATTR_XRCD`.
+const INIT_XRCD: u32 = ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_XRCD as u32;
 /// `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`.
 const INIT_SEND_OPS_FLAGS: u32 = ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS as u32;
 
@@ -79,9 +81,12 @@ pub unsafe extern "C" fn sim_create_qp_ex(
         let mask = unsafe { (*attr).comp_mask };
         let sim = context::from_ibv(ctx)?;
         // A provider without `create_qp_ex` (siw) has only what
-        // libibverbs turns into `ibv_create_qp` (a PD and nothing else).
-        if mask & !INIT_PD != 0 {
-            crate::profile::offered(sim.dev.profile().qp_ex)?;
+        // libibverbs turns into `ibv_create_qp` (a PD and nothing else);
+        // one with XRC and no extended QP (qedr) takes an XRC domain too.
+        let pr = sim.dev.profile();
+        let basic = if pr.xrc { INIT_PD | INIT_XRCD } else { INIT_PD };
+        if mask & !basic != 0 {
+            crate::profile::offered(pr.qp_ex)?;
         }
         if mask & INIT_SEND_OPS_FLAGS == 0 {
             return qp::create_ex(ctx, attr);

@@ -37,6 +37,9 @@ fn alloc(pd_ptr: *mut ibv_pd, ty: c_int) -> Result<*mut ibv_mw, c_int> {
     if ty != TYPE_1 && ty != TYPE_2 {
         return Err(libc::EINVAL);
     }
+    if ty == TYPE_2 {
+        crate::profile::offered(ctx.dev.profile().mw_type2)?;
+    }
     let made = |st: &mut crate::context::CtxState| {
         if !registry::is_live(pd_ptr as usize, Kind::Pd) {
             return Err(libc::EINVAL);

@@ -1,17 +1,43 @@
 //! Device profiles: the attributes, limits and provider rules of the real
 //! device a simulated family stands for (`config::FAMILIES` names one for
-//! each family): `mlx` the Mellanox ConnectX generations (ConnectX-6 for
-//! mlx5, ConnectX-3 for mlx4), `soft` the kernel's software devices
-//! (Soft-RoCE for rxe, Soft-iWARP for siw), each as rdma-core 44's
-//! provider and Linux 6.1's driver present it. A family whose own
-//! device has no profile yet reports ConnectX-6's figures. A leaf module:
-//! plain data.
+//! each family), each as rdma-core 44's provider and Linux 6.1's driver
+//! present it: `mlx` the Mellanox generations (ConnectX-6 for mlx5,
+//! ConnectX-3 for mlx4, InfiniHost III for mthca), `intel` the InfiniPath,
+//! Omni-Path and irdma adapters (qib, hfi1, irdma, i40iw), `nic` the other
+//! vendors' Ethernet adapters (bnxt_re, qedr, hns, ocrdma, cxgb4,
+//! vmw_pvrdma), `soft` the kernel's software devices (rxe, siw); `hca`
+//! what the hardware ones share. A leaf module: plain data.
 
+mod hca;
+mod intel;
 mod mlx;
+mod nic;
 mod soft;
 
-pub use mlx::{CONNECTX3, CONNECTX6};
+pub use intel::{E810, OMNIPATH, QLE7340, X722};
+pub use mlx::{CONNECTX3, CONNECTX6, INFINIHOST3};
+pub use nic::{BCM57508, HIP08, OCE14000, PVRDMA, QL41000, T6};
 pub use soft::{RXE, SIW};
+
+/// Every profile, for the checks below.
+#[cfg(test)]
+const ALL: [&Profile; 15] = [
+    &CONNECTX6,
+    &CONNECTX3,
+    &INFINIHOST3,
+    &QLE7340,
+    &OMNIPATH,
+    &E810,
+    &X722,
+    &BCM57508,
+    &QL41000,
+    &HIP08,
+    &OCE14000,
+    &T6,
+    &PVRDMA,
+    &RXE,
+    &SIW,
+];
 
 /// What a profile reports and how its provider behaves.
 #[derive(Debug)]
@@ -57,8 +83,19 @@ pub struct Profile {
     pub timestamps: bool,
     pub wq: bool,
     /// Memory windows (`ibv_alloc_mw`); a device that offers them and
-    /// advertises `max_mw` 0 (mlx4) does not count them.
+    /// advertises `max_mw` 0 (mlx4) does not count them. `mw_type2`: type
+    /// 2 windows too (irdma's provider refuses them: EOPNOTSUPP).
     pub mw: bool,
+    pub mw_type2: bool,
+    /// Shared receive queues (rdma-core 44's irdma has none: EOPNOTSUPP).
+    pub srq: bool,
+    /// Atomics, where the family has them, are global (`IBV_ATOMIC_GLOB`:
+    /// rdmavt's qib and hfi1, bnxt_re with PCIe atomics), not HCA-wide.
+    pub atomic_glob: bool,
+    /// `Some(errno)`: the provider refuses UD QPs although the device has
+    /// address handles (hns on Hip08: EINVAL). A family without UD
+    /// (iWARP) refuses them with EOPNOTSUPP.
+    pub ud_qp_refused: Option<core::ffi::c_int>,
     /// `ibv_create_cq_ex` and `ibv_create_qp_ex` beyond a PD: the
     /// provider's extended verbs (siw has neither: EOPNOTSUPP).
     pub cq_ex: bool,
@@ -217,8 +254,28 @@ mod tests {
 
     #[test]
     fn no_profile_exceeds_the_fabric_qp_table() {
-        for p in [&CONNECTX6, &CONNECTX3, &RXE, &SIW] {
+        for p in ALL {
             assert!(p.max_qp <= LARGEST_MAX_QP, "{}", p.name);
+        }
+    }
+
+    #[test]
+    fn every_profile_is_named_and_sized() {
+        for p in ALL {
+            assert!(
+                !p.name.is_empty() && p.max_qp > 0 && p.max_qp_wr > 0,
+                "{p:?}"
+            );
+            assert!(
+                p.max_sge > 0 && p.max_cq > 0 && p.max_cqe > 0 && p.max_pd > 0,
+                "{}",
+                p.name
+            );
+            assert!(!p.srq || p.max_srq > 0, "{}", p.name);
+            assert!(!p.mw_type2 || p.mw, "{}", p.name);
+            // iWARP's one GID, or room for RoCE's v1 and v2 GIDs of the
+            // link-local and IPv4 addresses (`SimDevice::gid_slots`).
+            assert!(p.gid_tbl_len == 1 || p.gid_tbl_len >= 4, "{}", p.name);
         }
     }
 }

@@ -67,7 +67,11 @@ pub fn create(pd_ptr: *mut ibv_pd, init: &mut QpInit) -> Result<*mut ibv_qp, c_i
             crate::profile::offered(ctx.dev.profile().xrc)?
         }
         QPT_UC if fam.uc => {}
-        QPT_UD if fam.ud => {}
+        QPT_UD if fam.ud => {
+            if let Some(e) = ctx.dev.profile().ud_qp_refused {
+                return Err(e);
+            }
+        }
         QPT_UC | QPT_UD => return Err(libc::EOPNOTSUPP),
         qp_state::QPT_RAW_PACKET => return Err(libc::EOPNOTSUPP),
         _ => return Err(libc::EINVAL),
