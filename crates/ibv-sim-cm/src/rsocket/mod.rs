@@ -10,6 +10,7 @@ mod conn;
 pub mod data;
 mod dgram;
 pub mod poll;
+mod queues;
 
 use core::ffi::c_int;
 use std::collections::{HashMap, VecDeque};
@@ -109,9 +110,8 @@ impl Rs {
             dgram::wake_fds(self, &mut v);
         }
         if let Some(d) = self.data.as_mut() {
-            d.arm();
-            // SAFETY: our completion channel.
-            v.push(unsafe { (*d.comp).fd });
+            d.q.arm();
+            v.push(d.q.fd());
         }
         v
     }
