@@ -275,31 +275,28 @@ pub(super) fn complete_in_order(
         drop(g);
         return complete_send(s, wr_id, signaled, opcode, status, 0);
     }
-    let seq = g.next_seq;
-    g.next_seq += 1;
-    g.out.push_back(Outstanding {
-        seq,
-        wr_id,
-        signaled,
-        opcode,
-        sge: Vec::new(),
-        byte_len: 0,
-        dest: None,
-        // Never at the front unanswered: `complete_front` takes it with
-        // the answered ones ahead of it.
-        deadline: u64::MAX,
-        timeout: 0,
-        doomed: false,
-        not_ready: false,
-        done: Some(status),
-    });
+    // Never at the front unanswered: `complete_front` takes it with the
+    // answered ones ahead of it.
+    queue_unsent(&mut g, wr_id, signaled, opcode, Some(status));
 }
 
 /// A request that waits for a read credit the QP will never have
 /// (`Quirks::no_credit_stalls`): queued unanswered with no deadline, it
 /// holds the send queue until the QP is reset or fails (flushed then).
 pub(super) fn stall(s: &Arc<QpShared>, wr_id: u64, signaled: bool, opcode: c_int) {
-    let mut g = s.st.lock();
+    queue_unsent(&mut s.st.lock(), wr_id, signaled, opcode, None);
+}
+
+/// Queues a request that sends nothing and waits for no answer, with no
+/// deadline: `done` is its status (`None`: it waits until the QP is reset
+/// or fails).
+fn queue_unsent(
+    g: &mut qp::QpInner,
+    wr_id: u64,
+    signaled: bool,
+    opcode: c_int,
+    done: Option<c_int>,
+) {
     let seq = g.next_seq;
     g.next_seq += 1;
     g.out.push_back(Outstanding {
@@ -314,7 +311,7 @@ pub(super) fn stall(s: &Arc<QpShared>, wr_id: u64, signaled: bool, opcode: c_int
         timeout: 0,
         doomed: false,
         not_ready: false,
-        done: None,
+        done,
     });
 }
 
