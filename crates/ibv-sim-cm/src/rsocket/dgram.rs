@@ -277,18 +277,8 @@ fn sidr(rs: &mut Rs, id: *mut rdma_cm_id, to: &Addr) -> Result<Peer, c_int> {
         bind(rs, (&raw mut any_port).cast())?;
     }
     let d = rs.dgram.as_ref().ok_or(libc::EINVAL)?;
-    let mut param = rdma_conn_param {
-        private_data: core::ptr::null(),
-        private_data_len: 0,
-        responder_resources: 0,
-        initiator_depth: 0,
-        flow_control: 0,
-        retry_count: 0,
-        rnr_retry_count: 0,
-        srq: 0,
-        // SAFETY: our QP.
-        qp_num: unsafe { (*d.q.qp).qp_num },
-    };
+    // SAFETY: our QP.
+    let mut param = sidr_param(unsafe { (*d.q.qp).qp_num });
     // SAFETY: a live synchronous id; its event is in `id->event` after.
     if unsafe { rdma_connect(id, &mut param) } != 0 {
         return Err(match errno() {
@@ -317,6 +307,22 @@ fn sidr(rs: &mut Rs, id: *mut rdma_cm_id, to: &Addr) -> Result<Peer, c_int> {
     })
 }
 
+/// The parameters of a SIDR request or answer: only the socket's QP
+/// number.
+fn sidr_param(qp_num: u32) -> rdma_conn_param {
+    rdma_conn_param {
+        private_data: core::ptr::null(),
+        private_data_len: 0,
+        responder_resources: 0,
+        initiator_depth: 0,
+        flow_control: 0,
+        retry_count: 0,
+        rnr_retry_count: 0,
+        srq: 0,
+        qp_num,
+    }
+}
+
 /// `rconnect`: the default destination of `rsend`.
 pub fn connect(rs: &mut Rs, addr: *const libc::sockaddr) -> Result<(), c_int> {
     // SAFETY: the caller's address.
@@ -338,17 +344,7 @@ pub fn progress(rs: &mut Rs) {
             // SAFETY: our QP.
             unsafe { (*d.q.qp).qp_num }
         });
-        let mut param = rdma_conn_param {
-            private_data: core::ptr::null(),
-            private_data_len: 0,
-            responder_resources: 0,
-            initiator_depth: 0,
-            flow_control: 0,
-            retry_count: 0,
-            rnr_retry_count: 0,
-            srq: 0,
-            qp_num: qpn,
-        };
+        let mut param = sidr_param(qpn);
         // SAFETY: the request's new id, answered then destroyed.
         unsafe {
             if qpn == 0 {
