@@ -93,7 +93,8 @@ pub fn record_bin(
     let Some((ring, tid)) = my_ring(&m) else {
         return lost(&m);
     };
-    let Some(_busy) = Busy::enter(&m, ring, tid) else {
+    // SAFETY: the ring `my_ring` gave.
+    let Some(_busy) = (unsafe { Busy::enter(&m, ring, tid) }) else {
         return lost(&m);
     };
     let ring = ring & !(GUEST as usize);
@@ -218,7 +219,8 @@ unsafe fn write_with(
         // SAFETY: as for HEAD above.
         unsafe { m.ring_word(ring, meta::WRAP) }.store(head, Ordering::Relaxed);
     }
-    let s = m.at(ring, pos);
+    // SAFETY: `ring` as above.
+    let s = unsafe { m.at(ring, pos) };
     // SAFETY: RECORD_MAX bytes from `s` are this thread's until the head
     // passes them (the writer reads only below the head; a record never
     // wraps, see `ring_next`); every offset is aligned for its type

@@ -300,7 +300,8 @@ unsafe fn drain_ring(m: &Mapping, ring: usize) -> bool {
         [(tail, wrap.clamp(tail, lap_end)), (lap_end, head)]
     };
     let iov = pieces.map(|(from, to)| libc::iovec {
-        iov_base: m.at(ring, from).cast(),
+        // SAFETY: `ring` as for HEAD above.
+        iov_base: unsafe { m.at(ring, from) }.cast(),
         iov_len: (to - from) as usize,
     });
     let used: usize = iov.iter().map(|v| v.iov_len).sum();

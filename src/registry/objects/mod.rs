@@ -229,14 +229,16 @@ pub fn take(addr: usize, kinds: Kinds, rec: &mut Stored) -> Taken {
     let Some(pos) = t.find(addr) else {
         return Taken::Unknown;
     };
-    *rec = Stored(*t.rec_at(pos));
+    // SAFETY: the position `find` just gave, the index unchanged.
+    *rec = Stored(*unsafe { t.rec_at(pos) });
     if rec.flags() & FLAG_ZOMBIE != 0 {
         Taken::Zombie
     } else if !kinds.contains_raw(rec.raw_kind()) {
         Taken::OtherKind
     } else {
         // An emptied list leaves its summary bit set (see `CTX_BITS`).
-        t.remove_at(pos);
+        // SAFETY: as above.
+        unsafe { t.remove_at(pos) };
         Taken::Removed
     }
 }
@@ -266,7 +268,8 @@ pub fn get(addr: usize) -> Option<Obj> {
         return None;
     }
     let t = shard(addr).lock();
-    t.find(addr).map(|pos| t.at(pos))
+    // SAFETY: the position `find` just gave.
+    t.find(addr).map(|pos| unsafe { t.at(pos) })
 }
 
 /// Changes the record of `addr` in place (resize, re-registration).
@@ -277,7 +280,8 @@ pub fn update(addr: usize, f: impl FnOnce(&mut Obj)) -> bool {
     let mut t = shard(addr).lock();
     match t.find(addr) {
         Some(pos) => {
-            let old = t.at(pos);
+            // SAFETY: the position `find` just gave.
+            let old = unsafe { t.at(pos) };
             let mut obj = old;
             f(&mut obj);
             // The context is what the record's list says: it stays.
@@ -285,7 +289,8 @@ pub fn update(addr: usize, f: impl FnOnce(&mut Obj)) -> bool {
             if !packable(&obj) {
                 obj.parent = old.parent;
             }
-            t.set(pos, &obj);
+            // SAFETY: as above; `f` cannot reach the table (its lock is held).
+            unsafe { t.set(pos, &obj) };
             true
         }
         None => false,
@@ -309,7 +314,8 @@ pub fn collect(mut pred: impl FnMut(&Obj) -> bool) -> Vec<Obj> {
     let mut out = Vec::new();
     for s in &TABLE {
         let t = s.0.lock();
-        for o in t.occupied().map(|p| t.at(p)).filter(|o| pred(o)) {
+        // SAFETY: occupied positions of the index, read under its lock.
+        for o in t.occupied().map(|p| unsafe { t.at(p) }).filter(|o| pred(o)) {
             if out.try_reserve(1).is_err() {
                 out_of_memory();
                 return out;

@@ -123,20 +123,28 @@ impl Table {
         unsafe { self.slab.get_mut(i) }
     }
 
-    /// Index slot `pos`, which the caller masked with `slots.len() - 1`
-    /// (or got from a probe): no bounds check on the hot paths.
+    /// Index slot `pos`, with no bounds check on the hot paths.
+    ///
+    /// # Safety
+    ///
+    /// `pos < slots.len()`: masked with `slots.len() - 1` (a power of two),
+    /// or a position [`Table::find`] gave with the index unchanged since.
     #[inline(always)]
-    fn slot(&self, pos: usize) -> u32 {
+    unsafe fn slot(&self, pos: usize) -> u32 {
         debug_assert!(pos < self.slots.len());
-        // SAFETY: every `pos` here is masked by `slots.len() - 1` (a power
-        // of two) or comes from a probe that was.
+        // SAFETY: in bounds (the caller's contract).
         unsafe { *self.slots.get_unchecked(pos) }
     }
 
+    /// Sets index slot `pos`.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Table::slot`].
     #[inline(always)]
-    fn set_slot(&mut self, pos: usize, v: u32) {
+    unsafe fn set_slot(&mut self, pos: usize, v: u32) {
         debug_assert!(pos < self.slots.len());
-        // SAFETY: as in `slot`.
+        // SAFETY: in bounds (the caller's contract).
         unsafe { *self.slots.get_unchecked_mut(pos) = v }
     }
 
@@ -148,7 +156,8 @@ impl Table {
         let t = tag(addr);
         let mut i = t as usize & mask;
         loop {
-            let s = self.slot(i);
+            // SAFETY: masked with `slots.len() - 1`.
+            let s = unsafe { self.slot(i) };
             if s == 0 {
                 return Err(i);
             }
@@ -160,7 +169,9 @@ impl Table {
         }
     }
 
-    /// Index slot holding `addr`.
+    /// Index slot holding `addr`: a position for [`Table::at`],
+    /// [`Table::rec_at`], [`Table::set`] and [`Table::remove_at`] until the
+    /// index next changes.
     #[inline]
     pub(super) fn find(&self, addr: usize) -> Option<usize> {
         if self.slots.is_empty() {
@@ -247,8 +258,10 @@ impl Table {
                 Ok(pos) => {
                     // A stale record goes and the object comes as new: it may
                     // be on another context's list, or inherited.
-                    *stale = Some(self.at(pos));
-                    self.remove_at(pos);
+                    // SAFETY: a position the probe just found, non-empty.
+                    *stale = Some(unsafe { self.at(pos) });
+                    // SAFETY: as above, the index unchanged since.
+                    unsafe { self.remove_at(pos) };
                     None
                 }
                 Err(empty) => Some(empty),
@@ -280,7 +293,8 @@ impl Table {
             // SAFETY: the list's old head.
             unsafe { self.rec_mut(next as u32) }.set_prev(idx as u16);
         }
-        self.set_slot(pos, tag(obj.addr) << 16 | (idx + 1));
+        // SAFETY: an empty slot a probe of the current index found.
+        unsafe { self.set_slot(pos, tag(obj.addr) << 16 | (idx + 1)) };
         self.len += 1;
         // The caller notes the list in the summary (under this lock).
         let note = next == NIL && !self.hot_noted;
@@ -288,36 +302,52 @@ impl Table {
         (true, note)
     }
 
-    /// The record in index slot `pos` (non-empty).
+    /// The record in index slot `pos`.
+    ///
+    /// # Safety
+    ///
+    /// `pos` is a non-empty slot of the index as it is: from [`Table::find`]
+    /// or [`Table::occupied`] with no insert or removal since.
     #[inline(always)]
-    pub(super) fn rec_at(&self, pos: usize) -> &Rec {
-        // SAFETY: a non-empty index slot's record.
+    pub(super) unsafe fn rec_at(&self, pos: usize) -> &Rec {
+        // SAFETY: a non-empty index slot (the caller's contract) and its record.
         unsafe { self.rec(slot_idx(self.slot(pos))) }
     }
 
-    /// The object in index slot `pos` (non-empty).
+    /// The object in index slot `pos`.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Table::rec_at`].
     #[inline]
-    pub(super) fn at(&self, pos: usize) -> Obj {
-        // SAFETY: a non-empty index slot's record.
-        unsafe { self.rec(slot_idx(self.slot(pos))) }.obj()
+    pub(super) unsafe fn at(&self, pos: usize) -> Obj {
+        // SAFETY: the caller's contract is `rec_at`'s.
+        unsafe { self.rec_at(pos) }.obj()
     }
 
-    /// Rewrites the record in index slot `pos` (non-empty); its context
-    /// must not change.
+    /// Rewrites the record in index slot `pos`; its context must not change.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Table::rec_at`].
     #[inline]
-    pub(super) fn set(&mut self, pos: usize, obj: &Obj) {
-        let idx = slot_idx(self.slots[pos]);
-        // SAFETY: a non-empty index slot's record.
-        let r = unsafe { self.rec_mut(idx) };
+    pub(super) unsafe fn set(&mut self, pos: usize, obj: &Obj) {
+        // SAFETY: a non-empty index slot (the caller's contract) and its record.
+        let r = unsafe { self.rec_mut(slot_idx(self.slot(pos))) };
         *r = Rec::of(obj, r.prev(), r.next());
     }
 
     /// Removes the entry in index slot `pos`, closing the gap by shifting
     /// back the entries of the probe run after it. True when that emptied
     /// a context's list in this shard.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Table::rec_at`].
     #[inline(always)]
-    pub(super) fn remove_at(&mut self, pos: usize) -> bool {
-        let idx = slot_idx(self.slot(pos));
+    pub(super) unsafe fn remove_at(&mut self, pos: usize) -> bool {
+        // SAFETY: a non-empty index slot (the caller's contract).
+        let idx = slot_idx(unsafe { self.slot(pos) });
         // SAFETY: a non-empty index slot's record.
         let emptied = unsafe { self.unlink(idx) };
         // SAFETY: as above; its slot is emptied below.
@@ -327,23 +357,26 @@ impl Table {
         let mut j = pos;
         loop {
             j = (j + 1) & mask;
-            let s = self.slot(j);
+            // SAFETY: masked with `slots.len() - 1`.
+            let s = unsafe { self.slot(j) };
             if s == 0 {
                 break;
             }
             let home = (s >> 16) as usize & mask;
             // The entry may fill the hole unless its home lies in (hole, j].
             if (j.wrapping_sub(home) & mask) >= (j.wrapping_sub(hole) & mask) {
-                self.set_slot(hole, s);
+                // SAFETY: `hole` is `pos` or an earlier `j`: in bounds.
+                unsafe { self.set_slot(hole, s) };
                 hole = j;
             }
         }
-        self.set_slot(hole, 0);
+        // SAFETY: as above.
+        unsafe { self.set_slot(hole, 0) };
         self.len -= 1;
         emptied
     }
 
-    /// Index slots in use.
+    /// Index slots in use (positions as [`Table::find`] gives).
     pub(super) fn occupied(&self) -> impl Iterator<Item = usize> + '_ {
         (0..self.slots.len()).filter(|&p| self.slots[p] != 0)
     }

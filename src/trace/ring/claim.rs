@@ -39,7 +39,8 @@ impl Drop for Claim {
             && self.generation.get() == GENERATION.load(Ordering::Relaxed)
         {
             if let Some(m) = super::mapping() {
-                m.owner(ring as usize).store(0, Ordering::Release);
+                // SAFETY: a ring `claim` gave (no GUEST bit): below RINGS.
+                unsafe { m.owner(ring as usize) }.store(0, Ordering::Release);
                 RELEASED.fetch_add(1, Ordering::Release);
             }
         }
@@ -71,7 +72,8 @@ pub(super) fn my_ring(m: &Mapping) -> Option<(usize, u32)> {
     let ring = tid as usize % config::RINGS;
     // Only this thread stores its own id there (`claim`) or takes it
     // away (its exit).
-    if m.owner(ring).load(Ordering::Relaxed) == tid {
+    // SAFETY: `tid % RINGS` is below RINGS.
+    if unsafe { m.owner(ring) }.load(Ordering::Relaxed) == tid {
         return Some((ring, tid));
     }
     // Packed in one word: an `Option` of a pair comes back through memory.
@@ -128,13 +130,19 @@ fn claimed_ring(base: *mut u8, size: usize) -> u64 {
 pub(super) struct Busy<'a>(&'a AtomicU32);
 
 impl<'a> Busy<'a> {
+    /// # Safety
+    ///
+    /// `ring` is what [`my_ring`] gave: below `config::RINGS`, with the
+    /// GUEST bit or not.
     #[inline(always)]
-    pub(super) fn enter(m: &'a Mapping, ring: usize, tid: u32) -> Option<Busy<'a>> {
+    pub(super) unsafe fn enter(m: &'a Mapping, ring: usize, tid: u32) -> Option<Busy<'a>> {
         if ring as u32 & GUEST != 0 {
-            let busy = m.busy(ring & !(GUEST as usize));
+            // SAFETY: without the GUEST bit, below RINGS (the contract).
+            let busy = unsafe { m.busy(ring & !(GUEST as usize)) };
             return lock_shared(busy, tid).then_some(Busy(busy));
         }
-        let busy = m.busy(ring);
+        // SAFETY: below RINGS (the caller's contract).
+        let busy = unsafe { m.busy(ring) };
         if busy.load(Ordering::Relaxed) != 0 {
             return None;
         }
@@ -159,7 +167,8 @@ pub(super) fn with_my_ring(m: &Mapping, write: impl FnOnce(usize, u32)) -> bool 
     let Some((ring, tid)) = my_ring(m) else {
         return false;
     };
-    let Some(_busy) = Busy::enter(m, ring, tid) else {
+    // SAFETY: the ring `my_ring` gave.
+    let Some(_busy) = (unsafe { Busy::enter(m, ring, tid) }) else {
         return false;
     };
     write(ring & !(GUEST as usize), tid);
@@ -173,13 +182,15 @@ fn claim(m: &Mapping) -> Option<usize> {
     let ring = (0..config::RINGS)
         .map(|i| (first + i) % config::RINGS)
         .find(|&r| {
-            m.owner(r)
+            // SAFETY: `r` is reduced modulo RINGS.
+            unsafe { m.owner(r) }
                 .compare_exchange(0, tid.max(1), Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
         })?;
     // A thread that ended in the middle of a record (cancelled) left it
     // set: the ring is this thread's now.
-    m.busy(ring).store(0, Ordering::Relaxed);
+    // SAFETY: `ring` is one of the rings just tried: below RINGS.
+    unsafe { m.busy(ring) }.store(0, Ordering::Relaxed);
     Some(ring)
 }
 

@@ -71,24 +71,49 @@ impl Mapping {
         // does its 8-byte field (the caller's contract).
         unsafe { self.word(header::RINGS_META + ring * RING_META_SIZE + field) }
     }
-    pub fn owner(&self, ring: usize) -> &AtomicU32 {
-        self.word32(header::RINGS_META + ring * RING_META_SIZE + meta::OWNER)
+    /// The thread id that owns `ring` (0: free; `SHARED_OWNER`: shared).
+    ///
+    /// # Safety
+    ///
+    /// `ring` is below `config::RINGS`.
+    #[inline(always)]
+    pub unsafe fn owner(&self, ring: usize) -> &AtomicU32 {
+        // SAFETY: a ring's meta lies inside the header (the caller's
+        // contract) and `meta::OWNER` is a 4-byte word of it.
+        unsafe { self.word32(header::RINGS_META + ring * RING_META_SIZE + meta::OWNER) }
     }
     /// Set while the owner writes a record: a signal handler that makes a
     /// verbs call meanwhile would write the same place.
-    pub(super) fn busy(&self, ring: usize) -> &AtomicU32 {
-        self.word32(header::RINGS_META + ring * RING_META_SIZE + meta::BUSY)
+    ///
+    /// # Safety
+    ///
+    /// `ring` is below `config::RINGS`.
+    #[inline(always)]
+    pub(super) unsafe fn busy(&self, ring: usize) -> &AtomicU32 {
+        // SAFETY: as in `owner`; `meta::BUSY` is a 4-byte word of the meta.
+        unsafe { self.word32(header::RINGS_META + ring * RING_META_SIZE + meta::BUSY) }
     }
-    fn word32(&self, at: usize) -> &AtomicU32 {
+    /// An aligned 4-byte word of the header.
+    ///
+    /// # Safety
+    ///
+    /// `at` is a multiple of 4 below `HEADER_SIZE`.
+    #[inline(always)]
+    unsafe fn word32(&self, at: usize) -> &AtomicU32 {
         debug_assert!(at.is_multiple_of(4) && at < HEADER_SIZE);
-        // SAFETY: as in `word`; `at` is 4-aligned.
+        // SAFETY: as in `word`; `at` is 4-aligned (the caller's contract).
         unsafe { &*self.base.add(at).cast::<AtomicU32>() }
     }
     /// Where position `pos` of `ring` lies (the size is a power of two).
-    pub fn at(&self, ring: usize, pos: u64) -> *mut u8 {
+    ///
+    /// # Safety
+    ///
+    /// `ring` is below `config::RINGS`.
+    #[inline(always)]
+    pub unsafe fn at(&self, ring: usize, pos: u64) -> *mut u8 {
         let off = ring * self.size + (pos as usize & (self.size - 1));
-        // SAFETY: ring < RINGS and the offset is below the ring's size:
-        // inside the mapping.
+        // SAFETY: `ring` is below RINGS (the caller's contract) and the
+        // offset in it below the ring's size: inside the mapping.
         unsafe { self.base.add(HEADER_SIZE + off) }
     }
 }
@@ -188,7 +213,8 @@ pub fn open() -> bool {
     }
     if cfg.block {
         for r in config::RINGS - SHARED_RINGS..config::RINGS {
-            m.owner(r).store(SHARED_OWNER, Ordering::Relaxed);
+            // SAFETY: `r` is below RINGS.
+            unsafe { m.owner(r) }.store(SHARED_OWNER, Ordering::Relaxed);
         }
     }
     // SAFETY: `header::REALTIME_NS` and `MONOTONIC_NS` are 8-aligned

@@ -77,7 +77,8 @@ pub(super) unsafe fn grow(base: *mut u8, size: usize, ring: usize, off: u64) -> 
         return false;
     }
     let errno = crate::errno::Errno::save();
-    let grown = grow_to(&m, ring, have, need);
+    // SAFETY: as above.
+    let grown = unsafe { grow_to(&m, ring, have, need) };
     if let Some(to) = grown {
         alloc.store(to, Ordering::Relaxed);
     }
@@ -85,7 +86,12 @@ pub(super) unsafe fn grow(base: *mut u8, size: usize, ring: usize, off: u64) -> 
     grown.is_some()
 }
 
-fn grow_to(m: &Mapping, ring: usize, have: u64, need: u64) -> Option<u64> {
+/// Allocates `ring`'s file space from `have` to at least `need`; the end.
+///
+/// # Safety
+///
+/// As for [`grow`].
+unsafe fn grow_to(m: &Mapping, ring: usize, have: u64, need: u64) -> Option<u64> {
     let size = m.size as u64;
     let fd = writer::descriptor()?;
     let ring_at = (HEADER_SIZE + ring * m.size) as u64;
@@ -109,7 +115,8 @@ fn grow_to(m: &Mapping, ring: usize, have: u64, need: u64) -> Option<u64> {
             return None;
         }
     };
-    populate(m, ring, have, to);
+    // SAFETY: as for this function.
+    unsafe { populate(m, ring, have, to) };
     Some(to)
 }
 
@@ -119,9 +126,14 @@ fn grow_to(m: &Mapping, ring: usize, have: u64, need: u64) -> Option<u64> {
 /// Where the advice is not known (Linux before 5.14) or fails, nothing:
 /// the records fault the pages in themselves (never a page of unallocated
 /// space: a full disk would make that SIGBUS).
-fn populate(m: &Mapping, ring: usize, from: u64, to: u64) {
+///
+/// # Safety
+///
+/// `ring` is below `config::RINGS`; `[from, to)` lies within its size.
+unsafe fn populate(m: &Mapping, ring: usize, from: u64, to: u64) {
     const MADV_POPULATE_WRITE: i32 = 23;
-    let ring_start = m.at(ring, 0) as usize;
+    // SAFETY: `ring` is below RINGS (the caller's contract).
+    let ring_start = unsafe { m.at(ring, 0) } as usize;
     // Whole pages: a page holding any allocated byte is allocated whole.
     let start = (ring_start + from as usize) & !(PAGE as usize - 1);
     let end = (ring_start + to as usize).next_multiple_of(PAGE as usize);

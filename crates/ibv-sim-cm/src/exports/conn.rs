@@ -7,9 +7,17 @@ use libc::sockaddr;
 use rdmacm_abi::*;
 use verbs_abi::{ibv_ece, ibv_qp_attr};
 
+use std::sync::Arc;
+
 use crate::addr::Addr;
-use crate::cm::{self as id, connect, process};
+use crate::cm::{self as id, connect, process, Shared};
 use crate::guard;
+
+/// An export's body on a live id: `f` with the id's shared state, behind
+/// the panic boundary (an unknown id is `EINVAL`).
+fn on_id(id: *mut rdma_cm_id, f: impl FnOnce(&Arc<Shared>) -> Result<(), c_int>) -> c_int {
+    guard::int(|| f(&id::lookup(id)?))
+}
 
 /// Reads the program's connection parameters, if any.
 ///
@@ -29,11 +37,10 @@ pub unsafe extern "C" fn rdma_connect(
     id: *mut rdma_cm_id,
     conn_param: *mut rdma_conn_param,
 ) -> c_int {
-    guard::int(|| {
-        let sh = id::lookup(id)?;
+    on_id(id, |sh| {
         // SAFETY: the caller's contract.
-        connect::connect(&sh, id, unsafe { params(conn_param) })?;
-        process::complete(&sh, id)
+        connect::connect(sh, id, unsafe { params(conn_param) })?;
+        process::complete(sh, id)
     })
 }
 
@@ -46,36 +53,24 @@ pub unsafe extern "C" fn rdma_accept(
     id: *mut rdma_cm_id,
     conn_param: *mut rdma_conn_param,
 ) -> c_int {
-    guard::int(|| {
-        let sh = id::lookup(id)?;
+    on_id(id, |sh| {
         // SAFETY: the caller's contract.
-        connect::accept(&sh, id, unsafe { params(conn_param) })?;
+        connect::accept(sh, id, unsafe { params(conn_param) })?;
         if sh.st.lock().qp_type == crate::verbs::QPT_UD {
             return Ok(());
         }
-        process::complete(&sh, id)
+        process::complete(sh, id)
     })
 }
 
 /// Rejects a connection request (reason 28, consumer defined).
 ///
 /// # Safety
-/// `private_data` is NULL or `private_data_len` readable bytes.
+/// `data` (the private data) is NULL or `len` readable bytes.
 #[no_mangle]
-pub unsafe extern "C" fn rdma_reject(
-    id: *mut rdma_cm_id,
-    private_data: *const c_void,
-    private_data_len: u8,
-) -> c_int {
-    guard::int(|| {
-        let sh = id::lookup(id)?;
-        connect::reject(
-            &sh,
-            private_data.cast(),
-            private_data_len,
-            IB_CM_REJ_CONSUMER_DEFINED,
-        )
-    })
+pub unsafe extern "C" fn rdma_reject(id: *mut rdma_cm_id, data: *const c_void, len: u8) -> c_int {
+    // SAFETY: the caller's contract.
+    unsafe { reject(id, data, len, IB_CM_REJ_CONSUMER_DEFINED) }
 }
 
 /// Rejects a connection request for its ECE (reason 35).
@@ -85,36 +80,33 @@ pub unsafe extern "C" fn rdma_reject(
 #[no_mangle]
 pub unsafe extern "C" fn rdma_reject_ece(
     id: *mut rdma_cm_id,
-    private_data: *const c_void,
-    private_data_len: u8,
+    data: *const c_void,
+    len: u8,
 ) -> c_int {
-    guard::int(|| {
-        let sh = id::lookup(id)?;
-        connect::reject(
-            &sh,
-            private_data.cast(),
-            private_data_len,
-            IB_CM_REJ_VENDOR_OPTION_NOT_SUPPORTED,
-        )
-    })
+    // SAFETY: the caller's contract.
+    unsafe { reject(id, data, len, IB_CM_REJ_VENDOR_OPTION_NOT_SUPPORTED) }
+}
+
+/// A REJ with `reason` and the program's private data.
+///
+/// # Safety
+/// As [`rdma_reject`].
+unsafe fn reject(id: *mut rdma_cm_id, data: *const c_void, len: u8, reason: c_int) -> c_int {
+    on_id(id, |sh| connect::reject(sh, data.cast(), len, reason))
 }
 
 /// Completes an active connection whose id has no QP (after CONNECT_RESPONSE).
 #[no_mangle]
 pub extern "C" fn rdma_establish(id: *mut rdma_cm_id) -> c_int {
-    guard::int(|| {
-        let sh = id::lookup(id)?;
-        connect::establish(&sh)
-    })
+    on_id(id, connect::establish)
 }
 
 /// Disconnects: the QP to ERR, a DREQ (or the DREP) to the peer.
 #[no_mangle]
 pub extern "C" fn rdma_disconnect(id: *mut rdma_cm_id) -> c_int {
-    guard::int(|| {
-        let sh = id::lookup(id)?;
-        connect::disconnect(&sh, id)?;
-        process::complete(&sh, id)
+    on_id(id, |sh| {
+        connect::disconnect(sh, id)?;
+        process::complete(sh, id)
     })
 }
 
@@ -128,8 +120,7 @@ pub unsafe extern "C" fn rdma_init_qp_attr(
     qp_attr: *mut ibv_qp_attr,
     qp_attr_mask: *mut c_int,
 ) -> c_int {
-    guard::int(|| {
-        let sh = id::lookup(id)?;
+    on_id(id, |sh| {
         if qp_attr.is_null() || qp_attr_mask.is_null() {
             return Err(libc::EINVAL);
         }
@@ -151,8 +142,7 @@ pub unsafe extern "C" fn rdma_init_qp_attr(
 /// `ece` is NULL or valid.
 #[no_mangle]
 pub unsafe extern "C" fn rdma_set_local_ece(id: *mut rdma_cm_id, ece: *mut ibv_ece) -> c_int {
-    guard::int(|| {
-        let sh = id::lookup(id)?;
+    on_id(id, |sh| {
         // SAFETY: the caller's contract.
         let e = unsafe { ece.as_ref() }.ok_or(libc::EINVAL)?;
         if e.vendor_id == 0 || e.comp_mask != 0 {
@@ -169,8 +159,7 @@ pub unsafe extern "C" fn rdma_set_local_ece(id: *mut rdma_cm_id, ece: *mut ibv_e
 /// `ece` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn rdma_get_remote_ece(id: *mut rdma_cm_id, ece: *mut ibv_ece) -> c_int {
-    guard::int(|| {
-        let sh = id::lookup(id)?;
+    on_id(id, |sh| {
         // SAFETY: the caller's contract.
         let e = unsafe { ece.as_mut() }.ok_or(libc::EINVAL)?;
         let (v, o) = sh.st.lock().remote_ece;
@@ -191,11 +180,10 @@ pub unsafe extern "C" fn rdma_join_multicast(
     addr: *mut sockaddr,
     context: *mut c_void,
 ) -> c_int {
-    guard::int(|| {
-        let sh = id::lookup(id)?;
+    on_id(id, |sh| {
         // SAFETY: the caller's contract.
         let a = unsafe { Addr::read(addr) }?;
-        crate::cm::mcast::join(&sh, id, a, context)
+        crate::cm::mcast::join(sh, id, a, context)
     })
 }
 
@@ -209,8 +197,7 @@ pub unsafe extern "C" fn rdma_join_multicast_ex(
     attr: *mut rdma_cm_join_mc_attr_ex,
     context: *mut c_void,
 ) -> c_int {
-    guard::int(|| {
-        let sh = id::lookup(id)?;
+    on_id(id, |sh| {
         // SAFETY: the caller's contract.
         let a = unsafe { attr.as_ref() }.ok_or(libc::EINVAL)?;
         let need = RDMA_CM_JOIN_MC_ATTR_ADDRESS | RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS;
@@ -222,7 +209,7 @@ pub unsafe extern "C" fn rdma_join_multicast_ex(
         }
         // SAFETY: as above.
         let addr = unsafe { Addr::read(a.addr) }?;
-        crate::cm::mcast::join(&sh, id, addr, context)
+        crate::cm::mcast::join(sh, id, addr, context)
     })
 }
 
@@ -232,10 +219,9 @@ pub unsafe extern "C" fn rdma_join_multicast_ex(
 /// `addr` is a socket address.
 #[no_mangle]
 pub unsafe extern "C" fn rdma_leave_multicast(id: *mut rdma_cm_id, addr: *mut sockaddr) -> c_int {
-    guard::int(|| {
-        let sh = id::lookup(id)?;
+    on_id(id, |sh| {
         // SAFETY: the caller's contract.
         let a = unsafe { Addr::read(addr) }?;
-        crate::cm::mcast::leave(&sh, id, a)
+        crate::cm::mcast::leave(sh, id, a)
     })
 }

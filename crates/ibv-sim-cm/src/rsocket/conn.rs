@@ -77,8 +77,8 @@ pub fn make_data(id: *mut rdma_cm_id) -> Result<Box<Data>, c_int> {
         return Err(errno());
     }
     // SAFETY: the QP just made.
-    d.qp = unsafe { (*id).qp };
-    d.post_all_recvs()?;
+    d.q.qp = unsafe { (*id).qp };
+    d.q.post_all_recvs()?;
     Ok(d)
 }
 

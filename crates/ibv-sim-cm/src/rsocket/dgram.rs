@@ -17,6 +17,7 @@ use rdmacm_abi::*;
 use verbs_abi::*;
 
 use super::api::*;
+use super::queues::{self, Completion, Queues};
 use super::{Rs, St};
 use crate::addr::Addr;
 use crate::guard::errno;
@@ -31,11 +32,9 @@ const GRH: usize = 40;
 const SLOT: usize = GRH + HDR + 4096;
 const NRECV: usize = 256;
 const NSEND: usize = 64;
-const KIND_RECV: u64 = 1 << 32;
 const WR_SEND: u32 = 2;
 const SEND_SIGNALED: c_uint = 2;
 const WC_RECV: u32 = 128;
-const LOCAL_WRITE: c_int = 1;
 
 type Key = (IpAddr, u16);
 
@@ -47,15 +46,9 @@ struct Peer {
 }
 
 pub struct Dgram {
-    qp: *mut ibv_qp,
-    cq: *mut ibv_cq,
-    comp: *mut ibv_comp_channel,
+    /// The buffers, the CQ and its channel, the id's QP.
+    q: Queues,
     pd: *mut ibv_pd,
-    recv_mr: *mut ibv_mr,
-    send_mr: *mut ibv_mr,
-    recv_buf: Vec<u8>,
-    send_buf: Vec<u8>,
-    free_slots: Vec<usize>,
     /// Datagrams not yet read: (sender, data).
     inbox: VecDeque<(Addr, Vec<u8>)>,
     peers: HashMap<Key, Peer>,
@@ -65,7 +58,6 @@ pub struct Dgram {
     local: Addr,
     /// The largest datagram: the path MTU less the header.
     max: usize,
-    armed: bool,
 }
 
 fn key(a: &Addr) -> Key {
@@ -122,173 +114,50 @@ impl Dgram {
             1024
         };
         let mut d = Box::new(Dgram {
-            qp: core::ptr::null_mut(),
-            cq: core::ptr::null_mut(),
-            comp: core::ptr::null_mut(),
+            // SAFETY: our open context and a PD of its device.
+            q: unsafe { Queues::new(ctx, pd, SLOT, NRECV, NSEND)? },
             pd,
-            recv_mr: core::ptr::null_mut(),
-            send_mr: core::ptr::null_mut(),
-            recv_buf: vec![0u8; SLOT * NRECV],
-            send_buf: vec![0u8; SLOT * NSEND],
-            free_slots: (0..NSEND).collect(),
             inbox: VecDeque::new(),
             peers: HashMap::new(),
             dest: None,
             local,
             max: mtu - HDR,
-            armed: false,
         });
-        // SAFETY: our buffers, which live as long as `d` (deregistered in
-        // Drop); our context.
-        unsafe {
-            d.recv_mr = ibv_reg_mr(
-                pd,
-                d.recv_buf.as_mut_ptr().cast(),
-                d.recv_buf.len(),
-                LOCAL_WRITE,
-            );
-            d.send_mr = ibv_reg_mr(
-                pd,
-                d.send_buf.as_mut_ptr().cast(),
-                d.send_buf.len(),
-                LOCAL_WRITE,
-            );
-            d.comp = ibv_create_comp_channel(ctx);
-            if !d.comp.is_null() {
-                let depth = (NRECV + NSEND + 4) as c_int;
-                d.cq = ibv_create_cq(ctx, depth, core::ptr::null_mut(), d.comp, 0);
-            }
-        }
-        if d.recv_mr.is_null() || d.send_mr.is_null() || d.cq.is_null() {
-            return Err(errno().max(libc::ENOMEM));
-        }
-        // SAFETY: our channel's descriptor (rpoll polls it).
-        unsafe {
-            let fd = (*d.comp).fd;
-            libc::fcntl(
-                fd,
-                libc::F_SETFL,
-                libc::fcntl(fd, libc::F_GETFL) | libc::O_NONBLOCK,
-            );
-        }
-        // SAFETY: zeroed is valid for every field but qp_type, written as
-        // its integer.
-        let mut a: core::mem::MaybeUninit<ibv_qp_init_attr> = core::mem::MaybeUninit::zeroed();
-        let p = a.as_mut_ptr();
-        // SAFETY: fields of the zeroed block.
-        unsafe {
-            (*p).send_cq = d.cq;
-            (*p).recv_cq = d.cq;
-            (*p).cap.max_send_wr = NSEND as u32;
-            (*p).cap.max_recv_wr = NRECV as u32;
-            (*p).cap.max_send_sge = 1;
-            (*p).cap.max_recv_sge = 1;
-            (&raw mut (*p).qp_type).cast::<u32>().write(QPT_UD);
-        }
+        let mut attr = d.q.qp_attr(QPT_UD, NSEND as u32);
         // SAFETY: a live id and valid attributes.
-        if unsafe { rdma_create_qp(id, pd, p) } != 0 {
+        if unsafe { rdma_create_qp(id, pd, &mut attr) } != 0 {
             return Err(errno());
         }
         // SAFETY: the QP just made.
-        d.qp = unsafe { (*id).qp };
-        for i in 0..NRECV {
-            d.post_recv(i)?;
-        }
+        d.q.qp = unsafe { (*id).qp };
+        d.q.post_all_recvs()?;
         Ok(d)
-    }
-
-    fn post_recv(&mut self, i: usize) -> Result<(), c_int> {
-        let mut sge = ibv_sge {
-            addr: self.recv_buf[i * SLOT..].as_ptr() as u64,
-            length: SLOT as u32,
-            // SAFETY: our MR.
-            lkey: unsafe { (*self.recv_mr).lkey },
-        };
-        let mut wr = ibv_recv_wr {
-            wr_id: KIND_RECV | i as u64,
-            next: core::ptr::null_mut(),
-            sg_list: &mut sge,
-            num_sge: 1,
-        };
-        let mut bad: *mut ibv_recv_wr = core::ptr::null_mut();
-        // SAFETY: the provider's op on our QP; `wr` and `sge` outlive the call.
-        let r = unsafe {
-            match (*(*self.qp).context).ops.post_recv {
-                Some(f) => f(self.qp, &mut wr, &mut bad),
-                None => libc::EOPNOTSUPP,
-            }
-        };
-        if r != 0 {
-            return Err(r);
-        }
-        Ok(())
     }
 
     /// Takes every completion there is.
     fn poll(&mut self) {
-        let mut wc = [core::mem::MaybeUninit::<ibv_wc>::zeroed(); 16];
-        loop {
-            // SAFETY: the provider's op on our CQ, into 16 slots.
-            let n = unsafe {
-                match (*(*self.cq).context).ops.poll_cq {
-                    Some(f) => f(self.cq, 16, wc.as_mut_ptr().cast()),
-                    None => -1,
-                }
-            };
-            if n <= 0 {
-                return;
-            }
-            for w in &wc[..n as usize] {
-                let p = w.as_ptr();
-                // SAFETY: fields the provider filled, enum ones read as integers.
-                let (id, status, opcode, len) = unsafe {
-                    (
-                        (*p).wr_id,
-                        (&raw const (*p).status).cast::<u32>().read(),
-                        (&raw const (*p).opcode).cast::<u32>().read(),
-                        (*p).byte_len as usize,
-                    )
-                };
-                let i = (id & 0xffff_ffff) as usize;
-                if id & KIND_RECV == 0 {
-                    if i < NSEND {
-                        self.free_slots.push(i);
-                    }
-                    continue;
-                }
-                if i >= NRECV {
-                    continue;
-                }
-                if status == 0 && opcode == WC_RECV && (GRH + HDR..=SLOT).contains(&len) {
-                    let b = &self.recv_buf[i * SLOT..i * SLOT + len];
-                    if let Some(from) = from_header(&b[GRH..GRH + HDR]) {
-                        self.inbox.push_back((from, b[GRH + HDR..].to_vec()));
-                    }
-                }
-                if status == 0 {
-                    let _ = self.post_recv(i);
-                }
-            }
-        }
+        queues::drain(self, |d| &mut d.q, Dgram::completed);
     }
 
-    fn arm(&mut self) {
-        let mut cq: *mut ibv_cq = core::ptr::null_mut();
-        let mut ctx: *mut core::ffi::c_void = core::ptr::null_mut();
-        // SAFETY: our channel, non-blocking: takes what is there.
-        while unsafe { ibv_get_cq_event(self.comp, &mut cq, &mut ctx) } == 0 {
-            // SAFETY: the event's CQ is ours.
-            unsafe { ibv_ack_cq_events(cq, 1) };
-            self.armed = false;
-        }
-        if !self.armed {
-            // SAFETY: the provider's op on our CQ.
-            unsafe {
-                if let Some(f) = (*(*self.cq).context).ops.req_notify_cq {
-                    f(self.cq, 0);
-                }
+    fn completed(&mut self, c: &Completion) {
+        let i = c.index();
+        if !c.is_recv() {
+            if i < NSEND {
+                self.q.free_slots.push(i);
             }
-            self.armed = true;
+            return;
+        }
+        if i >= NRECV {
+            return;
+        }
+        if c.status == 0 && c.opcode == WC_RECV && (GRH + HDR..=SLOT).contains(&c.len) {
+            let b = self.q.received(i, c.len);
+            if let Some(from) = from_header(&b[GRH..GRH + HDR]) {
+                self.inbox.push_back((from, b[GRH + HDR..].to_vec()));
+            }
+        }
+        if c.status == 0 {
+            let _ = self.q.post_recv(i);
         }
     }
 
@@ -299,19 +168,14 @@ impl Dgram {
         }
         let peer = self.peers.get(to).ok_or(libc::EDESTADDRREQ)?;
         let (ah, qpn, qkey) = (peer.ah, peer.qpn, peer.qkey);
-        let Some(slot) = self.free_slots.pop() else {
+        let Some(slot) = self.q.free_slots.pop() else {
             return Ok(false);
         };
         let h = header(&self.local);
-        let b = &mut self.send_buf[slot * SLOT..];
+        let b = &mut self.q.send_buf[slot * SLOT..];
         b[..HDR].copy_from_slice(&h);
         b[HDR..HDR + data.len()].copy_from_slice(data);
-        let mut sge = ibv_sge {
-            addr: b.as_ptr() as u64,
-            length: (HDR + data.len()) as u32,
-            // SAFETY: our MR.
-            lkey: unsafe { (*self.send_mr).lkey },
-        };
+        let mut sge = self.q.send_sge(slot, HDR + data.len());
         let mut wr = core::mem::MaybeUninit::<ibv_send_wr>::zeroed();
         let p = wr.as_mut_ptr();
         // SAFETY: fields of the zeroed request, the opcode as its integer.
@@ -325,17 +189,10 @@ impl Dgram {
             (*p).wr.ud.remote_qpn = qpn;
             (*p).wr.ud.remote_qkey = qkey;
         }
-        let mut bad: *mut ibv_send_wr = core::ptr::null_mut();
-        // SAFETY: the provider's op on our QP; the request and its SGE
-        // outlive the call.
-        let r = unsafe {
-            match (*(*self.qp).context).ops.post_send {
-                Some(f) => f(self.qp, p, &mut bad),
-                None => libc::EOPNOTSUPP,
-            }
-        };
+        // SAFETY: the request and its SGE outlive the call.
+        let r = unsafe { self.q.post_send(p) };
         if r != 0 {
-            self.free_slots.push(slot);
+            self.q.free_slots.push(slot);
             return Err(r);
         }
         Ok(true)
@@ -344,24 +201,10 @@ impl Dgram {
 
 impl Drop for Dgram {
     fn drop(&mut self) {
-        // SAFETY: our own objects, each made once in `new` (the QP is the
-        // id's, destroyed before this).
-        unsafe {
-            for (_, p) in self.peers.drain() {
-                ibv_destroy_ah(p.ah);
-            }
-            if !self.recv_mr.is_null() {
-                ibv_dereg_mr(self.recv_mr);
-            }
-            if !self.send_mr.is_null() {
-                ibv_dereg_mr(self.send_mr);
-            }
-            if !self.cq.is_null() {
-                ibv_destroy_cq(self.cq);
-            }
-            if !self.comp.is_null() {
-                ibv_destroy_comp_channel(self.comp);
-            }
+        // The address handles first, then the queues (their own Drop).
+        for (_, p) in self.peers.drain() {
+            // SAFETY: an AH made for this socket, destroyed once.
+            unsafe { ibv_destroy_ah(p.ah) };
         }
     }
 }
@@ -434,18 +277,8 @@ fn sidr(rs: &mut Rs, id: *mut rdma_cm_id, to: &Addr) -> Result<Peer, c_int> {
         bind(rs, (&raw mut any_port).cast())?;
     }
     let d = rs.dgram.as_ref().ok_or(libc::EINVAL)?;
-    let mut param = rdma_conn_param {
-        private_data: core::ptr::null(),
-        private_data_len: 0,
-        responder_resources: 0,
-        initiator_depth: 0,
-        flow_control: 0,
-        retry_count: 0,
-        rnr_retry_count: 0,
-        srq: 0,
-        // SAFETY: our QP.
-        qp_num: unsafe { (*d.qp).qp_num },
-    };
+    // SAFETY: our QP.
+    let mut param = sidr_param(unsafe { (*d.q.qp).qp_num });
     // SAFETY: a live synchronous id; its event is in `id->event` after.
     if unsafe { rdma_connect(id, &mut param) } != 0 {
         return Err(match errno() {
@@ -474,6 +307,22 @@ fn sidr(rs: &mut Rs, id: *mut rdma_cm_id, to: &Addr) -> Result<Peer, c_int> {
     })
 }
 
+/// The parameters of a SIDR request or answer: only the socket's QP
+/// number.
+fn sidr_param(qp_num: u32) -> rdma_conn_param {
+    rdma_conn_param {
+        private_data: core::ptr::null(),
+        private_data_len: 0,
+        responder_resources: 0,
+        initiator_depth: 0,
+        flow_control: 0,
+        retry_count: 0,
+        rnr_retry_count: 0,
+        srq: 0,
+        qp_num,
+    }
+}
+
 /// `rconnect`: the default destination of `rsend`.
 pub fn connect(rs: &mut Rs, addr: *const libc::sockaddr) -> Result<(), c_int> {
     // SAFETY: the caller's address.
@@ -493,19 +342,9 @@ pub fn progress(rs: &mut Rs) {
         }
         let qpn = rs.dgram.as_ref().map_or(0, |d| {
             // SAFETY: our QP.
-            unsafe { (*d.qp).qp_num }
+            unsafe { (*d.q.qp).qp_num }
         });
-        let mut param = rdma_conn_param {
-            private_data: core::ptr::null(),
-            private_data_len: 0,
-            responder_resources: 0,
-            initiator_depth: 0,
-            flow_control: 0,
-            retry_count: 0,
-            rnr_retry_count: 0,
-            srq: 0,
-            qp_num: qpn,
-        };
+        let mut param = sidr_param(qpn);
         // SAFETY: the request's new id, answered then destroyed.
         unsafe {
             if qpn == 0 {
@@ -523,9 +362,8 @@ pub fn progress(rs: &mut Rs) {
 
 pub fn wake_fds(rs: &mut Rs, v: &mut Vec<c_int>) {
     if let Some(d) = rs.dgram.as_mut() {
-        d.arm();
-        // SAFETY: our completion channel.
-        v.push(unsafe { (*d.comp).fd });
+        d.q.arm();
+        v.push(d.q.fd());
     }
 }
 
@@ -537,7 +375,7 @@ pub fn revents(rs: &Rs) -> i16 {
     if !d.inbox.is_empty() {
         r |= libc::POLLIN;
     }
-    if !d.free_slots.is_empty() {
+    if !d.q.free_slots.is_empty() {
         r |= libc::POLLOUT;
     }
     r

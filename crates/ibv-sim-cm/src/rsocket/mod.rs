@@ -10,6 +10,7 @@ mod conn;
 pub mod data;
 mod dgram;
 pub mod poll;
+mod queues;
 
 use core::ffi::c_int;
 use std::collections::{HashMap, VecDeque};
@@ -109,9 +110,8 @@ impl Rs {
             dgram::wake_fds(self, &mut v);
         }
         if let Some(d) = self.data.as_mut() {
-            d.arm();
-            // SAFETY: our completion channel.
-            v.push(unsafe { (*d.comp).fd });
+            d.q.arm();
+            v.push(d.q.fd());
         }
         v
     }
@@ -349,37 +349,51 @@ pub fn sendto(s: c_int, buf: &[u8], flags: c_int, to: Option<Addr>) -> Result<us
     if cell.lock().is_dgram {
         return dgram::send_to(&cell, buf, flags, to);
     }
+    let may_send = |rs: &Rs| match rs.st {
+        St::Connected if rs.shut_wr || rs.peer_gone => Err(libc::EPIPE),
+        St::Connected => Ok(()),
+        St::Closed => Err(libc::EPIPE),
+        _ => Err(libc::ENOTCONN),
+    };
+    send_all(&cell, buf.len(), flags, may_send, |d, sent| {
+        d.write_from(&buf[sent..], None, None)
+    })
+}
+
+/// Sends `len` bytes on a connected stream socket, `write(data, sent)`
+/// posting the next piece after `sent` bytes (0: no slot free): all of
+/// them, waiting for slots, or on a non-blocking call what fits now
+/// (`EAGAIN` when nothing does). `may_send` refuses a socket that cannot
+/// send (checked again after each wait).
+fn send_all(
+    cell: &Mutex<Rs>,
+    len: usize,
+    flags: c_int,
+    may_send: impl Fn(&Rs) -> Result<(), c_int>,
+    mut write: impl FnMut(&mut Data, usize) -> Result<usize, c_int>,
+) -> Result<usize, c_int> {
     let mut sent = 0;
     loop {
         let mut rs = cell.lock();
-        if rs.st != St::Connected {
-            return Err(if rs.st == St::Closed {
-                libc::EPIPE
-            } else {
-                libc::ENOTCONN
-            });
-        }
-        if rs.shut_wr || rs.peer_gone {
-            return Err(libc::EPIPE);
-        }
+        may_send(&rs)?;
         rs.progress();
         let nonblock = rs.nonblock || flags & libc::MSG_DONTWAIT != 0;
         let d = rs.data.as_mut().unwrap();
-        while sent < buf.len() {
-            let n = d.write_from(&buf[sent..], None, None)?;
+        while sent < len {
+            let n = write(d, sent)?;
             if n == 0 {
                 break;
             }
             sent += n;
         }
-        if sent == buf.len() || (sent > 0 && nonblock) {
+        if sent == len || (sent > 0 && nonblock) {
             return Ok(sent);
         }
         if nonblock {
             return Err(libc::EAGAIN);
         }
         drop(rs);
-        wait(&cell);
+        wait(cell);
     }
 }
 
@@ -638,33 +652,13 @@ pub fn iounmap(s: c_int, buf: usize) -> Result<(), c_int> {
 /// `riowrite`: RDMA WRITEs of `buf` into the peer's memory mapped at `offset`.
 pub fn iowrite(s: c_int, buf: &[u8], offset: u64, flags: c_int) -> Result<usize, c_int> {
     let cell = get(s)?;
-    let mut done = 0;
-    loop {
-        let mut rs = cell.lock();
-        if rs.st != St::Connected {
-            return Err(libc::ENOTCONN);
-        }
-        rs.progress();
-        let nonblock = rs.nonblock || flags & libc::MSG_DONTWAIT != 0;
-        let d = rs.data.as_mut().unwrap();
-        while done < buf.len() {
-            let n = (buf.len() - done).min(data::CHUNK);
-            let Some(remote) = d.window(offset + done as u64, n) else {
-                return Err(libc::EINVAL);
-            };
-            let w = d.write_from(&buf[done..done + n], Some(remote), None)?;
-            if w == 0 {
-                break;
-            }
-            done += w;
-        }
-        if done == buf.len() || (done > 0 && nonblock) {
-            return Ok(done);
-        }
-        if nonblock {
-            return Err(libc::EAGAIN);
-        }
-        drop(rs);
-        wait(&cell);
-    }
+    let connected = |rs: &Rs| match rs.st {
+        St::Connected => Ok(()),
+        _ => Err(libc::ENOTCONN),
+    };
+    send_all(&cell, buf.len(), flags, connected, |d, done| {
+        let n = (buf.len() - done).min(data::CHUNK);
+        let remote = d.window(offset + done as u64, n).ok_or(libc::EINVAL)?;
+        d.write_from(&buf[done..done + n], Some(remote), None)
+    })
 }

@@ -337,7 +337,7 @@ pub(super) fn execute_ud(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr, signaled: bo
     let targets: Vec<Arc<QpShared>> = if w.remote_qpn == 0x00ff_ffff {
         // SAFETY: reading the raw bytes of a GID union.
         let dgid = unsafe { ah.grh.dgid.raw };
-        mcast::send_ud(s, &w, &ah, qkey, slid, grh, &payload);
+        remote::send_ud(s, &w, &ah, qkey, slid, grh, &payload);
         qp::MCAST
             .lock()
             .get(&dgid)

@@ -208,7 +208,10 @@ pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr, signaled: bool,
     }
 }
 
-/// Sends a UD datagram to a QP of another process (lost if nobody has it).
+/// Sends a UD datagram to the other processes it is for: the one with the
+/// QP `remote_qpn` names (lost if nobody has it), or, to a multicast group
+/// (`remote_qpn` 0xffffff), each one with a QP attached to the group (this
+/// process's own QPs are the caller's).
 pub(super) fn send_ud(
     s: &QpShared,
     w: &SendWr,
@@ -218,20 +221,6 @@ pub(super) fn send_ud(
     grh: Option<[u8; GRH_LEN]>,
     payload: &[u8],
 ) {
-    if let Some(d) = fabric::owner_of(w.remote_qpn) {
-        fabric::send(d, &mut ud_wire(s, w, ah, qkey, slid, grh), payload);
-    }
-}
-
-/// The message of a UD send to another process.
-pub(super) fn ud_wire(
-    s: &QpShared,
-    w: &SendWr,
-    ah: &ibv_ah_attr,
-    qkey: u32,
-    slid: u16,
-    grh: Option<[u8; GRH_LEN]>,
-) -> Wire {
     let mut wire = Wire::zeroed();
     wire.kind = kind::UD;
     wire.qp_type = QPT_UD;
@@ -255,8 +244,17 @@ pub(super) fn ud_wire(
     if w.flags & SEND_SOLICITED != 0 {
         wire.flags |= flag::SOLICITED;
     }
-    wire
+    // Each destination gets its own copy (sending fills in its fields).
+    let send = |d| fabric::send(d, &mut { wire }, payload);
+    if w.remote_qpn == MCAST_QPN {
+        fabric::mcast_members(&wire.dgid).into_iter().for_each(send);
+    } else if let Some(d) = fabric::owner_of(w.remote_qpn) {
+        send(d);
+    }
 }
+
+/// The QP number of a send to a multicast group.
+const MCAST_QPN: u32 = 0x00ff_ffff;
 
 /// Completes a request the requester carries out by itself (a memory
 /// window bind, a local invalidate) with `status`, in its place: a send
@@ -275,31 +273,28 @@ pub(super) fn complete_in_order(
         drop(g);
         return complete_send(s, wr_id, signaled, opcode, status, 0);
     }
-    let seq = g.next_seq;
-    g.next_seq += 1;
-    g.out.push_back(Outstanding {
-        seq,
-        wr_id,
-        signaled,
-        opcode,
-        sge: Vec::new(),
-        byte_len: 0,
-        dest: None,
-        // Never at the front unanswered: `complete_front` takes it with
-        // the answered ones ahead of it.
-        deadline: u64::MAX,
-        timeout: 0,
-        doomed: false,
-        not_ready: false,
-        done: Some(status),
-    });
+    // Never at the front unanswered: `complete_front` takes it with the
+    // answered ones ahead of it.
+    queue_unsent(&mut g, wr_id, signaled, opcode, Some(status));
 }
 
 /// A request that waits for a read credit the QP will never have
 /// (`Quirks::no_credit_stalls`): queued unanswered with no deadline, it
 /// holds the send queue until the QP is reset or fails (flushed then).
 pub(super) fn stall(s: &Arc<QpShared>, wr_id: u64, signaled: bool, opcode: c_int) {
-    let mut g = s.st.lock();
+    queue_unsent(&mut s.st.lock(), wr_id, signaled, opcode, None);
+}
+
+/// Queues a request that sends nothing and waits for no answer, with no
+/// deadline: `done` is its status (`None`: it waits until the QP is reset
+/// or fails).
+fn queue_unsent(
+    g: &mut qp::QpInner,
+    wr_id: u64,
+    signaled: bool,
+    opcode: c_int,
+    done: Option<c_int>,
+) {
     let seq = g.next_seq;
     g.next_seq += 1;
     g.out.push_back(Outstanding {
@@ -314,7 +309,7 @@ pub(super) fn stall(s: &Arc<QpShared>, wr_id: u64, signaled: bool, opcode: c_int
         timeout: 0,
         doomed: false,
         not_ready: false,
-        done: None,
+        done,
     });
 }
 

@@ -96,7 +96,8 @@ impl Ring {
         }
     }
 
-    /// Queues one message from the producer `token`; false when the ring is full.
+    /// Queues one message from the producer `token`, `data` at most CHUNK
+    /// bytes; false when the ring is full.
     pub fn push(&self, token: u64, wire: &Wire, data: &[u8]) -> bool {
         debug_assert!(data.len() <= CHUNK);
         let h = self.hdr();
@@ -130,14 +131,18 @@ impl Ring {
         }
         self.claimer(pos).store(token, Ordering::Release);
         let s = self.slot(pos);
+        // At most a slot's CHUNK bytes (callers cut messages into CHUNKs;
+        // the debug assertion above says when one did not).
+        let len = data.len().min(CHUNK);
         // SAFETY: the CAS above gave this producer slot `pos` until it
-        // publishes it; the consumer does not read it before then.
+        // publishes it; the consumer does not read it before then; `len`
+        // bytes fit its `data`.
         unsafe {
             core::ptr::addr_of_mut!((*s).wire).write(*wire);
             core::ptr::copy_nonoverlapping(
                 data.as_ptr(),
                 core::ptr::addr_of_mut!((*s).data).cast::<u8>(),
-                data.len(),
+                len,
             );
         }
         // Published only if the slot is still the one claimed: the ring's

@@ -29,7 +29,8 @@ fn table_matches_a_model() {
         // Few distinct, clustered addresses: long probe runs, many collisions.
         let addr = 0x5555_0000_0000 + (rnd() % 5000) as usize * 16;
         if rnd() % 3 == 0 {
-            let got = t.find(addr).map(|p| {
+            // SAFETY: positions `find` just gave, the index unchanged.
+            let got = t.find(addr).map(|p| unsafe {
                 let o = t.at(p);
                 t.remove_at(p);
                 o
@@ -48,7 +49,8 @@ fn table_matches_a_model() {
         assert_eq!(t.len, model.len());
     }
     for (addr, o) in &model {
-        assert_eq!(t.find(*addr).map(|p| t.at(p)), Some(*o));
+        // SAFETY: the position `find` just gave.
+        assert_eq!(t.find(*addr).map(|p| unsafe { t.at(p) }), Some(*o));
     }
     assert_eq!(t.occupied().count(), model.len());
     assert!(t.len * 8 <= t.slots.len() * 7);
@@ -71,7 +73,8 @@ fn lists_match_the_records() {
         let addr = 0x7f00_0000_0000 + (rnd() % 3000) as usize * 8;
         if rnd() % 3 == 0 {
             if let Some(p) = t.find(addr) {
-                t.remove_at(p);
+                // SAFETY: the position `find` just gave.
+                unsafe { t.remove_at(p) };
             }
         } else {
             let mut o = obj(addr);
@@ -160,7 +163,8 @@ fn a_full_shard_refuses_more() {
     assert_eq!(t.list_of(0x1000).len(), n);
     for i in (0..n).step_by(997) {
         assert_eq!(
-            t.find(base + i * 8).map(|p| t.at(p).addr),
+            // SAFETY: the position `find` just gave.
+            t.find(base + i * 8).map(|p| unsafe { t.at(p) }.addr),
             Some(base + i * 8)
         );
     }
