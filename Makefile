@@ -39,6 +39,7 @@ build:
 	@ln -sf librdmacm.so.1 $(TARGET)/sim/librdmacm.so
 	@ln -sf ../release/libibv_shim.so $(TARGET)/dropin/libibverbs.so.1
 	@ln -sf libibverbs.so.1 $(TARGET)/dropin/libibverbs.so
+	@ln -sf ../release/libibv_shim.so $(TARGET)/dropin/librdmacm.so.1
 
 demo: deps build
 	@sh scripts/demo.sh

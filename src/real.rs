@@ -26,6 +26,7 @@ use crate::log::Level;
 
 include!(concat!(env!("OUT_DIR"), "/versions.rs"));
 
+pub mod rdmacm;
 pub mod slots;
 
 /// A real library the shim forwards to, with its own set of version
@@ -34,6 +35,8 @@ pub mod slots;
 pub enum Library {
     /// `libibverbs.so.1`.
     Ibverbs,
+    /// `librdmacm.so.1` (the system's, or ibv-sim's; `rdmacm`).
+    Rdmacm,
 }
 
 impl Library {
@@ -42,6 +45,7 @@ impl Library {
     fn version_of(self, name: &CStr) -> Option<&'static CStr> {
         match self {
             Library::Ibverbs => version_of(name),
+            Library::Rdmacm => rdmacm_version_of(name),
         }
     }
 
@@ -49,6 +53,7 @@ impl Library {
     fn handle(self) -> Option<*mut c_void> {
         match self {
             Library::Ibverbs => handle(),
+            Library::Rdmacm => rdmacm::handle(),
         }
     }
 }
@@ -222,7 +227,7 @@ fn find_dlopen() -> Option<DlopenFn> {
 /// Is `addr` inside this copy of the shim? (The hook must never jump to
 /// itself.) Compared by object, through a function that is not exported:
 /// the address of an exported one may resolve to another object's.
-fn in_shim(addr: *mut c_void) -> bool {
+pub(crate) fn in_shim(addr: *mut c_void) -> bool {
     let base = |a: *const c_void| {
         // SAFETY: all-zero is a valid Dl_info; dladdr only writes it.
         let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
@@ -242,7 +247,7 @@ unsafe extern "C" fn no_dlopen(_: *const c_char, _: c_int) -> *mut c_void {
     std::ptr::null_mut()
 }
 
-fn dlerror() -> String {
+pub(crate) fn dlerror() -> String {
     // SAFETY: dlerror returns NULL or a valid C string owned by libdl.
     let e = unsafe { libc::dlerror() };
     if e.is_null() {
@@ -254,7 +259,7 @@ fn dlerror() -> String {
 }
 
 /// Is this handle a copy of the shim (this one or another)?
-fn is_shim(handle: *mut c_void) -> bool {
+pub(crate) fn is_shim(handle: *mut c_void) -> bool {
     // SAFETY: handle is a live dlopen handle; the name is NUL-terminated.
     !unsafe { libc::dlsym(handle, c"ibvshim_version".as_ptr()) }.is_null()
 }

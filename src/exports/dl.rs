@@ -8,7 +8,9 @@
 //! the shim itself. The shim exports every public symbol of the real library
 //! at its version (instrumented or forwarded by trampoline, see
 //! `forward.rs`), so every lookup on that handle succeeds exactly as on the
-//! real one. Every other name goes straight to glibc's `dlopen`, so provider
+//! real one. `librdmacm.so[.N]` gives the shim too (it exports librdmacm's
+//! symbols at their versions: libfabric and UCX load it by hand). Every
+//! other name goes straight to glibc's `dlopen`, so provider
 //! plugins and everything else load normally.
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
@@ -20,9 +22,18 @@ use crate::log::Level;
 
 /// Is this the name of the verbs library?
 fn is_libibverbs(name: &CStr) -> bool {
+    is_named(name, b"libibverbs.so")
+}
+
+/// Is this the name of librdmacm (whose symbols the shim exports too)?
+fn is_librdmacm(name: &CStr) -> bool {
+    is_named(name, b"librdmacm.so")
+}
+
+fn is_named(name: &CStr, lib: &[u8]) -> bool {
     let bytes = name.to_bytes();
     let base = bytes.rsplit(|&b| b == b'/').next().unwrap_or(bytes);
-    base == b"libibverbs.so" || base.starts_with(b"libibverbs.so.")
+    base == lib || (base.starts_with(lib) && base.get(lib.len()) == Some(&b'.'))
 }
 
 /// The name the dynamic linker knows the shim by (its `l_name`, from
@@ -68,16 +79,17 @@ extern "C" fn dlopen_target(filename: *const c_char, flags: c_int) -> *const c_c
         }
         // SAFETY: dlopen's contract: a non-NULL filename is a C string.
         let name = unsafe { CStr::from_ptr(filename) };
-        if !is_libibverbs(name) || flags & libc::RTLD_NOLOAD != 0 {
+        let rdmacm = is_librdmacm(name);
+        if !(rdmacm || is_libibverbs(name)) || flags & libc::RTLD_NOLOAD != 0 {
             return None;
         }
-        if name.to_bytes().contains(&b'/') {
+        if name.to_bytes().contains(&b'/') && !rdmacm {
             crate::real::program_asked_for(name);
         }
         let me = own_path()?;
         crate::log!(
             Level::Debug,
-            "dlopen({:?}) = the shim ({}): verbs looked up on this handle are instrumented",
+            "dlopen({:?}) = the shim ({}): calls looked up on this handle are instrumented",
             name.to_string_lossy(),
             me.to_string_lossy()
         );
@@ -159,5 +171,11 @@ mod tests {
         assert!(!is_libibverbs(c"libmlx5-rdmav34.so"));
         assert!(!is_libibverbs(c"libibverbs-extra.so"));
         assert!(!is_libibverbs(c"/opt/libibverbs.so.1/libfoo.so"));
+        assert!(is_librdmacm(c"librdmacm.so.1"));
+        assert!(is_librdmacm(
+            c"/usr/lib/x86_64-linux-gnu/librdmacm.so.1.3.44.0"
+        ));
+        assert!(!is_librdmacm(c"librdmacm-extra.so"));
+        assert!(!is_librdmacm(c"libibverbs.so.1"));
     }
 }

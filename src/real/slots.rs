@@ -7,12 +7,16 @@
 use std::ffi::{c_char, c_int, c_uint, c_void};
 
 #[allow(unused_imports)]
+use libc::sockaddr;
+#[allow(unused_imports)]
+use rdmacm_abi::*;
+#[allow(unused_imports)]
 use verbs_abi::*;
 
 /// The slots of a declaration table: `export` and `forward` verbs, and
 /// the `called` functions.
 macro_rules! slots {
-    (
+    ($(
         library($lib:ident)
         verbs { $(
             $id:literal $konst:ident $slot:ident = $kind:ident $name:ident (
@@ -22,9 +26,9 @@ macro_rules! slots {
         called { $(
             $cslot:ident = fn $cname:ident($($ca:ident: $ct:ty),*) -> $crt:ty;
         )* }
-    ) => {
-        $(slots!(@verb $kind $lib $slot $name [$($arg: $t),*] $rt);)*
-        $(slots!(@real $lib $cslot $cname [$($ca: $ct),*] $crt);)*
+    )+) => {
+        $($(slots!(@verb $kind $lib $slot $name [$($arg: $t),*] $rt);)*)+
+        $($(slots!(@real $lib $cslot $cname [$($ca: $ct),*] $crt);)*)+
     };
     (@verb export $lib:ident $slot:ident $name:ident [$($arg:ident: $t:ty),*] $rt:ty) => {
         slots!(@real $lib $slot $name [$($arg: $t),*] $rt);

@@ -34,6 +34,7 @@ pub fn at_exit() {
     if !USED.load(Ordering::Relaxed) && !crate::faults::any_injected() {
         return;
     }
+    let cm_leaked = super::cm::at_exit();
     // Read the device names while the open contexts still are.
     for (ctx, c) in contexts::all() {
         if c.open {
@@ -86,7 +87,7 @@ pub fn at_exit() {
         );
     }
 
-    if let (true, Some(code)) = (leaked, config::get().leak_exitcode) {
+    if let (true, Some(code)) = (leaked || cm_leaked, config::get().leak_exitcode) {
         // Destructors run before stdio is flushed at exit, and _exit skips
         // the flush: flush the program's output first.
         // SAFETY: fflush(NULL) flushes every stream; _exit never returns.

@@ -161,7 +161,7 @@ impl Verb {
 /// Makes the descriptors from the declaration table (`decl`): a
 /// `static` per verb, and [`VERBS`] by id.
 macro_rules! descriptors {
-    (
+    ($(
         library($lib:ident)
         verbs { $(
             $id:literal $konst:ident $slot:ident = $kind:ident $name:ident (
@@ -169,8 +169,8 @@ macro_rules! descriptors {
             ) -> $rt:ty => $res:ident $(($rx:ident: $rxt:ty))?;
         )* }
         called { $($called:tt)* }
-    ) => {
-        $(pub static $konst: Verb = {
+    )+) => {
+        $($(pub static $konst: Verb = {
             const ALL: &[(&str, Option<Show>)] = &[
                 $((stringify!($arg), $crate::__show!($show)),)*
                 $($((stringify!($x), Some(Show::$xshow)),)*)?
@@ -185,11 +185,11 @@ macro_rules! descriptors {
                 rwords: Show::$res.words(),
                 shape: shape(&ARGS, Show::$res),
             }
-        };)*
-        /// Every verb with a binary record, by id.
+        };)*)+
+        /// Every verb with a binary record, by id (every library's).
         pub static VERBS: &[&Verb] = &{
-            let mut all: [&Verb; 0 $(+ { let _ = $id; 1 })*] = [&UNUSED; 0 $(+ { let _ = $id; 1 })*];
-            $(all[$id] = &$konst;)*
+            let mut all: [&Verb; 0 $($(+ { let _ = $id; 1 })*)+] = [&UNUSED; 0 $($(+ { let _ = $id; 1 })*)+];
+            $($(all[$id] = &$konst;)*)+
             all
         };
     };

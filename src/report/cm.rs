@@ -1,0 +1,158 @@
+//! What the program left of the connection manager at exit: ids never
+//! destroyed (with their QP, under the id), channels never destroyed,
+//! events never acked, lists never freed; and the problems diagnosed at
+//! the calls. Objects librdmacm made from its own code (the ids of its
+//! rsockets, whose creation site is in librdmacm) are not the program's
+//! and are left out, as the verbs objects it keeps are (default
+//! suppressions).
+
+use std::fmt::Write as _;
+
+use crate::cm::{event_name, port_space, with, ListKind};
+use crate::log::Level;
+
+/// Was `site` in librdmacm's own code?
+fn librdmacm_own(site: usize) -> bool {
+    crate::config::get().default_suppressions
+        && super::site(site).module.as_deref().is_some_and(|m| {
+            m.rsplit('/')
+                .next()
+                .unwrap_or(m)
+                .starts_with("librdmacm.so")
+        })
+}
+
+/// The listing's lines and how many things leaked.
+pub fn listing() -> (Vec<String>, usize) {
+    with(|s| {
+        let mut lines = Vec::new();
+        let mut n = 0;
+        let mut ids: Vec<_> = s
+            .ids
+            .iter()
+            .filter(|(_, i)| !librdmacm_own(i.site))
+            .collect();
+        ids.sort_by_key(|(a, _)| **a);
+        for (addr, i) in ids {
+            n += 1;
+            let mut l = format!(
+                "  cm_id {addr:#x} (port space {}, state {}, channel {:#x}",
+                port_space(i.ps),
+                i.state,
+                i.channel
+            );
+            if i.listener != 0 {
+                let _ = write!(l, ", from listener {:#x}", i.listener);
+            }
+            let _ = write!(
+                l,
+                ") made by {} at {} [thread {}]",
+                i.via,
+                super::site(i.site),
+                i.tid
+            );
+            lines.push(l);
+            if i.qp != 0 {
+                let alive = crate::registry::objects::get(i.qp).is_some();
+                lines.push(format!(
+                    "    qp {:#x} (rdma_create_qp){}",
+                    i.qp,
+                    if alive { ", alive" } else { "" }
+                ));
+            }
+        }
+        let mut chans: Vec<_> = s
+            .channels
+            .iter()
+            .filter(|(_, c)| !librdmacm_own(c.site))
+            .collect();
+        chans.sort_by_key(|(a, _)| **a);
+        for (addr, c) in chans {
+            n += 1;
+            lines.push(format!(
+                "  event channel {addr:#x} (fd {}) made by rdma_create_event_channel at {} [thread {}]",
+                c.fd,
+                super::site(c.site),
+                c.tid
+            ));
+        }
+        let mut events: Vec<_> = s
+            .events
+            .iter()
+            .filter(|(_, e)| !librdmacm_own(e.site))
+            .collect();
+        events.sort_by_key(|(a, _)| **a);
+        for (addr, e) in events {
+            n += 1;
+            lines.push(format!(
+                "  event {} (status {}) {addr:#x} of cm_id {:#x} fetched by rdma_get_cm_event at {} [thread {}], never acked",
+                event_name(e.kind),
+                e.status,
+                e.id,
+                super::site(e.site),
+                e.tid
+            ));
+        }
+        let mut lists: Vec<_> = s
+            .lists
+            .iter()
+            .filter(|(_, l)| !librdmacm_own(l.site))
+            .collect();
+        lists.sort_by_key(|(a, _)| **a);
+        for (addr, l) in lists {
+            n += 1;
+            let (what, by, free) = match l.kind {
+                ListKind::AddrInfo => ("addrinfo list", "rdma_getaddrinfo", "rdma_freeaddrinfo"),
+                ListKind::Devices => ("device list", "rdma_get_devices", "rdma_free_devices"),
+            };
+            lines.push(format!(
+                "  {what} {addr:#x} from {by} at {} [thread {}], never passed to {free}",
+                super::site(l.site),
+                l.tid
+            ));
+        }
+        (lines, n)
+    })
+}
+
+/// The problems diagnosed at the calls (for the exit report).
+pub fn findings() -> Vec<(&'static str, String)> {
+    with(|s| {
+        s.findings
+            .iter()
+            .map(|f| (f.what, f.text.clone()))
+            .collect()
+    })
+}
+
+/// The exit report's connection-manager part, in the log. Returns whether
+/// anything leaked.
+pub fn at_exit() -> bool {
+    if !crate::cm::USED.load(std::sync::atomic::Ordering::Relaxed) {
+        return false;
+    }
+    let (lines, n) = listing();
+    let found = findings();
+    if n > 0 {
+        crate::log!(
+            Level::Warn,
+            "connection manager at exit: {n} {} never freed:",
+            if n == 1 { "thing was" } else { "things were" }
+        );
+        for l in &lines {
+            crate::log!(Level::Warn, "{l}");
+        }
+    }
+    if !found.is_empty() {
+        crate::log!(
+            Level::Warn,
+            "connection manager: {} problem{} diagnosed at the call:",
+            found.len(),
+            if found.len() == 1 { "" } else { "s" }
+        );
+        for (what, text) in &found {
+            crate::log!(Level::Warn, "  [{what}] {text}");
+        }
+    }
+    n > 0
+}
