@@ -264,6 +264,39 @@ pub(crate) fn is_shim(handle: *mut c_void) -> bool {
     !unsafe { libc::dlsym(handle, c"ibvshim_version".as_ptr()) }.is_null()
 }
 
+/// Is the object of this handle itself a copy of the shim? Unlike
+/// [`is_shim`] (a lookup on a handle also searches its dependencies) this
+/// asks about the object alone: a librdmacm whose `libibverbs.so.1` is the
+/// drop-in shim is not the shim.
+pub(crate) fn object_is_shim(handle: *mut c_void) -> bool {
+    /// The head of glibc's `struct link_map` (`<link.h>`).
+    #[repr(C)]
+    #[allow(dead_code)]
+    struct LinkMap {
+        l_addr: usize,
+        l_name: *const c_char,
+        l_ld: *const c_void,
+    }
+    let mut map: *const LinkMap = std::ptr::null();
+    // SAFETY: a live handle; RTLD_DI_LINKMAP writes a `struct link_map *`.
+    let ok = unsafe {
+        libc::dlinfo(
+            handle,
+            libc::RTLD_DI_LINKMAP,
+            std::ptr::addr_of_mut!(map).cast(),
+        )
+    } == 0;
+    if !ok || map.is_null() {
+        return is_shim(handle);
+    }
+    // SAFETY: glibc's link map of a loaded object; its head is as declared.
+    let ld = unsafe { (*map).l_ld };
+    // The object's dynamic section: an export of the shim may resolve to
+    // another object's, its own dynamic section cannot.
+    // SAFETY: a symbol lookup on a live handle with a NUL-terminated name.
+    !unsafe { libc::dlsym(handle, c"ibvshim_version".as_ptr()) }.is_null() && in_shim(ld.cast_mut())
+}
+
 enum Tried {
     Loaded(*mut c_void),
     Itself,

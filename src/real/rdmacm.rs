@@ -99,7 +99,7 @@ fn try_open(path: &CStr) -> Tried {
     if h.is_null() {
         return Tried::Failed(format!("dlopen: {}", super::dlerror()));
     }
-    if super::is_shim(h) {
+    if super::object_is_shim(h) {
         return Tried::Itself;
     }
     // SAFETY: h is live; both strings are NUL-terminated.

@@ -1,0 +1,219 @@
+//! The leak audit sees the connection manager: `tests/c/cm_audit/mistakes.c`
+//! (compiled against the real `<rdma/rdma_cma.h>`, linked to `-lrdmacm`)
+//! makes one mistake a run on the sim's librdmacm, with the shim preloaded
+//! (and once through the drop-in `librdmacm.so.1`), and the shim's log
+//! names it: a leaked id and channel with their creation sites, an
+//! unacked event before `rdma_destroy_id` blocks (the program is killed
+//! while blocked and the diagnosis read), a double ack, an id destroyed
+//! before its QP.
+
+mod common;
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+fn mistakes() -> PathBuf {
+    cc(
+        "cm_mistakes",
+        &[&repo_dir().join("tests/c/cm_audit/mistakes.c")],
+        &["-lrdmacm", "-libverbs"],
+    )
+}
+
+/// The program on its own fabric of the sim, with its librdmacm.
+fn command(scenario: &str, tag: &str) -> (Command, Fabric) {
+    let fabric = Fabric(fabric_name("cmaudit", tag));
+    let mut c = Command::new(mistakes());
+    c.arg(scenario)
+        .env("LD_LIBRARY_PATH", sim_dir())
+        .env("IBV_SIM_FABRIC", &fabric.0)
+        .env("IBV_SIM_DEVICES", "rxe0")
+        .env("IBV_SHIM_LOG", "warn")
+        .env_remove("IBV_SHIM_LOG_FILE")
+        .stdin(Stdio::null());
+    (c, fabric)
+}
+
+/// Removes the fabric's segment and rendezvous directory.
+struct Fabric(String);
+
+impl Drop for Fabric {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(segment_path(&self.0));
+        // SAFETY: getuid cannot fail.
+        let uid = unsafe { libc::getuid() };
+        let _ = std::fs::remove_dir_all(format!("/dev/shm/ibv-sim-cm-{uid}-{}", self.0));
+    }
+}
+
+/// Runs a scenario to its end with the shim preloaded: (exit code,
+/// stdout, stderr).
+fn run_preloaded(scenario: &str) -> (Option<i32>, String, String) {
+    let (mut c, _fabric) = command(scenario, scenario);
+    preload_shim(&mut c);
+    let out = run_unchecked(&mut c, Duration::from_secs(60));
+    (out.status.code(), stdout(&out), stderr(&out))
+}
+
+/// The shim's WARN line of stderr containing every one of `parts`.
+fn warn_with<'a>(err: &'a str, parts: &[&str]) -> &'a str {
+    err.lines()
+        .find(|l| l.contains(" WARN ") && parts.iter().all(|p| l.contains(p)))
+        .unwrap_or_else(|| panic!("no WARN line with {parts:?} in:\n{err}"))
+}
+
+/// A leaked id and channel are reported at exit, each with the line of
+/// mistakes.c that made it.
+#[test]
+fn leaked_id_and_channel_are_reported_with_their_sites() {
+    let (code, out, err) = run_preloaded("leak");
+    assert_eq!(code, Some(0), "{out}{err}");
+    warn_with(
+        &err,
+        &["connection manager at exit: 2 things were never freed"],
+    );
+    warn_with(
+        &err,
+        &[
+            "cm_id 0x",
+            "port space TCP",
+            "made by rdma_create_id at main",
+            "mistakes.c:69",
+        ],
+    );
+    warn_with(
+        &err,
+        &[
+            "event channel 0x",
+            "made by rdma_create_event_channel at main",
+            "mistakes.c:66",
+        ],
+    );
+}
+
+/// The same leak through the drop-in librdmacm.so.1 (the shim under
+/// librdmacm's name, first on the search path, forwarding to the sim's).
+#[test]
+fn the_dropin_librdmacm_forwards_and_audits() {
+    let dropin = target_dir().parent().unwrap().join("dropin");
+    let (mut c, _fabric) = command("leak", "dropin");
+    c.env("LD_LIBRARY_PATH", path_list(&[&dropin, &sim_dir()]))
+        .env_remove("LD_PRELOAD");
+    let out = run_unchecked(&mut c, Duration::from_secs(60));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{}{err}", stdout(&out));
+    warn_with(
+        &err,
+        &[
+            "cm_id 0x",
+            "made by rdma_create_id at main",
+            "mistakes.c:69",
+        ],
+    );
+}
+
+/// An event fetched and never acked: the diagnosis names it and where it
+/// was fetched before rdma_destroy_id blocks, and again while it stays
+/// blocked; the program is killed then.
+#[test]
+fn unacked_event_is_diagnosed_before_destroy_blocks() {
+    let (mut c, _fabric) = command("unacked", "unacked");
+    preload_shim(&mut c);
+    let mut child = c
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start mistakes");
+    let mut err_pipe = child.stderr.take().unwrap();
+    let err_reader = std::thread::spawn(move || {
+        let mut v = String::new();
+        let _ = err_pipe.read_to_string(&mut v);
+        v
+    });
+    let mut out_pipe = child.stdout.take().unwrap();
+    let out_reader = std::thread::spawn(move || {
+        let mut v = String::new();
+        let _ = out_pipe.read_to_string(&mut v);
+        v
+    });
+    // Blocked for ever by librdmacm's contract: give the watchdog time to
+    // repeat the diagnosis once (every 2 s), then kill it.
+    let start = Instant::now();
+    let mut exited = None;
+    while start.elapsed() < Duration::from_millis(5000) {
+        if let Ok(Some(s)) = child.try_wait() {
+            exited = Some(s);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let (out, err) = (out_reader.join().unwrap(), err_reader.join().unwrap());
+    assert!(
+        exited.is_none(),
+        "rdma_destroy_id returned with its event unacked:\n{out}{err}"
+    );
+    assert!(
+        out.contains("destroying the id with its event unacked\n"),
+        "{out}{err}"
+    );
+    assert!(!out.contains("destroy returned"), "{out}{err}");
+    warn_with(
+        &err,
+        &[
+            "rdma_destroy_id(id=0x",
+            "with events fetched and never acked: event ADDR_RESOLVED",
+            "fetched at resolved",
+            "mistakes.c:51",
+            "blocks",
+        ],
+    );
+    warn_with(
+        &err,
+        &[
+            "rdma_destroy_id(0x",
+            "still blocked after",
+            "event ADDR_RESOLVED",
+        ],
+    );
+}
+
+/// A second ack of an event is said (where) and refused with EINVAL, as
+/// the sim's librdmacm answers it; the program goes on.
+#[test]
+fn double_ack_is_diagnosed() {
+    let (code, out, err) = run_preloaded("double");
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("second ack -1 errno 22\n"), "{out}{err}");
+    warn_with(
+        &err,
+        &[
+            "double ack: rdma_ack_cm_event(event=0x",
+            "mistakes.c:",
+            "acked already",
+        ],
+    );
+}
+
+/// rdma_destroy_id of an id whose QP rdma_create_qp made and nobody
+/// destroyed: said at the call, and the QP reported at exit.
+#[test]
+fn id_destroyed_before_its_qp_is_diagnosed() {
+    let (code, out, err) = run_preloaded("id_qp");
+    assert_eq!(code, Some(0), "{out}{err}");
+    warn_with(
+        &err,
+        &[
+            "rdma_destroy_id(id=0x",
+            "mistakes.c:",
+            "while its QP 0x",
+            "is alive",
+        ],
+    );
+    warn_with(&err, &["qp 0x", "qp_num="]);
+}
