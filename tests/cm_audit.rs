@@ -217,3 +217,70 @@ fn id_destroyed_before_its_qp_is_diagnosed() {
     );
     warn_with(&err, &["qp 0x", "qp_num="]);
 }
+
+/// Through the launcher: the summary counts the leaked id and channel as
+/// leaks (the leak exit code), and the JSON report's
+/// `connection_manager` lists them with their sites and is valid under
+/// `docs/leak-report.schema.json`.
+#[test]
+fn the_launcher_and_the_json_report_count_them() {
+    let dir = TempDir::new("cm-audit-json");
+    let report = dir.join("leak.json");
+    let fabric = Fabric(fabric_name("cmaudit", "json"));
+    let mut c = Command::new(target_dir().join("ibv-shim"));
+    c.args(["--sim", "--sim-dir"])
+        .arg(sim_dir())
+        .args(["--leak-exitcode", "23", "--report"])
+        .arg(&report)
+        .arg("--")
+        .arg(mistakes())
+        .arg("leak")
+        .env("IBV_SIM_FABRIC", &fabric.0)
+        .env("IBV_SIM_DEVICES", "rxe0")
+        .env_remove("LD_PRELOAD");
+    let out = run_unchecked(&mut c, Duration::from_secs(60));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(23), "{}{err}", stdout(&out));
+    assert!(
+        err.contains("leaked 2 RDMA objects: 1 cm_id, 1 event_channel"),
+        "{err}"
+    );
+    let text = std::fs::read_to_string(&report).expect("the report");
+    let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(doc["leaked"], true, "{text}");
+    let objects = doc["connection_manager"]["objects"]
+        .as_array()
+        .expect("objects");
+    let lines: Vec<(String, u64)> = objects
+        .iter()
+        .map(|o| {
+            (
+                o["kind"].as_str().unwrap().to_string(),
+                o["created"]["line"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    assert_eq!(
+        lines,
+        [("cm_id".to_string(), 69), ("event_channel".to_string(), 66)],
+        "{text}"
+    );
+    let script = r#"
+import json, sys
+import jsonschema
+v = jsonschema.Draft202012Validator(json.load(open(sys.argv[1])))
+errors = list(v.iter_errors(json.load(open(sys.argv[2]))))
+print("invalid" if errors else "valid", "; ".join(e.message for e in errors[:3]))
+"#;
+    let mut cmd = Command::new("python3");
+    cmd.arg("-c")
+        .arg(script)
+        .arg(repo_dir().join("docs/leak-report.schema.json"))
+        .arg(&report);
+    let v = run(&mut cmd);
+    assert!(
+        v.status.success() && stdout(&v).starts_with("valid"),
+        "python3 with jsonschema is needed (Debian: python3-jsonschema)\n{}",
+        describe(&cmd, &v)
+    );
+}

@@ -22,6 +22,8 @@ pub struct Channel {
     pub fd: i32,
     pub site: usize,
     pub tid: i32,
+    /// When it was made (seconds since the epoch).
+    pub at: f64,
 }
 
 /// A cm_id: made by `rdma_create_id` / `rdma_create_ep` /
@@ -40,8 +42,9 @@ pub struct Id {
     pub state: &'static str,
     /// Reached ESTABLISHED (an event, or a synchronous connect/accept).
     pub connected: bool,
-    /// Made by `rdma_create_ep` (destroyed by `rdma_destroy_ep`).
+    /// The call (or event) that made it.
     pub via: &'static str,
+    pub at: f64,
 }
 
 /// An event fetched by `rdma_get_cm_event` and not acked yet.
@@ -54,6 +57,7 @@ pub struct Event {
     pub channel: usize,
     pub site: usize,
     pub tid: i32,
+    pub at: f64,
 }
 
 /// A list the program must free: `rdma_getaddrinfo`'s or
@@ -69,6 +73,7 @@ pub struct List {
     pub kind: ListKind,
     pub site: usize,
     pub tid: i32,
+    pub at: f64,
 }
 
 /// A problem diagnosed at a call, kept for the exit report.
@@ -172,6 +177,17 @@ pub fn port_space(ps: u32) -> &'static str {
     }
 }
 
+/// Now, in seconds since the epoch (a creation time for the report).
+fn wall() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    ts.tv_sec as f64 + (ts.tv_nsec / 1_000_000) as f64 / 1000.0
+}
+
 fn used() {
     USED.store(true, Ordering::Relaxed);
 }
@@ -180,13 +196,14 @@ fn used() {
 pub fn channel_made(addr: usize, fd: i32, site: usize) {
     used();
     let tid = crate::thread::tid();
-    with(|s| s.channels.insert(addr, Channel { fd, site, tid }));
+    let at = wall();
+    with(|s| s.channels.insert(addr, Channel { fd, site, tid, at }));
 }
 
 /// An id was made at `site` (`via`: the call that made it).
 pub fn id_made(addr: usize, channel: usize, ps: u32, qp: usize, site: usize, via: &'static str) {
     used();
-    let tid = crate::thread::tid();
+    let (tid, at) = (crate::thread::tid(), wall());
     with(|s| {
         s.qp_destroyed.remove(&addr);
         s.ids.insert(
@@ -201,6 +218,7 @@ pub fn id_made(addr: usize, channel: usize, ps: u32, qp: usize, site: usize, via
                 state: "IDLE",
                 connected: false,
                 via,
+                at,
             },
         )
     });
@@ -210,7 +228,18 @@ pub fn id_made(addr: usize, channel: usize, ps: u32, qp: usize, site: usize, via
 pub fn list_made(addr: usize, kind: ListKind, site: usize) {
     used();
     let tid = crate::thread::tid();
-    with(|s| s.lists.insert(addr, List { kind, site, tid }));
+    let at = wall();
+    with(|s| {
+        s.lists.insert(
+            addr,
+            List {
+                kind,
+                site,
+                tid,
+                at,
+            },
+        )
+    });
 }
 
 /// A list was freed (unknown lists pass: made before the shim saw them).
@@ -254,7 +283,7 @@ pub fn migrated(id: usize, channel: usize) {
 /// listener.
 pub fn event_fetched(event: usize, e: &rdmacm_abi::rdma_cm_event, channel: usize, site: usize) {
     used();
-    let tid = crate::thread::tid();
+    let (tid, at) = (crate::thread::tid(), wall());
     let id = e.id as usize;
     let kind = e.event;
     with(|s| {
@@ -268,6 +297,7 @@ pub fn event_fetched(event: usize, e: &rdmacm_abi::rdma_cm_event, channel: usize
                 channel,
                 site,
                 tid,
+                at,
             },
         );
         let state = event_name(kind);
@@ -285,6 +315,7 @@ pub fn event_fetched(event: usize, e: &rdmacm_abi::rdma_cm_event, channel: usize
                     state,
                     connected: false,
                     via: "a CONNECT_REQUEST event",
+                    at,
                 },
             );
         } else if let Some(i) = s.ids.get_mut(&id) {

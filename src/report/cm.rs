@@ -6,7 +6,10 @@
 //! and are left out, as the verbs objects it keeps are (default
 //! suppressions).
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
+
+use report_model::{Address, CmDiagnosis, CmKind, CmObject, ConnectionManager, Created};
 
 use crate::cm::{event_name, port_space, with, ListKind};
 use crate::log::Level;
@@ -155,4 +158,101 @@ pub fn at_exit() -> bool {
         }
     }
     n > 0
+}
+
+/// A creation site as the report's `created`.
+fn created(site: usize, tid: i32, at: f64) -> Created<'static> {
+    let s = super::site(site);
+    Created {
+        thread: tid,
+        time: Some(at),
+        module: s.module.map(Cow::Owned),
+        symbol: s.symbol.map(Cow::Owned),
+        offset: s.offset,
+        function: s.function.map(Cow::Owned),
+        file: s.file.map(Cow::Owned),
+        line: s.line,
+        build_id: s.build_id.map(Cow::Owned),
+        backtrace: None,
+    }
+}
+
+fn addr(a: usize) -> Option<Address> {
+    Address::or_null(a as u64)
+}
+
+/// The report's `connection_manager` (None when the program made no
+/// connection-manager object), and whether it holds a leak.
+pub fn json_section() -> (Option<ConnectionManager<'static>>, bool) {
+    if !crate::cm::USED.load(std::sync::atomic::Ordering::Relaxed) {
+        return (None, false);
+    }
+    let plain = |kind, handle: usize, via: &str, created| CmObject {
+        kind,
+        handle: Address(handle as u64),
+        channel: None,
+        id: None,
+        listener: None,
+        qp: None,
+        port_space: None,
+        state: None,
+        event: None,
+        status: None,
+        fd: None,
+        via: Cow::Owned(via.to_string()),
+        created,
+    };
+    let mut objects = with(|s| {
+        let mut out = Vec::new();
+        for (&a, i) in s.ids.iter().filter(|(_, i)| !librdmacm_own(i.site)) {
+            let mut o = plain(CmKind::CmId, a, i.via, created(i.site, i.tid, i.at));
+            o.channel = addr(i.channel);
+            o.listener = addr(i.listener);
+            o.qp = addr(i.qp);
+            o.port_space = Some(Cow::Borrowed(port_space(i.ps)));
+            o.state = Some(Cow::Borrowed(i.state));
+            out.push(o);
+        }
+        for (&a, c) in s.channels.iter().filter(|(_, c)| !librdmacm_own(c.site)) {
+            let mut o = plain(
+                CmKind::EventChannel,
+                a,
+                "rdma_create_event_channel",
+                created(c.site, c.tid, c.at),
+            );
+            o.fd = Some(c.fd);
+            out.push(o);
+        }
+        for (&a, e) in s.events.iter().filter(|(_, e)| !librdmacm_own(e.site)) {
+            let mut o = plain(
+                CmKind::CmEvent,
+                a,
+                "rdma_get_cm_event",
+                created(e.site, e.tid, e.at),
+            );
+            o.channel = addr(e.channel);
+            o.id = addr(e.id);
+            o.event = Some(Cow::Borrowed(event_name(e.kind)));
+            o.status = Some(e.status);
+            out.push(o);
+        }
+        for (&a, l) in s.lists.iter().filter(|(_, l)| !librdmacm_own(l.site)) {
+            let (kind, via) = match l.kind {
+                ListKind::AddrInfo => (CmKind::Addrinfo, "rdma_getaddrinfo"),
+                ListKind::Devices => (CmKind::RdmaDeviceList, "rdma_get_devices"),
+            };
+            out.push(plain(kind, a, via, created(l.site, l.tid, l.at)));
+        }
+        out
+    });
+    objects.sort_by_key(|o| (o.kind, o.handle.0));
+    let diagnoses = findings()
+        .into_iter()
+        .map(|(check, text)| CmDiagnosis {
+            check: Cow::Borrowed(check),
+            text: Cow::Owned(text),
+        })
+        .collect();
+    let leaked = !objects.is_empty();
+    (Some(ConnectionManager { objects, diagnoses }), leaked)
 }

@@ -540,12 +540,13 @@ pub(super) fn write_json(
         totals.0[kind.index()] = inv.loud.0[kind.index()] as u64;
     }
     let injected = crate::faults::injected();
+    let (connection_manager, cm_leaked) = super::cm::json_section();
     let doc = Report {
         schema: Cow::Borrowed(SCHEMA),
         pid: std::process::id(),
         program: Cow::Owned(program()),
         run: crate::config::get().run.as_deref().map(Cow::Borrowed),
-        leaked: inv.loud.total() > 0,
+        leaked: inv.loud.total() > 0 || cm_leaked,
         totals,
         objects: Listing(RefCell::new(Lookups {
             inv,
@@ -559,6 +560,7 @@ pub(super) fn write_json(
             dropped_before: inv.dropped,
         },
         checks: checks(),
+        connection_manager,
     };
     let mut out = Bounded {
         file: &mut file,

@@ -17,6 +17,9 @@ use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::ser::{SerializeMap, SerializeStruct, Serializer};
 use serde::{Deserialize, Serialize};
 
+mod cm;
+pub use cm::{CmDiagnosis, CmKind, CmObject, ConnectionManager};
+
 /// The document's `schema`.
 pub const SCHEMA: &str = "ibv-shim/leak-report/1";
 
@@ -809,6 +812,11 @@ pub struct Report<'a, O = Vec<Object<'a>>, T = Option<Cow<'a, str>>> {
     /// (`dead_lkey`, `out_of_range`, ...); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checks: Option<std::collections::BTreeMap<String, u64>>,
+    /// What the program left of the connection manager (librdmacm), and
+    /// the mistakes diagnosed at its calls; absent when it made no
+    /// connection-manager object.
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    pub connection_manager: Option<ConnectionManager<'a>>,
 }
 
 /// One injected failure: which call of which verb, from where, how.
@@ -981,6 +989,7 @@ mod tests {
             .iter()
             .filter(|o| !o.suppressed)
             .for_each(|o| totals.0[o.kind().index()] += 1);
+        let cm_created = objects[0].created.clone();
         Report {
             schema: SCHEMA.into(),
             pid: 1234,
@@ -1000,6 +1009,27 @@ mod tests {
             }],
             truncated: None,
             checks: Some([("dead_lkey".to_string(), 1)].into()),
+            connection_manager: Some(ConnectionManager {
+                objects: vec![CmObject {
+                    kind: CmKind::CmId,
+                    handle: Address(0x5600_0000_1000),
+                    channel: Some(Address(0x5600_0000_0800)),
+                    id: None,
+                    listener: None,
+                    qp: Some(Address(0x5600_0000_2000)),
+                    port_space: Some("TCP".into()),
+                    state: Some("ESTABLISHED".into()),
+                    event: None,
+                    status: None,
+                    fd: None,
+                    via: "rdma_create_id".into(),
+                    created: cm_created,
+                }],
+                diagnoses: vec![CmDiagnosis {
+                    check: "double-ack".into(),
+                    text: "double ack: rdma_ack_cm_event(event=0x1)".into(),
+                }],
+            }),
         }
     }
 
