@@ -1,39 +1,36 @@
 //! What the program left of the connection manager at exit: ids never
 //! destroyed (with their QP, under the id), channels never destroyed,
 //! events never acked, lists never freed; and the problems diagnosed at
-//! the calls. Objects librdmacm made from its own code (the ids of its
-//! rsockets, whose creation site is in librdmacm) are not the program's
-//! and are left out, as the verbs objects it keeps are (default
-//! suppressions).
+//! the calls. Suppression rules apply as to the verbs objects (by kind
+//! name: `cm_id`, `event_channel`, `cm_event`, `addrinfo`,
+//! `rdma_device_list`); the built-in ones name what librdmacm's rsockets
+//! and libfabric's verbs provider make from their own code.
 
 use std::borrow::Cow;
 use std::fmt::Write as _;
 
 use report_model::{Address, CmDiagnosis, CmKind, CmObject, ConnectionManager, Created};
 
+use super::suppress::{Suppressor, Why};
 use crate::cm::{event_name, port_space, with, ListKind};
 use crate::log::Level;
 
-/// Was `site` in librdmacm's own code?
-fn librdmacm_own(site: usize) -> bool {
-    crate::config::get().default_suppressions
-        && super::site(site).module.as_deref().is_some_and(|m| {
-            m.rsplit('/')
-                .next()
-                .unwrap_or(m)
-                .starts_with("librdmacm.so")
-        })
+/// Is this object suppressed (a rule of the user's, or a library's own:
+/// the built-in rules name librdmacm's rsockets and libfabric's address
+/// lists)?
+fn why(sup: &mut Suppressor, kind: CmKind, site: usize) -> Option<Why> {
+    sup.site(kind.name(), site)
 }
 
 /// The listing's lines and how many things leaked.
-pub fn listing() -> (Vec<String>, usize) {
+pub fn listing(sup: &mut Suppressor) -> (Vec<String>, usize) {
     with(|s| {
         let mut lines = Vec::new();
         let mut n = 0;
         let mut ids: Vec<_> = s
             .ids
             .iter()
-            .filter(|(_, i)| !librdmacm_own(i.site))
+            .filter(|(_, i)| why(sup, CmKind::CmId, i.site).is_none())
             .collect();
         ids.sort_by_key(|(a, _)| **a);
         for (addr, i) in ids {
@@ -67,7 +64,7 @@ pub fn listing() -> (Vec<String>, usize) {
         let mut chans: Vec<_> = s
             .channels
             .iter()
-            .filter(|(_, c)| !librdmacm_own(c.site))
+            .filter(|(_, c)| why(sup, CmKind::EventChannel, c.site).is_none())
             .collect();
         chans.sort_by_key(|(a, _)| **a);
         for (addr, c) in chans {
@@ -82,7 +79,7 @@ pub fn listing() -> (Vec<String>, usize) {
         let mut events: Vec<_> = s
             .events
             .iter()
-            .filter(|(_, e)| !librdmacm_own(e.site))
+            .filter(|(_, e)| why(sup, CmKind::CmEvent, e.site).is_none())
             .collect();
         events.sort_by_key(|(a, _)| **a);
         for (addr, e) in events {
@@ -99,7 +96,7 @@ pub fn listing() -> (Vec<String>, usize) {
         let mut lists: Vec<_> = s
             .lists
             .iter()
-            .filter(|(_, l)| !librdmacm_own(l.site))
+            .filter(|(_, l)| why(sup, list_kind(l.kind), l.site).is_none())
             .collect();
         lists.sort_by_key(|(a, _)| **a);
         for (addr, l) in lists {
@@ -130,11 +127,11 @@ pub fn findings() -> Vec<(&'static str, String)> {
 
 /// The exit report's connection-manager part, in the log. Returns whether
 /// anything leaked.
-pub fn at_exit() -> bool {
+pub fn at_exit(sup: &mut Suppressor) -> bool {
     if !crate::cm::USED.load(std::sync::atomic::Ordering::Relaxed) {
         return false;
     }
-    let (lines, n) = listing();
+    let (lines, n) = listing(sup);
     let found = findings();
     if n > 0 {
         crate::log!(
@@ -160,6 +157,13 @@ pub fn at_exit() -> bool {
     n > 0
 }
 
+fn list_kind(k: ListKind) -> CmKind {
+    match k {
+        ListKind::AddrInfo => CmKind::Addrinfo,
+        ListKind::Devices => CmKind::RdmaDeviceList,
+    }
+}
+
 /// A creation site as the report's `created`.
 fn created(site: usize, tid: i32, at: f64) -> Created<'static> {
     let s = super::site(site);
@@ -183,7 +187,7 @@ fn addr(a: usize) -> Option<Address> {
 
 /// The report's `connection_manager` (None when the program made no
 /// connection-manager object), and whether it holds a leak.
-pub fn json_section() -> (Option<ConnectionManager<'static>>, bool) {
+pub fn json_section(sup: &mut Suppressor) -> (Option<ConnectionManager<'static>>, bool) {
     if !crate::cm::USED.load(std::sync::atomic::Ordering::Relaxed) {
         return (None, false);
     }
@@ -201,19 +205,25 @@ pub fn json_section() -> (Option<ConnectionManager<'static>>, bool) {
         fd: None,
         via: Cow::Owned(via.to_string()),
         created,
+        suppressed: false,
+        kept_by: None,
     };
     let mut objects = with(|s| {
         let mut out = Vec::new();
-        for (&a, i) in s.ids.iter().filter(|(_, i)| !librdmacm_own(i.site)) {
+        for (&a, i) in s
+            .ids
+            .iter()
+            .filter(|(_, i)| why(sup, CmKind::CmId, i.site).is_none())
+        {
             let mut o = plain(CmKind::CmId, a, i.via, created(i.site, i.tid, i.at));
             o.channel = addr(i.channel);
             o.listener = addr(i.listener);
             o.qp = addr(i.qp);
             o.port_space = Some(Cow::Borrowed(port_space(i.ps)));
             o.state = Some(Cow::Borrowed(i.state));
-            out.push(o);
+            out.push((o, i.site));
         }
-        for (&a, c) in s.channels.iter().filter(|(_, c)| !librdmacm_own(c.site)) {
+        for (&a, c) in s.channels.iter() {
             let mut o = plain(
                 CmKind::EventChannel,
                 a,
@@ -221,9 +231,9 @@ pub fn json_section() -> (Option<ConnectionManager<'static>>, bool) {
                 created(c.site, c.tid, c.at),
             );
             o.fd = Some(c.fd);
-            out.push(o);
+            out.push((o, c.site));
         }
-        for (&a, e) in s.events.iter().filter(|(_, e)| !librdmacm_own(e.site)) {
+        for (&a, e) in s.events.iter() {
             let mut o = plain(
                 CmKind::CmEvent,
                 a,
@@ -234,17 +244,28 @@ pub fn json_section() -> (Option<ConnectionManager<'static>>, bool) {
             o.id = addr(e.id);
             o.event = Some(Cow::Borrowed(event_name(e.kind)));
             o.status = Some(e.status);
-            out.push(o);
+            out.push((o, e.site));
         }
-        for (&a, l) in s.lists.iter().filter(|(_, l)| !librdmacm_own(l.site)) {
+        for (&a, l) in s.lists.iter() {
             let (kind, via) = match l.kind {
                 ListKind::AddrInfo => (CmKind::Addrinfo, "rdma_getaddrinfo"),
                 ListKind::Devices => (CmKind::RdmaDeviceList, "rdma_get_devices"),
             };
-            out.push(plain(kind, a, via, created(l.site, l.tid, l.at)));
+            out.push((plain(kind, a, via, created(l.site, l.tid, l.at)), l.site));
         }
         out
     });
+    for (o, site) in &mut objects {
+        match why(sup, o.kind, *site) {
+            Some(Why::User) => o.suppressed = true,
+            Some(Why::Kept(owner)) => {
+                o.suppressed = true;
+                o.kept_by = Some(Cow::Borrowed(owner));
+            }
+            None => {}
+        }
+    }
+    let mut objects: Vec<CmObject<'static>> = objects.into_iter().map(|(o, _)| o).collect();
     objects.sort_by_key(|o| (o.kind, o.handle.0));
     let diagnoses = findings()
         .into_iter()
@@ -253,6 +274,6 @@ pub fn json_section() -> (Option<ConnectionManager<'static>>, bool) {
             text: Cow::Owned(text),
         })
         .collect();
-    let leaked = !objects.is_empty();
+    let leaked = objects.iter().any(|o| !o.suppressed);
     (Some(ConnectionManager { objects, diagnoses }), leaked)
 }

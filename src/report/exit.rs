@@ -34,7 +34,6 @@ pub fn at_exit() {
     if !USED.load(Ordering::Relaxed) && !crate::faults::any_injected() {
         return;
     }
-    let cm_leaked = super::cm::at_exit();
     // Read the device names while the open contexts still are.
     for (ctx, c) in contexts::all() {
         if c.open {
@@ -45,6 +44,7 @@ pub fn at_exit() {
     let all = contexts::all();
     let zombies = contexts::zombies();
     let mut sup = Suppressor::new();
+    let cm_leaked = super::cm::at_exit(&mut sup);
     let inv = Inventory::take(&all, &zombies, &mut sup);
     let leaked = inv.loud.total() > 0;
 

@@ -540,7 +540,7 @@ pub(super) fn write_json(
         totals.0[kind.index()] = inv.loud.0[kind.index()] as u64;
     }
     let injected = crate::faults::injected();
-    let (connection_manager, cm_leaked) = super::cm::json_section();
+    let (connection_manager, cm_leaked) = super::cm::json_section(sup);
     let doc = Report {
         schema: Cow::Borrowed(SCHEMA),
         pid: std::process::id(),

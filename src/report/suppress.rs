@@ -70,7 +70,9 @@ pub fn parse_suppressions(text: &str) -> (Vec<Suppression>, Vec<String>) {
         match parsed {
             Some((kind, pattern))
                 if !pattern.is_empty()
-                    && (kind == "*" || ReportKind::from_name(kind).is_some()) =>
+                    && (kind == "*"
+                        || ReportKind::from_name(kind).is_some()
+                        || report_model::CmKind::from_name(kind).is_some()) =>
             {
                 out.push(Suppression {
                     kind: (kind != "*").then(|| kind.to_string()),
@@ -79,9 +81,10 @@ pub fn parse_suppressions(text: &str) -> (Vec<Suppression>, Vec<String>) {
                 })
             }
             _ => problems.push(format!(
-                "line {}: {line:?} is not leak:<kind>:<pattern> with kind one of *, {}",
+                "line {}: {line:?} is not leak:<kind>:<pattern> with kind one of *, {}, {}",
                 n + 1,
-                ReportKind::NAMES.join(", ")
+                ReportKind::NAMES.join(", "),
+                report_model::CmKind::ALL.map(|k| k.name()).join(", ")
             )),
         }
     }

@@ -276,6 +276,9 @@ impl From<report_model::Report<'_>> for Report {
         if let Some(cm) = &r.connection_manager {
             for o in &cm.objects {
                 objects.push(Object::from(o));
+                if o.suppressed {
+                    continue;
+                }
                 let kind = o.kind.name();
                 match totals.iter_mut().find(|(k, _)| k == kind) {
                     Some((_, n)) => *n += 1,
@@ -330,8 +333,8 @@ impl From<&report_model::CmObject<'_>> for Object {
             symbol: nonempty(o.created.symbol.as_deref()),
             offset: o.created.offset,
             found: Some("exit".to_string()),
-            suppressed: false,
-            kept_by: None,
+            suppressed: o.suppressed,
+            kept_by: nonempty(o.kept_by.as_deref()),
         }
     }
 }

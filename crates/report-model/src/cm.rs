@@ -118,6 +118,12 @@ pub struct CmObject<'a> {
     pub via: Cow<'a, str>,
     #[serde(borrow)]
     pub created: Created<'a>,
+    /// Matched by a suppression rule (the user's, or a built-in one).
+    #[serde(default)]
+    pub suppressed: bool,
+    /// The library that keeps it on purpose (a built-in suppression).
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    pub kept_by: Option<Cow<'a, str>>,
 }
 
 /// A mistake diagnosed at a call.

@@ -1024,6 +1024,8 @@ mod tests {
                     fd: None,
                     via: "rdma_create_id".into(),
                     created: cm_created,
+                    suppressed: false,
+                    kept_by: None,
                 }],
                 diagnoses: vec![CmDiagnosis {
                     check: "double-ack".into(),
