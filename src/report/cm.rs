@@ -23,7 +23,7 @@ fn why(sup: &mut Suppressor, kind: CmKind, site: usize) -> Option<Why> {
 }
 
 /// The listing's lines and how many things leaked.
-pub fn listing(sup: &mut Suppressor) -> (Vec<String>, usize) {
+pub(super) fn listing(sup: &mut Suppressor) -> (Vec<String>, usize) {
     with(|s| {
         let mut lines = Vec::new();
         let mut n = 0;
@@ -116,7 +116,7 @@ pub fn listing(sup: &mut Suppressor) -> (Vec<String>, usize) {
 }
 
 /// The problems diagnosed at the calls (for the exit report).
-pub fn findings() -> Vec<(&'static str, String)> {
+pub(super) fn findings() -> Vec<(&'static str, String)> {
     with(|s| {
         s.findings
             .iter()
@@ -127,7 +127,7 @@ pub fn findings() -> Vec<(&'static str, String)> {
 
 /// The exit report's connection-manager part, in the log. Returns whether
 /// anything leaked.
-pub fn at_exit(sup: &mut Suppressor) -> bool {
+pub(super) fn at_exit(sup: &mut Suppressor) -> bool {
     if !crate::cm::USED.load(std::sync::atomic::Ordering::Relaxed) {
         return false;
     }
@@ -187,7 +187,7 @@ fn addr(a: usize) -> Option<Address> {
 
 /// The report's `connection_manager` (None when the program made no
 /// connection-manager object), and whether it holds a leak.
-pub fn json_section(sup: &mut Suppressor) -> (Option<ConnectionManager<'static>>, bool) {
+pub(super) fn json_section(sup: &mut Suppressor) -> (Option<ConnectionManager<'static>>, bool) {
     if !crate::cm::USED.load(std::sync::atomic::Ordering::Relaxed) {
         return (None, false);
     }

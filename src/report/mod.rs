@@ -21,7 +21,7 @@
 //! `dladdr` only here, once per distinct address.
 
 mod close;
-pub mod cm;
+mod cm;
 mod exit;
 mod inventory;
 mod json;
