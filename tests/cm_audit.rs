@@ -284,3 +284,25 @@ print("invalid" if errors else "valid", "; ".join(e.message for e in errors[:3])
         describe(&cmd, &v)
     );
 }
+
+/// A fault rule fails an rdma_* call as librdmacm would (-1 and the
+/// rule's errno, the real call not made); the error path's leaks are then
+/// reported.
+#[test]
+fn a_fault_rule_fails_an_rdma_call() {
+    let (mut c, _fabric) = command("double", "fault");
+    preload_shim(&mut c);
+    c.env("IBV_SHIM_FAULTS", "rdma_resolve_addr:nth=1:errno=ETIMEDOUT");
+    let out = run_unchecked(&mut c, Duration::from_secs(60));
+    let (o, err) = (stdout(&out), stderr(&out));
+    assert_eq!(out.status.code(), Some(1), "{o}{err}");
+    assert!(
+        o.contains("FAIL: rdma_resolve_addr (errno 110)"),
+        "{o}{err}"
+    );
+    warn_with(
+        &err,
+        &["fault injected: rdma_resolve_addr call 1", "ETIMEDOUT"],
+    );
+    warn_with(&err, &["cm_id 0x", "made by rdma_create_id at resolved"]);
+}

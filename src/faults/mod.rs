@@ -211,8 +211,9 @@ pub fn check(verb: &'static str, injectable: bool) -> Result<(), i32> {
 #[cold]
 #[inline(never)]
 fn decide(verb: &'static str) -> Result<(), i32> {
-    // The real library calling its own export is not the program's call.
-    if crate::thread::nested() {
+    // The real library calling its own export is not the program's call
+    // (librdmacm calling its own rdma_* exports neither).
+    if crate::thread::nested() || (verb.starts_with("rdma_") && crate::thread::cm_nested()) {
         return Ok(());
     }
     let errno = crate::guard::Errno::save();

@@ -102,6 +102,30 @@ pub const VERBS: &[Verb] = &[
     Verb::new("ibv_import_device", Failure::Gives),
     Verb::new("ibv_import_pd", Failure::Gives),
     Verb::new("ibv_import_mr", Failure::Gives),
+    // librdmacm (the shim interposes it too): the connection's setup, each
+    // failing with -1 and errno (NULL for the creates of a pointer).
+    Verb::new("rdma_create_event_channel", Failure::Gives),
+    Verb::new("rdma_create_id", Failure::Gives),
+    Verb::new("rdma_destroy_id", Failure::Release),
+    Verb::new("rdma_bind_addr", Failure::Gives),
+    Verb::new("rdma_resolve_addr", Failure::Gives),
+    Verb::new("rdma_resolve_route", Failure::Gives),
+    Verb::new("rdma_create_qp", Failure::Gives),
+    Verb::new("rdma_create_qp_ex", Failure::Gives),
+    Verb::new("rdma_create_ep", Failure::Gives),
+    Verb::new("rdma_connect", Failure::Gives),
+    Verb::new("rdma_listen", Failure::Gives),
+    Verb::new("rdma_accept", Failure::Gives),
+    Verb::new("rdma_reject", Failure::Gives),
+    Verb::new("rdma_get_request", Failure::Gives),
+    Verb::new("rdma_get_cm_event", Failure::Gives),
+    Verb::new("rdma_ack_cm_event", Failure::Release),
+    Verb::new("rdma_disconnect", Failure::Release),
+    Verb::new("rdma_migrate_id", Failure::Gives),
+    Verb::new("rdma_set_option", Failure::Gives),
+    Verb::new("rdma_join_multicast", Failure::Gives),
+    Verb::new("rdma_getaddrinfo", Failure::Gives),
+    Verb::new("rdma_get_devices", Failure::Gives),
 ];
 
 /// The verb named `name`, if a rule may name it.
@@ -489,6 +513,9 @@ mod tests {
                 "ibv_dealloc_",
                 "ibv_dereg_",
                 "ibv_destroy_",
+                "rdma_destroy_",
+                "rdma_ack_",
+                "rdma_disconnect",
             ]
             .iter()
             .any(|p| v.name.starts_with(p));
