@@ -306,3 +306,55 @@ fn a_fault_rule_fails_an_rdma_call() {
     );
     warn_with(&err, &["cm_id 0x", "made by rdma_create_id at resolved"]);
 }
+
+/// The connection manager's calls and events are in the binary trace like
+/// verbs calls (their declarations make the records): `ibv-shim trace`
+/// shows them as the debug log does, and the Chrome trace has a slice for
+/// each.
+#[test]
+fn rdma_calls_and_events_are_traced() {
+    let dir = TempDir::new("cm-audit-trace");
+    let trace = dir.join("trace");
+    let (mut c, _fabric) = command("double", "trace");
+    preload_shim(&mut c);
+    c.env("IBV_SHIM_TRACE", &trace);
+    let out = run_unchecked(&mut c, Duration::from_secs(60));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let decode = |format: &str| {
+        let mut d = Command::new(target_dir().join("ibv-shim"));
+        d.args(["trace", "--format", format]).arg(&trace);
+        let o = run(&mut d);
+        assert!(o.status.success(), "{}", describe(&d, &o));
+        stdout(&o)
+    };
+    let text = decode("text");
+    for call in [
+        "rdma_create_event_channel() = 0x",
+        "rdma_create_id(channel=0x",
+        "rdma_resolve_addr(id=0x",
+        "rdma_get_cm_event(channel=0x",
+        "(event_type=0)",
+        "rdma_ack_cm_event(event=0x",
+        "rdma_destroy_id(id=0x",
+    ] {
+        assert!(text.contains(call), "no {call:?} in the trace:\n{text}");
+    }
+    let chrome = decode("chrome");
+    let doc: serde_json::Value = serde_json::from_str(&chrome).expect("Chrome JSON");
+    let names: Vec<&str> = doc["traceEvents"]
+        .as_array()
+        .or_else(|| doc.as_array())
+        .expect("events")
+        .iter()
+        .filter_map(|e| e["name"].as_str())
+        .collect();
+    for n in ["rdma_get_cm_event", "rdma_ack_cm_event", "rdma_create_id"] {
+        assert!(names.contains(&n), "no {n} slice in {names:?}");
+    }
+}
