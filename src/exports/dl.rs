@@ -8,9 +8,12 @@
 //! the shim itself. The shim exports every public symbol of the real library
 //! at its version (instrumented or forwarded by trampoline, see
 //! `forward.rs`), so every lookup on that handle succeeds exactly as on the
-//! real one. `librdmacm.so[.N]` gives the shim too (it exports librdmacm's
-//! symbols at their versions: libfabric and UCX load it by hand). Every
-//! other name goes straight to glibc's `dlopen`, so provider
+//! real one. `librdmacm.so[.N]` is passed on unchanged: a program that
+//! unloads the librdmacm it loaded by hand must see it gone (Open MPI at
+//! `MPI_Finalize`), which a handle to the shim (never unloaded, holding
+//! the real librdmacm) would not give; libfabric and UCX link librdmacm,
+//! so the preloaded shim's exports reach their calls. Every other name
+//! goes straight to glibc's `dlopen`, so provider
 //! plugins and everything else load normally.
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
@@ -23,11 +26,6 @@ use crate::log::Level;
 /// Is this the name of the verbs library?
 fn is_libibverbs(name: &CStr) -> bool {
     is_named(name, b"libibverbs.so")
-}
-
-/// Is this the name of librdmacm (whose symbols the shim exports too)?
-fn is_librdmacm(name: &CStr) -> bool {
-    is_named(name, b"librdmacm.so")
 }
 
 fn is_named(name: &CStr, lib: &[u8]) -> bool {
@@ -79,17 +77,16 @@ extern "C" fn dlopen_target(filename: *const c_char, flags: c_int) -> *const c_c
         }
         // SAFETY: dlopen's contract: a non-NULL filename is a C string.
         let name = unsafe { CStr::from_ptr(filename) };
-        let rdmacm = is_librdmacm(name);
-        if !(rdmacm || is_libibverbs(name)) || flags & libc::RTLD_NOLOAD != 0 {
+        if !is_libibverbs(name) || flags & libc::RTLD_NOLOAD != 0 {
             return None;
         }
-        if name.to_bytes().contains(&b'/') && !rdmacm {
+        if name.to_bytes().contains(&b'/') {
             crate::real::program_asked_for(name);
         }
         let me = own_path()?;
         crate::log!(
             Level::Debug,
-            "dlopen({:?}) = the shim ({}): calls looked up on this handle are instrumented",
+            "dlopen({:?}) = the shim ({}): verbs looked up on this handle are instrumented",
             name.to_string_lossy(),
             me.to_string_lossy()
         );
