@@ -34,7 +34,6 @@ pub fn forward<R>(
     if crate::thread::cm_nested() {
         return Ok(forward());
     }
-    crate::report::note_use();
     check()?;
     let call = Call::begin();
     let r = crate::thread::cm_inside(forward);
