@@ -12,6 +12,8 @@ set -eu
 CBINDGEN_VERSION=0.27.0
 PACKAGES="libibverbs-dev ibverbs-utils ibverbs-providers gcc make binutils lld util-linux valgrind ltrace strace python3-jsonschema"
 PACKAGES="$PACKAGES librdmacm-dev rdmacm-utils perftest qperf libfabric-bin ucx-utils python3-pyverbs"
+# tests/sim_cm_ucx.rs builds a UCP program (UCX over the rdmacm connection manager).
+PACKAGES="$PACKAGES libucx-dev"
 # `make install`, `make deb` and tests/install.rs, tests/deb.rs: the .pc file,
 # rendering the man pages, checking the package.
 PACKAGES="$PACKAGES pkg-config man-db groff-base dpkg-dev fakeroot lintian"

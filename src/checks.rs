@@ -28,10 +28,22 @@ pub enum Check {
     NullSgList,
     /// A chain longer than its queue holds (or one that loops).
     ChainLength,
+    /// A send's source bytes changed before its completion (`inflight`).
+    SendModified,
+    /// A receive buffer given out again before its receive completed.
+    RecvReused,
+    /// An MR deregistered (or re-registered) under outstanding WRs.
+    TeardownMr,
+    /// A QP destroyed or reset with sends whose completions were never polled.
+    TeardownQp,
+    /// A CQ destroyed with completions of posted WRs never polled.
+    TeardownCq,
+    /// More completions due on a CQ than it has entries.
+    CqOverrun,
 }
 
 impl Check {
-    pub const ALL: [Check; 10] = [
+    pub const ALL: [Check; 16] = [
         Check::DeadLkey,
         Check::OutOfRange,
         Check::OtherPd,
@@ -42,6 +54,12 @@ impl Check {
         Check::InlineSize,
         Check::NullSgList,
         Check::ChainLength,
+        Check::SendModified,
+        Check::RecvReused,
+        Check::TeardownMr,
+        Check::TeardownQp,
+        Check::TeardownCq,
+        Check::CqOverrun,
     ];
 
     /// Its name in the log and the JSON report.
@@ -57,7 +75,18 @@ impl Check {
             Check::InlineSize => "inline_size",
             Check::NullSgList => "sg_list",
             Check::ChainLength => "chain_length",
+            Check::SendModified => "send_modified",
+            Check::RecvReused => "recv_reused",
+            Check::TeardownMr => "teardown_mr",
+            Check::TeardownQp => "teardown_qp",
+            Check::TeardownCq => "teardown_cq",
+            Check::CqOverrun => "cq_overrun",
         }
+    }
+
+    /// A check of work in flight (`IBV_SHIM_CHECK=inflight` only).
+    pub fn inflight_only(self) -> bool {
+        self as u8 >= Check::SendModified as u8
     }
 }
 
@@ -66,7 +95,27 @@ static COUNTS: [AtomicU64; Check::ALL.len()] = [const { AtomicU64::new(0) }; Che
 /// Are the data-path checks on?
 #[inline]
 pub fn datapath() -> bool {
-    crate::config::get().check_datapath
+    match crate::config::CHECK_LEVEL.load(Ordering::Relaxed) {
+        0 => false,
+        crate::config::CHECK_UNSET => unread().check_datapath,
+        _ => true,
+    }
+}
+
+/// The configuration not read yet: read it now.
+#[cold]
+fn unread() -> &'static crate::config::Config {
+    crate::config::get()
+}
+
+/// Is posted work tracked until its completion (`IBV_SHIM_CHECK=inflight`)?
+#[inline]
+pub fn inflight() -> bool {
+    match crate::config::CHECK_LEVEL.load(Ordering::Relaxed) {
+        2 => true,
+        crate::config::CHECK_UNSET => unread().check_inflight,
+        _ => false,
+    }
 }
 
 /// Abort at the first violation?

@@ -48,6 +48,9 @@ pub struct Config {
     /// (and abort at the first violation).
     pub check_datapath: bool,
     pub check_abort: bool,
+    /// `IBV_SHIM_CHECK=inflight`: also track posted work until its
+    /// completion (implies `datapath`).
+    pub check_inflight: bool,
     /// `IBV_SHIM_DEFAULT_SUPPRESSIONS=0` turns the built-in suppressions off.
     pub default_suppressions: bool,
     /// Set when the process runs in secure-execution mode.
@@ -57,6 +60,12 @@ pub struct Config {
 }
 
 static CONFIG: Lazy<Config> = Lazy::new(Config::from_env);
+
+/// The checks' level as one byte the data path's wrappers test:
+/// [`CHECK_UNSET`] until the configuration is read, then 0 (off), 1
+/// (`datapath`) or 2 (`inflight`).
+pub static CHECK_LEVEL: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(CHECK_UNSET);
+pub const CHECK_UNSET: u8 = 0xff;
 
 /// The process's configuration.
 pub fn get() -> &'static Config {
@@ -137,22 +146,30 @@ impl Config {
         let backtrace = var("IBV_SHIM_BACKTRACE").is_some_and(|v| v != "0");
         let log_sync = var("IBV_SHIM_LOG_SYNC").is_some_and(|v| v != "0");
         let default_suppressions = var("IBV_SHIM_DEFAULT_SUPPRESSIONS").is_none_or(|v| v != "0");
-        let (mut check_datapath, mut check_abort) = (false, false);
+        let (mut check_datapath, mut check_abort, mut check_inflight) = (false, false, false);
         if let Some(v) = var("IBV_SHIM_CHECK") {
             for word in v.to_string_lossy().split(',').map(str::trim) {
                 match word {
                     "datapath" => check_datapath = true,
                     "abort" => check_abort = true,
+                    "inflight" => (check_datapath, check_inflight) = (true, true),
                     "" | "none" => {}
                     _ => problems.push(format!(
-                        "IBV_SHIM_CHECK: {word:?} is not one of datapath, abort; ignored"
+                        "IBV_SHIM_CHECK: {word:?} is not one of datapath, inflight, abort; ignored"
                     )),
                 }
             }
         }
+        let level = if check_inflight {
+            2
+        } else {
+            u8::from(check_datapath)
+        };
+        CHECK_LEVEL.store(level, std::sync::atomic::Ordering::Relaxed);
         Config {
             check_datapath,
             check_abort,
+            check_inflight,
             log_level,
             log_file,
             log_sync,

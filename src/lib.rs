@@ -20,8 +20,9 @@
 //! - [`oom`]: the allocator that never aborts the host process
 //! - [`trace`]: binary per-thread trace rings in a shared file mapping
 
-// Every `unsafe` block states why it is sound; the forwarded calls share
-// one contract, stated on `real::real_fns!`.
+// Every `unsafe` block states why it is sound; a function with a caller
+// contract is an `unsafe fn` with a `# Safety` section. The forwarded
+// calls share one contract, stated on the slots' `call` (`real::slots`).
 #![deny(clippy::undocumented_unsafe_blocks)]
 #![deny(unsafe_op_in_unsafe_fn)]
 

@@ -535,7 +535,7 @@ impl<F: Copy> RealFn<F> {
     }
 
     /// The real function, or why it cannot be called; `hook` is the fault
-    /// check (`faults::check` for this verb, handed in by `real_fns!`),
+    /// check (`faults::check` for this verb, handed in by its slot),
     /// which the fast path (resolved, no rule armed) skips: one load and
     /// one compare.
     #[inline(always)]

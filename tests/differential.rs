@@ -473,7 +473,8 @@ type Task<'a> = Box<dyn Fn() + Send + Sync + 'a>;
 
 /// Probes that allocate objects up to a device's limit: "alone".
 fn limit_probe(name: &str) -> &'static str {
-    if ["limits", "limits_shared", "mw_limit"].contains(&name) {
+    // port_events takes the VM's link down and up again.
+    if ["limits", "limits_shared", "mw_limit", "port_events"].contains(&name) {
         "alone"
     } else {
         ""

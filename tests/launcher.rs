@@ -256,6 +256,17 @@ fn sigint_to_the_process_group_stops_the_program_not_the_launcher() {
             "kill -INT 0; exec sleep 30",
         ],
     );
+    // A terminal's foreground job has SIGINT at its default; a test run
+    // from a background job inherits it ignored, which the launcher (as
+    // a shell does) passes on: start from the terminal's disposition.
+    // SAFETY: only async-signal-safe sigaction calls between fork and exec.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            libc::signal(libc::SIGQUIT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
     let output = run(&mut cmd);
     assert_eq!(code(&output), Some(128 + 2), "{}", describe(&cmd, &output));
     assert_eq!(

@@ -355,6 +355,52 @@ fn unknown_address_is_addr_error() {
     );
 }
 
+/// An address the host has no route to (a network namespace with no
+/// routes): `rdma_resolve_addr` fails at once with `ENETUNREACH`, as the
+/// kernel's does (next test), not ADDR_ERROR after the timeout.
+#[test]
+fn unroutable_address_fails_at_once() {
+    let prog = paths_program();
+    let fabric = Fabric::new("unroutable");
+    let port = free_port().to_string();
+    let inner = command(&prog, &fabric.0, &["client", "addr_error", &port]);
+    let mut cmd = Command::new("unshare");
+    cmd.arg("-n")
+        .arg(inner.get_program())
+        .args(inner.get_args());
+    for (k, v) in inner.get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    let out = run(&mut cmd);
+    assert!(
+        out.status.success() && stdout(&out) == "rdma_resolve_addr errno 101\nok\n",
+        "{}",
+        describe(&cmd, &out)
+    );
+}
+
+/// The same on the real kernel (rxe in the VM, the real librdmacm): an
+/// unroutable address fails in `rdma_resolve_addr` with `ENETUNREACH`.
+#[test]
+fn unroutable_address_on_the_real_kernel() {
+    let Some(vm) = kernel_vm() else { return };
+    let prog = paths_program();
+    let prog = prog.display().to_string();
+    let job = Job::new(["unshare", "-n", &prog, "client", "addr_error", "7000"])
+        .timeout(Duration::from_secs(120));
+    let out = vm.run(&job).expect("run in the VM");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status == 0 && text == "rdma_resolve_addr errno 101\nok\n",
+        "exit {}:\n{text}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// The server process dies once connected: the client gets DISCONNECTED.
 #[test]
 fn peer_death_is_disconnected() {
@@ -792,6 +838,34 @@ fn rsockets_rstream_riostream_rcopy() {
     assert!(bad.is_empty(), "{bad}");
 }
 
+/// Datagram rsockets: udpong (rdmacm-utils) between two processes, its
+/// client sending 100 datagrams the server counts (the count it answers
+/// with is the client's "xfers" column), and in echo mode (`-T e`, every
+/// datagram answered), over IPv4 and IPv6 loopback.
+#[test]
+fn udpong_datagram_rsockets() {
+    let mut bad = String::new();
+    for (addr, opts, want) in [
+        ("127.0.0.1", "-C 100", "custom    1000    100     "),
+        ("::1", "-T e -C 50", "custom    1000    100     "),
+        (
+            "127.0.0.1",
+            "-T b -S 500 -C 100",
+            "custom    500     100     ",
+        ),
+    ] {
+        let opts: Vec<&str> = opts.split_whitespace().collect();
+        let server = ["udpong", "-b", addr, "-p", "{port}"];
+        let mut client = vec!["udpong", "-s", addr, "-p", "{port}"];
+        client.extend(&opts);
+        let ((cc, cout), (_, sout)) = program_pair("udpong", &server, &client, false, true);
+        if cc != Some(0) || !cout.lines().any(|l| l.starts_with(want)) {
+            bad += &format!("{addr} {opts:?}: client exit {cc:?}:\n{cout}\nserver:\n{sout}\n");
+        }
+    }
+    assert!(bad.is_empty(), "{bad}");
+}
+
 /// UCX finds the sim's librdmacm as its sockaddr connection manager
 /// (`ucx_info -d`: "Connection manager: rdmacm", whose private data limit
 /// is the sim's 56 bytes less UCX's own header). (ucx_perftest 1.13 has no
@@ -810,5 +884,97 @@ fn ucx_lists_the_rdmacm_connection_manager() {
         text.contains("# Connection manager: rdmacm") && text.contains("max_conn_priv: 54 bytes"),
         "{}",
         describe(&cmd, &out)
+    );
+}
+
+/// `rdma_join_multicast` / `rdma_leave_multicast` on RoCE (rxe0) and
+/// InfiniBand (mlx5_0): MULTICAST_JOIN with the group's address vector,
+/// QP 0xffffff, the UDP qkey and the program's context, and a SEND to the
+/// group received by the other member (one process: the sim's multicast
+/// reaches the QPs of the sending process): `tests/c/cm/mcast.c`.
+#[test]
+fn multicast_join_send_and_leave() {
+    let prog = cc(
+        "cm_mcast",
+        &[&repo_dir().join("tests/c/cm/mcast.c")],
+        &["-lrdmacm", "-libverbs"],
+    );
+    for dev in ["rxe0", "mlx5_0"] {
+        let fabric = Fabric::new("mcast");
+        let mut cmd = Command::new(&prog);
+        cmd.env("LD_LIBRARY_PATH", sim_dir())
+            .env("IBV_SIM_FABRIC", &fabric.0)
+            .env("IBV_SIM_DEVICES", dev)
+            .env_remove("LD_PRELOAD");
+        let out = run(&mut cmd);
+        let text = stdout(&out);
+        assert!(
+            out.status.success()
+                && text.contains("context 1 qp_num 0xffffff qkey 0x1234567 global 1\n")
+                && text.contains("context 2 qp_num 0xffffff qkey 0x1234567 global 1\n")
+                && text.ends_with("received: to the group\nok\n"),
+            "{dev}: {}",
+            describe(&cmd, &out)
+        );
+    }
+}
+
+/// mckey between two processes: the receiver in one process gets every
+/// datagram the sender in another sends to the group (the fabric's
+/// multicast table fans a send out to each member process), and both end
+/// well. The sender starts once the receiver says it has joined and
+/// receives (its output line-buffered by `stdbuf`); a receiver that gets
+/// nothing waits for its count of messages and times out here.
+#[test]
+fn mckey_between_two_processes() {
+    let fabric = Fabric::new("mckey");
+    let mckey = |args: &[&str]| {
+        let mut c = Command::new("stdbuf");
+        c.args([
+            "-oL",
+            "mckey",
+            "-m",
+            "239.1.2.3",
+            "-b",
+            "127.0.0.1",
+            "-C",
+            "20",
+        ])
+        .args(args)
+        .env("LD_LIBRARY_PATH", sim_dir())
+        .env("IBV_SIM_FABRIC", &fabric.0)
+        .env("IBV_SIM_DEVICES", "rxe0")
+        .env_remove("LD_PRELOAD")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+        c
+    };
+    let mut receiver = mckey(&[]).spawn().expect("start mckey (rdmacm-utils)");
+    let mut lines = BufReader::new(receiver.stdout.take().unwrap()).lines();
+    let mut rout = String::new();
+    for l in lines.by_ref() {
+        let l = l.unwrap_or_default();
+        rout += &format!("{l}\n");
+        if l.starts_with("receiving data transfers") {
+            break;
+        }
+    }
+    let sender = mckey(&["-s"]).output().expect("start mckey -s");
+    let rest = std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<_>>());
+    let status = wait_timeout(&mut receiver, Duration::from_secs(30));
+    for l in rest.join().unwrap() {
+        rout += &format!("{l}\n");
+    }
+    let sout = String::from_utf8_lossy(&sender.stdout).into_owned()
+        + &String::from_utf8_lossy(&sender.stderr);
+    assert!(
+        sender.status.success()
+            && status.is_some_and(|s| s.success())
+            && rout.contains("receiving data transfers\ndata transfers complete\n")
+            && rout.contains("return status 0")
+            && sout.contains("return status 0"),
+        "sender {:?}:\n{sout}\nreceiver {status:?}:\n{rout}",
+        sender.status
     );
 }

@@ -506,6 +506,32 @@ fn writes_waiting_for_a_stopped_peer_survive_the_buffer_going_back() {
     assert!(failed.is_empty(), "{}", failed.join("\n"));
 }
 
+/// A responder that takes its memory back (deregisters the MR, or
+/// destroys the QP and then deregisters) while another process keeps
+/// WRITEs, SENDs or READs in flight to it finds nothing touched after the
+/// call returned: it zeroes and unmaps the buffer and neither sees a byte
+/// land nor dies of SIGSEGV (`tests/c/sim/sim_fabric_teardown.c`, 24
+/// rounds each way at different moments of the traffic).
+#[test]
+fn memory_taken_back_under_arriving_requests_is_never_touched_again() {
+    let src = common::repo_dir().join("tests/c/sim/sim_fabric_teardown.c");
+    let bin = common::cc("sim_fabric_teardown", &[&src], &["-O1", "-libverbs"]);
+    let mut failed = Vec::new();
+    for how in ["write", "recv", "read"] {
+        let fab = fabric(&format!("teardown-{how}"));
+        let _g = FabricGuard(fab.clone());
+        let mut c = sim_command(bin.to_str().unwrap(), &fab, "mlx5_0");
+        c.arg(how);
+        let o = run_unchecked(&mut c, Duration::from_secs(180));
+        let t = text(&o);
+        if !o.status.success() || !t.contains("responder: ") || !t.contains("sim_fabric_teardown: ")
+        {
+            failed.push(format!("{how}: {}", describe(&c, &o)));
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
+
 /// qperf (server and client processes) measures real traffic on the sim:
 /// every figure is non-zero (on the one-process sim it reported 0 bytes/s).
 #[test]

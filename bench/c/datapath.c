@@ -1,9 +1,10 @@
 /* Figure 5: the data path (inline verbs that never reach the shim).
  *
- *   datapath ITERS BATCHES [sge]
+ *   datapath ITERS BATCHES [sge [BYTES]]
  *
  * With "sge" the WRITE is not inline: its buffer goes as an SGE (what the
- * shim's data-path checks look up).
+ * shim's data-path checks look up), of BYTES bytes (default 8, at most
+ * 64 KiB: what the work-in-flight checks fingerprint).
  * Two RC QPs on one context, connected to each other (loopback through the
  * sim), one CQ. Each operation posts one signaled 8-byte RDMA WRITE with
  * ibv_post_send and polls the CQ with ibv_poll_cq until its completion
@@ -70,6 +71,9 @@ int main(int argc, char **argv)
     long iters = arg_long(argc, argv, 1, 20000);
     int batches = (int)arg_long(argc, argv, 2, 21);
     int inline_flag = argc > 3 && !strcmp(argv[3], "sge") ? 0 : IBV_SEND_INLINE;
+    long bytes = inline_flag ? 8 : arg_long(argc, argv, 4, 8);
+    if (bytes < 8 || bytes > 65536)
+        die("BYTES: 8 to 65536");
 
     struct ibv_context *ctx = open_nth(0);
     struct ibv_pd *pd = ibv_alloc_pd(ctx);
@@ -85,13 +89,13 @@ int main(int argc, char **argv)
     to_rts(a, b->qp_num, port.lid, 1);
     to_rts(b, a->qp_num, port.lid, 1);
 
-    static char src[64], dst[64];
+    static char src[65536], dst[65536];
     struct ibv_mr *ms = ibv_reg_mr(pd, src, sizeof src, IBV_ACCESS_LOCAL_WRITE);
     struct ibv_mr *md = ibv_reg_mr(pd, dst, sizeof dst, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
     if (!ms || !md)
         die("ibv_reg_mr");
     qp = a;
-    sge = (struct ibv_sge){ .addr = (uintptr_t)src, .length = 8, .lkey = ms->lkey };
+    sge = (struct ibv_sge){ .addr = (uintptr_t)src, .length = (uint32_t)bytes, .lkey = ms->lkey };
     wr = (struct ibv_send_wr){
         .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
         .send_flags = IBV_SEND_SIGNALED | inline_flag,

@@ -10,7 +10,7 @@ use std::ffi::{c_char, c_int};
 use verbs_abi::{__be64, ibv_context, ibv_device};
 
 use super::{refuse, Call};
-use crate::guard::{export, Errno, MinusOne, Refused};
+use crate::guard::{Errno, MinusOne, Refused};
 use crate::real::slots::{
     CloseDevice, FreeDeviceList, GetDeviceGuid, GetDeviceIndex, GetDeviceList, GetDeviceName,
     OpenDevice,
@@ -47,7 +47,7 @@ fn refuse_device(func: &str, device: *mut ibv_device) -> Refused {
 #[no_mangle]
 pub unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *mut ibv_device {
     let caller = crate::caller!();
-    export(GetDeviceList::NAME, || {
+    GetDeviceList::export(|| {
         let real = GetDeviceList::get()?;
         let call = Call::begin();
         // num_devices may be NULL, as rdma-core allows.
@@ -173,7 +173,7 @@ unsafe fn log_list(call: &Call, num_devices: *mut c_int, list: *mut *mut ibv_dev
 /// such a list is refused with a warning (rdma-core would crash).
 #[no_mangle]
 pub unsafe extern "C" fn ibv_free_device_list(list: *mut *mut ibv_device) {
-    export(FreeDeviceList::NAME, || {
+    FreeDeviceList::export(|| {
         if list.is_null() {
             return Err(refuse(
                 format_args!("ibv_free_device_list(list=NULL)"),
@@ -237,7 +237,7 @@ pub unsafe extern "C" fn ibv_get_device_name(device: *mut ibv_device) -> *const 
 #[cold]
 #[inline(never)]
 fn get_device_name(device: *mut ibv_device) -> *const c_char {
-    export(GetDeviceName::NAME, || {
+    GetDeviceName::export(|| {
         device_ok(GetDeviceName::NAME, device)?;
         let real = GetDeviceName::get()?;
         let call = Call::begin();
@@ -271,7 +271,7 @@ pub unsafe extern "C" fn ibv_get_device_guid(device: *mut ibv_device) -> __be64 
 #[cold]
 #[inline(never)]
 fn get_device_guid(device: *mut ibv_device) -> __be64 {
-    export(GetDeviceGuid::NAME, || {
+    GetDeviceGuid::export(|| {
         device_ok(GetDeviceGuid::NAME, device)?;
         let real = GetDeviceGuid::get()?;
         let call = Call::begin();
@@ -307,7 +307,7 @@ pub unsafe extern "C" fn ibv_get_device_index(device: *mut ibv_device) -> c_int 
 #[cold]
 #[inline(never)]
 fn get_device_index(device: *mut ibv_device) -> c_int {
-    export(GetDeviceIndex::NAME, || {
+    GetDeviceIndex::export(|| {
         device_ok(GetDeviceIndex::NAME, device)?;
         let real = GetDeviceIndex::get()?;
         let call = Call::begin();
@@ -325,7 +325,7 @@ fn get_device_index(device: *mut ibv_device) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_context {
     let caller = crate::caller!();
-    export(OpenDevice::NAME, || {
+    OpenDevice::export(|| {
         device_ok(OpenDevice::NAME, device)?;
         let real = OpenDevice::get()?;
         let call = Call::begin();
@@ -353,7 +353,7 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_co
 #[no_mangle]
 pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
     let caller = crate::caller!();
-    export(CloseDevice::NAME, || {
+    CloseDevice::export(|| {
         if context.is_null() {
             return Err(refuse(
                 format_args!("ibv_close_device(context=NULL)"),

@@ -68,14 +68,18 @@ static REAL_DLOPEN: AtomicUsize = AtomicUsize::new(0);
 /// its answer stays the true one. A path the program names (a private
 /// rdma-core under /opt, say) becomes the library the shim forwards to,
 /// when it has not loaded one yet.
-extern "C" fn dlopen_target(filename: *const c_char, flags: c_int) -> *const c_char {
+///
+/// # Safety
+/// Called by the hook below with `dlopen`'s own arguments: `filename` is
+/// NULL or a C string.
+unsafe extern "C" fn dlopen_target(filename: *const c_char, flags: c_int) -> *const c_char {
     REAL_DLOPEN.store(crate::real::real_dlopen() as usize, Ordering::Relaxed);
     let saved = crate::guard::Errno::save();
     let redirect = crate::guard::boundary("dlopen", None, || {
         if filename.is_null() {
             return None;
         }
-        // SAFETY: dlopen's contract: a non-NULL filename is a C string.
+        // SAFETY: this function's contract (dlopen's): a C string.
         let name = unsafe { CStr::from_ptr(filename) };
         if !is_libibverbs(name) || flags & libc::RTLD_NOLOAD != 0 {
             return None;

@@ -11,7 +11,7 @@ use std::ffi::c_void;
 use verbs_abi::{ibv_context, ibv_device};
 
 use super::{inside, nested, tid, Call};
-use crate::guard::{export, Errno};
+use crate::guard::Errno;
 use crate::real::slots::VerbsOpenDevice;
 use crate::registry::{contexts, devices};
 
@@ -23,7 +23,7 @@ pub unsafe extern "C" fn verbs_open_device(
     private_data: *mut c_void,
 ) -> *mut ibv_context {
     let caller = crate::caller!();
-    export(VerbsOpenDevice::NAME, || {
+    VerbsOpenDevice::export(|| {
         let real = VerbsOpenDevice::get()?;
         // Inside the shim's ibv_open_device: that export records it.
         if nested() {

@@ -18,7 +18,7 @@ use verbs_abi::{
 
 use super::{alive, context_checks, context_ok, forward, not_null, object_checks};
 use crate::addr::Addr;
-use crate::guard::{export, Errno, ErrnoCode, MinusOne};
+use crate::guard::{Errno, ErrnoCode, MinusOne};
 use crate::real::slots::{
     AckAsyncEvent, AckCqEvents, AttachMcast, DetachMcast, ForkInit, GetAsyncEvent, GetCqEvent,
     ModifyQp, ModifySrq, QueryDevice, QueryGid, QueryPkey, QueryPort, QueryQp, QuerySrq,
@@ -106,7 +106,8 @@ pub unsafe extern "C" fn ibv_modify_qp(
     attr: *mut ibv_qp_attr,
     attr_mask: c_int,
 ) -> c_int {
-    export(ModifyQp::NAME, || {
+    let caller = crate::caller!();
+    ModifyQp::export(|| {
         not_null(ModifyQp::NAME, "qp", qp)?;
         let real = ModifyQp::get()?;
         forward(
@@ -131,6 +132,11 @@ pub unsafe extern "C" fn ibv_modify_qp(
                     // SAFETY: a QP the program just modified successfully.
                     let (ctx, qp_num) = unsafe { (Addr::of((*qp).context), (*qp).qp_num) };
                     super::interpose::qp_state_set(ctx, qp_num, state);
+                    if state == verbs_abi::ibv_qp_state::IBV_QPS_RESET as c_int
+                        && crate::checks::inflight()
+                    {
+                        super::interpose::teardown::qp_reset(qp, caller);
+                    }
                 }
                 errno.restore();
                 if !call.logging() {
@@ -198,7 +204,7 @@ pub unsafe extern "C" fn ibv_get_cq_event(
     cq: *mut *mut ibv_cq,
     cq_context: *mut *mut libc::c_void,
 ) -> c_int {
-    export(GetCqEvent::NAME, || {
+    GetCqEvent::export(|| {
         not_null(GetCqEvent::NAME, "channel", channel)?;
         let real = GetCqEvent::get()?;
         forward(
@@ -241,7 +247,7 @@ pub unsafe extern "C" fn ibv_get_async_event(
     event: *mut ibv_async_event,
 ) -> c_int {
     let caller = crate::caller!();
-    export(GetAsyncEvent::NAME, || {
+    GetAsyncEvent::export(|| {
         not_null(GetAsyncEvent::NAME, "context", context)?;
         let real = GetAsyncEvent::get()?;
         forward(

@@ -130,22 +130,11 @@ impl Outcome for u64 {
 
 /// The expansion of a declaration table (see the module's comment).
 macro_rules! declare {
-    ($(
-        library($lib:ident)
-        verbs { $(
-            $id:literal $konst:ident $slot:ident = $kind:ident $name:ident (
-                $($arg:ident: $t:ty => $show:tt),* $(; $($x:ident: $xt:ty => $xshow:ident),*)?
-            ) -> $rt:ty => $res:ident $(($rx:ident: $rxt:ty))?;
-        )* }
-        called { $(
-            $cslot:ident = fn $cname:ident($($ca:ident: $ct:ty),*) -> $crt:ty;
-        )* }
-    )+) => {
-        $($(declare!(@verb $kind $lib $konst $slot $name
-            [$($arg: $t => $show),*] [$($($x: $xt => $xshow),*)?] $rt => $res [$($rx: $rxt)?]);)*)+
+    (verbs [$([$($entry:tt)*])*] called [$($called:tt)*]) => {
+        $(declare!(@verb $($entry)*);)*
     };
 
-    (@verb export $lib:ident $konst:ident $slot:ident $name:ident
+    (@verb export $lib:ident $id:literal $konst:ident $slot:ident $name:ident
         [$($arg:ident: $t:ty => $show:tt),*] [$($x:ident: $xt:ty => $xshow:ident),*]
         $rt:ty => $res:ident [$($rx:ident: $rxt:ty)?]
     ) => {
@@ -208,7 +197,7 @@ macro_rules! declare {
     (@made Qp $slot:ident [$($a:tt)*] [] $rt:ty) => { declare!(@create $slot [$($a)*] $rt); };
     (@made $res:ident $slot:ident [$($a:tt)*] [$($x:tt)*] $rt:ty) => {};
 
-    (@verb forward $lib:ident $konst:ident $slot:ident $name:ident
+    (@verb forward $lib:ident $id:literal $konst:ident $slot:ident $name:ident
         [$($arg:ident: $t:ty => $show:tt),*] [] $rt:ty => $res:ident []
     ) => {
         declare!(@record $konst ($crate::real::slots::$slot) $name [$($arg: $t => $show),*] [] $rt => $res []);
@@ -297,7 +286,7 @@ macro_rules! declare {
         }
     };
 
-    (@verb table $lib:ident $konst:ident $slot:ident $name:ident
+    (@verb table $lib:ident $id:literal $konst:ident $slot:ident $name:ident
         [$($arg:ident: $t:ty => $show:tt),*] [] $rt:ty => $res:ident []
     ) => {
         /// A function-table verb's record.
@@ -305,7 +294,7 @@ macro_rules! declare {
         declare!(@record $konst ($slot) $name [$($arg: $t => $show),*] [] $rt => $res []);
     };
 
-    (@verb event $lib:ident $konst:ident $slot:ident $name:ident
+    (@verb event $lib:ident $id:literal $konst:ident $slot:ident $name:ident
         [$($arg:ident: $t:ty => $show:tt),*] [] $rt:ty => $res:ident []
     ) => {
         /// A data-path event of the trace.

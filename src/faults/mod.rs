@@ -2,7 +2,7 @@
 //! fail without calling the real verb, so a program's error paths run and
 //! the leak audit can say what their cleanup forgot.
 //!
-//! The hook is in `real_fns!`'s `get()`, which every instrumented export
+//! The hook is in a declared verb's `get()` (`real::slots`), which every instrumented export
 //! calls before forwarding: while no rule is set it costs nothing (a real
 //! function's cached slot is marked when rules are armed, see
 //! `real::arm_faults`, and only a marked one takes the path to [`check`]). A call that fires a rule gets its errno back, which `get()` turns
@@ -123,7 +123,7 @@ pub fn init() {
     if SETUP.set(setup).is_ok() {
         ARMED.store(armed, Ordering::Relaxed);
         if armed {
-            // The device getters' fast path skips `real_fns!`'s hook: an
+            // The device getters' fast path skips the slots' hook: an
             // open gate sends every call through it.
             crate::gate::set(crate::gate::FAULTS);
             // A resolved real function's fast path skips it too.
@@ -196,7 +196,7 @@ fn mark_resolved() {
     }
 }
 
-/// The hook in `real_fns!`'s `get()`: `Err(errno)` makes the export fail
+/// The hook in a declared verb's `get()` (`real::slots`): `Err(errno)` makes the export fail
 /// with that errno without calling the real verb (as
 /// `real::Unavailable::Injected`). `injectable` is false for a `void` verb
 /// (a constant where it is inlined).

@@ -16,28 +16,19 @@ use verbs_abi::*;
 /// The slots of a declaration table: `export` and `forward` verbs, and
 /// the `called` functions.
 macro_rules! slots {
-    ($(
-        library($lib:ident)
-        verbs { $(
-            $id:literal $konst:ident $slot:ident = $kind:ident $name:ident (
-                $($arg:ident: $t:ty => $show:tt),* $(; $($x:ident: $xt:ty => $xshow:ident),*)?
-            ) -> $rt:ty => $res:ident $(($rx:ident: $rxt:ty))?;
-        )* }
-        called { $(
-            $cslot:ident = fn $cname:ident($($ca:ident: $ct:ty),*) -> $crt:ty;
-        )* }
-    )+) => {
-        $($(slots!(@verb $kind $lib $slot $name [$($arg: $t),*] $rt);)*)+
-        $($(slots!(@real $lib $cslot $cname [$($ca: $ct),*] $crt);)*)+
+    (verbs [$([$kind:ident $lib:ident $id:literal $($entry:tt)*])*] called [$([$($called:tt)*])*]) => {
+        $(slots!(@verb $kind $lib $($entry)*);)*
+        $(slots!(@real $($called)*);)*
     };
-    (@verb export $lib:ident $slot:ident $name:ident [$($arg:ident: $t:ty),*] $rt:ty) => {
+    (@verb export $lib:ident $konst:ident $slot:ident $name:ident
+        [$($arg:ident: $t:ty => $show:tt),*] [$($x:tt)*] $rt:ty => $res:ident [$($rx:tt)*]) => {
         slots!(@real $lib $slot $name [$($arg: $t),*] $rt);
     };
-    (@verb forward $lib:ident $slot:ident $name:ident [$($arg:ident: $t:ty),*] $rt:ty) => {
+    (@verb forward $lib:ident $konst:ident $slot:ident $name:ident
+        [$($arg:ident: $t:ty => $show:tt),*] [$($x:tt)*] $rt:ty => $res:ident [$($rx:tt)*]) => {
         slots!(@real $lib $slot $name [$($arg: $t),*] $rt);
     };
-    (@verb $other:ident $lib:ident $slot:ident $name:ident [$($arg:ident: $t:ty),*] $rt:ty) => {};
-
+    (@verb $other:ident $lib:ident $($rest:tt)*) => {};
     (@real $lib:ident $slot:ident $name:ident [$($arg:ident: $t:ty),*] $rt:ty) => {
         /// A function of the real library (see `real::slots`).
         #[derive(Clone, Copy)]

@@ -160,6 +160,7 @@ fn checks() -> Option<std::collections::BTreeMap<String, u64>> {
     crate::checks::datapath().then(|| {
         crate::checks::counts()
             .into_iter()
+            .filter(|(check, _)| !check.inflight_only() || crate::checks::inflight())
             .map(|(check, n)| (check.name().to_string(), n))
             .collect()
     })

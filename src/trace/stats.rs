@@ -208,8 +208,8 @@ pub fn summary() {
         add_file(
             fd,
             from,
-            m.word(trace_format::header::DRAINED_END)
-                .load(Ordering::Relaxed),
+            // SAFETY: `header::DRAINED_END` is an 8-aligned header word.
+            unsafe { m.word(trace_format::header::DRAINED_END) }.load(Ordering::Relaxed),
         );
     }
     let lines = with_table(|table, used| {

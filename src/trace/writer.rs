@@ -53,13 +53,19 @@ pub fn no_space(e: &std::io::Error) {
 }
 
 /// A full ring: `true` once there is room (block mode), `false` to drop.
+///
+/// # Safety
+///
+/// `ring` is below `config::RINGS`.
 #[cold]
-pub fn room(m: &Mapping, ring: usize, pos: u64) -> bool {
+pub unsafe fn room(m: &Mapping, ring: usize, pos: u64) -> bool {
     if !super::config::get().block || BROKEN.load(Ordering::Relaxed) || out_of_space() {
         return false;
     }
     let started = Instant::now();
-    let tail = m.ring_word(ring, meta::TAIL);
+    // SAFETY: `ring` is a ring of the file (the caller's contract);
+    // `meta::TAIL` is one of its words.
+    let tail = unsafe { m.ring_word(ring, meta::TAIL) };
     loop {
         if pos + RECORD_MAX as u64 - tail.load(Ordering::Acquire) <= m.size as u64 {
             return true;
@@ -172,7 +178,8 @@ fn cut_off(m: &Mapping) {
         }
         std::thread::sleep(Duration::from_micros(200));
     }
-    let end = m.word(header::DRAINED_END).load(Ordering::Relaxed);
+    // SAFETY: `header::DRAINED_END` is an 8-aligned header word.
+    let end = unsafe { m.word(header::DRAINED_END) }.load(Ordering::Relaxed);
     if ALLOCATED.swap(0, Ordering::Relaxed) > end {
         if let Some(fd) = descriptor() {
             // SAFETY: the trace file's own descriptor; only shrinks what
@@ -200,7 +207,8 @@ static ALLOCATING: AtomicBool = AtomicBool::new(false);
 /// append's cost into tmpfs here). A crash leaves the allocated zeros
 /// past `DRAINED_END`, which readers ignore; an exit cuts them off.
 fn allocate_ahead(m: &Mapping) -> bool {
-    let end = m.word(header::DRAINED_END).load(Ordering::Relaxed);
+    // SAFETY: `header::DRAINED_END` is an 8-aligned header word.
+    let end = unsafe { m.word(header::DRAINED_END) }.load(Ordering::Relaxed);
     let have = ALLOCATED.load(Ordering::Relaxed).max(end);
     if have - end >= AHEAD || BROKEN.load(Ordering::Relaxed) {
         return false;
@@ -237,7 +245,8 @@ fn try_drain(m: &Mapping, then: Then) -> Option<bool> {
     ring::store_clock(m);
     if !BROKEN.load(Ordering::Relaxed) {
         for ring in 0..super::config::RINGS {
-            any |= drain_ring(m, ring);
+            // SAFETY: `ring` is below RINGS.
+            any |= unsafe { drain_ring(m, ring) };
         }
     }
     match then {
@@ -257,9 +266,19 @@ fn try_drain(m: &Mapping, then: Then) -> Option<bool> {
 /// the last lap's records up to where they end, then the new lap's), then
 /// moves its tail. A crash between the two leaves a record in both
 /// places; readers count it once.
-fn drain_ring(m: &Mapping, ring: usize) -> bool {
-    let head = m.ring_word(ring, meta::HEAD).load(Ordering::Acquire);
-    let tail_word = m.ring_word(ring, meta::TAIL);
+///
+/// # Safety
+///
+/// `ring` is below `config::RINGS`.
+unsafe fn drain_ring(m: &Mapping, ring: usize) -> bool {
+    // SAFETY: `ring` is a ring of the file (the caller's contract);
+    // HEAD and TAIL are its words.
+    let (head, tail_word) = unsafe {
+        (
+            m.ring_word(ring, meta::HEAD).load(Ordering::Acquire),
+            m.ring_word(ring, meta::TAIL),
+        )
+    };
     let tail = tail_word.load(Ordering::Relaxed);
     if head == tail {
         return false;
@@ -276,7 +295,8 @@ fn drain_ring(m: &Mapping, ring: usize) -> bool {
     let pieces = if head <= lap_end {
         [(tail, head), (head, head)]
     } else {
-        let wrap = m.ring_word(ring, meta::WRAP).load(Ordering::Relaxed);
+        // SAFETY: as for HEAD above.
+        let wrap = unsafe { m.ring_word(ring, meta::WRAP) }.load(Ordering::Relaxed);
         [(tail, wrap.clamp(tail, lap_end)), (lap_end, head)]
     };
     let iov = pieces.map(|(from, to)| libc::iovec {
@@ -284,7 +304,8 @@ fn drain_ring(m: &Mapping, ring: usize) -> bool {
         iov_len: (to - from) as usize,
     });
     let used: usize = iov.iter().map(|v| v.iov_len).sum();
-    let end_word = m.word(header::DRAINED_END);
+    // SAFETY: `header::DRAINED_END` is an 8-aligned header word.
+    let end_word = unsafe { m.word(header::DRAINED_END) };
     let at = end_word.load(Ordering::Relaxed);
     // SAFETY: committed records of the ring, below the head (the tail is
     // not moved past them until they are written); pwritev only reads.
@@ -366,7 +387,10 @@ pub fn after_fork_in_child() {
 /// Records lost so far: rings full, and no ring free.
 pub fn lost(m: &Mapping) -> (u64, u64) {
     let full = (0..super::config::RINGS)
-        .map(|r| m.ring_word(r, meta::LOST).load(Ordering::Relaxed))
+        // SAFETY: `r` is below RINGS; `meta::LOST` is one of its words.
+        .map(|r| unsafe { m.ring_word(r, meta::LOST) }.load(Ordering::Relaxed))
         .sum();
-    (full, m.word(header::LOST_NO_RING).load(Ordering::Relaxed))
+    // SAFETY: `header::LOST_NO_RING` is an 8-aligned header word.
+    let no_ring = unsafe { m.word(header::LOST_NO_RING) }.load(Ordering::Relaxed);
+    (full, no_ring)
 }

@@ -30,3 +30,16 @@ impl Drop for FabricGuard {
         let _ = std::fs::remove_file(segment_path(&self.0));
     }
 }
+
+/// Whether an id of the sim's librdmacm is bound to `port` on fabric
+/// `name`: its socket in the fabric's rendezvous directory (the sim's
+/// counterpart of a listening socket in /proc/net/tcp).
+pub fn cm_listening(name: &str, port: u16) -> bool {
+    // SAFETY: getuid cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let suffix = format!("-{port}");
+    std::fs::read_dir(format!("/dev/shm/ibv-sim-cm-{uid}-{name}")).is_ok_and(|d| {
+        d.flatten()
+            .any(|e| e.file_name().to_string_lossy().ends_with(&suffix))
+    })
+}

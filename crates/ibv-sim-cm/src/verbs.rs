@@ -42,6 +42,8 @@ extern "C" {
     pub fn ibv_create_qp(pd: *mut ibv_pd, attr: *mut ibv_qp_init_attr) -> *mut ibv_qp;
     pub fn ibv_modify_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, mask: c_int) -> c_int;
     pub fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int;
+    pub fn ibv_create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) -> *mut ibv_ah;
+    pub fn ibv_destroy_ah(ah: *mut ibv_ah) -> c_int;
     pub fn ibv_create_srq(pd: *mut ibv_pd, attr: *mut ibv_srq_init_attr) -> *mut ibv_srq;
     pub fn ibv_destroy_srq(srq: *mut ibv_srq) -> c_int;
     pub fn ibv_attach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int;

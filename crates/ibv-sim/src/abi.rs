@@ -51,6 +51,7 @@ values!(pub c_int: ibv_wr_opcode {
     WR_LOCAL_INV = IBV_WR_LOCAL_INV,
     WR_BIND_MW = IBV_WR_BIND_MW,
     WR_SEND_WITH_INV = IBV_WR_SEND_WITH_INV,
+    WR_ATOMIC_WRITE = IBV_WR_ATOMIC_WRITE,
 });
 
 values!(pub u32: ibv_send_flags {

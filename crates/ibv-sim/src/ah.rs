@@ -184,7 +184,41 @@ pub fn init_from_wc(
 }
 
 /// The IPv4 header checksum of `h` (its checksum field zero).
-fn ipv4_checksum(h: &[u8]) -> u16 {
+/// The 40 bytes a UD receive over RoCE v2 with IPv4 GIDs finds before
+/// its payload (Annex 17, as rxe writes them): 20 zero bytes, then the
+/// IPv4 header (TOS the traffic class, TTL the hop limit, UDP, a valid
+/// checksum, the GIDs' addresses); `None` unless both GIDs are
+/// IPv4-mapped and the source one is RoCE v2.
+pub(crate) fn ipv4_grh(
+    source: Option<([u8; 16], u32)>,
+    dgid: &[u8; 16],
+    tclass: u8,
+    hop_limit: u8,
+    payload: usize,
+) -> Option<[u8; 40]> {
+    const MAPPED: [u8; 12] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff];
+    let (sgid, ty) = source?;
+    if ty != crate::device::GID_TYPE_ROCE_V2 || sgid[..12] != MAPPED || dgid[..12] != MAPPED {
+        return None;
+    }
+    let mut g = [0u8; 40];
+    let h = &mut g[20..];
+    h[0] = 0x45;
+    h[1] = tclass;
+    // IPv4 + UDP + BTH + DETH + payload + ICRC.
+    let total = (20 + 8 + 12 + 8 + payload + 4).min(0xffff) as u16;
+    h[2..4].copy_from_slice(&total.to_be_bytes());
+    h[6] = 0x40; // don't fragment
+    h[8] = hop_limit;
+    h[9] = 17; // UDP
+    h[12..16].copy_from_slice(&sgid[12..]);
+    h[16..20].copy_from_slice(&dgid[12..]);
+    let sum = ipv4_checksum(h);
+    h[10..12].copy_from_slice(&sum.to_be_bytes());
+    Some(g)
+}
+
+pub(crate) fn ipv4_checksum(h: &[u8]) -> u16 {
     let mut sum: u32 = h
         .chunks(2)
         .map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)])))

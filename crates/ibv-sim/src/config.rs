@@ -110,7 +110,7 @@ pub static FAMILIES: &[Family] = &[
         uc: true,
         atomics: true,
         srq_resize: false,
-        profile: &crate::profile::CONNECTX6,
+        profile: &crate::profile::CONNECTX3,
     },
     Family {
         prefix: "mthca",
@@ -216,7 +216,7 @@ pub static FAMILIES: &[Family] = &[
         uc: false,
         atomics: false,
         srq_resize: true,
-        profile: &crate::profile::CONNECTX6,
+        profile: &crate::profile::SIW,
     },
     Family {
         prefix: "irdma",

@@ -194,6 +194,8 @@ impl SimDevice {
             Limit::Pd => pr.max_pd,
             Limit::Cq => pr.max_cq,
             Limit::Mr => pr.max_mr,
+            // Offered and advertised as 0 (mlx4): not counted.
+            Limit::Mw if pr.max_mw == 0 && pr.mw => i32::MAX,
             Limit::Mw => pr.max_mw,
             Limit::Ah if self.family.ud => pr.max_ah,
             Limit::Ah => 0,

@@ -153,6 +153,8 @@ pub mod async_kind {
     crate::abi::values!(pub i32: ibv_event_type {
         CQ_ERR = IBV_EVENT_CQ_ERR,
         QP_FATAL = IBV_EVENT_QP_FATAL,
+        QP_REQ_ERR = IBV_EVENT_QP_REQ_ERR,
+        QP_ACCESS_ERR = IBV_EVENT_QP_ACCESS_ERR,
         SQ_DRAINED = IBV_EVENT_SQ_DRAINED,
         COMM_EST = IBV_EVENT_COMM_EST,
         SRQ_LIMIT_REACHED = IBV_EVENT_SRQ_LIMIT_REACHED,

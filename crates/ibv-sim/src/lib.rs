@@ -28,6 +28,7 @@
 //! | `datapath::memory` | memory access through lkeys and rkeys |
 //! | `datapath::execute` | executing a send work request (same process: directly) |
 //! | `datapath::remote` | work requests to and from QPs of other processes |
+//! | `datapath::mcast`, `fabric::mcast` | multicast sends to other processes; the fabric's groups (MGID -> member processes) |
 //! | `fabric` | the shared-memory fabric between processes: the segment and its layout |
 //! | `fabric::attach`, `fabric::qpn` | liveness, attach / detach, ports and LIDs; fabric-wide QP numbers |
 //! | `fabric::progress`, `fabric::ring`, `fabric::wire` | sending and the progress engine (handing what arrives to the data path's `Receiver`); the rings; the message format |

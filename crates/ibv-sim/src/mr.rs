@@ -2,7 +2,7 @@
 //! deregistration, and key lookup for the data path.
 
 use core::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use once_cell::sync::Lazy;
@@ -78,6 +78,90 @@ impl MrInfo {
 pub struct MrShared {
     pub key: u32,
     pub info: Mutex<MrInfo>,
+    /// Data-path accesses in progress ([`Pinned`]).
+    dma: AtomicU32,
+    /// `LIVE`, `PAUSED` (a translation being changed) or `DEAD`.
+    state: AtomicU8,
+}
+
+const LIVE: u8 = 0;
+const PAUSED: u8 = 1;
+const DEAD: u8 = 2;
+
+impl MrShared {
+    fn new(key: u32, info: MrInfo) -> MrShared {
+        MrShared {
+            key,
+            info: Mutex::new(info),
+            dma: AtomicU32::new(0),
+            state: AtomicU8::new(LIVE),
+        }
+    }
+
+    /// Host address of `[va, va + len)` in this MR, pinned against
+    /// deregistration until the [`Pinned`] drops; `None` outside the MR or
+    /// once it is deregistered. `check` judges the MR's current info
+    /// first (PD, access).
+    pub fn pin(
+        self: &Arc<Self>,
+        va: u64,
+        len: u64,
+        check: impl FnOnce(&MrInfo) -> bool,
+    ) -> Option<Pinned> {
+        loop {
+            // Announce the access, then look: `quiesce` marks the state
+            // first, then waits for the count (both SeqCst), so one of the
+            // two sees the other.
+            self.dma.fetch_add(1, Ordering::SeqCst);
+            match self.state.load(Ordering::SeqCst) {
+                LIVE => break,
+                PAUSED => {
+                    self.dma.fetch_sub(1, Ordering::SeqCst);
+                    std::thread::yield_now();
+                }
+                _ => {
+                    self.dma.fetch_sub(1, Ordering::SeqCst);
+                    return None;
+                }
+            }
+        }
+        let mut pinned = Pinned {
+            host: 0,
+            mr: self.clone(),
+        };
+        let info = *self.info.lock();
+        pinned.host = check(&info).then(|| info.host(va, len)).flatten()?;
+        Some(pinned)
+    }
+
+    /// Stops new data-path accesses (`to`: `PAUSED` or `DEAD`) and waits
+    /// for those in progress: once it returns, the device touches none of
+    /// the memory, as after the kernel's deregistration.
+    fn quiesce(&self, to: u8) {
+        self.state.store(to, Ordering::SeqCst);
+        while self.dma.load(Ordering::SeqCst) != 0 {
+            std::thread::yield_now();
+        }
+    }
+
+    fn resume(&self) {
+        self.state.store(LIVE, Ordering::SeqCst);
+    }
+}
+
+/// Registered memory the data path is reading or writing (`host`, in the
+/// program's address space): the MR's deregistration, or a change of its
+/// translation, waits until this drops. Held only for a copy, never
+/// across a wait.
+pub struct Pinned {
+    pub host: usize,
+    mr: Arc<MrShared>,
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        self.mr.dma.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// A memory region; `mr` first so `*mut ibv_mr` is the object's address.
@@ -380,12 +464,7 @@ fn insert(
         return Err(libc::EINVAL);
     }
     ctx.dev.take(crate::device::Limit::Mr)?;
-    let shared = new_key(|key| {
-        Arc::new(MrShared {
-            key,
-            info: Mutex::new(info),
-        })
-    });
+    let shared = new_key(|key| Arc::new(MrShared::new(key, info)));
     let b = Box::new(SimMr {
         mr: ibv_mr {
             context: ctx.ibv(),
@@ -435,6 +514,10 @@ pub fn rereg(
     }
     if access != 0 && flags & REREG_CHANGE_ACCESS == 0 {
         return Err(input(libc::EINVAL));
+    }
+    // A provider without the verb (rdma-core's placeholder answers).
+    if ctx.dev.profile().quirks.no_rereg_mr {
+        return Err(cmd(libc::EOPNOTSUPP));
     }
     if flags & REREG_CHANGE_TRANSLATION != 0 {
         fork::dontfork_range(addr, len).map_err(|e| (-2, e))?;
@@ -503,6 +586,12 @@ pub fn rereg(
         p.users.fetch_add(1, Ordering::Relaxed);
         info.pd = p.base();
     }
+    // The old translation may be unmapped once this returns: wait for
+    // the accesses in progress, and hold new ones until the change is made.
+    let paused = flags & REREG_CHANGE_TRANSLATION != 0;
+    if paused {
+        mr.shared.quiesce(PAUSED);
+    }
     let mut info = mr.shared.info.lock();
     if flags & REREG_CHANGE_ACCESS != 0 {
         info.access = access;
@@ -514,6 +603,10 @@ pub fn rereg(
     }
     if let Some(n) = new_pinned {
         unpin(core::mem::replace(&mut info.pinned, n));
+    }
+    drop(info);
+    if paused {
+        mr.shared.resume();
     }
     let m = mr_ptr;
     // SAFETY: m is a live SimMr; its C fields are only written here, under
@@ -551,6 +644,7 @@ pub fn dereg(mr_ptr: *mut ibv_mr) -> Result<(), c_int> {
     ctx.dev.give(crate::device::Limit::Mr);
     st.children -= 1;
     drop(st);
+    mr.shared.quiesce(DEAD);
     unpin(info.pinned);
     fork::dofork_range(info.addr as *mut c_void, info.len);
     // SAFETY: allocated by Box in `reg`, just unregistered under the lock.

@@ -223,7 +223,7 @@ pub(crate) fn remote(
     addr: u64,
     len: u64,
     need: u32,
-) -> Result<usize, c_int> {
+) -> Result<mr::Pinned, c_int> {
     let w = WINDOWS.get(rkey >> 8).ok_or(WC_REM_ACCESS_ERR)?;
     let bound = w.bound.lock();
     let b = bound.as_ref().ok_or(WC_REM_ACCESS_ERR)?;
@@ -242,6 +242,5 @@ pub(crate) fn remote(
         Some(m) if Arc::ptr_eq(&m, &b.mr) => {}
         _ => return Err(WC_REM_ACCESS_ERR),
     }
-    let info = *b.mr.info.lock();
-    info.host(addr, len).ok_or(WC_REM_ACCESS_ERR)
+    b.mr.pin(addr, len, |_| true).ok_or(WC_REM_ACCESS_ERR)
 }

@@ -67,6 +67,8 @@ struct RunArgs {
     #[arg(long)]
     check_abort: bool,
     #[arg(long)]
+    check_inflight: bool,
+    #[arg(long)]
     sim: bool,
     /// Empty is meaningful: a sim with no device.
     #[arg(long, value_name = "LIST", value_parser = OsStringValueParser::new())]
@@ -355,8 +357,9 @@ fn run(a: RunArgs, program: Option<Vec<OsString>>) -> Result<Command, UsageError
             .or(a.fail_on_leak.then_some(DEFAULT_LEAK_EXITCODE)),
         suppress: a.suppress,
         backtrace: a.backtrace,
-        check_datapath: a.check_datapath || a.check_abort,
+        check_datapath: a.check_datapath || a.check_abort || a.check_inflight,
         check_abort: a.check_abort,
+        check_inflight: a.check_inflight,
         no_default_suppressions: a.no_default_suppressions,
         sim: a.sim || a.sim_devices.is_some() || a.sim_dir.is_some(),
         sim_devices: a.sim_devices,

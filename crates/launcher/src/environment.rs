@@ -281,10 +281,11 @@ pub fn plan(
         set("IBV_SHIM_FAULTS", rules.into());
     }
     if o.check_datapath {
-        let v = if o.check_abort {
-            "datapath,abort"
-        } else {
-            "datapath"
+        let v = match (o.check_inflight, o.check_abort) {
+            (true, true) => "inflight,abort",
+            (true, false) => "inflight",
+            (false, true) => "datapath,abort",
+            (false, false) => "datapath",
         };
         set("IBV_SHIM_CHECK", v.into());
     }

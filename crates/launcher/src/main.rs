@@ -18,6 +18,7 @@
 //! - `vm`: `--vm`, the same run on a real kernel RDMA stack in a micro-VM.
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 
+mod checks_line;
 mod cli;
 mod environment;
 mod files;

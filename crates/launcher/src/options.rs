@@ -48,6 +48,8 @@ pub struct Options {
     pub check_datapath: bool,
     /// `--check-abort`.
     pub check_abort: bool,
+    /// `--check-inflight` (implies `check_datapath`).
+    pub check_inflight: bool,
     /// `--no-default-suppressions`.
     pub no_default_suppressions: bool,
     /// `--sim`, or implied by `--sim-devices` or `--sim-dir`.
@@ -159,6 +161,12 @@ option sets is inherited unchanged):
                        Sets IBV_SHIM_CHECK=datapath.
   --check-abort        the same, and abort at the first violation.
                        Sets IBV_SHIM_CHECK=datapath,abort.
+  --check-inflight     the same checks, and posted work followed to its
+                       completion: send buffers changed before it, receive
+                       buffers reused early, MRs, QPs and CQs torn down
+                       under posted work, CQ overruns.
+                       Sets IBV_SHIM_CHECK=inflight (with --check-abort:
+                       inflight,abort).
   --sim                run on the simulated RDMA devices (no hardware needed):
                        puts the directory of the sim's libibverbs.so.1 (see
                        --sim-dir) first in LD_LIBRARY_PATH.
@@ -327,6 +335,7 @@ mod tests {
                 backtrace: true,
                 check_datapath: true,
                 check_abort: true,
+                check_inflight: false,
                 sim: true,
                 sim_devices: Some("mlx5_0,rxe0".into()),
                 library: Some("/lib/libibverbs.so.1".into()),
@@ -423,6 +432,7 @@ mod tests {
             "--backtrace",
             "--check-datapath",
             "--check-abort",
+            "--check-inflight",
             "IBV_SHIM_CHECK",
             "--sim ",
             "--sim-devices",

@@ -176,6 +176,8 @@ pub struct Report {
     pub objects: Option<Vec<Object>>,
     /// Why the report is incomplete (`out of memory`), if it is.
     pub truncated: Option<String>,
+    /// The data-path checks' findings, by rule (those above 0).
+    pub checks: Vec<(String, u64)>,
 }
 
 /// One leaked object.
@@ -294,6 +296,13 @@ impl From<report_model::Report<'_>> for Report {
             totals,
             objects: Some(objects),
             truncated: nonempty(r.truncated.as_deref()),
+            checks: r
+                .checks
+                .iter()
+                .flatten()
+                .filter(|(_, n)| **n > 0)
+                .map(|(k, n)| (k.clone(), *n))
+                .collect(),
         }
     }
 }

@@ -144,6 +144,9 @@ pub fn lines(input: &Input) -> Vec<String> {
             say(format!("the report of pid {pid} is truncated: {why}"));
         }
     }
+    if let Some(line) = crate::checks_line::line(input.reports) {
+        say(line);
+    }
     let named = subject(input);
     let program = named.as_str();
     let reports = input.reports;

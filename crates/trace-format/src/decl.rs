@@ -36,11 +36,16 @@
 //! version 4; a new verb takes the next id, so older files still decode.
 
 /// The verbs of libibverbs: `ibverbs!(then)` expands to `then! { .. }`
-/// with the table (see the module's comment for an entry's grammar).
+/// with the table's entries, each read once here ([`__entries!`]) and
+/// handed on as `[kind library id CONST Slot name [arg: CType => Show, ..]
+/// [extra: Type => Show, ..] CReturn => Show [result_extra: Type]]`, in
+/// `verbs [..]`, then the `called [[library Slot name [arg: CType, ..]
+/// CReturn]..]`.
 #[macro_export]
 macro_rules! ibverbs {
     ($then:ident) => {
-        $then! {
+        $crate::__entries! {
+            $then
             library(Ibverbs)
             verbs {
                 0 GET_DEVICE_NAME GetDeviceName = export ibv_get_device_name(device: *mut ibv_device => Dev) -> *const c_char => Str;
@@ -167,6 +172,35 @@ macro_rules! ibverbs {
                 106 RDMA_NOTIFY RdmaNotify = forward rdma_notify(id: *mut rdma_cm_id => Ptr, event: c_int => Int) -> c_int => Int;
             }
             called {}
+        }
+    };
+}
+
+/// Reads a declaration table (the grammar of the module's comment) into
+/// the bracketed entries [`ibverbs!`] hands on.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __entries {
+    (
+        $then:ident
+        $(
+            library($lib:ident)
+            verbs { $(
+                $id:literal $konst:ident $slot:ident = $kind:ident $name:ident (
+                    $($arg:ident: $t:ty => $show:tt),* $(; $($x:ident: $xt:ty => $xshow:ident),*)?
+                ) -> $rt:ty => $res:ident $(($rx:ident: $rxt:ty))?;
+            )* }
+            called { $(
+                $cslot:ident = fn $cname:ident($($ca:ident: $ct:ty),*) -> $crt:ty;
+            )* }
+        )+
+    ) => {
+        $then! {
+            verbs [$($(
+                [$kind $lib $id $konst $slot $name
+                    [$($arg: $t => $show),*] [$($($x: $xt => $xshow),*)?] $rt => $res [$($rx: $rxt)?]]
+            )*)+]
+            called [$($([$lib $cslot $cname [$($ca: $ct),*] $crt])*)+]
         }
     };
 }

@@ -161,19 +161,18 @@ impl Verb {
 /// Makes the descriptors from the declaration table (`decl`): a
 /// `static` per verb, and [`VERBS`] by id.
 macro_rules! descriptors {
-    ($(
-        library($lib:ident)
-        verbs { $(
-            $id:literal $konst:ident $slot:ident = $kind:ident $name:ident (
-                $($arg:ident: $t:ty => $show:tt),* $(; $($x:ident: $xt:ty => $xshow:ident),*)?
-            ) -> $rt:ty => $res:ident $(($rx:ident: $rxt:ty))?;
-        )* }
-        called { $($called:tt)* }
-    )+) => {
-        $($(pub static $konst: Verb = {
+    (
+        verbs [$(
+            [$kind:ident $lib:ident $id:literal $konst:ident $slot:ident $name:ident
+                [$($arg:ident: $t:ty => $show:tt),*] [$($x:ident: $xt:ty => $xshow:ident),*]
+                $rt:ty => $res:ident [$($rx:tt)*]]
+        )*]
+        called [$($called:tt)*]
+    ) => {
+        $(pub static $konst: Verb = {
             const ALL: &[(&str, Option<Show>)] = &[
                 $((stringify!($arg), $crate::__show!($show)),)*
-                $($((stringify!($x), Some(Show::$xshow)),)*)?
+                $((stringify!($x), Some(Show::$xshow)),)*
             ];
             const ARGS: [(&str, Show); recorded(ALL)] = keep(ALL);
             Verb {
@@ -185,11 +184,11 @@ macro_rules! descriptors {
                 rwords: Show::$res.words(),
                 shape: shape(&ARGS, Show::$res),
             }
-        };)*)+
+        };)*
         /// Every verb with a binary record, by id (every library's).
         pub static VERBS: &[&Verb] = &{
-            let mut all: [&Verb; 0 $($(+ { let _ = $id; 1 })*)+] = [&UNUSED; 0 $($(+ { let _ = $id; 1 })*)+];
-            $($(all[$id] = &$konst;)*)+
+            let mut all: [&Verb; 0 $(+ { let _ = $id; 1 })*] = [&UNUSED; 0 $(+ { let _ = $id; 1 })*];
+            $(all[$id] = &$konst;)*
             all
         };
     };

@@ -28,7 +28,9 @@ use verbs_abi::{
     ibv_context_ops, ibv_cq, ibv_qp, ibv_recv_wr, ibv_send_wr, ibv_sge, ibv_srq, ibv_wc,
 };
 
-use super::{caps, clean, completions, ctx_of, original, patch, slot, traced, wr_rules, Entry};
+use super::{
+    caps, clean, completions, ctx_of, inflight, original, patch, slot, traced, wr_rules, Entry,
+};
 use crate::checks::{self, Check};
 use crate::guard::{boundary, Errno};
 use crate::log::Level;
@@ -49,25 +51,40 @@ pub(super) type ReqNotifyCq = unsafe extern "C" fn(*mut ibv_cq, c_int) -> c_int;
 /// `ops` is a live context's own table.
 pub(super) unsafe fn patch_ops(e: &Entry, ops: *mut ibv_context_ops) {
     use std::ptr::addr_of_mut;
+    // Work in flight has wrappers of its own: without it, the data path's
+    // are as they were.
+    let tracked = checks::inflight();
     // SAFETY: the caller's contract; each wrapper has its entry's C signature.
     unsafe {
         patch(
             e,
             slot::PostSend,
             addr_of_mut!((*ops).post_send),
-            post_send as PostSend,
+            if tracked {
+                post_send::<true> as PostSend
+            } else {
+                post_send::<false>
+            },
         );
         patch(
             e,
             slot::PostRecv,
             addr_of_mut!((*ops).post_recv),
-            post_recv as PostRecv,
+            if tracked {
+                post_recv::<true> as PostRecv
+            } else {
+                post_recv::<false>
+            },
         );
         patch(
             e,
             slot::PostSrqRecv,
             addr_of_mut!((*ops).post_srq_recv),
-            post_srq_recv as PostSrqRecv,
+            if tracked {
+                post_srq_recv::<true> as PostSrqRecv
+            } else {
+                post_srq_recv::<false>
+            },
         );
         patch_poll(e, ops);
         patch(
@@ -91,7 +108,11 @@ pub(super) unsafe fn patch_poll(e: &Entry, ops: *mut ibv_context_ops) {
             e,
             slot::PollCq,
             std::ptr::addr_of_mut!((*ops).poll_cq),
-            poll_cq as PollCq,
+            if checks::inflight() {
+                poll_cq::<true> as PollCq
+            } else {
+                poll_cq::<false>
+            },
         )
     };
 }
@@ -283,6 +304,31 @@ static REPORTED: Mutex<Option<HashSet<(usize, u8)>>> = mutex(None);
 #[cold]
 #[inline(never)]
 pub(super) fn violation(check: Check, q: Queue, wr: &Wr, site: usize, why: fmt::Arguments<'_>) {
+    let label = if matches!(q, Queue::Srq(_)) {
+        "srq"
+    } else {
+        "qp"
+    };
+    violation_on(
+        check,
+        (wr.via.unwrap_or(q.verb()), label, q.addr()),
+        wr,
+        site,
+        why,
+    )
+}
+
+/// As [`violation`], the call named by its verb and its object's
+/// argument name and address (`("ibv_destroy_cq", "cq", addr)`).
+#[cold]
+#[inline(never)]
+pub(super) fn violation_on(
+    check: Check,
+    (verb, label, addr): (&str, &str, usize),
+    wr: &Wr,
+    site: usize,
+    why: fmt::Arguments<'_>,
+) {
     checks::count(check);
     let first = REPORTED
         .lock()
@@ -291,15 +337,8 @@ pub(super) fn violation(check: Check, q: Queue, wr: &Wr, site: usize, why: fmt::
     if first || checks::abort() {
         crate::log!(
             Level::Warn,
-            "data-path check {}: {}({}={:#x}) at {}: {wr}: {why}; forwarded unchanged",
+            "data-path check {}: {verb}({label}={addr:#x}) at {}: {wr}: {why}; forwarded unchanged",
             check.name(),
-            wr.via.unwrap_or(q.verb()),
-            if matches!(q, Queue::Srq(_)) {
-                "srq"
-            } else {
-                "qp"
-            },
-            q.addr(),
             crate::report::site(site)
         );
     }
@@ -390,7 +429,7 @@ fn missing() -> c_int {
     libc::ENOSYS
 }
 
-unsafe extern "C" fn post_send(
+unsafe extern "C" fn post_send<const TRACK: bool>(
     qp: *mut ibv_qp,
     wr: *mut ibv_send_wr,
     bad_wr: *mut *mut ibv_send_wr,
@@ -413,11 +452,65 @@ unsafe extern "C" fn post_send(
         // SAFETY: the program's live QP and WR chain, posted now.
         unsafe { trace_sends(qp, wr) };
     }
+    if TRACK && outer {
+        return track_sends(real, qp, wr, bad_wr, site);
+    }
     // SAFETY: the provider's own entry, with the program's arguments.
     unsafe { real(qp, wr, bad_wr) }
 }
 
-unsafe extern "C" fn post_recv(
+/// A send chain's post with its work tracked until its completions.
+#[cold]
+#[inline(never)]
+fn track_sends(
+    real: PostSend,
+    qp: *mut ibv_qp,
+    wr: *mut ibv_send_wr,
+    bad_wr: *mut *mut ibv_send_wr,
+    site: usize,
+) -> c_int {
+    let mut added = inflight::Added::NONE;
+    checked("ibv_post_send", || {
+        // SAFETY: the program's live QP and WR chain, posted now.
+        added = unsafe { inflight::sends(qp, wr, site) }
+    });
+    // SAFETY: the provider's own entry, with the program's arguments.
+    let rc = unsafe { real(qp, wr, bad_wr) };
+    if rc != 0 {
+        checked("ibv_post_send", || {
+            // SAFETY: the chain the program posted and its bad_wr.
+            unsafe { inflight::posted(Queue::Send(qp), added, rc, wr, bad_wr, |w| (*w).next) }
+        });
+    }
+    rc
+}
+
+/// As [`track_sends`], for a receive chain (to a QP or an SRQ).
+#[cold]
+#[inline(never)]
+fn track_recvs<Q>(
+    real: unsafe extern "C" fn(*mut Q, *mut ibv_recv_wr, *mut *mut ibv_recv_wr) -> c_int,
+    q: Queue,
+    to: *mut Q,
+    wr: *mut ibv_recv_wr,
+    bad_wr: *mut *mut ibv_recv_wr,
+    site: usize,
+) -> c_int {
+    let mut added = inflight::Added::NONE;
+    // SAFETY: the program's live queue and WR chain, posted now.
+    checked(q.verb(), || added = unsafe { inflight::recvs(q, wr, site) });
+    // SAFETY: the provider's own entry, with the program's arguments.
+    let rc = unsafe { real(to, wr, bad_wr) };
+    if rc != 0 {
+        checked(q.verb(), || {
+            // SAFETY: the chain the program posted and its bad_wr.
+            unsafe { inflight::posted(q, added, rc, wr, bad_wr, |w| (*w).next) }
+        });
+    }
+    rc
+}
+
+unsafe extern "C" fn post_recv<const TRACK: bool>(
     qp: *mut ibv_qp,
     wr: *mut ibv_recv_wr,
     bad_wr: *mut *mut ibv_recv_wr,
@@ -434,11 +527,14 @@ unsafe extern "C" fn post_recv(
     if crate::trace::wanted() {
         trace_recvs(qp, wr);
     }
+    if TRACK {
+        return track_recvs(real, Queue::Recv(qp), qp, wr, bad_wr, site);
+    }
     // SAFETY: the provider's own entry, with the program's arguments.
     unsafe { real(qp, wr, bad_wr) }
 }
 
-unsafe extern "C" fn post_srq_recv(
+unsafe extern "C" fn post_srq_recv<const TRACK: bool>(
     srq: *mut ibv_srq,
     wr: *mut ibv_recv_wr,
     bad_wr: *mut *mut ibv_recv_wr,
@@ -453,11 +549,18 @@ unsafe extern "C" fn post_srq_recv(
     if checks::datapath() && !unsafe { clean::srq_recvs(srq, wr, site) } {
         recvs_in_full("ibv_post_srq_recv", Queue::Srq(srq), wr, site);
     }
+    if TRACK {
+        return track_recvs(real, Queue::Srq(srq), srq, wr, bad_wr, site);
+    }
     // SAFETY: the provider's own entry, with the program's arguments.
     unsafe { real(srq, wr, bad_wr) }
 }
 
-unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc: *mut ibv_wc) -> c_int {
+unsafe extern "C" fn poll_cq<const TRACK: bool>(
+    cq: *mut ibv_cq,
+    num_entries: c_int,
+    wc: *mut ibv_wc,
+) -> c_int {
     let site = crate::caller!();
     // SAFETY: the inline verb read this CQ's context to reach the table.
     let ctx = unsafe { ctx_of(cq) };
@@ -484,6 +587,9 @@ unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc: *mut ibv_w
                 checked("ibv_poll_cq", || {
                     completions::polled(crate::addr::Addr::of(ctx), cq, done, drained)
                 });
+            }
+            if TRACK {
+                checked("ibv_poll_cq", || inflight::polled(ctx as usize, cq, done));
             }
         }
         if crate::trace::wanted() {

@@ -82,6 +82,23 @@ fn seen(cq: *mut ibv_cq_ex, s: &Saved, site: usize) {
             Some(f) if s.wc_flags & WITH_QP_NUM != 0 => f(cq),
             _ => 0,
         };
+        if crate::checks::inflight() {
+            let opcode = (*cq).read_opcode.map_or(0, |f| {
+                std::mem::transmute::<
+                    unsafe extern "C" fn(*mut ibv_cq_ex) -> verbs_abi::ibv_wc_opcode,
+                    unsafe extern "C" fn(*mut ibv_cq_ex) -> c_int,
+                >(f)(cq)
+            });
+            let qpn = (s.wc_flags & WITH_QP_NUM != 0).then(qp_num);
+            super::inflight::completed(
+                (*cq).context as usize,
+                cq as usize,
+                qpn,
+                (*cq).wr_id,
+                status,
+                opcode,
+            );
+        }
         if status != 0 && crate::checks::datapath() {
             let e = Failed {
                 qp_num: qp_num(),

@@ -44,6 +44,7 @@ mod clean;
 mod completions;
 mod datapath;
 mod excq;
+mod inflight;
 mod keys;
 mod objects;
 mod qpx;
@@ -361,6 +362,37 @@ pub fn fork(step: crate::registry::lock::ForkStep) {
     datapath::fork(step);
     completions::fork(step);
     excq::fork(step);
+}
+
+/// Work in flight (`IBV_SHIM_CHECK=inflight`): the teardown verbs' checks,
+/// before each is forwarded (`site` the program's call).
+pub mod teardown {
+    use verbs_abi::{ibv_cq, ibv_mr, ibv_qp, ibv_srq};
+
+    /// `ibv_destroy_qp(qp)`.
+    pub fn qp(qp: *mut ibv_qp, site: usize) {
+        super::inflight::qp_destroying(qp, site)
+    }
+
+    /// `ibv_modify_qp` moved `qp` to RESET.
+    pub fn qp_reset(qp: *mut ibv_qp, site: usize) {
+        super::inflight::qp_reset(qp, site)
+    }
+
+    /// `ibv_destroy_srq(srq)`.
+    pub fn srq(srq: *mut ibv_srq) {
+        super::inflight::srq_destroying(srq)
+    }
+
+    /// `ibv_destroy_cq(cq)`.
+    pub fn cq(cq: *mut ibv_cq, site: usize) {
+        super::inflight::cq_destroying(cq, site)
+    }
+
+    /// `ibv_dereg_mr` / `ibv_rereg_mr` (`verb`) of `mr`.
+    pub fn mr(mr: *mut ibv_mr, verb: &'static str, site: usize) {
+        super::inflight::mr_going(mr, verb, site)
+    }
 }
 
 /// At exit: what the error-completion explainer still has to say.

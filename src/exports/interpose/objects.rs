@@ -334,7 +334,7 @@ unsafe extern "C" fn destroy_flow(flow: *mut ibv_flow) -> c_int {
 
 unsafe extern "C" fn alloc_mw(pd: *mut ibv_pd, mw_type: c_int) -> *mut ibv_mw {
     let caller = crate::caller!();
-    export(verbs::AllocMw::NAME, || {
+    verbs::AllocMw::export(|| {
         // SAFETY: the inline verb read this PD's context to reach the table.
         let ctx = unsafe { ctx_of(pd) };
         let real: AllocMw = orig(ctx, slot::AllocMw, verbs::AllocMw::NAME)?;
@@ -359,7 +359,7 @@ unsafe extern "C" fn alloc_mw(pd: *mut ibv_pd, mw_type: c_int) -> *mut ibv_mw {
 
 /// `ibv_bind_mw` (type 1): forwarded; the MW's record follows its new rkey.
 unsafe extern "C" fn bind_mw(qp: *mut ibv_qp, mw: *mut ibv_mw, bind: *mut ibv_mw_bind) -> c_int {
-    export(verbs::BindMw::NAME, || {
+    verbs::BindMw::export(|| {
         // SAFETY: the inline verb read this QP's context to reach the table.
         let ctx = unsafe { ctx_of(qp) };
         let real: BindMw = orig(ctx, slot::BindMw, verbs::BindMw::NAME)?;
@@ -395,7 +395,7 @@ unsafe extern "C" fn create_counters(
     attr: *mut ibv_counters_init_attr,
 ) -> *mut ibv_counters {
     let caller = crate::caller!();
-    export(verbs::CreateCounters::NAME, || {
+    verbs::CreateCounters::export(|| {
         let real: CreateCounters = orig(ctx, slot::CreateCounters, verbs::CreateCounters::NAME)?;
         // SAFETY: the provider's own entry, with the inline verb's arguments.
         made(
@@ -418,7 +418,7 @@ unsafe extern "C" fn reg_dm_mr(
     access: c_uint,
 ) -> *mut ibv_mr {
     let caller = crate::caller!();
-    export(verbs::RegDmMr::NAME, || {
+    verbs::RegDmMr::export(|| {
         // SAFETY: the inline verb read this PD's context to reach the table.
         let ctx = unsafe { ctx_of(pd) };
         let real: RegDmMr = orig(ctx, slot::RegDmMr, verbs::RegDmMr::NAME)?;
@@ -438,7 +438,7 @@ unsafe extern "C" fn reg_dm_mr(
 
 unsafe extern "C" fn alloc_dm(ctx: *mut ibv_context, attr: *mut ibv_alloc_dm_attr) -> *mut ibv_dm {
     let caller = crate::caller!();
-    export(verbs::AllocDm::NAME, || {
+    verbs::AllocDm::export(|| {
         let real: AllocDm = orig(ctx, slot::AllocDm, verbs::AllocDm::NAME)?;
         // SAFETY: the provider's own entry, with the inline verb's arguments.
         made(
@@ -473,7 +473,7 @@ unsafe extern "C" fn create_flow_action_esp(
     attr: *mut ibv_flow_action_esp_attr,
 ) -> *mut ibv_flow_action {
     let caller = crate::caller!();
-    export(verbs::CreateFlowActionEsp::NAME, || {
+    verbs::CreateFlowActionEsp::export(|| {
         let real: CreateFlowActionEsp = orig(
             ctx,
             slot::CreateFlowActionEsp,
@@ -497,7 +497,7 @@ unsafe extern "C" fn alloc_parent_domain(
     attr: *mut ibv_parent_domain_init_attr,
 ) -> *mut ibv_pd {
     let caller = crate::caller!();
-    export(verbs::AllocParentDomain::NAME, || {
+    verbs::AllocParentDomain::export(|| {
         let real: AllocParentDomain =
             orig(ctx, slot::AllocParentDomain, verbs::AllocParentDomain::NAME)?;
         // SAFETY: NULL or the program's attributes, passed to the verb.
@@ -525,7 +525,7 @@ unsafe extern "C" fn alloc_parent_domain(
 
 unsafe extern "C" fn alloc_td(ctx: *mut ibv_context, attr: *mut ibv_td_init_attr) -> *mut ibv_td {
     let caller = crate::caller!();
-    export(verbs::AllocTd::NAME, || {
+    verbs::AllocTd::export(|| {
         let real: AllocTd = orig(ctx, slot::AllocTd, verbs::AllocTd::NAME)?;
         // SAFETY: the provider's own entry, with the inline verb's arguments.
         made(
@@ -545,7 +545,7 @@ unsafe extern "C" fn create_rwq_ind_table(
     attr: *mut ibv_rwq_ind_table_init_attr,
 ) -> *mut ibv_rwq_ind_table {
     let caller = crate::caller!();
-    export(verbs::CreateRwqIndTable::NAME, || {
+    verbs::CreateRwqIndTable::export(|| {
         let real: CreateRwqIndTable =
             orig(ctx, slot::CreateRwqIndTable, verbs::CreateRwqIndTable::NAME)?;
         // SAFETY: the provider's own entry, with the inline verb's arguments.
@@ -567,7 +567,7 @@ unsafe extern "C" fn create_rwq_ind_table(
 
 unsafe extern "C" fn create_wq(ctx: *mut ibv_context, attr: *mut ibv_wq_init_attr) -> *mut ibv_wq {
     let caller = crate::caller!();
-    export(verbs::CreateWq::NAME, || {
+    verbs::CreateWq::export(|| {
         let real: CreateWq = orig(ctx, slot::CreateWq, verbs::CreateWq::NAME)?;
         // SAFETY: NULL or the program's attributes, passed to the verb.
         let pd = unsafe { read_attr(attr, 0, |a| a.pd as usize) };

@@ -335,6 +335,15 @@ unsafe fn begun(e: &Qpx, x: *mut ibv_qp_ex, op: c_int, verb: &'static str, site:
     let wr_id = unsafe { addr_of!((*x).wr_id).read() };
     e.op.store(op, Relaxed);
     e.wr_id.store(wr_id, Relaxed);
+    if checks::inflight() {
+        checked(verb, || {
+            // SAFETY: the program's live extended QP, its flags set before the builder.
+            unsafe {
+                let flags = addr_of!((*x).wr_flags).read();
+                super::inflight::ex_begun(x.cast(), op, wr_id, flags, site)
+            }
+        });
+    }
     if checks::datapath() {
         checked(verb, || {
             let wr = Wr::bare(wr_id, Some(op), Some(verb));
@@ -401,6 +410,10 @@ fn sges(
     let (ctx, qp_num) = unsafe { ids(x) };
     wr_rules::check_wr(Queue::Send(x.cast()), ctx, &wr, write, false, site);
     completions::posted(crate::addr::Addr::new(ctx), qp_num, &wr.summary(), site);
+    if checks::inflight() && !sges.is_null() {
+        // SAFETY: the setter's SGEs, read during its call.
+        unsafe { super::inflight::ex_sges(x.cast(), sges, n) };
+    }
 }
 
 /// A setter gave the request `bytes` of inline data: within the QP's
@@ -598,6 +611,9 @@ unsafe extern "C" fn wr_start(x: *mut ibv_qp_ex) {
     // threads that share the QP) must not reset another's batch.
     e.op.store(NONE, Relaxed);
     e.npending.store(0, Relaxed);
+    if checks::inflight() {
+        checked("ibv_wr_start", || super::inflight::ex_start(x.cast()));
+    }
 }
 
 unsafe extern "C" fn wr_abort(x: *mut ibv_qp_ex) {
@@ -606,6 +622,9 @@ unsafe extern "C" fn wr_abort(x: *mut ibv_qp_ex) {
     };
     e.op.store(NONE, Relaxed);
     e.npending.store(0, Relaxed);
+    if checks::inflight() {
+        checked("ibv_wr_abort", || super::inflight::ex_cancel(x.cast()));
+    }
     if let Some(f) = e.orig::<Void>(F::Abort) {
         // SAFETY: the provider's own member, with the program's argument.
         unsafe { f(x) }
@@ -637,5 +656,12 @@ unsafe extern "C" fn wr_complete(x: *mut ibv_qp_ex) -> c_int {
     // `post_send` (the sim does), which must not check or trace the
     // requests a second time.
     // SAFETY: the provider's own member, with the program's argument.
-    crate::thread::inside(|| unsafe { f(x) })
+    let rc = crate::thread::inside(|| unsafe { f(x) });
+    if checks::inflight() {
+        checked("ibv_wr_complete", || match rc {
+            0 => super::inflight::ex_done(x.cast()),
+            _ => super::inflight::ex_cancel(x.cast()),
+        });
+    }
+    rc
 }

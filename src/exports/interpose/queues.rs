@@ -17,7 +17,7 @@ use super::super::{tid, verbs};
 use super::objects::*;
 use super::{ctx_of, orig, slot};
 use crate::addr::Addr;
-use crate::guard::{export, Errno};
+use crate::guard::Errno;
 use crate::registry::objects::{Facts, Kind, Obj, QpFacts};
 
 /// `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`: the QP has `ibv_wr_*` builders.
@@ -30,7 +30,7 @@ pub(super) unsafe extern "C" fn create_cq_ex(
     attr: *mut ibv_cq_init_attr_ex,
 ) -> *mut ibv_cq_ex {
     let caller = crate::caller!();
-    export(verbs::CreateCqEx::NAME, || {
+    verbs::CreateCqEx::export(|| {
         let real: CreateCqEx = orig(ctx, slot::CreateCqEx, verbs::CreateCqEx::NAME)?;
         // SAFETY: NULL or the program's attributes, passed to the verb.
         let (channel, vector) =
@@ -71,7 +71,7 @@ pub(super) unsafe extern "C" fn create_flow(
     attr: *mut ibv_flow_attr,
 ) -> *mut ibv_flow {
     let caller = crate::caller!();
-    export(verbs::CreateFlow::NAME, || {
+    verbs::CreateFlow::export(|| {
         // SAFETY: the inline verb read this QP's context to reach the table.
         let ctx = unsafe { ctx_of(qp) };
         let real: CreateFlow = orig(ctx, slot::CreateFlow, verbs::CreateFlow::NAME)?;
@@ -124,7 +124,7 @@ pub(super) unsafe extern "C" fn create_qp_ex(
     attr: *mut ibv_qp_init_attr_ex,
 ) -> *mut ibv_qp {
     let caller = crate::caller!();
-    export(verbs::CreateQpEx::NAME, || {
+    verbs::CreateQpEx::export(|| {
         let real: CreateQpEx = orig(ctx, slot::CreateQpEx, verbs::CreateQpEx::NAME)?;
         let (mut parent, mut facts, mut send_ops) = (0, QpFacts::default(), None);
         if !attr.is_null() {
@@ -179,7 +179,7 @@ pub(super) unsafe extern "C" fn open_qp(
     attr: *mut ibv_qp_open_attr,
 ) -> *mut ibv_qp {
     let caller = crate::caller!();
-    export(verbs::OpenQp::NAME, || {
+    verbs::OpenQp::export(|| {
         let real: OpenQp = orig(ctx, slot::OpenQp, verbs::OpenQp::NAME)?;
         let (xrcd, qp_type) = if attr.is_null() {
             (0, 0)
@@ -216,7 +216,7 @@ pub(super) unsafe extern "C" fn create_srq_ex(
     attr: *mut ibv_srq_init_attr_ex,
 ) -> *mut ibv_srq {
     let caller = crate::caller!();
-    export(verbs::CreateSrqEx::NAME, || {
+    verbs::CreateSrqEx::export(|| {
         let real: CreateSrqEx = orig(ctx, slot::CreateSrqEx, verbs::CreateSrqEx::NAME)?;
         let parent = if attr.is_null() {
             0
@@ -245,12 +245,7 @@ pub(super) unsafe extern "C" fn create_srq_ex(
                 let mut o = unsafe { record(Kind::Srq, srq, ctx, parent, caller) };
                 if !attr.is_null() {
                     // SAFETY: the attributes the provider just accepted.
-                    let sizes = unsafe { (*attr).attr };
-                    o.facts = Facts::Srq {
-                        max_wr: sizes.max_wr,
-                        max_sge: sizes.max_sge,
-                        srq_limit: sizes.srq_limit,
-                    };
+                    o.facts = Facts::srq(unsafe { &(*attr).attr });
                 }
                 track(o);
             },
@@ -263,7 +258,7 @@ pub(super) unsafe extern "C" fn open_xrcd(
     attr: *mut ibv_xrcd_init_attr,
 ) -> *mut ibv_xrcd {
     let caller = crate::caller!();
-    export(verbs::OpenXrcd::NAME, || {
+    verbs::OpenXrcd::export(|| {
         let real: OpenXrcd = orig(ctx, slot::OpenXrcd, verbs::OpenXrcd::NAME)?;
         // SAFETY: the provider's own entry, with the inline verb's arguments.
         made(

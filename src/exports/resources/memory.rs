@@ -7,7 +7,7 @@ use verbs_abi::{ibv_context, ibv_mr, ibv_pd};
 use super::super::create_destroy::{mr_keys, on_context, record, track, track_mr, Destroy};
 use super::super::{alive, forward, not_null};
 use super::{MRS, PDS};
-use crate::guard::{export, Errno, MinusOne};
+use crate::guard::{Errno, MinusOne};
 use crate::real::slots::{
     AllocPd, DeallocPd, DeregMr, RegDmabufMr, RegMr, RegMrIova, RegMrIova2, ReregMr,
 };
@@ -58,20 +58,12 @@ pub unsafe extern "C" fn ibv_reg_mr(
     let caller = crate::caller!();
     RegMr::export(|| {
         not_null(RegMr::NAME, "pd", pd)?;
+        let (via, parent) = (MrVia::RegMr, Some(("pd", pd as usize)));
         // SAFETY: the MR the real library just registered on `pd`.
-        let track = |mr| unsafe {
-            track_mr(
-                mr,
-                pd,
-                addr as u64,
-                length,
-                access as u32,
-                MrVia::RegMr,
-                caller,
-            )
-        };
+        let track =
+            |mr| unsafe { track_mr(mr, pd, addr as u64, length, access as u32, via, caller) };
         // SAFETY: the program's arguments.
-        unsafe { RegMr::create(Some(("pd", pd as usize)), track, pd, addr, length, access) }
+        unsafe { RegMr::create(parent, track, pd, addr, length, access) }
     })
 }
 
@@ -87,30 +79,12 @@ pub unsafe extern "C" fn ibv_reg_mr_iova(
     let caller = crate::caller!();
     RegMrIova::export(|| {
         not_null(RegMrIova::NAME, "pd", pd)?;
+        let (via, parent) = (MrVia::RegMrIova, Some(("pd", pd as usize)));
         // SAFETY: the MR the real library just registered on `pd`.
-        let track = |mr| unsafe {
-            track_mr(
-                mr,
-                pd,
-                addr as u64,
-                length,
-                access as u32,
-                MrVia::RegMrIova,
-                caller,
-            )
-        };
+        let track =
+            |mr| unsafe { track_mr(mr, pd, addr as u64, length, access as u32, via, caller) };
         // SAFETY: the program's arguments.
-        unsafe {
-            RegMrIova::create(
-                Some(("pd", pd as usize)),
-                track,
-                pd,
-                addr,
-                length,
-                iova,
-                access,
-            )
-        }
+        unsafe { RegMrIova::create(parent, track, pd, addr, length, iova, access) }
     })
 }
 
@@ -127,30 +101,11 @@ pub unsafe extern "C" fn ibv_reg_mr_iova2(
     let caller = crate::caller!();
     RegMrIova2::export(|| {
         not_null(RegMrIova2::NAME, "pd", pd)?;
+        let (via, parent) = (MrVia::RegMrIova2, Some(("pd", pd as usize)));
         // SAFETY: the MR the real library just registered on `pd`.
-        let track = |mr| unsafe {
-            track_mr(
-                mr,
-                pd,
-                addr as u64,
-                length,
-                access,
-                MrVia::RegMrIova2,
-                caller,
-            )
-        };
+        let track = |mr| unsafe { track_mr(mr, pd, addr as u64, length, access, via, caller) };
         // SAFETY: the program's arguments.
-        unsafe {
-            RegMrIova2::create(
-                Some(("pd", pd as usize)),
-                track,
-                pd,
-                addr,
-                length,
-                iova,
-                access,
-            )
-        }
+        unsafe { RegMrIova2::create(parent, track, pd, addr, length, iova, access) }
     })
 }
 
@@ -169,31 +124,11 @@ pub unsafe extern "C" fn ibv_reg_dmabuf_mr(
     let caller = crate::caller!();
     RegDmabufMr::export(|| {
         not_null(RegDmabufMr::NAME, "pd", pd)?;
+        let (via, parent) = (MrVia::RegDmabufMr, Some(("pd", pd as usize)));
         // SAFETY: the MR the real library just registered on `pd`.
-        let track = |mr| unsafe {
-            track_mr(
-                mr,
-                pd,
-                offset,
-                length,
-                access as u32,
-                MrVia::RegDmabufMr,
-                caller,
-            )
-        };
+        let track = |mr| unsafe { track_mr(mr, pd, offset, length, access as u32, via, caller) };
         // SAFETY: the program's arguments.
-        unsafe {
-            RegDmabufMr::create(
-                Some(("pd", pd as usize)),
-                track,
-                pd,
-                offset,
-                length,
-                iova,
-                fd,
-                access,
-            )
-        }
+        unsafe { RegDmabufMr::create(parent, track, pd, offset, length, iova, fd, access) }
     })
 }
 
@@ -214,8 +149,12 @@ pub unsafe extern "C" fn ibv_rereg_mr(
     const CHANGE_TRANSLATION: c_int = IBV_REREG_MR_CHANGE_TRANSLATION as c_int;
     const CHANGE_PD: c_int = IBV_REREG_MR_CHANGE_PD as c_int;
     const CHANGE_ACCESS: c_int = IBV_REREG_MR_CHANGE_ACCESS as c_int;
+    let caller = crate::caller!();
     // Fails with IBV_REREG_MR_ERR_INPUT (-1).
-    export(ReregMr::NAME, || {
+    ReregMr::export(|| {
+        if crate::checks::inflight() {
+            crate::exports::interpose::teardown::mr(mr, ReregMr::NAME, caller);
+        }
         not_null(ReregMr::NAME, "mr", mr)?;
         let real = ReregMr::get()?;
         let check = || {
@@ -268,6 +207,12 @@ pub unsafe extern "C" fn ibv_rereg_mr(
 #[no_mangle]
 pub unsafe extern "C" fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int {
     const D: Destroy = Destroy::new(DeregMr::VERB, Kind::Mr, MRS);
-    // SAFETY: the program's argument.
-    DeregMr::export(|| unsafe { DeregMr::destroy(&D, mr) })
+    let caller = crate::caller!();
+    DeregMr::export(|| {
+        if crate::checks::inflight() {
+            crate::exports::interpose::teardown::mr(mr, DeregMr::NAME, caller);
+        }
+        // SAFETY: the program's argument.
+        unsafe { DeregMr::destroy(&D, mr) }
+    })
 }

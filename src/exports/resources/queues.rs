@@ -11,7 +11,7 @@ use verbs_abi::{
 use super::super::create_destroy::{context_of_pd, on_context, record, track, Destroy};
 use super::super::{alive, forward, not_null};
 use crate::addr::Addr;
-use crate::guard::{export, Errno, ErrnoCode};
+use crate::guard::{Errno, ErrnoCode};
 use crate::real::slots::{
     CreateCompChannel, CreateCq, CreateQp, CreateSrq, DestroyCompChannel, DestroyCq, DestroyQp,
     DestroySrq, ResizeCq,
@@ -97,7 +97,7 @@ pub unsafe extern "C" fn ibv_create_cq(
 /// context).
 #[no_mangle]
 pub unsafe extern "C" fn ibv_resize_cq(cq: *mut ibv_cq, cqe: c_int) -> c_int {
-    export(ResizeCq::NAME, || {
+    ResizeCq::export(|| {
         not_null(ResizeCq::NAME, "cq", cq)?;
         let real = ResizeCq::get()?;
         forward(
@@ -130,8 +130,14 @@ pub unsafe extern "C" fn ibv_resize_cq(cq: *mut ibv_cq, cqe: c_int) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
     const D: Destroy = Destroy::new(DestroyCq::VERB, Kind::Cq, Kind::Cq.bit());
-    // SAFETY: the program's argument.
-    DestroyCq::export(|| unsafe { DestroyCq::destroy(&D, cq) })
+    let caller = crate::caller!();
+    DestroyCq::export(|| {
+        if crate::checks::inflight() {
+            crate::exports::interpose::teardown::cq(cq, caller);
+        }
+        // SAFETY: the program's argument.
+        unsafe { DestroyCq::destroy(&D, cq) }
+    })
 }
 
 // --- shared receive queues and queue pairs --------------------------------------------
@@ -152,12 +158,7 @@ pub unsafe extern "C" fn ibv_create_srq(
             let mut o = unsafe { record(Kind::Srq, srq, context_of_pd(pd), pd as usize, caller) };
             if !srq_init_attr.is_null() {
                 // SAFETY: the attributes the real library just accepted.
-                let attr = unsafe { (*srq_init_attr).attr };
-                o.facts = Facts::Srq {
-                    max_wr: attr.max_wr,
-                    max_sge: attr.max_sge,
-                    srq_limit: attr.srq_limit,
-                };
+                o.facts = Facts::srq(unsafe { &(*srq_init_attr).attr });
             }
             track(o);
         };
@@ -172,8 +173,13 @@ pub unsafe extern "C" fn ibv_create_srq(
 #[no_mangle]
 pub unsafe extern "C" fn ibv_destroy_srq(srq: *mut ibv_srq) -> c_int {
     const D: Destroy = Destroy::new(DestroySrq::VERB, Kind::Srq, Kind::Srq.bit());
-    // SAFETY: the program's argument.
-    DestroySrq::export(|| unsafe { DestroySrq::destroy(&D, srq) })
+    DestroySrq::export(|| {
+        if crate::checks::inflight() {
+            crate::exports::interpose::teardown::srq(srq);
+        }
+        // SAFETY: the program's argument.
+        unsafe { DestroySrq::destroy(&D, srq) }
+    })
 }
 
 /// Creates a QP on `pd`; `qp_init_attr->cap` is updated with the actual
@@ -220,6 +226,12 @@ pub unsafe extern "C" fn ibv_create_qp(
 #[no_mangle]
 pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
     const D: Destroy = Destroy::new(DestroyQp::VERB, Kind::Qp, Kind::Qp.bit());
-    // SAFETY: the program's argument.
-    DestroyQp::export(|| unsafe { DestroyQp::destroy(&D, qp) })
+    let caller = crate::caller!();
+    DestroyQp::export(|| {
+        if crate::checks::inflight() {
+            crate::exports::interpose::teardown::qp(qp, caller);
+        }
+        // SAFETY: the program's argument.
+        unsafe { DestroyQp::destroy(&D, qp) }
+    })
 }

@@ -129,18 +129,27 @@ impl Slab {
         }
     }
 
+    /// Record `i`, with no bounds check (the hot paths).
+    ///
+    /// # Safety
+    ///
+    /// `i` was handed out by [`Slab::push`] (so it is below `len`).
     #[inline(always)]
-    pub(super) fn get(&self, i: u32) -> &Rec {
+    pub(super) unsafe fn get(&self, i: u32) -> &Rec {
         debug_assert!((i as usize) < self.len);
-        // SAFETY: every index the table passes was handed out by `push`
-        // (slots, list links and the free list hold nothing else), so it
-        // is below len, so inside the mapping (page-aligned, so 64-byte
-        // aligned); zeroed or written bytes are a valid Rec (integers only).
+        // SAFETY: `i` is below len (the caller's contract), so inside the
+        // mapping (page-aligned, so 64-byte aligned); zeroed or written
+        // bytes are a valid Rec (integers only).
         unsafe { &*self.ptr.as_ptr().add(i as usize) }
     }
 
+    /// Record `i`, to change, with no bounds check.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Slab::get`].
     #[inline(always)]
-    pub(super) fn get_mut(&mut self, i: u32) -> &mut Rec {
+    pub(super) unsafe fn get_mut(&mut self, i: u32) -> &mut Rec {
         debug_assert!((i as usize) < self.len);
         // SAFETY: as in get(); &mut self makes the access exclusive.
         unsafe { &mut *self.ptr.as_ptr().add(i as usize) }

@@ -185,6 +185,15 @@ impl Keys {
 }
 
 impl Facts {
+    /// An SRQ's sizes, as its creation attributes give them.
+    pub fn srq(attr: &verbs_abi::ibv_srq_attr) -> Facts {
+        Facts::Srq {
+            max_wr: attr.max_wr,
+            max_sge: attr.max_sge,
+            srq_limit: attr.srq_limit,
+        }
+    }
+
     /// An MR's (or an imported MR's) range and keys.
     pub fn mr_range(&self) -> Option<(u64, u64, Keys)> {
         match *self {

@@ -337,7 +337,8 @@ pub fn for_each(mut f: impl FnMut(&Obj)) {
                 out_of_memory();
                 continue;
             }
-            buf.extend(slots.iter().map(|&s| t.rec(slot_idx(s)).obj()));
+            // SAFETY: the contents of the table's own non-empty slots.
+            buf.extend(slots.iter().map(|&s| unsafe { t.rec(slot_idx(s)) }.obj()));
         }
         buf.iter().for_each(&mut f);
     }
@@ -371,13 +372,15 @@ fn reflag(
         {
             let mut t = s.0.lock();
             for i in t.list_of(ctx) {
-                let r = t.rec_mut(i);
+                // SAFETY: from `list_of`.
+                let r = unsafe { t.rec_mut(i) };
                 let flags = r.flags();
                 if pick(flags) {
                     let obj = r.obj();
                     r.set_flags(change(flags));
                     if unlist {
-                        t.unlist(i);
+                        // SAFETY: from `list_of`.
+                        unsafe { t.unlist(i) };
                     }
                     n += 1;
                     // Shown to `f` when there is memory to copy it out.

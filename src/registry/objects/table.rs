@@ -1,11 +1,13 @@
-//! One shard's table: the slab of records, the open-addressing index over it,
-//! and the per-context lists (linked through the records themselves).
+//! One shard's table: the slab of records and the open-addressing index
+//! over it (the per-context lists through the records: `lists`).
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
-
-use super::chunk::{no_memory, out_of_memory, Slab};
+use super::chunk::{no_memory, Slab};
 use super::record::{Obj, Rec};
+use lists::Heads;
+
+mod lists;
+#[cfg(test)]
+mod tests;
 
 pub(super) const NO_FREE: u32 = u32::MAX;
 
@@ -33,30 +35,6 @@ const MAX_RECS: u32 = (MAX_SLOTS / 8 * 7) as u32;
 const NIL: u16 = u16::MAX;
 const UNLISTED: u16 = u16::MAX - 1;
 const _: () = assert!(MAX_RECS < UNLISTED as u32);
-
-/// The hash of a context address, for the per-shard list heads.
-#[derive(Default)]
-struct AddrHasher(u64);
-
-impl Hasher for AddrHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = crate::addr_table::mix(self.0 ^ b as u64);
-        }
-    }
-
-    fn write_usize(&mut self, n: usize) {
-        self.0 = crate::addr_table::mix(n as u64);
-    }
-
-    fn finish(&self) -> u64 {
-        // The product's high bits are the well-mixed ones; hashbrown wants
-        // both ends.
-        self.0 ^ self.0 >> 29
-    }
-}
-
-type Heads = HashMap<usize, u16, BuildHasherDefault<AddrHasher>>;
 
 /// Can `addr` be a key? (Others are not tracked; no allocator returns them.)
 #[inline]
@@ -121,124 +99,28 @@ impl Table {
         }
     }
 
-    /// The first record of `ctx`'s list in this shard (NIL: none).
-    #[inline]
-    fn head_of(&self, ctx: usize) -> u16 {
-        if ctx == self.hot && ctx != 0 {
-            return self.hot_head;
-        }
-        self.heads
-            .as_ref()
-            .and_then(|h| h.get(&ctx))
-            .copied()
-            .unwrap_or(NIL)
-    }
-
-    /// Makes room for `ctx`'s list head, so that [`Table::list`] cannot
-    /// fail: nothing for the hot context, else room in `heads` for the hot
-    /// one it displaces.
-    #[inline]
-    fn reserve_head(&mut self, ctx: usize) -> Result<(), ()> {
-        if ctx == self.hot {
-            return Ok(());
-        }
-        let heads = self.heads.get_or_insert_with(Heads::default);
-        // Room for one more whatever the key.
-        if heads.len() < heads.capacity() {
-            return Ok(());
-        }
-        if no_memory() {
-            return Err(());
-        }
-        // errno is left as it was (the fast path does not save it).
-        let errno = crate::errno::Errno::save();
-        let r = crate::oom::without_reserve(|| heads.try_reserve(1)).map_err(|_| ());
-        errno.restore();
-        r
-    }
-
-    /// Makes `ctx` the hot context: the previous one goes back to `heads`
-    /// (for which [`Table::reserve_head`] made room), `ctx` comes out.
-    #[cold]
-    fn make_hot(&mut self, ctx: usize) {
-        let heads = self.heads.get_or_insert_with(Heads::default);
-        let head = heads.remove(&ctx).unwrap_or(NIL);
-        if self.hot != 0 && self.hot_head != NIL {
-            heads.insert(self.hot, self.hot_head);
-        }
-        self.hot = ctx;
-        self.hot_head = head;
-        self.hot_noted = false;
-    }
-
-    /// Takes record `i` out of its context's list (if it is in one), and
-    /// marks it unlisted (it stays in the table). True when that emptied
-    /// the list.
-    pub(super) fn unlist(&mut self, i: u32) -> bool {
-        let emptied = self.unlink(i);
-        self.rec_mut(i).set_prev(UNLISTED);
-        emptied
-    }
-
-    /// [`Table::unlist`] without the mark, for a record about to be freed.
+    /// Record `i` of the slab.
+    ///
+    /// # Safety
+    ///
+    /// `i` is an index the table holds: in an index slot (`slot_idx`), a
+    /// list link, the free list, or returned by `alloc_rec` or `list_of`
+    /// (only indices `Slab::push` handed out are ever put there).
     #[inline(always)]
-    fn unlink(&mut self, i: u32) -> bool {
-        let r = self.rec(i);
-        let (prev, next) = (r.prev(), r.next());
-        if prev == UNLISTED {
-            return false;
-        }
-        if next != NIL {
-            self.rec_mut(next as u32).set_prev(prev);
-        }
-        if prev != NIL {
-            self.rec_mut(prev as u32).set_next(next);
-        } else if self.hot_head == i as u16 {
-            // The head of the hot list: no context to decode.
-            self.hot_head = next;
-        } else {
-            self.unlink_cold_head(self.rec(i).ctx(), next);
-        }
-        prev == NIL && next == NIL
+    pub(super) unsafe fn rec(&self, i: u32) -> &Rec {
+        // SAFETY: the caller's contract is `Slab::get`'s.
+        unsafe { self.slab.get(i) }
     }
 
-    /// The head of a list other than the hot one moves to `next`.
-    #[cold]
-    #[inline(never)]
-    fn unlink_cold_head(&mut self, ctx: usize, next: u16) {
-        if let Some(heads) = self.heads.as_mut() {
-            // Never allocates: the hot context stays as it is.
-            if next == NIL {
-                heads.remove(&ctx);
-            } else if let Some(h) = heads.get_mut(&ctx) {
-                *h = next;
-            }
-        }
-    }
-
-    /// The records of `ctx`'s list in this shard.
-    pub(super) fn list_of(&self, ctx: usize) -> Vec<u32> {
-        let mut out = Vec::new();
-        let mut i = self.head_of(ctx);
-        while i != NIL {
-            if out.try_reserve(1).is_err() {
-                out_of_memory();
-                break;
-            }
-            out.push(i as u32);
-            i = self.rec(i as u32).next();
-        }
-        out
-    }
-
+    /// Record `i` of the slab, to change.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Table::rec`].
     #[inline(always)]
-    pub(super) fn rec(&self, i: u32) -> &Rec {
-        self.slab.get(i)
-    }
-
-    #[inline(always)]
-    pub(super) fn rec_mut(&mut self, i: u32) -> &mut Rec {
-        self.slab.get_mut(i)
+    pub(super) unsafe fn rec_mut(&mut self, i: u32) -> &mut Rec {
+        // SAFETY: the caller's contract is `Slab::get_mut`'s.
+        unsafe { self.slab.get_mut(i) }
     }
 
     /// Index slot `pos`, which the caller masked with `slots.len() - 1`
@@ -270,7 +152,8 @@ impl Table {
             if s == 0 {
                 return Err(i);
             }
-            if s >> 16 == t && self.rec(slot_idx(s)).is(addr) {
+            // SAFETY: a non-empty index slot's record.
+            if s >> 16 == t && unsafe { self.rec(slot_idx(s)) }.is(addr) {
                 return Ok(i);
             }
             i = (i + 1) & mask;
@@ -289,7 +172,8 @@ impl Table {
     fn alloc_rec(&mut self) -> Option<u32> {
         if self.free != NO_FREE {
             let i = self.free;
-            self.free = self.rec(i).a as u32;
+            // SAFETY: the free list's head.
+            self.free = unsafe { self.rec(i) }.a as u32;
             return Some(i);
         }
         if self.used >= MAX_RECS {
@@ -300,12 +184,18 @@ impl Table {
         Some(i)
     }
 
-    fn free_rec(&mut self, i: u32) {
+    /// Puts record `i` on the free list.
+    ///
+    /// # Safety
+    ///
+    /// `i` is a record of the table, as for [`Table::rec`], in no slot.
+    unsafe fn free_rec(&mut self, i: u32) {
         // An inherited slot is never recycled (see `inherited`).
         if i < self.inherited {
             return;
         }
-        self.rec_mut(i).a = self.free as u64;
+        // SAFETY: the caller's contract.
+        unsafe { self.rec_mut(i) }.a = self.free as u64;
         self.free = i;
     }
 
@@ -384,9 +274,11 @@ impl Table {
         }
         let next = self.hot_head;
         self.hot_head = idx as u16;
-        *self.rec_mut(idx) = Rec::of(obj, NIL, next);
+        // SAFETY: from `alloc_rec`.
+        *unsafe { self.rec_mut(idx) } = Rec::of(obj, NIL, next);
         if next != NIL {
-            self.rec_mut(next as u32).set_prev(idx as u16);
+            // SAFETY: the list's old head.
+            unsafe { self.rec_mut(next as u32) }.set_prev(idx as u16);
         }
         self.set_slot(pos, tag(obj.addr) << 16 | (idx + 1));
         self.len += 1;
@@ -399,20 +291,15 @@ impl Table {
     /// The record in index slot `pos` (non-empty).
     #[inline(always)]
     pub(super) fn rec_at(&self, pos: usize) -> &Rec {
-        self.rec(slot_idx(self.slot(pos)))
-    }
-
-    /// The contexts with a list in this shard.
-    pub(super) fn list_contexts(&self) -> impl Iterator<Item = usize> + '_ {
-        let hot = (self.hot != 0 && self.hot_head != NIL).then_some(self.hot);
-        hot.into_iter()
-            .chain(self.heads.iter().flat_map(|h| h.keys().copied()))
+        // SAFETY: a non-empty index slot's record.
+        unsafe { self.rec(slot_idx(self.slot(pos))) }
     }
 
     /// The object in index slot `pos` (non-empty).
     #[inline]
     pub(super) fn at(&self, pos: usize) -> Obj {
-        self.rec(slot_idx(self.slot(pos))).obj()
+        // SAFETY: a non-empty index slot's record.
+        unsafe { self.rec(slot_idx(self.slot(pos))) }.obj()
     }
 
     /// Rewrites the record in index slot `pos` (non-empty); its context
@@ -420,7 +307,8 @@ impl Table {
     #[inline]
     pub(super) fn set(&mut self, pos: usize, obj: &Obj) {
         let idx = slot_idx(self.slots[pos]);
-        let r = self.rec_mut(idx);
+        // SAFETY: a non-empty index slot's record.
+        let r = unsafe { self.rec_mut(idx) };
         *r = Rec::of(obj, r.prev(), r.next());
     }
 
@@ -430,8 +318,10 @@ impl Table {
     #[inline(always)]
     pub(super) fn remove_at(&mut self, pos: usize) -> bool {
         let idx = slot_idx(self.slot(pos));
-        let emptied = self.unlink(idx);
-        self.free_rec(idx);
+        // SAFETY: a non-empty index slot's record.
+        let emptied = unsafe { self.unlink(idx) };
+        // SAFETY: as above; its slot is emptied below.
+        unsafe { self.free_rec(idx) };
         let mask = self.slots.len() - 1;
         let mut hole = pos;
         let mut j = pos;
@@ -476,180 +366,5 @@ impl Table {
         );
         into.sort_unstable_by_key(|&s| s & 0xffff);
         true
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::registry::objects::chunk::NO_MEMORY;
-    use crate::registry::objects::record::Kind;
-    use crate::registry::objects::{get, insert, take, untracked, Taken};
-
-    fn obj(addr: usize) -> Obj {
-        Obj::new(Kind::Mr, addr, 0x1000, 0x2000, 0, 1)
-    }
-
-    /// The table against a std HashMap model, through growth and heavy
-    /// deletion (backward shift is where open addressing goes wrong).
-    #[test]
-    fn table_matches_a_model() {
-        let mut t = Table::new();
-        let mut model: HashMap<usize, Obj> = HashMap::new();
-        let mut seed = 0x1234_5678_9abc_def0u64;
-        let mut rnd = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
-        for round in 0..200_000 {
-            // Few distinct, clustered addresses: long probe runs, many collisions.
-            let addr = 0x5555_0000_0000 + (rnd() % 5000) as usize * 16;
-            if rnd() % 3 == 0 {
-                let got = t.find(addr).map(|p| {
-                    let o = t.at(p);
-                    t.remove_at(p);
-                    o
-                });
-                assert_eq!(got, model.remove(&addr), "round {round}");
-            } else {
-                let o = obj(addr).with(super::super::Facts::Mr(super::super::MrFacts {
-                    addr: round,
-                    ..Default::default()
-                }));
-                let mut stale = None;
-                let (ok, _) = t.insert(&o, &mut stale);
-                assert!(ok);
-                assert_eq!(stale, model.insert(addr, o), "round {round}");
-            }
-            assert_eq!(t.len, model.len());
-        }
-        for (addr, o) in &model {
-            assert_eq!(t.find(*addr).map(|p| t.at(p)), Some(*o));
-        }
-        assert_eq!(t.occupied().count(), model.len());
-        assert!(t.len * 8 <= t.slots.len() * 7);
-    }
-
-    /// Every record in exactly the list of its context, through inserts,
-    /// stale replacements (with a change of context) and removals.
-    #[test]
-    fn lists_match_the_records() {
-        let mut t = Table::new();
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut rnd = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
-        let ctxs = [0x1000usize, 0x2000, 0x3000];
-        for _ in 0..50_000 {
-            let addr = 0x7f00_0000_0000 + (rnd() % 3000) as usize * 8;
-            if rnd() % 3 == 0 {
-                if let Some(p) = t.find(addr) {
-                    t.remove_at(p);
-                }
-            } else {
-                let mut o = obj(addr);
-                o.ctx = ctxs[(rnd() % 3) as usize];
-                assert!(t.insert(&o, &mut None).0);
-            }
-        }
-        let mut listed = 0;
-        for &c in &ctxs {
-            for i in t.list_of(c) {
-                let addr = t.rec(i).addr();
-                let pos = t.find(addr).expect("a listed record is in the index");
-                assert_eq!(slot_idx(t.slots[pos]), i);
-                assert_eq!(t.rec(i).ctx(), c);
-                listed += 1;
-            }
-        }
-        assert_eq!(listed, t.len);
-    }
-
-    /// With every allocation failing, inserts that need memory fail cleanly
-    /// (counted, never a panic or an abort), the rest of the table is
-    /// intact, and tracking resumes when memory is back.
-    #[test]
-    fn out_of_memory_leaves_objects_untracked_and_counted() {
-        let mut t = Table::new();
-        let base = 0x6600_0000_0000usize;
-        for i in 0..100 {
-            assert!(t.insert(&obj(base + i * 8), &mut None).0);
-        }
-        NO_MEMORY.with(|f| f.set(true));
-        let mut failed = 0;
-        for i in 100..10_000 {
-            if !t.insert(&obj(base + i * 8), &mut None).0 {
-                failed += 1;
-            }
-        }
-        assert!(failed > 0, "some insert needed memory");
-        for i in 0..100 {
-            assert!(t.find(base + i * 8).is_some(), "an earlier record was lost");
-        }
-        assert_eq!(t.occupied().count(), t.len);
-        assert_eq!(
-            t.list_of(0x1000).len(),
-            t.len,
-            "every record on its context's list"
-        );
-        // Through the public entry point: a new context needs a list head.
-        let before = untracked();
-        let mut o = obj(0x6700_0000_0000);
-        o.ctx = 0x7777_0000_0000;
-        assert!(!insert(o));
-        assert_eq!(untracked(), before + 1);
-        assert_eq!(get(o.addr), None);
-        NO_MEMORY.with(|f| f.set(false));
-        assert!(insert(o));
-        assert_eq!(get(o.addr).map(|g| g.ctx), Some(o.ctx));
-        assert!(t.insert(&obj(base + 20_000 * 8), &mut None).0);
-    }
-
-    #[test]
-    fn slab_grows_up_to_its_limit() {
-        let mut t = Table::new();
-        for i in 0..1000u32 {
-            assert_eq!(t.alloc_rec(), Some(i));
-        }
-        assert_eq!(t.used, 1000);
-        t.used = MAX_RECS;
-        assert_eq!(t.alloc_rec(), None, "past the shard's limit");
-    }
-
-    /// A full shard refuses (untracked) instead of overflowing its 16-bit
-    /// indices, and keeps what it has.
-    #[test]
-    fn a_full_shard_refuses_more() {
-        let mut t = Table::new();
-        let base = 0x6800_0000_0000usize;
-        let mut n = 0;
-        while t.insert(&obj(base + n * 8), &mut None).0 {
-            n += 1;
-        }
-        assert_eq!(n, MAX_RECS as usize);
-        assert_eq!(t.len, n);
-        assert_eq!(t.list_of(0x1000).len(), n);
-        for i in (0..n).step_by(997) {
-            assert_eq!(
-                t.find(base + i * 8).map(|p| t.at(p).addr),
-                Some(base + i * 8)
-            );
-        }
-    }
-
-    #[test]
-    fn odd_addresses_are_not_keys() {
-        assert!(keyable(0x5555_0000_1230));
-        assert!(!keyable(0));
-        assert!(!keyable(0x5555_0000_1234));
-        assert!(!keyable(1 << 47));
-        assert!(!insert(obj(0x1001)));
-        let mut rec = crate::registry::objects::Stored::EMPTY;
-        assert_eq!(take(0x1001, Kind::Mr.bit(), &mut rec), Taken::Unknown);
     }
 }

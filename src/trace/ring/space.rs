@@ -57,11 +57,17 @@ pub(super) fn reserve(fd: i32, at: u64, len: u64) -> std::io::Result<()> {
 /// even those can be had (the record is dropped and counted, and the
 /// trace says once that it stopped for space). Only the ring's writer
 /// calls it (its owner, or the holder of a shared ring's lock).
+///
+/// # Safety
+///
+/// `ring` is below `config::RINGS`.
 #[cold]
 #[inline(never)]
-pub(super) fn grow(base: *mut u8, size: usize, ring: usize, off: u64) -> bool {
+pub(super) unsafe fn grow(base: *mut u8, size: usize, ring: usize, off: u64) -> bool {
     let m = Mapping { base, size };
-    let alloc = m.ring_word(ring, meta::ALLOC);
+    // SAFETY: `ring` is a ring of the file (the caller's contract);
+    // `meta::ALLOC` is one of its words.
+    let alloc = unsafe { m.ring_word(ring, meta::ALLOC) };
     let have = alloc.load(Ordering::Relaxed);
     let need = off + RECORD_MAX as u64;
     if need <= have {

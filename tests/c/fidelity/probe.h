@@ -33,6 +33,7 @@ struct probe {
 	struct ibv_pd *pd;
 	int gid_index;
 	union ibv_gid gid;
+	uint16_t lid; /* port 1's LID: 0 on RoCE, the address on InfiniBand */
 };
 
 static inline void probe_open(struct probe *p)
@@ -52,6 +53,9 @@ static inline void probe_open(struct probe *p)
 	ibv_free_device_list(list);
 	NEED(p->ctx);
 	NEED(ibv_query_gid(p->ctx, 1, p->gid_index, &p->gid) == 0);
+	struct ibv_port_attr pa;
+	NEED(ibv_query_port(p->ctx, 1, &pa) == 0);
+	p->lid = pa.lid;
 	p->pd = ibv_alloc_pd(p->ctx);
 	NEED(p->pd);
 }
@@ -109,6 +113,7 @@ static inline const char *errno_name(int e)
 	case ENOSYS: return "ENOSYS";
 	case EBUSY: return "EBUSY";
 	case ENOENT: return "ENOENT";
+	case ENOSPC: return "ENOSPC";
 	case EAGAIN: return "EAGAIN";
 	case ENODEV: return "ENODEV";
 	case EPROTONOSUPPORT: return "EPROTONOSUPPORT";
@@ -251,6 +256,7 @@ static inline void end_rtr(struct probe *p, struct end *e, uint32_t dest, const 
 	a.ah_attr.grh.sgid_index = (uint8_t)p->gid_index;
 	a.ah_attr.grh.hop_limit = 64;
 	a.ah_attr.port_num = 1;
+	a.ah_attr.dlid = p->lid;
 	NEED(ibv_modify_qp(e->qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
 				       IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
 				       IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == 0);

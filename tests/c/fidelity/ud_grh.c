@@ -70,6 +70,8 @@ int main(void)
 	say("recv", wc_name(wc.status));
 	say_int("recv.byte_len", wc.byte_len);
 	say("recv.grh_flag", wc.wc_flags & IBV_WC_GRH ? "yes" : "no");
+	/* mlx5 reports the RoCE packet type there (2: IPv4), UCX reads it. */
+	say_int("recv.sl", wc.sl);
 	say_int("recv.src_qp_is_sender", wc.src_qp == s->qp_num);
 	const uint8_t *g = dst->addr;
 	int zero = 1;

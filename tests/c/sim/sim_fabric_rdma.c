@@ -135,6 +135,11 @@ static void refused(struct side *s, enum ibv_wr_opcode op, uint64_t raddr, uint3
 		    uint32_t len, enum ibv_wc_status want)
 {
 	struct ibv_qp *qp = connect_qp(s);
+	/* Not before the responder's QP is in RTS: a request it refuses
+	 * moves it to ERR (a class C error), and RTS would then fail. */
+	char ready;
+	xrecv(&ready, 1);
+	CHECK(ready == 'r');
 	CHECK(post(qp, op, s->buf, len, s->mr->lkey, raddr, rkey) == 0);
 	struct ibv_wc wc = wait_wc(s->cq);
 	if (wc.status != want)
@@ -285,6 +290,9 @@ static void responder(void)
 			struct ibv_recv_wr wr = { .wr_id = 7, .sg_list = &sge, .num_sge = 1 }, *bad;
 			CHECK(ibv_post_recv(q, &wr, &bad) == 0);
 		}
+		/* The 7 refused ones (the 8th reads the read-only region). */
+		if (i < 7)
+			xsend("r", 1);
 		(void)q;
 	}
 	/* The too-small receive completed in error on this side. */

@@ -1,6 +1,7 @@
 /* The loopback data path: two RC QPs on the two simulated devices,
  * connected to each other: SEND/RECV with immediate, RDMA WRITE, READ,
  * atomics, access errors, completion channel events; then UD. */
+#include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <poll.h>
 #include <stdint.h>
@@ -90,8 +91,9 @@ int main(void)
 	setup(&a, list[0], IBV_QPT_RC);
 	setup(&b, list[1], IBV_QPT_RC);
 
-	/* Posting before the QP is ready fails with EINVAL. */
-	CHECK(post(&a, IBV_WR_SEND, 1, a.buf, 8, 0, 0) == EINVAL);
+	/* Posting before the QP is ready fails: ENOMEM on mlx5, whose send
+	 * queue takes no SGE until RTS. */
+	CHECK(post(&a, IBV_WR_SEND, 1, a.buf, 8, 0, 0) == ENOMEM);
 
 	int access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
 	connect_rc(&a, &b, access);
@@ -163,6 +165,21 @@ int main(void)
 	CHECK(post(&a, IBV_WR_RDMA_WRITE, 8, a.buf, 8, (uintptr_t)b.buf, b.mr->rkey + 1) == 0);
 	wc = poll_one(a.cq);
 	CHECK(wc.status == IBV_WC_REM_ACCESS_ERR);
+	/* A class C error of the responder: b goes to ERR as well, with the
+	 * async event that says why. */
+	CHECK(b.qp->state == IBV_QPS_ERR);
+	int fl = fcntl(b.ctx->async_fd, F_GETFL);
+	CHECK(fl >= 0 && fcntl(b.ctx->async_fd, F_SETFL, fl | O_NONBLOCK) == 0);
+	int access_errs = 0;
+	struct ibv_async_event ev;
+	while (ibv_get_async_event(b.ctx, &ev) == 0) {
+		access_errs += ev.event_type == IBV_EVENT_QP_ACCESS_ERR && ev.element.qp == b.qp;
+		ibv_ack_async_event(&ev);
+	}
+	CHECK(errno == EAGAIN && access_errs == 1);
+	CHECK(fcntl(b.ctx->async_fd, F_SETFL, fl) == 0);
+	CHECK(ibv_modify_qp(b.qp, &r, IBV_QP_STATE) == 0);
+	connect_rc(&b, &a, access);
 	CHECK(ibv_modify_qp(a.qp, &r, IBV_QP_STATE) == 0);
 	connect_rc(&a, &b, access);
 	/* A send with no receive posted and rnr_retry 0: RNR retry exceeded. */

@@ -45,7 +45,13 @@ pub fn set_route_addrs(id: *mut rdma_cm_id, src: Option<Addr>, dst: Option<Addr>
 pub fn set_local(id: *mut rdma_cm_id, l: &addr::Local) {
     // SAFETY: the caller's live id face.
     let f = unsafe { &mut *id };
-    f.verbs = l.device().context();
+    let ctx = l.device().context();
+    if f.verbs != ctx || f.pd.is_null() {
+        // As librdmacm binds an id to a device: `id->pd` is the device's
+        // own PD (UCX makes its QPs on it).
+        f.pd = l.device().pd().unwrap_or(core::ptr::null_mut());
+    }
+    f.verbs = ctx;
     f.port_num = l.port;
     f.route.addr.addr.ibaddr.sgid.raw = l.gid;
     f.route.addr.addr.ibaddr.pkey = 0xffffu16.to_be();
@@ -108,6 +114,11 @@ pub fn resolve_addr(
         }
     }
     let Some(local) = addr::resolve(dst.ip) else {
+        // As the kernel: no route to the address fails at once; a routed
+        // one no device answers for times out (an unanswered ARP).
+        if let Some(e) = unroutable(&dst) {
+            return Err(e);
+        }
         engine::later(
             sh,
             Duration::from_millis(timeout_ms.max(0) as u64),
@@ -137,6 +148,24 @@ pub fn resolve_addr(
     unsafe { (*id).route.addr.addr.ibaddr.dgid.raw = local.gid };
     sh.deliver(Raw::Plain(RDMA_CM_EVENT_ADDR_RESOLVED, 0));
     Ok(())
+}
+
+/// Whether the host has no route to `dst`: a UDP socket's `connect`
+/// (which only looks the route up) fails with `ENETUNREACH` or
+/// `EHOSTUNREACH`, the error the kernel's `rdma_resolve_addr` returns.
+fn unroutable(dst: &Addr) -> Option<c_int> {
+    let st = dst.with_port(dst.port.max(1)).storage();
+    // SAFETY: plain system calls on a socket of our own, closed below.
+    unsafe {
+        let s = libc::socket(dst.family(), libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        if s < 0 {
+            return None;
+        }
+        let r = libc::connect(s, (&raw const st).cast(), addr::len_of(dst.family()));
+        let e = crate::guard::errno();
+        libc::close(s);
+        (r != 0 && (e == libc::ENETUNREACH || e == libc::EHOSTUNREACH)).then_some(e)
+    }
 }
 
 /// The source address a connection to `dst` gets: `dst` itself, as every

@@ -1,5 +1,5 @@
 //! Multicast groups of an id: the group's GID and LID from its IP address
-//! (RoCE: the IPv4-mapped address; InfiniBand: IPoIB's `ff12:401b:ffff::`
+//! (RoCE: `ff0e::ffff:<IPv4>`; InfiniBand: IPoIB's `ff12:401b:ffff::`
 //! form, LID `0xc000` plus the address's low bits), the QP attached to it,
 //! and `MULTICAST_JOIN` with the group's address vector. The sim's
 //! multicast delivers within one process only (its groups are a process's
@@ -32,7 +32,10 @@ fn group_of(a: Addr, roce: bool) -> Result<Group, c_int> {
     let low = match a.ip {
         IpAddr::V4(v4) => {
             if roce {
+                // RoCE: ff0e::ffff:<IPv4>, as the kernel's CM makes it.
                 gid = v4.to_ipv6_mapped().octets();
+                gid[0] = 0xff;
+                gid[1] = 0x0e;
             } else {
                 gid[..4].copy_from_slice(&[0xff, 0x12, 0x40, 0x1b]);
                 gid[4..6].copy_from_slice(&[0xff, 0xff]);

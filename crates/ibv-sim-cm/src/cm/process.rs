@@ -139,6 +139,7 @@ fn request(
         (*face).route.addr.src.storage = dst.storage();
         (*face).route.addr.dst.storage = src.storage();
         (*face).verbs = local.device().context();
+        (*face).pd = local.device().pd().unwrap_or(core::ptr::null_mut());
         (*face).port_num = local.port;
         (*face).route.addr.addr.ibaddr.sgid.raw = local.gid;
         (*face).route.addr.addr.ibaddr.dgid.raw = m.gid;

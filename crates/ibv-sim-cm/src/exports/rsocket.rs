@@ -1,5 +1,5 @@
 //! rsockets, the `r*` functions (`crate::rsocket`): stream sockets over
-//! this library's RC connections. Datagram rsockets fail with `ENOSYS`.
+//! this library's RC connections; datagram rsockets over UD.
 //! (`rfcntl` is variadic in C; its one `int` argument comes third.)
 core::arch::global_asm!(include_str!(concat!(env!("OUT_DIR"), "/symver_rsocket.s")));
 
@@ -7,6 +7,7 @@ use core::ffi::{c_int, c_void};
 
 use libc::{fd_set, iovec, msghdr, nfds_t, off_t, pollfd, sockaddr, socklen_t, timeval};
 
+use crate::addr::Addr;
 use crate::guard;
 use crate::rsocket as rs;
 
@@ -117,12 +118,23 @@ pub unsafe extern "C" fn rrecvfrom(
     src_addr: *mut sockaddr,
     addrlen: *mut socklen_t,
 ) -> isize {
-    // SAFETY: the caller's contract.
-    let n = unsafe { rrecv(socket, buf, len, flags) };
-    if n >= 0 && !src_addr.is_null() {
-        let _ = rs::name(socket, true, src_addr, addrlen);
-    }
-    n
+    guard::call(-1, || {
+        let mut from = None;
+        // SAFETY: the caller's contract.
+        let n = ssize(
+            unsafe { bytes_mut(buf, len) }.and_then(|b| rs::recvfrom(socket, b, flags, &mut from)),
+        );
+        if n >= 0 && !src_addr.is_null() && !addrlen.is_null() {
+            match from {
+                // SAFETY: the caller's buffer and its length.
+                Some(a) => unsafe { rs::copy_out(&a, src_addr, addrlen) },
+                None => {
+                    let _ = rs::name(socket, true, src_addr, addrlen);
+                }
+            }
+        }
+        n
+    })
 }
 
 /// # Safety
@@ -154,18 +166,27 @@ pub unsafe extern "C" fn rsend(
 }
 
 /// # Safety
-/// As [`rsend`] (the address is the connection's).
+/// As [`rsend`]; `dest_addr` NULL or a socket address (a stream socket
+/// sends on its connection whatever it says).
 #[no_mangle]
 pub unsafe extern "C" fn rsendto(
     socket: c_int,
     buf: *const c_void,
     len: usize,
     flags: c_int,
-    _dest_addr: *const sockaddr,
+    dest_addr: *const sockaddr,
     _addrlen: socklen_t,
 ) -> isize {
-    // SAFETY: the caller's contract.
-    unsafe { rsend(socket, buf, len, flags) }
+    guard::call(-1, || {
+        // SAFETY: the caller's address, when given.
+        let to = match (!dest_addr.is_null()).then(|| unsafe { Addr::read(dest_addr) }) {
+            Some(Ok(a)) => Some(a),
+            Some(Err(e)) => return ssize(Err(e)),
+            None => None,
+        };
+        // SAFETY: the caller's contract.
+        ssize(unsafe { bytes(buf, len) }.and_then(|b| rs::sendto(socket, b, flags, to)))
+    })
 }
 
 /// # Safety

@@ -2,12 +2,13 @@
 //! between processes that both use this library (its own wire format, not
 //! real rsockets'). A socket's number is an eventfd's, so it is never
 //! another open descriptor's. `conn`: the connection through the CM;
-//! `data`: the data path; `poll`: `rpoll` / `rselect`. Datagram rsockets
-//! (`SOCK_DGRAM`) are not implemented (`ENOSYS`).
+//! `data`: the data path; `poll`: `rpoll` / `rselect`; `dgram`: datagram
+//! rsockets (`SOCK_DGRAM`, over UD).
 
 mod api;
 mod conn;
 pub mod data;
+mod dgram;
 pub mod poll;
 
 use core::ffi::c_int;
@@ -19,6 +20,7 @@ use once_cell::sync::Lazy;
 use parking_lot::Mutex;
 use rdmacm_abi::*;
 
+use crate::addr::Addr;
 use crate::guard::{check, errno};
 use api::*;
 use data::Data;
@@ -41,6 +43,9 @@ pub struct Rs {
     pub ch: *mut rdma_event_channel,
     pub id: *mut rdma_cm_id,
     pub data: Option<Box<Data>>,
+    /// A datagram socket's data path (once bound).
+    dgram: Option<Box<dgram::Dgram>>,
+    is_dgram: bool,
     /// `SO_ERROR`.
     pub err: c_int,
     pub peer_gone: bool,
@@ -68,6 +73,8 @@ impl Rs {
             ch,
             id,
             data: None,
+            dgram: None,
+            is_dgram: false,
             err: 0,
             peer_gone: false,
             shut_wr: false,
@@ -83,6 +90,9 @@ impl Rs {
 
     /// Everything that arrived: CM events and completions.
     pub fn progress(&mut self) {
+        if self.is_dgram {
+            return dgram::progress(self);
+        }
         match self.st {
             St::Listening => conn::take_requests(self),
             _ => conn::drive(self),
@@ -95,6 +105,9 @@ impl Rs {
     /// The fds that turn readable when this socket may have moved on.
     pub fn wake_fds(&mut self) -> Vec<c_int> {
         let mut v = vec![self.ch_fd()];
+        if self.is_dgram {
+            dgram::wake_fds(self, &mut v);
+        }
         if let Some(d) = self.data.as_mut() {
             d.arm();
             // SAFETY: our completion channel.
@@ -107,6 +120,9 @@ impl Rs {
     pub fn revents(&mut self, want: i16) -> i16 {
         self.progress();
         let mut r: i16 = 0;
+        if self.is_dgram {
+            r = dgram::revents(self);
+        }
         match self.st {
             St::Listening if !self.backlog.is_empty() => r |= libc::POLLIN,
             St::Connected => {
@@ -179,16 +195,15 @@ pub fn socket(domain: c_int, ty: c_int, _protocol: c_int) -> Result<c_int, c_int
         return Err(libc::EAFNOSUPPORT);
     }
     let base = ty & !(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC);
-    if base == libc::SOCK_DGRAM {
-        return Err(libc::ENOSYS);
-    }
-    if base != libc::SOCK_STREAM {
+    let dgram = base == libc::SOCK_DGRAM;
+    if base != libc::SOCK_STREAM && !dgram {
         return Err(libc::EPROTONOSUPPORT);
     }
+    let ps = if dgram { dgram::PS } else { RDMA_PS_TCP };
     let ch = conn::new_channel()?;
     let mut id: *mut rdma_cm_id = core::ptr::null_mut();
     // SAFETY: our channel, an out pointer.
-    if unsafe { rdma_create_id(ch, &mut id, core::ptr::null_mut(), RDMA_PS_TCP) } != 0 {
+    if unsafe { rdma_create_id(ch, &mut id, core::ptr::null_mut(), ps) } != 0 {
         let e = errno();
         // SAFETY: the channel made above, with no id.
         unsafe { rdma_destroy_event_channel(ch) };
@@ -196,12 +211,16 @@ pub fn socket(domain: c_int, ty: c_int, _protocol: c_int) -> Result<c_int, c_int
     }
     let mut rs = Rs::new(ch, id)?;
     rs.nonblock = ty & libc::SOCK_NONBLOCK != 0;
+    rs.is_dgram = dgram;
     Ok(insert(rs))
 }
 
 pub fn bind(s: c_int, addr: *const libc::sockaddr) -> Result<(), c_int> {
     let cell = get(s)?;
     let mut rs = cell.lock();
+    if rs.is_dgram {
+        return dgram::bind(&mut rs, addr);
+    }
     if rs.st != St::Idle {
         return Err(libc::EINVAL);
     }
@@ -253,6 +272,16 @@ pub fn accept(
     }
 }
 
+/// Copies `a` out as `recvfrom(2)` does.
+///
+/// # Safety
+/// `dst`/`len` NULL or the caller's buffer and length.
+pub unsafe fn copy_out(a: &Addr, dst: *mut libc::sockaddr, len: *mut libc::socklen_t) {
+    let st = a.storage();
+    // SAFETY: a socket address of its family; the caller's contract.
+    unsafe { copy_addr((&raw const st).cast(), dst, len) }
+}
+
 /// Copies a socket address out, as `accept(2)` and `getpeername(2)` do.
 ///
 /// # Safety
@@ -279,6 +308,9 @@ pub fn connect(s: c_int, addr: *const libc::sockaddr) -> Result<(), c_int> {
     let cell = get(s)?;
     {
         let mut rs = cell.lock();
+        if rs.is_dgram {
+            return dgram::connect(&mut rs, addr);
+        }
         match rs.st {
             St::Idle | St::Bound => {}
             St::Connected => return Err(libc::EISCONN),
@@ -307,7 +339,16 @@ pub fn connect(s: c_int, addr: *const libc::sockaddr) -> Result<(), c_int> {
 
 /// `rsend`: everything (blocking) or what fits now (non-blocking).
 pub fn send(s: c_int, buf: &[u8], flags: c_int) -> Result<usize, c_int> {
+    sendto(s, buf, flags, None)
+}
+
+/// `rsendto`: a datagram socket's `to` (or its `rconnect` destination);
+/// a stream socket's connection whatever `to` says.
+pub fn sendto(s: c_int, buf: &[u8], flags: c_int, to: Option<Addr>) -> Result<usize, c_int> {
     let cell = get(s)?;
+    if cell.lock().is_dgram {
+        return dgram::send_to(&cell, buf, flags, to);
+    }
     let mut sent = 0;
     loop {
         let mut rs = cell.lock();
@@ -345,7 +386,21 @@ pub fn send(s: c_int, buf: &[u8], flags: c_int) -> Result<usize, c_int> {
 /// `rrecv`: what is there (at least a byte, unless the stream ended);
 /// `MSG_WAITALL` waits for all of `buf`.
 pub fn recv(s: c_int, buf: &mut [u8], flags: c_int) -> Result<usize, c_int> {
+    recvfrom(s, buf, flags, &mut None)
+}
+
+/// `rrecvfrom`: a datagram and its sender, or a stream socket's bytes
+/// (`from` left alone: the caller asks the connection's peer).
+pub fn recvfrom(
+    s: c_int,
+    buf: &mut [u8],
+    flags: c_int,
+    from: &mut Option<Addr>,
+) -> Result<usize, c_int> {
     let cell = get(s)?;
+    if cell.lock().is_dgram {
+        return dgram::recv_from(&cell, buf, flags, from);
+    }
     let mut got = 0;
     loop {
         let mut rs = cell.lock();
@@ -452,6 +507,7 @@ pub fn close(s: c_int) -> Result<(), c_int> {
     unsafe {
         rdma_destroy_qp(rs.id);
         rs.data = None;
+        rs.dgram = None;
         rdma_destroy_id(rs.id);
         rdma_destroy_event_channel(rs.ch);
     }

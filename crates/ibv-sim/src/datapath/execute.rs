@@ -18,6 +18,7 @@ pub(super) fn connected_peer(src: &QpShared, a: &QpAttrs) -> Option<(Arc<QpShare
     if !reaches(&a.ah, &dst, u32::from(g.attrs.port_num)) {
         return None;
     }
+    dst.arrived(g.state);
     let access = g.attrs.access;
     drop(g);
     Some((dst, access))
@@ -43,11 +44,15 @@ pub(crate) fn reaches(ah: &verbs_abi::ibv_ah_attr, dst: &QpShared, port: u32) ->
 
 /// Checks a send work request the way the provider does before queueing it.
 pub(super) fn check_send(s: &QpShared, w: &SendWr) -> Result<(), c_int> {
-    if w.num_sge < 0 || w.num_sge as u32 > s.cap.max_send_sge.max(1) {
+    if w.num_sge < 0 {
         return Err(libc::EINVAL);
     }
+    // More SGEs or inline bytes than the QP takes: the provider's errno.
+    if w.num_sge as u32 > s.cap.max_send_sge.max(1) {
+        return Err(s.dev.profile().post_errno);
+    }
     if w.flags & SEND_INLINE != 0 && total_len(&w.sge) > u64::from(s.cap.max_inline_data) {
-        return Err(libc::EINVAL);
+        return Err(s.dev.profile().post_errno);
     }
     let ok = match s.qp_type {
         QPT_RC => rc_opcode(w.opcode, s.dev.family.atomics),
@@ -64,13 +69,23 @@ pub(super) fn check_send(s: &QpShared, w: &SendWr) -> Result<(), c_int> {
         QPT_UD => matches!(w.opcode, WR_SEND | WR_SEND_WITH_IMM),
         _ => false,
     };
-    if !ok {
+    if !ok && !unexecutable(s, w.opcode) {
         return Err(libc::EINVAL);
     }
     if s.qp_type == QPT_UD && !registry::is_live(w.ah as usize, Kind::Ah) {
         return Err(libc::EINVAL);
     }
     Ok(())
+}
+
+/// An operation the provider posts and its kernel cannot execute
+/// (`Quirks::unexecutable_ops`).
+fn unexecutable(s: &QpShared, opcode: c_int) -> bool {
+    s.dev.profile().quirks.unexecutable_ops
+        && matches!(
+            (s.qp_type, opcode),
+            (QPT_RC, WR_ATOMIC_WRITE) | (QPT_UC, WR_SEND_WITH_INV)
+        )
 }
 
 /// Port MTU in bytes of a path MTU code.
@@ -94,6 +109,18 @@ pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr) {
     if s.qp_type == QPT_UD {
         return execute_ud(s, a, w, signaled, slid);
     }
+    if unexecutable(s, w.opcode) {
+        // The kernel's requester fails the WQE and the QP, whatever its type.
+        remote::complete_in_order(s, w.wr_id, signaled, opcode, WC_LOC_QP_OP_ERR);
+        return s.fail(ERR);
+    }
+    let reads = matches!(
+        w.opcode,
+        WR_RDMA_READ | WR_ATOMIC_CMP_AND_SWP | WR_ATOMIC_FETCH_AND_ADD
+    );
+    if reads && a.max_rd_atomic == 0 && s.dev.profile().quirks.no_credit_stalls {
+        return remote::stall(s, w.wr_id, signaled, opcode);
+    }
     if QPS.get(a.dest_qp_num).is_none() {
         // Not ours: the fabric decides whether anybody answers.
         return remote::execute(s, a, w, signaled, slid);
@@ -116,6 +143,12 @@ pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr) {
             0,
         );
     };
+    if reads
+        && dst.dev.profile().quirks.no_dest_credit_refused
+        && dst.st.lock().attrs.max_dest_rd_atomic == 0
+    {
+        return done(refused(&dst, WC_REM_INV_REQ_ERR), 0);
+    }
     let msg_for = |payload: Vec<u8>, write_imm_len: Option<u32>| Message {
         src: Origin::Local(s.clone()),
         src_qpn: s.qp_num,
@@ -166,7 +199,7 @@ pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr) {
                     data.len() as u64,
                     REMOTE_WRITE,
                 ) {
-                    Ok(host) => copy_bytes(data.as_ptr() as usize, host, data.len()),
+                    Ok(host) => copy_bytes(data.as_ptr() as usize, host.host, data.len()),
                     Err(st) => return done(refused(&dst, st), 0),
                 }
             }
@@ -186,7 +219,7 @@ pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr) {
         WR_RDMA_READ => {
             let len = total_len(&w.sge);
             let host = if len == 0 {
-                0
+                None
             } else {
                 match remote(
                     &dst,
@@ -197,12 +230,14 @@ pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr) {
                     len,
                     REMOTE_READ,
                 ) {
-                    Ok(h) => h,
+                    Ok(h) => Some(h),
                     Err(st) => return done(refused(&dst, st), 0),
                 }
             };
             let mut data = vec![0u8; len as usize];
-            copy_bytes(host, data.as_mut_ptr() as usize, len as usize);
+            if let Some(h) = host {
+                copy_bytes(h.host, data.as_mut_ptr() as usize, len as usize);
+            }
             match scatter(s.pd, &w.sge, &[&data]) {
                 Ok(()) => done(WC_SUCCESS, len as u32),
                 Err(st) => done(st, 0),
@@ -225,7 +260,7 @@ pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr) {
                 Err(st) => return done(refused(&dst, st), 0),
             };
             // SAFETY: 8 aligned bytes inside a registered MR with atomic access.
-            let cell = unsafe { &*(host as *const AtomicU64) };
+            let cell = unsafe { &*(host.host as *const AtomicU64) };
             let old = if w.opcode == WR_ATOMIC_CMP_AND_SWP {
                 match cell.compare_exchange(
                     w.compare_add,
@@ -238,6 +273,8 @@ pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr) {
             } else {
                 cell.fetch_add(w.compare_add, Ordering::SeqCst)
             };
+            // One pin at a time (`mr::Pinned`).
+            drop(host);
             match scatter(s.pd, &w.sge, &[&old.to_ne_bytes()]) {
                 Ok(()) => done(WC_SUCCESS, 8),
                 Err(st) => done(st, 0),
@@ -274,10 +311,12 @@ pub(super) fn execute_ud(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr, signaled: bo
             .gid(u32::from(ah.port_num), u32::from(ah.grh.sgid_index));
         // SAFETY: reading the raw bytes of a GID union.
         let dgid = unsafe { ah.grh.dgid.raw };
-        // An IPv6-style GRH also for RoCE v2 over IPv4 (where rxe leaves 20
-        // zero bytes and the IPv4 header): UCX's ud_verbs over the sim
-        // stops receiving with the IPv4 layout (tests/c/fidelity/
-        // DIFFERENCES.md).
+        let (tclass, hop) = (ah.grh.traffic_class, ah.grh.hop_limit);
+        if let Some(g) =
+            crate::ah::ipv4_grh(source.ok().flatten(), &dgid, tclass, hop, payload.len())
+        {
+            return g;
+        }
         let mut g = [0u8; GRH_LEN];
         let flow =
             (6u32 << 28) | (u32::from(ah.grh.traffic_class) << 20) | (ah.grh.flow_label & 0xfffff);
@@ -298,6 +337,7 @@ pub(super) fn execute_ud(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr, signaled: bo
     let targets: Vec<Arc<QpShared>> = if w.remote_qpn == 0x00ff_ffff {
         // SAFETY: reading the raw bytes of a GID union.
         let dgid = unsafe { ah.grh.dgid.raw };
+        mcast::send_ud(s, &w, &ah, qkey, slid, grh, &payload);
         qp::MCAST
             .lock()
             .get(&dgid)
@@ -343,10 +383,12 @@ pub(super) fn execute_ud(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr, signaled: bo
 
 /// A request `dst` refused (access, key, bounds): a responder that treats
 /// that as a class C error (the profile's `responder_fails`) goes to ERR as
-/// well. Returns the requester's status.
+/// well, with the async event the profile raises for it. Returns the
+/// requester's status.
 pub(super) fn refused(dst: &QpShared, status: c_int) -> c_int {
     if dst.dev.profile().responder_fails && dst.qp_type == QPT_RC {
         dst.fail(ERR);
+        dst.refused_event(status);
     }
     status
 }

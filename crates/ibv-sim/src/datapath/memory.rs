@@ -11,17 +11,23 @@ pub(crate) fn copy_bytes(src: usize, dst: usize, n: usize) {
     }
 }
 
-/// Host address of `[addr, addr + len)` through the local key `lkey`.
-pub(super) fn local(pd: usize, lkey: u32, addr: u64, len: u64, need: u32) -> Result<usize, c_int> {
+/// `[addr, addr + len)` through the local key `lkey`, pinned for a copy.
+pub(super) fn local(
+    pd: usize,
+    lkey: u32,
+    addr: u64,
+    len: u64,
+    need: u32,
+) -> Result<mr::Pinned, c_int> {
     let m = mr::by_key(lkey).ok_or(WC_LOC_PROT_ERR)?;
-    let info = *m.info.lock();
-    if info.pd != pd || info.access & need != need {
-        return Err(WC_LOC_PROT_ERR);
-    }
-    info.host(addr, len).ok_or(WC_LOC_PROT_ERR)
+    m.pin(addr, len, |info| {
+        info.pd == pd && info.access & need == need
+    })
+    .ok_or(WC_LOC_PROT_ERR)
 }
 
-/// Host address of remote memory through `rkey`, as the responder checks it.
+/// Remote memory through `rkey`, as the responder checks it, pinned for
+/// a copy.
 /// At an XRC receive QP (which has no PD) the keys are checked against
 /// the PD of the XRC SRQ the request names (`srqn`), as the XRC transport
 /// does; one not of the QP's domain is `IBV_WC_REM_INV_REQ_ERR`.
@@ -33,7 +39,7 @@ pub(crate) fn remote(
     addr: u64,
     len: u64,
     need: u32,
-) -> Result<usize, c_int> {
+) -> Result<mr::Pinned, c_int> {
     if dst_access & need == 0 {
         return Err(if dst.dev.profile().qp_access_inv_req {
             WC_REM_INV_REQ_ERR
@@ -46,11 +52,8 @@ pub(crate) fn remote(
         return crate::mw::remote(dst, pd, rkey, addr, len, need);
     }
     let m = mr::by_key(rkey).ok_or(WC_REM_ACCESS_ERR)?;
-    let info = *m.info.lock();
-    if info.pd != pd || info.access & need == 0 {
-        return Err(WC_REM_ACCESS_ERR);
-    }
-    info.host(addr, len).ok_or(WC_REM_ACCESS_ERR)
+    m.pin(addr, len, |info| info.pd == pd && info.access & need != 0)
+        .ok_or(WC_REM_ACCESS_ERR)
 }
 
 /// Reads a work request's scatter/gather list.
@@ -66,6 +69,15 @@ pub(crate) fn total_len(s: &[ibv_sge]) -> u64 {
     s.iter().map(|e| u64::from(e.length)).sum()
 }
 
+/// A requester's status for its own SGE refused (`Profile::lkey_qp_op_err`).
+fn requester_status(src: &QpShared, status: c_int) -> c_int {
+    if status == WC_LOC_PROT_ERR && src.dev.profile().lkey_qp_op_err {
+        WC_LOC_QP_OP_ERR
+    } else {
+        status
+    }
+}
+
 /// Gathers the payload of a send / write (through lkeys, or inline).
 pub(crate) fn gather(src: &QpShared, list: &[ibv_sge], inline: bool) -> Result<Vec<u8>, c_int> {
     let mut out = Vec::with_capacity(total_len(list) as usize);
@@ -73,11 +85,15 @@ pub(crate) fn gather(src: &QpShared, list: &[ibv_sge], inline: bool) -> Result<V
         if e.length == 0 {
             continue;
         }
-        let host = if inline {
-            e.addr as usize
+        let pinned = if inline {
+            None
         } else {
-            local(src.pd, e.lkey, e.addr, u64::from(e.length), 0)?
+            Some(
+                local(src.pd, e.lkey, e.addr, u64::from(e.length), 0)
+                    .map_err(|st| requester_status(src, st))?,
+            )
         };
+        let host = pinned.as_ref().map_or(e.addr as usize, |p| p.host);
         let at = out.len();
         out.resize(at + e.length as usize, 0);
         copy_bytes(host, out[at..].as_mut_ptr() as usize, e.length as usize);
@@ -125,7 +141,10 @@ pub(crate) fn payload(src: &QpShared, list: &[ibv_sge], inline: bool) -> Result<
     match list {
         [e] if !inline && e.length > 0 => {
             let n = u64::from(e.length);
-            let host = local(src.pd, e.lkey, e.addr, n, 0)?;
+            // Not held: `dereg` settles the outbox, which reads it, first.
+            let host = local(src.pd, e.lkey, e.addr, n, 0)
+                .map_err(|st| requester_status(src, st))?
+                .host;
             Ok(Payload::InPlace(host, n as usize))
         }
         _ => gather(src, list, inline).map(Payload::Owned),
@@ -139,7 +158,9 @@ pub(crate) fn scatter(owner_pd: usize, list: &[ibv_sge], data: &[&[u8]]) -> Resu
     if need > total_len(list) {
         return Err(WC_LOC_LEN_ERR);
     }
-    // Resolve every target first, then copy.
+    // Check every target first (nothing is written through a list with a
+    // bad entry), then pin and fill one at a time: a thread holding one
+    // pin never waits for another (`mr::Pinned`).
     let mut targets = Vec::with_capacity(list.len());
     let mut left = need;
     for e in list {
@@ -150,12 +171,16 @@ pub(crate) fn scatter(owner_pd: usize, list: &[ibv_sge], data: &[&[u8]]) -> Resu
         if n == 0 {
             continue;
         }
-        targets.push((local(owner_pd, e.lkey, e.addr, n, LOCAL_WRITE)?, n as usize));
+        drop(local(owner_pd, e.lkey, e.addr, n, LOCAL_WRITE)?);
+        targets.push((e, n));
         left -= n;
     }
     let mut src = data.iter().flat_map(|d| d.chunks(1 << 30)).peekable();
     let mut cur: &[u8] = src.next().unwrap_or(&[]);
-    for (mut dst, mut room) in targets {
+    for (e, n) in targets {
+        let pinned = local(owner_pd, e.lkey, e.addr, n, LOCAL_WRITE)?;
+        let mut room = n as usize;
+        let mut dst = pinned.host;
         while room > 0 {
             while cur.is_empty() {
                 match src.next() {

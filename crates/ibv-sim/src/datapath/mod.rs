@@ -15,7 +15,8 @@
 //!
 //! This module: the verbs' entry points (post, poll, notify). `recv`:
 //! delivery to receive queues (the queues: `recvq`); `memory`: access
-//! through lkeys and rkeys; `execute`: executing a send; [`remote`]: the
+//! through lkeys and rkeys; `execute`: executing a send; `mcast`: multicast
+//! sends between processes; [`remote`]: the
 //! same across processes (reached from the fabric through
 //! [`remote::RECEIVER`]).
 
@@ -37,9 +38,11 @@ use crate::registry::{self, Kind};
 use crate::srq;
 
 mod execute;
+mod mcast;
 mod memory;
 mod recv;
 pub mod remote;
+mod responder;
 
 pub(crate) use execute::*;
 pub(crate) use memory::*;
@@ -175,8 +178,9 @@ pub fn post_one(s: &Arc<QpShared>, w: SendWr) -> Result<(), c_int> {
             s.send_cq
                 .push(flush_wc(w.wr_id, wc_opcode_of(w.opcode), s.qp_num), true);
         }),
-        // RESET, INIT, RTR, SQD: the send queue is not processing.
-        _ => Err(libc::EINVAL),
+        // RESET, INIT, RTR, SQD: the send queue is not processing (the
+        // provider's answer: rxe EINVAL, mlx5 ENOMEM).
+        _ => Err(s.dev.profile().post_state_errno),
     }
 }
 
@@ -191,6 +195,17 @@ fn list_ok(sg_list: *const ibv_sge, num_sge: c_int, max_sge: u32) -> Result<(), 
         return Err(libc::EINVAL);
     }
     Ok(())
+}
+
+/// A send work request `list_ok` refused: one with more SGEs than the
+/// queue takes fails with the provider's `post_errno` (mlx5, mlx4:
+/// ENOMEM), a NULL list with EINVAL.
+fn too_many_sges(s: &QpShared, list: *const ibv_sge, num_sge: c_int, e: c_int) -> c_int {
+    if num_sge > 0 && !list.is_null() {
+        s.dev.profile().post_errno
+    } else {
+        e
+    }
 }
 
 /// How many work requests of one chain a queue of `depth` takes: the
@@ -230,7 +245,7 @@ pub fn post_send(qp: *mut ibv_qp, wr: *mut ibv_send_wr, bad: *mut *mut ibv_send_
         let fits = if posted == limit {
             Err(libc::ENOMEM)
         } else {
-            list_ok(list, n, s.cap.max_send_sge)
+            list_ok(list, n, s.cap.max_send_sge).map_err(|e| too_many_sges(s, list, n, e))
         };
         if let Err(e) = fits {
             return refuse(bad, cur, e);

@@ -373,6 +373,8 @@ pub(super) enum Taken {
     Wqe(RecvWqe, Message),
     Parked,
     None(Message),
+    /// The QP was destroyed meanwhile: nothing answers the requester.
+    Gone(Message),
 }
 
 /// Takes a receive WQE of `dst` for `msg`, or parks `msg` until one is
@@ -411,6 +413,9 @@ pub(super) fn take_wqe_for(dst: &Arc<QpShared>, msg: Message, how: RnrWait) -> T
         .cloned();
     if let Some(s) = &srq {
         let mut g = s.rq.lock();
+        if dst.gone.load(Ordering::SeqCst) {
+            return Taken::Gone(msg);
+        }
         let behind = wait && g.rq.pending.iter().any(|p| p.dst_qpn() == dst.qp_num);
         if let Some(w) = (!behind).then(|| g.rq.wqes.pop_front()).flatten() {
             s.after_take(&mut g);
@@ -433,6 +438,9 @@ pub(super) fn take_wqe_for(dst: &Arc<QpShared>, msg: Message, how: RnrWait) -> T
         return Taken::None(msg);
     }
     let mut g = dst.st.lock();
+    if dst.gone.load(Ordering::SeqCst) {
+        return Taken::Gone(msg);
+    }
     let behind = wait && !g.rq.pending.is_empty();
     if let Some(w) = (!behind).then(|| g.rq.wqes.pop_front()).flatten() {
         return Taken::Wqe(w, msg);
@@ -474,6 +482,14 @@ pub(crate) fn deliver_for(dst: &Arc<QpShared>, msg: Message, how: RnrWait) {
     match take_wqe_for(dst, msg, how) {
         Taken::Wqe(w, msg) => finish(dst, w, msg),
         Taken::Parked => {}
+        Taken::Gone(msg) => {
+            let status = if dst.qp_type == QPT_UD {
+                WC_SUCCESS
+            } else {
+                WC_RETRY_EXC_ERR
+            };
+            complete_msg(&msg, status, 0);
+        }
         Taken::None(msg) => {
             let status = if dst.qp_type == QPT_UD {
                 WC_SUCCESS

@@ -90,6 +90,8 @@ fn create(ctx: *mut ibv_context, attr: *mut ibv_cq_init_attr_ex) -> Result<*mut 
     if flags & !SINGLE_THREADED != 0 || a.wc_flags & !SUPPORTED_WC_FLAGS != 0 {
         return Err(libc::EOPNOTSUPP);
     }
+    // A provider without the extended CQ (siw): rdma-core's placeholder.
+    crate::profile::offered(sim.dev.profile().cq_ex)?;
     // A device without a completion clock (rxe) refuses timestamps.
     if a.wc_flags & (WITH_COMPLETION_TIMESTAMP | WITH_COMPLETION_TIMESTAMP_WALLCLOCK) != 0 {
         crate::profile::offered(sim.dev.profile().timestamps)?;

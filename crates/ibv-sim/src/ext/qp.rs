@@ -16,7 +16,7 @@
 //! one chain of `ibv_send_wr` to the context's `ops.post_send`, the function
 //! `ibv_post_send` calls, so both APIs share one data path. A builder error
 //! (a setter with no request, an unsupported operation) is returned the
-//! same way.
+//! same way. The builders themselves are in `builders`.
 
 use core::ffi::{c_int, c_uint, c_void};
 use core::ptr::addr_of_mut;
@@ -31,16 +31,20 @@ use verbs_abi::{
 
 use crate::abi::{
     SEND_FENCE, SEND_INLINE, SEND_IP_CSUM, SEND_SIGNALED, SEND_SOLICITED, WR_ATOMIC_CMP_AND_SWP,
-    WR_ATOMIC_FETCH_AND_ADD, WR_BIND_MW, WR_LOCAL_INV, WR_RDMA_READ, WR_RDMA_WRITE,
-    WR_RDMA_WRITE_WITH_IMM, WR_SEND, WR_SEND_WITH_IMM, WR_SEND_WITH_INV,
+    WR_ATOMIC_FETCH_AND_ADD, WR_ATOMIC_WRITE, WR_BIND_MW, WR_LOCAL_INV, WR_RDMA_READ,
+    WR_RDMA_WRITE, WR_RDMA_WRITE_WITH_IMM, WR_SEND, WR_SEND_WITH_IMM, WR_SEND_WITH_INV,
 };
-use crate::device::limits;
 use crate::qp::ex::{Batch, Data, ExState, Wr};
 use crate::qp::{self};
 use crate::qp_state::{QPT_RC, QPT_UC, QPT_UD};
 use crate::registry::{self, Kind};
 use crate::{context, guard};
+use builders::*;
 
+mod builders;
+
+/// `IBV_QP_INIT_ATTR_PD`.
+const INIT_PD: u32 = ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_PD as u32;
 /// `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`.
 const INIT_SEND_OPS_FLAGS: u32 = ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS as u32;
 
@@ -55,6 +59,7 @@ const WITH_ATOMIC_FETCH_AND_ADD: u64 = 1 << 6;
 const WITH_LOCAL_INV: u64 = 1 << 7;
 const WITH_BIND_MW: u64 = 1 << 8;
 const WITH_SEND_WITH_INV: u64 = 1 << 9;
+const WITH_ATOMIC_WRITE: u64 = 1 << 12;
 
 /// What `wr_flags` may carry (`IBV_SEND_INLINE` aside: whether data is
 /// inline is the setter's choice, not the flag's, `ibv_wr_post(3)`).
@@ -72,10 +77,15 @@ pub unsafe extern "C" fn sim_create_qp_ex(
         }
         // SAFETY: attr points at the caller's ibv_qp_init_attr_ex.
         let mask = unsafe { (*attr).comp_mask };
+        let sim = context::from_ibv(ctx)?;
+        // A provider without `create_qp_ex` (siw) has only what
+        // libibverbs turns into `ibv_create_qp` (a PD and nothing else).
+        if mask & !INIT_PD != 0 {
+            crate::profile::offered(sim.dev.profile().qp_ex)?;
+        }
         if mask & INIT_SEND_OPS_FLAGS == 0 {
             return qp::create_ex(ctx, attr);
         }
-        let sim = context::from_ibv(ctx)?;
         // SAFETY: as above; its enum-typed fields are plain ints
         // (`verbs_abi::raw`), so any contents are a valid value.
         let mut plain = unsafe { attr.read() };
@@ -87,6 +97,13 @@ pub unsafe extern "C" fn sim_create_qp_ex(
         } else {
             0
         };
+        // What the provider takes and its kernel then fails.
+        let unexecutable = sim.dev.profile().quirks.unexecutable_ops;
+        let (rc_extra, uc_extra) = if unexecutable {
+            (WITH_ATOMIC_WRITE, WITH_SEND_WITH_INV)
+        } else {
+            (0, 0)
+        };
         let allowed = match qp_type.0 {
             QPT_RC => {
                 send | write
@@ -95,8 +112,9 @@ pub unsafe extern "C" fn sim_create_qp_ex(
                     | WITH_LOCAL_INV
                     | WITH_BIND_MW
                     | WITH_SEND_WITH_INV
+                    | rc_extra
             }
-            QPT_UC => send | write,
+            QPT_UC => send | write | uc_extra,
             // As RC but for memory windows (see `datapath::check_send`).
             crate::qp_state::QPT_XRC_SEND => {
                 send | write | WITH_RDMA_READ | atomics | WITH_SEND_WITH_INV
@@ -291,6 +309,11 @@ unsafe extern "C" fn wr_complete(x: *mut ibv_qp_ex) -> c_int {
             e
         } else if b.wrs.is_empty() {
             0
+        } else if !sends(x) {
+            // A QP not yet in RTS: the providers' wr_complete is EINVAL
+            // (mlx5 installs an error completer until RTS), whatever
+            // their ibv_post_send answers.
+            libc::EINVAL
         } else {
             post(x.cast(), &mut b)
         };
@@ -303,6 +326,18 @@ unsafe extern "C" fn wr_complete(x: *mut ibv_qp_ex) -> c_int {
 
 /// The checks `ibv_post_send` makes on each request that can fail it, made
 /// on the whole batch first so that a bad batch posts nothing.
+/// Whether the QP's send queue takes work requests (RTS, or the error
+/// states that flush them).
+fn sends(x: *mut ibv_qp_ex) -> bool {
+    // SAFETY: as in `bounds`.
+    let q = unsafe { qp::unchecked(x.cast::<ibv_qp>()) };
+    let state = q.shared.st.lock().state;
+    matches!(
+        state,
+        crate::qp_state::RTS | crate::qp_state::ERR | crate::qp_state::SQE
+    )
+}
+
 fn check(st: &ExState, wrs: &[Wr]) -> Result<(), c_int> {
     for w in wrs {
         let ok = match &w.data {
@@ -397,195 +432,4 @@ fn post(q: *mut ibv_qp, b: &mut Batch) -> c_int {
     // SAFETY: the same function ibv_post_send calls, with a chain whose
     // scatter lists and inline copies (in `wrs`) outlive the call.
     unsafe { post(q, base, &mut bad) }
-}
-
-unsafe extern "C" fn wr_send(x: *mut ibv_qp_ex) {
-    op(x, WR_SEND, |_| {})
-}
-
-unsafe extern "C" fn wr_send_imm(x: *mut ibv_qp_ex, imm_data: u32) {
-    op(x, WR_SEND_WITH_IMM, |w| w.imm = imm_data)
-}
-
-unsafe extern "C" fn wr_rdma_write(x: *mut ibv_qp_ex, rkey: u32, remote_addr: u64) {
-    op(x, WR_RDMA_WRITE, |w| {
-        w.rkey = rkey;
-        w.remote_addr = remote_addr;
-    })
-}
-
-unsafe extern "C" fn wr_rdma_write_imm(
-    x: *mut ibv_qp_ex,
-    rkey: u32,
-    remote_addr: u64,
-    imm_data: u32,
-) {
-    op(x, WR_RDMA_WRITE_WITH_IMM, |w| {
-        w.rkey = rkey;
-        w.remote_addr = remote_addr;
-        w.imm = imm_data;
-    })
-}
-
-unsafe extern "C" fn wr_rdma_read(x: *mut ibv_qp_ex, rkey: u32, remote_addr: u64) {
-    op(x, WR_RDMA_READ, |w| {
-        w.rkey = rkey;
-        w.remote_addr = remote_addr;
-    })
-}
-
-unsafe extern "C" fn wr_atomic_cmp_swp(
-    x: *mut ibv_qp_ex,
-    rkey: u32,
-    remote_addr: u64,
-    compare: u64,
-    swap: u64,
-) {
-    op(x, WR_ATOMIC_CMP_AND_SWP, |w| {
-        w.rkey = rkey;
-        w.remote_addr = remote_addr;
-        w.compare_add = compare;
-        w.swap = swap;
-    })
-}
-
-unsafe extern "C" fn wr_atomic_fetch_add(x: *mut ibv_qp_ex, rkey: u32, remote_addr: u64, add: u64) {
-    op(x, WR_ATOMIC_FETCH_AND_ADD, |w| {
-        w.rkey = rkey;
-        w.remote_addr = remote_addr;
-        w.compare_add = add;
-    })
-}
-
-unsafe extern "C" fn wr_set_ud_addr(
-    x: *mut ibv_qp_ex,
-    ah: *mut ibv_ah,
-    remote_qpn: u32,
-    remote_qkey: u32,
-) {
-    set(x, |w| {
-        w.ah = ah as usize;
-        w.remote_qpn = remote_qpn;
-        w.remote_qkey = remote_qkey;
-        Ok(())
-    })
-}
-
-unsafe extern "C" fn wr_set_sge(x: *mut ibv_qp_ex, lkey: u32, addr: u64, length: u32) {
-    set(x, |w| {
-        w.data = Data::Sge(ibv_sge { addr, length, lkey });
-        Ok(())
-    })
-}
-
-unsafe extern "C" fn wr_set_sge_list(x: *mut ibv_qp_ex, num_sge: usize, list: *const ibv_sge) {
-    set(x, |w| {
-        if num_sge > limits::MAX_SGE as usize || (num_sge > 0 && list.is_null()) {
-            return Err(libc::EINVAL);
-        }
-        w.data = match num_sge {
-            0 => Data::List(Vec::new()),
-            // SAFETY: the program passes num_sge readable entries.
-            1 => Data::Sge(unsafe { list.read() }),
-            // SAFETY: as above.
-            _ => Data::List(unsafe { core::slice::from_raw_parts(list, num_sge) }.to_vec()),
-        };
-        Ok(())
-    })
-}
-
-/// Appends `len` bytes at `addr` to the inline data being built.
-fn add_inline(w: &mut Wr, addr: *const c_void, len: usize) -> Result<(), c_int> {
-    let Data::Inline(d) = &mut w.data else {
-        return Err(libc::EINVAL);
-    };
-    if d.len().saturating_add(len) > limits::MAX_INLINE_DATA as usize {
-        return Err(libc::EINVAL);
-    }
-    if len > 0 {
-        if addr.is_null() {
-            return Err(libc::EINVAL);
-        }
-        // SAFETY: the program passes len readable bytes at addr.
-        d.extend_from_slice(unsafe { core::slice::from_raw_parts(addr.cast::<u8>(), len) });
-    }
-    Ok(())
-}
-
-unsafe extern "C" fn wr_set_inline_data(x: *mut ibv_qp_ex, addr: *mut c_void, length: usize) {
-    set(x, |w| {
-        w.data = Data::Inline(Vec::new());
-        add_inline(w, addr, length)
-    })
-}
-
-unsafe extern "C" fn wr_set_inline_data_list(
-    x: *mut ibv_qp_ex,
-    num_buf: usize,
-    bufs: *const ibv_data_buf,
-) {
-    set(x, |w| {
-        w.data = Data::Inline(Vec::new());
-        if num_buf > 0 && bufs.is_null() {
-            return Err(libc::EINVAL);
-        }
-        for i in 0..num_buf {
-            // SAFETY: the program passes num_buf readable entries.
-            let b = unsafe { bufs.add(i).read() };
-            add_inline(w, b.addr, b.length)?;
-        }
-        Ok(())
-    })
-}
-
-/// A type 2 bind (`objects::mw` executes it).
-unsafe extern "C" fn wr_bind_mw(
-    x: *mut ibv_qp_ex,
-    mw: *mut ibv_mw,
-    rkey: u32,
-    info: *const ibv_mw_bind_info,
-) {
-    if info.is_null() {
-        return fail(x, libc::EINVAL);
-    }
-    // SAFETY: info points at the caller's struct (plain data), copied now.
-    let info = unsafe { info.read() };
-    op(x, WR_BIND_MW, |w| {
-        w.rkey = rkey;
-        w.bind = Some((mw, info));
-    })
-}
-
-/// The rkey to invalidate travels where `ibv_send_wr` keeps it, in `imm_data`.
-unsafe extern "C" fn wr_local_inv(x: *mut ibv_qp_ex, rkey: u32) {
-    op(x, WR_LOCAL_INV, |w| w.imm = rkey)
-}
-
-unsafe extern "C" fn wr_send_inv(x: *mut ibv_qp_ex, rkey: u32) {
-    op(x, WR_SEND_WITH_INV, |w| w.imm = rkey)
-}
-
-/// The remote XRC SRQ of the request being built.
-unsafe extern "C" fn wr_set_xrc_srqn(x: *mut ibv_qp_ex, srqn: u32) {
-    set(x, |w| {
-        w.xrc_srqn = srqn;
-        Ok(())
-    })
-}
-
-// Operations the sim does not simulate: `ibv_create_qp_ex` refuses their
-// send ops, and a program that calls them anyway gets EOPNOTSUPP from
-// `ibv_wr_complete` instead of a jump through NULL.
-
-unsafe extern "C" fn wr_send_tso(x: *mut ibv_qp_ex, _hdr: *mut c_void, _hdr_sz: u16, _mss: u16) {
-    fail(x, libc::EOPNOTSUPP)
-}
-
-unsafe extern "C" fn wr_atomic_write(
-    x: *mut ibv_qp_ex,
-    _rkey: u32,
-    _remote_addr: u64,
-    _atomic_wr: *const c_void,
-) {
-    fail(x, libc::EOPNOTSUPP)
 }

@@ -41,8 +41,10 @@ impl Segment {
         unsafe { &*((self.base + off) as *const AtomicU32) }
     }
 
-    /// Zeroes a slot's row on every device (it left, or died).
+    /// Zeroes a slot's row on every device, and its multicast
+    /// memberships (it left, or died).
     pub(super) fn clear_counts(&self, slot: usize) {
+        self.clear_groups(slot);
         for e in 0..MAX_DEVS {
             for k in 0..KINDS {
                 self.count(e, slot, k).store(0, Ordering::Release);

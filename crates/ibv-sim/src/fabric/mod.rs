@@ -13,6 +13,7 @@
 //! - a table of ports (port GUID -> fabric-wide LID, with the slots using it);
 //! - the QP table: QP number -> owning slot and generation, claimed with
 //!   one CAS, so QP numbers are unique across the fabric;
+//! - the multicast groups (`mcast`): MGID -> the slots with a QP attached;
 //! - one inbound ring per slot (`ring`), into which every other process
 //!   writes requests and responses (`wire`).
 //!
@@ -30,17 +31,19 @@
 //! it (`RLIMIT_AS`). Nothing else takes a lock that lives in the segment.
 //!
 //! This module: the segment and its layout. `attach`: liveness, joining and
-//! leaving; `qpn`: fabric-wide QP numbers; `progress`: sending and the
+//! leaving; `qpn`: fabric-wide QP numbers; `mcast`: multicast groups; `progress`: sending and the
 //! progress engine; [`ring`], [`wire`]: the rings and the message format.
 
 mod attach;
 mod limits;
+mod mcast;
 mod progress;
 mod qpn;
 pub mod ring;
 pub mod wire;
 
 pub use attach::*;
+pub use mcast::*;
 pub use progress::*;
 pub use qpn::*;
 
@@ -60,7 +63,7 @@ pub const ENV_FABRIC: &str = "IBV_SIM_FABRIC";
 
 const MAGIC: u64 = u64::from_le_bytes(*b"IBVSIMFB");
 /// Bumped on any change of the segment's layout or protocol.
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 
 const MAX_PROCS: usize = 128;
 const MAX_PORTS: usize = 1024;
@@ -75,7 +78,9 @@ const PROCS_OFF: usize = HDR_BYTES;
 const PORTS_OFF: usize = PROCS_OFF + MAX_PROCS * 64;
 const QPS_OFF: usize = PORTS_OFF + MAX_PORTS * 32;
 const DEVS_OFF: usize = QPS_OFF + MAX_QPS * 8;
-const RINGS_OFF: usize = (DEVS_OFF + limits::MAX_DEVS * limits::DEV_BYTES).next_multiple_of(4096);
+const MCAST_OFF: usize = DEVS_OFF + limits::MAX_DEVS * limits::DEV_BYTES;
+const RINGS_OFF: usize =
+    (MCAST_OFF + mcast::MAX_GROUPS * mcast::GROUP_BYTES).next_multiple_of(4096);
 const TOTAL: usize = RINGS_OFF + MAX_PROCS * RING_BYTES;
 
 /// What the header pins besides the version: the layout constants.

@@ -32,6 +32,8 @@ pub unsafe extern "C" fn sim_alloc_mw(pd_ptr: *mut ibv_pd, ty: raw::ibv_mw_type)
 
 fn alloc(pd_ptr: *mut ibv_pd, ty: c_int) -> Result<*mut ibv_mw, c_int> {
     let (ctx, pd) = pd::get(pd_ptr)?;
+    // A provider without windows (siw): rdma-core's placeholder.
+    crate::profile::offered(ctx.dev.profile().mw)?;
     if ty != TYPE_1 && ty != TYPE_2 {
         return Err(libc::EINVAL);
     }

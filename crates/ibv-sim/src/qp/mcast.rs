@@ -28,7 +28,14 @@ pub fn attach_mcast(qp: *mut ibv_qp, gid: *const [u8; 16], lid: u16) -> Result<(
     st.mcast.push((g, lid));
     drop(st);
     let shared = QPS.get(s.qp_num).ok_or(libc::EINVAL)?;
-    MCAST.lock().entry(g).or_default().push(shared);
+    let mut m = MCAST.lock();
+    let members = m.entry(g).or_default();
+    members.push(shared);
+    if members.len() == 1 {
+        // This process's first QP in the group: other processes' sends to
+        // it now come here too.
+        crate::fabric::mcast_join(&g);
+    }
     Ok(())
 }
 
@@ -56,6 +63,7 @@ pub fn detach_mcast(qp: *mut ibv_qp, gid: *const [u8; 16], lid: u16) -> Result<(
         v.retain(|x| x.qp_num != s.qp_num);
         if v.is_empty() {
             m.remove(&g);
+            crate::fabric::mcast_leave(&g);
         }
     }
     if m.is_empty() {

@@ -235,10 +235,29 @@ pub fn unbind(_fd: &OwnedFd, name: &str) {
     }
 }
 
+/// How long a connection request looks for a listener before it counts
+/// as sent to nobody: the REQ's flight to the peer's CM, during which a
+/// server that is re-creating its listener (perftest does, between its
+/// control and data connections) binds again.
+const LISTENER_GRACE: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// Connects to whoever bound `dst` in `ps`: the address itself, else the
 /// wildcard of its family, else (IPv4) the IPv6 wildcard. `Err(ENOENT)`:
-/// nobody listens there (the REJ of reason 8 the kernel's CM would get).
+/// nobody listens there, after [`LISTENER_GRACE`] (the REJ of reason 8 the
+/// kernel's CM would get).
 pub fn connect(ps: u32, dst: Addr) -> Result<OwnedFd, c_int> {
+    let deadline = std::time::Instant::now() + LISTENER_GRACE;
+    loop {
+        match connect_once(ps, dst) {
+            Err(libc::ENOENT) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            r => return r,
+        }
+    }
+}
+
+fn connect_once(ps: u32, dst: Addr) -> Result<OwnedFd, c_int> {
     let d = dir(false)?;
     let mut names = vec![
         name_of(ps, &dst),

@@ -1,10 +1,17 @@
 //! Device profiles: the attributes, limits and provider rules of the real
-//! device a simulated family stands for. `CONNECTX6` is what every family
-//! but `rxe` reports (the sim's figures before profiles, a ConnectX-6 /
-//! mlx5 with rdma-core 44); `RXE` is Soft-RoCE as rdma-core 44's rxe
-//! provider with Linux 6.1's `rxe_param.h` presents it, and behaves as
-//! that provider and kernel driver do where a field below says so.
-//! A leaf module: plain data.
+//! device a simulated family stands for (`config::FAMILIES` names one for
+//! each family): `mlx` the Mellanox ConnectX generations (ConnectX-6 for
+//! mlx5, ConnectX-3 for mlx4), `soft` the kernel's software devices
+//! (Soft-RoCE for rxe, Soft-iWARP for siw), each as rdma-core 44's
+//! provider and Linux 6.1's driver present it. A family whose own
+//! device has no profile yet reports ConnectX-6's figures. A leaf module:
+//! plain data.
+
+mod mlx;
+mod soft;
+
+pub use mlx::{CONNECTX3, CONNECTX6};
+pub use soft::{RXE, SIW};
 
 /// What a profile reports and how its provider behaves.
 #[derive(Debug)]
@@ -49,6 +56,13 @@ pub struct Profile {
     pub domains: bool,
     pub timestamps: bool,
     pub wq: bool,
+    /// Memory windows (`ibv_alloc_mw`); a device that offers them and
+    /// advertises `max_mw` 0 (mlx4) does not count them.
+    pub mw: bool,
+    /// `ibv_create_cq_ex` and `ibv_create_qp_ex` beyond a PD: the
+    /// provider's extended verbs (siw has neither: EOPNOTSUPP).
+    pub cq_ex: bool,
+    pub qp_ex: bool,
     /// Port 1 (RoCE families): GID table length, maximum message size,
     /// link width and speed (`ibv_port_attr` encodings).
     pub gid_tbl_len: i32,
@@ -70,7 +84,8 @@ pub struct Profile {
     pub send_byte_len: bool,
     /// A request the responder refuses for access or key reasons (class C
     /// errors of an RC responder) moves the responder QP to ERR too,
-    /// flushing its receives; otherwise the responder stays RTS.
+    /// flushing its receives (the IB spec's rule: rxe, ConnectX);
+    /// otherwise the responder stays RTS.
     pub responder_fails: bool,
     /// An RDMA request the responder QP's own access flags do not grant is
     /// an invalid request (`IBV_WC_REM_INV_REQ_ERR`), not an access error.
@@ -98,159 +113,72 @@ pub struct Profile {
     pub unanswered_times_out: bool,
     /// One completion vector per CPU (rxe); otherwise a fixed number.
     pub comp_vector_per_cpu: bool,
+    /// The QP async events of the IB spec: `IBV_EVENT_COMM_EST` for the
+    /// first request a QP in RTR receives, and on a responder that a
+    /// refused RDMA or atomic request moved to ERR (`responder_fails`; no
+    /// receive consumed, so no completion tells it)
+    /// `IBV_EVENT_QP_ACCESS_ERR` (access, key or bounds) or
+    /// `IBV_EVENT_QP_REQ_ERR` (an invalid request). rxe 6.1 raises none of
+    /// them: its QPs just move to ERR.
+    pub spec_qp_events: bool,
+    /// A requester whose own SGE's lkey is refused completes with
+    /// `IBV_WC_LOC_QP_OP_ERR` (rxe 6.1's copy fails as a malformed WQE);
+    /// otherwise `IBV_WC_LOC_PROT_ERR`.
+    pub lkey_qp_op_err: bool,
+    /// What `ibv_post_send` returns for a work request with more SGEs or
+    /// inline bytes than the QP takes (rxe EINVAL; mlx5 and mlx4 ENOMEM),
+    /// and for one posted before RTS (rxe EINVAL; mlx5 ENOMEM: its send
+    /// queue takes no SGE until RTS).
+    pub post_errno: core::ffi::c_int,
+    pub post_state_errno: core::ffi::c_int,
+    /// What `ibv_wr_complete` returns after `ibv_wr_set_sge_list` or
+    /// `ibv_wr_set_inline_data*` exceeded the QP's own `max_send_sge` or
+    /// `max_inline_data` (rxe: ENOSPC; mlx5: ENOMEM).
+    pub builder_errno: core::ffi::c_int,
+    /// Where the provider or its kernel driver departs from the spec.
+    pub quirks: Quirks,
     /// What creating an object past the advertised maximum fails with
     /// (rxe's pools: EINVAL; mlx5: ENOMEM).
     pub limit_errno: core::ffi::c_int,
 }
 
-/// ConnectX-6 (mlx5), the sim's figures for every family but rxe.
-pub static CONNECTX6: Profile = Profile {
-    name: "ConnectX-6 (mlx5)",
-    max_qp: 262_144,
-    max_qp_wr: 32_768,
-    max_sge: 30,
-    max_sge_rd: 30,
-    max_cq: 16_777_216,
-    max_cqe: 4_194_303,
-    max_mr: 16_777_216,
-    max_pd: 16_777_216,
-    max_qp_rd_atom: 16,
-    max_res_rd_atom: 4_194_304,
-    max_qp_init_rd_atom: 16,
-    max_mcast_grp: 2_097_152,
-    max_mcast_qp_attach: 240,
-    max_total_mcast_qp_attach: None,
-    max_ah: i32::MAX,
-    max_srq: 8_388_608,
-    max_srq_wr: 32_767,
-    max_srq_sge: 31,
-    max_mw: 1 << 16,
-    max_inline_data: 512,
-    max_pkeys: None,
-    local_ca_ack_delay: 16,
-    page_size_cap: 0xffff_ffff_ffff_f000,
-    fw_ver: None,
-    cap_flags: None,
-    xrc: true,
-    odp: true,
-    device_memory: true,
-    domains: true,
-    timestamps: true,
-    wq: true,
-    gid_tbl_len: 16,
-    roce_port_cap_flags: 1 << 16 | 1 << 26, // CM_SUP, IP_BASED_GIDS
-    roce_port_flags: 0,
-    max_msg_sz: 0x4000_0000,
-    active_width: 2,  // 4X
-    active_speed: 32, // EDR
-    roce_v2_only: false,
-    ring_queues: false,
-    send_byte_len: false,
-    responder_fails: false,
-    qp_access_inv_req: false,
-    short_recv_qp_op_err: false,
-    cq_overflow_fails_qp: false,
-    rnr_timer: false,
-    mw_key_byte_only: false,
-    unanswered_times_out: false,
-    comp_vector_per_cpu: false,
-    limit_errno: libc::ENOMEM,
-};
+/// Behaviours of one provider and kernel driver where they depart from
+/// the spec (and from other devices), each measured on the device.
+#[derive(Debug)]
+pub struct Quirks {
+    /// `ibv_wr_set_inline_data_list` sends nothing: rdma-core 44's rxe
+    /// never adds the buffers' lengths up (each is still bounded).
+    pub inline_list_empty: bool,
+    /// `ibv_wr_set_sge_list` sends `num_sge` times the first SGE's length
+    /// (rxe sums the first entry again and again), taken from the list
+    /// in order.
+    pub sge_list_first_len: bool,
+    /// Send operations the provider takes and its kernel cannot execute
+    /// (Linux 6.1's rxe: atomic write on RC, SEND with invalidate on
+    /// UC): created and posted, then `IBV_WC_LOC_QP_OP_ERR`, QP to ERR.
+    pub unexecutable_ops: bool,
+    /// An RDMA READ or atomic on a QP whose `max_rd_atomic` is 0 waits
+    /// for a credit that never comes (until the QP is reset or fails).
+    pub no_credit_stalls: bool,
+    /// A responder whose `max_dest_rd_atomic` is 0 refuses READs and
+    /// atomics as an invalid request (`IBV_WC_REM_INV_REQ_ERR`).
+    pub no_dest_credit_refused: bool,
+    /// `ibv_rereg_mr` is not offered (`IBV_REREG_MR_ERR_CMD`, EOPNOTSUPP).
+    pub no_rereg_mr: bool,
+}
 
-// `ibv_device_cap_flags` of Linux 6.1's RXE_DEVICE_CAP_FLAGS.
-crate::abi::values!(u32: ibv_device_cap_flags {
-    BAD_PKEY_CNTR = IBV_DEVICE_BAD_PKEY_CNTR,
-    BAD_QKEY_CNTR = IBV_DEVICE_BAD_QKEY_CNTR,
-    AUTO_PATH_MIG = IBV_DEVICE_AUTO_PATH_MIG,
-    CHANGE_PHY_PORT = IBV_DEVICE_CHANGE_PHY_PORT,
-    UD_AV_PORT_ENFORCE = IBV_DEVICE_UD_AV_PORT_ENFORCE,
-    PORT_ACTIVE_EVENT = IBV_DEVICE_PORT_ACTIVE_EVENT,
-    SYS_IMAGE_GUID = IBV_DEVICE_SYS_IMAGE_GUID,
-    RC_RNR_NAK_GEN = IBV_DEVICE_RC_RNR_NAK_GEN,
-    SRQ_RESIZE = IBV_DEVICE_SRQ_RESIZE,
-    MEM_WINDOW = IBV_DEVICE_MEM_WINDOW,
-    MEM_MGT_EXTENSIONS = IBV_DEVICE_MEM_MGT_EXTENSIONS,
-    MEM_WINDOW_TYPE_2B = IBV_DEVICE_MEM_WINDOW_TYPE_2B,
-});
-
-/// The kernel's default table size for rxe objects (`DEFAULT_MAX_VALUE`).
-const RXE_DEFAULT_MAX: i32 = 1 << 20;
-
-/// Soft-RoCE: rdma-core 44's rxe provider on Linux 6.1 (`rxe_param.h`).
-pub static RXE: Profile = Profile {
-    name: "Soft-RoCE (rxe, rdma-core 44, Linux 6.1)",
-    // QP indices 16 and up of the default table.
-    max_qp: RXE_DEFAULT_MAX - 16,
-    max_qp_wr: RXE_DEFAULT_MAX,
-    max_sge: 32,
-    max_sge_rd: 32,
-    max_cq: RXE_DEFAULT_MAX,
-    max_cqe: (1 << 15) - 1,
-    // MR indices 0x1 .. 0x80000, MW indices 0x80001 .. 0x100000.
-    max_mr: 0x8_0000 - 1,
-    max_pd: RXE_DEFAULT_MAX,
-    max_qp_rd_atom: 128,
-    max_res_rd_atom: 0x3f000,
-    max_qp_init_rd_atom: 128,
-    max_mcast_grp: 8192,
-    max_mcast_qp_attach: 56,
-    max_total_mcast_qp_attach: Some(0x70000),
-    max_ah: (1 << 15) - 1,
-    // SRQ indices 0x20001 .. 0x100000 (measured: 917503).
-    max_srq: 0x10_0000 - 0x2_0001,
-    max_srq_wr: RXE_DEFAULT_MAX,
-    max_srq_sge: 27,
-    max_mw: 0x10_0000 - 0x8_0001,
-    // 32 SGEs of 16 bytes.
-    max_inline_data: 32 * 16,
-    max_pkeys: Some(64),
-    local_ca_ack_delay: 15,
-    page_size_cap: 0xffff_f000,
-    fw_ver: Some("0.0.0"),
-    cap_flags: Some(
-        BAD_PKEY_CNTR
-            | BAD_QKEY_CNTR
-            | AUTO_PATH_MIG
-            | CHANGE_PHY_PORT
-            | UD_AV_PORT_ENFORCE
-            | PORT_ACTIVE_EVENT
-            | SYS_IMAGE_GUID
-            | RC_RNR_NAK_GEN
-            | SRQ_RESIZE
-            | MEM_WINDOW
-            | MEM_MGT_EXTENSIONS
-            | MEM_WINDOW_TYPE_2B,
-    ),
-    xrc: false,
-    odp: false,
-    device_memory: false,
-    domains: false,
-    timestamps: false,
-    wq: false,
-    gid_tbl_len: 1024,
-    // CM_SUP; GRH required (measured on Linux 6.1's rxe).
-    roce_port_cap_flags: 1 << 16,
-    roce_port_flags: 1,
-    max_msg_sz: 0x80_0000,
-    // What the kernel derives from a NIC of unknown speed: 1X SDR.
-    active_width: 1,
-    active_speed: 1,
-    roce_v2_only: true,
-    ring_queues: true,
-    send_byte_len: true,
-    responder_fails: true,
-    qp_access_inv_req: true,
-    short_recv_qp_op_err: true,
-    cq_overflow_fails_qp: true,
-    rnr_timer: true,
-    mw_key_byte_only: true,
-    unanswered_times_out: true,
-    comp_vector_per_cpu: true,
-    limit_errno: libc::EINVAL,
+/// No quirk: the spec's behaviour.
+pub const SPEC: Quirks = Quirks {
+    inline_list_empty: false,
+    sge_list_first_len: false,
+    unexecutable_ops: false,
+    no_credit_stalls: false,
+    no_dest_credit_refused: false,
+    no_rereg_mr: false,
 };
 
 /// The largest `max_qp` of any profile (the fabric's QP table holds it).
-pub const LARGEST_MAX_QP: i32 = RXE_DEFAULT_MAX - 16;
+pub const LARGEST_MAX_QP: i32 = soft::RXE_DEFAULT_MAX - 16;
 
 /// `Err(EOPNOTSUPP)` for a feature the profile lacks (`offered(p.xrc)?`):
 /// what rdma-core's placeholder for a provider's missing verb returns.
@@ -285,5 +213,12 @@ mod tests {
     #[test]
     fn rxe_cap_flags_are_the_kernels() {
         assert_eq!(RXE.cap_flags, Some(0x0122_3c76));
+    }
+
+    #[test]
+    fn no_profile_exceeds_the_fabric_qp_table() {
+        for p in [&CONNECTX6, &CONNECTX3, &RXE, &SIW] {
+            assert!(p.max_qp <= LARGEST_MAX_QP, "{}", p.name);
+        }
     }
 }

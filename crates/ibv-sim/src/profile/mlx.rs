@@ -1,0 +1,138 @@
+//! The Mellanox ConnectX generations the mlx5 and mlx4 families stand for.
+
+use super::{Profile, SPEC};
+
+/// ConnectX-6 (MT4123, mlx5): rdma-core 44's mlx5 provider; the figures
+/// for every family without a profile of its own.
+pub static CONNECTX6: Profile = Profile {
+    name: "ConnectX-6 (mlx5)",
+    max_qp: 262_144,
+    max_qp_wr: 32_768,
+    max_sge: 30,
+    max_sge_rd: 30,
+    max_cq: 16_777_216,
+    max_cqe: 4_194_303,
+    max_mr: 16_777_216,
+    max_pd: 16_777_216,
+    max_qp_rd_atom: 16,
+    max_res_rd_atom: 4_194_304,
+    max_qp_init_rd_atom: 16,
+    max_mcast_grp: 2_097_152,
+    max_mcast_qp_attach: 240,
+    max_total_mcast_qp_attach: None,
+    max_ah: i32::MAX,
+    max_srq: 8_388_608,
+    max_srq_wr: 32_767,
+    max_srq_sge: 31,
+    max_mw: 1 << 16,
+    max_inline_data: 512,
+    max_pkeys: None,
+    local_ca_ack_delay: 16,
+    page_size_cap: 0xffff_ffff_ffff_f000,
+    fw_ver: None,
+    cap_flags: None,
+    xrc: true,
+    odp: true,
+    device_memory: true,
+    domains: true,
+    timestamps: true,
+    wq: true,
+    mw: true,
+    cq_ex: true,
+    qp_ex: true,
+    gid_tbl_len: 16,
+    roce_port_cap_flags: 1 << 16 | 1 << 26, // CM_SUP, IP_BASED_GIDS
+    roce_port_flags: 0,
+    max_msg_sz: 0x4000_0000,
+    active_width: 2,  // 4X
+    active_speed: 32, // EDR
+    roce_v2_only: false,
+    ring_queues: false,
+    send_byte_len: false,
+    responder_fails: true,
+    qp_access_inv_req: false,
+    short_recv_qp_op_err: false,
+    cq_overflow_fails_qp: false,
+    rnr_timer: false,
+    mw_key_byte_only: false,
+    unanswered_times_out: false,
+    comp_vector_per_cpu: false,
+    spec_qp_events: true,
+    lkey_qp_op_err: false,
+    post_errno: libc::ENOMEM,
+    post_state_errno: libc::ENOMEM,
+    builder_errno: libc::ENOMEM,
+    quirks: SPEC,
+    limit_errno: libc::ENOMEM,
+};
+
+/// ConnectX-3 (MT4099, mlx4): rdma-core 44's mlx4 provider on Linux 6.1's
+/// mlx4_ib, as `ibv_devinfo -v` shows a ConnectX-3 with firmware 2.42.
+/// The provider has XRC, completion timestamps, WQs and RSS tables, and
+/// no on-demand paging, device memory, thread or parent domains (their
+/// verbs are rdma-core's placeholders: EOPNOTSUPP); its post verbs
+/// refuse a full queue and too many SGEs with ENOMEM, as mlx5's do.
+pub static CONNECTX3: Profile = Profile {
+    name: "ConnectX-3 (mlx4)",
+    max_qp: 392_632,
+    max_qp_wr: 16_351,
+    max_sge: 32,
+    max_sge_rd: 30,
+    max_cq: 65_408,
+    max_cqe: 4_194_303,
+    max_mr: 524_032,
+    max_pd: 32_764,
+    max_qp_rd_atom: 16,
+    max_res_rd_atom: 6_282_112,
+    max_qp_init_rd_atom: 128,
+    max_mcast_grp: 131_072,
+    max_mcast_qp_attach: 244,
+    max_total_mcast_qp_attach: Some(31_981_568),
+    max_ah: i32::MAX,
+    max_srq: 65_472,
+    max_srq_wr: 16_383,
+    max_srq_sge: 31,
+    // mlx4_ib reports none; its windows come from the MR table.
+    max_mw: 0,
+    // The provider's bound at QP creation.
+    max_inline_data: 1024,
+    max_pkeys: Some(128),
+    local_ca_ack_delay: 15,
+    page_size_cap: 0xffff_fe00,
+    fw_ver: None,
+    cap_flags: None,
+    xrc: true,
+    odp: false,
+    device_memory: false,
+    domains: false,
+    timestamps: true,
+    wq: true,
+    mw: true,
+    cq_ex: true,
+    qp_ex: true,
+    gid_tbl_len: 128,
+    roce_port_cap_flags: 1 << 16 | 1 << 26, // CM_SUP, IP_BASED_GIDS
+    roce_port_flags: 0,
+    max_msg_sz: 0x4000_0000,
+    active_width: 2,  // 4X
+    active_speed: 16, // FDR
+    roce_v2_only: false,
+    ring_queues: false,
+    send_byte_len: false,
+    responder_fails: true,
+    qp_access_inv_req: false,
+    short_recv_qp_op_err: false,
+    cq_overflow_fails_qp: false,
+    rnr_timer: false,
+    mw_key_byte_only: false,
+    unanswered_times_out: false,
+    comp_vector_per_cpu: false,
+    spec_qp_events: true,
+    lkey_qp_op_err: false,
+    post_errno: libc::ENOMEM,
+    // The provider does not check the state; the sim refuses as rxe.
+    post_state_errno: libc::EINVAL,
+    builder_errno: libc::ENOMEM,
+    quirks: SPEC,
+    limit_errno: libc::ENOMEM,
+};

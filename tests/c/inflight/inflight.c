@@ -1,0 +1,274 @@
+/* Work in flight, one scenario per run (argv[1]), on one device
+ * (FIDELITY_DEVICE, default rxe0: the sim's or real Soft-RoCE) with two RC
+ * QPs connected to each other. Under IBV_SHIM_CHECK=inflight each
+ * scenario but `clean` makes the shim report one kind of finding; each is
+ * a bug the provider itself never reports:
+ *
+ *   clean          a SEND and WRITEs, every buffer left alone until its
+ *                  completion; receives at teardown (none to report)
+ *   send_modified  a SEND's buffer written after the post, before its
+ *                  completion is polled; an unsignalled WRITE's buffer
+ *                  written, completed by a later signalled WRITE
+ *   recv_reused    a receive buffer posted twice; a READ into a buffer an
+ *                  outstanding receive holds
+ *   dereg          ibv_dereg_mr of the MR an outstanding receive uses
+ *   destroy_qp     ibv_destroy_qp with a WRITE whose completion was never
+ *                  polled, then ibv_destroy_cq of its CQ (teardown_qp, _cq)
+ *   reset          a move to RESET with such a WRITE outstanding
+ *   overrun        more receives posted than their CQ has entries
+ *   srq            an SRQ's receive buffer posted twice
+ *
+ * Exits 0 having printed "<scenario> done"; 2 when it could not run. */
+#include "../fidelity/probe.h"
+
+#define SITE __attribute__((noipa))
+/* The call a site makes, not as a tail call (the site is its return address). */
+#define NOTAIL(call)                                   \
+	do {                                           \
+		int rc_ = (call);                      \
+		__asm__ volatile("" : "+r"(rc_) :: "memory"); \
+		return rc_;                            \
+	} while (0)
+
+static struct probe p;
+static struct end a, b;
+static struct ibv_mr *ma, *mb;
+
+static void pair(int cqe)
+{
+	struct pair_opts o = { .cqe = cqe,
+			       .access_a = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
+			       .access_b = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
+			       .timeout = 14, .retry_cnt = 7, .rnr_retry = 7, .rnr_timer = 1 };
+	probe_open(&p);
+	pair_make(&p, &a, &b, &o);
+	int acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+	ma = mr_make(&p, 4096, acc);
+	mb = mr_make(&p, 4096, acc);
+}
+
+static void ok(struct ibv_cq *cq)
+{
+	struct ibv_wc wc;
+	NEED(poll_one(cq, 5000, &wc) == 1);
+	if (wc.status != IBV_WC_SUCCESS) {
+		fprintf(stderr, "completion %s\n", wc_name(wc.status));
+		exit(2);
+	}
+}
+
+static int post_sge(struct end *e, enum ibv_wr_opcode op, void *addr, uint32_t len, uint32_t lkey,
+		    uint64_t raddr, uint32_t rkey, uint64_t id, int flags)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)addr, .length = len, .lkey = lkey };
+	struct ibv_send_wr wr, *bad;
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = id;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = op;
+	wr.send_flags = flags;
+	wr.wr.rdma.remote_addr = raddr;
+	wr.wr.rdma.rkey = rkey;
+	return ibv_post_send(e->qp, &wr, &bad);
+}
+
+static int recv_at(struct end *e, void *addr, uint32_t len, uint32_t lkey, uint64_t id)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)addr, .length = len, .lkey = lkey };
+	struct ibv_recv_wr wr = { .wr_id = id, .sg_list = &sge, .num_sge = 1 }, *bad;
+	return ibv_post_recv(e->qp, &wr, &bad);
+}
+
+static void teardown(void)
+{
+	end_destroy(&a);
+	end_destroy(&b);
+	mr_free(ma);
+	mr_free(mb);
+	probe_close(&p);
+}
+
+SITE static int send_then_touch(char *buf)
+{
+	int rc = post_sge(&a, IBV_WR_SEND, buf, 64, ma->lkey, 0, 0, 0x51, IBV_SEND_SIGNALED);
+	buf[10] ^= 0x5a; /* too early: the SEND may not have read it yet */
+	return rc;
+}
+
+SITE static int unsignalled_write(char *buf)
+{
+	return post_sge(&a, IBV_WR_RDMA_WRITE, buf, 128, ma->lkey, (uintptr_t)mb->addr + 1024,
+			mb->rkey, 0x61, 0);
+}
+
+static void clean(void)
+{
+	char *buf = ma->addr;
+	NEED(recv_at(&b, mb->addr, 256, mb->lkey, 0x10) == 0);
+	memset(buf, 'c', 256);
+	NEED(post_sge(&a, IBV_WR_SEND, buf, 64, ma->lkey, 0, 0, 0x11, IBV_SEND_SIGNALED) == 0);
+	ok(a.scq);
+	ok(b.rcq);
+	buf[0] = 'd'; /* after the completion: fine */
+	NEED(post_sge(&a, IBV_WR_RDMA_WRITE, buf, 128, ma->lkey, (uintptr_t)mb->addr + 512,
+		      mb->rkey, 0x12, 0) == 0);
+	NEED(post_sge(&a, IBV_WR_RDMA_WRITE, buf + 128, 128, ma->lkey, (uintptr_t)mb->addr + 640,
+		      mb->rkey, 0x13, IBV_SEND_SIGNALED) == 0);
+	ok(a.scq);
+	memset(buf, 'e', 256);
+	/* Receives still posted at teardown are no finding. */
+	NEED(recv_at(&b, mb->addr, 256, mb->lkey, 0x14) == 0);
+	NEED(recv_at(&a, (char *)ma->addr + 1024, 256, ma->lkey, 0x15) == 0);
+}
+
+static void send_modified(void)
+{
+	char *buf = ma->addr;
+	memset(buf, 's', 512);
+	NEED(recv_at(&b, mb->addr, 256, mb->lkey, 0x50) == 0);
+	NEED(send_then_touch(buf) == 0);
+	ok(a.scq);
+	ok(b.rcq);
+	NEED(unsignalled_write(buf + 256) == 0);
+	buf[300] ^= 1;
+	NEED(post_sge(&a, IBV_WR_RDMA_WRITE, buf + 128, 64, ma->lkey, (uintptr_t)mb->addr + 2048,
+		      mb->rkey, 0x62, IBV_SEND_SIGNALED) == 0);
+	ok(a.scq);
+}
+
+SITE static int recv_again(void *addr)
+{
+	return recv_at(&b, addr, 128, mb->lkey, 0x71);
+}
+
+SITE static int read_into(void *addr)
+{
+	return post_sge(&b, IBV_WR_RDMA_READ, addr, 64, mb->lkey, (uintptr_t)ma->addr, ma->rkey,
+			0x72, IBV_SEND_SIGNALED);
+}
+
+static void recv_reused(void)
+{
+	char *rb = mb->addr;
+	NEED(recv_at(&b, rb, 256, mb->lkey, 0x70) == 0);
+	NEED(recv_again(rb + 64) == 0);
+	NEED(read_into(rb + 32) == 0);
+	ok(b.scq);
+}
+
+SITE static int dereg(struct ibv_mr *mr)
+{
+	NOTAIL(ibv_dereg_mr(mr));
+}
+
+static void dereg_scenario(void)
+{
+	NEED(recv_at(&b, mb->addr, 256, mb->lkey, 0x80) == 0);
+	void *buf = mb->addr;
+	NEED(dereg(mb) == 0);
+	mb = ibv_reg_mr(p.pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE);
+	NEED(mb);
+}
+
+SITE static int destroy(struct ibv_qp *qp)
+{
+	NOTAIL(ibv_destroy_qp(qp));
+}
+
+SITE static int destroy_cq(struct ibv_cq *cq)
+{
+	NOTAIL(ibv_destroy_cq(cq));
+}
+
+static void destroy_qp(void)
+{
+	NEED(post_sge(&a, IBV_WR_RDMA_WRITE, ma->addr, 64, ma->lkey, (uintptr_t)mb->addr,
+		      mb->rkey, 0x90, IBV_SEND_SIGNALED) == 0);
+	sleep_ms(50); /* done on the wire, never polled */
+	NEED(destroy(a.qp) == 0);
+	NEED(destroy_cq(a.scq) == 0);
+	NEED(ibv_destroy_cq(a.rcq) == 0);
+	end_destroy(&b);
+	mr_free(ma);
+	mr_free(mb);
+	probe_close(&p);
+}
+
+SITE static int to_reset(struct ibv_qp *qp)
+{
+	struct ibv_qp_attr at = { .qp_state = IBV_QPS_RESET };
+	NOTAIL(ibv_modify_qp(qp, &at, IBV_QP_STATE));
+}
+
+static void reset(void)
+{
+	NEED(post_sge(&a, IBV_WR_RDMA_WRITE, ma->addr, 64, ma->lkey, (uintptr_t)mb->addr,
+		      mb->rkey, 0xa0, IBV_SEND_SIGNALED) == 0);
+	sleep_ms(50);
+	NEED(to_reset(a.qp) == 0);
+}
+
+SITE static int one_recv_too_many(char *buf, int i)
+{
+	return recv_at(&b, buf + 64 * i, 64, mb->lkey, 0xb0 + i);
+}
+
+static void overrun(void)
+{
+	int cqe = b.rcq->cqe;
+	NEED(cqe + 1 <= 16);
+	for (int i = 0; i < cqe; i++)
+		NEED(recv_at(&b, (char *)mb->addr + 64 * i, 64, mb->lkey, 0xb0 + i) == 0);
+	NEED(one_recv_too_many(mb->addr, cqe) == 0);
+}
+
+SITE static int srq_again(struct ibv_srq *srq, void *addr)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)addr, .length = 64, .lkey = mb->lkey };
+	struct ibv_recv_wr wr = { .wr_id = 0xc1, .sg_list = &sge, .num_sge = 1 }, *bad;
+	NOTAIL(ibv_post_srq_recv(srq, &wr, &bad));
+}
+
+static void srq(void)
+{
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 8, .max_sge = 1 } };
+	struct ibv_srq *s = ibv_create_srq(p.pd, &sa);
+	NEED(s);
+	struct ibv_sge sge = { .addr = (uintptr_t)mb->addr, .length = 128, .lkey = mb->lkey };
+	struct ibv_recv_wr wr = { .wr_id = 0xc0, .sg_list = &sge, .num_sge = 1 }, *bad;
+	NEED(ibv_post_srq_recv(s, &wr, &bad) == 0);
+	NEED(srq_again(s, (char *)mb->addr + 64) == 0);
+	NEED(ibv_destroy_srq(s) == 0);
+}
+
+int main(int argc, char **argv)
+{
+	const char *s = argc > 1 ? argv[1] : "clean";
+	pair(strcmp(s, "overrun") == 0 ? 2 : 0);
+	if (strcmp(s, "clean") == 0)
+		clean();
+	else if (strcmp(s, "send_modified") == 0)
+		send_modified();
+	else if (strcmp(s, "recv_reused") == 0)
+		recv_reused();
+	else if (strcmp(s, "dereg") == 0)
+		dereg_scenario();
+	else if (strcmp(s, "destroy_qp") == 0) {
+		destroy_qp();
+		printf("%s done\n", s);
+		return 0;
+	} else if (strcmp(s, "reset") == 0)
+		reset();
+	else if (strcmp(s, "overrun") == 0)
+		overrun();
+	else if (strcmp(s, "srq") == 0)
+		srq();
+	else {
+		fprintf(stderr, "no scenario %s\n", s);
+		return 2;
+	}
+	teardown();
+	printf("%s done\n", s);
+	return 0;
+}

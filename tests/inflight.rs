@@ -1,0 +1,185 @@
+//! Work in flight (`IBV_SHIM_CHECK=inflight`): each scenario of
+//! `tests/c/inflight/inflight.c` (two connected RC QPs on rxe0) makes the
+//! shim report its finding, at the program's call, once per site, counted
+//! in the JSON; `clean` reports nothing. On the sim's rxe0 and on real
+//! Soft-RoCE in the VM (test group `vm`). The same runs under
+//! `IBV_SHIM_CHECK=datapath` find nothing: the post-time checks cannot
+//! see any of these.
+
+mod common;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use common::*;
+
+fn program() -> PathBuf {
+    cc(
+        "inflight",
+        &[repo_dir().join("tests/c/inflight/inflight.c").as_path()],
+        &["-O2", "-libverbs"],
+    )
+}
+
+/// (check, count, the program's function named as the site of its first)
+type Finding = (&'static str, u64, &'static str);
+
+/// Each scenario and what it makes the shim find.
+const SCENARIOS: &[(&str, &[Finding])] = &[
+    ("clean", &[]),
+    ("send_modified", &[("send_modified", 2, "send_then_touch")]),
+    ("recv_reused", &[("recv_reused", 2, "recv_again")]),
+    ("dereg", &[("teardown_mr", 1, "dereg")]),
+    (
+        "destroy_qp",
+        &[
+            ("teardown_qp", 1, "destroy"),
+            ("teardown_cq", 1, "destroy_cq"),
+        ],
+    ),
+    ("reset", &[("teardown_qp", 1, "to_reset")]),
+    ("overrun", &[("cq_overrun", 1, "one_recv_too_many")]),
+    ("srq", &[("recv_reused", 1, "srq_again")]),
+];
+
+const RULES: [&str; 6] = [
+    "send_modified",
+    "recv_reused",
+    "teardown_mr",
+    "teardown_qp",
+    "teardown_cq",
+    "cq_overrun",
+];
+
+/// Checks one run's log and JSON counts against what `scenario` makes.
+fn judge(scenario: &str, stdout: &str, log: &str, json: &serde_json::Value) {
+    let (_, want) = SCENARIOS.iter().find(|(s, _)| *s == scenario).unwrap();
+    assert!(
+        stdout.contains(&format!("{scenario} done")),
+        "{scenario}: did not finish:\n{stdout}\n{log}"
+    );
+    let checks = &json["checks"];
+    for rule in RULES {
+        let n = want
+            .iter()
+            .find(|(r, _, _)| *r == rule)
+            .map_or(0, |(_, n, _)| *n);
+        assert_eq!(checks[rule], n, "{scenario}: {rule} count\n{log}\n{json}");
+        let lines: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains(&format!("data-path check {rule}:")))
+            .collect();
+        assert_eq!(
+            lines.len() as u64,
+            n,
+            "{scenario}: {rule}: one WARN per site\n{log}"
+        );
+    }
+    for (rule, _, func) in *want {
+        let line = log
+            .lines()
+            .find(|l| l.contains(&format!("data-path check {rule}:")))
+            .unwrap();
+        assert!(
+            line.contains(" WARN ") && line.contains(&format!(" at {func} (")),
+            "{scenario}: {rule} not reported at {func}:\n{line}"
+        );
+    }
+    if scenario == "send_modified" {
+        assert!(
+            log.contains("wr_id=0x51 opcode=SEND")
+                && log.contains("wr_id=0x61 opcode=RDMA_WRITE")
+                && log.contains("changed between the post and its completion"),
+            "{log}"
+        );
+    }
+}
+
+fn sim_run(scenario: &str, check: &str) -> ShimRun {
+    shim_run(
+        &program(),
+        "inflight",
+        &[scenario],
+        &[
+            ("IBV_SHIM_CHECK", check),
+            ("IBV_SIM_DEVICES", "rxe0"),
+            ("FIDELITY_DEVICE", "rxe0"),
+        ],
+    )
+}
+
+#[test]
+fn each_finding_on_the_sim() {
+    for (scenario, _) in SCENARIOS {
+        let r = sim_run(scenario, "inflight");
+        assert!(r.status.success(), "{scenario}: {}\n{}", r.stdout, r.log);
+        let json = r.json.as_ref().expect("a JSON report");
+        judge(scenario, &r.stdout, &r.log, json);
+    }
+}
+
+#[test]
+fn the_post_time_checks_find_none_of_them() {
+    for (scenario, _) in SCENARIOS {
+        let r = sim_run(scenario, "datapath");
+        assert!(r.status.success(), "{scenario}: {}\n{}", r.stdout, r.log);
+        assert!(
+            !r.log.contains("data-path check "),
+            "{scenario}: datapath alone reported:\n{}",
+            r.log
+        );
+        let json = r.json.expect("a JSON report");
+        for rule in RULES {
+            assert!(
+                json["checks"].get(rule).is_none(),
+                "{rule} without inflight: {json}"
+            );
+        }
+    }
+}
+
+#[test]
+fn abort_mode_stops_at_the_first_finding() {
+    let r = sim_run("send_modified", "inflight,abort");
+    assert!(!r.status.success(), "{}\n{}", r.stdout, r.log);
+    assert!(
+        r.log.contains("data-path check send_modified:")
+            && r.log.contains("aborting at the first data-path violation"),
+        "{}",
+        r.log
+    );
+}
+
+#[test]
+fn each_finding_on_real_rxe() {
+    let Some(vm) = kernel_vm() else { return };
+    let prog = program();
+    for (scenario, _) in SCENARIOS {
+        let tmp = TempDir::new("inflight-vm");
+        let report = tmp.join("report.json");
+        let job = Job::new([prog.as_os_str(), std::ffi::OsStr::new(scenario)])
+            .cwd(tmp.path())
+            .env("LD_PRELOAD", shim_so())
+            .env("IBV_SHIM_CHECK", "inflight")
+            .env("IBV_SHIM_REPORT", &report)
+            .env("IBV_SHIM_LOG_FILE", tmp.join("log"))
+            .timeout(Duration::from_secs(300));
+        let out = vm.run(&job).unwrap_or_else(|e| panic!("{scenario}: {e}"));
+        let log = std::fs::read_to_string(tmp.join("log")).unwrap_or_default();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            out.status,
+            0,
+            "{scenario} on rxe: {stdout}{}\n{log}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = std::fs::read_to_string(&report)
+            .unwrap_or_else(|e| panic!("{}: {e}\n{log}", report.display()));
+        judge(
+            scenario,
+            &stdout,
+            &log,
+            &serde_json::from_str(&text).unwrap(),
+        );
+    }
+}
