@@ -140,10 +140,15 @@ fn faults(injected: &[crate::faults::Injection]) -> Vec<model::Fault<'_>> {
         .map(|f| model::Fault {
             verb: Cow::Borrowed(f.verb),
             nth: f.nth,
-            errno: match f.status {
-                None => Some(Cow::Borrowed(crate::guard::errno_name(f.errno))),
-                Some(_) => None,
+            errno: match (f.status, f.replace) {
+                (None, None) => Some(Cow::Borrowed(crate::guard::errno_name(f.errno))),
+                _ => None,
             },
+            event: f.replace.map(|r| model::CmEventFault {
+                fetched: Cow::Borrowed(crate::faults::rules::cm_event::event_name(r.event)),
+                given: Cow::Borrowed(crate::faults::rules::cm_event::event_name(r.with)),
+                status: r.reason,
+            }),
             status: f
                 .status
                 .and_then(|s| crate::faults::rules::WC_STATUSES.get(s as usize))

@@ -836,6 +836,10 @@ pub struct Fault<'a> {
     /// The status written (a completion).
     #[serde(borrow, default)]
     pub status: Option<Cow<'a, str>>,
+    /// A `cm_event` rule's replacement: the event fetched, the failure
+    /// event given instead and its `status`.
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    pub event: Option<CmEventFault<'a>>,
     /// The rule, as written.
     #[serde(borrow)]
     pub rule: Cow<'a, str>,
@@ -843,6 +847,19 @@ pub struct Fault<'a> {
     #[serde(borrow, default)]
     pub module: Option<Cow<'a, str>>,
     pub offset: u64,
+}
+
+/// An event `rdma_get_cm_event` returned, replaced by a fault rule.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CmEventFault<'a> {
+    /// The event librdmacm returned (`ESTABLISHED`).
+    #[serde(borrow)]
+    pub fetched: Cow<'a, str>,
+    /// The event the program got instead (`REJECTED`).
+    #[serde(borrow)]
+    pub given: Cow<'a, str>,
+    /// The given event's `status` (a reject reason, a negative errno).
+    pub status: i32,
 }
 
 #[cfg(test)]
@@ -1000,15 +1017,32 @@ mod tests {
             leaked: true,
             totals,
             objects,
-            faults: vec![Fault {
-                verb: "ibv_reg_mr".into(),
-                nth: 3,
-                errno: Some("ENOMEM".into()),
-                status: None,
-                rule: "ibv_reg_mr:nth=3:errno=ENOMEM".into(),
-                module: Some("/bin/prog".into()),
-                offset: 0x1234,
-            }],
+            faults: vec![
+                Fault {
+                    verb: "ibv_reg_mr".into(),
+                    nth: 3,
+                    errno: Some("ENOMEM".into()),
+                    status: None,
+                    event: None,
+                    rule: "ibv_reg_mr:nth=3:errno=ENOMEM".into(),
+                    module: Some("/bin/prog".into()),
+                    offset: 0x1234,
+                },
+                Fault {
+                    verb: "rdma_get_cm_event".into(),
+                    nth: 1,
+                    errno: None,
+                    status: None,
+                    event: Some(CmEventFault {
+                        fetched: "ESTABLISHED".into(),
+                        given: "REJECTED".into(),
+                        status: 28,
+                    }),
+                    rule: "cm_event:as=REJECTED:nth=1".into(),
+                    module: Some("/bin/prog".into()),
+                    offset: 0x1369,
+                },
+            ],
             truncated: None,
             checks: Some([("dead_lkey".to_string(), 1)].into()),
             connection_manager: Some(ConnectionManager {

@@ -216,6 +216,17 @@ pub unsafe extern "C" fn rdma_get_cm_event(
                 let (mut kind, mut cm_id) = (-1, std::ptr::null_mut());
                 if !got.is_null() {
                     // SAFETY: an event librdmacm just returned.
+                    let fetched = unsafe { (*got).event };
+                    if let Some(r) = crate::faults::cm_event(fetched, caller) {
+                        // SAFETY: that event, not yet seen by the program:
+                        // a `cm_event` rule gives it the failure instead
+                        // (librdmacm's ack does not look at the type).
+                        unsafe {
+                            (*got).event = r.with;
+                            (*got).status = r.reason;
+                        }
+                    }
+                    // SAFETY: as above.
                     let e = unsafe { &*got };
                     kind = e.event as c_int;
                     cm_id = e.id;
