@@ -237,3 +237,100 @@ fn an_early_disconnect_and_an_address_error() {
     );
     assert!(!err.contains("SUMMARY: ibv-shim"), "{all}");
 }
+
+/// `--fault-sweep --peer`: rping's server as the peer, its client as the
+/// program, on the sim. The counting run counts both ends; each chosen
+/// point fails in turn on its own end (a call failed, or an event
+/// replaced), and the table and the JSON summary say which end and what
+/// each end left behind.
+#[test]
+fn a_sweep_of_both_ends_of_rping() {
+    let dir = TempDir::new("cm-faults-sweep");
+    let json = dir.join("sweep.json");
+    let fabric = Fabric(fabric_name("cmfaults", "sweep"));
+    let mut c = Command::new(target_dir().join("ibv-shim"));
+    c.args(["--sim", "--sim-dir"])
+        .arg(sim_dir())
+        .args([
+            "--fault-sweep",
+            "--sweep-timeout",
+            "30",
+            "--sweep-verbs",
+            "rdma_resolve_addr,rdma_listen,cm_event",
+            "--sweep-json",
+        ])
+        .arg(&json)
+        .args(["--peer", "rping -s -a 127.0.0.1 -p 7484 -C 1"])
+        .args([
+            "--",
+            "rping",
+            "-c",
+            "-a",
+            "127.0.0.1",
+            "-p",
+            "7484",
+            "-C",
+            "1",
+        ])
+        .current_dir(dir.join("."))
+        .env("IBV_SIM_FABRIC", &fabric.0)
+        .env("IBV_SIM_DEVICES", "rxe0")
+        .env_remove("LD_PRELOAD");
+    let out = run_unchecked(&mut c, Duration::from_secs(600));
+    let err = stderr(&out);
+    // rping leaks on its error paths: the sweep says so (exit 1).
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("with peer rping -s -a 127.0.0.1 -p 7484 -C 1"),
+        "{err}"
+    );
+    let row = |end: &str, call: &str| {
+        err.lines()
+            .find(|l| {
+                let w: Vec<&str> = l.split_whitespace().collect();
+                w.get(1) == Some(&end) && w.get(2) == Some(&call)
+            })
+            .unwrap_or_else(|| panic!("no {end} row for {call}:\n{err}"))
+            .to_string()
+    };
+    for (end, call) in [
+        ("program", "rdma_resolve_addr"),
+        ("program", "cm_event:event=ADDR_RESOLVED:as=ADDR_ERROR"),
+        ("program", "cm_event:event=ROUTE_RESOLVED:as=ROUTE_ERROR"),
+        ("program", "cm_event:event=ESTABLISHED:as=REJECTED"),
+        ("peer", "rdma_listen"),
+        ("peer", "cm_event:event=ESTABLISHED:as=REJECTED"),
+    ] {
+        row(end, call);
+    }
+    let text = std::fs::read_to_string(&json).expect("the JSON summary");
+    let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(doc["peer"], "rping -s -a 127.0.0.1 -p 7484 -C 1", "{text}");
+    assert_eq!(doc["baseline"]["program"]["exit"], 0, "{text}");
+    assert_eq!(doc["baseline"]["peer"]["exit"], 0, "{text}");
+    let runs = doc["runs"].as_array().expect("runs");
+    let run = |end: &str, verb: &str| {
+        runs.iter()
+            .find(|r| r["end"] == end && r["verb"] == verb)
+            .unwrap_or_else(|| panic!("no {end} run of {verb}: {text}"))
+    };
+    // The client told REJECTED instead of ESTABLISHED exits with its
+    // whole connection left: the id, its QP, CQ, MRs, PD and channels.
+    let r = run("program", "cm_event:event=ESTABLISHED:as=REJECTED");
+    assert_eq!(r["program"]["injected"], true, "{text}");
+    assert_ne!(r["program"]["exit"], 0, "{text}");
+    for kind in ["cm_id", "event_channel", "qp", "cq", "pd", "mr"] {
+        assert!(
+            r["program"]["leaks"][kind].as_u64() > Some(0),
+            "{kind}: {text}"
+        );
+    }
+    // The server whose rdma_listen fails: the fault is the peer's.
+    let r = run("peer", "rdma_listen");
+    assert_eq!(r["peer"]["injected"], true, "{text}");
+    assert_ne!(r["peer"]["exit"], 0, "{text}");
+    // The server told REJECTED for its ESTABLISHED leaks its ids.
+    let r = run("peer", "cm_event:event=ESTABLISHED:as=REJECTED");
+    assert_eq!(r["peer"]["injected"], true, "{text}");
+    assert!(r["peer"]["leaks"]["cm_id"].as_u64() > Some(0), "{text}");
+}
