@@ -39,6 +39,7 @@ build:
 	@ln -sf librdmacm.so.1 $(TARGET)/sim/librdmacm.so
 	@ln -sf ../release/libibv_shim.so $(TARGET)/dropin/libibverbs.so.1
 	@ln -sf libibverbs.so.1 $(TARGET)/dropin/libibverbs.so
+	@ln -sf ../release/libibv_shim.so $(TARGET)/dropin/librdmacm.so.1
 
 demo: deps build
 	@sh scripts/demo.sh
@@ -69,7 +70,8 @@ clean:
 # ../lib/ibv-shim from its own directory, so LIBDIR must stay PREFIX/lib):
 #   BINDIR/ibv-shim                       the launcher
 #   PKGLIBDIR/libibv_shim.so              the shim, to preload
-#   PKGLIBDIR/dropin/libibverbs.so.1, .so the shim under the real library's names
+#   PKGLIBDIR/dropin/libibverbs.so.1, .so the shim under the real libraries' names
+#   PKGLIBDIR/dropin/librdmacm.so.1, .so  (one file: it stands in for both)
 #   PKGLIBDIR/sim/libibverbs.so.1, .so    ibv-sim
 #   PKGLIBDIR/sim/librdmacm.so.1, .so     ibv-sim's connection manager
 #   INCLUDEDIR/ibv-shim/infiniband/verbs.h, PKGCONFIGDIR/ibv-shim.pc
@@ -85,6 +87,7 @@ MANDIR       := $(PREFIX)/share/man
 VERSION      := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 INSTALLED    := $(BINDIR)/ibv-shim $(PKGLIBDIR)/libibv_shim.so \
 	$(PKGLIBDIR)/dropin/libibverbs.so.1 $(PKGLIBDIR)/dropin/libibverbs.so \
+	$(PKGLIBDIR)/dropin/librdmacm.so.1 $(PKGLIBDIR)/dropin/librdmacm.so \
 	$(PKGLIBDIR)/sim/libibverbs.so.1 $(PKGLIBDIR)/sim/libibverbs.so \
 	$(PKGLIBDIR)/sim/librdmacm.so.1 $(PKGLIBDIR)/sim/librdmacm.so \
 	$(INCLUDEDIR)/ibv-shim/infiniband/verbs.h $(PKGCONFIGDIR)/ibv-shim.pc \
@@ -106,6 +109,8 @@ install:
 	install -m 755 $(REL)/libibv_shim.so $(DESTDIR)$(PKGLIBDIR)/libibv_shim.so
 	ln -sf ../libibv_shim.so $(DESTDIR)$(PKGLIBDIR)/dropin/libibverbs.so.1
 	ln -sf libibverbs.so.1 $(DESTDIR)$(PKGLIBDIR)/dropin/libibverbs.so
+	ln -sf ../libibv_shim.so $(DESTDIR)$(PKGLIBDIR)/dropin/librdmacm.so.1
+	ln -sf librdmacm.so.1 $(DESTDIR)$(PKGLIBDIR)/dropin/librdmacm.so
 	install -m 755 $(REL)/libibv_sim.so $(DESTDIR)$(PKGLIBDIR)/sim/libibverbs.so.1
 	ln -sf libibverbs.so.1 $(DESTDIR)$(PKGLIBDIR)/sim/libibverbs.so
 	install -m 755 $(REL)/libibv_sim_cm.so $(DESTDIR)$(PKGLIBDIR)/sim/librdmacm.so.1

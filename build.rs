@@ -8,7 +8,11 @@ use std::path::PathBuf;
 
 fn main() {
     let out = PathBuf::from(std::env::var_os("OUT_DIR").unwrap());
-    let (abi, real) = abi_build::Abi::installed_or_snapshot();
+    let (verbs, real) = abi_build::Abi::installed_or_snapshot();
+    // librdmacm's symbols at its versions too: the shim stands in for it
+    // (preloaded, as target/dropin/librdmacm.so.1, or by the dlopen hook).
+    let (rdmacm, _) = abi_build::Abi::installed_or_snapshot_rdmacm();
+    let abi = abi_build::Abi::merged(&[&verbs, &rdmacm]);
     abi.emit_link_args(&out, None);
     // Never unloaded: a dlclose() (drop-in mode, a plugin that probes verbs
     // and is closed again) must not run the exit report (and the leak exit
@@ -80,7 +84,13 @@ fn main() {
     )
     .unwrap();
     writeln!(v, "pub fn version_of(name: &CStr) -> Option<&'static CStr> {{\n    Some(match name.to_bytes() {{").unwrap();
-    for s in abi.symbols.iter().filter(|s| s.default) {
+    for s in verbs.symbols.iter().filter(|s| s.default) {
+        writeln!(v, "        b\"{}\" => c\"{}\",", s.name, s.version).unwrap();
+    }
+    writeln!(v, "        _ => return None,\n    }})\n}}").unwrap();
+    writeln!(v, "/// The default version of each function of librdmacm.").unwrap();
+    writeln!(v, "pub fn rdmacm_version_of(name: &CStr) -> Option<&'static CStr> {{\n    Some(match name.to_bytes() {{").unwrap();
+    for s in rdmacm.symbols.iter().filter(|s| s.default) {
         writeln!(v, "        b\"{}\" => c\"{}\",", s.name, s.version).unwrap();
     }
     writeln!(v, "        _ => return None,\n    }})\n}}").unwrap();

@@ -177,6 +177,8 @@ for p in device pairs scale close threads datapath startup; do
         say "gcc failed for $p.c (see below)"
 done
 gcc -O2 -Wall -Wextra -o "$W/bin/spawn" "$BENCH/c/spawn.c" 2>>"$ERRLOG"
+gcc -O2 -Wall -Wextra -o "$W/bin/cm_forward" "$BENCH/c/cm_forward.c" -lrdmacm -libverbs 2>>"$ERRLOG" ||
+    say "gcc failed for cm_forward.c (see below)"
 B=$W/bin
 
 # ------------------------------------------------------------ what can run
@@ -733,6 +735,40 @@ else
     md "Not run."
 fi
 
+# ================================ 6b. a forwarded rdma_* call against verbs
+# The shim interposes librdmacm too: a forwarded rdma_* call (guard, cm
+# depth, record) must add no more than a forwarded verbs call does. Both
+# in one process, interleaved batch by batch, on the sim and its librdmacm.
+SECTION=6b
+md "## 6b. A forwarded rdma_* call against a forwarded verbs call (log off)"
+md ""
+if [ "$HAVE_SHIM" = 1 ] && [ "$HAVE_SIM" = 1 ] && [ -x "$B/cm_forward" ]; then
+    say "6b. forwarded rdma_* vs verbs call: $REPS repetitions x {direct, shim log off}"
+    r=1
+    while [ $r -le "$REPS" ]; do
+        run_rec cmfwd direct $r sim env IBV_SIM_FABRIC="bench-cm-$$" "$B/cm_forward" "$DEV_ITERS" "$DEV_BATCHES"
+        run_rec cmfwd off $r sim env IBV_SIM_FABRIC="bench-cm-$$" "$B/cm_forward" "$DEV_ITERS" "$DEV_BATCHES"
+        r=$((r + 1))
+    done
+    md "Per call, median over $REPS repetitions of each process's median batch ($DEV_BATCHES batches of $DEV_ITERS calls,"
+    md "the two calls interleaved batch by batch); added = median of the paired (shim - direct)"
+    md "differences, spread = their median absolute deviation."
+    md ""
+    md "| call | direct | shim (log off) | added | spread | budget | verdict |"
+    md "| --- | ---: | ---: | ---: | ---: | --- | --- |"
+    va=$(st diff cmfwd off verbs_ns direct) vn=$(st dmad cmfwd off verbs_ns direct)
+    ca=$(st diff cmfwd off cm_ns direct) cn=$(st dmad cmfwd off cm_ns direct)
+    md "| ibv_get_pkey_index (forwarded verbs) | $(t "$(st med cmfwd direct verbs_ns)") | $(t "$(st med cmfwd off verbs_ns)") | $(st_t "$va") | $(t "$vn") | | |"
+    lim=$(calc 'a + b' "$va" "$vn")
+    verdict=$(budget cm.forward "a forwarded rdma_* call adds <= a forwarded verbs call's added time (+ its spread)" "$ca" le "$lim" "$cn")
+    md "| rdma_set_option (forwarded rdma_*) | $(t "$(st med cmfwd direct cm_ns)") | $(t "$(st med cmfwd off cm_ns)") | $(st_t "$ca") | $(t "$cn") | <= verbs added | $verdict |"
+    jfig cm.forward_verbs 6 "forwarded verbs call, added" ns "$(st med cmfwd off verbs_ns)" "$(st med cmfwd direct verbs_ns)" "$va" NA "$(st list cmfwd off verbs_ns)"
+    jfig cm.forward_cm 6 "forwarded rdma_* call, added" ns "$(st med cmfwd off cm_ns)" "$(st med cmfwd direct cm_ns)" "$ca" NA "$(st list cmfwd off cm_ns)"
+else
+    notrun 6b "${SIM_WHY:-no shim, sim or cm_forward}"
+    md "Not run."
+fi
+
 # ============================================ 7. tracing (bench/trace.sh)
 . "$BENCH/trace.sh"
 
@@ -782,7 +818,7 @@ NOTHER=$(awk -F'\t' '$5 != "PASS" && $5 != "FAIL"' "$BUDGETS" | wc -l)
     echo ""
     echo "Budgets: $NPASS pass, $NFAIL fail, $NOTHER not judged."
     echo ""
-    for s in 1 2 3 4 5 6 7 simfabric vm; do [ -f "$W/md/$s" ] && { cat "$W/md/$s"; echo ""; }; done
+    for s in 1 2 3 4 5 6 6b 7 simfabric vm; do [ -f "$W/md/$s" ] && { cat "$W/md/$s"; echo ""; }; done
     echo "## Budgets"
     echo ""
     echo "| budget | figure | limit | verdict |"

@@ -10,6 +10,8 @@
 
 use std::ffi::{c_void, CStr};
 
+use crate::real::Library;
+
 #[cfg(not(test))]
 use crate::log::Level;
 
@@ -17,6 +19,8 @@ use crate::log::Level;
 pub struct Forwarded {
     pub name: &'static CStr,
     pub version: &'static CStr,
+    /// The library that defines it.
+    pub library: Library,
     pub object: bool,
     pub size: usize,
 }
@@ -84,7 +88,11 @@ fn resolve(index: usize, cache: bool) -> usize {
     let Some(f) = FORWARDED.get(index) else {
         return 0;
     };
-    let Some(h) = crate::real::handle() else {
+    let h = match f.library {
+        Library::Ibverbs => crate::real::handle(),
+        Library::Rdmacm => crate::real::rdmacm::handle(),
+    };
+    let Some(h) = h else {
         return 0;
     };
     // SAFETY: h is a live handle; name and version are NUL-terminated.

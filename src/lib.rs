@@ -37,6 +37,9 @@ pub mod addr_table;
 pub mod checks;
 // Internal: only `exports` makes the header.
 /// cbindgen:ignore
+pub mod cm;
+// Internal: only `exports` makes the header.
+/// cbindgen:ignore
 pub mod config;
 pub mod exports;
 // Internal: only `exports` makes the header.

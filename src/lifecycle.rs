@@ -37,6 +37,7 @@ pub fn on_first_load() {
         // so a fork never catches an initialisation half done.
         crate::config::get();
         crate::report::init();
+        crate::cm::init();
         // SAFETY: the handlers are plain extern "C" functions that live as
         // long as the process (the shim is linked -z nodelete).
         unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
@@ -51,6 +52,9 @@ extern "C" fn prepare() {
     // Lock order: registry, then the site cache (a report looks sites up
     // while it walks a registry shard).
     crate::registry::fork_prepare();
+    // The connection manager's table before the report's: a diagnosis
+    // resolves creation sites under it.
+    crate::cm::fork(crate::registry::lock::ForkStep::Prepare);
     crate::report::fork_lock();
     crate::faults::fork_lock();
     crate::exports::interpose::fork(ForkStep::Prepare);
@@ -60,6 +64,7 @@ extern "C" fn parent() {
     crate::registry::fork_parent();
     crate::report::fork_unlock(false);
     crate::faults::fork_unlock(false);
+    crate::cm::fork(crate::registry::lock::ForkStep::Parent);
     crate::exports::interpose::fork(ForkStep::Parent);
 }
 
@@ -67,10 +72,12 @@ extern "C" fn child() {
     crate::registry::fork_child();
     crate::report::fork_unlock(true);
     crate::faults::fork_unlock(true);
+    crate::cm::fork(crate::registry::lock::ForkStep::Child);
     crate::exports::interpose::fork(ForkStep::Child);
     crate::thread::after_fork_in_child();
     crate::report::after_fork_in_child();
     crate::real::after_fork_in_child();
+    crate::real::rdmacm::after_fork_in_child();
     crate::log::after_fork_in_child();
     crate::log_queue::after_fork_in_child();
     crate::trace::after_fork_in_child();

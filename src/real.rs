@@ -26,6 +26,7 @@ use crate::log::Level;
 
 include!(concat!(env!("OUT_DIR"), "/versions.rs"));
 
+pub mod rdmacm;
 pub mod slots;
 
 /// A real library the shim forwards to, with its own set of version
@@ -34,6 +35,8 @@ pub mod slots;
 pub enum Library {
     /// `libibverbs.so.1`.
     Ibverbs,
+    /// `librdmacm.so.1` (the system's, or ibv-sim's; `rdmacm`).
+    Rdmacm,
 }
 
 impl Library {
@@ -42,6 +45,7 @@ impl Library {
     fn version_of(self, name: &CStr) -> Option<&'static CStr> {
         match self {
             Library::Ibverbs => version_of(name),
+            Library::Rdmacm => rdmacm_version_of(name),
         }
     }
 
@@ -49,6 +53,7 @@ impl Library {
     fn handle(self) -> Option<*mut c_void> {
         match self {
             Library::Ibverbs => handle(),
+            Library::Rdmacm => rdmacm::handle(),
         }
     }
 }
@@ -222,7 +227,7 @@ fn find_dlopen() -> Option<DlopenFn> {
 /// Is `addr` inside this copy of the shim? (The hook must never jump to
 /// itself.) Compared by object, through a function that is not exported:
 /// the address of an exported one may resolve to another object's.
-fn in_shim(addr: *mut c_void) -> bool {
+pub(crate) fn in_shim(addr: *mut c_void) -> bool {
     let base = |a: *const c_void| {
         // SAFETY: all-zero is a valid Dl_info; dladdr only writes it.
         let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
@@ -242,7 +247,7 @@ unsafe extern "C" fn no_dlopen(_: *const c_char, _: c_int) -> *mut c_void {
     std::ptr::null_mut()
 }
 
-fn dlerror() -> String {
+pub(crate) fn dlerror() -> String {
     // SAFETY: dlerror returns NULL or a valid C string owned by libdl.
     let e = unsafe { libc::dlerror() };
     if e.is_null() {
@@ -254,9 +259,42 @@ fn dlerror() -> String {
 }
 
 /// Is this handle a copy of the shim (this one or another)?
-fn is_shim(handle: *mut c_void) -> bool {
+pub(crate) fn is_shim(handle: *mut c_void) -> bool {
     // SAFETY: handle is a live dlopen handle; the name is NUL-terminated.
     !unsafe { libc::dlsym(handle, c"ibvshim_version".as_ptr()) }.is_null()
+}
+
+/// Is the object of this handle itself a copy of the shim? Unlike
+/// [`is_shim`] (a lookup on a handle also searches its dependencies) this
+/// asks about the object alone: a librdmacm whose `libibverbs.so.1` is the
+/// drop-in shim is not the shim.
+pub(crate) fn object_is_shim(handle: *mut c_void) -> bool {
+    /// The head of glibc's `struct link_map` (`<link.h>`).
+    #[repr(C)]
+    #[allow(dead_code)]
+    struct LinkMap {
+        l_addr: usize,
+        l_name: *const c_char,
+        l_ld: *const c_void,
+    }
+    let mut map: *const LinkMap = std::ptr::null();
+    // SAFETY: a live handle; RTLD_DI_LINKMAP writes a `struct link_map *`.
+    let ok = unsafe {
+        libc::dlinfo(
+            handle,
+            libc::RTLD_DI_LINKMAP,
+            std::ptr::addr_of_mut!(map).cast(),
+        )
+    } == 0;
+    if !ok || map.is_null() {
+        return is_shim(handle);
+    }
+    // SAFETY: glibc's link map of a loaded object; its head is as declared.
+    let ld = unsafe { (*map).l_ld };
+    // The object's dynamic section: an export of the shim may resolve to
+    // another object's, its own dynamic section cannot.
+    // SAFETY: a symbol lookup on a live handle with a NUL-terminated name.
+    !unsafe { libc::dlsym(handle, c"ibvshim_version".as_ptr()) }.is_null() && in_shim(ld.cast_mut())
 }
 
 enum Tried {

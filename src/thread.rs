@@ -12,7 +12,8 @@
 
 use core::arch::{asm, global_asm};
 
-// The block: depth (u32, offset 0), boundaries (u32, 4), tid (i32, 8).
+// The block: depth (u32, offset 0), boundaries (u32, 4), tid (i32, 8),
+// connection-manager depth (u32, 12).
 // Local symbol (no .globl): nothing outside the shim sees it.
 global_asm!(
     ".pushsection .tbss,\"awT\",@nobits",
@@ -25,6 +26,7 @@ global_asm!(
 const DEPTH: usize = 0;
 const BOUNDARIES: usize = 4;
 const TID: usize = 8;
+const CM_DEPTH: usize = 12;
 
 /// The block's offset from this thread's `fs` base (the same for every
 /// thread: initial-exec TLS). `nomem`: the GOT entry is a constant once
@@ -109,6 +111,26 @@ pub fn inside<R>(f: impl FnOnce() -> R) -> R {
     inc::<DEPTH>();
     let r = f();
     dec::<DEPTH>();
+    r
+}
+
+/// Is this thread inside a forwarded `rdma_*` call? Then librdmacm is
+/// calling one of its own exports (`rdma_create_ep` its `rdma_create_id`,
+/// a synchronous id's `rdma_get_cm_event`): the outer export tracks. Kept
+/// apart from [`nested`]: the verbs calls librdmacm makes (the QP of
+/// `rdma_create_qp`, its moves to RTR and RTS) are tracked as verbs calls.
+#[inline(always)]
+pub fn cm_nested() -> bool {
+    get::<CM_DEPTH>() != 0
+}
+
+/// Runs a forwarded `rdma_*` call with this thread marked as inside
+/// librdmacm.
+#[inline(always)]
+pub fn cm_inside<R>(f: impl FnOnce() -> R) -> R {
+    inc::<CM_DEPTH>();
+    let r = f();
+    dec::<CM_DEPTH>();
     r
 }
 

@@ -146,6 +146,8 @@ fn make_deb_builds_a_lintian_clean_package_that_installs_runs_and_removes() {
         "./usr/bin/ibv-shim".to_string(),
         format!("{private}libibv_shim.so"),
         format!("{private}dropin/libibverbs.so.1 -> ../libibv_shim.so"),
+        format!("{private}dropin/librdmacm.so.1 -> ../libibv_shim.so"),
+        format!("{private}dropin/librdmacm.so -> librdmacm.so.1"),
         format!("{private}sim/libibverbs.so.1"),
         format!("{private}sim/librdmacm.so.1"),
         format!("{private}sim/librdmacm.so -> librdmacm.so.1"),

@@ -115,6 +115,8 @@ fn install_build_run_render_and_uninstall() {
         "bin/ibv-shim",
         "lib/ibv-shim/libibv_shim.so",
         "lib/ibv-shim/dropin/libibverbs.so.1",
+        "lib/ibv-shim/dropin/librdmacm.so.1",
+        "lib/ibv-shim/dropin/librdmacm.so",
         "lib/ibv-shim/sim/libibverbs.so.1",
         "lib/ibv-shim/sim/librdmacm.so.1",
         "lib/ibv-shim/sim/librdmacm.so",
@@ -129,11 +131,15 @@ fn install_build_run_render_and_uninstall() {
             "{rel} not installed: {installed:#?}"
         );
     }
-    // The drop-in directory is the installed shim under the real name.
-    assert_eq!(
-        std::fs::canonicalize(staged(&dest, "lib/ibv-shim/dropin/libibverbs.so.1")).unwrap(),
-        std::fs::canonicalize(staged(&dest, "lib/ibv-shim/libibv_shim.so")).unwrap()
-    );
+    // The drop-in directory is the installed shim under the real names
+    // (one file for both libraries: one registry).
+    for name in ["libibverbs.so.1", "librdmacm.so.1", "librdmacm.so"] {
+        assert_eq!(
+            std::fs::canonicalize(staged(&dest, &format!("lib/ibv-shim/dropin/{name}"))).unwrap(),
+            std::fs::canonicalize(staged(&dest, "lib/ibv-shim/libibv_shim.so")).unwrap(),
+            "{name}"
+        );
+    }
 
     // Build against the installed header and library, nothing else.
     let flags = pkg_config(&dest, &["--cflags", "--libs"]);

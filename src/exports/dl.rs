@@ -8,7 +8,12 @@
 //! the shim itself. The shim exports every public symbol of the real library
 //! at its version (instrumented or forwarded by trampoline, see
 //! `forward.rs`), so every lookup on that handle succeeds exactly as on the
-//! real one. Every other name goes straight to glibc's `dlopen`, so provider
+//! real one. `librdmacm.so[.N]` is passed on unchanged: a program that
+//! unloads the librdmacm it loaded by hand must see it gone (Open MPI at
+//! `MPI_Finalize`), which a handle to the shim (never unloaded, holding
+//! the real librdmacm) would not give; libfabric and UCX link librdmacm,
+//! so the preloaded shim's exports reach their calls. Every other name
+//! goes straight to glibc's `dlopen`, so provider
 //! plugins and everything else load normally.
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
@@ -20,9 +25,13 @@ use crate::log::Level;
 
 /// Is this the name of the verbs library?
 fn is_libibverbs(name: &CStr) -> bool {
+    is_named(name, b"libibverbs.so")
+}
+
+fn is_named(name: &CStr, lib: &[u8]) -> bool {
     let bytes = name.to_bytes();
     let base = bytes.rsplit(|&b| b == b'/').next().unwrap_or(bytes);
-    base == b"libibverbs.so" || base.starts_with(b"libibverbs.so.")
+    base == lib || (base.starts_with(lib) && base.get(lib.len()) == Some(&b'.'))
 }
 
 /// The name the dynamic linker knows the shim by (its `l_name`, from
@@ -163,5 +172,6 @@ mod tests {
         assert!(!is_libibverbs(c"libmlx5-rdmav34.so"));
         assert!(!is_libibverbs(c"libibverbs-extra.so"));
         assert!(!is_libibverbs(c"/opt/libibverbs.so.1/libfoo.so"));
+        assert!(!is_libibverbs(c"librdmacm.so.1"));
     }
 }

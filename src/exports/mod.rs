@@ -21,6 +21,8 @@ use crate::guard::{errno_name, Errno, Refused};
 use crate::log::{self, Hex, Level};
 use crate::registry::{contexts, devices, objects};
 
+/// cbindgen:ignore
+pub mod cm;
 mod create_destroy;
 pub mod device;
 /// cbindgen:ignore
@@ -37,6 +39,7 @@ pub mod verbs;
 /// Every export written in Rust, by name: `verbs` checks each one's
 /// signature against its declaration.
 pub(crate) mod all {
+    pub(crate) use super::cm::*;
     pub(crate) use super::device::*;
     pub(crate) use super::private::*;
     pub(crate) use super::query::*;

@@ -23,6 +23,10 @@
 
 use std::ffi::{c_char, c_int, c_uint, c_void};
 
+#[allow(unused_imports)]
+use libc::sockaddr;
+#[allow(unused_imports)]
+use rdmacm_abi::*;
 use trace_format::verbs::Show;
 #[allow(unused_imports)]
 use verbs_abi::*;
@@ -138,7 +142,7 @@ macro_rules! declare {
             [$($arg: $t => $show),*] [$($x: $xt => $xshow),*] $rt => $res [$($rx: $rxt)?]);
         // The export the shim writes (`exports/`) has the declared signature.
         const _: unsafe extern "C" fn($($t),*) -> $rt = $crate::exports::all::$name;
-        declare!(@forward $slot [$($arg: $t => $show),*] [$($x),*] $rt => $res [$($rx)?]);
+        declare!(@forward $lib $slot [$($arg: $t => $show),*] [$($x),*] $rt => $res [$($rx)?]);
         declare!(@made $res $slot [$($arg: $t => $show),*] [$($x),*] $rt);
         declare!(@destroys $res $slot [$($arg: $t => $show),*] [$($x),*]);
     };
@@ -198,7 +202,7 @@ macro_rules! declare {
     ) => {
         declare!(@record $konst ($crate::real::slots::$slot) $name [$($arg: $t => $show),*] [] $rt => $res []);
 
-        declare!(@forward $slot [$($arg: $t => $show),*] [] $rt => $res []);
+        declare!(@forward $lib $slot [$($arg: $t => $show),*] [] $rt => $res []);
 
         /// Forwarded to the real library and recorded (a declared verb
         /// with nothing of its own to check or track).
@@ -212,7 +216,7 @@ macro_rules! declare {
 
     // The skeleton of an export that only forwards and records (no extra
     // word to compute): guard -> check -> forward -> record -> log.
-    (@forward $slot:ident [$($arg:ident: $t:ty => $show:tt),*] [] $rt:ty => $res:ident []) => {
+    (@forward $lib:ident $slot:ident [$($arg:ident: $t:ty => $show:tt),*] [] $rt:ty => $res:ident []) => {
         impl $crate::real::slots::$slot {
             /// The program's call forwarded: the real function (unless a
             /// fault rule fails the call), after `check` (skipped when the
@@ -228,7 +232,7 @@ macro_rules! declare {
                 $($arg: $t),*
             ) -> Result<declare!(@convention_ty $res $rt), $crate::guard::Refused> {
                 let real = Self::get()?;
-                $crate::exports::forward(
+                declare!(@forward_fn $lib)(
                     check,
                     // SAFETY: the caller's contract: the program's own
                     // arguments, to the real function of the declared
@@ -242,7 +246,13 @@ macro_rules! declare {
             }
         }
     };
-    (@forward $slot:ident [$($any:tt)*] [$($x:tt)*] $rt:ty => $res:ident [$($rx:tt)*]) => {};
+    (@forward $lib:ident $slot:ident [$($any:tt)*] [$($x:tt)*] $rt:ty => $res:ident [$($rx:tt)*]) => {};
+
+    // Each library's forwarding shape: the verbs' (a call inside the real
+    // library is its own), the connection manager's (`cm::forward`: an
+    // rdma_* call inside librdmacm is its own, a verbs call there is not).
+    (@forward_fn Ibverbs) => { $crate::exports::forward };
+    (@forward_fn Rdmacm) => { $crate::exports::cm::forward };
 
     // The skeleton of a create: forward, record what it made, log.
     (@create $slot:ident [$($arg:ident: $t:ty => $show:tt),*] $rt:ty) => {

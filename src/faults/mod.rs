@@ -38,6 +38,8 @@ pub use rules::COMPLETIONS_WRAPPED;
 static ARMED: AtomicBool = AtomicBool::new(false);
 /// A `wc` rule is set.
 static WC_ARMED: AtomicBool = AtomicBool::new(false);
+/// A `cm_event` rule is set, or calls are being counted.
+static CM_ARMED: AtomicBool = AtomicBool::new(false);
 
 /// One injected failure, for the log and the JSON report.
 #[derive(Clone, Debug)]
@@ -48,6 +50,8 @@ pub struct Injection {
     /// The errno given (verbs), or the status written (`wc`).
     pub errno: i32,
     pub status: Option<u32>,
+    /// The event a `cm_event` rule replaced, and what with.
+    pub replace: Option<rules::Replace>,
     pub rule: String,
     pub module: Option<String>,
     pub offset: u64,
@@ -120,6 +124,10 @@ pub fn init() {
         setup.count_fd = open_count(&path);
     }
     let armed = !setup.rules.is_empty() || setup.count_fd >= 0;
+    CM_ARMED.store(
+        setup.count_fd >= 0 || setup.rules.iter().any(|r| r.target == Target::CmEvent),
+        Ordering::Relaxed,
+    );
     if SETUP.set(setup).is_ok() {
         ARMED.store(armed, Ordering::Relaxed);
         if armed {
@@ -211,8 +219,9 @@ pub fn check(verb: &'static str, injectable: bool) -> Result<(), i32> {
 #[cold]
 #[inline(never)]
 fn decide(verb: &'static str) -> Result<(), i32> {
-    // The real library calling its own export is not the program's call.
-    if crate::thread::nested() {
+    // The real library calling its own export is not the program's call
+    // (librdmacm calling its own rdma_* exports neither).
+    if crate::thread::nested() || (verb.starts_with("rdma_") && crate::thread::cm_nested()) {
         return Ok(());
     }
     let errno = crate::guard::Errno::save();
@@ -285,6 +294,7 @@ fn fire(verb: &'static str, ra: impl FnOnce() -> usize) -> Option<Injection> {
         nth,
         errno: rule.errno,
         status: rule.status,
+        replace: rule.replace,
         rule: rule.text.clone(),
         module,
         offset,
@@ -306,12 +316,18 @@ fn site_of(ra: usize) -> (Option<String>, u64) {
 }
 
 fn logged(i: &Injection) {
-    let what = match i.status {
-        Some(s) => format!(
+    let what = match (i.status, i.replace) {
+        (_, Some(r)) => format!(
+            "event {} replaced by {} (status {})",
+            rules::cm_event::event_name(r.event),
+            rules::cm_event::event_name(r.with),
+            r.reason
+        ),
+        (Some(s), None) => format!(
             "completion status {}",
             rules::WC_STATUSES.get(s as usize).unwrap_or(&"?")
         ),
-        None => format!(
+        (None, None) => format!(
             "failed with errno={}, the real verb not called",
             errno_name(i.errno)
         ),
@@ -346,6 +362,93 @@ fn completion_decide(caller: usize) -> Option<u32> {
     let status = fire("wc", || caller).and_then(|i| i.status);
     errno.restore();
     status
+}
+
+/// For `rdma_get_cm_event`'s export: an event of type `kind` the real
+/// call returned to the program's call at `caller`; `Some` is the event
+/// to give instead (a `cm_event` rule fired). With `IBV_SHIM_FAULT_COUNT`
+/// each replacement a sweep tries for this event is a line of its own
+/// (`cm_event::sweep_points`). One relaxed load when neither is set.
+#[inline(always)]
+pub fn cm_event(kind: u32, caller: usize) -> Option<rules::Replace> {
+    if CM_ARMED.load(Ordering::Relaxed) {
+        return cm_event_decide(kind, caller);
+    }
+    None
+}
+
+#[cold]
+#[inline(never)]
+fn cm_event_decide(kind: u32, caller: usize) -> Option<rules::Replace> {
+    let errno = crate::guard::Errno::save();
+    let setup = SETUP.get()?;
+    if setup.count_fd >= 0 {
+        let (module, offset) = site_of(caller);
+        for point in rules::cm_event::sweep_points(kind) {
+            let line = format!(
+                "{} {point} {}+{offset:#x}\n",
+                std::process::id(),
+                rules::basename(module.as_deref().unwrap_or("?"))
+            );
+            // SAFETY: writes our own buffer to our own descriptor.
+            unsafe { libc::write(setup.count_fd, line.as_ptr().cast(), line.len()) };
+        }
+    }
+    // Only the rules about this event type count it.
+    let fired = setup
+        .rules
+        .iter()
+        .any(|r| r.replace.is_some_and(|x| x.event == kind))
+        .then(|| fire_cm(setup, kind, caller))
+        .flatten();
+    errno.restore();
+    fired
+}
+
+/// [`fire`] for the `cm_event` rules about events of type `kind`.
+fn fire_cm(setup: &Setup, kind: u32, caller: usize) -> Option<rules::Replace> {
+    let about = |r: &Rule| r.replace.is_some_and(|x| x.event == kind);
+    let site = setup
+        .rules
+        .iter()
+        .any(|r| about(r) && r.site.is_some())
+        .then(|| site_of(caller));
+    let mut fired = None;
+    {
+        let mut state = STATE.lock();
+        for (i, rule) in setup.rules.iter().enumerate() {
+            let here = match (&rule.site, &site) {
+                (None, _) => true,
+                (Some(_), Some((m, o))) => rule.at_site(m.as_deref().unwrap_or("?"), *o),
+                (Some(_), None) => false,
+            };
+            if !about(rule) || !here {
+                continue;
+            }
+            let n = state.counts.entry((i, "cm_event")).or_insert(0);
+            *n += 1;
+            if fired.is_none() && rule.fires(*n, "cm_event") {
+                fired = Some((i, *n));
+            }
+        }
+    }
+    let (i, nth) = fired?;
+    let (module, offset) = site.unwrap_or_else(|| site_of(caller));
+    let rule = &setup.rules[i];
+    let injection = Injection {
+        verb: "rdma_get_cm_event",
+        nth,
+        errno: 0,
+        status: None,
+        replace: rule.replace,
+        rule: rule.text.clone(),
+        module,
+        offset,
+    };
+    STATE.lock().injected.push(injection.clone());
+    INJECTED.store(true, Ordering::Relaxed);
+    logged(&injection);
+    injection.replace
 }
 
 /// Is a `wc` rule set? Then contexts get the `poll_cq` wrapper even

@@ -7,6 +7,10 @@
 use std::ffi::{c_char, c_int, c_uint, c_void};
 
 #[allow(unused_imports)]
+use libc::sockaddr;
+#[allow(unused_imports)]
+use rdmacm_abi::*;
+#[allow(unused_imports)]
 use verbs_abi::*;
 
 /// The slots of a declaration table: `export` and `forward` verbs, and

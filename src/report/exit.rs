@@ -44,6 +44,7 @@ pub fn at_exit() {
     let all = contexts::all();
     let zombies = contexts::zombies();
     let mut sup = Suppressor::new();
+    let cm_leaked = super::cm::at_exit(&mut sup);
     let inv = Inventory::take(&all, &zombies, &mut sup);
     let leaked = inv.loud.total() > 0;
 
@@ -86,7 +87,7 @@ pub fn at_exit() {
         );
     }
 
-    if let (true, Some(code)) = (leaked, config::get().leak_exitcode) {
+    if let (true, Some(code)) = (leaked || cm_leaked, config::get().leak_exitcode) {
         // Destructors run before stdio is flushed at exit, and _exit skips
         // the flush: flush the program's output first.
         // SAFETY: fflush(NULL) flushes every stream; _exit never returns.

@@ -140,10 +140,15 @@ fn faults(injected: &[crate::faults::Injection]) -> Vec<model::Fault<'_>> {
         .map(|f| model::Fault {
             verb: Cow::Borrowed(f.verb),
             nth: f.nth,
-            errno: match f.status {
-                None => Some(Cow::Borrowed(crate::guard::errno_name(f.errno))),
-                Some(_) => None,
+            errno: match (f.status, f.replace) {
+                (None, None) => Some(Cow::Borrowed(crate::guard::errno_name(f.errno))),
+                _ => None,
             },
+            event: f.replace.map(|r| model::CmEventFault {
+                fetched: Cow::Borrowed(crate::faults::rules::cm_event::event_name(r.event)),
+                given: Cow::Borrowed(crate::faults::rules::cm_event::event_name(r.with)),
+                status: r.reason,
+            }),
             status: f
                 .status
                 .and_then(|s| crate::faults::rules::WC_STATUSES.get(s as usize))
@@ -541,12 +546,13 @@ pub(super) fn write_json(
         totals.0[kind.index()] = inv.loud.0[kind.index()] as u64;
     }
     let injected = crate::faults::injected();
+    let (connection_manager, cm_leaked) = super::cm::json_section(sup);
     let doc = Report {
         schema: Cow::Borrowed(SCHEMA),
         pid: std::process::id(),
         program: Cow::Owned(program()),
         run: crate::config::get().run.as_deref().map(Cow::Borrowed),
-        leaked: inv.loud.total() > 0,
+        leaked: inv.loud.total() > 0 || cm_leaked,
         totals,
         objects: Listing(RefCell::new(Lookups {
             inv,
@@ -560,6 +566,7 @@ pub(super) fn write_json(
             dropped_before: inv.dropped,
         },
         checks: checks(),
+        connection_manager,
     };
     let mut out = Bounded {
         file: &mut file,

@@ -21,6 +21,7 @@
 //! `dladdr` only here, once per distinct address.
 
 mod close;
+mod cm;
 mod exit;
 mod inventory;
 mod json;

@@ -48,8 +48,7 @@ pub fn default_suppressions() -> Vec<Suppression> {
         .filter_map(|l| {
             let mut words = l.split_whitespace();
             let (rule, owner) = (words.next()?, words.next()?);
-            let (mut list, _) = parse_suppressions(rule);
-            let mut s = list.pop()?;
+            let mut s = parse_rule(rule)?;
             s.owner = Some(owner);
             Some(s)
         })
@@ -64,28 +63,31 @@ pub fn parse_suppressions(text: &str) -> (Vec<Suppression>, Vec<String>) {
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let parsed = line
-            .strip_prefix("leak:")
-            .and_then(|rest| rest.split_once(':'));
-        match parsed {
-            Some((kind, pattern))
-                if !pattern.is_empty()
-                    && (kind == "*" || ReportKind::from_name(kind).is_some()) =>
-            {
-                out.push(Suppression {
-                    kind: (kind != "*").then(|| kind.to_string()),
-                    pattern: pattern.to_string(),
-                    owner: None,
-                })
-            }
-            _ => problems.push(format!(
-                "line {}: {line:?} is not leak:<kind>:<pattern> with kind one of *, {}",
+        match parse_rule(line) {
+            Some(s) => out.push(s),
+            None => problems.push(format!(
+                "line {}: {line:?} is not leak:<kind>:<pattern> with kind one of *, {}, {}",
                 n + 1,
-                ReportKind::NAMES.join(", ")
+                ReportKind::NAMES.join(", "),
+                report_model::CmKind::ALL.map(|k| k.name()).join(", ")
             )),
         }
     }
     (out, problems)
+}
+
+/// One `leak:<kind>:<pattern>` rule, trimmed (no temporary list: the
+/// built-in rules are parsed at load, in the program's heap).
+fn parse_rule(line: &str) -> Option<Suppression> {
+    let (kind, pattern) = line.strip_prefix("leak:")?.split_once(':')?;
+    let known = kind == "*"
+        || ReportKind::from_name(kind).is_some()
+        || report_model::CmKind::from_name(kind).is_some();
+    (known && !pattern.is_empty()).then(|| Suppression {
+        kind: (kind != "*").then(|| kind.to_string()),
+        pattern: pattern.to_string(),
+        owner: None,
+    })
 }
 
 /// `*` matches any run of characters; everything else is literal.

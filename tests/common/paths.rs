@@ -116,11 +116,14 @@ impl Drop for TempDir {
     }
 }
 
-/// A private drop-in directory: the shim as `libibverbs.so.1`.
+/// A private drop-in directory: the shim as `libibverbs.so.1` and
+/// `librdmacm.so.1`.
 pub fn dropin(dir: &TempDir) -> PathBuf {
     let d = dir.join("dropin");
     std::fs::create_dir_all(&d).unwrap();
     std::os::unix::fs::symlink(shim_so(), d.join("libibverbs.so.1")).unwrap();
+    // The shim stands in for librdmacm too (the same file: one object).
+    std::os::unix::fs::symlink(shim_so(), d.join("librdmacm.so.1")).unwrap();
     d
 }
 

@@ -29,6 +29,14 @@ pub const SYSTEM_LIBRARY_PATHS: &[&str] = &[
     "/usr/lib/libibverbs.so.1",
 ];
 
+/// Where Debian and most distributions install librdmacm.
+pub const RDMACM_PATHS: &[&str] = &[
+    "/usr/lib/x86_64-linux-gnu/librdmacm.so.1",
+    "/lib/x86_64-linux-gnu/librdmacm.so.1",
+    "/usr/lib64/librdmacm.so.1",
+    "/usr/lib/librdmacm.so.1",
+];
+
 /// The committed snapshot of rdma-core 44's ABI.
 const SNAPSHOT_44: &str = include_str!("../../../abi/libibverbs.so.1.abi");
 /// The committed snapshot of rdma-core 44's librdmacm ABI.
@@ -106,6 +114,30 @@ impl Abi {
         }
         println!("cargo:warning=libibverbs.so.1 not found: using the rdma-core 44 ABI snapshot");
         (Abi::rdma_core_44(), None)
+    }
+
+    /// The installed librdmacm's ABI (and its path), else the rdma-core 44
+    /// snapshot.
+    pub fn installed_or_snapshot_rdmacm() -> (Abi, Option<PathBuf>) {
+        for path in RDMACM_PATHS.iter().map(PathBuf::from) {
+            println!("cargo:rerun-if-changed={}", path.display());
+            if let Ok(abi) = Abi::from_library(&path) {
+                let real = std::fs::canonicalize(&path).unwrap_or(path);
+                return (abi, Some(real));
+            }
+        }
+        println!("cargo:warning=librdmacm.so.1 not found: using the rdma-core 44 ABI snapshot");
+        (Abi::librdmacm_44(), None)
+    }
+
+    /// One ABI for a shim that stands in for several libraries: their
+    /// version nodes and symbols together (the node names tell the
+    /// libraries apart: `IBVERBS_*`, `RDMACM_*`).
+    pub fn merged(libraries: &[&Abi]) -> Abi {
+        Abi {
+            nodes: libraries.iter().flat_map(|a| a.nodes.clone()).collect(),
+            symbols: libraries.iter().flat_map(|a| a.symbols.clone()).collect(),
+        }
     }
 
     /// The snapshot text format: `node NAME [PARENT]` and
@@ -342,6 +374,15 @@ pub fn trampolines_asm(forwarded: &[Forwarded<'_>]) -> String {
     format!("{t}{slots}{data}")
 }
 
+/// The library a version node belongs to (the shim's `real::Library`).
+pub fn library_of(version: &str) -> &'static str {
+    if version.starts_with("RDMACM_") {
+        "Rdmacm"
+    } else {
+        "Ibverbs"
+    }
+}
+
 /// Rust source describing the trampolines: `FORWARDED[i] = (name, version, is_object, size)`.
 pub fn trampolines_table(forwarded: &[Forwarded<'_>]) -> String {
     let mut out = format!(
@@ -351,9 +392,10 @@ pub fn trampolines_table(forwarded: &[Forwarded<'_>]) -> String {
     for f in forwarded {
         writeln!(
             out,
-            "    Forwarded {{ name: c\"{}\", version: c\"{}\", object: {}, size: {} }},",
+            "    Forwarded {{ name: c\"{}\", version: c\"{}\", library: Library::{}, object: {}, size: {} }},",
             f.symbol.name,
             f.symbol.version,
+            library_of(&f.symbol.version),
             f.symbol.kind == Kind::Object,
             f.symbol.size
         )

@@ -7,7 +7,8 @@
 //! RULES := RULE ( (',' | ';') RULE )*
 //! RULE  := TARGET ( ':' KEY '=' VALUE )*
 //! TARGET:= a verb (ibv_reg_mr) | '*' (every injectable verb) | 'wc' (completions)
-//! KEY   := nth | every | after | prob | seed | errno | status | site
+//!        | 'cm_event' (events rdma_get_cm_event returns: [`cm_event`])
+//! KEY   := nth | every | after | prob | seed | errno | status | site | as | event | reason
 //! ```
 //!
 //! Exactly one of `nth=N` (the N-th matching call only), `every=N` (calls
@@ -21,6 +22,10 @@
 //! counted per rule and per verb: `*:nth=2` fails the second call of each
 //! verb.
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
+
+pub mod cm_event;
+
+pub use cm_event::Replace;
 
 /// What failing a verb tests, which decides whether a sweep fails it by
 /// default.
@@ -102,6 +107,30 @@ pub const VERBS: &[Verb] = &[
     Verb::new("ibv_import_device", Failure::Gives),
     Verb::new("ibv_import_pd", Failure::Gives),
     Verb::new("ibv_import_mr", Failure::Gives),
+    // librdmacm (the shim interposes it too): the connection's setup, each
+    // failing with -1 and errno (NULL for the creates of a pointer).
+    Verb::new("rdma_create_event_channel", Failure::Gives),
+    Verb::new("rdma_create_id", Failure::Gives),
+    Verb::new("rdma_destroy_id", Failure::Release),
+    Verb::new("rdma_bind_addr", Failure::Gives),
+    Verb::new("rdma_resolve_addr", Failure::Gives),
+    Verb::new("rdma_resolve_route", Failure::Gives),
+    Verb::new("rdma_create_qp", Failure::Gives),
+    Verb::new("rdma_create_qp_ex", Failure::Gives),
+    Verb::new("rdma_create_ep", Failure::Gives),
+    Verb::new("rdma_connect", Failure::Gives),
+    Verb::new("rdma_listen", Failure::Gives),
+    Verb::new("rdma_accept", Failure::Gives),
+    Verb::new("rdma_reject", Failure::Gives),
+    Verb::new("rdma_get_request", Failure::Gives),
+    Verb::new("rdma_get_cm_event", Failure::Gives),
+    Verb::new("rdma_ack_cm_event", Failure::Release),
+    Verb::new("rdma_disconnect", Failure::Release),
+    Verb::new("rdma_migrate_id", Failure::Gives),
+    Verb::new("rdma_set_option", Failure::Gives),
+    Verb::new("rdma_join_multicast", Failure::Gives),
+    Verb::new("rdma_getaddrinfo", Failure::Gives),
+    Verb::new("rdma_get_devices", Failure::Gives),
 ];
 
 /// The verb named `name`, if a rule may name it.
@@ -143,6 +172,9 @@ pub enum Target {
     Any,
     /// Work completions (`wc`): decided by the poll wrapper.
     Completion,
+    /// Connection-manager events (`cm_event`): decided at
+    /// `rdma_get_cm_event`'s return.
+    CmEvent,
 }
 
 /// When a rule fires, given the number (from 1) of the call among those it
@@ -168,6 +200,8 @@ pub struct Rule {
     pub status: Option<u32>,
     /// `site=`: module file name and offset of the return address.
     pub site: Option<(String, u64)>,
+    /// A `cm_event` rule's replacement.
+    pub replace: Option<Replace>,
 }
 
 impl Rule {
@@ -175,8 +209,9 @@ impl Rule {
     pub fn covers(&self, verb: &str) -> bool {
         match self.target {
             Target::Verb(v) => v == verb,
-            Target::Any => verb != "wc",
+            Target::Any => verb != "wc" && verb != "cm_event",
             Target::Completion => verb == "wc",
+            Target::CmEvent => verb == "cm_event",
         }
     }
 
@@ -253,12 +288,13 @@ pub fn parse_rule(text: &str) -> Result<Rule, String> {
     let target = match parts.next().unwrap_or("").trim() {
         "*" => Target::Any,
         "wc" => Target::Completion,
+        "cm_event" => Target::CmEvent,
         v => match verb(v) {
             Some(k) => Target::Verb(k.name),
             None if v.is_empty() => return Err("no verb before the first `:`".into()),
             None => {
                 return Err(format!(
-                    "{v:?} is not a verb the shim can make fail (those are: {}, `*` or `wc`; \
+                    "{v:?} is not a verb the shim can make fail (those are: {}, `*`, `wc` or `cm_event`; \
                      inline verbs such as ibv_post_send never reach the shim)",
                     verb_names().collect::<Vec<_>>().join(" ")
                 ))
@@ -266,6 +302,7 @@ pub fn parse_rule(text: &str) -> Result<Rule, String> {
         },
     };
     let (mut when, mut seed, mut errno, mut status, mut site) = (None, None, None, None, None);
+    let (mut with, mut event, mut reason) = (None, None, None);
     // A key given twice is refused, not decided by the last one: the rule
     // says two things and only its writer knows which was meant.
     let mut keys: Vec<&str> = Vec::new();
@@ -307,9 +344,25 @@ pub fn parse_rule(text: &str) -> Result<Rule, String> {
                 site = Some(parse_site(value)?);
                 None
             }
+            "as" | "event" | "reason" if target != Target::CmEvent => {
+                return Err(format!("{key}= is for cm_event rules"))
+            }
+            "as" => {
+                with = Some(value);
+                None
+            }
+            "event" => {
+                event = Some(value);
+                None
+            }
+            "reason" => {
+                reason = Some(value);
+                None
+            }
             _ => {
                 return Err(format!(
-                    "unknown key {key:?} (nth, every, after, prob, seed, errno, status, site)"
+                    "unknown key {key:?} (nth, every, after, prob, seed, errno, status, site, as, \
+                     event, reason)"
                 ))
             }
         };
@@ -336,8 +389,15 @@ pub fn parse_rule(text: &str) -> Result<Rule, String> {
         (Target::Verb(_) | Target::Any, Some(_), _) => {
             return Err("status= is for wc rules; a verb fails with errno=".into())
         }
+        (Target::CmEvent, Some(_), _) | (Target::CmEvent, _, Some(_)) => {
+            return Err("a cm_event rule replaces an event by as=, not status= or errno=".into())
+        }
         _ => {}
     }
+    let replace = match target {
+        Target::CmEvent => Some(cm_event::replace(event, with, reason)?),
+        _ => None,
+    };
     Ok(Rule {
         text: text.to_string(),
         target,
@@ -345,6 +405,7 @@ pub fn parse_rule(text: &str) -> Result<Rule, String> {
         errno: errno.unwrap_or(libc::ENOMEM),
         status,
         site,
+        replace,
     })
 }
 
@@ -489,6 +550,9 @@ mod tests {
                 "ibv_dealloc_",
                 "ibv_dereg_",
                 "ibv_destroy_",
+                "rdma_destroy_",
+                "rdma_ack_",
+                "rdma_disconnect",
             ]
             .iter()
             .any(|p| v.name.starts_with(p));
@@ -542,10 +606,33 @@ mod tests {
             ("wc:nth=1:status=IBV_WC_SUCCESS", "not a failure"),
             ("wc:nth=1:status=99", "not an ibv_wc_status"),
             ("wc:nth=1:status=5:errno=EIO", "not errno="),
+            ("cm_event:nth=1", "needs as="),
+            ("cm_event:nth=1:as=ESTABLISHED", "not a failure event"),
+            (
+                "cm_event:nth=1:as=REJECTED:errno=EIO",
+                "not status= or errno=",
+            ),
+            (
+                "cm_event:nth=1:as=REJECTED:event=NOPE",
+                "not an rdma_cm event",
+            ),
+            ("ibv_reg_mr:nth=1:as=REJECTED", "for cm_event rules"),
         ] {
             let e = parse_rule(spec).unwrap_err();
             assert!(e.contains(says), "{spec}: {e}");
         }
+        let r = parse_rule("cm_event:as=REJECTED:reason=8:nth=2").unwrap();
+        assert_eq!(r.target, Target::CmEvent);
+        assert_eq!(
+            r.replace,
+            Some(Replace {
+                event: 9,
+                with: 8,
+                reason: 8
+            })
+        );
+        assert!(r.covers("cm_event") && !r.covers("rdma_get_cm_event"));
+        assert!(!parse_rule("*:nth=1").unwrap().covers("cm_event"));
         assert_eq!(parse_rule("ibv_reg_mr:nth=1:errno=133").unwrap().errno, 133);
         assert_eq!(parse_rule("ibv_reg_mr:nth=1:errno=1").unwrap().errno, 1);
         // The message names the rule it is about.

@@ -101,6 +101,8 @@ struct RunArgs {
     sweep_timeout: Option<u64>,
     #[arg(long, value_name = "PATH", value_parser = non_empty())]
     sweep_json: Option<OsString>,
+    #[arg(long, value_name = "COMMAND", value_parser = non_empty())]
+    peer: Option<OsString>,
     /// Anything that is no option before `--`: refused with a message
     /// that says where the program goes.
     #[arg(hide = true, allow_hyphen_values = true, trailing_var_arg = true)]
@@ -224,10 +226,10 @@ fn sweep_verbs(v: &str) -> Result<VerbList, Bad> {
     let verbs: Vec<String> = v.split(',').map(|x| x.trim().to_string()).collect();
     match verbs
         .iter()
-        .find(|x| *x != "all" && fault_rules::verb(x).is_none())
+        .find(|x| *x != "all" && *x != "cm_event" && fault_rules::verb(x).is_none())
     {
         Some(bad) => Err(Bad::Whole(format!(
-            "{bad:?} is not a verb the shim can make fail ({} or all)",
+            "{bad:?} is not a verb the shim can make fail ({}, cm_event or all)",
             fault_rules::verb_names().collect::<Vec<_>>().join(",")
         ))),
         None => Ok(VerbList(verbs)),
@@ -376,6 +378,14 @@ fn run(a: RunArgs, program: Option<Vec<OsString>>) -> Result<Command, UsageError
             timeout: a.sweep_timeout,
             json: a.sweep_json.map(PathBuf::from),
             infallible: a.sweep_infallible,
+            peer: a.peer.map(|p| {
+                use std::os::unix::ffi::OsStrExt;
+                p.as_bytes()
+                    .split(|b| b.is_ascii_whitespace())
+                    .filter(|w| !w.is_empty())
+                    .map(|w| OsString::from(std::ffi::OsStr::from_bytes(w)))
+                    .collect()
+            }),
         },
         program: OsString::new(),
         args: Vec::new(),

@@ -154,7 +154,11 @@ fn run_program(o: &Options) -> Result<i32, Failure> {
         inherited,
     )?;
     if o.sweep.enabled {
-        let swept = sweep::run(o, program, plan.vars.clone(), &plan.private);
+        let peer = match o.sweep.peer.as_ref().and_then(|p| p.first()) {
+            Some(p) => Some(run::resolve(p, inherited("PATH").as_deref())?),
+            None => None,
+        };
+        let swept = sweep::run(o, program, peer, plan.vars.clone(), &plan.private);
         plan.cleanup();
         return swept.map_err(|message| Failure {
             status: 125,

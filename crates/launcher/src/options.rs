@@ -206,7 +206,8 @@ option sets is inherited unchanged):
                        leaks) and exit 1 when a run crashed, hung or leaked.
     -j, --jobs N       runs at once (default 1).
     --sweep-verbs LIST only these verbs (comma-separated; `all`: also the
-                       destroy/close verbs, left out by default).
+                       destroy/close verbs, left out by default; `cm_event`:
+                       the connection-manager events replaced by failures).
     --sweep-sites      fail each distinct call site once, not each call.
     --sweep-infallible also fail the calls the real library cannot fail
                        (ibv_get_device_name of a listed device), left out
@@ -215,6 +216,12 @@ option sets is inherited unchanged):
     --sweep-json PATH  the JSON summary (default ./ibv-shim-sweep.json),
                        replaced through a temporary; a symbolic link or a
                        special file there is refused.
+    --peer COMMAND     the program is one end of a client/server pair:
+                       COMMAND (words split at spaces, no quoting) is the
+                       other end, started first under the shim in every
+                       run (the program starts once it called rdma_listen,
+                       or after 5 s); both ends' calls are counted and
+                       each is failed in turn, the table saying which end.
   -h, --help           print this help and exit.
   -V, --version        print the version and exit.
 

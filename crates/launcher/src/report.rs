@@ -272,13 +272,29 @@ impl From<report_model::Report<'_>> for Report {
             .collect();
         // By name (the summary puts them in its own order).
         totals.sort();
+        let mut objects: Vec<Object> = r.objects.iter().map(Object::from).collect();
+        // The connection manager's objects count as the verbs objects do
+        // (`cm_id`, `event_channel`, ...), after them.
+        if let Some(cm) = &r.connection_manager {
+            for o in &cm.objects {
+                objects.push(Object::from(o));
+                if o.suppressed {
+                    continue;
+                }
+                let kind = o.kind.name();
+                match totals.iter_mut().find(|(k, _)| k == kind) {
+                    Some((_, n)) => *n += 1,
+                    None => totals.push((kind.to_string(), 1)),
+                }
+            }
+        }
         Report {
             pid: Some(r.pid.into()),
             program: nonempty(Some(&r.program)),
             run: nonempty(r.run.as_deref()),
             leaked: Some(r.leaked),
             totals,
-            objects: Some(r.objects.iter().map(Object::from).collect()),
+            objects: Some(objects),
             truncated: nonempty(r.truncated.as_deref()),
             checks: r
                 .checks
@@ -309,6 +325,23 @@ impl From<&report_model::Object<'_>> for Object {
                 }
                 .to_string(),
             ),
+            suppressed: o.suppressed,
+            kept_by: nonempty(o.kept_by.as_deref()),
+        }
+    }
+}
+
+impl From<&report_model::CmObject<'_>> for Object {
+    fn from(o: &report_model::CmObject<'_>) -> Object {
+        Object {
+            kind: o.kind.name().to_string(),
+            handle: Some(format!("{:#x}", o.handle.0)),
+            device: None,
+            parent: o.channel.or(o.id).map(|a| format!("{:#x}", a.0)),
+            module: nonempty(o.created.module.as_deref()),
+            symbol: nonempty(o.created.symbol.as_deref()),
+            offset: o.created.offset,
+            found: Some("exit".to_string()),
             suppressed: o.suppressed,
             kept_by: nonempty(o.kept_by.as_deref()),
         }

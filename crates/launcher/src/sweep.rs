@@ -26,6 +26,8 @@ use serde_json::{json, Value};
 
 use crate::options::{Options, UsageError};
 use crate::reaper;
+
+mod pair;
 use crate::report::Report;
 
 /// The sweep's options.
@@ -47,6 +49,8 @@ pub struct Sweep {
     /// `--sweep-infallible`: also fail the calls the real library cannot
     /// fail (`fault_rules::INFALLIBLE`), left out by default.
     pub infallible: bool,
+    /// `--peer COMMAND`: the other end of a client/server pair, as words.
+    pub peer: Option<Vec<OsString>>,
 }
 
 /// Checks the sweep options as a whole once the command line is read.
@@ -54,9 +58,12 @@ pub fn validate(o: &Options) -> Result<(), UsageError> {
     let s = &o.sweep;
     if !s.enabled && *s != Sweep::default() {
         return Err(UsageError(
-            "-j, --sweep-verbs, --sweep-sites, --sweep-infallible, --sweep-timeout and --sweep-json go with --fault-sweep"
+            "-j, --sweep-verbs, --sweep-sites, --sweep-infallible, --sweep-timeout, --sweep-json and --peer go with --fault-sweep"
                 .into(),
         ));
+    }
+    if s.peer.as_ref().is_some_and(|p| p.is_empty()) {
+        return Err(UsageError("--peer names no program".into()));
     }
     if s.enabled && o.faults.is_some() {
         return Err(UsageError(
@@ -69,6 +76,8 @@ pub fn validate(o: &Options) -> Result<(), UsageError> {
 /// One call to fail.
 #[derive(Clone, Debug)]
 struct Planned {
+    /// A call of the peer (`--peer`), not of the program.
+    peer: bool,
     verb: String,
     nth: u64,
     site: String,
@@ -87,22 +96,25 @@ struct Outcome {
     injected: bool,
     /// No process wrote a report (the shim never ran, or the program died).
     no_report: bool,
+    /// A peer still running after the program ended, stopped (not a hang).
+    stopped: bool,
 }
 
 impl Outcome {
     fn crashed(&self) -> bool {
-        matches!(
-            self.signal,
-            Some(
-                libc::SIGSEGV
-                    | libc::SIGABRT
-                    | libc::SIGBUS
-                    | libc::SIGILL
-                    | libc::SIGFPE
-                    | libc::SIGTRAP
-                    | libc::SIGSYS
+        !self.stopped
+            && matches!(
+                self.signal,
+                Some(
+                    libc::SIGSEGV
+                        | libc::SIGABRT
+                        | libc::SIGBUS
+                        | libc::SIGILL
+                        | libc::SIGFPE
+                        | libc::SIGTRAP
+                        | libc::SIGSYS
+                )
             )
-        )
     }
 
     fn leaked(&self) -> bool {
@@ -115,6 +127,7 @@ impl Outcome {
 
     fn ended(&self) -> String {
         match (self.hung, self.signal, self.exit) {
+            _ if self.stopped => "stopped".into(),
             (true, _, _) => "killed".into(),
             (_, Some(s), _) => signal_name(s),
             (_, _, Some(c)) => format!("exit {c}"),
@@ -197,12 +210,34 @@ struct Setup<'a> {
     vars: Vec<(OsString, OsString)>,
     work: PathBuf,
     timeout: u64,
+    /// `--peer`: the other end of the pair.
+    peer: Option<pair::Peer>,
+}
+
+/// A run started: its reaper, and the file the reaper writes how the run
+/// ended to.
+struct Running {
+    child: std::process::Child,
+    status: PathBuf,
 }
 
 impl Setup<'_> {
     /// Runs the program once: `extra` variables on top of the shim's, stdio
     /// to `work/NAME.out`, reports to `work/NAME.<pid>.json`.
     fn run(&self, name: &str, extra: &[(&str, OsString)]) -> Outcome {
+        match self.spawn(name, false, extra) {
+            Ok(r) => self.wait(name, r, None),
+            Err(o) => o,
+        }
+    }
+
+    /// Starts the program (`peer`: the peer) as [`run`](Self::run) does.
+    fn spawn(
+        &self,
+        name: &str,
+        peer: bool,
+        extra: &[(&str, OsString)],
+    ) -> Result<Running, Outcome> {
         let status = self.work.join(format!("{name}.status"));
         // The loader's variables as the launcher would give them: its own
         // (the shim first in LD_PRELOAD), else the inherited ones.
@@ -218,14 +253,11 @@ impl Setup<'_> {
                 Some((OsString::from(k), v))
             })
             .collect();
-        let mut cmd = reaper::command(
-            &self.program,
-            &self.o.program,
-            &self.o.args,
-            self.timeout,
-            &status,
-            &loader,
-        );
+        let (program, argv0, args) = match (&self.peer, peer) {
+            (Some(p), true) => (&p.program, &p.argv0, p.args.as_slice()),
+            _ => (&self.program, &self.o.program, self.o.args.as_slice()),
+        };
+        let mut cmd = reaper::command(program, argv0, args, self.timeout, &status, &loader);
         // The sweep's own rules only.
         cmd.env_remove("IBV_SHIM_FAULTS")
             .env_remove("IBV_SHIM_FAULT_COUNT");
@@ -259,14 +291,20 @@ impl Setup<'_> {
             .stdout(stdout)
             .stderr(stderr)
             .process_group(0);
+        match cmd.spawn() {
+            Ok(child) => Ok(Running { child, status }),
+            Err(_) => Err(Outcome {
+                exit: Some(126),
+                ..Outcome::default()
+            }),
+        }
+    }
+
+    /// Waits for a run to end and reads how it ended and its reports;
+    /// past `stop_at` it is stopped (a peer the program no longer needs).
+    fn wait(&self, name: &str, run: Running, stop_at: Option<Instant>) -> Outcome {
+        let Running { mut child, status } = run;
         let mut outcome = Outcome::default();
-        let mut child = match cmd.spawn() {
-            Ok(c) => c,
-            Err(_) => {
-                outcome.exit = Some(126);
-                return outcome;
-            }
-        };
         let reaper = child.id() as i32;
         // The reaper ends the run at the timeout; past it by this much it
         // is itself stuck, and killed.
@@ -277,10 +315,12 @@ impl Setup<'_> {
                 Ok(Some(_)) | Err(_) => break,
                 Ok(None) => {}
             }
-            if STOP.load(Ordering::SeqCst) && !told {
+            let late = stop_at.is_some_and(|t| Instant::now() >= t);
+            if (STOP.load(Ordering::SeqCst) || late) && !told {
                 // SAFETY: signals the reaper, our child (pid > 0).
                 unsafe { libc::kill(reaper, libc::SIGTERM) };
                 told = true;
+                outcome.stopped = late;
             }
             if Instant::now() >= give_up {
                 // SAFETY: as above.
@@ -361,7 +401,10 @@ fn plan(calls: &[(String, u64, String)], s: &Sweep) -> Vec<Planned> {
         .as_ref()
         .is_some_and(|v| v.iter().any(|x| x == "all"));
     let wanted = |verb: &str| match &s.verbs {
-        Some(list) if !all => list.iter().any(|x| x == verb),
+        // `cm_event`: every event replacement the counting run counted.
+        Some(list) if !all => list
+            .iter()
+            .any(|x| x == verb || (x == "cm_event" && verb.starts_with("cm_event:"))),
         _ => {
             (all || !fault_rules::is_release(verb))
                 && (all || s.infallible || !fault_rules::is_infallible(verb))
@@ -376,6 +419,7 @@ fn plan(calls: &[(String, u64, String)], s: &Sweep) -> Vec<Planned> {
         if s.sites {
             if seen.insert((verb.clone(), site.clone())) {
                 out.push(Planned {
+                    peer: false,
                     verb: verb.clone(),
                     nth: *nth,
                     site: site.clone(),
@@ -384,6 +428,7 @@ fn plan(calls: &[(String, u64, String)], s: &Sweep) -> Vec<Planned> {
             }
         } else {
             out.push(Planned {
+                peer: false,
                 verb: verb.clone(),
                 nth: *nth,
                 site: site.clone(),
@@ -439,9 +484,11 @@ impl Progress {
 
 /// Runs the sweep; returns the launcher's exit status (0: no run crashed,
 /// hung or leaked; 1: one did; 125: the sweep could not run).
+/// `peer` is `--peer`'s program, found on the PATH.
 pub fn run(
     o: &Options,
     program: PathBuf,
+    peer: Option<PathBuf>,
     vars: Vec<(OsString, OsString)>,
     work: &Path,
 ) -> Result<i32, String> {
@@ -449,14 +496,25 @@ pub fn run(
     let work = work.join("sweep");
     std::fs::create_dir_all(&work).map_err(|e| format!("{}: {e}", work.display()))?;
     let timeout = s.timeout.unwrap_or(60);
+    let words = s.peer.as_deref().unwrap_or_default();
     let setup = Setup {
         program,
         o,
         vars,
         work: work.clone(),
         timeout,
+        peer: peer
+            .zip(words.split_first())
+            .map(|(program, (argv0, args))| pair::Peer {
+                program,
+                argv0: argv0.clone(),
+                args: args.to_vec(),
+            }),
     };
     catch_stop();
+    if setup.peer.is_some() {
+        return Ok(pair::sweep(&setup));
+    }
     let shown = o.program.to_string_lossy().into_owned();
     let count_file = work.join("calls");
     let baseline = setup.run(
@@ -606,8 +664,8 @@ fn to_stderr(text: &str) {
 
 /// Columns padded to their widest cell; a cell's control characters (a
 /// module path is the program's text) shown as `\xNN`.
-fn table(rows: &[[String; 7]]) -> String {
-    let rows: Vec<[String; 7]> = rows
+fn table<const N: usize>(rows: &[[String; N]]) -> String {
+    let rows: Vec<[String; N]> = rows
         .iter()
         .map(|r| {
             r.clone()
@@ -615,7 +673,7 @@ fn table(rows: &[[String; 7]]) -> String {
         })
         .collect();
     let rows = rows.as_slice();
-    let mut width = [0usize; 7];
+    let mut width = [0usize; N];
     for r in rows {
         for (w, c) in width.iter_mut().zip(r) {
             *w = (*w).max(c.chars().count());
@@ -738,6 +796,8 @@ mod tests {
             "--sweep-timeout=5",
             "--sweep-json",
             "s.json",
+            "--peer",
+            "srv  -s -p 1",
             "--",
             "p",
         ])
@@ -752,6 +812,7 @@ mod tests {
                 timeout: Some(5),
                 json: Some("s.json".into()),
                 infallible: false,
+                peer: Some(vec!["srv".into(), "-s".into(), "-p".into(), "1".into()]),
             }
         );
         let o = parse(&["--faults", "ibv_reg_mr:nth=3:errno=ENOMEM", "--", "p"]).unwrap();

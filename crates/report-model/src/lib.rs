@@ -17,6 +17,9 @@ use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::ser::{SerializeMap, SerializeStruct, Serializer};
 use serde::{Deserialize, Serialize};
 
+mod cm;
+pub use cm::{CmDiagnosis, CmKind, CmObject, ConnectionManager};
+
 /// The document's `schema`.
 pub const SCHEMA: &str = "ibv-shim/leak-report/1";
 
@@ -811,6 +814,11 @@ pub struct Report<'a, O = Vec<Object<'a>>, T = Option<Cow<'a, str>>> {
     /// `teardown_cq`, `cq_overrun`); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checks: Option<std::collections::BTreeMap<String, u64>>,
+    /// What the program left of the connection manager (librdmacm), and
+    /// the mistakes diagnosed at its calls; absent when it made no
+    /// connection-manager object.
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    pub connection_manager: Option<ConnectionManager<'a>>,
 }
 
 /// One injected failure: which call of which verb, from where, how.
@@ -828,6 +836,10 @@ pub struct Fault<'a> {
     /// The status written (a completion).
     #[serde(borrow, default)]
     pub status: Option<Cow<'a, str>>,
+    /// A `cm_event` rule's replacement: the event fetched, the failure
+    /// event given instead and its `status`.
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    pub event: Option<CmEventFault<'a>>,
     /// The rule, as written.
     #[serde(borrow)]
     pub rule: Cow<'a, str>,
@@ -835,6 +847,19 @@ pub struct Fault<'a> {
     #[serde(borrow, default)]
     pub module: Option<Cow<'a, str>>,
     pub offset: u64,
+}
+
+/// An event `rdma_get_cm_event` returned, replaced by a fault rule.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CmEventFault<'a> {
+    /// The event librdmacm returned (`ESTABLISHED`).
+    #[serde(borrow)]
+    pub fetched: Cow<'a, str>,
+    /// The event the program got instead (`REJECTED`).
+    #[serde(borrow)]
+    pub given: Cow<'a, str>,
+    /// The given event's `status` (a reject reason, a negative errno).
+    pub status: i32,
 }
 
 #[cfg(test)]
@@ -983,6 +1008,7 @@ mod tests {
             .iter()
             .filter(|o| !o.suppressed)
             .for_each(|o| totals.0[o.kind().index()] += 1);
+        let cm_created = objects[0].created.clone();
         Report {
             schema: SCHEMA.into(),
             pid: 1234,
@@ -991,17 +1017,57 @@ mod tests {
             leaked: true,
             totals,
             objects,
-            faults: vec![Fault {
-                verb: "ibv_reg_mr".into(),
-                nth: 3,
-                errno: Some("ENOMEM".into()),
-                status: None,
-                rule: "ibv_reg_mr:nth=3:errno=ENOMEM".into(),
-                module: Some("/bin/prog".into()),
-                offset: 0x1234,
-            }],
+            faults: vec![
+                Fault {
+                    verb: "ibv_reg_mr".into(),
+                    nth: 3,
+                    errno: Some("ENOMEM".into()),
+                    status: None,
+                    event: None,
+                    rule: "ibv_reg_mr:nth=3:errno=ENOMEM".into(),
+                    module: Some("/bin/prog".into()),
+                    offset: 0x1234,
+                },
+                Fault {
+                    verb: "rdma_get_cm_event".into(),
+                    nth: 1,
+                    errno: None,
+                    status: None,
+                    event: Some(CmEventFault {
+                        fetched: "ESTABLISHED".into(),
+                        given: "REJECTED".into(),
+                        status: 28,
+                    }),
+                    rule: "cm_event:as=REJECTED:nth=1".into(),
+                    module: Some("/bin/prog".into()),
+                    offset: 0x1369,
+                },
+            ],
             truncated: None,
             checks: Some([("dead_lkey".to_string(), 1)].into()),
+            connection_manager: Some(ConnectionManager {
+                objects: vec![CmObject {
+                    kind: CmKind::CmId,
+                    handle: Address(0x5600_0000_1000),
+                    channel: Some(Address(0x5600_0000_0800)),
+                    id: None,
+                    listener: None,
+                    qp: Some(Address(0x5600_0000_2000)),
+                    port_space: Some("TCP".into()),
+                    state: Some("ESTABLISHED".into()),
+                    event: None,
+                    status: None,
+                    fd: None,
+                    via: "rdma_create_id".into(),
+                    created: cm_created,
+                    suppressed: false,
+                    kept_by: None,
+                }],
+                diagnoses: vec![CmDiagnosis {
+                    check: "double-ack".into(),
+                    text: "double ack: rdma_ack_cm_event(event=0x1)".into(),
+                }],
+            }),
         }
     }
 

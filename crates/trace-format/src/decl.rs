@@ -31,8 +31,9 @@
 //! `called` lists functions of the real library the shim calls itself
 //! without exporting them (a slot, no record).
 //!
-//! Ids 0-75 are the trace format's version 4; a new verb takes the next
-//! id, so older files still decode.
+//! The table has a section per library (`library(..) verbs {..} called
+//! {..}`); ids run on across sections. Ids 0-75 are the trace format's
+//! version 4; a new verb takes the next id, so older files still decode.
 
 /// The verbs of libibverbs: `ibverbs!(then)` expands to `then! { .. }`
 /// with the table's entries, each read once here ([`__entries!`]) and
@@ -133,6 +134,44 @@ macro_rules! ibverbs {
             called {
                 QpToQpEx = fn ibv_qp_to_qp_ex(qp: *mut ibv_qp) -> *mut ibv_qp_ex;
             }
+            // librdmacm (`librdmacm.so.1`, `RDMACM_1.x`): the connection
+            // manager's objects (`export`: tracked by the shim's `cm`) and
+            // the calls worth a record (`forward`); the rest (rsockets,
+            // getters) are trampolines.
+            library(Rdmacm)
+            verbs {
+                77 RDMA_CREATE_EVENT_CHANNEL RdmaCreateEventChannel = export rdma_create_event_channel() -> *mut rdma_event_channel => Ptr;
+                78 RDMA_DESTROY_EVENT_CHANNEL RdmaDestroyEventChannel = export rdma_destroy_event_channel(channel: *mut rdma_event_channel => Ptr) -> () => Void;
+                79 RDMA_CREATE_ID RdmaCreateId = export rdma_create_id(channel: *mut rdma_event_channel => Ptr, id: *mut *mut rdma_cm_id => _, context: *mut c_void => Ptr, ps: rdma_port_space => Hex; made: *mut rdma_cm_id => Ptr) -> c_int => Int;
+                80 RDMA_DESTROY_ID RdmaDestroyId = export rdma_destroy_id(id: *mut rdma_cm_id => Ptr) -> c_int => Int;
+                81 RDMA_GET_CM_EVENT RdmaGetCmEvent = export rdma_get_cm_event(channel: *mut rdma_event_channel => Ptr, event: *mut *mut rdma_cm_event => _; got: *mut rdma_cm_event => Ptr, cm_id: *mut rdma_cm_id => Ptr) -> c_int => RcEventType(event_type: c_int);
+                82 RDMA_ACK_CM_EVENT RdmaAckCmEvent = export rdma_ack_cm_event(event: *mut rdma_cm_event => Ptr) -> c_int => Int;
+                83 RDMA_CREATE_QP RdmaCreateQp = export rdma_create_qp(id: *mut rdma_cm_id => Ptr, pd: *mut ibv_pd => Ptr, qp_init_attr: *mut ibv_qp_init_attr => Ptr; qp: *mut ibv_qp => Ptr) -> c_int => Int;
+                84 RDMA_CREATE_QP_EX RdmaCreateQpEx = export rdma_create_qp_ex(id: *mut rdma_cm_id => Ptr, qp_init_attr: *mut ibv_qp_init_attr_ex => Ptr; qp: *mut ibv_qp => Ptr) -> c_int => Int;
+                85 RDMA_DESTROY_QP RdmaDestroyQp = export rdma_destroy_qp(id: *mut rdma_cm_id => Ptr) -> () => Void;
+                86 RDMA_CREATE_EP RdmaCreateEp = export rdma_create_ep(id: *mut *mut rdma_cm_id => _, res: *mut rdma_addrinfo => Ptr, pd: *mut ibv_pd => Ptr, qp_init_attr: *mut ibv_qp_init_attr => Ptr; made: *mut rdma_cm_id => Ptr) -> c_int => Int;
+                87 RDMA_DESTROY_EP RdmaDestroyEp = export rdma_destroy_ep(id: *mut rdma_cm_id => Ptr) -> () => Void;
+                88 RDMA_GET_REQUEST RdmaGetRequest = export rdma_get_request(listen: *mut rdma_cm_id => Ptr, id: *mut *mut rdma_cm_id => _; made: *mut rdma_cm_id => Ptr) -> c_int => Int;
+                89 RDMA_MIGRATE_ID RdmaMigrateId = export rdma_migrate_id(id: *mut rdma_cm_id => Ptr, channel: *mut rdma_event_channel => Ptr) -> c_int => Int;
+                90 RDMA_LISTEN RdmaListen = export rdma_listen(id: *mut rdma_cm_id => Ptr, backlog: c_int => Int) -> c_int => Int;
+                91 RDMA_CONNECT RdmaConnect = export rdma_connect(id: *mut rdma_cm_id => Ptr, conn_param: *mut rdma_conn_param => Ptr) -> c_int => Int;
+                92 RDMA_ACCEPT RdmaAccept = export rdma_accept(id: *mut rdma_cm_id => Ptr, conn_param: *mut rdma_conn_param => Ptr) -> c_int => Int;
+                93 RDMA_DISCONNECT RdmaDisconnect = export rdma_disconnect(id: *mut rdma_cm_id => Ptr) -> c_int => Int;
+                94 RDMA_GETADDRINFO RdmaGetaddrinfo = export rdma_getaddrinfo(node: *const c_char => Ptr, service: *const c_char => Ptr, hints: *const rdma_addrinfo => Ptr, res: *mut *mut rdma_addrinfo => _; list: *mut rdma_addrinfo => Ptr) -> c_int => Int;
+                95 RDMA_FREEADDRINFO RdmaFreeaddrinfo = export rdma_freeaddrinfo(res: *mut rdma_addrinfo => Ptr) -> () => Void;
+                96 RDMA_GET_DEVICES RdmaGetDevices = export rdma_get_devices(num_devices: *mut c_int => Ptr) -> *mut *mut ibv_context => Ptr;
+                97 RDMA_FREE_DEVICES RdmaFreeDevices = export rdma_free_devices(list: *mut *mut ibv_context => Ptr) -> () => Void;
+                98 RDMA_BIND_ADDR RdmaBindAddr = forward rdma_bind_addr(id: *mut rdma_cm_id => Ptr, addr: *mut sockaddr => Ptr) -> c_int => Int;
+                99 RDMA_RESOLVE_ADDR RdmaResolveAddr = forward rdma_resolve_addr(id: *mut rdma_cm_id => Ptr, src_addr: *mut sockaddr => Ptr, dst_addr: *mut sockaddr => Ptr, timeout_ms: c_int => Int) -> c_int => Int;
+                100 RDMA_RESOLVE_ROUTE RdmaResolveRoute = forward rdma_resolve_route(id: *mut rdma_cm_id => Ptr, timeout_ms: c_int => Int) -> c_int => Int;
+                101 RDMA_REJECT RdmaReject = forward rdma_reject(id: *mut rdma_cm_id => Ptr, private_data: *const c_void => Ptr, private_data_len: u8 => Uint) -> c_int => Int;
+                102 RDMA_ESTABLISH RdmaEstablish = forward rdma_establish(id: *mut rdma_cm_id => Ptr) -> c_int => Int;
+                103 RDMA_SET_OPTION RdmaSetOption = forward rdma_set_option(id: *mut rdma_cm_id => Ptr, level: c_int => Int, optname: c_int => Int, optval: *mut c_void => Ptr, optlen: usize => Uint) -> c_int => Int;
+                104 RDMA_JOIN_MULTICAST RdmaJoinMulticast = forward rdma_join_multicast(id: *mut rdma_cm_id => Ptr, addr: *mut sockaddr => Ptr, context: *mut c_void => Ptr) -> c_int => Int;
+                105 RDMA_LEAVE_MULTICAST RdmaLeaveMulticast = forward rdma_leave_multicast(id: *mut rdma_cm_id => Ptr, addr: *mut sockaddr => Ptr) -> c_int => Int;
+                106 RDMA_NOTIFY RdmaNotify = forward rdma_notify(id: *mut rdma_cm_id => Ptr, event: c_int => Int) -> c_int => Int;
+            }
+            called {}
         }
     };
 }
@@ -144,22 +183,24 @@ macro_rules! ibverbs {
 macro_rules! __entries {
     (
         $then:ident
-        library($lib:ident)
-        verbs { $(
-            $id:literal $konst:ident $slot:ident = $kind:ident $name:ident (
-                $($arg:ident: $t:ty => $show:tt),* $(; $($x:ident: $xt:ty => $xshow:ident),*)?
-            ) -> $rt:ty => $res:ident $(($rx:ident: $rxt:ty))?;
-        )* }
-        called { $(
-            $cslot:ident = fn $cname:ident($($ca:ident: $ct:ty),*) -> $crt:ty;
-        )* }
+        $(
+            library($lib:ident)
+            verbs { $(
+                $id:literal $konst:ident $slot:ident = $kind:ident $name:ident (
+                    $($arg:ident: $t:ty => $show:tt),* $(; $($x:ident: $xt:ty => $xshow:ident),*)?
+                ) -> $rt:ty => $res:ident $(($rx:ident: $rxt:ty))?;
+            )* }
+            called { $(
+                $cslot:ident = fn $cname:ident($($ca:ident: $ct:ty),*) -> $crt:ty;
+            )* }
+        )+
     ) => {
         $then! {
-            verbs [$(
+            verbs [$($(
                 [$kind $lib $id $konst $slot $name
                     [$($arg: $t => $show),*] [$($($x: $xt => $xshow),*)?] $rt => $res [$($rx: $rxt)?]]
-            )*]
-            called [$([$lib $cslot $cname [$($ca: $ct),*] $crt])*]
+            )*)+]
+            called [$($([$lib $cslot $cname [$($ca: $ct),*] $crt])*)+]
         }
     };
 }

@@ -185,7 +185,7 @@ macro_rules! descriptors {
                 shape: shape(&ARGS, Show::$res),
             }
         };)*
-        /// Every verb with a binary record, by id.
+        /// Every verb with a binary record, by id (every library's).
         pub static VERBS: &[&Verb] = &{
             let mut all: [&Verb; 0 $(+ { let _ = $id; 1 })*] = [&UNUSED; 0 $(+ { let _ = $id; 1 })*];
             $(all[$id] = &$konst;)*

@@ -1,0 +1,360 @@
+//! The leak audit sees the connection manager: `tests/c/cm_audit/mistakes.c`
+//! (compiled against the real `<rdma/rdma_cma.h>`, linked to `-lrdmacm`)
+//! makes one mistake a run on the sim's librdmacm, with the shim preloaded
+//! (and once through the drop-in `librdmacm.so.1`), and the shim's log
+//! names it: a leaked id and channel with their creation sites, an
+//! unacked event before `rdma_destroy_id` blocks (the program is killed
+//! while blocked and the diagnosis read), a double ack, an id destroyed
+//! before its QP.
+
+mod common;
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+fn mistakes() -> PathBuf {
+    cc(
+        "cm_mistakes",
+        &[&repo_dir().join("tests/c/cm_audit/mistakes.c")],
+        &["-lrdmacm", "-libverbs"],
+    )
+}
+
+/// The program on its own fabric of the sim, with its librdmacm.
+fn command(scenario: &str, tag: &str) -> (Command, Fabric) {
+    let fabric = Fabric(fabric_name("cmaudit", tag));
+    let mut c = Command::new(mistakes());
+    c.arg(scenario)
+        .env("LD_LIBRARY_PATH", sim_dir())
+        .env("IBV_SIM_FABRIC", &fabric.0)
+        .env("IBV_SIM_DEVICES", "rxe0")
+        .env("IBV_SHIM_LOG", "warn")
+        .env_remove("IBV_SHIM_LOG_FILE")
+        .stdin(Stdio::null());
+    (c, fabric)
+}
+
+/// Removes the fabric's segment and rendezvous directory.
+struct Fabric(String);
+
+impl Drop for Fabric {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(segment_path(&self.0));
+        // SAFETY: getuid cannot fail.
+        let uid = unsafe { libc::getuid() };
+        let _ = std::fs::remove_dir_all(format!("/dev/shm/ibv-sim-cm-{uid}-{}", self.0));
+    }
+}
+
+/// Runs a scenario to its end with the shim preloaded: (exit code,
+/// stdout, stderr).
+fn run_preloaded(scenario: &str) -> (Option<i32>, String, String) {
+    let (mut c, _fabric) = command(scenario, scenario);
+    preload_shim(&mut c);
+    let out = run_unchecked(&mut c, Duration::from_secs(60));
+    (out.status.code(), stdout(&out), stderr(&out))
+}
+
+/// The shim's WARN line of stderr containing every one of `parts`.
+fn warn_with<'a>(err: &'a str, parts: &[&str]) -> &'a str {
+    err.lines()
+        .find(|l| l.contains(" WARN ") && parts.iter().all(|p| l.contains(p)))
+        .unwrap_or_else(|| panic!("no WARN line with {parts:?} in:\n{err}"))
+}
+
+/// A leaked id and channel are reported at exit, each with the line of
+/// mistakes.c that made it.
+#[test]
+fn leaked_id_and_channel_are_reported_with_their_sites() {
+    let (code, out, err) = run_preloaded("leak");
+    assert_eq!(code, Some(0), "{out}{err}");
+    warn_with(
+        &err,
+        &["connection manager at exit: 2 things were never freed"],
+    );
+    warn_with(
+        &err,
+        &[
+            "cm_id 0x",
+            "port space TCP",
+            "made by rdma_create_id at main",
+            "mistakes.c:69",
+        ],
+    );
+    warn_with(
+        &err,
+        &[
+            "event channel 0x",
+            "made by rdma_create_event_channel at main",
+            "mistakes.c:66",
+        ],
+    );
+}
+
+/// The same leak through the drop-in librdmacm.so.1 (the shim under
+/// librdmacm's name, first on the search path, forwarding to the sim's).
+#[test]
+fn the_dropin_librdmacm_forwards_and_audits() {
+    let dropin = target_dir().parent().unwrap().join("dropin");
+    let (mut c, _fabric) = command("leak", "dropin");
+    c.env("LD_LIBRARY_PATH", path_list(&[&dropin, &sim_dir()]))
+        .env_remove("LD_PRELOAD");
+    let out = run_unchecked(&mut c, Duration::from_secs(60));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{}{err}", stdout(&out));
+    warn_with(
+        &err,
+        &[
+            "cm_id 0x",
+            "made by rdma_create_id at main",
+            "mistakes.c:69",
+        ],
+    );
+}
+
+/// An event fetched and never acked: the diagnosis names it and where it
+/// was fetched before rdma_destroy_id blocks, and again while it stays
+/// blocked; the program is killed then.
+#[test]
+fn unacked_event_is_diagnosed_before_destroy_blocks() {
+    let (mut c, _fabric) = command("unacked", "unacked");
+    preload_shim(&mut c);
+    let mut child = c
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start mistakes");
+    let mut err_pipe = child.stderr.take().unwrap();
+    let err_reader = std::thread::spawn(move || {
+        let mut v = String::new();
+        let _ = err_pipe.read_to_string(&mut v);
+        v
+    });
+    let mut out_pipe = child.stdout.take().unwrap();
+    let out_reader = std::thread::spawn(move || {
+        let mut v = String::new();
+        let _ = out_pipe.read_to_string(&mut v);
+        v
+    });
+    // Blocked for ever by librdmacm's contract: give the watchdog time to
+    // repeat the diagnosis once (every 2 s), then kill it.
+    let start = Instant::now();
+    let mut exited = None;
+    while start.elapsed() < Duration::from_millis(5000) {
+        if let Ok(Some(s)) = child.try_wait() {
+            exited = Some(s);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let (out, err) = (out_reader.join().unwrap(), err_reader.join().unwrap());
+    assert!(
+        exited.is_none(),
+        "rdma_destroy_id returned with its event unacked:\n{out}{err}"
+    );
+    assert!(
+        out.contains("destroying the id with its event unacked\n"),
+        "{out}{err}"
+    );
+    assert!(!out.contains("destroy returned"), "{out}{err}");
+    warn_with(
+        &err,
+        &[
+            "rdma_destroy_id(id=0x",
+            "with events fetched and never acked: event ADDR_RESOLVED",
+            "fetched at resolved",
+            "mistakes.c:51",
+            "blocks",
+        ],
+    );
+    warn_with(
+        &err,
+        &[
+            "rdma_destroy_id(0x",
+            "still blocked after",
+            "event ADDR_RESOLVED",
+        ],
+    );
+}
+
+/// A second ack of an event is said (where) and refused with EINVAL, as
+/// the sim's librdmacm answers it; the program goes on.
+#[test]
+fn double_ack_is_diagnosed() {
+    let (code, out, err) = run_preloaded("double");
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("second ack -1 errno 22\n"), "{out}{err}");
+    warn_with(
+        &err,
+        &[
+            "double ack: rdma_ack_cm_event(event=0x",
+            "mistakes.c:",
+            "acked already",
+        ],
+    );
+}
+
+/// rdma_destroy_id of an id whose QP rdma_create_qp made and nobody
+/// destroyed: said at the call, and the QP reported at exit.
+#[test]
+fn id_destroyed_before_its_qp_is_diagnosed() {
+    let (code, out, err) = run_preloaded("id_qp");
+    assert_eq!(code, Some(0), "{out}{err}");
+    warn_with(
+        &err,
+        &[
+            "rdma_destroy_id(id=0x",
+            "mistakes.c:",
+            "while its QP 0x",
+            "is alive",
+        ],
+    );
+    warn_with(&err, &["qp 0x", "qp_num="]);
+}
+
+/// Through the launcher: the summary counts the leaked id and channel as
+/// leaks (the leak exit code), and the JSON report's
+/// `connection_manager` lists them with their sites and is valid under
+/// `docs/leak-report.schema.json`.
+#[test]
+fn the_launcher_and_the_json_report_count_them() {
+    let dir = TempDir::new("cm-audit-json");
+    let report = dir.join("leak.json");
+    let fabric = Fabric(fabric_name("cmaudit", "json"));
+    let mut c = Command::new(target_dir().join("ibv-shim"));
+    c.args(["--sim", "--sim-dir"])
+        .arg(sim_dir())
+        .args(["--leak-exitcode", "23", "--report"])
+        .arg(&report)
+        .arg("--")
+        .arg(mistakes())
+        .arg("leak")
+        .env("IBV_SIM_FABRIC", &fabric.0)
+        .env("IBV_SIM_DEVICES", "rxe0")
+        .env_remove("LD_PRELOAD");
+    let out = run_unchecked(&mut c, Duration::from_secs(60));
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(23), "{}{err}", stdout(&out));
+    assert!(
+        err.contains("leaked 2 RDMA objects: 1 cm_id, 1 event_channel"),
+        "{err}"
+    );
+    let text = std::fs::read_to_string(&report).expect("the report");
+    let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(doc["leaked"], true, "{text}");
+    let objects = doc["connection_manager"]["objects"]
+        .as_array()
+        .expect("objects");
+    let lines: Vec<(String, u64)> = objects
+        .iter()
+        .map(|o| {
+            (
+                o["kind"].as_str().unwrap().to_string(),
+                o["created"]["line"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    assert_eq!(
+        lines,
+        [("cm_id".to_string(), 69), ("event_channel".to_string(), 66)],
+        "{text}"
+    );
+    let script = r#"
+import json, sys
+import jsonschema
+v = jsonschema.Draft202012Validator(json.load(open(sys.argv[1])))
+errors = list(v.iter_errors(json.load(open(sys.argv[2]))))
+print("invalid" if errors else "valid", "; ".join(e.message for e in errors[:3]))
+"#;
+    let mut cmd = Command::new("python3");
+    cmd.arg("-c")
+        .arg(script)
+        .arg(repo_dir().join("docs/leak-report.schema.json"))
+        .arg(&report);
+    let v = run(&mut cmd);
+    assert!(
+        v.status.success() && stdout(&v).starts_with("valid"),
+        "python3 with jsonschema is needed (Debian: python3-jsonschema)\n{}",
+        describe(&cmd, &v)
+    );
+}
+
+/// A fault rule fails an rdma_* call as librdmacm would (-1 and the
+/// rule's errno, the real call not made); the error path's leaks are then
+/// reported.
+#[test]
+fn a_fault_rule_fails_an_rdma_call() {
+    let (mut c, _fabric) = command("double", "fault");
+    preload_shim(&mut c);
+    c.env("IBV_SHIM_FAULTS", "rdma_resolve_addr:nth=1:errno=ETIMEDOUT");
+    let out = run_unchecked(&mut c, Duration::from_secs(60));
+    let (o, err) = (stdout(&out), stderr(&out));
+    assert_eq!(out.status.code(), Some(1), "{o}{err}");
+    assert!(
+        o.contains("FAIL: rdma_resolve_addr (errno 110)"),
+        "{o}{err}"
+    );
+    warn_with(
+        &err,
+        &["fault injected: rdma_resolve_addr call 1", "ETIMEDOUT"],
+    );
+    warn_with(&err, &["cm_id 0x", "made by rdma_create_id at resolved"]);
+}
+
+/// The connection manager's calls and events are in the binary trace like
+/// verbs calls (their declarations make the records): `ibv-shim trace`
+/// shows them as the debug log does, and the Chrome trace has a slice for
+/// each.
+#[test]
+fn rdma_calls_and_events_are_traced() {
+    let dir = TempDir::new("cm-audit-trace");
+    let trace = dir.join("trace");
+    let (mut c, _fabric) = command("double", "trace");
+    preload_shim(&mut c);
+    c.env("IBV_SHIM_TRACE", &trace);
+    let out = run_unchecked(&mut c, Duration::from_secs(60));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let decode = |format: &str| {
+        let mut d = Command::new(target_dir().join("ibv-shim"));
+        d.args(["trace", "--format", format]).arg(&trace);
+        let o = run(&mut d);
+        assert!(o.status.success(), "{}", describe(&d, &o));
+        stdout(&o)
+    };
+    let text = decode("text");
+    for call in [
+        "rdma_create_event_channel() = 0x",
+        "rdma_create_id(channel=0x",
+        "rdma_resolve_addr(id=0x",
+        "rdma_get_cm_event(channel=0x",
+        "(event_type=0)",
+        "rdma_ack_cm_event(event=0x",
+        "rdma_destroy_id(id=0x",
+    ] {
+        assert!(text.contains(call), "no {call:?} in the trace:\n{text}");
+    }
+    let chrome = decode("chrome");
+    let doc: serde_json::Value = serde_json::from_str(&chrome).expect("Chrome JSON");
+    let names: Vec<&str> = doc["traceEvents"]
+        .as_array()
+        .or_else(|| doc.as_array())
+        .expect("events")
+        .iter()
+        .filter_map(|e| e["name"].as_str())
+        .collect();
+    for n in ["rdma_get_cm_event", "rdma_ack_cm_event", "rdma_create_id"] {
+        assert!(names.contains(&n), "no {n} slice in {names:?}");
+    }
+}
