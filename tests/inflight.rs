@@ -42,6 +42,7 @@ const SCENARIOS: &[(&str, &[Finding])] = &[
     ("srq", &[("recv_reused", 1, "srq_again")]),
     ("unsignalled_tail", &[]),
     ("send_from_recv", &[]),
+    ("dereg_after_err", &[]),
 ];
 
 const RULES: [&str; 6] = [

@@ -137,6 +137,11 @@ pub unsafe extern "C" fn ibv_modify_qp(
                     {
                         super::interpose::teardown::qp_reset(qp, caller);
                     }
+                    if state == verbs_abi::ibv_qp_state::IBV_QPS_ERR as c_int
+                        && crate::checks::inflight()
+                    {
+                        super::interpose::teardown::qp_error(qp);
+                    }
                 }
                 errno.restore();
                 if !call.logging() {

@@ -59,6 +59,10 @@ const EXPECTED_INFLIGHT: &[(&str, &[&str])] = &[
     ("ib_send_bw", &["recv_reused"]),
     ("qperf", &["recv_reused", "teardown_qp", "teardown_cq"]),
     ("ucx_perftest", &["send_modified"]),
+    // librdmacm's own rsockets (the real kernel's rows; the sim's
+    // librdmacm has its own).
+    ("riostream", &["teardown_qp", "teardown_cq"]),
+    ("rstream", &["teardown_qp", "teardown_cq"]),
 ];
 
 /// Whether `rule` is one of `program`'s expected in-flight findings.

@@ -379,6 +379,11 @@ pub mod teardown {
         super::inflight::qp_reset(qp, site)
     }
 
+    /// `ibv_modify_qp` moved `qp` to ERR.
+    pub fn qp_error(qp: *mut ibv_qp) {
+        super::inflight::qp_error(qp)
+    }
+
     /// `ibv_destroy_srq(srq)`.
     pub fn srq(srq: *mut ibv_srq) {
         super::inflight::srq_destroying(srq)

@@ -28,6 +28,9 @@
  *                  polled (perftest's key exchange): the device changed
  *                  the bytes, not the program; run both ways round (the
  *                  receive's completion polled after, then before)
+ *   dereg_after_err ibv_dereg_mr of a posted receive's MR after its QP
+ *                  went to ERR (rping after rdma_disconnect): flushed, the
+ *                  device writes it no more
  *
  * Exits 0 having printed "<scenario> done"; 2 when it could not run. */
 #include "../fidelity/probe.h"
@@ -171,6 +174,17 @@ static void recv_reused(void)
 SITE static int dereg(struct ibv_mr *mr)
 {
 	NOTAIL(ibv_dereg_mr(mr));
+}
+
+static void dereg_after_err(void)
+{
+	NEED(recv_at(&b, mb->addr, 256, mb->lkey, 0xf0) == 0);
+	struct ibv_qp_attr at = { .qp_state = IBV_QPS_ERR };
+	NEED(ibv_modify_qp(b.qp, &at, IBV_QP_STATE) == 0);
+	void *buf = mb->addr;
+	NEED(ibv_dereg_mr(mb) == 0);
+	mb = ibv_reg_mr(p.pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE);
+	NEED(mb);
 }
 
 static void dereg_scenario(void)
@@ -318,7 +332,9 @@ int main(int argc, char **argv)
 		unsignalled_tail();
 		printf("%s done\n", s);
 		return 0;
-	} else if (strcmp(s, "send_from_recv") == 0)
+	} else if (strcmp(s, "dereg_after_err") == 0)
+		dereg_after_err();
+	else if (strcmp(s, "send_from_recv") == 0)
 		send_from_recv();
 	else if (strcmp(s, "reset") == 0)
 		reset();

@@ -27,7 +27,9 @@ mod table;
 mod teardown;
 
 pub(super) use ex::{ex_begun, ex_cancel, ex_done, ex_sges, ex_start};
-pub(super) use teardown::{cq_destroying, mr_going, qp_destroying, qp_reset, srq_destroying};
+pub(super) use teardown::{
+    cq_destroying, mr_going, qp_destroying, qp_error, qp_reset, srq_destroying,
+};
 
 use std::ffi::c_int;
 
@@ -201,7 +203,8 @@ fn overlaps(a: &ibv_sge, b: &ibv_sge) -> bool {
 /// outstanding receive of `rq`? Reported at `site` as `q`'s post of `w`.
 fn reused(rq: &Ring, s: &ibv_sge, q: Queue, w: &Wr, site: usize) {
     let Some(p) = rq.live().find(|&p| {
-        rq.get(p).flags & flag::WRITES != 0 && rq.sges(p).iter().any(|o| overlaps(o, s))
+        rq.get(p).flags & (flag::WRITES | flag::FLUSHED) == flag::WRITES
+            && rq.sges(p).iter().any(|o| overlaps(o, s))
     }) else {
         return;
     };

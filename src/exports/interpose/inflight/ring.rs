@@ -18,6 +18,9 @@ pub(super) mod flag {
     pub const SOURCE: u8 = 4;
     /// The NIC writes its SGEs (a receive, a READ, an atomic's result).
     pub const WRITES: u8 = 8;
+    /// Flushed: its QP went to ERR, and the device touches its buffers no
+    /// more (its completion, a flush, is still due).
+    pub const FLUSHED: u8 = 16;
 }
 
 /// One outstanding work request.

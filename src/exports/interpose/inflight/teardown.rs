@@ -83,6 +83,22 @@ pub(in crate::exports::interpose) fn qp_reset(qp: *mut ibv_qp, site: usize) {
     }
 }
 
+/// `ibv_modify_qp` to ERR succeeded: the device flushes the QP's own
+/// queues and touches none of their buffers again (an SRQ's receives stay
+/// posted); their completions stay due.
+pub(in crate::exports::interpose) fn qp_error(qp: *mut ibv_qp) {
+    if let Some(t) = table::find(qp as usize) {
+        for ring in [&t.sq, &t.rq] {
+            ring.with(|r| {
+                for p in r.tail..r.head {
+                    let e = r.get_mut(p);
+                    e.flags = (e.flags | flag::FLUSHED) & !flag::SOURCE;
+                }
+            });
+        }
+    }
+}
+
 /// `ibv_destroy_cq` at `site`, before it is forwarded.
 pub(in crate::exports::interpose) fn cq_destroying(cq: *mut ibv_cq, site: usize) {
     let Some(d) = table::due(cq as usize) else {
@@ -131,7 +147,10 @@ pub(in crate::exports::interpose) fn mr_going(mr: *mut ibv_mr, verb: &'static st
             ring.with(|r| {
                 let using: Vec<u64> = r
                     .live()
-                    .filter(|&p| r.sges(p).iter().any(|s| s.lkey == lkey))
+                    .filter(|&p| {
+                        r.get(p).flags & flag::FLUSHED == 0
+                            && r.sges(p).iter().any(|s| s.lkey == lkey)
+                    })
                     .collect();
                 if let (Some(&p), false) = (using.first(), reported) {
                     reported = true;
