@@ -142,7 +142,7 @@ macro_rules! declare {
             [$($arg: $t => $show),*] [$($x: $xt => $xshow),*] $rt => $res [$($rx: $rxt)?]);
         // The export the shim writes (`exports/`) has the declared signature.
         const _: unsafe extern "C" fn($($t),*) -> $rt = $crate::exports::all::$name;
-        declare!(@forward $lib $slot [$($arg: $t => $show),*] [$($x),*] $rt => $res [$($rx)?]);
+        declare!(@forward $lib $slot [$($arg: $t => $show),*] [$($x: $xt),*] $rt => $res [$($rx)?]);
         declare!(@made $res $slot [$($arg: $t => $show),*] [$($x),*] $rt);
         declare!(@destroys $res $slot [$($arg: $t => $show),*] [$($x),*]);
     };
@@ -231,6 +231,23 @@ macro_rules! declare {
                 check: impl FnOnce() -> Result<(), $crate::guard::Refused>,
                 $($arg: $t),*
             ) -> Result<declare!(@convention_ty $res $rt), $crate::guard::Refused> {
+                // SAFETY: the caller's contract.
+                unsafe { Self::forward_then(check, |_| {}, $($arg),*) }
+            }
+
+            /// [`Self::forward`], with `after` given the real result
+            /// before it is recorded (an export's tracking); not run when
+            /// the real library calls its own export.
+            ///
+            /// # Safety
+            /// As [`Self::forward`].
+            #[inline(always)]
+            #[allow(clippy::too_many_arguments)]
+            pub unsafe fn forward_then(
+                check: impl FnOnce() -> Result<(), $crate::guard::Refused>,
+                after: impl FnOnce(&$rt),
+                $($arg: $t),*
+            ) -> Result<declare!(@convention_ty $res $rt), $crate::guard::Refused> {
                 let real = Self::get()?;
                 declare!(@forward_fn $lib)(
                     check,
@@ -238,9 +255,51 @@ macro_rules! declare {
                     // arguments, to the real function of the declared
                     // (the C API's) signature.
                     || unsafe { real.call($($arg),*) },
-                    // SAFETY: the arguments as the program passed them and
-                    // the result as the real function returned it.
-                    |call, r| unsafe { Self::done(call, $($arg,)* *r, declare!(@failed $res r)) },
+                    |call, r| {
+                        after(r);
+                        // SAFETY: the arguments as the program passed them
+                        // and the result as the real function returned it.
+                        unsafe { Self::done(call, $($arg,)* *r, declare!(@failed $res r)) }
+                    },
+                )
+                .map(declare!(@convention $res))
+            }
+        }
+    };
+    // An export that records words of its own (what it made): `extra`
+    // computes them from the real result, as the export tracks it.
+    (@forward $lib:ident $slot:ident [$($arg:ident: $t:ty => $show:tt),*] [$($x:ident: $xt:ty),+] $rt:ty => $res:ident []) => {
+        impl $crate::real::slots::$slot {
+            /// The program's call forwarded as [`Self::done`] records it:
+            /// the real function (unless a fault rule fails the call)
+            /// after `check`, then `extra` given the real result (the
+            /// export's tracking, which returns the words it adds to the
+            /// record), recorded and logged; the result in the verb's C
+            /// convention. Not tracked when the real library calls its
+            /// own export.
+            ///
+            /// # Safety
+            /// The arguments are the program's, as the C API takes them.
+            #[inline(always)]
+            #[allow(clippy::too_many_arguments)]
+            pub unsafe fn forward_with(
+                check: impl FnOnce() -> Result<(), $crate::guard::Refused>,
+                extra: impl FnOnce(&$rt) -> ($($xt,)+),
+                $($arg: $t),*
+            ) -> Result<declare!(@convention_ty $res $rt), $crate::guard::Refused> {
+                let real = Self::get()?;
+                declare!(@forward_fn $lib)(
+                    check,
+                    // SAFETY: the caller's contract: the program's own
+                    // arguments, to the real function of the declared
+                    // (the C API's) signature.
+                    || unsafe { real.call($($arg),*) },
+                    |call, r| {
+                        let ($($x,)+) = extra(r);
+                        // SAFETY: the arguments as the program passed them
+                        // and the result as the real function returned it.
+                        unsafe { Self::done(call, $($arg,)* $($x,)+ *r, declare!(@failed $res r)) }
+                    },
                 )
                 .map(declare!(@convention $res))
             }

@@ -86,25 +86,43 @@ unsafe fn made_id(id: *mut rdma_cm_id, site: usize, via: &'static str) {
     cm::id_made(id as usize, ch as usize, ps, qp as usize, site, via);
 }
 
+/// The id a create wrote through `out` when it returned `rc` (its
+/// tracking, `via` the create, and the record's extra word).
+fn made_through(
+    out: *mut *mut rdma_cm_id,
+    site: usize,
+    via: &'static str,
+) -> impl FnOnce(&c_int) -> (*mut rdma_cm_id,) {
+    move |&rc| {
+        // SAFETY: `out` is the program's out pointer, written on success.
+        let made = unsafe { written(rc, out) };
+        // SAFETY: an id librdmacm just returned (or NULL).
+        unsafe { made_id(made, site, via) };
+        (made,)
+    }
+}
+
+/// A destroyed id leaves the tracking.
+fn id_gone(id: *mut rdma_cm_id) {
+    cm::with(|s| {
+        s.ids.remove(&(id as usize));
+        s.qp_destroyed.remove(&(id as usize));
+    });
+}
+
 /// `rdma_create_event_channel(3)`.
 #[no_mangle]
 pub unsafe extern "C" fn rdma_create_event_channel() -> *mut rdma_event_channel {
     let caller = crate::caller!();
-    RdmaCreateEventChannel::export(|| {
-        let real = RdmaCreateEventChannel::get()?;
-        // SAFETY: no arguments.
-        forward(
-            || Ok(()),
-            || unsafe { real.call() },
-            |call, &ch| {
-                if !ch.is_null() {
-                    // SAFETY: a channel librdmacm just returned.
-                    cm::channel_made(ch as usize, unsafe { (*ch).fd }, caller);
-                }
-                // SAFETY: the result as the real function returned it.
-                unsafe { RdmaCreateEventChannel::done(call, ch, ch.is_null()) }
-            },
-        )
+    let made = |&ch: &*mut rdma_event_channel| {
+        if !ch.is_null() {
+            // SAFETY: a channel librdmacm just returned.
+            cm::channel_made(ch as usize, unsafe { (*ch).fd }, caller);
+        }
+    };
+    // SAFETY: no arguments.
+    RdmaCreateEventChannel::export(|| unsafe {
+        RdmaCreateEventChannel::forward_then(|| Ok(()), made)
     })
 }
 
@@ -112,22 +130,16 @@ pub unsafe extern "C" fn rdma_create_event_channel() -> *mut rdma_event_channel 
 #[no_mangle]
 pub unsafe extern "C" fn rdma_destroy_event_channel(channel: *mut rdma_event_channel) {
     RdmaDestroyEventChannel::export(|| {
-        let real = RdmaDestroyEventChannel::get()?;
         let token = if nested() {
             0
         } else {
             diagnose::before_destroy("rdma_destroy_event_channel", channel as usize, false)
         };
+        let gone = |_: &()| {
+            cm::with(|s| s.channels.remove(&(channel as usize)));
+        };
         // SAFETY: the program's argument.
-        let r = forward(
-            || Ok(()),
-            || unsafe { real.call(channel) },
-            |call, _| {
-                cm::with(|s| s.channels.remove(&(channel as usize)));
-                // SAFETY: the program's argument.
-                unsafe { RdmaDestroyEventChannel::done(call, channel, (), false) }
-            },
-        );
+        let r = unsafe { RdmaDestroyEventChannel::forward_then(|| Ok(()), gone, channel) };
         diagnose::destroy_done(token);
         r
     })
@@ -142,22 +154,16 @@ pub unsafe extern "C" fn rdma_create_id(
     ps: u32,
 ) -> c_int {
     let caller = crate::caller!();
-    RdmaCreateId::export(|| {
-        let real = RdmaCreateId::get()?;
-        forward(
+    // SAFETY: the program's arguments.
+    RdmaCreateId::export(|| unsafe {
+        RdmaCreateId::forward_with(
             || Ok(()),
-            // SAFETY: the program's arguments.
-            || unsafe { real.call(channel, id, context, ps) },
-            |call, &rc| {
-                // SAFETY: `id` is the program's out pointer, written on success.
-                let made = unsafe { written(rc, id) };
-                // SAFETY: an id librdmacm just returned.
-                unsafe { made_id(made, caller, "rdma_create_id") };
-                // SAFETY: the program's arguments and the real result.
-                unsafe { RdmaCreateId::done(call, channel, id, context, ps, made, rc, rc != 0) }
-            },
+            made_through(id, caller, "rdma_create_id"),
+            channel,
+            id,
+            context,
+            ps,
         )
-        .map(MinusOne)
     })
 }
 
@@ -166,30 +172,21 @@ pub unsafe extern "C" fn rdma_create_id(
 pub unsafe extern "C" fn rdma_destroy_id(id: *mut rdma_cm_id) -> c_int {
     let caller = crate::caller!();
     RdmaDestroyId::export(|| {
-        let real = RdmaDestroyId::get()?;
         let token = if nested() {
             0
         } else {
             diagnose::id_with_qp(id as usize, id_word(id, QP), caller);
             diagnose::before_destroy("rdma_destroy_id", id as usize, true)
         };
-        let r = forward(
-            || Ok(()),
-            // SAFETY: the program's argument.
-            || unsafe { real.call(id) },
-            |call, &rc| {
-                if rc == 0 {
-                    cm::with(|s| {
-                        s.ids.remove(&(id as usize));
-                        s.qp_destroyed.remove(&(id as usize));
-                    });
-                }
-                // SAFETY: the program's argument and the real result.
-                unsafe { RdmaDestroyId::done(call, id, rc, rc != 0) }
-            },
-        );
+        let gone = |&rc: &c_int| {
+            if rc == 0 {
+                id_gone(id);
+            }
+        };
+        // SAFETY: the program's argument.
+        let r = unsafe { RdmaDestroyId::forward_then(|| Ok(()), gone, id) };
         diagnose::destroy_done(token);
-        r.map(MinusOne)
+        r
     })
 }
 
@@ -244,28 +241,31 @@ pub unsafe extern "C" fn rdma_get_cm_event(
     })
 }
 
-/// `rdma_ack_cm_event(3)`.
+/// `rdma_ack_cm_event(3)`: a second ack of an event refused (librdmacm
+/// would free it twice).
 #[no_mangle]
 pub unsafe extern "C" fn rdma_ack_cm_event(event: *mut rdma_cm_event) -> c_int {
     let caller = crate::caller!();
-    RdmaAckCmEvent::export(|| {
-        let real = RdmaAckCmEvent::get()?;
-        forward(
-            || {
-                if diagnose::ack(event as usize, caller) {
-                    Ok(())
-                } else {
-                    crate::guard::set_errno(libc::EINVAL);
-                    Err(Refused(libc::EINVAL))
-                }
-            },
-            // SAFETY: the program's argument.
-            || unsafe { real.call(event) },
-            // SAFETY: the program's argument and the real result.
-            |call, &rc| unsafe { RdmaAckCmEvent::done(call, event, rc, rc != 0) },
-        )
-        .map(MinusOne)
-    })
+    let check = || {
+        if diagnose::ack(event as usize, caller) {
+            Ok(())
+        } else {
+            crate::guard::set_errno(libc::EINVAL);
+            Err(Refused(libc::EINVAL))
+        }
+    };
+    // SAFETY: the program's argument.
+    RdmaAckCmEvent::export(|| unsafe { RdmaAckCmEvent::forward(check, event) })
+}
+
+/// The QP an id has after a create that returned `rc`, as the id's
+/// tracking and the record's extra word.
+fn qp_made(id: *mut rdma_cm_id) -> impl FnOnce(&c_int) -> (*mut ibv_qp,) {
+    move |&rc| {
+        let qp = if rc == 0 { id_word(id, QP) } else { 0 };
+        cm::set_qp(id as usize, qp);
+        (qp as *mut ibv_qp,)
+    }
 }
 
 /// `rdma_create_qp(3)`.
@@ -275,22 +275,9 @@ pub unsafe extern "C" fn rdma_create_qp(
     pd: *mut ibv_pd,
     qp_init_attr: *mut ibv_qp_init_attr,
 ) -> c_int {
-    RdmaCreateQp::export(|| {
-        let real = RdmaCreateQp::get()?;
-        forward(
-            || Ok(()),
-            // SAFETY: the program's arguments.
-            || unsafe { real.call(id, pd, qp_init_attr) },
-            |call, &rc| {
-                let qp = if rc == 0 { id_word(id, QP) } else { 0 };
-                cm::set_qp(id as usize, qp);
-                // SAFETY: the program's arguments and the real result.
-                unsafe {
-                    RdmaCreateQp::done(call, id, pd, qp_init_attr, qp as *mut ibv_qp, rc, rc != 0)
-                }
-            },
-        )
-        .map(MinusOne)
+    // SAFETY: the program's arguments.
+    RdmaCreateQp::export(|| unsafe {
+        RdmaCreateQp::forward_with(|| Ok(()), qp_made(id), id, pd, qp_init_attr)
     })
 }
 
@@ -300,45 +287,26 @@ pub unsafe extern "C" fn rdma_create_qp_ex(
     id: *mut rdma_cm_id,
     qp_init_attr: *mut ibv_qp_init_attr_ex,
 ) -> c_int {
-    RdmaCreateQpEx::export(|| {
-        let real = RdmaCreateQpEx::get()?;
-        forward(
-            || Ok(()),
-            // SAFETY: the program's arguments.
-            || unsafe { real.call(id, qp_init_attr) },
-            |call, &rc| {
-                let qp = if rc == 0 { id_word(id, QP) } else { 0 };
-                cm::set_qp(id as usize, qp);
-                // SAFETY: the program's arguments and the real result.
-                unsafe {
-                    RdmaCreateQpEx::done(call, id, qp_init_attr, qp as *mut ibv_qp, rc, rc != 0)
-                }
-            },
-        )
-        .map(MinusOne)
+    // SAFETY: the program's arguments.
+    RdmaCreateQpEx::export(|| unsafe {
+        RdmaCreateQpEx::forward_with(|| Ok(()), qp_made(id), id, qp_init_attr)
     })
 }
 
-/// `rdma_destroy_qp(3)`.
+/// `rdma_destroy_qp(3)`: a second destroy of an id's QP refused
+/// (librdmacm would destroy it twice).
 #[no_mangle]
 pub unsafe extern "C" fn rdma_destroy_qp(id: *mut rdma_cm_id) {
     let caller = crate::caller!();
-    RdmaDestroyQp::export(|| {
-        let real = RdmaDestroyQp::get()?;
-        forward(
-            || {
-                if diagnose::destroy_qp(id as usize, id_word(id, QP), caller) {
-                    Ok(())
-                } else {
-                    Err(Refused(libc::EINVAL))
-                }
-            },
-            // SAFETY: the program's argument.
-            || unsafe { real.call(id) },
-            // SAFETY: the program's argument.
-            |call, _| unsafe { RdmaDestroyQp::done(call, id, (), false) },
-        )
-    })
+    let check = || {
+        if diagnose::destroy_qp(id as usize, id_word(id, QP), caller) {
+            Ok(())
+        } else {
+            Err(Refused(libc::EINVAL))
+        }
+    };
+    // SAFETY: the program's argument.
+    RdmaDestroyQp::export(|| unsafe { RdmaDestroyQp::forward(check, id) })
 }
 
 /// `rdma_create_ep(3)`.
@@ -350,22 +318,16 @@ pub unsafe extern "C" fn rdma_create_ep(
     qp_init_attr: *mut ibv_qp_init_attr,
 ) -> c_int {
     let caller = crate::caller!();
-    RdmaCreateEp::export(|| {
-        let real = RdmaCreateEp::get()?;
-        forward(
+    // SAFETY: the program's arguments.
+    RdmaCreateEp::export(|| unsafe {
+        RdmaCreateEp::forward_with(
             || Ok(()),
-            // SAFETY: the program's arguments.
-            || unsafe { real.call(id, res, pd, qp_init_attr) },
-            |call, &rc| {
-                // SAFETY: `id` is the program's out pointer, written on success.
-                let made = unsafe { written(rc, id) };
-                // SAFETY: an id librdmacm just returned.
-                unsafe { made_id(made, caller, "rdma_create_ep") };
-                // SAFETY: the program's arguments and the real result.
-                unsafe { RdmaCreateEp::done(call, id, res, pd, qp_init_attr, made, rc, rc != 0) }
-            },
+            made_through(id, caller, "rdma_create_ep"),
+            id,
+            res,
+            pd,
+            qp_init_attr,
         )
-        .map(MinusOne)
     })
 }
 
@@ -373,25 +335,13 @@ pub unsafe extern "C" fn rdma_create_ep(
 #[no_mangle]
 pub unsafe extern "C" fn rdma_destroy_ep(id: *mut rdma_cm_id) {
     RdmaDestroyEp::export(|| {
-        let real = RdmaDestroyEp::get()?;
         let token = if nested() {
             0
         } else {
             diagnose::before_destroy("rdma_destroy_ep", id as usize, true)
         };
         // SAFETY: the program's argument.
-        let r = forward(
-            || Ok(()),
-            || unsafe { real.call(id) },
-            |call, _| {
-                cm::with(|s| {
-                    s.ids.remove(&(id as usize));
-                    s.qp_destroyed.remove(&(id as usize));
-                });
-                // SAFETY: the program's argument.
-                unsafe { RdmaDestroyEp::done(call, id, (), false) }
-            },
-        );
+        let r = unsafe { RdmaDestroyEp::forward_then(|| Ok(()), |_| id_gone(id), id) };
         diagnose::destroy_done(token);
         r
     })
@@ -404,31 +354,20 @@ pub unsafe extern "C" fn rdma_get_request(
     id: *mut *mut rdma_cm_id,
 ) -> c_int {
     let caller = crate::caller!();
-    RdmaGetRequest::export(|| {
-        let real = RdmaGetRequest::get()?;
-        forward(
-            || Ok(()),
-            // SAFETY: the program's arguments.
-            || unsafe { real.call(listen, id) },
-            |call, &rc| {
-                // SAFETY: `id` is the program's out pointer, written on success.
-                let made = unsafe { written(rc, id) };
-                // SAFETY: an id librdmacm just returned.
-                unsafe { made_id(made, caller, "rdma_get_request") };
-                if !made.is_null() {
-                    cm::with(|s| {
-                        if let Some(i) = s.ids.get_mut(&(made as usize)) {
-                            i.listener = listen as usize;
-                            i.state = "CONNECT_REQUEST";
-                        }
-                    });
+    let made = move |rc: &c_int| {
+        let (made,) = made_through(id, caller, "rdma_get_request")(rc);
+        if !made.is_null() {
+            cm::with(|s| {
+                if let Some(i) = s.ids.get_mut(&(made as usize)) {
+                    i.listener = listen as usize;
+                    i.state = "CONNECT_REQUEST";
                 }
-                // SAFETY: the program's arguments and the real result.
-                unsafe { RdmaGetRequest::done(call, listen, id, made, rc, rc != 0) }
-            },
-        )
-        .map(MinusOne)
-    })
+            });
+        }
+        (made,)
+    };
+    // SAFETY: the program's arguments.
+    RdmaGetRequest::export(|| unsafe { RdmaGetRequest::forward_with(|| Ok(()), made, listen, id) })
 }
 
 /// `rdma_migrate_id(3)`.
@@ -437,55 +376,40 @@ pub unsafe extern "C" fn rdma_migrate_id(
     id: *mut rdma_cm_id,
     channel: *mut rdma_event_channel,
 ) -> c_int {
-    RdmaMigrateId::export(|| {
-        let real = RdmaMigrateId::get()?;
-        forward(
-            || Ok(()),
-            // SAFETY: the program's arguments.
-            || unsafe { real.call(id, channel) },
-            |call, &rc| {
-                if rc == 0 {
-                    cm::migrated(id as usize, id_word(id, CHANNEL));
-                }
-                // SAFETY: the program's arguments and the real result.
-                unsafe { RdmaMigrateId::done(call, id, channel, rc, rc != 0) }
-            },
-        )
-        .map(MinusOne)
-    })
+    let moved = |&rc: &c_int| {
+        if rc == 0 {
+            cm::migrated(id as usize, id_word(id, CHANNEL));
+        }
+    };
+    // SAFETY: the program's arguments.
+    RdmaMigrateId::export(|| unsafe { RdmaMigrateId::forward_then(|| Ok(()), moved, id, channel) })
 }
 
 /// `rdma_listen(3)`.
 #[no_mangle]
 pub unsafe extern "C" fn rdma_listen(id: *mut rdma_cm_id, backlog: c_int) -> c_int {
-    RdmaListen::export(|| {
-        let real = RdmaListen::get()?;
-        forward(
-            || Ok(()),
-            // SAFETY: the program's arguments.
-            || unsafe { real.call(id, backlog) },
-            |call, &rc| {
-                if rc == 0 {
-                    cm::set_state(id as usize, "LISTENING", None);
-                }
-                // SAFETY: the program's arguments and the real result.
-                unsafe { RdmaListen::done(call, id, backlog, rc, rc != 0) }
-            },
-        )
-        .map(MinusOne)
-    })
+    let listening = |&rc: &c_int| {
+        if rc == 0 {
+            cm::set_state(id as usize, "LISTENING", None);
+        }
+    };
+    // SAFETY: the program's arguments.
+    RdmaListen::export(|| unsafe { RdmaListen::forward_then(|| Ok(()), listening, id, backlog) })
 }
 
 /// A synchronous id (no channel of the program's: librdmacm waits for its
 /// events itself) is connected when connect or accept returns 0.
-fn connected_if_sync(id: *mut rdma_cm_id) {
-    let sync = cm::with(|s| {
-        s.ids
-            .get(&(id as usize))
-            .is_some_and(|i| !s.channels.contains_key(&i.channel))
-    });
-    if sync {
-        cm::set_state(id as usize, "ESTABLISHED", Some(true));
+fn connected_if_sync(id: *mut rdma_cm_id) -> impl FnOnce(&c_int) {
+    move |&rc| {
+        let sync = rc == 0
+            && cm::with(|s| {
+                s.ids
+                    .get(&(id as usize))
+                    .is_some_and(|i| !s.channels.contains_key(&i.channel))
+            });
+        if sync {
+            cm::set_state(id as usize, "ESTABLISHED", Some(true));
+        }
     }
 }
 
@@ -495,21 +419,9 @@ pub unsafe extern "C" fn rdma_connect(
     id: *mut rdma_cm_id,
     conn_param: *mut rdma_conn_param,
 ) -> c_int {
-    RdmaConnect::export(|| {
-        let real = RdmaConnect::get()?;
-        forward(
-            || Ok(()),
-            // SAFETY: the program's arguments.
-            || unsafe { real.call(id, conn_param) },
-            |call, &rc| {
-                if rc == 0 {
-                    connected_if_sync(id);
-                }
-                // SAFETY: the program's arguments and the real result.
-                unsafe { RdmaConnect::done(call, id, conn_param, rc, rc != 0) }
-            },
-        )
-        .map(MinusOne)
+    // SAFETY: the program's arguments.
+    RdmaConnect::export(|| unsafe {
+        RdmaConnect::forward_then(|| Ok(()), connected_if_sync(id), id, conn_param)
     })
 }
 
@@ -519,42 +431,22 @@ pub unsafe extern "C" fn rdma_accept(
     id: *mut rdma_cm_id,
     conn_param: *mut rdma_conn_param,
 ) -> c_int {
-    RdmaAccept::export(|| {
-        let real = RdmaAccept::get()?;
-        forward(
-            || Ok(()),
-            // SAFETY: the program's arguments.
-            || unsafe { real.call(id, conn_param) },
-            |call, &rc| {
-                if rc == 0 {
-                    connected_if_sync(id);
-                }
-                // SAFETY: the program's arguments and the real result.
-                unsafe { RdmaAccept::done(call, id, conn_param, rc, rc != 0) }
-            },
-        )
-        .map(MinusOne)
+    // SAFETY: the program's arguments.
+    RdmaAccept::export(|| unsafe {
+        RdmaAccept::forward_then(|| Ok(()), connected_if_sync(id), id, conn_param)
     })
 }
 
-/// `rdma_disconnect(3)`.
+/// `rdma_disconnect(3)`: one of an id that is not connected is said.
 #[no_mangle]
 pub unsafe extern "C" fn rdma_disconnect(id: *mut rdma_cm_id) -> c_int {
     let caller = crate::caller!();
-    RdmaDisconnect::export(|| {
-        let real = RdmaDisconnect::get()?;
-        forward(
-            || {
-                diagnose::disconnect(id as usize, caller);
-                Ok(())
-            },
-            // SAFETY: the program's argument.
-            || unsafe { real.call(id) },
-            // SAFETY: the program's argument and the real result.
-            |call, &rc| unsafe { RdmaDisconnect::done(call, id, rc, rc != 0) },
-        )
-        .map(MinusOne)
-    })
+    let check = || {
+        diagnose::disconnect(id as usize, caller);
+        Ok(())
+    };
+    // SAFETY: the program's argument.
+    RdmaDisconnect::export(|| unsafe { RdmaDisconnect::forward(check, id) })
 }
 
 /// `rdma_getaddrinfo(3)`.
@@ -566,79 +458,45 @@ pub unsafe extern "C" fn rdma_getaddrinfo(
     res: *mut *mut rdma_addrinfo,
 ) -> c_int {
     let caller = crate::caller!();
-    RdmaGetaddrinfo::export(|| {
-        let real = RdmaGetaddrinfo::get()?;
-        forward(
-            || Ok(()),
-            // SAFETY: the program's arguments.
-            || unsafe { real.call(node, service, hints, res) },
-            |call, &rc| {
-                // SAFETY: `res` is the program's out pointer, written on success.
-                let list = unsafe { written(rc, res) };
-                if !list.is_null() {
-                    cm::list_made(list as usize, ListKind::AddrInfo, caller);
-                }
-                // SAFETY: the program's arguments and the real result.
-                unsafe { RdmaGetaddrinfo::done(call, node, service, hints, res, list, rc, rc != 0) }
-            },
-        )
-        .map(MinusOne)
+    let made = move |&rc: &c_int| {
+        // SAFETY: `res` is the program's out pointer, written on success.
+        let list = unsafe { written(rc, res) };
+        if !list.is_null() {
+            cm::list_made(list as usize, ListKind::AddrInfo, caller);
+        }
+        (list,)
+    };
+    // SAFETY: the program's arguments.
+    RdmaGetaddrinfo::export(|| unsafe {
+        RdmaGetaddrinfo::forward_with(|| Ok(()), made, node, service, hints, res)
     })
 }
 
 /// `rdma_freeaddrinfo(3)`.
 #[no_mangle]
 pub unsafe extern "C" fn rdma_freeaddrinfo(res: *mut rdma_addrinfo) {
-    RdmaFreeaddrinfo::export(|| {
-        let real = RdmaFreeaddrinfo::get()?;
-        // SAFETY: the program's argument.
-        forward(
-            || Ok(()),
-            || unsafe { real.call(res) },
-            |call, _| {
-                cm::list_freed(res as usize);
-                // SAFETY: the program's argument.
-                unsafe { RdmaFreeaddrinfo::done(call, res, (), false) }
-            },
-        )
-    })
+    let freed = |_: &()| cm::list_freed(res as usize);
+    // SAFETY: the program's argument.
+    RdmaFreeaddrinfo::export(|| unsafe { RdmaFreeaddrinfo::forward_then(|| Ok(()), freed, res) })
 }
 
 /// `rdma_get_devices(3)`.
 #[no_mangle]
 pub unsafe extern "C" fn rdma_get_devices(num_devices: *mut c_int) -> *mut *mut ibv_context {
     let caller = crate::caller!();
-    RdmaGetDevices::export(|| {
-        let real = RdmaGetDevices::get()?;
-        // SAFETY: the program's argument.
-        forward(
-            || Ok(()),
-            || unsafe { real.call(num_devices) },
-            |call, &list| {
-                if !list.is_null() {
-                    cm::list_made(list as usize, ListKind::Devices, caller);
-                }
-                // SAFETY: the program's argument and the real result.
-                unsafe { RdmaGetDevices::done(call, num_devices, list, list.is_null()) }
-            },
-        )
-    })
+    let made = |&list: &*mut *mut ibv_context| {
+        if !list.is_null() {
+            cm::list_made(list as usize, ListKind::Devices, caller);
+        }
+    };
+    // SAFETY: the program's argument.
+    RdmaGetDevices::export(|| unsafe { RdmaGetDevices::forward_then(|| Ok(()), made, num_devices) })
 }
 
 /// `rdma_free_devices(3)`.
 #[no_mangle]
 pub unsafe extern "C" fn rdma_free_devices(list: *mut *mut ibv_context) {
-    RdmaFreeDevices::export(|| {
-        let real = RdmaFreeDevices::get()?;
-        // SAFETY: the program's argument.
-        forward(
-            || Ok(()),
-            || unsafe { real.call(list) },
-            |call, _| {
-                cm::list_freed(list as usize);
-                // SAFETY: the program's argument.
-                unsafe { RdmaFreeDevices::done(call, list, (), false) }
-            },
-        )
-    })
+    let freed = |_: &()| cm::list_freed(list as usize);
+    // SAFETY: the program's argument.
+    RdmaFreeDevices::export(|| unsafe { RdmaFreeDevices::forward_then(|| Ok(()), freed, list) })
 }
