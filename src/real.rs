@@ -462,8 +462,14 @@ fn load() -> Option<*mut c_void> {
 
 /// The file a handle was loaded from.
 fn describe(h: *mut c_void) -> String {
+    loaded_from(h, c"ibv_get_device_list", c"IBVERBS_1.1")
+}
+
+/// The file a handle was loaded from, found by one of its symbols
+/// (`name` at `version`).
+pub(crate) fn loaded_from(h: *mut c_void, name: &CStr, version: &CStr) -> String {
     // SAFETY: h is a live handle; the names are NUL-terminated.
-    let sym = unsafe { libc::dlvsym(h, c"ibv_get_device_list".as_ptr(), c"IBVERBS_1.1".as_ptr()) };
+    let sym = unsafe { libc::dlvsym(h, name.as_ptr(), version.as_ptr()) };
     // SAFETY: an all-zero Dl_info is valid; dladdr only writes it.
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
     // SAFETY: sym is an address in h (or NULL, which dladdr rejects).

@@ -181,16 +181,5 @@ fn load() -> Option<*mut c_void> {
 
 /// The file a handle was loaded from.
 fn describe(h: *mut c_void) -> String {
-    // SAFETY: h is a live handle; the names are NUL-terminated.
-    let sym = unsafe { libc::dlvsym(h, c"rdma_create_id".as_ptr(), c"RDMACM_1.0".as_ptr()) };
-    // SAFETY: an all-zero Dl_info is valid; dladdr only writes it.
-    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
-    // SAFETY: sym is an address in h (or NULL, which dladdr rejects).
-    if !sym.is_null() && unsafe { libc::dladdr(sym, &mut info) } != 0 && !info.dli_fname.is_null() {
-        // SAFETY: dladdr filled dli_fname with a valid C string.
-        return unsafe { CStr::from_ptr(info.dli_fname) }
-            .to_string_lossy()
-            .into_owned();
-    }
-    "(unknown file)".into()
+    super::loaded_from(h, c"rdma_create_id", c"RDMACM_1.0")
 }
