@@ -225,12 +225,27 @@ pub fn forward<R>(
     forward: impl FnOnce() -> R,
     log: impl FnOnce(&Call, &R),
 ) -> Result<R, Refused> {
-    if nested() {
+    forward_marked(nested(), inside, check, forward, log)
+}
+
+/// The shape [`forward`] and the connection manager's `cm::forward`
+/// share: `nested` (the real library calling its own export) only
+/// forwards; else `check`, the call run through `mark` (which marks it as
+/// inside the real library), then `log`.
+#[inline(always)]
+pub fn forward_marked<R, F: FnOnce() -> R>(
+    nested: bool,
+    mark: impl FnOnce(F) -> R,
+    check: impl FnOnce() -> Result<(), Refused>,
+    forward: F,
+    log: impl FnOnce(&Call, &R),
+) -> Result<R, Refused> {
+    if nested {
         return Ok(forward());
     }
     check()?;
     let call = Call::begin();
-    let r = inside(forward);
+    let r = mark(forward);
     log(&call, &r);
     Ok(r)
 }

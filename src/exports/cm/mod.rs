@@ -31,14 +31,13 @@ pub fn forward<R>(
     forward: impl FnOnce() -> R,
     log: impl FnOnce(&Call, &R),
 ) -> Result<R, Refused> {
-    if crate::thread::cm_nested() {
-        return Ok(forward());
-    }
-    check()?;
-    let call = Call::begin();
-    let r = crate::thread::cm_inside(forward);
-    log(&call, &r);
-    Ok(r)
+    super::forward_marked(
+        crate::thread::cm_nested(),
+        crate::thread::cm_inside,
+        check,
+        forward,
+        log,
+    )
 }
 
 /// Is this call librdmacm's own (nested in a forwarded `rdma_*` call)?
