@@ -24,6 +24,33 @@ fn mistakes() -> PathBuf {
     )
 }
 
+/// `mistakes.c:N`, N the line of the `nth` (from 1) line of mistakes.c
+/// holding `code`: the sites the report must name.
+fn site(code: &str, nth: usize) -> String {
+    let src = std::fs::read_to_string(repo_dir().join("tests/c/cm_audit/mistakes.c")).unwrap();
+    let line = src
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.contains(code))
+        .nth(nth - 1)
+        .unwrap_or_else(|| panic!("no {code:?} (#{nth}) in mistakes.c"))
+        .0;
+    format!("mistakes.c:{}", line + 1)
+}
+
+/// The line number of a `site`.
+fn line_no(site: &str) -> u64 {
+    site.rsplit(':').next().unwrap().parse().unwrap()
+}
+
+/// The sites of the `leak` scenario's id and channel.
+fn leak_id() -> String {
+    site("rdma_create_id(ch, &id", 2)
+}
+fn leak_channel() -> String {
+    site("ch = rdma_create_event_channel()", 2)
+}
+
 /// The program on its own fabric of the sim, with its librdmacm.
 fn command(scenario: &str, tag: &str) -> (Command, Fabric) {
     let fabric = Fabric(fabric_name("cmaudit", tag));
@@ -82,7 +109,7 @@ fn leaked_id_and_channel_are_reported_with_their_sites() {
             "cm_id 0x",
             "port space TCP",
             "made by rdma_create_id at main",
-            "mistakes.c:69",
+            &leak_id(),
         ],
     );
     warn_with(
@@ -90,7 +117,7 @@ fn leaked_id_and_channel_are_reported_with_their_sites() {
         &[
             "event channel 0x",
             "made by rdma_create_event_channel at main",
-            "mistakes.c:66",
+            &leak_channel(),
         ],
     );
 }
@@ -108,11 +135,7 @@ fn the_dropin_librdmacm_forwards_and_audits() {
     assert_eq!(out.status.code(), Some(0), "{}{err}", stdout(&out));
     warn_with(
         &err,
-        &[
-            "cm_id 0x",
-            "made by rdma_create_id at main",
-            "mistakes.c:69",
-        ],
+        &["cm_id 0x", "made by rdma_create_id at main", &leak_id()],
     );
 }
 
@@ -169,7 +192,7 @@ fn unacked_event_is_diagnosed_before_destroy_blocks() {
             "rdma_destroy_id(id=0x",
             "with events fetched and never acked: event ADDR_RESOLVED",
             "fetched at resolved",
-            "mistakes.c:51",
+            &site("rdma_get_cm_event(ch, &ev)", 1),
             "blocks",
         ],
     );
@@ -218,6 +241,98 @@ fn id_destroyed_before_its_qp_is_diagnosed() {
     warn_with(&err, &["qp 0x", "qp_num="]);
 }
 
+/// The verbs objects that belong with a leaked id are named under it: the
+/// CQs and completion channels rdma_create_qp made (the program gave
+/// none), the QP's PD and the buffer rdma_reg_msgs registered on it; in
+/// the text report (each line right after its id) and in the JSON report's
+/// `verbs` of the cm_id, by the addresses the program printed.
+#[test]
+fn what_librdmacm_made_for_an_id_is_listed_under_it() {
+    let dir = TempDir::new("cm-audit-verbs");
+    let report = dir.join("leak.json");
+    let (mut c, _fabric) = command("id_verbs", "id_verbs");
+    preload_shim(&mut c);
+    c.env("IBV_SHIM_REPORT", &report);
+    let out = run_unchecked(&mut c, Duration::from_secs(60));
+    let (out_s, err) = (stdout(&out), stderr(&out));
+    assert_eq!(out.status.code(), Some(0), "{out_s}{err}");
+    // "id 0x.. qp 0x.. pd 0x.. send_cq 0x.. ..." from the program.
+    let printed = out_s
+        .lines()
+        .find(|l| l.starts_with("id 0x"))
+        .unwrap_or_else(|| panic!("{out_s}"));
+    let words: Vec<&str> = printed.split(' ').collect();
+    let addr_of = |name: &str| {
+        let i = words.iter().position(|w| *w == name).unwrap();
+        words[i + 1].to_string()
+    };
+    // The text report: the id's line, then its objects, in order.
+    let lines: Vec<&str> = err.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.contains(&format!("cm_id {}", addr_of("id"))))
+        .unwrap_or_else(|| panic!("no cm_id line in:\n{err}"));
+    let under: Vec<&str> = lines[at + 1..]
+        .iter()
+        .take_while(|l| l.contains(" WARN ") && l.contains("     "))
+        .copied()
+        .collect();
+    let has = |parts: &[&str]| under.iter().any(|l| parts.iter().all(|p| l.contains(p)));
+    for role in ["send_cq", "recv_cq", "send_cq_channel", "recv_cq_channel"] {
+        assert!(
+            has(&[
+                &format!("{role} {}", addr_of(role)),
+                "made by librdmacm with the QP"
+            ]),
+            "{role} not under its id:\n{err}"
+        );
+    }
+    assert!(has(&[&format!("qp {}", addr_of("qp")), "alive"]), "{err}");
+    assert!(has(&[&format!("pd {}", addr_of("pd")), "alive"]), "{err}");
+    assert!(
+        has(&[
+            &format!("mr {}", addr_of("mr")),
+            "on that pd",
+            "rdma_reg_msgs"
+        ]),
+        "{err}"
+    );
+    // The JSON report: the same objects, by role.
+    let text = std::fs::read_to_string(&report).expect("the report");
+    let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let id = doc["connection_manager"]["objects"]
+        .as_array()
+        .expect("objects")
+        .iter()
+        .find(|o| o["kind"] == "cm_id")
+        .unwrap_or_else(|| panic!("{text}"));
+    let mut roles: Vec<(String, String)> = id["verbs"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no verbs under the id: {text}"))
+        .iter()
+        .map(|v| {
+            (
+                v["role"].as_str().unwrap().to_string(),
+                v["handle"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    roles.sort();
+    let mut want: Vec<(String, String)> = [
+        "mr",
+        "pd",
+        "recv_cq",
+        "recv_cq_channel",
+        "send_cq",
+        "send_cq_channel",
+    ]
+    .iter()
+    .map(|r| (r.to_string(), addr_of(r)))
+    .collect();
+    want.sort();
+    assert_eq!(roles, want, "{text}");
+}
+
 /// Through the launcher: the summary counts the leaked id and channel as
 /// leaks (the leak exit code), and the JSON report's
 /// `connection_manager` lists them with their sites and is valid under
@@ -262,7 +377,10 @@ fn the_launcher_and_the_json_report_count_them() {
         .collect();
     assert_eq!(
         lines,
-        [("cm_id".to_string(), 69), ("event_channel".to_string(), 66)],
+        [
+            ("cm_id".to_string(), line_no(&leak_id())),
+            ("event_channel".to_string(), line_no(&leak_channel()))
+        ],
         "{text}"
     );
     let script = r#"

@@ -38,6 +38,8 @@ pub struct Id {
     pub listener: usize,
     /// The QP `rdma_create_qp` / `rdma_create_ep` made for it (0: none).
     pub qp: usize,
+    /// The other verbs objects librdmacm made for it, and its PD.
+    pub verbs: IdVerbs,
     /// The id's state as the shim last saw it (its last event, or call).
     pub state: &'static str,
     /// Reached ESTABLISHED (an event, or a synchronous connect/accept).
@@ -45,6 +47,36 @@ pub struct Id {
     /// The call (or event) that made it.
     pub via: &'static str,
     pub at: f64,
+}
+
+/// What an id's verbs fields held after the call that made its QP
+/// (`rdma_cm_id`'s `pd`, `send_cq`, ...; 0: none). librdmacm sets the CQs,
+/// their completion channels and the SRQ only when it made them itself
+/// (the program gave none), and destroys them with the id's QP; the PD is
+/// the QP's, whoever made it: memory that `rdma_reg_msgs` and its kin
+/// register (inline `ibv_reg_mr` calls on `id->pd`) lives on it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IdVerbs {
+    pub pd: usize,
+    pub send_cq: usize,
+    pub recv_cq: usize,
+    pub send_cq_channel: usize,
+    pub recv_cq_channel: usize,
+    pub srq: usize,
+}
+
+impl IdVerbs {
+    /// The objects librdmacm made, each with its role's name (the PD is
+    /// not one of them).
+    pub fn made(&self) -> [(&'static str, usize); 5] {
+        [
+            ("send_cq", self.send_cq),
+            ("recv_cq", self.recv_cq),
+            ("send_cq_channel", self.send_cq_channel),
+            ("recv_cq_channel", self.recv_cq_channel),
+            ("srq", self.srq),
+        ]
+    }
 }
 
 /// An event fetched by `rdma_get_cm_event` and not acked yet.
@@ -201,7 +233,15 @@ pub fn channel_made(addr: usize, fd: i32, site: usize) {
 }
 
 /// An id was made at `site` (`via`: the call that made it).
-pub fn id_made(addr: usize, channel: usize, ps: u32, qp: usize, site: usize, via: &'static str) {
+pub fn id_made(
+    addr: usize,
+    channel: usize,
+    ps: u32,
+    qp: usize,
+    verbs: IdVerbs,
+    site: usize,
+    via: &'static str,
+) {
     used();
     let (tid, at) = (crate::thread::tid(), wall());
     with(|s| {
@@ -215,6 +255,7 @@ pub fn id_made(addr: usize, channel: usize, ps: u32, qp: usize, site: usize, via
                 tid,
                 listener: 0,
                 qp,
+                verbs,
                 state: "IDLE",
                 connected: false,
                 via,
@@ -259,11 +300,13 @@ pub fn set_state(id: usize, state: &'static str, connected: Option<bool>) {
     });
 }
 
-/// The QP an id now holds (after `rdma_create_qp`).
-pub fn set_qp(id: usize, qp: usize) {
+/// The QP an id now holds, and what was made with it (after
+/// `rdma_create_qp`).
+pub fn set_qp(id: usize, qp: usize, verbs: IdVerbs) {
     with(|s| {
         if let Some(i) = s.ids.get_mut(&id) {
             i.qp = qp;
+            i.verbs = verbs;
         }
         s.qp_destroyed.remove(&id);
     });
@@ -312,6 +355,7 @@ pub fn event_fetched(event: usize, e: &rdmacm_abi::rdma_cm_event, channel: usize
                     tid,
                     listener: e.listen_id as usize,
                     qp: 0,
+                    verbs: IdVerbs::default(),
                     state,
                     connected: false,
                     via: "a CONNECT_REQUEST event",

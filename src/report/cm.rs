@@ -7,13 +7,95 @@
 //! and libfabric's verbs provider make from their own code.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::fmt::Write as _;
 
-use report_model::{Address, CmDiagnosis, CmKind, CmObject, ConnectionManager, Created};
+use report_model::{Address, CmDiagnosis, CmKind, CmObject, CmVerbs, ConnectionManager, Created};
 
 use super::suppress::{Suppressor, Why};
-use crate::cm::{event_name, port_space, with, ListKind};
+use crate::cm::{event_name, port_space, with, Id, ListKind};
 use crate::log::Level;
+use crate::registry::objects::{self, Kind};
+
+/// A verbs object named under an id: its role, address, creation site and,
+/// for a PD another listed id claimed first, that id.
+struct Under {
+    role: &'static str,
+    addr: usize,
+    site: usize,
+    shared_with: usize,
+}
+
+/// The live verbs objects that belong with each of `ids` (sorted by
+/// address): what librdmacm made with the id's QP, the QP's PD and the MRs
+/// on it. A PD several ids share is listed with its MRs under the first,
+/// and under the others as shared with it.
+fn verbs_under(ids: &[(usize, &Id)]) -> HashMap<usize, Vec<Under>> {
+    let mut mrs: HashMap<usize, Vec<(usize, usize)>> = HashMap::new();
+    objects::for_each(|o| {
+        if o.kind() == Kind::Mr {
+            mrs.entry(o.parent).or_default().push((o.addr, o.caller));
+        }
+    });
+    let mut claimed: HashMap<usize, usize> = HashMap::new();
+    let mut out = HashMap::new();
+    for &(id, i) in ids {
+        let mut under = Vec::new();
+        for (role, addr) in i.verbs.made() {
+            if let Some(o) = (addr != 0).then(|| objects::get(addr)).flatten() {
+                under.push(Under {
+                    role,
+                    addr,
+                    site: o.caller,
+                    shared_with: 0,
+                });
+            }
+        }
+        let pd = i.verbs.pd;
+        if let Some(o) = (pd != 0).then(|| objects::get(pd)).flatten() {
+            let first = *claimed.entry(pd).or_insert(id);
+            under.push(Under {
+                role: "pd",
+                addr: pd,
+                site: o.caller,
+                shared_with: if first == id { 0 } else { first },
+            });
+            if first == id {
+                let mut on_pd = mrs.get(&pd).cloned().unwrap_or_default();
+                on_pd.sort_unstable();
+                under.extend(on_pd.into_iter().map(|(addr, site)| Under {
+                    role: "mr",
+                    addr,
+                    site,
+                    shared_with: 0,
+                }));
+            }
+        }
+        out.insert(id, under);
+    }
+    out
+}
+
+/// An object under an id, as a listing line.
+fn under_line(u: &Under) -> String {
+    match u.role {
+        "pd" if u.shared_with != 0 => format!(
+            "    pd {:#x} (its QP's), shared with cm_id {:#x}: memory on it is listed there",
+            u.addr, u.shared_with
+        ),
+        "pd" => format!(
+            "    pd {:#x} (its QP's) made at {}, alive",
+            u.addr,
+            super::site(u.site)
+        ),
+        "mr" => format!(
+            "      mr {:#x} on that pd (rdma_reg_msgs, rdma_reg_read, rdma_reg_write or ibv_reg_mr) at {}, alive",
+            u.addr,
+            super::site(u.site)
+        ),
+        role => format!("    {role} {:#x} (made by librdmacm with the QP), alive", u.addr),
+    }
+}
 
 /// Is this object suppressed (a rule of the user's, or a library's own:
 /// the built-in rules name librdmacm's rsockets and libfabric's address
@@ -31,8 +113,10 @@ pub(super) fn listing(sup: &mut Suppressor) -> (Vec<String>, usize) {
             .ids
             .iter()
             .filter(|(_, i)| why(sup, CmKind::CmId, i.site).is_none())
+            .map(|(a, i)| (*a, i))
             .collect();
-        ids.sort_by_key(|(a, _)| **a);
+        ids.sort_by_key(|(a, _)| *a);
+        let mut under = verbs_under(&ids);
         for (addr, i) in ids {
             n += 1;
             let mut l = format!(
@@ -60,6 +144,13 @@ pub(super) fn listing(sup: &mut Suppressor) -> (Vec<String>, usize) {
                     if alive { ", alive" } else { "" }
                 ));
             }
+            lines.extend(
+                under
+                    .remove(&addr)
+                    .unwrap_or_default()
+                    .iter()
+                    .map(under_line),
+            );
         }
         let mut chans: Vec<_> = s
             .channels
@@ -198,6 +289,7 @@ pub(super) fn json_section(sup: &mut Suppressor) -> (Option<ConnectionManager<'s
         id: None,
         listener: None,
         qp: None,
+        verbs: Vec::new(),
         port_space: None,
         state: None,
         event: None,
@@ -210,15 +302,29 @@ pub(super) fn json_section(sup: &mut Suppressor) -> (Option<ConnectionManager<'s
     };
     let mut objects = with(|s| {
         let mut out = Vec::new();
-        for (&a, i) in s
+        let mut ids: Vec<_> = s
             .ids
             .iter()
             .filter(|(_, i)| why(sup, CmKind::CmId, i.site).is_none())
-        {
+            .map(|(a, i)| (*a, i))
+            .collect();
+        ids.sort_by_key(|(a, _)| *a);
+        let mut under = verbs_under(&ids);
+        for (a, i) in ids {
             let mut o = plain(CmKind::CmId, a, i.via, created(i.site, i.tid, i.at));
             o.channel = addr(i.channel);
             o.listener = addr(i.listener);
             o.qp = addr(i.qp);
+            o.verbs = under
+                .remove(&a)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|u| CmVerbs {
+                    role: Cow::Borrowed(u.role),
+                    handle: Address(u.addr as u64),
+                    shared_with: addr(u.shared_with),
+                })
+                .collect();
             o.port_space = Some(Cow::Borrowed(port_space(i.ps)));
             o.state = Some(Cow::Borrowed(i.state));
             out.push((o, i.site));

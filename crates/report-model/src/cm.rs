@@ -97,6 +97,13 @@ pub struct CmObject<'a> {
     /// object, listed with the verbs objects when it is left too).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub qp: Option<Address>,
+    /// The verbs objects still alive that belong with an id: what
+    /// `rdma_create_qp` / `rdma_create_ep` made with its QP (CQs, their
+    /// completion channels, an SRQ), its QP's PD and the MRs registered on
+    /// that PD (where `rdma_reg_msgs`, `rdma_reg_read` and `rdma_reg_write`
+    /// put memory). Each is also a verbs object, listed in `objects`.
+    #[serde(borrow, default, skip_serializing_if = "Vec::is_empty")]
+    pub verbs: Vec<CmVerbs<'a>>,
     /// An id's port space (`TCP`, `UDP`, `IB`, `IPOIB`).
     #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
     pub port_space: Option<Cow<'a, str>>,
@@ -124,6 +131,21 @@ pub struct CmObject<'a> {
     /// The library that keeps it on purpose (a built-in suppression).
     #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
     pub kept_by: Option<Cow<'a, str>>,
+}
+
+/// A verbs object named under its cm_id.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CmVerbs<'a> {
+    /// `send_cq`, `recv_cq`, `send_cq_channel`, `recv_cq_channel`, `srq`
+    /// (made by librdmacm for the id), `pd` (the QP's), `mr` (registered on
+    /// that PD).
+    #[serde(borrow)]
+    pub role: Cow<'a, str>,
+    pub handle: Address,
+    /// The PD is shared with another listed id, whose entry names its MRs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared_with: Option<Address>,
 }
 
 /// A mistake diagnosed at a call.

@@ -18,7 +18,7 @@ use serde::ser::{SerializeMap, SerializeStruct, Serializer};
 use serde::{Deserialize, Serialize};
 
 mod cm;
-pub use cm::{CmDiagnosis, CmKind, CmObject, ConnectionManager};
+pub use cm::{CmDiagnosis, CmKind, CmObject, CmVerbs, ConnectionManager};
 
 /// The document's `schema`.
 pub const SCHEMA: &str = "ibv-shim/leak-report/1";
@@ -1053,6 +1053,18 @@ mod tests {
                     id: None,
                     listener: None,
                     qp: Some(Address(0x5600_0000_2000)),
+                    verbs: vec![
+                        CmVerbs {
+                            role: "send_cq".into(),
+                            handle: Address(0x5600_0000_3000),
+                            shared_with: None,
+                        },
+                        CmVerbs {
+                            role: "pd".into(),
+                            handle: Address(0x5600_0000_4000),
+                            shared_with: Some(Address(0x5600_0000_5000)),
+                        },
+                    ],
                     port_space: Some("TCP".into()),
                     state: Some("ESTABLISHED".into()),
                     event: None,

@@ -260,7 +260,13 @@ pub fn destroy_qp(id: usize, qp_now: usize, caller: usize) -> bool {
         }
         s.qp_destroyed.insert(id);
         if let Some(i) = s.ids.get_mut(&id) {
+            // librdmacm destroys the CQs and channels it made with the QP;
+            // the PD (and memory registered on it) stays.
             i.qp = 0;
+            i.verbs = crate::cm::IdVerbs {
+                pd: i.verbs.pd,
+                ..Default::default()
+            };
         }
         true
     })

@@ -58,6 +58,19 @@ fn id_word(id: *mut rdma_cm_id, field: usize) -> usize {
 const QP: usize = offset_of!(rdma_cm_id, qp);
 const CHANNEL: usize = offset_of!(rdma_cm_id, channel);
 
+/// The verbs objects an id holds (read without risking a fault).
+fn id_verbs(id: *mut rdma_cm_id) -> cm::IdVerbs {
+    let w = |field| id_word(id, field);
+    cm::IdVerbs {
+        pd: w(offset_of!(rdma_cm_id, pd)),
+        send_cq: w(offset_of!(rdma_cm_id, send_cq)),
+        recv_cq: w(offset_of!(rdma_cm_id, recv_cq)),
+        send_cq_channel: w(offset_of!(rdma_cm_id, send_cq_channel)),
+        recv_cq_channel: w(offset_of!(rdma_cm_id, recv_cq_channel)),
+        srq: w(offset_of!(rdma_cm_id, srq)),
+    }
+}
+
 /// What a call that returned `rc` wrote through the out pointer `out`
 /// (NULL when it failed or `out` is NULL).
 ///
@@ -72,7 +85,8 @@ unsafe fn written<T>(rc: c_int, out: *mut *mut T) -> *mut T {
     unsafe { *out }
 }
 
-/// The id the real library just made: its channel, port space and QP.
+/// The id the real library just made: its channel, port space, QP and
+/// what was made with the QP.
 ///
 /// # Safety
 /// `id` is NULL or an id librdmacm just returned.
@@ -82,7 +96,12 @@ unsafe fn made_id(id: *mut rdma_cm_id, site: usize, via: &'static str) {
     }
     // SAFETY: the caller's contract: a live id of librdmacm's.
     let (ch, ps, qp) = unsafe { ((*id).channel, (*id).ps, (*id).qp) };
-    cm::id_made(id as usize, ch as usize, ps, qp as usize, site, via);
+    let verbs = if qp.is_null() {
+        cm::IdVerbs::default()
+    } else {
+        id_verbs(id)
+    };
+    cm::id_made(id as usize, ch as usize, ps, qp as usize, verbs, site, via);
 }
 
 /// The id a create wrote through `out` when it returned `rc` (its
@@ -262,7 +281,12 @@ pub unsafe extern "C" fn rdma_ack_cm_event(event: *mut rdma_cm_event) -> c_int {
 fn qp_made(id: *mut rdma_cm_id) -> impl FnOnce(&c_int) -> (*mut ibv_qp,) {
     move |&rc| {
         let qp = if rc == 0 { id_word(id, QP) } else { 0 };
-        cm::set_qp(id as usize, qp);
+        let verbs = if qp != 0 {
+            id_verbs(id)
+        } else {
+            cm::IdVerbs::default()
+        };
+        cm::set_qp(id as usize, qp, verbs);
         (qp as *mut ibv_qp,)
     }
 }

@@ -8,6 +8,9 @@
  *             rdma_destroy_id (librdmacm blocks until the ack: for ever)
  *   double    an event acked twice
  *   id_qp     an id with a QP (rdma_create_qp) destroyed before its QP
+ *   id_verbs  an id left with what librdmacm made for its QP (CQs and
+ *             their completion channels: the program gave none) and a
+ *             buffer registered by rdma_reg_msgs on the QP's PD
  *
  * Each line is flushed, so a harness that kills the blocked program still
  * reads the steps. */
@@ -17,6 +20,7 @@
 #include <string.h>
 #include <arpa/inet.h>
 #include <rdma/rdma_cma.h>
+#include <rdma/rdma_verbs.h>
 
 #define DIE(...) do { printf("FAIL: "); printf(__VA_ARGS__); printf(" (errno %d)\n", errno); exit(1); } while (0)
 
@@ -115,6 +119,31 @@ int main(int argc, char **argv)
 		say("done");
 		return 0;
 	}
-	printf("usage: mistakes leak|unacked|double|id_qp [ADDR]\n");
+	if (!strcmp(scenario, "id_verbs")) {
+		static char buf[4096];
+		struct rdma_cm_event *ev = resolved(addr);
+		struct ibv_qp_init_attr attr;
+		struct ibv_mr *mr;
+
+		rdma_ack_cm_event(ev);
+		memset(&attr, 0, sizeof(attr));
+		attr.qp_type = IBV_QPT_RC;
+		attr.cap.max_send_wr = attr.cap.max_recv_wr = 4;
+		attr.cap.max_send_sge = attr.cap.max_recv_sge = 1;
+		if (rdma_create_qp(id, NULL, &attr))
+			DIE("rdma_create_qp");
+		if (!id->send_cq || !id->recv_cq || !id->send_cq_channel || !id->recv_cq_channel)
+			DIE("rdma_create_qp made no CQs for the id");
+		mr = rdma_reg_msgs(id, buf, sizeof(buf));
+		if (!mr)
+			DIE("rdma_reg_msgs");
+		printf("id %p qp %p pd %p send_cq %p recv_cq %p send_cq_channel %p recv_cq_channel %p mr %p\n",
+		       (void *)id, (void *)id->qp, (void *)id->pd, (void *)id->send_cq,
+		       (void *)id->recv_cq, (void *)id->send_cq_channel,
+		       (void *)id->recv_cq_channel, (void *)mr);
+		say("exiting with the id, its QP, CQs, channels and MR");
+		return 0;
+	}
+	printf("usage: mistakes leak|unacked|double|id_qp|id_verbs [ADDR]\n");
 	return 2;
 }
