@@ -9,6 +9,8 @@
 //! without knowing those functions' signatures, for one indirect jump.
 
 use std::ffi::{c_void, CStr};
+#[cfg(not(test))]
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::real::Library;
 
@@ -115,10 +117,43 @@ fn resolve(index: usize, cache: bool) -> usize {
             let slot = std::ptr::addr_of_mut!(__ibvshim_slots)
                 .cast::<usize>()
                 .add(index);
+            // The lazy stub, kept for `forget`: the first resolve sees it.
+            let _ = STUBS[index].compare_exchange(
+                0,
+                std::ptr::read_volatile(slot),
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            );
             std::ptr::write_volatile(slot, p);
         }
     }
     p
+}
+
+/// Each trampoline's lazy stub, saved when its slot was first resolved.
+#[cfg(not(test))]
+static STUBS: [AtomicUsize; FORWARDED.len()] = [const { AtomicUsize::new(0) }; FORWARDED.len()];
+
+/// The trampolines of `library`, unloaded, go back to their lazy stubs:
+/// the next call resolves again.
+pub fn forget(library: Library) {
+    #[cfg(not(test))]
+    for (i, f) in FORWARDED.iter().enumerate() {
+        let stub = STUBS[i].load(Ordering::Acquire);
+        if f.library != library || f.object || stub == 0 {
+            continue;
+        }
+        // SAFETY: i is in bounds; an aligned usize store is atomic on x86_64,
+        // and the stub is the value the slot started with.
+        unsafe {
+            let slot = std::ptr::addr_of_mut!(__ibvshim_slots)
+                .cast::<usize>()
+                .add(i);
+            std::ptr::write_volatile(slot, stub);
+        }
+    }
+    #[cfg(test)]
+    let _ = library;
 }
 
 #[cfg(not(test))]

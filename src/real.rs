@@ -650,6 +650,9 @@ impl<F: Copy> RealFn<F> {
         self.plain.store(p, Ordering::Release);
         self.slot.store(p, Ordering::SeqCst);
         crate::faults::resolved(&self.slot);
+        if self.library == Library::Rdmacm {
+            rdmacm::resolved(&self.slot, &self.plain);
+        }
     }
 
     pub fn name(&self) -> &'static str {

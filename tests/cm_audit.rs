@@ -333,6 +333,65 @@ fn what_librdmacm_made_for_an_id_is_listed_under_it() {
     assert_eq!(roles, want, "{text}");
 }
 
+/// A program that loads librdmacm by hand (`dlopen`, `dlsym` on that
+/// handle; tests/c/cm_audit/by_hand.c) is audited: what it left is
+/// reported with its sites, what it destroyed is not, and its `dlclose`
+/// unloads the library exactly when it does without the shim.
+#[test]
+fn a_program_that_loads_librdmacm_by_hand_is_audited() {
+    let prog = cc(
+        "cm_by_hand",
+        &[&repo_dir().join("tests/c/cm_audit/by_hand.c")],
+        &["-ldl"],
+    );
+    let run_it = |shim: bool| {
+        let fabric = Fabric(fabric_name("cmaudit", if shim { "hand1" } else { "hand0" }));
+        let mut c = Command::new(&prog);
+        c.env("LD_LIBRARY_PATH", sim_dir())
+            .env("IBV_SIM_FABRIC", &fabric.0)
+            .env("IBV_SIM_DEVICES", "rxe0")
+            .env("IBV_SHIM_LOG", "warn")
+            .env_remove("IBV_SHIM_LOG_FILE")
+            .env_remove("LD_PRELOAD")
+            .stdin(Stdio::null());
+        if shim {
+            preload_shim(&mut c);
+        }
+        let out = run_unchecked(&mut c, Duration::from_secs(60));
+        assert_eq!(out.status.code(), Some(0), "{}", describe(&c, &out));
+        (stdout(&out), stderr(&out))
+    };
+    let (plain, _) = run_it(false);
+    let (out, err) = run_it(true);
+    assert_eq!(
+        out, plain,
+        "the program saw something else under the shim\n{err}"
+    );
+    assert!(plain.contains("left a channel and an id"), "{plain}");
+    let src = std::fs::read_to_string(repo_dir().join("tests/c/cm_audit/by_hand.c")).unwrap();
+    let line_of = |code: &str| src.lines().position(|l| l.contains(code)).unwrap() + 1;
+    warn_with(
+        &err,
+        &["connection manager at exit: 2 things were never freed"],
+    );
+    warn_with(
+        &err,
+        &[
+            "cm_id 0x",
+            "made by rdma_create_id at round_trip",
+            &format!("by_hand.c:{}", line_of("if (create_id(ch, &id")),
+        ],
+    );
+    warn_with(
+        &err,
+        &[
+            "event channel 0x",
+            "made by rdma_create_event_channel at round_trip",
+            &format!("by_hand.c:{}", line_of("ch = create_channel()")),
+        ],
+    );
+}
+
 /// Through the launcher: the summary counts the leaked id and channel as
 /// leaks (the leak exit code), and the JSON report's
 /// `connection_manager` lists them with their sites and is valid under

@@ -9,10 +9,18 @@
 //! under a second name, the same file as the drop-in `libibverbs.so.1`, so
 //! the dynamic linker loads it once) the rest of `LD_LIBRARY_PATH` and the
 //! system's directories are tried.
+//!
+//! A program that loads librdmacm itself (`dlopen`, then `dlsym` on that
+//! handle) is answered with the shim's exports (`exports::dl`), and the
+//! shim forwards through the program's own handle, borrowed: no reference
+//! of the shim's keeps the library loaded, so the program's `dlclose`
+//! unloads it as it would without the shim. When it is gone, every real
+//! function resolved from it is forgotten ([`closed`]), and the next
+//! forwarded call loads the library again.
 
-use std::ffi::{c_void, CStr, CString};
+use std::ffi::{c_char, c_void, CStr, CString};
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU8, AtomicUsize, Ordering};
 
 use crate::config;
 use crate::log::Level;
@@ -47,6 +55,136 @@ pub fn handle() -> Option<*mut c_void> {
 /// Has the real librdmacm been loaded (the exit report asks)?
 pub fn loaded() -> bool {
     STATE.load(Ordering::Acquire) == READY
+}
+
+/// The name the borrowed handle was loaded by (its link map's `l_name`),
+/// for the probe after the program's `dlclose`; NULL when the shim's
+/// handle is its own. A leaked copy (one per borrow: a handful in a
+/// process's life), so no lock is needed to read it.
+static BORROWED: AtomicPtr<c_char> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Forwards through `handle`, the program's own `dlopen` of librdmacm
+/// (loaded from `name`), when the shim has loaded none yet. Returns
+/// whether the shim now forwards through it (it does too when it already
+/// did: the same object gives the same handle).
+///
+/// # Safety
+/// `handle` is a live `dlopen` handle.
+pub unsafe fn borrow(handle: *mut c_void, name: &CStr) -> bool {
+    if STATE
+        .compare_exchange(UNLOADED, LOADING, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        return HANDLE.load(Ordering::Acquire) == handle;
+    }
+    // SAFETY: a live handle (the caller's contract); both strings are
+    // NUL-terminated.
+    let real = !unsafe { libc::dlvsym(handle, c"rdma_create_id".as_ptr(), c"RDMACM_1.0".as_ptr()) }
+        .is_null();
+    if !real || super::object_is_shim(handle) {
+        STATE.store(UNLOADED, Ordering::Release);
+        return false;
+    }
+    BORROWED.store(name.to_owned().into_raw(), Ordering::Release);
+    HANDLE.store(handle, Ordering::Release);
+    STATE.store(READY, Ordering::Release);
+    crate::log!(
+        Level::Info,
+        "librdmacm: forwarding to the program's own dlopen of {} ({})",
+        name.to_string_lossy(),
+        describe(handle)
+    );
+    true
+}
+
+/// Is `handle` the program's handle the shim borrowed?
+pub fn is_borrowed(handle: *mut c_void) -> bool {
+    !handle.is_null()
+        && HANDLE.load(Ordering::Acquire) == handle
+        && STATE.load(Ordering::Acquire) == READY
+        && !BORROWED.load(Ordering::Acquire).is_null()
+}
+
+/// The program's `dlclose` of the borrowed handle returned: if the
+/// library is gone, forget it and everything resolved from it.
+pub fn closed() {
+    let name = BORROWED.load(Ordering::Acquire);
+    if name.is_null() {
+        return;
+    }
+    // SAFETY: set only from `CString::into_raw`, never freed.
+    let name = unsafe { CStr::from_ptr(name) };
+    let open = super::real_dlopen();
+    // SAFETY: a NUL-terminated name; RTLD_NOLOAD only asks.
+    let still = unsafe { open(name.as_ptr(), libc::RTLD_NOLOAD | libc::RTLD_LAZY) };
+    if !still.is_null() {
+        // Still loaded (the program opened it more than once, or another
+        // library needs it): the handle stays good. Drop the probe's
+        // reference.
+        if let Some(close) = super::real_dlclose() {
+            // SAFETY: the probe's own reference, just taken.
+            unsafe { close(still) };
+        }
+        return;
+    }
+    if STATE
+        .compare_exchange(READY, LOADING, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        return;
+    }
+    HANDLE.store(std::ptr::null_mut(), Ordering::Release);
+    BORROWED.store(std::ptr::null_mut(), Ordering::Release);
+    forget_resolved();
+    crate::forward::forget(super::Library::Rdmacm);
+    STATE.store(UNLOADED, Ordering::Release);
+    crate::log!(
+        Level::Info,
+        "librdmacm: {} was unloaded by the program's dlclose; the next rdma_* call loads it again",
+        name.to_string_lossy()
+    );
+}
+
+/// The real functions resolved from librdmacm (`RealFn`'s two words), to
+/// be forgotten when it is unloaded. More than librdmacm has functions.
+const RESOLVED_MAX: usize = 256;
+static RESOLVED: [(AtomicUsize, AtomicUsize); RESOLVED_MAX] =
+    [const { (AtomicUsize::new(0), AtomicUsize::new(0)) }; RESOLVED_MAX];
+static RESOLVED_LEN: AtomicUsize = AtomicUsize::new(0);
+
+/// A real function of librdmacm was resolved into `slot` and `plain`.
+pub fn resolved(slot: &'static AtomicUsize, plain: &'static AtomicUsize) {
+    let (s, p) = (
+        slot as *const AtomicUsize as usize,
+        plain as *const _ as usize,
+    );
+    let n = RESOLVED_LEN.load(Ordering::Acquire).min(RESOLVED_MAX);
+    if RESOLVED[..n]
+        .iter()
+        .any(|(a, _)| a.load(Ordering::Relaxed) == s)
+    {
+        return;
+    }
+    let i = RESOLVED_LEN.fetch_add(1, Ordering::AcqRel);
+    if let Some((a, b)) = RESOLVED.get(i) {
+        b.store(p, Ordering::Relaxed);
+        a.store(s, Ordering::Release);
+    }
+}
+
+/// Every resolved real function of librdmacm back to "not resolved".
+fn forget_resolved() {
+    let n = RESOLVED_LEN.load(Ordering::Acquire).min(RESOLVED_MAX);
+    for (a, b) in &RESOLVED[..n] {
+        for w in [a, b] {
+            let p = w.load(Ordering::Acquire);
+            if p != 0 {
+                // SAFETY: only ever set from a `&'static AtomicUsize`
+                // (`resolved`).
+                unsafe { &*(p as *const AtomicUsize) }.store(0, Ordering::SeqCst);
+            }
+        }
+    }
 }
 
 /// After `fork()` in the child: a load under way in another thread will
