@@ -4,7 +4,8 @@
 //! message each way, checked byte for byte, between two processes: on the
 //! sim, with UCX told to use rdmacm as its only sockaddr connection manager
 //! (`UCX_SOCKADDR_TLS_PRIORITY=rdmacm`, UCX 1.13's name for it), and on
-//! real rxe in the VM. Each endpoint's configuration
+//! real rxe in the VM, without and under the preloaded shim (whose leak
+//! reports of both ends must find nothing). Each endpoint's configuration
 //! (`ucp_ep_print_info`) names the lane it was connected through:
 //! `cm rdmacm`.
 //!
@@ -134,13 +135,39 @@ fn ucx_sockaddr_over_rdmacm_on_the_sim() {
 #[test]
 fn ucx_sockaddr_over_rdmacm_on_the_real_kernel() {
     let Some(vm) = kernel_vm() else { return };
+    on_the_kernel(vm, false);
+}
+
+/// The same pair under the preloaded shim in the VM: the same results, and
+/// each end's leak report (verbs and connection manager) finds no leak.
+#[test]
+fn ucx_sockaddr_over_rdmacm_on_the_real_kernel_under_the_shim() {
+    let Some(vm) = kernel_vm() else { return };
+    let reports = on_the_kernel(vm, true);
+    assert_eq!(reports.len(), 2, "one report per end: {reports:?}");
+    for (path, text) in &reports {
+        let doc: serde_json::Value = serde_json::from_str(text).unwrap();
+        assert_eq!(doc["leaked"], false, "{}: {text}", path.display());
+        assert!(
+            doc["connection_manager"].is_object(),
+            "{}: the shim saw no rdma_* call: {text}",
+            path.display()
+        );
+    }
+}
+
+/// Runs the client/server pair on rxe in the VM (preloaded with the shim
+/// when `shim`), checks both ends; returns the shim's reports.
+fn on_the_kernel(vm: &Vm, shim: bool) -> Vec<(PathBuf, String)> {
     let prog = program();
-    let tmp = TempDir::new("cm-ucx");
+    let tmp = TempDir::new(if shim { "cm-ucx-shim" } else { "cm-ucx" });
     let slog = tmp.join("server.out");
     let script = format!(
-        "{p} server {ip} 13340 > {s} 2>&1 & \
+        "{p} server {ip} {port} > {s} 2>&1 & \
          i=0; while ! grep -q listening {s} && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; \
-         {p} client {ip} 13340; echo \"client exit $?\"; wait $!; echo \"server exit $?\" >> {s}",
+         {p} client {ip} {port}; echo \"client exit $?\"; wait $!; echo \"server exit $?\" >> {s}",
+        // Its own port: the two tests share the VM and may run at once.
+        port = if shim { 13341 } else { 13340 },
         p = prog.display(),
         ip = GUEST_IP,
         s = slog.display()
@@ -148,6 +175,15 @@ fn ucx_sockaddr_over_rdmacm_on_the_real_kernel() {
     let mut job = Job::new(["sh", "-c", &script]).timeout(Duration::from_secs(300));
     for (k, v) in ucx_env("rxe0") {
         job = job.env(k, v);
+    }
+    if shim {
+        job = job
+            .env("LD_PRELOAD", shim_so().display().to_string())
+            .env("IBV_SHIM_LOG", "warn")
+            .env(
+                "IBV_SHIM_REPORT",
+                tmp.join("report.%p.json").display().to_string(),
+            );
     }
     let out = vm.run(&job).expect("run in the VM");
     let cout = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -172,4 +208,18 @@ fn ucx_sockaddr_over_rdmacm_on_the_real_kernel() {
     };
     check("client", ccode, &strip(&cout, "client exit"), &all);
     check("server", scode, &strip(&sout, "server exit"), &all);
+    let mut reports: Vec<(PathBuf, String)> = std::fs::read_dir(tmp.path())
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.to_string_lossy().ends_with(".json"))
+                .map(|p| {
+                    let t = std::fs::read_to_string(&p).unwrap_or_default();
+                    (p, t)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    reports.sort();
+    reports
 }
