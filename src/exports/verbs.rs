@@ -422,6 +422,11 @@ macro_rules! declare {
                 $(declare!(@typed $show $t);)*
                 $(declare!(@typed $xshow $xt);)*
                 declare!(@typed $res $rt);
+                // Nothing to build when not logging: the words' stores
+                // would otherwise run before `Call::done`'s test.
+                if !call.logging() {
+                    return;
+                }
                 let mut words = [0u64; RAW];
                 let mut at = 0;
                 $(if let Some(show) = trace_format::__show!($show) {
