@@ -216,12 +216,14 @@ impl Wr {
         }
     }
 
-    /// Its `i`th SGE, `i` below `readable`.
-    pub(super) fn sge(&self, i: usize) -> ibv_sge {
-        debug_assert!(i < self.readable);
-        // SAFETY: the program's SGE list, read while its post is under
-        // way, within the entries the provider itself reads.
-        unsafe { *self.sges.add(i) }
+    /// Its SGEs, the `readable` ones.
+    pub(super) fn sges(&self) -> impl Iterator<Item = ibv_sge> + '_ {
+        (0..self.readable).map(move |i| {
+            // SAFETY: the program's SGE list, read while its post is under
+            // way, within the entries the provider itself reads (`i` below
+            // `readable`).
+            unsafe { *self.sges.add(i) }
+        })
     }
 }
 
@@ -265,8 +267,7 @@ impl fmt::Display for Wr {
         if self.sges.is_null() {
             write!(f, " sg_list=NULL")?;
         }
-        for i in 0..self.readable.min(8) {
-            let s = self.sge(i);
+        for (i, s) in self.sges().take(8).enumerate() {
             write!(
                 f,
                 " sge[{i}]={{addr={:#x} length={} lkey={:#x}}}",

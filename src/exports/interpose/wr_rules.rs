@@ -156,8 +156,8 @@ pub(super) fn check_wr(q: Queue, ctx: usize, wr: &Wr, write: bool, inline: bool,
     if inline {
         return;
     }
-    for i in 0..wr.readable {
-        check_sge(q, ctx, wr, &wr.sge(i), write, site);
+    for sge in wr.sges() {
+        check_sge(q, ctx, wr, &sge, write, site);
     }
 }
 
@@ -186,7 +186,7 @@ fn check_caps(q: Queue, wr: &Wr, inline: bool, site: usize) {
     if !inline {
         return;
     }
-    let bytes: u64 = (0..wr.readable).map(|i| wr.sge(i).length as u64).sum();
+    let bytes: u64 = wr.sges().map(|s| s.length as u64).sum();
     if bytes > c.inline as u64 {
         violation(
             Check::InlineSize,

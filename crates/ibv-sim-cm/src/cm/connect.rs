@@ -466,7 +466,15 @@ fn accept_requested(
 }
 
 /// `rdma_reject` (reason 28) and `rdma_reject_ece` (35).
-pub fn reject(sh: &Arc<Shared>, data: *const u8, len: u8, reason: c_int) -> Result<(), c_int> {
+///
+/// # Safety
+/// `data` is NULL or `len` readable bytes (the program's private data).
+pub unsafe fn reject(
+    sh: &Arc<Shared>,
+    data: *const u8,
+    len: u8,
+    reason: c_int,
+) -> Result<(), c_int> {
     let mut st = sh.st.lock();
     if st.phase != Phase::Requested {
         return Err(libc::EINVAL);
@@ -478,7 +486,8 @@ pub fn reject(sh: &Arc<Shared>, data: *const u8, len: u8, reason: c_int) -> Resu
     }
     let mut m = Msg::new(kind);
     m.status = if ud { wire::SIDR_REJECT } else { reason };
-    // SAFETY: the program's private data of its stated length.
+    // SAFETY: the program's private data of its stated length (this
+    // function's contract).
     unsafe { m.set_private(data, len) };
     let fd = st.conn.take().ok_or(libc::EINVAL)?;
     st.phase = Phase::Closed;

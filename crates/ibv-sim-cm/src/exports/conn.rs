@@ -92,7 +92,9 @@ pub unsafe extern "C" fn rdma_reject_ece(
 /// # Safety
 /// As [`rdma_reject`].
 unsafe fn reject(id: *mut rdma_cm_id, data: *const c_void, len: u8, reason: c_int) -> c_int {
-    on_id(id, |sh| connect::reject(sh, data.cast(), len, reason))
+    // SAFETY: the program's private data of `len` bytes (the caller's
+    // contract, `rdma_reject`'s).
+    on_id(id, |sh| unsafe { connect::reject(sh, data.cast(), len, reason) })
 }
 
 /// Completes an active connection whose id has no QP (after CONNECT_RESPONSE).
