@@ -268,17 +268,41 @@ pub(crate) fn is_shim(handle: *mut c_void) -> bool {
 /// [`is_shim`] (a lookup on a handle also searches its dependencies) this
 /// asks about the object alone: a librdmacm whose `libibverbs.so.1` is the
 /// drop-in shim is not the shim.
-pub(crate) fn object_is_shim(handle: *mut c_void) -> bool {
-    /// The head of glibc's `struct link_map` (`<link.h>`).
-    #[repr(C)]
-    #[allow(dead_code)]
-    struct LinkMap {
-        l_addr: usize,
-        l_name: *const c_char,
-        l_ld: *const c_void,
-    }
+///
+/// # Safety
+/// `handle` is a live `dlopen` handle.
+pub(crate) unsafe fn object_is_shim(handle: *mut c_void) -> bool {
+    // SAFETY: the caller's contract.
+    let Some(map) = (unsafe { link_map(handle) }) else {
+        return is_shim(handle);
+    };
+    // The object's dynamic section: an export of the shim may resolve to
+    // another object's, its own dynamic section cannot.
+    // SAFETY: a symbol lookup on a live handle with a NUL-terminated name.
+    !unsafe { libc::dlsym(handle, c"ibvshim_version".as_ptr()) }.is_null()
+        && in_shim(map.l_ld.cast_mut())
+}
+
+/// The head of glibc's `struct link_map` (`<link.h>`).
+#[repr(C)]
+pub(crate) struct LinkMap {
+    pub l_addr: usize,
+    /// The name the object was loaded by (a C string; empty for the
+    /// program).
+    pub l_name: *const c_char,
+    /// Its dynamic section.
+    pub l_ld: *const c_void,
+}
+
+/// The loaded object of a handle (`RTLD_DI_LINKMAP`).
+///
+/// # Safety
+/// `handle` is a live `dlopen` handle; the link map is used only while
+/// its object stays loaded.
+pub(crate) unsafe fn link_map(handle: *mut c_void) -> Option<&'static LinkMap> {
     let mut map: *const LinkMap = std::ptr::null();
-    // SAFETY: a live handle; RTLD_DI_LINKMAP writes a `struct link_map *`.
+    // SAFETY: a live handle (the caller's contract); RTLD_DI_LINKMAP writes
+    // a `struct link_map *`.
     let ok = unsafe {
         libc::dlinfo(
             handle,
@@ -286,15 +310,9 @@ pub(crate) fn object_is_shim(handle: *mut c_void) -> bool {
             std::ptr::addr_of_mut!(map).cast(),
         )
     } == 0;
-    if !ok || map.is_null() {
-        return is_shim(handle);
-    }
-    // SAFETY: glibc's link map of a loaded object; its head is as declared.
-    let ld = unsafe { (*map).l_ld };
-    // The object's dynamic section: an export of the shim may resolve to
-    // another object's, its own dynamic section cannot.
-    // SAFETY: a symbol lookup on a live handle with a NUL-terminated name.
-    !unsafe { libc::dlsym(handle, c"ibvshim_version".as_ptr()) }.is_null() && in_shim(ld.cast_mut())
+    // SAFETY: glibc's link map of a loaded object, whose head is as
+    // declared; it lives while the object is loaded.
+    (ok && !map.is_null()).then(|| unsafe { &*map })
 }
 
 enum Tried {

@@ -53,10 +53,17 @@ fn leak_channel() -> String {
 
 /// The program on its own fabric of the sim, with its librdmacm.
 fn command(scenario: &str, tag: &str) -> (Command, Fabric) {
+    let (mut c, fabric) = on_the_sim(&mistakes(), tag);
+    c.arg(scenario);
+    (c, fabric)
+}
+
+/// `prog` on its own fabric of the sim (`tag`), with its librdmacm, the
+/// shim's log at warn on stderr.
+fn on_the_sim(prog: &std::path::Path, tag: &str) -> (Command, Fabric) {
     let fabric = Fabric(fabric_name("cmaudit", tag));
-    let mut c = Command::new(mistakes());
-    c.arg(scenario)
-        .env("LD_LIBRARY_PATH", sim_dir())
+    let mut c = Command::new(prog);
+    c.env("LD_LIBRARY_PATH", sim_dir())
         .env("IBV_SIM_FABRIC", &fabric.0)
         .env("IBV_SIM_DEVICES", "rxe0")
         .env("IBV_SHIM_LOG", "warn")
@@ -345,15 +352,8 @@ fn a_program_that_loads_librdmacm_by_hand_is_audited() {
         &["-ldl"],
     );
     let run_it = |shim: bool| {
-        let fabric = Fabric(fabric_name("cmaudit", if shim { "hand1" } else { "hand0" }));
-        let mut c = Command::new(&prog);
-        c.env("LD_LIBRARY_PATH", sim_dir())
-            .env("IBV_SIM_FABRIC", &fabric.0)
-            .env("IBV_SIM_DEVICES", "rxe0")
-            .env("IBV_SHIM_LOG", "warn")
-            .env_remove("IBV_SHIM_LOG_FILE")
-            .env_remove("LD_PRELOAD")
-            .stdin(Stdio::null());
+        let (mut c, _fabric) = on_the_sim(&prog, if shim { "hand1" } else { "hand0" });
+        c.env_remove("LD_PRELOAD");
         if shim {
             preload_shim(&mut c);
         }

@@ -180,30 +180,12 @@ fn own_handle() -> *mut c_void {
 /// The loaded object's name (`l_name`) of a handle.
 ///
 /// # Safety
-/// `handle` is a live handle.
+/// `handle` is a live `dlopen` handle.
 unsafe fn object_name(handle: *mut c_void) -> Option<&'static CStr> {
-    #[repr(C)]
-    struct LinkMapHead {
-        l_addr: usize,
-        l_name: *const c_char,
-    }
-    let mut map: *const LinkMapHead = std::ptr::null();
-    // SAFETY: a live handle (the caller's contract); RTLD_DI_LINKMAP writes
-    // a `struct link_map *`, whose head is as declared.
-    let ok = unsafe {
-        libc::dlinfo(
-            handle,
-            libc::RTLD_DI_LINKMAP,
-            std::ptr::addr_of_mut!(map).cast(),
-        )
-    } == 0;
-    if !ok || map.is_null() {
-        return None;
-    }
-    // SAFETY: glibc's link map of a loaded object.
-    let name = unsafe { (*map).l_name };
+    // SAFETY: the caller's contract.
+    let name = unsafe { crate::real::link_map(handle) }?.l_name;
     // SAFETY: l_name is a NUL-terminated string living as long as the
-    // object (the caller only uses it while the handle is live).
+    // object (used only while the program's handle is live).
     (!name.is_null()).then(|| unsafe { CStr::from_ptr(name) })
 }
 
@@ -230,7 +212,8 @@ unsafe extern "C" fn dlsym_target(
         if !is_named(object, b"librdmacm.so") || crate::real::in_shim(caller.cast_mut()) {
             return None;
         }
-        if crate::real::object_is_shim(handle) {
+        // SAFETY: as above.
+        if unsafe { crate::real::object_is_shim(handle) } {
             return None;
         }
         // SAFETY: a live handle and the program's C string.

@@ -81,7 +81,8 @@ pub unsafe fn borrow(handle: *mut c_void, name: &CStr) -> bool {
     // NUL-terminated.
     let real = !unsafe { libc::dlvsym(handle, c"rdma_create_id".as_ptr(), c"RDMACM_1.0".as_ptr()) }
         .is_null();
-    if !real || super::object_is_shim(handle) {
+    // SAFETY: as above.
+    if !real || unsafe { super::object_is_shim(handle) } {
         STATE.store(UNLOADED, Ordering::Release);
         return false;
     }
@@ -237,7 +238,8 @@ fn try_open(path: &CStr) -> Tried {
     if h.is_null() {
         return Tried::Failed(format!("dlopen: {}", super::dlerror()));
     }
-    if super::object_is_shim(h) {
+    // SAFETY: h was just returned by dlopen.
+    if unsafe { super::object_is_shim(h) } {
         return Tried::Itself;
     }
     // SAFETY: h is live; both strings are NUL-terminated.

@@ -61,6 +61,20 @@ static struct rdma_cm_event *resolved(const char *addr)
 	return ev;
 }
 
+/* An RC QP on the id, on librdmacm's PD and with CQs librdmacm makes
+ * (the program gives neither). */
+static void make_qp(void)
+{
+	struct ibv_qp_init_attr attr;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.qp_type = IBV_QPT_RC;
+	attr.cap.max_send_wr = attr.cap.max_recv_wr = 4;
+	attr.cap.max_send_sge = attr.cap.max_recv_sge = 1;
+	if (rdma_create_qp(id, NULL, &attr))
+		DIE("rdma_create_qp");
+}
+
 int main(int argc, char **argv)
 {
 	const char *scenario = argc > 1 ? argv[1] : "";
@@ -103,15 +117,9 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(scenario, "id_qp")) {
 		struct rdma_cm_event *ev = resolved(addr);
-		struct ibv_qp_init_attr attr;
 
 		rdma_ack_cm_event(ev);
-		memset(&attr, 0, sizeof(attr));
-		attr.qp_type = IBV_QPT_RC;
-		attr.cap.max_send_wr = attr.cap.max_recv_wr = 4;
-		attr.cap.max_send_sge = attr.cap.max_recv_sge = 1;
-		if (rdma_create_qp(id, NULL, &attr))
-			DIE("rdma_create_qp");
+		make_qp();
 		say("made a QP on the id; destroying the id first");
 		if (rdma_destroy_id(id))
 			DIE("rdma_destroy_id");
@@ -122,16 +130,10 @@ int main(int argc, char **argv)
 	if (!strcmp(scenario, "id_verbs")) {
 		static char buf[4096];
 		struct rdma_cm_event *ev = resolved(addr);
-		struct ibv_qp_init_attr attr;
 		struct ibv_mr *mr;
 
 		rdma_ack_cm_event(ev);
-		memset(&attr, 0, sizeof(attr));
-		attr.qp_type = IBV_QPT_RC;
-		attr.cap.max_send_wr = attr.cap.max_recv_wr = 4;
-		attr.cap.max_send_sge = attr.cap.max_recv_sge = 1;
-		if (rdma_create_qp(id, NULL, &attr))
-			DIE("rdma_create_qp");
+		make_qp();
 		if (!id->send_cq || !id->recv_cq || !id->send_cq_channel || !id->recv_cq_channel)
 			DIE("rdma_create_qp made no CQs for the id");
 		mr = rdma_reg_msgs(id, buf, sizeof(buf));

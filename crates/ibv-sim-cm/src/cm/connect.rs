@@ -407,7 +407,8 @@ pub fn accept(
     if r.is_err() {
         // As the kernel's rdma_accept: a request it cannot accept is
         // rejected (consumer defined), and the id is done with.
-        let _ = reject(sh, core::ptr::null(), 0, IB_CM_REJ_CONSUMER_DEFINED);
+        // SAFETY: no private data.
+        let _ = unsafe { reject(sh, core::ptr::null(), 0, IB_CM_REJ_CONSUMER_DEFINED) };
     }
     r
 }

@@ -94,7 +94,9 @@ pub unsafe extern "C" fn rdma_reject_ece(
 unsafe fn reject(id: *mut rdma_cm_id, data: *const c_void, len: u8, reason: c_int) -> c_int {
     // SAFETY: the program's private data of `len` bytes (the caller's
     // contract, `rdma_reject`'s).
-    on_id(id, |sh| unsafe { connect::reject(sh, data.cast(), len, reason) })
+    on_id(id, |sh| unsafe {
+        connect::reject(sh, data.cast(), len, reason)
+    })
 }
 
 /// Completes an active connection whose id has no QP (after CONNECT_RESPONSE).
