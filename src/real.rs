@@ -315,13 +315,39 @@ pub(crate) unsafe fn link_map(handle: *mut c_void) -> Option<&'static LinkMap> {
     (ok && !map.is_null()).then(|| unsafe { &*map })
 }
 
-enum Tried {
+/// What a load attempt of a real library gave.
+pub(crate) enum Tried {
     Loaded(*mut c_void),
+    /// The file is a copy of the shim (never closed: its code may already
+    /// be referenced).
     Itself,
     Failed(String),
 }
 
-fn try_open(path: &CStr) -> Tried {
+/// The library a load looks for: a function it must define at a version,
+/// and how a copy of the shim is known.
+pub(crate) struct Wanted {
+    /// Its file name (`libibverbs.so.1`), searched for by the fallbacks.
+    pub file: &'static str,
+    pub probe: &'static CStr,
+    pub version: &'static CStr,
+    /// What it is, for "not ...: it has no probe@version".
+    pub what: &'static str,
+    /// Is this freshly opened handle the shim?
+    pub itself: fn(*mut c_void) -> bool,
+}
+
+/// The verbs library.
+const VERBS: Wanted = Wanted {
+    file: "libibverbs.so.1",
+    probe: c"ibv_get_device_list",
+    version: c"IBVERBS_1.1",
+    what: "a verbs library",
+    itself: is_shim,
+};
+
+/// Opens `path` as the library `w` describes.
+pub(crate) fn try_open(path: &CStr, w: &Wanted) -> Tried {
     // dlopen would block for ever on a FIFO and read a device.
     if path.to_bytes().contains(&b'/') {
         if let Err(e) = crate::files::check_loadable(path) {
@@ -333,26 +359,29 @@ fn try_open(path: &CStr) -> Tried {
     if h.is_null() {
         return Tried::Failed(format!("dlopen: {}", dlerror()));
     }
-    if is_shim(h) {
-        // Never dlclose a shim: its code may already be referenced.
+    if (w.itself)(h) {
         return Tried::Itself;
     }
-    let (name, version) = (c"ibv_get_device_list", c"IBVERBS_1.1");
     // SAFETY: h is live; both strings are NUL-terminated.
-    if unsafe { libc::dlvsym(h, name.as_ptr(), version.as_ptr()) }.is_null() {
+    if unsafe { libc::dlvsym(h, w.probe.as_ptr(), w.version.as_ptr()) }.is_null() {
         // SAFETY: h came from dlopen and nothing of it is referenced yet.
         unsafe { libc::dlclose(h) };
-        return Tried::Failed(
-            "not a verbs library: it has no ibv_get_device_list@IBVERBS_1.1".into(),
-        );
+        return Tried::Failed(format!(
+            "not {}: it has no {}@{}",
+            w.what,
+            w.probe.to_string_lossy(),
+            w.version.to_string_lossy()
+        ));
     }
     Tried::Loaded(h)
 }
 
-/// Where to look when `libibverbs.so.1` on the search path is the shim:
-/// the rest of `LD_LIBRARY_PATH`, the library found at build time, and the
-/// usual system locations.
-fn fallback_candidates() -> Vec<CString> {
+/// Where to look for `file` when the search path's is the shim: the rest
+/// of `LD_LIBRARY_PATH` (not in a secure-execution process), then `then`.
+pub(crate) fn fallback_candidates<'a>(
+    file: &str,
+    then: impl IntoIterator<Item = &'a str>,
+) -> Vec<CString> {
     let mut out: Vec<CString> = Vec::new();
     let mut push = |p: String| {
         if let Ok(c) = CString::new(p) {
@@ -364,15 +393,14 @@ fn fallback_candidates() -> Vec<CString> {
     if !config::get().secure {
         if let Some(dirs) = std::env::var_os("LD_LIBRARY_PATH") {
             for d in std::env::split_paths(&dirs) {
-                let f = d.join("libibverbs.so.1");
+                let f = d.join(file);
                 if f.is_file() {
                     push(f.to_string_lossy().into_owned());
                 }
             }
         }
     }
-    push(BUILD_REAL_LIBRARY.to_string());
-    for p in SYSTEM_LIBRARY_PATHS {
+    for p in then {
         push(p.to_string());
     }
     out
@@ -394,25 +422,27 @@ fn load() -> Option<*mut c_void> {
     let cfg = config::get();
     let mut tried = String::new();
     let requested = if cfg.library.is_none() {
-        REQUESTED.get().and_then(|path| match try_open(path) {
-            Tried::Loaded(h) => Some(h),
-            Tried::Itself => None,
-            Tried::Failed(why) => {
-                let _ = write!(
-                    tried,
-                    "{} (the program's dlopen): {why}; ",
-                    path.to_string_lossy()
-                );
-                None
-            }
-        })
+        REQUESTED
+            .get()
+            .and_then(|path| match try_open(path, &VERBS) {
+                Tried::Loaded(h) => Some(h),
+                Tried::Itself => None,
+                Tried::Failed(why) => {
+                    let _ = write!(
+                        tried,
+                        "{} (the program's dlopen): {why}; ",
+                        path.to_string_lossy()
+                    );
+                    None
+                }
+            })
     } else {
         None
     };
     let result = if requested.is_some() {
         requested
     } else if let Some(path) = &cfg.library {
-        match try_open(path) {
+        match try_open(path, &VERBS) {
             Tried::Loaded(h) => Some(h),
             Tried::Itself => {
                 let _ = write!(
@@ -428,7 +458,7 @@ fn load() -> Option<*mut c_void> {
             }
         }
     } else {
-        match try_open(c"libibverbs.so.1") {
+        match try_open(c"libibverbs.so.1", &VERBS) {
             Tried::Loaded(h) => Some(h),
             first => {
                 match first {
@@ -442,8 +472,10 @@ fn load() -> Option<*mut c_void> {
                     Tried::Loaded(_) => unreachable!(),
                 }
                 let mut found = None;
-                for c in fallback_candidates() {
-                    match try_open(&c) {
+                let then =
+                    std::iter::once(BUILD_REAL_LIBRARY).chain(SYSTEM_LIBRARY_PATHS.iter().copied());
+                for c in fallback_candidates(VERBS.file, then) {
+                    match try_open(&c, &VERBS) {
                         Tried::Loaded(h) => {
                             found = Some(h);
                             break;

@@ -18,11 +18,11 @@
 //! function resolved from it is forgotten ([`closed`]), and the next
 //! forwarded call loads the library again.
 
-use std::ffi::{c_char, c_void, CStr, CString};
+use std::ffi::{c_char, c_void, CStr};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU8, AtomicUsize, Ordering};
 
-use crate::config;
+use super::{fallback_candidates, try_open, Tried, Wanted};
 use crate::log::Level;
 
 const UNLOADED: u8 = 0;
@@ -221,65 +221,19 @@ fn load_slow() -> Option<*mut c_void> {
     }
 }
 
-enum Tried {
-    Loaded(*mut c_void),
-    Itself,
-    Failed(String),
-}
-
-fn try_open(path: &CStr) -> Tried {
-    if path.to_bytes().contains(&b'/') {
-        if let Err(e) = crate::files::check_loadable(path) {
-            return Tried::Failed(format!("{e} before dlopen"));
-        }
-    }
-    // SAFETY: path is NUL-terminated; flags are valid.
-    let h = unsafe { super::real_dlopen()(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
-    if h.is_null() {
-        return Tried::Failed(format!("dlopen: {}", super::dlerror()));
-    }
-    // SAFETY: h was just returned by dlopen.
-    if unsafe { super::object_is_shim(h) } {
-        return Tried::Itself;
-    }
-    // SAFETY: h is live; both strings are NUL-terminated.
-    if unsafe { libc::dlvsym(h, c"rdma_create_id".as_ptr(), c"RDMACM_1.0".as_ptr()) }.is_null() {
-        // SAFETY: h came from dlopen and nothing of it is referenced yet.
-        unsafe { libc::dlclose(h) };
-        return Tried::Failed("not librdmacm: it has no rdma_create_id@RDMACM_1.0".into());
-    }
-    Tried::Loaded(h)
-}
-
-/// The files to try after the search path's `librdmacm.so.1` was the shim.
-fn fallback_candidates() -> Vec<CString> {
-    let mut out: Vec<CString> = Vec::new();
-    let mut push = |p: String| {
-        if let Ok(c) = CString::new(p) {
-            if !out.contains(&c) {
-                out.push(c);
-            }
-        }
-    };
-    if !config::get().secure {
-        if let Some(dirs) = std::env::var_os("LD_LIBRARY_PATH") {
-            for d in std::env::split_paths(&dirs) {
-                let f = d.join("librdmacm.so.1");
-                if f.is_file() {
-                    push(f.to_string_lossy().into_owned());
-                }
-            }
-        }
-    }
-    for p in SYSTEM_PATHS {
-        push(p.to_string());
-    }
-    out
-}
+/// librdmacm.
+const RDMACM: Wanted = Wanted {
+    file: "librdmacm.so.1",
+    probe: c"rdma_create_id",
+    version: c"RDMACM_1.0",
+    what: "librdmacm",
+    // SAFETY: called with a handle dlopen just returned.
+    itself: |h| unsafe { super::object_is_shim(h) },
+};
 
 fn load() -> Option<*mut c_void> {
     let mut tried = String::new();
-    let found = match try_open(c"librdmacm.so.1") {
+    let found = match try_open(c"librdmacm.so.1", &RDMACM) {
         Tried::Loaded(h) => Some(h),
         first => {
             match first {
@@ -289,9 +243,9 @@ fn load() -> Option<*mut c_void> {
                 }
                 Tried::Loaded(_) => unreachable!(),
             }
-            fallback_candidates()
+            fallback_candidates(RDMACM.file, SYSTEM_PATHS.iter().copied())
                 .into_iter()
-                .find_map(|c| match try_open(&c) {
+                .find_map(|c| match try_open(&c, &RDMACM) {
                     Tried::Loaded(h) => Some(h),
                     Tried::Itself => {
                         let _ = write!(tried, "; {}: the shim itself", c.to_string_lossy());
