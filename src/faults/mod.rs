@@ -267,29 +267,10 @@ fn fire(verb: &'static str, ra: impl FnOnce() -> usize) -> Option<Injection> {
         // SAFETY: writes our own buffer to our own descriptor.
         unsafe { libc::write(setup.count_fd, line.as_ptr().cast(), line.len()) };
     }
-    let mut fired: Option<(usize, u64)> = None;
-    {
-        let mut state = STATE.lock();
-        for (i, rule) in setup.rules.iter().enumerate() {
-            let here = match (&rule.site, &site) {
-                (None, _) => true,
-                (Some(_), Some((m, o))) => rule.at_site(m.as_deref().unwrap_or("?"), *o),
-                (Some(_), None) => false,
-            };
-            if !rule.covers(verb) || !here {
-                continue;
-            }
-            let n = state.counts.entry((i, verb)).or_insert(0);
-            *n += 1;
-            if fired.is_none() && rule.fires(*n, verb) {
-                fired = Some((i, *n));
-            }
-        }
-    }
-    let (i, nth) = fired?;
+    let (i, nth) = count(setup, verb, &site, |r| r.covers(verb))?;
     let (module, offset) = site.take().unwrap_or_else(|| site_of(ra));
     let rule = &setup.rules[i];
-    let injection = Injection {
+    Some(made(Injection {
         verb,
         nth,
         errno: rule.errno,
@@ -298,11 +279,44 @@ fn fire(verb: &'static str, ra: impl FnOnce() -> usize) -> Option<Injection> {
         rule: rule.text.clone(),
         module,
         offset,
-    };
+    }))
+}
+
+/// Counts a call (`key`: its verb, or `cm_event`) against each rule that
+/// `applies` to it here (at `site`, when a rule names one): the first rule
+/// that fires, and its count.
+fn count(
+    setup: &Setup,
+    key: &'static str,
+    site: &Option<(Option<String>, u64)>,
+    applies: impl Fn(&Rule) -> bool,
+) -> Option<(usize, u64)> {
+    let mut fired = None;
+    let mut state = STATE.lock();
+    for (i, rule) in setup.rules.iter().enumerate() {
+        let here = match (&rule.site, site) {
+            (None, _) => true,
+            (Some(_), Some((m, o))) => rule.at_site(m.as_deref().unwrap_or("?"), *o),
+            (Some(_), None) => false,
+        };
+        if !applies(rule) || !here {
+            continue;
+        }
+        let n = state.counts.entry((i, key)).or_insert(0);
+        *n += 1;
+        if fired.is_none() && rule.fires(*n, key) {
+            fired = Some((i, *n));
+        }
+    }
+    fired
+}
+
+/// An injection made: kept for the report, and logged.
+fn made(injection: Injection) -> Injection {
     STATE.lock().injected.push(injection.clone());
     INJECTED.store(true, Ordering::Relaxed);
     logged(&injection);
-    Some(injection)
+    injection
 }
 
 /// [`module_offset`], cached.
@@ -413,29 +427,10 @@ fn fire_cm(setup: &Setup, kind: u32, caller: usize) -> Option<rules::Replace> {
         .iter()
         .any(|r| about(r) && r.site.is_some())
         .then(|| site_of(caller));
-    let mut fired = None;
-    {
-        let mut state = STATE.lock();
-        for (i, rule) in setup.rules.iter().enumerate() {
-            let here = match (&rule.site, &site) {
-                (None, _) => true,
-                (Some(_), Some((m, o))) => rule.at_site(m.as_deref().unwrap_or("?"), *o),
-                (Some(_), None) => false,
-            };
-            if !about(rule) || !here {
-                continue;
-            }
-            let n = state.counts.entry((i, "cm_event")).or_insert(0);
-            *n += 1;
-            if fired.is_none() && rule.fires(*n, "cm_event") {
-                fired = Some((i, *n));
-            }
-        }
-    }
-    let (i, nth) = fired?;
+    let (i, nth) = count(setup, "cm_event", &site, about)?;
     let (module, offset) = site.unwrap_or_else(|| site_of(caller));
     let rule = &setup.rules[i];
-    let injection = Injection {
+    made(Injection {
         verb: "rdma_get_cm_event",
         nth,
         errno: 0,
@@ -444,11 +439,8 @@ fn fire_cm(setup: &Setup, kind: u32, caller: usize) -> Option<rules::Replace> {
         rule: rule.text.clone(),
         module,
         offset,
-    };
-    STATE.lock().injected.push(injection.clone());
-    INJECTED.store(true, Ordering::Relaxed);
-    logged(&injection);
-    injection.replace
+    })
+    .replace
 }
 
 /// Is a `wc` rule set? Then contexts get the `poll_cq` wrapper even
