@@ -643,19 +643,19 @@ pub fn run(
         "failed": failed,
         "stopped": stopped,
     });
-    let json_text = serde_json::to_string_pretty(&summary).unwrap_or_default() + "\n";
-    match crate::files::write_replacing(&json_path, json_text.as_bytes(), 0o666) {
-        Ok(()) => text.push_str(&format!(
-            "ibv-shim: JSON summary: {}\n",
-            json_path.display()
-        )),
-        Err(e) => text.push_str(&format!(
-            "ibv-shim: cannot write {}: {e}\n",
-            json_path.display()
-        )),
+    finish(&json_path, &summary, text);
+    Ok(if failed > 0 || stopped { 1 } else { 0 })
+}
+
+/// Writes the JSON summary to `path`, says where (or why not) after
+/// `text`, the sweep's table, and prints it all.
+fn finish(path: &Path, summary: &serde_json::Value, mut text: String) {
+    let json_text = serde_json::to_string_pretty(summary).unwrap_or_default() + "\n";
+    match crate::files::write_replacing(path, json_text.as_bytes(), 0o666) {
+        Ok(()) => text.push_str(&format!("ibv-shim: JSON summary: {}\n", path.display())),
+        Err(e) => text.push_str(&format!("ibv-shim: cannot write {}: {e}\n", path.display())),
     }
     to_stderr(&text);
-    Ok(if failed > 0 || stopped { 1 } else { 0 })
 }
 
 fn to_stderr(text: &str) {

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use super::{
-    counted, plan, signal_name, table, to_stderr, Outcome, Planned, Progress, Setup, STOP,
+    counted, finish, plan, signal_name, table, to_stderr, Outcome, Planned, Progress, Setup, STOP,
 };
 
 /// The other end of the pair.
@@ -265,17 +265,6 @@ pub(super) fn sweep(setup: &Setup) -> i32 {
         "failed": failed,
         "stopped": stopped,
     });
-    let json_text = serde_json::to_string_pretty(&summary).unwrap_or_default() + "\n";
-    match crate::files::write_replacing(&json_path, json_text.as_bytes(), 0o666) {
-        Ok(()) => text.push_str(&format!(
-            "ibv-shim: JSON summary: {}\n",
-            json_path.display()
-        )),
-        Err(e) => text.push_str(&format!(
-            "ibv-shim: cannot write {}: {e}\n",
-            json_path.display()
-        )),
-    }
-    to_stderr(&text);
+    finish(&json_path, &summary, text);
     i32::from(failed > 0 || stopped)
 }
