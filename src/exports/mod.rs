@@ -28,6 +28,8 @@ pub mod device;
 /// cbindgen:ignore
 pub mod dl;
 /// cbindgen:ignore
+pub mod dlsym;
+/// cbindgen:ignore
 pub mod interpose;
 /// cbindgen:ignore
 pub mod private;

@@ -107,11 +107,12 @@ pub fn is_borrowed(handle: *mut c_void) -> bool {
 }
 
 /// The program's `dlclose` of the borrowed handle returned: if the
-/// library is gone, forget it and everything resolved from it.
-pub fn closed() {
+/// library is gone, forget it and every declared function resolved from
+/// it, and say so (the caller resets the trampolines: `forward::forget`).
+pub fn closed() -> bool {
     let name = BORROWED.load(Ordering::Acquire);
     if name.is_null() {
-        return;
+        return false;
     }
     // SAFETY: set only from `CString::into_raw`, never freed.
     let name = unsafe { CStr::from_ptr(name) };
@@ -126,24 +127,24 @@ pub fn closed() {
             // SAFETY: the probe's own reference, just taken.
             unsafe { close(still) };
         }
-        return;
+        return false;
     }
     if STATE
         .compare_exchange(READY, LOADING, Ordering::AcqRel, Ordering::Acquire)
         .is_err()
     {
-        return;
+        return false;
     }
     HANDLE.store(std::ptr::null_mut(), Ordering::Release);
     BORROWED.store(std::ptr::null_mut(), Ordering::Release);
     forget_resolved();
-    crate::forward::forget(super::Library::Rdmacm);
     STATE.store(UNLOADED, Ordering::Release);
     crate::log!(
         Level::Info,
         "librdmacm: {} was unloaded by the program's dlclose; the next rdma_* call loads it again",
         name.to_string_lossy()
     );
+    true
 }
 
 /// The real functions resolved from librdmacm (`RealFn`'s two words), to
