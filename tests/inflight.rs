@@ -40,18 +40,20 @@ const SCENARIOS: &[(&str, &[Finding])] = &[
     ("reset", &[("teardown_qp", 1, "to_reset")]),
     ("overrun", &[("cq_overrun", 1, "one_recv_too_many")]),
     ("srq", &[("recv_reused", 1, "srq_again")]),
+    ("dealloc_mw", &[("teardown_mw", 3, "dealloc")]),
     ("unsignalled_tail", &[]),
     ("send_from_recv", &[]),
     ("dereg_after_err", &[]),
 ];
 
-const RULES: [&str; 6] = [
+const RULES: [&str; 7] = [
     "send_modified",
     "recv_reused",
     "teardown_mr",
     "teardown_qp",
     "teardown_cq",
     "cq_overrun",
+    "teardown_mw",
 ];
 
 /// Checks one run's log and JSON counts against what `scenario` makes.
@@ -87,6 +89,22 @@ fn judge(scenario: &str, stdout: &str, log: &str, json: &serde_json::Value) {
             line.contains(" WARN ") && line.contains(&format!(" at {func} (")),
             "{scenario}: {rule} not reported at {func}:\n{line}"
         );
+    }
+    if scenario == "dealloc_mw" {
+        for (func, shown) in [
+            ("dealloc", "wr_id=0x101 opcode=BIND_MW"),
+            ("dealloc_invalidating", "wr_id=0x103 opcode=LOCAL_INV"),
+            ("dealloc_type1", "wr_id=0x104 opcode=BIND_MW"),
+        ] {
+            assert!(
+                log.lines()
+                    .any(|l| l.contains("data-path check teardown_mw:")
+                        && l.contains(&format!(" at {func} ("))
+                        && l.contains(shown)
+                        && l.contains("deallocated while 1 posted work request(s)")),
+                "{scenario}: no teardown_mw at {func} for {shown}:\n{log}"
+            );
+        }
     }
     if scenario == "send_modified" {
         assert!(

@@ -17,6 +17,11 @@
  *   reset          a move to RESET with such a WRITE outstanding
  *   overrun        more receives posted than their CQ has entries
  *   srq            an SRQ's receive buffer posted twice
+ *   dealloc_mw     ibv_dealloc_mw of a type 2 window whose posted bind has
+ *                  not completed, of one whose local invalidation has not,
+ *                  and of a type 1 window whose ibv_bind_mw has not; a
+ *                  window deallocated after its bind completed is no
+ *                  finding
  *
  * and two more with nothing to report, which a checker that judges too
  * simply would report:
@@ -196,6 +201,88 @@ static void dereg_scenario(void)
 	NEED(mb);
 }
 
+SITE static int dealloc(struct ibv_mw *mw)
+{
+	NOTAIL(ibv_dealloc_mw(mw));
+}
+
+SITE static int dealloc_invalidating(struct ibv_mw *mw)
+{
+	NOTAIL(ibv_dealloc_mw(mw));
+}
+
+SITE static int dealloc_type1(struct ibv_mw *mw)
+{
+	NOTAIL(ibv_dealloc_mw(mw));
+}
+
+/* Any completion on cq (a bind's status is not what is tested here). */
+static void drain_one(struct ibv_cq *cq)
+{
+	struct ibv_wc wc;
+	NEED(poll_one(cq, 5000, &wc) == 1);
+}
+
+static int bind2(struct ibv_mw *mw, struct ibv_mr *mr, uint32_t rkey, uint64_t id)
+{
+	struct ibv_send_wr wr, *bad;
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = id;
+	wr.opcode = IBV_WR_BIND_MW;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.bind_mw.mw = mw;
+	wr.bind_mw.rkey = rkey;
+	wr.bind_mw.bind_info.mr = mr;
+	wr.bind_mw.bind_info.addr = (uintptr_t)mr->addr;
+	wr.bind_mw.bind_info.length = 4096;
+	wr.bind_mw.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_WRITE;
+	return ibv_post_send(b.qp, &wr, &bad);
+}
+
+static void dealloc_mw(void)
+{
+	struct ibv_mr *w = mr_make(&p, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+						     IBV_ACCESS_MW_BIND);
+	/* Bound, the bind's completion not polled. */
+	struct ibv_mw *m1 = ibv_alloc_mw(p.pd, IBV_MW_TYPE_2);
+	NEED(m1);
+	NEED(bind2(m1, w, ibv_inc_rkey(m1->rkey), 0x101) == 0);
+	NEED(dealloc(m1) == 0);
+	drain_one(b.scq);
+	/* Bound and polled, then invalidated, the invalidation not polled. */
+	struct ibv_mw *m2 = ibv_alloc_mw(p.pd, IBV_MW_TYPE_2);
+	NEED(m2);
+	uint32_t k2 = ibv_inc_rkey(m2->rkey);
+	NEED(bind2(m2, w, k2, 0x102) == 0);
+	drain_one(b.scq);
+	struct ibv_send_wr inv, *bad;
+	memset(&inv, 0, sizeof(inv));
+	inv.wr_id = 0x103;
+	inv.opcode = IBV_WR_LOCAL_INV;
+	inv.send_flags = IBV_SEND_SIGNALED;
+	inv.invalidate_rkey = k2;
+	NEED(ibv_post_send(b.qp, &inv, &bad) == 0);
+	NEED(dealloc_invalidating(m2) == 0);
+	drain_one(b.scq);
+	/* Type 1: ibv_bind_mw posts the bind itself. */
+	struct ibv_mw *m3 = ibv_alloc_mw(p.pd, IBV_MW_TYPE_1);
+	NEED(m3);
+	struct ibv_mw_bind mb1 = { .wr_id = 0x104, .send_flags = IBV_SEND_SIGNALED,
+				   .bind_info = { .mr = w, .addr = (uintptr_t)w->addr,
+						  .length = 4096,
+						  .mw_access_flags = IBV_ACCESS_REMOTE_WRITE } };
+	NEED(ibv_bind_mw(b.qp, m3, &mb1) == 0);
+	NEED(dealloc_type1(m3) == 0);
+	drain_one(b.scq);
+	/* Bound, its completion polled: nothing outstanding names it. */
+	struct ibv_mw *m4 = ibv_alloc_mw(p.pd, IBV_MW_TYPE_2);
+	NEED(m4);
+	NEED(bind2(m4, w, ibv_inc_rkey(m4->rkey), 0x105) == 0);
+	drain_one(b.scq);
+	NEED(ibv_dealloc_mw(m4) == 0);
+	mr_free(w);
+}
+
 SITE static int destroy(struct ibv_qp *qp)
 {
 	NOTAIL(ibv_destroy_qp(qp));
@@ -342,6 +429,8 @@ int main(int argc, char **argv)
 		overrun();
 	else if (strcmp(s, "srq") == 0)
 		srq();
+	else if (strcmp(s, "dealloc_mw") == 0)
+		dealloc_mw();
 	else {
 		fprintf(stderr, "no scenario %s\n", s);
 		return 2;

@@ -52,6 +52,7 @@ pub(in crate::exports::interpose) unsafe fn ex_begun(
             flags: f,
             nsge: 0,
             site,
+            obj: 0,
         })?;
         if f & flag::SIGNALED != 0 {
             one_due(t.send_cq, Queue::Send(qp), &wr_at(r, pos, None), site);

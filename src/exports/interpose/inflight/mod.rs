@@ -13,7 +13,9 @@
 //!   is `teardown_mr`; `ibv_destroy_qp` or a move to RESET with sends
 //!   whose completions were never polled, `teardown_qp`;
 //!   `ibv_destroy_cq` with completions of posted work never polled,
-//!   `teardown_cq`;
+//!   `teardown_cq`; `ibv_dealloc_mw` of a window whose own bind or
+//!   local invalidation posted here has not completed, `teardown_mw`
+//!   (`mw`);
 //! - more completions due on a CQ (signalled sends and receives of its
 //!   queues, not yet polled) than it has entries, at the post that makes
 //!   them so: `cq_overrun`.
@@ -22,11 +24,13 @@
 //! `abort`). Bytes are read only inside an MR the lkey index vouches for.
 
 mod ex;
+mod mw;
 mod ring;
 mod table;
 mod teardown;
 
 pub(super) use ex::{ex_begun, ex_cancel, ex_done, ex_sges, ex_start};
+pub(super) use mw::{bind_posted, bind_posting, mw_going};
 pub(super) use teardown::{
     cq_destroying, mr_going, qp_destroying, qp_error, qp_reset, srq_destroying,
 };
@@ -67,6 +71,20 @@ fn sources(op: c_int) -> bool {
     ]
     .iter()
     .any(|&o| o as c_int == op)
+}
+
+const BIND_MW: c_int = verbs_abi::ibv_wr_opcode::IBV_WR_BIND_MW as c_int;
+const LOCAL_INV: c_int = verbs_abi::ibv_wr_opcode::IBV_WR_LOCAL_INV as c_int;
+
+/// What a request of `op` names of a memory window: a bind its window
+/// (`mw`, its address), a local invalidation the rkey it invalidates
+/// (`inv`); 0 for anything else.
+fn window_of(op: c_int, inv: u32, mw: impl FnOnce() -> u64) -> u64 {
+    match op {
+        BIND_MW => mw(),
+        LOCAL_INV => u64::from(inv),
+        _ => 0,
+    }
 }
 
 /// The fingerprint of `len` bytes at `addr`.
@@ -292,6 +310,9 @@ pub(super) unsafe fn sends(qp: *mut ibv_qp, mut wr: *mut ibv_send_wr, site: usiz
                 flags: f,
                 nsge: 0,
                 site,
+                // SAFETY: `bind_mw` is the union's member for a bind (a
+                // pointer read as its address only).
+                obj: window_of(op, w.imm_data, || unsafe { w.anon.bind_mw.mw } as u64),
             }) else {
                 break;
             };
@@ -387,6 +408,7 @@ pub(super) unsafe fn recvs(q: Queue, mut wr: *mut ibv_recv_wr, site: usize) -> A
                 flags: flag::WRITES,
                 nsge: 0,
                 site,
+                obj: 0,
             }) else {
                 break;
             };

@@ -34,6 +34,9 @@ pub(super) struct Entry {
     pub nsge: u16,
     /// The program's call that posted it.
     pub site: usize,
+    /// The memory window a bind binds (its address), or the rkey a local
+    /// invalidation invalidates; 0 for other requests.
+    pub obj: u64,
 }
 
 const NONE: Entry = Entry {
@@ -42,6 +45,7 @@ const NONE: Entry = Entry {
     flags: flag::DONE,
     nsge: 0,
     site: 0,
+    obj: 0,
 };
 
 /// The SGEs kept per work request at most (a request with more is
@@ -225,6 +229,7 @@ mod tests {
             flags: 0,
             nsge: 0,
             site: 0,
+            obj: 0,
         }
     }
 
