@@ -40,6 +40,7 @@ const SCENARIOS: &[(&str, &[Finding])] = &[
     ("reset", &[("teardown_qp", 1, "to_reset")]),
     ("overrun", &[("cq_overrun", 1, "one_recv_too_many")]),
     ("srq", &[("recv_reused", 1, "srq_again")]),
+    ("recv_cross", &[("recv_reused", 3, "recv_other")]),
     ("dealloc_mw", &[("teardown_mw", 3, "dealloc")]),
     ("unsignalled_tail", &[]),
     ("send_from_recv", &[]),
@@ -89,6 +90,22 @@ fn judge(scenario: &str, stdout: &str, log: &str, json: &serde_json::Value) {
             line.contains(" WARN ") && line.contains(&format!(" at {func} (")),
             "{scenario}: {rule} not reported at {func}:\n{line}"
         );
+    }
+    if scenario == "recv_cross" {
+        for (func, shown) in [
+            ("recv_other", "wr_id=0x121"),
+            ("read_other", "wr_id=0x122 opcode=RDMA_READ"),
+            ("srq_other", "wr_id=0x123"),
+        ] {
+            assert!(
+                log.lines()
+                    .any(|l| l.contains("data-path check recv_reused:")
+                        && l.contains(&format!(" at {func} ("))
+                        && l.contains(shown)
+                        && l.contains("(wr_id=0x120 of another queue, qp=")),
+                "{scenario}: no recv_reused at {func} for {shown}:\n{log}"
+            );
+        }
     }
     if scenario == "dealloc_mw" {
         for (func, shown) in [

@@ -17,6 +17,9 @@
  *   reset          a move to RESET with such a WRITE outstanding
  *   overrun        more receives posted than their CQ has entries
  *   srq            an SRQ's receive buffer posted twice
+ *   recv_cross     a buffer of a receive posted on one QP given, before it
+ *                  completed, to a receive of the other QP, to a READ of
+ *                  the other QP, and to an SRQ's receive
  *   dealloc_mw     ibv_dealloc_mw of a type 2 window whose posted bind has
  *                  not completed, of one whose local invalidation has not,
  *                  and of a type 1 window whose ibv_bind_mw has not; a
@@ -199,6 +202,40 @@ static void dereg_scenario(void)
 	NEED(dereg(mb) == 0);
 	mb = ibv_reg_mr(p.pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE);
 	NEED(mb);
+}
+
+SITE static int recv_other(void *addr)
+{
+	return recv_at(&a, addr, 64, mb->lkey, 0x121);
+}
+
+SITE static int read_other(void *addr)
+{
+	return post_sge(&a, IBV_WR_RDMA_READ, addr, 64, mb->lkey, (uintptr_t)ma->addr, ma->rkey,
+			0x122, IBV_SEND_SIGNALED);
+}
+
+SITE static int srq_other(struct ibv_srq *srq, void *addr)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)addr, .length = 64, .lkey = mb->lkey };
+	struct ibv_recv_wr wr = { .wr_id = 0x123, .sg_list = &sge, .num_sge = 1 }, *bad;
+	NOTAIL(ibv_post_srq_recv(srq, &wr, &bad));
+}
+
+static void recv_cross(void)
+{
+	char *rb = mb->addr;
+	NEED(recv_at(&b, rb, 256, mb->lkey, 0x120) == 0);
+	NEED(recv_other(rb + 128) == 0);
+	NEED(read_other(rb + 64) == 0);
+	ok(a.scq);
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 8, .max_sge = 1 } };
+	struct ibv_srq *s = ibv_create_srq(p.pd, &sa);
+	NEED(s);
+	NEED(srq_other(s, rb + 192) == 0);
+	/* Apart from every posted receive: no finding. */
+	NEED(recv_at(&a, rb + 1024, 64, mb->lkey, 0x124) == 0);
+	NEED(ibv_destroy_srq(s) == 0);
 }
 
 SITE static int dealloc(struct ibv_mw *mw)
@@ -429,6 +466,8 @@ int main(int argc, char **argv)
 		overrun();
 	else if (strcmp(s, "srq") == 0)
 		srq();
+	else if (strcmp(s, "recv_cross") == 0)
+		recv_cross();
 	else if (strcmp(s, "dealloc_mw") == 0)
 		dealloc_mw();
 	else {

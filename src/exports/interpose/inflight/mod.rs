@@ -8,7 +8,8 @@
 //!   send queue): a change is `send_modified`;
 //! - a receive buffer (or a READ's or an atomic's local buffer) given to
 //!   a receive or a READ while an earlier receive on it has not
-//!   completed is `recv_reused` (within the QP and its SRQ);
+//!   completed is `recv_reused` (on the same queue, or on any other
+//!   queue that posted receives: `table::receivers_but`);
 //! - `ibv_dereg_mr` / `ibv_rereg_mr` of an MR that outstanding work uses
 //!   is `teardown_mr`; `ibv_destroy_qp` or a move to RESET with sends
 //!   whose completions were never polled, `teardown_qp`;
@@ -218,13 +219,14 @@ fn overlaps(a: &ibv_sge, b: &ibv_sge) -> bool {
 }
 
 /// Is `s` (a buffer the NIC is about to write) a buffer of an
-/// outstanding receive of `rq`? Reported at `site` as `q`'s post of `w`.
-fn reused(rq: &Ring, s: &ibv_sge, q: Queue, w: &Wr, site: usize) {
+/// outstanding receive of `rq`? Reported at `site` as `q`'s post of `w`;
+/// `other`: `rq` is another queue's (that queue's tracker). Whether it was.
+fn reused(rq: &Ring, s: &ibv_sge, q: Queue, w: &Wr, site: usize, other: Option<&Tracker>) -> bool {
     let Some(p) = rq.live().find(|&p| {
         rq.get(p).flags & (flag::WRITES | flag::FLUSHED) == flag::WRITES
             && rq.sges(p).iter().any(|o| overlaps(o, s))
     }) else {
-        return;
+        return false;
     };
     let e = rq.get(p);
     datapath::violation(
@@ -233,14 +235,46 @@ fn reused(rq: &Ring, s: &ibv_sge, q: Queue, w: &Wr, site: usize) {
         w,
         site,
         format_args!(
-            "its buffer [{:#x}, +{}) is that of a receive (wr_id={:#x}, posted at {}) \
+            "its buffer [{:#x}, +{}) is that of a receive (wr_id={:#x}{}, posted at {}) \
              that has not completed",
             s.addr,
             s.length,
             e.wr_id,
+            On(other),
             crate::report::site(e.site)
         ),
     );
+    true
+}
+
+/// Where a receive was posted, when another queue's.
+struct On<'a>(Option<&'a Tracker>);
+
+impl std::fmt::Display for On<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            None => Ok(()),
+            Some(t) if t.is_srq => write!(f, " of another queue, srq={:#x}", t.qp),
+            Some(t) => write!(f, " of another queue, qp={:#x} qp_num={}", t.qp, t.qp_num),
+        }
+    }
+}
+
+/// Is `s` a buffer of an outstanding receive of another queue than the
+/// one at `own` (the poster's receive queue: its QP, or its SRQ)? Each
+/// listed queue's span is looked at first, its ring (locked) only when
+/// the span holds part of `s`; the first that holds it is reported.
+/// Called with no receive ring's lock held.
+fn reused_elsewhere(own: usize, s: &ibv_sge, q: Queue, w: &Wr, site: usize) {
+    if s.length == 0 {
+        return;
+    }
+    let end = s.addr.saturating_add(u64::from(s.length));
+    for u in table::receivers_but(own).filter(|u| u.may_hold(s.addr, end)) {
+        if u.rq.with(|rr| reused(rr, s, q, w, site, Some(u))) == Some(true) {
+            return;
+        }
+    }
 }
 
 /// A signalled send or a receive was posted at `site`: one more completion
@@ -339,11 +373,13 @@ pub(super) unsafe fn sends(qp: *mut ibv_qp, mut wr: *mut ibv_send_wr, site: usiz
             }
             let wr_shown = wr_at(r, pos, None);
             if f & flag::WRITES != 0 {
-                if let Some(rq) = rq {
-                    for s in r.sges(pos) {
+                let own = if t.srq != 0 { t.srq } else { t.qp };
+                for s in r.sges(pos) {
+                    if let Some(rq) = rq {
                         rq.rq
-                            .with(|rr| reused(rr, s, Queue::Send(qp), &wr_shown, site));
+                            .with(|rr| reused(rr, s, Queue::Send(qp), &wr_shown, site, None));
                     }
+                    reused_elsewhere(own, s, Queue::Send(qp), &wr_shown, site);
                 }
             }
             if f & flag::SIGNALED != 0 {
@@ -376,6 +412,10 @@ pub(super) unsafe fn recvs(q: Queue, mut wr: *mut ibv_recv_wr, site: usize) -> A
         return Added::NONE;
     };
     let limit = chain_limit(q);
+    if table::receivers_but(t.qp).next().is_some() {
+        // SAFETY: the caller's contract.
+        unsafe { recvs_elsewhere(t.qp, q, wr, limit, site) };
+    }
     t.rq.with(|r| {
         let from = r.head;
         let mut walked = 0;
@@ -400,7 +440,7 @@ pub(super) unsafe fn recvs(q: Queue, mut wr: *mut ibv_recv_wr, site: usize) -> A
                 via: None,
             };
             for s in list {
-                reused(r, s, q, &shown, site);
+                reused(r, s, q, &shown, site, None);
             }
             let Some(pos) = r.push(Entry {
                 wr_id: w.wr_id,
@@ -413,7 +453,9 @@ pub(super) unsafe fn recvs(q: Queue, mut wr: *mut ibv_recv_wr, site: usize) -> A
                 break;
             };
             for s in list {
-                r.add_sge(pos, *s, 0);
+                if r.add_sge(pos, *s, 0) {
+                    t.widen(s.addr, s.length);
+                }
             }
             if cq != 0 {
                 one_due(cq, q, &shown, site);
@@ -424,7 +466,52 @@ pub(super) unsafe fn recvs(q: Queue, mut wr: *mut ibv_recv_wr, site: usize) -> A
             n: r.head - from,
         }
     })
+    .inspect(|a| {
+        if a.n > 0 {
+            table::list(t);
+        }
+    })
     .unwrap_or(Added::NONE)
+}
+
+/// A receive chain's buffers, looked for among other queues' outstanding
+/// receives (before the poster's own ring is locked: no two receive rings
+/// are ever held at once).
+///
+/// # Safety
+/// `wr` is NULL or the head of the program's chain, posted now.
+unsafe fn recvs_elsewhere(
+    own: usize,
+    q: Queue,
+    mut wr: *mut ibv_recv_wr,
+    limit: usize,
+    site: usize,
+) {
+    let mut walked = 0;
+    while !wr.is_null() && walked < limit {
+        walked += 1;
+        // SAFETY: the program's chain, copied while its post is under way.
+        let w = unsafe { wr.read() };
+        wr = w.next;
+        let n = if w.sg_list.is_null() || w.num_sge <= 0 {
+            0
+        } else {
+            (w.num_sge as usize).min(ring::MAX_SGES)
+        };
+        // SAFETY: the program's SGE list, within the SGEs the provider reads.
+        let list = unsafe { std::slice::from_raw_parts(w.sg_list, n) };
+        let shown = Wr {
+            wr_id: w.wr_id,
+            opcode: None,
+            sges: list.as_ptr(),
+            num_sge: w.num_sge,
+            readable: n,
+            via: None,
+        };
+        for s in list {
+            reused_elsewhere(own, s, q, &shown, site);
+        }
+    }
 }
 
 /// After the forward: a post that failed at `bad` had nothing from there
@@ -512,6 +599,9 @@ pub(super) fn completed(
                     }
                     r.get_mut(p).flags |= flag::DONE;
                     r.advance();
+                    if r.tail == r.head {
+                        rq.narrow();
+                    }
                 }
             });
         }
