@@ -1,5 +1,6 @@
 //! Work in flight (`IBV_SHIM_CHECK=inflight`): each scenario of
-//! `tests/c/inflight/inflight.c` (two connected RC QPs on rxe0) makes the
+//! `tests/c/inflight/inflight.c` (two connected RC QPs on rxe0; UD QPs,
+//! a QP posting through `ibv_wr_*`, memory windows in some) makes the
 //! shim report its finding, at the program's call, once per site, counted
 //! in the JSON; `clean` reports nothing. On the sim's rxe0 and on real
 //! Soft-RoCE in the VM (test group `vm`). The same runs under
@@ -40,6 +41,25 @@ const SCENARIOS: &[(&str, &[Finding])] = &[
     ("reset", &[("teardown_qp", 1, "to_reset")]),
     ("overrun", &[("cq_overrun", 1, "one_recv_too_many")]),
     ("srq", &[("recv_reused", 1, "srq_again")]),
+    (
+        "ud",
+        &[
+            ("send_modified", 1, "ud_send_then_touch"),
+            ("recv_reused", 1, "ud_recv_again"),
+            ("teardown_qp", 1, "destroy"),
+            ("teardown_cq", 1, "destroy_cq"),
+        ],
+    ),
+    (
+        "ex",
+        &[
+            ("send_modified", 1, "ex_send_then_touch"),
+            ("recv_reused", 1, "ex_read_into"),
+            ("teardown_mr", 1, "ex_dereg"),
+            ("teardown_qp", 1, "ex_destroy"),
+            ("teardown_cq", 1, "ex_destroy_cq"),
+        ],
+    ),
     ("recv_cross", &[("recv_reused", 3, "recv_other")]),
     ("dealloc_mw", &[("teardown_mw", 3, "dealloc")]),
     ("unsignalled_tail", &[]),
@@ -65,6 +85,12 @@ fn judge(scenario: &str, stdout: &str, log: &str, json: &serde_json::Value) {
         "{scenario}: did not finish:\n{stdout}\n{log}"
     );
     let checks = &json["checks"];
+    for (rule, n) in checks.as_object().expect("checks in the JSON") {
+        assert!(
+            RULES.contains(&rule.as_str()) || n == 0,
+            "{scenario}: the scenario itself breaks a post-time rule, {rule} {n}\n{log}"
+        );
+    }
     for rule in RULES {
         let n = want
             .iter()

@@ -7,7 +7,10 @@ use std::ffi::c_int;
 use verbs_abi::{ibv_qp, ibv_sge};
 
 use super::ring::{flag, Entry};
-use super::{fingerprint, of_qp, one_due, readable, sources, table, wr_at, SEND_SIGNALED};
+use super::{
+    fingerprint, of_qp, one_due, readable, reused, reused_elsewhere, sources, table, wr_at,
+    SEND_SIGNALED,
+};
 use crate::exports::interpose::clean;
 use crate::exports::interpose::datapath::Queue;
 
@@ -68,7 +71,9 @@ pub(in crate::exports::interpose) unsafe fn ex_begun(
         .store(pos.flatten().map_or(0, |p| p + 1), Relaxed);
 }
 
-/// A setter gave the request under construction `n` SGEs at `list`.
+/// A setter gave the request under construction `n` SGEs at `list`: a
+/// source's are fingerprinted, a buffer the device writes (a READ's, an
+/// atomic's) is looked for among outstanding receives.
 ///
 /// # Safety
 /// `qp` is a live extended QP; `list` the setter's `n` SGEs.
@@ -106,6 +111,22 @@ pub(in crate::exports::interpose) unsafe fn ex_sges(
         }
         if fingerprinted {
             r.get_mut(pos).flags |= flag::SOURCE;
+        }
+        if r.get(pos).flags & flag::WRITES != 0 {
+            let shown = wr_at(r, pos, None);
+            let (rq, own) = if t.srq != 0 {
+                (table::find(t.srq), t.srq)
+            } else {
+                (Some(t), t.qp)
+            };
+            let q = Queue::Send(qp);
+            let site = r.get(pos).site;
+            for s in r.sges(pos) {
+                if let Some(rq) = rq {
+                    rq.rq.with(|rr| reused(rr, s, q, &shown, site, None));
+                }
+                reused_elsewhere(own, s, q, &shown, site);
+            }
         }
     });
 }
