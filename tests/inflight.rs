@@ -156,6 +156,14 @@ fn judge(scenario: &str, stdout: &str, log: &str, json: &serde_json::Value) {
                 && log.contains("changed between the post and its completion"),
             "{log}"
         );
+        // The SEND's 64 bytes were copied: the exact count. The WRITE's
+        // 128 bytes, fingerprinted in 2 blocks of 64: the block.
+        assert!(
+            log.contains("[0x")
+                && log.contains("+64) changed between the post and its completion: 1 byte(s) differ, the first at +10 (exact")
+                && log.contains("+128) changed between the post and its completion: differences within 1 of its 2 blocks of 64 bytes, the first block at +0 (at most 64 bytes"),
+            "{log}"
+        );
     }
 }
 

@@ -8,7 +8,7 @@ use verbs_abi::{ibv_qp, ibv_sge};
 
 use super::ring::{flag, Entry};
 use super::{
-    fingerprint, of_qp, one_due, readable, reused, reused_elsewhere, sources, table, wr_at,
+    evidence, of_qp, one_due, readable, reused, reused_elsewhere, sources, table, wr_at,
     SEND_SIGNALED,
 };
 use crate::exports::interpose::clean;
@@ -102,10 +102,10 @@ pub(in crate::exports::interpose) unsafe fn ex_sges(
             let s = unsafe { *list.add(i) };
             let h = if source && readable(t.ctx, pd, &s) {
                 // SAFETY: inside a live MR's range.
-                unsafe { fingerprint(s.addr, s.length) }
+                unsafe { evidence(s.addr, s.length) }
             } else {
                 fingerprinted &= s.length == 0;
-                0
+                [0; 8]
             };
             r.add_sge(pos, s, h);
         }

@@ -2,8 +2,9 @@
 //! kept, per queue, from its post to its completion (`ring`, `table`),
 //! and what the program does to it meanwhile is judged:
 //!
-//! - a send's source bytes (SEND, WRITE; not inline data) are
-//!   fingerprinted per SGE (xxh3) at the post and again when its
+//! - a send's source bytes (SEND, WRITE; not inline data) are kept per
+//!   SGE at the post (`evidence`: a copy of up to 64 bytes, else xxh3
+//!   fingerprints of up to 8 blocks) and compared again when its
 //!   completion is polled (its own, or a later signalled one of the same
 //!   send queue): a change is `send_modified`;
 //! - a receive buffer (or a READ's or an atomic's local buffer) given to
@@ -88,14 +89,111 @@ fn window_of(op: c_int, inv: u32, mw: impl FnOnce() -> u64) -> u64 {
     }
 }
 
-/// The fingerprint of `len` bytes at `addr`.
+/// A source of at most this many bytes is copied at the post (an exact
+/// count of the bytes that differ); a longer one is fingerprinted per
+/// block, `ring::Evidence`'s 8 of them.
+const COPIED: u32 = 64;
+
+/// The block a source of `len` (more than `COPIED`) bytes is cut into:
+/// at most 8 blocks, each a multiple of 64 bytes.
+fn block_len(len: u32) -> u32 {
+    len.div_ceil(8).next_multiple_of(64)
+}
+
+/// What is kept of the `len` bytes at `addr` at the post: a copy of up to
+/// `COPIED` bytes, else an xxh3 fingerprint per block of `block_len`.
 ///
 /// # Safety
 /// The bytes are readable (inside a live MR's virtual range).
-unsafe fn fingerprint(addr: u64, len: u32) -> u64 {
+unsafe fn evidence(addr: u64, len: u32) -> ring::Evidence {
+    let mut e = [0u64; 8];
+    if len <= COPIED {
+        // SAFETY: the caller's contract; `e` holds 64 bytes.
+        unsafe {
+            std::ptr::copy_nonoverlapping(addr as *const u8, e.as_mut_ptr().cast(), len as usize)
+        };
+        return e;
+    }
     // SAFETY: the caller's contract.
     let bytes = unsafe { std::slice::from_raw_parts(addr as *const u8, len as usize) };
-    xxhash_rust::xxh3::xxh3_64(bytes)
+    for (h, block) in e.iter_mut().zip(bytes.chunks(block_len(len) as usize)) {
+        *h = xxhash_rust::xxh3::xxh3_64(block);
+    }
+    e
+}
+
+/// How the bytes of a source differ from those at its post.
+#[derive(Debug, PartialEq)]
+enum Diff {
+    /// Compared with a copy: `n` bytes, the first at offset `first`.
+    Exact { n: u32, first: u32 },
+    /// Compared by fingerprints: `k` of the `of` blocks of `block` bytes,
+    /// the first at offset `first` (at most `k * block` bytes).
+    Blocks {
+        k: u32,
+        of: u32,
+        block: u32,
+        first: u32,
+    },
+}
+
+impl std::fmt::Display for Diff {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Diff::Exact { n, first } => write!(
+                f,
+                "{n} byte(s) differ, the first at +{first} (exact: compared with a copy kept at the post)"
+            ),
+            Diff::Blocks { k, of, block, first } => write!(
+                f,
+                "differences within {k} of its {of} blocks of {block} bytes, the first block at \
+                 +{first} (at most {} bytes: blocks compared by fingerprint, no copy kept)",
+                k * block
+            ),
+        }
+    }
+}
+
+/// Do the `len` bytes at `addr` differ from what `kept` holds of them?
+///
+/// # Safety
+/// The bytes are readable.
+unsafe fn differs(addr: u64, len: u32, kept: &ring::Evidence) -> Option<Diff> {
+    // SAFETY: the caller's contract.
+    let now = unsafe { std::slice::from_raw_parts(addr as *const u8, len as usize) };
+    if len <= COPIED {
+        let mut was = [0u8; 64];
+        for (w, k) in was.chunks_exact_mut(8).zip(kept) {
+            w.copy_from_slice(&k.to_ne_bytes());
+        }
+        if now == &was[..now.len()] {
+            return None;
+        }
+        let mut diff = now
+            .iter()
+            .zip(&was)
+            .enumerate()
+            .filter(|(_, (a, b))| a != b);
+        let first = diff.next()?.0 as u32;
+        return Some(Diff::Exact {
+            n: 1 + diff.count() as u32,
+            first,
+        });
+    }
+    let block = block_len(len);
+    let blocks = now.chunks(block as usize);
+    let of = blocks.len() as u32;
+    let mut diff = blocks
+        .zip(kept)
+        .enumerate()
+        .filter(|(_, (b, &h))| xxhash_rust::xxh3::xxh3_64(b) != h);
+    let first = diff.next()?.0 as u32 * block;
+    Some(Diff::Blocks {
+        k: 1 + diff.count() as u32,
+        of,
+        block,
+        first,
+    })
 }
 
 /// May the SGE's bytes be read: inside the virtual range of the live MR
@@ -360,10 +458,10 @@ pub(super) unsafe fn sends(qp: *mut ibv_qp, mut wr: *mut ibv_send_wr, site: usiz
                     let s = unsafe { *w.sg_list.add(i) };
                     let h = if source && readable(t.ctx, pd, &s) {
                         // SAFETY: inside a live MR's range.
-                        unsafe { fingerprint(s.addr, s.length) }
+                        unsafe { evidence(s.addr, s.length) }
                     } else {
                         fingerprinted &= s.length == 0;
-                        0
+                        [0; 8]
                     };
                     r.add_sge(pos, s, h);
                 }
@@ -453,7 +551,7 @@ pub(super) unsafe fn recvs(q: Queue, mut wr: *mut ibv_recv_wr, site: usize) -> A
                 break;
             };
             for s in list {
-                if r.add_sge(pos, *s, 0) {
+                if r.add_sge(pos, *s, [0; 8]) {
                     t.widen(s.addr, s.length);
                 }
             }
@@ -685,14 +783,16 @@ fn receive_holds(t: &table::Tracker, addr: u64, len: u32) -> bool {
 /// program's: not reported.
 fn verify(r: &Ring, pos: u64, qp: *mut ibv_qp, landed: impl Fn(u64, u32) -> bool) {
     let e = r.get(pos);
-    for (i, (s, &h)) in r.sges(pos).iter().zip(r.hashes(pos)).enumerate() {
+    for (i, (s, kept)) in r.sges(pos).iter().zip(r.evidence(pos)).enumerate() {
         if s.length == 0 {
             continue;
         }
         // SAFETY: the SGE was inside a live MR at the post and the MR has
         // not been deregistered since (that clears SOURCE: `mr_going`).
-        let now = unsafe { fingerprint(s.addr, s.length) };
-        if now != h && !landed(s.addr, s.length) {
+        let Some(d) = (unsafe { differs(s.addr, s.length, kept) }) else {
+            continue;
+        };
+        if !landed(s.addr, s.length) {
             datapath::violation(
                 Check::SendModified,
                 Queue::Send(qp),
@@ -700,7 +800,7 @@ fn verify(r: &Ring, pos: u64, qp: *mut ibv_qp, landed: impl Fn(u64, u32) -> bool
                 e.site,
                 format_args!(
                     "sge[{i}]'s bytes [{:#x}, +{}) changed between the post and its \
-                     completion (fingerprints differ; no copy is kept, so not which bytes)",
+                     completion: {d}",
                     s.addr, s.length
                 ),
             );
@@ -720,5 +820,72 @@ pub(super) fn polled(ctx: usize, cq: *mut ibv_cq, done: &[ibv_wc]) {
             )
         };
         completed(ctx, cq as usize, Some(wc.qp_num), wc.wr_id, status, opcode);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_short_source_is_compared_exactly() {
+        let mut buf = [7u8; 64];
+        // SAFETY: our own buffer.
+        let kept = unsafe { evidence(buf.as_ptr() as u64, 40) };
+        // SAFETY: as above.
+        assert_eq!(unsafe { differs(buf.as_ptr() as u64, 40, &kept) }, None);
+        buf[5] = 0;
+        buf[30] = 1;
+        buf[50] = 2; // past the source: not counted
+                     // SAFETY: as above.
+        let d = unsafe { differs(buf.as_ptr() as u64, 40, &kept) }.unwrap();
+        assert_eq!(d, Diff::Exact { n: 2, first: 5 });
+        assert!(d
+            .to_string()
+            .starts_with("2 byte(s) differ, the first at +5 (exact"));
+    }
+
+    #[test]
+    fn a_long_source_is_compared_by_block() {
+        let mut buf = vec![3u8; 4096];
+        // SAFETY: our own buffer.
+        let kept = unsafe { evidence(buf.as_ptr() as u64, 4096) };
+        assert_eq!(block_len(4096), 512);
+        // SAFETY: as above.
+        assert_eq!(unsafe { differs(buf.as_ptr() as u64, 4096, &kept) }, None);
+        buf[1000] = 0;
+        buf[1001] = 0;
+        buf[4095] = 0;
+        // SAFETY: as above.
+        let d = unsafe { differs(buf.as_ptr() as u64, 4096, &kept) }.unwrap();
+        assert_eq!(
+            d,
+            Diff::Blocks {
+                k: 2,
+                of: 8,
+                block: 512,
+                first: 512
+            }
+        );
+        assert!(d
+            .to_string()
+            .contains("within 2 of its 8 blocks of 512 bytes"));
+        assert!(d.to_string().contains("at most 1024 bytes"));
+        // An odd length: the last block is short, still compared.
+        assert_eq!(block_len(65), 64);
+        // SAFETY: as above.
+        let kept = unsafe { evidence(buf.as_ptr() as u64, 65) };
+        buf[64] = 9;
+        // SAFETY: as above.
+        let d = unsafe { differs(buf.as_ptr() as u64, 65, &kept) }.unwrap();
+        assert_eq!(
+            d,
+            Diff::Blocks {
+                k: 1,
+                of: 2,
+                block: 64,
+                first: 64
+            }
+        );
     }
 }
