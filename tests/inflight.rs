@@ -61,7 +61,7 @@ const SCENARIOS: &[(&str, &[Finding])] = &[
         ],
     ),
     ("recv_cross", &[("recv_reused", 3, "recv_other")]),
-    ("dealloc_mw", &[("teardown_mw", 3, "dealloc")]),
+    ("dealloc_mw", &[("teardown_mw", 4, "dealloc")]),
     ("unsignalled_tail", &[]),
     ("send_from_recv", &[]),
     ("dereg_after_err", &[]),
@@ -138,6 +138,7 @@ fn judge(scenario: &str, stdout: &str, log: &str, json: &serde_json::Value) {
             ("dealloc", "wr_id=0x101 opcode=BIND_MW"),
             ("dealloc_invalidating", "wr_id=0x103 opcode=LOCAL_INV"),
             ("dealloc_type1", "wr_id=0x104 opcode=BIND_MW"),
+            ("dealloc_ex", "wr_id=0x106 opcode=BIND_MW"),
         ] {
             assert!(
                 log.lines()

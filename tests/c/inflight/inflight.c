@@ -31,7 +31,8 @@
  *                  CQ destroyed with a signalled SEND unpolled
  *   dealloc_mw     ibv_dealloc_mw of a type 2 window whose posted bind has
  *                  not completed, of one whose local invalidation has not,
- *                  and of a type 1 window whose ibv_bind_mw has not; a
+ *                  of a type 1 window whose ibv_bind_mw has not, and of
+ *                  one bound through ibv_wr_bind_mw, not completed; a
  *                  window deallocated after its bind completed is no
  *                  finding
  *
@@ -389,19 +390,20 @@ SITE static int ex_destroy_cq(struct ibv_cq *cq)
 	NOTAIL(ibv_destroy_cq(cq));
 }
 
-static void ex(void)
+/* x, made with ibv_create_qp_ex (posting `ops` through ibv_wr_*),
+ * connected to y. */
+static void ex_pair(struct end *x, struct end *y, uint64_t ops)
 {
 	static const struct pair_opts o = { .timeout = 14, .retry_cnt = 7, .rnr_retry = 7,
 					    .rnr_timer = 1 };
 	int acc = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-	struct end x, y;
-	x.scq = ibv_create_cq(p.ctx, 64, NULL, NULL, 0);
-	x.rcq = ibv_create_cq(p.ctx, 64, NULL, NULL, 0);
-	NEED(x.scq && x.rcq);
+	x->scq = ibv_create_cq(p.ctx, 64, NULL, NULL, 0);
+	x->rcq = ibv_create_cq(p.ctx, 64, NULL, NULL, 0);
+	NEED(x->scq && x->rcq);
 	struct ibv_qp_init_attr_ex ia;
 	memset(&ia, 0, sizeof(ia));
-	ia.send_cq = x.scq;
-	ia.recv_cq = x.rcq;
+	ia.send_cq = x->scq;
+	ia.recv_cq = x->rcq;
 	ia.qp_type = IBV_QPT_RC;
 	ia.cap.max_send_wr = 16;
 	ia.cap.max_recv_wr = 16;
@@ -409,17 +411,22 @@ static void ex(void)
 	ia.cap.max_recv_sge = 1;
 	ia.pd = p.pd;
 	ia.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
-	ia.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE |
-			    IBV_QP_EX_WITH_RDMA_READ;
-	x.qp = ibv_create_qp_ex(p.ctx, &ia);
-	NEED(x.qp);
-	end_make(&p, &y, &o, 0);
-	end_init(&x, acc);
-	end_init(&y, acc);
-	end_rtr(&p, &x, y.qp->qp_num, &o);
-	end_rtr(&p, &y, x.qp->qp_num, &o);
-	end_rts(&x, &o);
-	end_rts(&y, &o);
+	ia.send_ops_flags = ops;
+	x->qp = ibv_create_qp_ex(p.ctx, &ia);
+	NEED(x->qp);
+	end_make(&p, y, &o, 0);
+	end_init(x, acc);
+	end_init(y, acc);
+	end_rtr(&p, x, y->qp->qp_num, &o);
+	end_rtr(&p, y, x->qp->qp_num, &o);
+	end_rts(x, &o);
+	end_rts(y, &o);
+}
+
+static void ex(void)
+{
+	struct end x, y;
+	ex_pair(&x, &y, IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_READ);
 	struct ibv_qp_ex *qx = ibv_qp_to_qp_ex(x.qp);
 	char *buf = ma->addr;
 	memset(buf, 'x', 512);
@@ -452,6 +459,11 @@ static void ex(void)
 	NEED(ex_destroy_cq(x.scq) == 0);
 	NEED(ibv_destroy_cq(x.rcq) == 0);
 	end_destroy(&y);
+}
+
+SITE static int dealloc_ex(struct ibv_mw *mw)
+{
+	NOTAIL(ibv_dealloc_mw(mw));
 }
 
 SITE static int dealloc(struct ibv_mw *mw)
@@ -527,6 +539,23 @@ static void dealloc_mw(void)
 	NEED(ibv_bind_mw(b.qp, m3, &mb1) == 0);
 	NEED(dealloc_type1(m3) == 0);
 	drain_one(b.scq);
+	/* Bound through ibv_wr_bind_mw, the bind's completion not polled. */
+	struct end x, y;
+	ex_pair(&x, &y, IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_BIND_MW);
+	struct ibv_qp_ex *qx = ibv_qp_to_qp_ex(x.qp);
+	struct ibv_mw *m5 = ibv_alloc_mw(p.pd, IBV_MW_TYPE_2);
+	NEED(m5);
+	struct ibv_mw_bind_info info = { .mr = w, .addr = (uintptr_t)w->addr, .length = 4096,
+					 .mw_access_flags = IBV_ACCESS_REMOTE_WRITE };
+	ibv_wr_start(qx);
+	qx->wr_id = 0x106;
+	qx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_bind_mw(qx, m5, ibv_inc_rkey(m5->rkey), &info);
+	NEED(ibv_wr_complete(qx) == 0);
+	NEED(dealloc_ex(m5) == 0);
+	drain_one(x.scq);
+	end_destroy(&x);
+	end_destroy(&y);
 	/* Bound, its completion polled: nothing outstanding names it. */
 	struct ibv_mw *m4 = ibv_alloc_mw(p.pd, IBV_MW_TYPE_2);
 	NEED(m4);

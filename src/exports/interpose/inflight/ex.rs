@@ -131,6 +131,23 @@ pub(in crate::exports::interpose) unsafe fn ex_sges(
     });
 }
 
+/// A bind or local invalidation under construction names `window` (the
+/// window's address, or the rkey it invalidates).
+pub(in crate::exports::interpose) fn ex_window(qp: *mut ibv_qp, window: u64) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let Some(t) = table::find(qp as usize) else {
+        return;
+    };
+    let Some(pos) = t.building.load(Relaxed).checked_sub(1) else {
+        return;
+    };
+    t.sq.with(|r| {
+        if pos >= r.tail && pos < r.head {
+            r.get_mut(pos).obj = window;
+        }
+    });
+}
+
 /// `ibv_wr_abort`, or an `ibv_wr_complete` that failed: the batch never
 /// reached the queue.
 pub(in crate::exports::interpose) fn ex_cancel(qp: *mut ibv_qp) {

@@ -31,7 +31,7 @@ mod ring;
 mod table;
 mod teardown;
 
-pub(super) use ex::{ex_begun, ex_cancel, ex_done, ex_sges, ex_start};
+pub(super) use ex::{ex_begun, ex_cancel, ex_done, ex_sges, ex_start, ex_window};
 pub(super) use mw::{bind_posted, bind_posting, mw_going};
 pub(super) use teardown::{
     cq_destroying, mr_going, qp_destroying, qp_error, qp_reset, srq_destroying,
