@@ -687,7 +687,7 @@ if [ "$HAVE_SHIM" = 1 ] && [ "$HAVE_DP" = 1 ]; then
         done
     done
     md ""
-    md "The same pair, one signaled RDMA WRITE from an SGE of 64 B or 64 KiB, with the shim's checks off, \\`datapath\\` and \\`inflight\\` (each WR's source fingerprinted with xxh3 at the post and again at its completion: twice its bytes hashed). Median over $REPS runs."
+    md "The same pair, one signaled RDMA WRITE from an SGE of 64 B or 64 KiB, with the shim's checks off, \\`datapath\\` and \\`inflight\\` (each WR's source kept at the post and compared at its completion: 64 B copied, 64 KiB fingerprinted with xxh3 in 8 blocks, twice its bytes hashed). Median over $REPS runs."
     md ""
     md "| bytes | direct | checks off | datapath | inflight | inflight - datapath per WR | fingerprinting | budget | verdict |"
     md "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"

@@ -40,10 +40,13 @@ pub enum Check {
     TeardownCq,
     /// More completions due on a CQ than it has entries.
     CqOverrun,
+    /// A memory window deallocated under its own outstanding bind or
+    /// local invalidation.
+    TeardownMw,
 }
 
 impl Check {
-    pub const ALL: [Check; 16] = [
+    pub const ALL: [Check; 17] = [
         Check::DeadLkey,
         Check::OutOfRange,
         Check::OtherPd,
@@ -60,6 +63,7 @@ impl Check {
         Check::TeardownQp,
         Check::TeardownCq,
         Check::CqOverrun,
+        Check::TeardownMw,
     ];
 
     /// Its name in the log and the JSON report.
@@ -81,6 +85,7 @@ impl Check {
             Check::TeardownQp => "teardown_qp",
             Check::TeardownCq => "teardown_cq",
             Check::CqOverrun => "cq_overrun",
+            Check::TeardownMw => "teardown_mw",
         }
     }
 

@@ -1,5 +1,6 @@
 //! Work in flight (`IBV_SHIM_CHECK=inflight`): each scenario of
-//! `tests/c/inflight/inflight.c` (two connected RC QPs on rxe0) makes the
+//! `tests/c/inflight/inflight.c` (two connected RC QPs on rxe0; UD QPs,
+//! a QP posting through `ibv_wr_*`, memory windows in some) makes the
 //! shim report its finding, at the program's call, once per site, counted
 //! in the JSON; `clean` reports nothing. On the sim's rxe0 and on real
 //! Soft-RoCE in the VM (test group `vm`). The same runs under
@@ -40,18 +41,40 @@ const SCENARIOS: &[(&str, &[Finding])] = &[
     ("reset", &[("teardown_qp", 1, "to_reset")]),
     ("overrun", &[("cq_overrun", 1, "one_recv_too_many")]),
     ("srq", &[("recv_reused", 1, "srq_again")]),
+    (
+        "ud",
+        &[
+            ("send_modified", 1, "ud_send_then_touch"),
+            ("recv_reused", 1, "ud_recv_again"),
+            ("teardown_qp", 1, "destroy"),
+            ("teardown_cq", 1, "destroy_cq"),
+        ],
+    ),
+    (
+        "ex",
+        &[
+            ("send_modified", 1, "ex_send_then_touch"),
+            ("recv_reused", 1, "ex_read_into"),
+            ("teardown_mr", 1, "ex_dereg"),
+            ("teardown_qp", 1, "ex_destroy"),
+            ("teardown_cq", 1, "ex_destroy_cq"),
+        ],
+    ),
+    ("recv_cross", &[("recv_reused", 3, "recv_other")]),
+    ("dealloc_mw", &[("teardown_mw", 4, "dealloc")]),
     ("unsignalled_tail", &[]),
     ("send_from_recv", &[]),
     ("dereg_after_err", &[]),
 ];
 
-const RULES: [&str; 6] = [
+const RULES: [&str; 7] = [
     "send_modified",
     "recv_reused",
     "teardown_mr",
     "teardown_qp",
     "teardown_cq",
     "cq_overrun",
+    "teardown_mw",
 ];
 
 /// Checks one run's log and JSON counts against what `scenario` makes.
@@ -62,6 +85,12 @@ fn judge(scenario: &str, stdout: &str, log: &str, json: &serde_json::Value) {
         "{scenario}: did not finish:\n{stdout}\n{log}"
     );
     let checks = &json["checks"];
+    for (rule, n) in checks.as_object().expect("checks in the JSON") {
+        assert!(
+            RULES.contains(&rule.as_str()) || n == 0,
+            "{scenario}: the scenario itself breaks a post-time rule, {rule} {n}\n{log}"
+        );
+    }
     for rule in RULES {
         let n = want
             .iter()
@@ -88,11 +117,52 @@ fn judge(scenario: &str, stdout: &str, log: &str, json: &serde_json::Value) {
             "{scenario}: {rule} not reported at {func}:\n{line}"
         );
     }
+    if scenario == "recv_cross" {
+        for (func, shown) in [
+            ("recv_other", "wr_id=0x121"),
+            ("read_other", "wr_id=0x122 opcode=RDMA_READ"),
+            ("srq_other", "wr_id=0x123"),
+        ] {
+            assert!(
+                log.lines()
+                    .any(|l| l.contains("data-path check recv_reused:")
+                        && l.contains(&format!(" at {func} ("))
+                        && l.contains(shown)
+                        && l.contains("(wr_id=0x120 of another queue, qp=")),
+                "{scenario}: no recv_reused at {func} for {shown}:\n{log}"
+            );
+        }
+    }
+    if scenario == "dealloc_mw" {
+        for (func, shown) in [
+            ("dealloc", "wr_id=0x101 opcode=BIND_MW"),
+            ("dealloc_invalidating", "wr_id=0x103 opcode=LOCAL_INV"),
+            ("dealloc_type1", "wr_id=0x104 opcode=BIND_MW"),
+            ("dealloc_ex", "wr_id=0x106 opcode=BIND_MW"),
+        ] {
+            assert!(
+                log.lines()
+                    .any(|l| l.contains("data-path check teardown_mw:")
+                        && l.contains(&format!(" at {func} ("))
+                        && l.contains(shown)
+                        && l.contains("deallocated while 1 posted work request(s)")),
+                "{scenario}: no teardown_mw at {func} for {shown}:\n{log}"
+            );
+        }
+    }
     if scenario == "send_modified" {
         assert!(
             log.contains("wr_id=0x51 opcode=SEND")
                 && log.contains("wr_id=0x61 opcode=RDMA_WRITE")
                 && log.contains("changed between the post and its completion"),
+            "{log}"
+        );
+        // The SEND's 64 bytes were copied: the exact count. The WRITE's
+        // 128 bytes, fingerprinted in 2 blocks of 64: the block.
+        assert!(
+            log.contains("[0x")
+                && log.contains("+64) changed between the post and its completion: 1 byte(s) differ, the first at +10 (exact")
+                && log.contains("+128) changed between the post and its completion: differences within 1 of its 2 blocks of 64 bytes, the first block at +0 (at most 64 bytes"),
             "{log}"
         );
     }

@@ -810,8 +810,8 @@ pub struct Report<'a, O = Vec<Object<'a>>, T = Option<Cow<'a, str>>> {
     pub truncated: T,
     /// With `IBV_SHIM_CHECK=datapath`: the violations found, by check
     /// (`dead_lkey`, `out_of_range`, ...; with `inflight` also
-    /// `send_modified`, `recv_reused`, `teardown_mr`, `teardown_qp`,
-    /// `teardown_cq`, `cq_overrun`); absent otherwise.
+    /// `send_modified`, `recv_reused`, `teardown_mr`, `teardown_mw`,
+    /// `teardown_qp`, `teardown_cq`, `cq_overrun`); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checks: Option<std::collections::BTreeMap<String, u64>>,
     /// What the program left of the connection manager (librdmacm), and

@@ -310,7 +310,6 @@ macro_rules! destroyers {
 }
 
 destroyers! {
-    dealloc_mw(ibv_mw) = DeallocMw, Mw;
     destroy_counters(ibv_counters) = DestroyCounters, Counters;
     free_dm(ibv_dm) = FreeDm, Dm;
     destroy_flow_action(ibv_flow_action) = DestroyFlowAction, FlowAction;
@@ -318,6 +317,21 @@ destroyers! {
     destroy_rwq_ind_table(ibv_rwq_ind_table) = DestroyRwqIndTable, RwqIndTable;
     destroy_wq(ibv_wq) = DestroyWq, Wq;
     close_xrcd(ibv_xrcd) = CloseXrcd, Xrcd;
+}
+
+/// `ibv_dealloc_mw`: with work in flight checked, the window's own
+/// outstanding binds and invalidations are looked for first.
+unsafe extern "C" fn dealloc_mw(mw: *mut ibv_mw) -> c_int {
+    let site = crate::caller!();
+    const D: Destroy = Destroy::new(verbs::DeallocMw::VERB, Kind::Mw, Kind::Mw.bit());
+    if crate::checks::inflight() {
+        super::datapath::checked(verbs::DeallocMw::NAME, || {
+            super::inflight::mw_going(mw, site)
+        });
+    }
+    // SAFETY: the inline verb read this object's context to reach the table.
+    let ctx = unsafe { ctx_of(mw) };
+    unmade(&D, slot::DeallocMw, mw, ctx)
 }
 
 /// `ibv_destroy_flow`: a flow's context is its second member.
@@ -359,18 +373,28 @@ unsafe extern "C" fn alloc_mw(pd: *mut ibv_pd, mw_type: c_int) -> *mut ibv_mw {
 
 /// `ibv_bind_mw` (type 1): forwarded; the MW's record follows its new rkey.
 unsafe extern "C" fn bind_mw(qp: *mut ibv_qp, mw: *mut ibv_mw, bind: *mut ibv_mw_bind) -> c_int {
+    let site = crate::caller!();
     verbs::BindMw::export(|| {
         // SAFETY: the inline verb read this QP's context to reach the table.
         let ctx = unsafe { ctx_of(qp) };
         let real: BindMw = orig(ctx, slot::BindMw, verbs::BindMw::NAME)?;
+        let added = std::cell::Cell::new(super::inflight::Added::NONE);
         forward(
             || {
                 alive(verbs::BindMw::NAME, "qp", qp as usize)?;
-                alive(verbs::BindMw::NAME, "mw", mw as usize)
+                alive(verbs::BindMw::NAME, "mw", mw as usize)?;
+                if crate::checks::inflight() {
+                    super::datapath::checked(verbs::BindMw::NAME, || {
+                        // SAFETY: a live QP (just checked) and the program's bind.
+                        added.set(unsafe { super::inflight::bind_posting(qp, mw, bind, site) })
+                    });
+                }
+                Ok(())
             },
             // SAFETY: the provider's own entry, with the inline verb's arguments.
             || unsafe { real(qp, mw, bind) },
             |call, &rc| {
+                super::inflight::bind_posted(qp, added.get(), rc);
                 if rc == 0 && !mw.is_null() {
                     let errno = Errno::save();
                     // SAFETY: the MW was just bound, so it is live.

@@ -459,6 +459,11 @@ fn gone(x: *mut ibv_qp_ex) {
 /// A builder: records the request, then forwards.
 macro_rules! builder {
     ($name:ident, $slot:ident, $op:ident, $verb:literal, ($($a:ident: $t:ty),*)) => {
+        builder!($name, $slot, $op, $verb, ($($a: $t),*) => None);
+    };
+    // `$window`: what the request names of a memory window (a bind its
+    // window's address, a local invalidation its rkey), for work in flight.
+    ($name:ident, $slot:ident, $op:ident, $verb:literal, ($($a:ident: $t:ty),*) => $window:expr) => {
         unsafe extern "C" fn $name(x: *mut ibv_qp_ex $(, $a: $t)*) {
             let site = crate::caller!();
             let Some(e) = find(x) else {
@@ -466,6 +471,10 @@ macro_rules! builder {
             };
             // SAFETY: the program's live extended QP, its builder being called.
             unsafe { begun(e, x, Op::$op as c_int, $verb, site) };
+            let window: Option<u64> = $window;
+            if let Some(w) = window.filter(|_| checks::inflight()) {
+                checked($verb, || super::inflight::ex_window(x.cast(), w));
+            }
             if let Some(f) = e.orig::<unsafe extern "C" fn(*mut ibv_qp_ex $(, $t)*)>(F::$slot) {
                 // SAFETY: the provider's own member, with the program's arguments.
                 unsafe { f(x $(, $a)*) }
@@ -513,9 +522,15 @@ builder!(
     BindMw,
     IBV_WR_BIND_MW,
     "ibv_wr_bind_mw",
-    (mw: *mut ibv_mw, rkey: u32, info: *const ibv_mw_bind_info)
+    (mw: *mut ibv_mw, rkey: u32, info: *const ibv_mw_bind_info) => Some(mw as u64)
 );
-builder!(wr_local_inv, LocalInv, IBV_WR_LOCAL_INV, "ibv_wr_local_inv", (rkey: u32));
+builder!(
+    wr_local_inv,
+    LocalInv,
+    IBV_WR_LOCAL_INV,
+    "ibv_wr_local_inv",
+    (rkey: u32) => Some(u64::from(rkey))
+);
 
 unsafe extern "C" fn wr_set_sge(x: *mut ibv_qp_ex, lkey: u32, addr: u64, length: u32) {
     let site = crate::caller!();

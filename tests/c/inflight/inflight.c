@@ -17,6 +17,24 @@
  *   reset          a move to RESET with such a WRITE outstanding
  *   overrun        more receives posted than their CQ has entries
  *   srq            an SRQ's receive buffer posted twice
+ *   recv_cross     a buffer of a receive posted on one QP given, before it
+ *                  completed, to a receive of the other QP, to a READ of
+ *                  the other QP, and to an SRQ's receive
+ *   ud             on two UD QPs: a SEND's buffer written before its
+ *                  completion, a receive buffer posted twice, the sender
+ *                  destroyed with a signalled SEND unpolled and its CQ
+ *                  after it
+ *   ex             on a QP made with ibv_create_qp_ex, posting through
+ *                  ibv_wr_*: a SEND's buffer written before its
+ *                  completion, a READ into a posted receive's buffer, the
+ *                  MR of an outstanding WRITE deregistered, the QP and its
+ *                  CQ destroyed with a signalled SEND unpolled
+ *   dealloc_mw     ibv_dealloc_mw of a type 2 window whose posted bind has
+ *                  not completed, of one whose local invalidation has not,
+ *                  of a type 1 window whose ibv_bind_mw has not, and of
+ *                  one bound through ibv_wr_bind_mw, not completed; a
+ *                  window deallocated after its bind completed is no
+ *                  finding
  *
  * and two more with nothing to report, which a checker that judges too
  * simply would report:
@@ -196,6 +214,357 @@ static void dereg_scenario(void)
 	NEED(mb);
 }
 
+SITE static int recv_other(void *addr)
+{
+	return recv_at(&a, addr, 64, mb->lkey, 0x121);
+}
+
+SITE static int read_other(void *addr)
+{
+	return post_sge(&a, IBV_WR_RDMA_READ, addr, 64, mb->lkey, (uintptr_t)ma->addr, ma->rkey,
+			0x122, IBV_SEND_SIGNALED);
+}
+
+SITE static int srq_other(struct ibv_srq *srq, void *addr)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)addr, .length = 64, .lkey = mb->lkey };
+	struct ibv_recv_wr wr = { .wr_id = 0x123, .sg_list = &sge, .num_sge = 1 }, *bad;
+	NOTAIL(ibv_post_srq_recv(srq, &wr, &bad));
+}
+
+static void recv_cross(void)
+{
+	char *rb = mb->addr;
+	NEED(recv_at(&b, rb, 256, mb->lkey, 0x120) == 0);
+	NEED(recv_other(rb + 128) == 0);
+	NEED(read_other(rb + 64) == 0);
+	ok(a.scq);
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 8, .max_sge = 1 } };
+	struct ibv_srq *s = ibv_create_srq(p.pd, &sa);
+	NEED(s);
+	NEED(srq_other(s, rb + 192) == 0);
+	/* Apart from every posted receive: no finding. */
+	NEED(recv_at(&a, rb + 1024, 64, mb->lkey, 0x124) == 0);
+	NEED(ibv_destroy_srq(s) == 0);
+}
+
+static int destroy(struct ibv_qp *qp);
+static int destroy_cq(struct ibv_cq *cq);
+
+static struct ibv_qp *ud_qp(struct ibv_cq *cq)
+{
+	struct ibv_qp_init_attr ia;
+	memset(&ia, 0, sizeof(ia));
+	ia.send_cq = ia.recv_cq = cq;
+	ia.qp_type = IBV_QPT_UD;
+	ia.cap.max_send_wr = ia.cap.max_recv_wr = 8;
+	ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+	struct ibv_qp *qp = ibv_create_qp(p.pd, &ia);
+	NEED(qp);
+	struct ibv_qp_attr at = { .qp_state = IBV_QPS_INIT, .port_num = 1, .qkey = 0x1111 };
+	NEED(ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY) ==
+	     0);
+	at.qp_state = IBV_QPS_RTR;
+	NEED(ibv_modify_qp(qp, &at, IBV_QP_STATE) == 0);
+	at.qp_state = IBV_QPS_RTS;
+	at.sq_psn = 0;
+	NEED(ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_SQ_PSN) == 0);
+	return qp;
+}
+
+/* Inlined: the site is its caller's. */
+#define INLINE static inline __attribute__((always_inline))
+
+INLINE int ud_send(struct ibv_qp *qp, struct ibv_ah *ah, uint32_t qpn, void *buf, uint64_t id)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)buf, .length = 64, .lkey = ma->lkey };
+	struct ibv_send_wr wr, *bad;
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = id;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_SEND;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.wr.ud.ah = ah;
+	wr.wr.ud.remote_qpn = qpn;
+	wr.wr.ud.remote_qkey = 0x1111;
+	return ibv_post_send(qp, &wr, &bad);
+}
+
+INLINE int ud_recv(struct ibv_qp *qp, void *buf, uint64_t id)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)buf, .length = 40 + 64, .lkey = mb->lkey };
+	struct ibv_recv_wr wr = { .wr_id = id, .sg_list = &sge, .num_sge = 1 }, *bad;
+	return ibv_post_recv(qp, &wr, &bad);
+}
+
+SITE static int ud_send_then_touch(struct ibv_qp *qp, struct ibv_ah *ah, uint32_t qpn, char *buf)
+{
+	int rc = ud_send(qp, ah, qpn, buf, 0x141);
+	buf[3] ^= 0x5a;
+	return rc;
+}
+
+SITE static int ud_recv_again(struct ibv_qp *qp, char *buf)
+{
+	return ud_recv(qp, buf, 0x143);
+}
+
+static void ud(void)
+{
+	struct ibv_cq *scq = ibv_create_cq(p.ctx, 16, NULL, NULL, 0);
+	struct ibv_cq *rcq = ibv_create_cq(p.ctx, 16, NULL, NULL, 0);
+	NEED(scq && rcq);
+	struct ibv_qp *s = ud_qp(scq), *r = ud_qp(rcq);
+	struct ibv_ah_attr aa;
+	memset(&aa, 0, sizeof(aa));
+	aa.is_global = 1;
+	aa.grh.dgid = p.gid;
+	aa.grh.sgid_index = (uint8_t)p.gid_index;
+	aa.grh.hop_limit = 64;
+	aa.port_num = 1;
+	struct ibv_ah *ah = ibv_create_ah(p.pd, &aa);
+	NEED(ah);
+	char *buf = ma->addr, *rb = mb->addr;
+	memset(buf, 'u', 256);
+	NEED(ud_recv(r, rb, 0x140) == 0);
+	NEED(ud_send_then_touch(s, ah, r->qp_num, buf) == 0);
+	ok(scq);
+	ok(rcq);
+	NEED(ud_recv(r, rb + 512, 0x142) == 0);
+	NEED(ud_recv_again(r, rb + 512 + 32) == 0);
+	NEED(ud_send(s, ah, r->qp_num, buf + 128, 0x144) == 0);
+	ok(rcq);
+	sleep_ms(50); /* sent, never polled */
+	NEED(destroy(s) == 0);
+	NEED(destroy_cq(scq) == 0);
+	NEED(ibv_destroy_qp(r) == 0);
+	NEED(ibv_destroy_cq(rcq) == 0);
+	NEED(ibv_destroy_ah(ah) == 0);
+}
+
+SITE static int ex_send_then_touch(struct ibv_qp_ex *x, char *buf)
+{
+	ibv_wr_start(x);
+	x->wr_id = 0x151;
+	x->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_send(x);
+	ibv_wr_set_sge(x, ma->lkey, (uintptr_t)buf, 64);
+	int rc = ibv_wr_complete(x);
+	buf[7] ^= 0x5a;
+	return rc;
+}
+
+SITE static int ex_read_into(struct ibv_qp_ex *x, char *buf)
+{
+	ibv_wr_start(x);
+	x->wr_id = 0x152;
+	x->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_rdma_read(x, mb->rkey, (uintptr_t)mb->addr);
+	ibv_wr_set_sge(x, ma->lkey, (uintptr_t)buf, 64);
+	NOTAIL(ibv_wr_complete(x));
+}
+
+static int ex_write(struct ibv_qp_ex *x, struct ibv_mr *mr, uint64_t id)
+{
+	ibv_wr_start(x);
+	x->wr_id = id;
+	x->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_rdma_write(x, mb->rkey, (uintptr_t)mb->addr + 2048);
+	ibv_wr_set_sge(x, mr->lkey, (uintptr_t)mr->addr, 64);
+	return ibv_wr_complete(x);
+}
+
+SITE static int ex_dereg(struct ibv_mr *mr)
+{
+	NOTAIL(ibv_dereg_mr(mr));
+}
+
+SITE static int ex_destroy(struct ibv_qp *qp)
+{
+	NOTAIL(ibv_destroy_qp(qp));
+}
+
+SITE static int ex_destroy_cq(struct ibv_cq *cq)
+{
+	NOTAIL(ibv_destroy_cq(cq));
+}
+
+/* x, made with ibv_create_qp_ex (posting `ops` through ibv_wr_*),
+ * connected to y. */
+static void ex_pair(struct end *x, struct end *y, uint64_t ops)
+{
+	static const struct pair_opts o = { .timeout = 14, .retry_cnt = 7, .rnr_retry = 7,
+					    .rnr_timer = 1 };
+	int acc = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+	x->scq = ibv_create_cq(p.ctx, 64, NULL, NULL, 0);
+	x->rcq = ibv_create_cq(p.ctx, 64, NULL, NULL, 0);
+	NEED(x->scq && x->rcq);
+	struct ibv_qp_init_attr_ex ia;
+	memset(&ia, 0, sizeof(ia));
+	ia.send_cq = x->scq;
+	ia.recv_cq = x->rcq;
+	ia.qp_type = IBV_QPT_RC;
+	ia.cap.max_send_wr = 16;
+	ia.cap.max_recv_wr = 16;
+	ia.cap.max_send_sge = 1;
+	ia.cap.max_recv_sge = 1;
+	ia.pd = p.pd;
+	ia.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+	ia.send_ops_flags = ops;
+	x->qp = ibv_create_qp_ex(p.ctx, &ia);
+	NEED(x->qp);
+	end_make(&p, y, &o, 0);
+	end_init(x, acc);
+	end_init(y, acc);
+	end_rtr(&p, x, y->qp->qp_num, &o);
+	end_rtr(&p, y, x->qp->qp_num, &o);
+	end_rts(x, &o);
+	end_rts(y, &o);
+}
+
+static void ex(void)
+{
+	struct end x, y;
+	ex_pair(&x, &y, IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_READ);
+	struct ibv_qp_ex *qx = ibv_qp_to_qp_ex(x.qp);
+	char *buf = ma->addr;
+	memset(buf, 'x', 512);
+	struct ibv_sge sge = { .addr = (uintptr_t)mb->addr, .length = 256, .lkey = mb->lkey };
+	struct ibv_recv_wr rw = { .wr_id = 0x150, .sg_list = &sge, .num_sge = 1 }, *rbad;
+	NEED(ibv_post_recv(y.qp, &rw, &rbad) == 0);
+	NEED(ex_send_then_touch(qx, buf) == 0);
+	ok(x.scq);
+	ok(y.rcq);
+	/* A receive of x's, then a READ of x's into its buffer. */
+	sge.addr = (uintptr_t)buf + 1024;
+	sge.lkey = ma->lkey;
+	rw.wr_id = 0x153;
+	NEED(ibv_post_recv(x.qp, &rw, &rbad) == 0);
+	NEED(ex_read_into(qx, buf + 1024 + 32) == 0);
+	ok(x.scq);
+	/* An outstanding WRITE's MR deregistered. */
+	struct ibv_mr *mx = mr_make(&p, 4096, IBV_ACCESS_LOCAL_WRITE);
+	NEED(ex_write(qx, mx, 0x154) == 0);
+	sleep_ms(50); /* done on the wire, never polled */
+	void *mem = mx->addr;
+	NEED(ex_dereg(mx) == 0);
+	struct ibv_wc wc;
+	NEED(poll_one(x.scq, 5000, &wc) == 1);
+	free(mem);
+	/* Destroyed with a signalled WRITE unpolled, then its CQ. */
+	NEED(ex_write(qx, ma, 0x155) == 0);
+	sleep_ms(50);
+	NEED(ex_destroy(x.qp) == 0);
+	NEED(ex_destroy_cq(x.scq) == 0);
+	NEED(ibv_destroy_cq(x.rcq) == 0);
+	end_destroy(&y);
+}
+
+SITE static int dealloc_ex(struct ibv_mw *mw)
+{
+	NOTAIL(ibv_dealloc_mw(mw));
+}
+
+SITE static int dealloc(struct ibv_mw *mw)
+{
+	NOTAIL(ibv_dealloc_mw(mw));
+}
+
+SITE static int dealloc_invalidating(struct ibv_mw *mw)
+{
+	NOTAIL(ibv_dealloc_mw(mw));
+}
+
+SITE static int dealloc_type1(struct ibv_mw *mw)
+{
+	NOTAIL(ibv_dealloc_mw(mw));
+}
+
+/* Any completion on cq (a bind's status is not what is tested here). */
+static void drain_one(struct ibv_cq *cq)
+{
+	struct ibv_wc wc;
+	NEED(poll_one(cq, 5000, &wc) == 1);
+}
+
+static int bind2(struct ibv_mw *mw, struct ibv_mr *mr, uint32_t rkey, uint64_t id)
+{
+	struct ibv_send_wr wr, *bad;
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = id;
+	wr.opcode = IBV_WR_BIND_MW;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.bind_mw.mw = mw;
+	wr.bind_mw.rkey = rkey;
+	wr.bind_mw.bind_info.mr = mr;
+	wr.bind_mw.bind_info.addr = (uintptr_t)mr->addr;
+	wr.bind_mw.bind_info.length = 4096;
+	wr.bind_mw.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_WRITE;
+	return ibv_post_send(b.qp, &wr, &bad);
+}
+
+static void dealloc_mw(void)
+{
+	struct ibv_mr *w = mr_make(&p, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+						     IBV_ACCESS_MW_BIND);
+	/* Bound, the bind's completion not polled. */
+	struct ibv_mw *m1 = ibv_alloc_mw(p.pd, IBV_MW_TYPE_2);
+	NEED(m1);
+	NEED(bind2(m1, w, ibv_inc_rkey(m1->rkey), 0x101) == 0);
+	NEED(dealloc(m1) == 0);
+	drain_one(b.scq);
+	/* Bound and polled, then invalidated, the invalidation not polled. */
+	struct ibv_mw *m2 = ibv_alloc_mw(p.pd, IBV_MW_TYPE_2);
+	NEED(m2);
+	uint32_t k2 = ibv_inc_rkey(m2->rkey);
+	NEED(bind2(m2, w, k2, 0x102) == 0);
+	drain_one(b.scq);
+	struct ibv_send_wr inv, *bad;
+	memset(&inv, 0, sizeof(inv));
+	inv.wr_id = 0x103;
+	inv.opcode = IBV_WR_LOCAL_INV;
+	inv.send_flags = IBV_SEND_SIGNALED;
+	inv.invalidate_rkey = k2;
+	NEED(ibv_post_send(b.qp, &inv, &bad) == 0);
+	NEED(dealloc_invalidating(m2) == 0);
+	drain_one(b.scq);
+	/* Type 1: ibv_bind_mw posts the bind itself. */
+	struct ibv_mw *m3 = ibv_alloc_mw(p.pd, IBV_MW_TYPE_1);
+	NEED(m3);
+	struct ibv_mw_bind mb1 = { .wr_id = 0x104, .send_flags = IBV_SEND_SIGNALED,
+				   .bind_info = { .mr = w, .addr = (uintptr_t)w->addr,
+						  .length = 4096,
+						  .mw_access_flags = IBV_ACCESS_REMOTE_WRITE } };
+	NEED(ibv_bind_mw(b.qp, m3, &mb1) == 0);
+	NEED(dealloc_type1(m3) == 0);
+	drain_one(b.scq);
+	/* Bound through ibv_wr_bind_mw, the bind's completion not polled. */
+	struct end x, y;
+	ex_pair(&x, &y, IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_BIND_MW);
+	struct ibv_qp_ex *qx = ibv_qp_to_qp_ex(x.qp);
+	struct ibv_mw *m5 = ibv_alloc_mw(p.pd, IBV_MW_TYPE_2);
+	NEED(m5);
+	struct ibv_mw_bind_info info = { .mr = w, .addr = (uintptr_t)w->addr, .length = 4096,
+					 .mw_access_flags = IBV_ACCESS_REMOTE_WRITE };
+	ibv_wr_start(qx);
+	qx->wr_id = 0x106;
+	qx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_bind_mw(qx, m5, ibv_inc_rkey(m5->rkey), &info);
+	NEED(ibv_wr_complete(qx) == 0);
+	NEED(dealloc_ex(m5) == 0);
+	drain_one(x.scq);
+	end_destroy(&x);
+	end_destroy(&y);
+	/* Bound, its completion polled: nothing outstanding names it. */
+	struct ibv_mw *m4 = ibv_alloc_mw(p.pd, IBV_MW_TYPE_2);
+	NEED(m4);
+	NEED(bind2(m4, w, ibv_inc_rkey(m4->rkey), 0x105) == 0);
+	drain_one(b.scq);
+	NEED(ibv_dealloc_mw(m4) == 0);
+	mr_free(w);
+}
+
 SITE static int destroy(struct ibv_qp *qp)
 {
 	NOTAIL(ibv_destroy_qp(qp));
@@ -342,6 +711,14 @@ int main(int argc, char **argv)
 		overrun();
 	else if (strcmp(s, "srq") == 0)
 		srq();
+	else if (strcmp(s, "ud") == 0)
+		ud();
+	else if (strcmp(s, "ex") == 0)
+		ex();
+	else if (strcmp(s, "recv_cross") == 0)
+		recv_cross();
+	else if (strcmp(s, "dealloc_mw") == 0)
+		dealloc_mw();
 	else {
 		fprintf(stderr, "no scenario %s\n", s);
 		return 2;

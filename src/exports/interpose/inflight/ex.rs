@@ -7,7 +7,10 @@ use std::ffi::c_int;
 use verbs_abi::{ibv_qp, ibv_sge};
 
 use super::ring::{flag, Entry};
-use super::{fingerprint, of_qp, one_due, readable, sources, table, wr_at, SEND_SIGNALED};
+use super::{
+    evidence, of_qp, one_due, readable, reused, reused_elsewhere, sources, table, wr_at,
+    SEND_SIGNALED,
+};
 use crate::exports::interpose::clean;
 use crate::exports::interpose::datapath::Queue;
 
@@ -52,6 +55,7 @@ pub(in crate::exports::interpose) unsafe fn ex_begun(
             flags: f,
             nsge: 0,
             site,
+            obj: 0,
         })?;
         if f & flag::SIGNALED != 0 {
             one_due(t.send_cq, Queue::Send(qp), &wr_at(r, pos, None), site);
@@ -67,7 +71,9 @@ pub(in crate::exports::interpose) unsafe fn ex_begun(
         .store(pos.flatten().map_or(0, |p| p + 1), Relaxed);
 }
 
-/// A setter gave the request under construction `n` SGEs at `list`.
+/// A setter gave the request under construction `n` SGEs at `list`: a
+/// source's are fingerprinted, a buffer the device writes (a READ's, an
+/// atomic's) is looked for among outstanding receives.
 ///
 /// # Safety
 /// `qp` is a live extended QP; `list` the setter's `n` SGEs.
@@ -96,15 +102,48 @@ pub(in crate::exports::interpose) unsafe fn ex_sges(
             let s = unsafe { *list.add(i) };
             let h = if source && readable(t.ctx, pd, &s) {
                 // SAFETY: inside a live MR's range.
-                unsafe { fingerprint(s.addr, s.length) }
+                unsafe { evidence(s.addr, s.length) }
             } else {
                 fingerprinted &= s.length == 0;
-                0
+                [0; 8]
             };
             r.add_sge(pos, s, h);
         }
         if fingerprinted {
             r.get_mut(pos).flags |= flag::SOURCE;
+        }
+        if r.get(pos).flags & flag::WRITES != 0 {
+            let shown = wr_at(r, pos, None);
+            let (rq, own) = if t.srq != 0 {
+                (table::find(t.srq), t.srq)
+            } else {
+                (Some(t), t.qp)
+            };
+            let q = Queue::Send(qp);
+            let site = r.get(pos).site;
+            for s in r.sges(pos) {
+                if let Some(rq) = rq {
+                    rq.rq.with(|rr| reused(rr, s, q, &shown, site, None));
+                }
+                reused_elsewhere(own, s, q, &shown, site);
+            }
+        }
+    });
+}
+
+/// A bind or local invalidation under construction names `window` (the
+/// window's address, or the rkey it invalidates).
+pub(in crate::exports::interpose) fn ex_window(qp: *mut ibv_qp, window: u64) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let Some(t) = table::find(qp as usize) else {
+        return;
+    };
+    let Some(pos) = t.building.load(Relaxed).checked_sub(1) else {
+        return;
+    };
+    t.sq.with(|r| {
+        if pos >= r.tail && pos < r.head {
+            r.get_mut(pos).obj = window;
         }
     });
 }

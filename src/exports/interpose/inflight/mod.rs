@@ -2,18 +2,22 @@
 //! kept, per queue, from its post to its completion (`ring`, `table`),
 //! and what the program does to it meanwhile is judged:
 //!
-//! - a send's source bytes (SEND, WRITE; not inline data) are
-//!   fingerprinted per SGE (xxh3) at the post and again when its
+//! - a send's source bytes (SEND, WRITE; not inline data) are kept per
+//!   SGE at the post (`evidence`: a copy of up to 64 bytes, else xxh3
+//!   fingerprints of up to 8 blocks) and compared again when its
 //!   completion is polled (its own, or a later signalled one of the same
 //!   send queue): a change is `send_modified`;
 //! - a receive buffer (or a READ's or an atomic's local buffer) given to
 //!   a receive or a READ while an earlier receive on it has not
-//!   completed is `recv_reused` (within the QP and its SRQ);
+//!   completed is `recv_reused` (on the same queue, or on any other
+//!   queue that posted receives: `table::receivers_but`);
 //! - `ibv_dereg_mr` / `ibv_rereg_mr` of an MR that outstanding work uses
 //!   is `teardown_mr`; `ibv_destroy_qp` or a move to RESET with sends
 //!   whose completions were never polled, `teardown_qp`;
 //!   `ibv_destroy_cq` with completions of posted work never polled,
-//!   `teardown_cq`;
+//!   `teardown_cq`; `ibv_dealloc_mw` of a window whose own bind or
+//!   local invalidation posted here has not completed, `teardown_mw`
+//!   (`mw`);
 //! - more completions due on a CQ (signalled sends and receives of its
 //!   queues, not yet polled) than it has entries, at the post that makes
 //!   them so: `cq_overrun`.
@@ -22,11 +26,13 @@
 //! `abort`). Bytes are read only inside an MR the lkey index vouches for.
 
 mod ex;
+mod mw;
 mod ring;
 mod table;
 mod teardown;
 
-pub(super) use ex::{ex_begun, ex_cancel, ex_done, ex_sges, ex_start};
+pub(super) use ex::{ex_begun, ex_cancel, ex_done, ex_sges, ex_start, ex_window};
+pub(super) use mw::{bind_posted, bind_posting, mw_going};
 pub(super) use teardown::{
     cq_destroying, mr_going, qp_destroying, qp_error, qp_reset, srq_destroying,
 };
@@ -69,14 +75,125 @@ fn sources(op: c_int) -> bool {
     .any(|&o| o as c_int == op)
 }
 
-/// The fingerprint of `len` bytes at `addr`.
+const BIND_MW: c_int = verbs_abi::ibv_wr_opcode::IBV_WR_BIND_MW as c_int;
+const LOCAL_INV: c_int = verbs_abi::ibv_wr_opcode::IBV_WR_LOCAL_INV as c_int;
+
+/// What a request of `op` names of a memory window: a bind its window
+/// (`mw`, its address), a local invalidation the rkey it invalidates
+/// (`inv`); 0 for anything else.
+fn window_of(op: c_int, inv: u32, mw: impl FnOnce() -> u64) -> u64 {
+    match op {
+        BIND_MW => mw(),
+        LOCAL_INV => u64::from(inv),
+        _ => 0,
+    }
+}
+
+/// A source of at most this many bytes is copied at the post (an exact
+/// count of the bytes that differ); a longer one is fingerprinted per
+/// block, `ring::Evidence`'s 8 of them.
+const COPIED: u32 = 64;
+
+/// The block a source of `len` (more than `COPIED`) bytes is cut into:
+/// at most 8 blocks, each a multiple of 64 bytes.
+fn block_len(len: u32) -> u32 {
+    len.div_ceil(8).next_multiple_of(64)
+}
+
+/// What is kept of the `len` bytes at `addr` at the post: a copy of up to
+/// `COPIED` bytes, else an xxh3 fingerprint per block of `block_len`.
 ///
 /// # Safety
 /// The bytes are readable (inside a live MR's virtual range).
-unsafe fn fingerprint(addr: u64, len: u32) -> u64 {
+unsafe fn evidence(addr: u64, len: u32) -> ring::Evidence {
+    let mut e = [0u64; 8];
+    if len <= COPIED {
+        // SAFETY: the caller's contract; `e` holds 64 bytes.
+        unsafe {
+            std::ptr::copy_nonoverlapping(addr as *const u8, e.as_mut_ptr().cast(), len as usize)
+        };
+        return e;
+    }
     // SAFETY: the caller's contract.
     let bytes = unsafe { std::slice::from_raw_parts(addr as *const u8, len as usize) };
-    xxhash_rust::xxh3::xxh3_64(bytes)
+    for (h, block) in e.iter_mut().zip(bytes.chunks(block_len(len) as usize)) {
+        *h = xxhash_rust::xxh3::xxh3_64(block);
+    }
+    e
+}
+
+/// How the bytes of a source differ from those at its post.
+#[derive(Debug, PartialEq)]
+enum Diff {
+    /// Compared with a copy: `n` bytes, the first at offset `first`.
+    Exact { n: u32, first: u32 },
+    /// Compared by fingerprints: `k` of the `of` blocks of `block` bytes,
+    /// the first at offset `first` (at most `k * block` bytes).
+    Blocks {
+        k: u32,
+        of: u32,
+        block: u32,
+        first: u32,
+    },
+}
+
+impl std::fmt::Display for Diff {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Diff::Exact { n, first } => write!(
+                f,
+                "{n} byte(s) differ, the first at +{first} (exact: compared with a copy kept at the post)"
+            ),
+            Diff::Blocks { k, of, block, first } => write!(
+                f,
+                "differences within {k} of its {of} blocks of {block} bytes, the first block at \
+                 +{first} (at most {} bytes: blocks compared by fingerprint, no copy kept)",
+                k * block
+            ),
+        }
+    }
+}
+
+/// Do the `len` bytes at `addr` differ from what `kept` holds of them?
+///
+/// # Safety
+/// The bytes are readable.
+unsafe fn differs(addr: u64, len: u32, kept: &ring::Evidence) -> Option<Diff> {
+    // SAFETY: the caller's contract.
+    let now = unsafe { std::slice::from_raw_parts(addr as *const u8, len as usize) };
+    if len <= COPIED {
+        let mut was = [0u8; 64];
+        for (w, k) in was.chunks_exact_mut(8).zip(kept) {
+            w.copy_from_slice(&k.to_ne_bytes());
+        }
+        if now == &was[..now.len()] {
+            return None;
+        }
+        let mut diff = now
+            .iter()
+            .zip(&was)
+            .enumerate()
+            .filter(|(_, (a, b))| a != b);
+        let first = diff.next()?.0 as u32;
+        return Some(Diff::Exact {
+            n: 1 + diff.count() as u32,
+            first,
+        });
+    }
+    let block = block_len(len);
+    let blocks = now.chunks(block as usize);
+    let of = blocks.len() as u32;
+    let mut diff = blocks
+        .zip(kept)
+        .enumerate()
+        .filter(|(_, (b, &h))| xxhash_rust::xxh3::xxh3_64(b) != h);
+    let first = diff.next()?.0 as u32 * block;
+    Some(Diff::Blocks {
+        k: 1 + diff.count() as u32,
+        of,
+        block,
+        first,
+    })
 }
 
 /// May the SGE's bytes be read: inside the virtual range of the live MR
@@ -200,13 +317,14 @@ fn overlaps(a: &ibv_sge, b: &ibv_sge) -> bool {
 }
 
 /// Is `s` (a buffer the NIC is about to write) a buffer of an
-/// outstanding receive of `rq`? Reported at `site` as `q`'s post of `w`.
-fn reused(rq: &Ring, s: &ibv_sge, q: Queue, w: &Wr, site: usize) {
+/// outstanding receive of `rq`? Reported at `site` as `q`'s post of `w`;
+/// `other`: `rq` is another queue's (that queue's tracker). Whether it was.
+fn reused(rq: &Ring, s: &ibv_sge, q: Queue, w: &Wr, site: usize, other: Option<&Tracker>) -> bool {
     let Some(p) = rq.live().find(|&p| {
         rq.get(p).flags & (flag::WRITES | flag::FLUSHED) == flag::WRITES
             && rq.sges(p).iter().any(|o| overlaps(o, s))
     }) else {
-        return;
+        return false;
     };
     let e = rq.get(p);
     datapath::violation(
@@ -215,14 +333,46 @@ fn reused(rq: &Ring, s: &ibv_sge, q: Queue, w: &Wr, site: usize) {
         w,
         site,
         format_args!(
-            "its buffer [{:#x}, +{}) is that of a receive (wr_id={:#x}, posted at {}) \
+            "its buffer [{:#x}, +{}) is that of a receive (wr_id={:#x}{}, posted at {}) \
              that has not completed",
             s.addr,
             s.length,
             e.wr_id,
+            On(other),
             crate::report::site(e.site)
         ),
     );
+    true
+}
+
+/// Where a receive was posted, when another queue's.
+struct On<'a>(Option<&'a Tracker>);
+
+impl std::fmt::Display for On<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            None => Ok(()),
+            Some(t) if t.is_srq => write!(f, " of another queue, srq={:#x}", t.qp),
+            Some(t) => write!(f, " of another queue, qp={:#x} qp_num={}", t.qp, t.qp_num),
+        }
+    }
+}
+
+/// Is `s` a buffer of an outstanding receive of another queue than the
+/// one at `own` (the poster's receive queue: its QP, or its SRQ)? Each
+/// listed queue's span is looked at first, its ring (locked) only when
+/// the span holds part of `s`; the first that holds it is reported.
+/// Called with no receive ring's lock held.
+fn reused_elsewhere(own: usize, s: &ibv_sge, q: Queue, w: &Wr, site: usize) {
+    if s.length == 0 {
+        return;
+    }
+    let end = s.addr.saturating_add(u64::from(s.length));
+    for u in table::receivers_but(own).filter(|u| u.may_hold(s.addr, end)) {
+        if u.rq.with(|rr| reused(rr, s, q, w, site, Some(u))) == Some(true) {
+            return;
+        }
+    }
 }
 
 /// A signalled send or a receive was posted at `site`: one more completion
@@ -292,6 +442,9 @@ pub(super) unsafe fn sends(qp: *mut ibv_qp, mut wr: *mut ibv_send_wr, site: usiz
                 flags: f,
                 nsge: 0,
                 site,
+                // SAFETY: `bind_mw` is the union's member for a bind (a
+                // pointer read as its address only).
+                obj: window_of(op, w.imm_data, || unsafe { w.anon.bind_mw.mw } as u64),
             }) else {
                 break;
             };
@@ -305,10 +458,10 @@ pub(super) unsafe fn sends(qp: *mut ibv_qp, mut wr: *mut ibv_send_wr, site: usiz
                     let s = unsafe { *w.sg_list.add(i) };
                     let h = if source && readable(t.ctx, pd, &s) {
                         // SAFETY: inside a live MR's range.
-                        unsafe { fingerprint(s.addr, s.length) }
+                        unsafe { evidence(s.addr, s.length) }
                     } else {
                         fingerprinted &= s.length == 0;
-                        0
+                        [0; 8]
                     };
                     r.add_sge(pos, s, h);
                 }
@@ -318,11 +471,13 @@ pub(super) unsafe fn sends(qp: *mut ibv_qp, mut wr: *mut ibv_send_wr, site: usiz
             }
             let wr_shown = wr_at(r, pos, None);
             if f & flag::WRITES != 0 {
-                if let Some(rq) = rq {
-                    for s in r.sges(pos) {
+                let own = if t.srq != 0 { t.srq } else { t.qp };
+                for s in r.sges(pos) {
+                    if let Some(rq) = rq {
                         rq.rq
-                            .with(|rr| reused(rr, s, Queue::Send(qp), &wr_shown, site));
+                            .with(|rr| reused(rr, s, Queue::Send(qp), &wr_shown, site, None));
                     }
+                    reused_elsewhere(own, s, Queue::Send(qp), &wr_shown, site);
                 }
             }
             if f & flag::SIGNALED != 0 {
@@ -355,6 +510,10 @@ pub(super) unsafe fn recvs(q: Queue, mut wr: *mut ibv_recv_wr, site: usize) -> A
         return Added::NONE;
     };
     let limit = chain_limit(q);
+    if table::receivers_but(t.qp).next().is_some() {
+        // SAFETY: the caller's contract.
+        unsafe { recvs_elsewhere(t.qp, q, wr, limit, site) };
+    }
     t.rq.with(|r| {
         let from = r.head;
         let mut walked = 0;
@@ -379,7 +538,7 @@ pub(super) unsafe fn recvs(q: Queue, mut wr: *mut ibv_recv_wr, site: usize) -> A
                 via: None,
             };
             for s in list {
-                reused(r, s, q, &shown, site);
+                reused(r, s, q, &shown, site, None);
             }
             let Some(pos) = r.push(Entry {
                 wr_id: w.wr_id,
@@ -387,11 +546,14 @@ pub(super) unsafe fn recvs(q: Queue, mut wr: *mut ibv_recv_wr, site: usize) -> A
                 flags: flag::WRITES,
                 nsge: 0,
                 site,
+                obj: 0,
             }) else {
                 break;
             };
             for s in list {
-                r.add_sge(pos, *s, 0);
+                if r.add_sge(pos, *s, [0; 8]) {
+                    t.widen(s.addr, s.length);
+                }
             }
             if cq != 0 {
                 one_due(cq, q, &shown, site);
@@ -402,7 +564,52 @@ pub(super) unsafe fn recvs(q: Queue, mut wr: *mut ibv_recv_wr, site: usize) -> A
             n: r.head - from,
         }
     })
+    .inspect(|a| {
+        if a.n > 0 {
+            table::list(t);
+        }
+    })
     .unwrap_or(Added::NONE)
+}
+
+/// A receive chain's buffers, looked for among other queues' outstanding
+/// receives (before the poster's own ring is locked: no two receive rings
+/// are ever held at once).
+///
+/// # Safety
+/// `wr` is NULL or the head of the program's chain, posted now.
+unsafe fn recvs_elsewhere(
+    own: usize,
+    q: Queue,
+    mut wr: *mut ibv_recv_wr,
+    limit: usize,
+    site: usize,
+) {
+    let mut walked = 0;
+    while !wr.is_null() && walked < limit {
+        walked += 1;
+        // SAFETY: the program's chain, copied while its post is under way.
+        let w = unsafe { wr.read() };
+        wr = w.next;
+        let n = if w.sg_list.is_null() || w.num_sge <= 0 {
+            0
+        } else {
+            (w.num_sge as usize).min(ring::MAX_SGES)
+        };
+        // SAFETY: the program's SGE list, within the SGEs the provider reads.
+        let list = unsafe { std::slice::from_raw_parts(w.sg_list, n) };
+        let shown = Wr {
+            wr_id: w.wr_id,
+            opcode: None,
+            sges: list.as_ptr(),
+            num_sge: w.num_sge,
+            readable: n,
+            via: None,
+        };
+        for s in list {
+            reused_elsewhere(own, s, q, &shown, site);
+        }
+    }
 }
 
 /// After the forward: a post that failed at `bad` had nothing from there
@@ -490,6 +697,9 @@ pub(super) fn completed(
                     }
                     r.get_mut(p).flags |= flag::DONE;
                     r.advance();
+                    if r.tail == r.head {
+                        rq.narrow();
+                    }
                 }
             });
         }
@@ -573,14 +783,16 @@ fn receive_holds(t: &table::Tracker, addr: u64, len: u32) -> bool {
 /// program's: not reported.
 fn verify(r: &Ring, pos: u64, qp: *mut ibv_qp, landed: impl Fn(u64, u32) -> bool) {
     let e = r.get(pos);
-    for (i, (s, &h)) in r.sges(pos).iter().zip(r.hashes(pos)).enumerate() {
+    for (i, (s, kept)) in r.sges(pos).iter().zip(r.evidence(pos)).enumerate() {
         if s.length == 0 {
             continue;
         }
         // SAFETY: the SGE was inside a live MR at the post and the MR has
         // not been deregistered since (that clears SOURCE: `mr_going`).
-        let now = unsafe { fingerprint(s.addr, s.length) };
-        if now != h && !landed(s.addr, s.length) {
+        let Some(d) = (unsafe { differs(s.addr, s.length, kept) }) else {
+            continue;
+        };
+        if !landed(s.addr, s.length) {
             datapath::violation(
                 Check::SendModified,
                 Queue::Send(qp),
@@ -588,7 +800,7 @@ fn verify(r: &Ring, pos: u64, qp: *mut ibv_qp, landed: impl Fn(u64, u32) -> bool
                 e.site,
                 format_args!(
                     "sge[{i}]'s bytes [{:#x}, +{}) changed between the post and its \
-                     completion (fingerprints differ; no copy is kept, so not which bytes)",
+                     completion: {d}",
                     s.addr, s.length
                 ),
             );
@@ -608,5 +820,72 @@ pub(super) fn polled(ctx: usize, cq: *mut ibv_cq, done: &[ibv_wc]) {
             )
         };
         completed(ctx, cq as usize, Some(wc.qp_num), wc.wr_id, status, opcode);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_short_source_is_compared_exactly() {
+        let mut buf = [7u8; 64];
+        // SAFETY: our own buffer.
+        let kept = unsafe { evidence(buf.as_ptr() as u64, 40) };
+        // SAFETY: as above.
+        assert_eq!(unsafe { differs(buf.as_ptr() as u64, 40, &kept) }, None);
+        buf[5] = 0;
+        buf[30] = 1;
+        buf[50] = 2; // past the source: not counted
+                     // SAFETY: as above.
+        let d = unsafe { differs(buf.as_ptr() as u64, 40, &kept) }.unwrap();
+        assert_eq!(d, Diff::Exact { n: 2, first: 5 });
+        assert!(d
+            .to_string()
+            .starts_with("2 byte(s) differ, the first at +5 (exact"));
+    }
+
+    #[test]
+    fn a_long_source_is_compared_by_block() {
+        let mut buf = vec![3u8; 4096];
+        // SAFETY: our own buffer.
+        let kept = unsafe { evidence(buf.as_ptr() as u64, 4096) };
+        assert_eq!(block_len(4096), 512);
+        // SAFETY: as above.
+        assert_eq!(unsafe { differs(buf.as_ptr() as u64, 4096, &kept) }, None);
+        buf[1000] = 0;
+        buf[1001] = 0;
+        buf[4095] = 0;
+        // SAFETY: as above.
+        let d = unsafe { differs(buf.as_ptr() as u64, 4096, &kept) }.unwrap();
+        assert_eq!(
+            d,
+            Diff::Blocks {
+                k: 2,
+                of: 8,
+                block: 512,
+                first: 512
+            }
+        );
+        assert!(d
+            .to_string()
+            .contains("within 2 of its 8 blocks of 512 bytes"));
+        assert!(d.to_string().contains("at most 1024 bytes"));
+        // An odd length: the last block is short, still compared.
+        assert_eq!(block_len(65), 64);
+        // SAFETY: as above.
+        let kept = unsafe { evidence(buf.as_ptr() as u64, 65) };
+        buf[64] = 9;
+        // SAFETY: as above.
+        let d = unsafe { differs(buf.as_ptr() as u64, 65, &kept) }.unwrap();
+        assert_eq!(
+            d,
+            Diff::Blocks {
+                k: 1,
+                of: 2,
+                block: 64,
+                first: 64
+            }
+        );
     }
 }

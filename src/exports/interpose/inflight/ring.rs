@@ -1,7 +1,8 @@
 //! One queue's outstanding work requests, in post order: a fixed ring of
 //! entries sized by the queue's depth, each with the SGEs it was given
-//! (up to the queue's granted SGEs, at most `MAX_SGES`) and, for a send's source, a
-//! fingerprint (xxh3) per SGE. Made once per queue at its first tracked
+//! (up to the queue's granted SGEs, at most `MAX_SGES`) and, for a send's source, what
+//! is kept of each SGE's bytes (`Evidence`: a copy of a short one, else
+//! xxh3 fingerprints of its blocks). Made once per queue at its first tracked
 //! post; nothing is allocated after that.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -34,6 +35,9 @@ pub(super) struct Entry {
     pub nsge: u16,
     /// The program's call that posted it.
     pub site: usize,
+    /// The memory window a bind binds (its address), or the rkey a local
+    /// invalidation invalidates; 0 for other requests.
+    pub obj: u64,
 }
 
 const NONE: Entry = Entry {
@@ -42,7 +46,12 @@ const NONE: Entry = Entry {
     flags: flag::DONE,
     nsge: 0,
     site: 0,
+    obj: 0,
 };
+
+/// What is kept of one SGE's bytes at the post: a copy (up to 64 bytes)
+/// or the fingerprints of up to 8 blocks (`super::evidence`).
+pub(super) type Evidence = [u64; 8];
 
 /// The SGEs kept per work request at most (a request with more is
 /// tracked, but not fingerprinted).
@@ -52,7 +61,7 @@ pub(super) const MAX_SGES: usize = 32;
 pub(super) struct Ring {
     entries: Box<[Entry]>,
     sges: Box<[ibv_sge]>,
-    hashes: Box<[u64]>,
+    evidence: Box<[Evidence]>,
     per_wr: usize,
     pub head: u64,
     pub tail: u64,
@@ -71,7 +80,7 @@ impl Ring {
         Ring {
             entries: vec![NONE; cap].into_boxed_slice(),
             sges: vec![zero; cap * per_wr].into_boxed_slice(),
-            hashes: vec![0; cap * per_wr].into_boxed_slice(),
+            evidence: vec![[0; 8]; cap * per_wr].into_boxed_slice(),
             per_wr,
             head: 0,
             tail: 0,
@@ -118,20 +127,22 @@ impl Ring {
         &self.sges[s..s + self.get(pos).nsge as usize]
     }
 
-    pub(super) fn hashes(&self, pos: u64) -> &[u64] {
+    /// What was kept of entry `pos`'s SGEs' bytes.
+    pub(super) fn evidence(&self, pos: u64) -> &[Evidence] {
         let s = self.slot(pos) * self.per_wr;
-        &self.hashes[s..s + self.get(pos).nsge as usize]
+        &self.evidence[s..s + self.get(pos).nsge as usize]
     }
 
-    /// Keeps `sge` (and its fingerprint) for entry `pos`, if there is room.
-    pub(super) fn add_sge(&mut self, pos: u64, sge: ibv_sge, hash: u64) -> bool {
+    /// Keeps `sge` (and what was kept of its bytes) for entry `pos`, if
+    /// there is room.
+    pub(super) fn add_sge(&mut self, pos: u64, sge: ibv_sge, kept: Evidence) -> bool {
         let n = self.get(pos).nsge as usize;
         if n >= self.per_wr {
             return false;
         }
         let s = self.slot(pos) * self.per_wr + n;
         self.sges[s] = sge;
-        self.hashes[s] = hash;
+        self.evidence[s] = kept;
         self.get_mut(pos).nsge += 1;
         true
     }
@@ -225,6 +236,7 @@ mod tests {
             flags: 0,
             nsge: 0,
             site: 0,
+            obj: 0,
         }
     }
 
@@ -247,7 +259,7 @@ mod tests {
             length: 2,
             lkey: 3,
         };
-        assert!(r.add_sge(1, s, 7) && r.add_sge(1, s, 8) && !r.add_sge(1, s, 9));
-        assert_eq!(r.hashes(1), [7, 8]);
+        assert!(r.add_sge(1, s, [7; 8]) && r.add_sge(1, s, [8; 8]) && !r.add_sge(1, s, [9; 8]));
+        assert_eq!(r.evidence(1), [[7; 8], [8; 8]]);
     }
 }

@@ -3,7 +3,7 @@
 //! and number when a completion comes back; per CQ, the completions due
 //! (signalled sends and receives posted and not yet polled).
 
-use std::sync::atomic::{AtomicI64, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
 use verbs_abi::ibv_qp;
 
@@ -29,6 +29,13 @@ pub(super) struct Tracker {
     /// (position + 1), and the request its setters fill (position + 1).
     pub batch: AtomicU64,
     pub building: AtomicU64,
+    /// Where the buffers of the receives posted since `rq` was last empty
+    /// lie: `[lo, hi)`, set under `rq`'s lock, read without it by other
+    /// queues' posts (a first look before taking that lock).
+    pub span_lo: AtomicU64,
+    pub span_hi: AtomicU64,
+    /// In `RECEIVERS`.
+    listed: AtomicBool,
     sizes: (usize, usize, usize, usize),
 }
 
@@ -47,8 +54,29 @@ impl Tracker {
             rq: Locked::new(Ring::new(recv.0, recv.1)),
             batch: AtomicU64::new(0),
             building: AtomicU64::new(0),
+            span_lo: AtomicU64::new(u64::MAX),
+            span_hi: AtomicU64::new(0),
+            listed: AtomicBool::new(false),
             sizes: (send.0, send.1, recv.0, recv.1),
         }
+    }
+
+    /// A receive's buffer `[addr, addr + len)` was posted (under `rq`'s lock).
+    pub(super) fn widen(&self, addr: u64, len: u32) {
+        self.span_lo.fetch_min(addr, Ordering::Relaxed);
+        self.span_hi
+            .fetch_max(addr.saturating_add(u64::from(len)), Ordering::Relaxed);
+    }
+
+    /// `rq` holds no receive any more (under its lock).
+    pub(super) fn narrow(&self) {
+        self.span_lo.store(u64::MAX, Ordering::Relaxed);
+        self.span_hi.store(0, Ordering::Relaxed);
+    }
+
+    /// May a receive of this queue hold part of `[addr, end)`?
+    pub(super) fn may_hold(&self, addr: u64, end: u64) -> bool {
+        addr < self.span_hi.load(Ordering::Relaxed) && self.span_lo.load(Ordering::Relaxed) < end
     }
 
     /// Is this tracker big enough for a queue of these sizes?
@@ -155,6 +183,7 @@ pub(super) fn make(
             t.rq.with(Ring::clear);
             t.batch.store(0, Ordering::Relaxed);
             t.building.store(0, Ordering::Relaxed);
+            t.narrow();
             t
         }
         None => Box::leak(Box::new(Tracker::new(send, recv))),
@@ -173,11 +202,74 @@ pub(super) fn make(
     Some(t)
 }
 
+/// The queues that have posted receives, for a post to look at the
+/// others' (a receive buffer is the device's until its completion,
+/// whichever queue it was posted to). Up to `RECEIVERS.len()` are listed;
+/// a queue that finds no room is not looked at by the others.
+static RECEIVERS: [AtomicPtr<Tracker>; 256] = [const { AtomicPtr::new(std::ptr::null_mut()) }; 256];
+/// One past the highest slot of `RECEIVERS` ever used.
+static RECEIVERS_TOP: AtomicUsize = AtomicUsize::new(0);
+
+/// `t` posts receives: listed, once.
+pub(super) fn list(t: &'static Tracker) {
+    if t.listed.load(Ordering::Relaxed) || t.listed.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let me = t as *const Tracker as *mut Tracker;
+    for (i, s) in RECEIVERS.iter().enumerate() {
+        if s.compare_exchange(
+            std::ptr::null_mut(),
+            me,
+            Ordering::AcqRel,
+            Ordering::Relaxed,
+        )
+        .is_ok()
+        {
+            RECEIVERS_TOP.fetch_max(i + 1, Ordering::AcqRel);
+            return;
+        }
+    }
+}
+
+fn unlist(t: &Tracker) {
+    if !t.listed.swap(false, Ordering::AcqRel) {
+        return;
+    }
+    let me = t as *const Tracker as *mut Tracker;
+    for s in &RECEIVERS[..RECEIVERS_TOP.load(Ordering::Acquire)] {
+        if s.compare_exchange(
+            me,
+            std::ptr::null_mut(),
+            Ordering::AcqRel,
+            Ordering::Relaxed,
+        )
+        .is_ok()
+        {
+            return;
+        }
+    }
+}
+
+/// The listed queues other than the one at `own` (their trackers are
+/// never freed; one may be being reused for another queue meanwhile).
+pub(super) fn receivers_but(own: usize) -> impl Iterator<Item = &'static Tracker> {
+    RECEIVERS[..RECEIVERS_TOP.load(Ordering::Acquire)]
+        .iter()
+        .filter_map(move |s| {
+            // SAFETY: trackers are never freed.
+            unsafe { s.load(Ordering::Acquire).as_ref() }.filter(|t| t.qp != own && t.qp != 0)
+        })
+}
+
 /// The queue at `addr` is gone: its tracker is emptied, its slots free.
 pub(super) fn forget(addr: usize) {
     if let Some(t) = find(addr) {
         t.sq.with(Ring::clear);
-        t.rq.with(Ring::clear);
+        t.rq.with(|r| {
+            r.clear();
+            t.narrow();
+        });
+        unlist(t);
         let k = qpn_key(t.ctx, t.qp_num);
         if BY_QPN
             .find(k)
