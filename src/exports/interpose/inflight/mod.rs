@@ -25,14 +25,18 @@
 //! Reported through `datapath::violation` (once per site and rule, counted,
 //! `abort`). Bytes are read only inside an MR the lkey index vouches for.
 
+mod evidence;
 mod ex;
 mod mw;
+mod reuse;
 mod ring;
 mod table;
 mod teardown;
 
+use evidence::{differs, evidence};
 pub(super) use ex::{ex_begun, ex_cancel, ex_done, ex_sges, ex_start, ex_window};
 pub(super) use mw::{bind_posted, bind_posting, mw_going};
+use reuse::{reused, reused_elsewhere};
 pub(super) use teardown::{
     cq_destroying, mr_going, qp_destroying, qp_error, qp_reset, srq_destroying,
 };
@@ -87,113 +91,6 @@ fn window_of(op: c_int, inv: u32, mw: impl FnOnce() -> u64) -> u64 {
         LOCAL_INV => u64::from(inv),
         _ => 0,
     }
-}
-
-/// A source of at most this many bytes is copied at the post (an exact
-/// count of the bytes that differ); a longer one is fingerprinted per
-/// block, `ring::Evidence`'s 8 of them.
-const COPIED: u32 = 64;
-
-/// The block a source of `len` (more than `COPIED`) bytes is cut into:
-/// at most 8 blocks, each a multiple of 64 bytes.
-fn block_len(len: u32) -> u32 {
-    len.div_ceil(8).next_multiple_of(64)
-}
-
-/// What is kept of the `len` bytes at `addr` at the post: a copy of up to
-/// `COPIED` bytes, else an xxh3 fingerprint per block of `block_len`.
-///
-/// # Safety
-/// The bytes are readable (inside a live MR's virtual range).
-unsafe fn evidence(addr: u64, len: u32) -> ring::Evidence {
-    let mut e = [0u64; 8];
-    if len <= COPIED {
-        // SAFETY: the caller's contract; `e` holds 64 bytes.
-        unsafe {
-            std::ptr::copy_nonoverlapping(addr as *const u8, e.as_mut_ptr().cast(), len as usize)
-        };
-        return e;
-    }
-    // SAFETY: the caller's contract.
-    let bytes = unsafe { std::slice::from_raw_parts(addr as *const u8, len as usize) };
-    for (h, block) in e.iter_mut().zip(bytes.chunks(block_len(len) as usize)) {
-        *h = xxhash_rust::xxh3::xxh3_64(block);
-    }
-    e
-}
-
-/// How the bytes of a source differ from those at its post.
-#[derive(Debug, PartialEq)]
-enum Diff {
-    /// Compared with a copy: `n` bytes, the first at offset `first`.
-    Exact { n: u32, first: u32 },
-    /// Compared by fingerprints: `k` of the `of` blocks of `block` bytes,
-    /// the first at offset `first` (at most `k * block` bytes).
-    Blocks {
-        k: u32,
-        of: u32,
-        block: u32,
-        first: u32,
-    },
-}
-
-impl std::fmt::Display for Diff {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match *self {
-            Diff::Exact { n, first } => write!(
-                f,
-                "{n} byte(s) differ, the first at +{first} (exact: compared with a copy kept at the post)"
-            ),
-            Diff::Blocks { k, of, block, first } => write!(
-                f,
-                "differences within {k} of its {of} blocks of {block} bytes, the first block at \
-                 +{first} (at most {} bytes: blocks compared by fingerprint, no copy kept)",
-                k * block
-            ),
-        }
-    }
-}
-
-/// Do the `len` bytes at `addr` differ from what `kept` holds of them?
-///
-/// # Safety
-/// The bytes are readable.
-unsafe fn differs(addr: u64, len: u32, kept: &ring::Evidence) -> Option<Diff> {
-    // SAFETY: the caller's contract.
-    let now = unsafe { std::slice::from_raw_parts(addr as *const u8, len as usize) };
-    if len <= COPIED {
-        let mut was = [0u8; 64];
-        for (w, k) in was.chunks_exact_mut(8).zip(kept) {
-            w.copy_from_slice(&k.to_ne_bytes());
-        }
-        if now == &was[..now.len()] {
-            return None;
-        }
-        let mut diff = now
-            .iter()
-            .zip(&was)
-            .enumerate()
-            .filter(|(_, (a, b))| a != b);
-        let first = diff.next()?.0 as u32;
-        return Some(Diff::Exact {
-            n: 1 + diff.count() as u32,
-            first,
-        });
-    }
-    let block = block_len(len);
-    let blocks = now.chunks(block as usize);
-    let of = blocks.len() as u32;
-    let mut diff = blocks
-        .zip(kept)
-        .enumerate()
-        .filter(|(_, (b, &h))| xxhash_rust::xxh3::xxh3_64(b) != h);
-    let first = diff.next()?.0 as u32 * block;
-    Some(Diff::Blocks {
-        k: 1 + diff.count() as u32,
-        of,
-        block,
-        first,
-    })
 }
 
 /// May the SGE's bytes be read: inside the virtual range of the live MR
@@ -306,72 +203,6 @@ fn wr_at(r: &Ring, pos: u64, via: Option<&'static str>) -> Wr {
         num_sge: sges.len() as c_int,
         readable: sges.len(),
         via,
-    }
-}
-
-fn overlaps(a: &ibv_sge, b: &ibv_sge) -> bool {
-    a.length > 0
-        && b.length > 0
-        && a.addr < b.addr.saturating_add(b.length as u64)
-        && b.addr < a.addr.saturating_add(a.length as u64)
-}
-
-/// Is `s` (a buffer the NIC is about to write) a buffer of an
-/// outstanding receive of `rq`? Reported at `site` as `q`'s post of `w`;
-/// `other`: `rq` is another queue's (that queue's tracker). Whether it was.
-fn reused(rq: &Ring, s: &ibv_sge, q: Queue, w: &Wr, site: usize, other: Option<&Tracker>) -> bool {
-    let Some(p) = rq.live().find(|&p| {
-        rq.get(p).flags & (flag::WRITES | flag::FLUSHED) == flag::WRITES
-            && rq.sges(p).iter().any(|o| overlaps(o, s))
-    }) else {
-        return false;
-    };
-    let e = rq.get(p);
-    datapath::violation(
-        Check::RecvReused,
-        q,
-        w,
-        site,
-        format_args!(
-            "its buffer [{:#x}, +{}) is that of a receive (wr_id={:#x}{}, posted at {}) \
-             that has not completed",
-            s.addr,
-            s.length,
-            e.wr_id,
-            On(other),
-            crate::report::site(e.site)
-        ),
-    );
-    true
-}
-
-/// Where a receive was posted, when another queue's.
-struct On<'a>(Option<&'a Tracker>);
-
-impl std::fmt::Display for On<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.0 {
-            None => Ok(()),
-            Some(t) if t.is_srq => write!(f, " of another queue, srq={:#x}", t.qp),
-            Some(t) => write!(f, " of another queue, qp={:#x} qp_num={}", t.qp, t.qp_num),
-        }
-    }
-}
-
-/// Is `s` a buffer of an outstanding receive of another queue than the
-/// one at `own` (the poster's receive queue: its QP, or its SRQ)? Each
-/// listed queue's span is looked at first, its ring (locked) only when
-/// the span holds part of `s`; the first that holds it is reported.
-/// Called with no receive ring's lock held.
-fn reused_elsewhere(own: usize, s: &ibv_sge, q: Queue, w: &Wr, site: usize) {
-    if s.length == 0 {
-        return;
-    }
-    let end = s.addr.saturating_add(u64::from(s.length));
-    for u in table::receivers_but(own).filter(|u| u.may_hold(s.addr, end)) {
-        if u.rq.with(|rr| reused(rr, s, q, w, site, Some(u))) == Some(true) {
-            return;
-        }
     }
 }
 
@@ -820,72 +651,5 @@ pub(super) fn polled(ctx: usize, cq: *mut ibv_cq, done: &[ibv_wc]) {
             )
         };
         completed(ctx, cq as usize, Some(wc.qp_num), wc.wr_id, status, opcode);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_short_source_is_compared_exactly() {
-        let mut buf = [7u8; 64];
-        // SAFETY: our own buffer.
-        let kept = unsafe { evidence(buf.as_ptr() as u64, 40) };
-        // SAFETY: as above.
-        assert_eq!(unsafe { differs(buf.as_ptr() as u64, 40, &kept) }, None);
-        buf[5] = 0;
-        buf[30] = 1;
-        buf[50] = 2; // past the source: not counted
-                     // SAFETY: as above.
-        let d = unsafe { differs(buf.as_ptr() as u64, 40, &kept) }.unwrap();
-        assert_eq!(d, Diff::Exact { n: 2, first: 5 });
-        assert!(d
-            .to_string()
-            .starts_with("2 byte(s) differ, the first at +5 (exact"));
-    }
-
-    #[test]
-    fn a_long_source_is_compared_by_block() {
-        let mut buf = vec![3u8; 4096];
-        // SAFETY: our own buffer.
-        let kept = unsafe { evidence(buf.as_ptr() as u64, 4096) };
-        assert_eq!(block_len(4096), 512);
-        // SAFETY: as above.
-        assert_eq!(unsafe { differs(buf.as_ptr() as u64, 4096, &kept) }, None);
-        buf[1000] = 0;
-        buf[1001] = 0;
-        buf[4095] = 0;
-        // SAFETY: as above.
-        let d = unsafe { differs(buf.as_ptr() as u64, 4096, &kept) }.unwrap();
-        assert_eq!(
-            d,
-            Diff::Blocks {
-                k: 2,
-                of: 8,
-                block: 512,
-                first: 512
-            }
-        );
-        assert!(d
-            .to_string()
-            .contains("within 2 of its 8 blocks of 512 bytes"));
-        assert!(d.to_string().contains("at most 1024 bytes"));
-        // An odd length: the last block is short, still compared.
-        assert_eq!(block_len(65), 64);
-        // SAFETY: as above.
-        let kept = unsafe { evidence(buf.as_ptr() as u64, 65) };
-        buf[64] = 9;
-        // SAFETY: as above.
-        let d = unsafe { differs(buf.as_ptr() as u64, 65, &kept) }.unwrap();
-        assert_eq!(
-            d,
-            Diff::Blocks {
-                k: 1,
-                of: 2,
-                block: 64,
-                first: 64
-            }
-        );
     }
 }
