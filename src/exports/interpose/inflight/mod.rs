@@ -229,6 +229,31 @@ fn one_due(cq: usize, q: Queue, w: &Wr, site: usize) {
     }
 }
 
+/// A posted receive's SGEs (at most `max`) and the request as the log
+/// shows it.
+///
+/// # Safety
+/// `w` is the program's receive being posted: its `sg_list` holds
+/// `num_sge` readable entries (when not NULL).
+unsafe fn recv_view(w: &ibv_recv_wr, max: usize) -> (&[ibv_sge], Wr) {
+    let n = if w.sg_list.is_null() || w.num_sge <= 0 {
+        0
+    } else {
+        (w.num_sge as usize).min(max)
+    };
+    // SAFETY: the caller's contract; `n` is within the list.
+    let list = unsafe { std::slice::from_raw_parts(w.sg_list, n) };
+    let shown = Wr {
+        wr_id: w.wr_id,
+        opcode: None,
+        sges: list.as_ptr(),
+        num_sge: w.num_sge,
+        readable: n,
+        via: None,
+    };
+    (list, shown)
+}
+
 /// Records a send chain before it is forwarded.
 ///
 /// # Safety
@@ -353,21 +378,9 @@ pub(super) unsafe fn recvs(q: Queue, mut wr: *mut ibv_recv_wr, site: usize) -> A
             // SAFETY: the program's chain, copied while its post is under way.
             let w = unsafe { wr.read() };
             wr = w.next;
-            let n = if w.sg_list.is_null() || w.num_sge <= 0 {
-                0
-            } else {
-                (w.num_sge as usize).min(r.per_wr())
-            };
-            // SAFETY: the program's SGE list, within the SGEs the provider reads.
-            let list = unsafe { std::slice::from_raw_parts(w.sg_list, n) };
-            let shown = Wr {
-                wr_id: w.wr_id,
-                opcode: None,
-                sges: list.as_ptr(),
-                num_sge: w.num_sge,
-                readable: n,
-                via: None,
-            };
+            // SAFETY: the program's receive, posted now (this function's
+            // contract).
+            let (list, shown) = unsafe { recv_view(&w, r.per_wr()) };
             for s in list {
                 reused(r, s, q, &shown, site, None);
             }
@@ -422,21 +435,9 @@ unsafe fn recvs_elsewhere(
         // SAFETY: the program's chain, copied while its post is under way.
         let w = unsafe { wr.read() };
         wr = w.next;
-        let n = if w.sg_list.is_null() || w.num_sge <= 0 {
-            0
-        } else {
-            (w.num_sge as usize).min(ring::MAX_SGES)
-        };
-        // SAFETY: the program's SGE list, within the SGEs the provider reads.
-        let list = unsafe { std::slice::from_raw_parts(w.sg_list, n) };
-        let shown = Wr {
-            wr_id: w.wr_id,
-            opcode: None,
-            sges: list.as_ptr(),
-            num_sge: w.num_sge,
-            readable: n,
-            via: None,
-        };
+        // SAFETY: the program's receive, posted now (this function's
+        // contract).
+        let (list, shown) = unsafe { recv_view(&w, ring::MAX_SGES) };
         for s in list {
             reused_elsewhere(own, s, q, &shown, site);
         }
