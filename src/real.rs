@@ -276,7 +276,7 @@ fn load() -> Option<*mut c_void> {
 
 /// The file a handle was loaded from.
 fn describe(h: *mut c_void) -> String {
-    loaded_from(h, c"ibv_get_device_list", c"IBVERBS_1.1")
+    loaded_from(h, VERBS.probe, VERBS.version)
 }
 
 /// The file a handle was loaded from, found by one of its symbols

@@ -26,14 +26,7 @@ fn real_dlsym() -> usize {
     if p != 0 {
         return p;
     }
-    let found = [c"GLIBC_2.34", c"GLIBC_2.2.5"]
-        .iter()
-        .map(|v| {
-            // SAFETY: a symbol lookup with NUL-terminated strings (dlvsym is
-            // not hooked).
-            unsafe { libc::dlvsym(libc::RTLD_DEFAULT, c"dlsym".as_ptr(), v.as_ptr()) }
-        })
-        .find(|p| !p.is_null() && !crate::real::in_shim(*p))
+    let found = crate::real::glibc_versioned(c"dlsym")
         .map_or(no_dlsym as *const () as usize, |p| p as usize);
     REAL_DLSYM.store(found, Ordering::Relaxed);
     found

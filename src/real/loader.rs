@@ -58,6 +58,13 @@ fn find_glibc(name: &std::ffi::CStr) -> Option<*mut c_void> {
     if !next.is_null() && !in_shim(next) {
         return Some(next);
     }
+    glibc_versioned(name)
+}
+
+/// glibc's definition of `name` at its own versions, never the shim's
+/// (whose hooks are unversioned). Through `dlvsym` only, which the shim
+/// does not hook, so the `dlsym` hook can find glibc's `dlsym` with it.
+pub(crate) fn glibc_versioned(name: &CStr) -> Option<*mut c_void> {
     // GLIBC_2.34: libc.so.6 since glibc 2.34; GLIBC_2.2.5: libdl before
     // (and the compat alias after) on x86_64.
     [c"GLIBC_2.34", c"GLIBC_2.2.5"]

@@ -11,7 +11,7 @@
 //! system's directories are tried.
 //!
 //! A program that loads librdmacm itself (`dlopen`, then `dlsym` on that
-//! handle) is answered with the shim's exports (`exports::dl`), and the
+//! handle) is answered with the shim's exports (`exports::dlsym`), and the
 //! shim forwards through the program's own handle, borrowed: no reference
 //! of the shim's keeps the library loaded, so the program's `dlclose`
 //! unloads it as it would without the shim. When it is gone, every real
@@ -79,10 +79,9 @@ pub unsafe fn borrow(handle: *mut c_void, name: &CStr) -> bool {
     }
     // SAFETY: a live handle (the caller's contract); both strings are
     // NUL-terminated.
-    let real = !unsafe { libc::dlvsym(handle, c"rdma_create_id".as_ptr(), c"RDMACM_1.0".as_ptr()) }
-        .is_null();
-    // SAFETY: as above.
-    if !real || unsafe { super::object_is_shim(handle) } {
+    let real =
+        !unsafe { libc::dlvsym(handle, RDMACM.probe.as_ptr(), RDMACM.version.as_ptr()) }.is_null();
+    if !real || (RDMACM.itself)(handle) {
         STATE.store(UNLOADED, Ordering::Release);
         return false;
     }
@@ -276,5 +275,5 @@ fn load() -> Option<*mut c_void> {
 
 /// The file a handle was loaded from.
 fn describe(h: *mut c_void) -> String {
-    super::loaded_from(h, c"rdma_create_id", c"RDMACM_1.0")
+    super::loaded_from(h, RDMACM.probe, RDMACM.version)
 }
