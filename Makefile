@@ -27,15 +27,15 @@ deps:
 # The sim installs as target/sim/libibverbs.so.1; drop-in mode is the shim
 # itself under the real library's names in target/dropin/. Copied, then
 # renamed: cp over the old file would rewrite it in place, under the
-# programs still running on it (tests in progress die of SIGBUS).
+# programs still running on it (tests in progress die of SIGBUS). The copy
+# has a name of its own (the shell's pid): two builds at once (tests that
+# run the CI snippets) must not rename each other's.
 build:
 	$(CARGO) build --release --workspace
 	@mkdir -p $(TARGET)/sim $(TARGET)/dropin
-	@cp -f $(REL)/libibv_sim.so $(TARGET)/sim/.libibverbs.so.1.new
-	@mv -f $(TARGET)/sim/.libibverbs.so.1.new $(TARGET)/sim/libibverbs.so.1
+	@t=$(TARGET)/sim/.libibverbs.so.1.$$$$; cp -f $(REL)/libibv_sim.so $$t && mv -f $$t $(TARGET)/sim/libibverbs.so.1
 	@ln -sf libibverbs.so.1 $(TARGET)/sim/libibverbs.so
-	@cp -f $(REL)/libibv_sim_cm.so $(TARGET)/sim/.librdmacm.so.1.new
-	@mv -f $(TARGET)/sim/.librdmacm.so.1.new $(TARGET)/sim/librdmacm.so.1
+	@t=$(TARGET)/sim/.librdmacm.so.1.$$$$; cp -f $(REL)/libibv_sim_cm.so $$t && mv -f $$t $(TARGET)/sim/librdmacm.so.1
 	@ln -sf librdmacm.so.1 $(TARGET)/sim/librdmacm.so
 	@ln -sf ../release/libibv_shim.so $(TARGET)/dropin/libibverbs.so.1
 	@ln -sf libibverbs.so.1 $(TARGET)/dropin/libibverbs.so
