@@ -2,6 +2,8 @@
 //! `libibverbs.so.1`, the `IBVERBS_1.x` version nodes, and one `.symver`
 //! directive per export written in Rust (see crates/abi-build).
 //!
+//! Its own two exports are at `IBVSIM_1.0` (`SIM_ABI`).
+//!
 //! The sim always mirrors the committed rdma-core 44 snapshot, whatever
 //! rdma-core the build machine has.
 //!
@@ -11,6 +13,12 @@
 //! keeps a module's items in one codegen unit).
 
 use std::collections::BTreeSet;
+
+/// The sim's own exports (`src/exports/witness.rs`), in a version node of
+/// their own: no rdma-core name, and never unversioned.
+const SIM_ABI: &str = "node IBVSIM_1.0\n\
+                       func ibv_sim_keep_sent IBVSIM_1.0 default 0\n\
+                       func ibv_sim_sent IBVSIM_1.0 default 0\n";
 use std::path::{Path, PathBuf};
 
 /// The stubs a `no_kernel_commands! { NAME(ARGS) ...; ... }` table in
@@ -71,7 +79,8 @@ fn exports_of(file: &Path) -> BTreeSet<String> {
 
 fn main() {
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR"));
-    let abi = abi_build::Abi::rdma_core_44();
+    let own = abi_build::Abi::parse(SIM_ABI).expect("SIM_ABI");
+    let abi = abi_build::Abi::merged(&[&abi_build::Abi::rdma_core_44(), &own]);
     abi.emit_link_args(&out, Some("libibverbs.so.1"));
 
     // Every export must be in src/exports/ (checked: the union must equal

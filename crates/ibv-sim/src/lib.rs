@@ -39,6 +39,7 @@
 //! | `objects` | the objects only the context's tables make, their table entries, one module each: memory windows' control path, device memory, thread / parent domains |
 //! | `fork` | `ibv_fork_init` state; a forked child refuses its parent's queues |
 //! | `fork_lock` | the process-wide locks, which a forked child finds free |
+//! | `witness` | what each send read at execution, kept for a checker in the process (`exports::witness`) |
 //! | `strings` | `*_str` helpers, rate conversions |
 //! | `exports` | the exported symbols, each behind the panic boundary; `exports::ops::install` fills a context's function tables |
 //! | `exports::private`, `exports::private_cmd` | `IBVERBS_PRIVATE_34` for provider plugins; its `ibv_cmd_*` kernel commands (one table, `no_kernel_commands!`) |
@@ -80,5 +81,6 @@ pub mod registry;
 pub mod srq;
 pub mod strings;
 pub mod sysfs;
+pub mod witness;
 pub mod xrc;
 pub mod xrcd;

@@ -172,7 +172,7 @@ pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr) {
                 Ok(x) => x,
                 Err(st) => return done(st, 0),
             };
-            match gather(s, &w.sge, inline) {
+            match source(s, &w, inline) {
                 Ok(p) => deliver_for(
                     &dst,
                     Message {
@@ -185,7 +185,7 @@ pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr) {
             }
         }
         WR_RDMA_WRITE | WR_RDMA_WRITE_WITH_IMM => {
-            let data = match gather(s, &w.sge, inline) {
+            let data = match source(s, &w, inline) {
                 Ok(d) => d,
                 Err(st) => return done(st, 0),
             };
@@ -286,7 +286,7 @@ pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr) {
 
 pub(super) fn execute_ud(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr, signaled: bool, slid: u16) {
     let done = |status: c_int| complete_send(s, w.wr_id, signaled, WC_SEND, status, 0);
-    let payload = match gather(s, &w.sge, w.flags & SEND_INLINE != 0) {
+    let payload = match source(s, &w, w.flags & SEND_INLINE != 0) {
         Ok(p) => p,
         Err(st) => return done(st),
     };

@@ -134,12 +134,23 @@ impl Payload {
     }
 }
 
+/// A send's or write's source, gathered (through lkeys, or inline), and
+/// kept for a checker while the sim keeps sources (`witness`).
+pub(crate) fn source(src: &QpShared, w: &SendWr, inline: bool) -> Result<Vec<u8>, c_int> {
+    let data = gather(src, &w.sge, inline)?;
+    if !inline && crate::witness::keeping() {
+        src.sent.keep(src.cap.max_send_wr, w.wr_id, &w.sge, &data);
+    }
+    Ok(data)
+}
+
 /// The payload of a send / write to another process: a single non-inline
 /// entry is read in place (the common case, and a 64 KiB write's copy
-/// saved), anything else gathered.
-pub(crate) fn payload(src: &QpShared, list: &[ibv_sge], inline: bool) -> Result<Payload, c_int> {
-    match list {
-        [e] if !inline && e.length > 0 => {
+/// saved), anything else gathered, and everything gathered while the sim
+/// keeps sources (`source`: what is kept is then what goes out).
+pub(crate) fn payload(src: &QpShared, w: &SendWr, inline: bool) -> Result<Payload, c_int> {
+    match w.sge.as_slice() {
+        [e] if !inline && e.length > 0 && !crate::witness::keeping() => {
             let n = u64::from(e.length);
             // Not held: `dereg` settles the outbox, which reads it, first.
             let host = local(src.pd, e.lkey, e.addr, n, 0)
@@ -147,7 +158,7 @@ pub(crate) fn payload(src: &QpShared, list: &[ibv_sge], inline: bool) -> Result<
                 .host;
             Ok(Payload::InPlace(host, n as usize))
         }
-        _ => gather(src, list, inline).map(Payload::Owned),
+        _ => source(src, w, inline).map(Payload::Owned),
     }
 }
 

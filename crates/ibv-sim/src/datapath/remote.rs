@@ -129,7 +129,7 @@ pub(super) fn execute(s: &Arc<QpShared>, a: &QpAttrs, w: SendWr, signaled: bool,
             (k, Payload::Owned(Vec::new()), 8)
         }
         _ => {
-            let data = match payload(s, &w.sge, w.flags & SEND_INLINE != 0) {
+            let data = match payload(s, &w, w.flags & SEND_INLINE != 0) {
                 Ok(d) => d,
                 Err(st) => return refused(st),
             };

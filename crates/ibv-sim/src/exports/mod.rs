@@ -2,7 +2,8 @@
 //! `libibverbs.so.1` (at its version, see `build.rs`), the private
 //! `ibv_query_gid_type` that `ibv_devinfo` imports, the rest of
 //! `IBVERBS_PRIVATE_34` for provider plugins (`private`), and the functions the
-//! inline verbs of `verbs.h` reach through the context's tables (`ops`).
+//! inline verbs of `verbs.h` reach through the context's tables (`ops`),
+//! and the sim's own `IBVSIM_1.0` for a checker in the process (`witness`).
 //!
 //! Each export is a thin shell: it runs the verb through `crate::guard`,
 //! the panic boundary, so a panic turns into the verb's error return and
@@ -23,3 +24,4 @@ pub mod private;
 pub mod private_cmd;
 pub mod resources;
 pub mod unsupported;
+pub mod witness;

@@ -189,6 +189,7 @@ pub fn create(pd_ptr: *mut ibv_pd, init: &mut QpInit) -> Result<*mut ibv_qp, c_i
         comm_est: AtomicBool::new(false),
         gone: AtomicBool::new(false),
         sq_use: SqUse::default(),
+        sent: Default::default(),
     });
     // SAFETY: raw points at zeroed, uninitialised-by-Rust storage for a
     // SimQp; every field that is not valid as zero (the Arc, the qp_type

@@ -45,6 +45,7 @@ pub fn destroy(qp: *mut ibv_qp) -> Result<(), c_int> {
     }
     crate::fabric::settle_outbox();
     drop_pending_from(s);
+    s.sent.clear();
     let addr = qp as usize;
     ctx.async_q
         .purge(|e| e.element == addr && e.event_type != async_kind::CQ_ERR);

@@ -186,6 +186,8 @@ pub struct QpShared {
     comm_est: AtomicBool,
     /// Send work requests taken and not yet completed.
     pub sq_use: SqUse,
+    /// What its sends read, while the sim keeps sources (`witness`).
+    pub sent: crate::witness::Sent,
 }
 
 /// The send queue's occupancy: work requests posted in RTS and not yet

@@ -194,6 +194,7 @@ pub fn modify(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, attr_mask: c_int) -> Resu
                 s.recv_cq.remove_qp(s.qp_num);
                 drop_pending_from(s);
                 s.sq_use.reset();
+                s.sent.clear();
             }
             ERR if cur != ERR => s.flush_locked(&mut g),
             SQD if cur != SQD && g.attrs.en_sqd_async_notify != 0 => {
