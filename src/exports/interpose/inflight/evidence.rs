@@ -42,6 +42,9 @@ pub(super) unsafe fn evidence(addr: u64, len: u32) -> ring::Evidence {
 pub(super) enum Diff {
     /// Compared with a copy: `n` bytes, the first at offset `first`.
     Exact { n: u32, first: u32 },
+    /// Compared by ibv-sim with the bytes it read when it executed the
+    /// request (`sim`): `n` bytes, the first at offset `first`.
+    Executed { n: u32, first: u32 },
     /// Compared by fingerprints: `k` of the `of` blocks of `block` bytes,
     /// the first at offset `first` (at most `k * block` bytes).
     Blocks {
@@ -58,6 +61,11 @@ impl std::fmt::Display for Diff {
             Diff::Exact { n, first } => write!(
                 f,
                 "{n} byte(s) differ, the first at +{first} (exact: compared with a copy kept at the post)"
+            ),
+            Diff::Executed { n, first } => write!(
+                f,
+                "{n} byte(s) differ, the first at +{first} (exact: compared by ibv-sim with the \
+                 bytes it read when it executed the request)"
             ),
             Diff::Blocks { k, of, block, first } => write!(
                 f,

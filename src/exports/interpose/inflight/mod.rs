@@ -6,7 +6,8 @@
 //!   SGE at the post (`evidence`: a copy of up to 64 bytes, else xxh3
 //!   fingerprints of up to 8 blocks) and compared again when its
 //!   completion is polled (its own, or a later signalled one of the same
-//!   send queue): a change is `send_modified`;
+//!   send queue): a change is `send_modified`, counted exactly on
+//!   ibv-sim for a long source too (`sim`: the bytes the sim read);
 //! - a receive buffer (or a READ's or an atomic's local buffer) given to
 //!   a receive or a READ while an earlier receive on it has not
 //!   completed is `recv_reused` (on the same queue, or on any other
@@ -30,10 +31,11 @@ mod ex;
 mod mw;
 mod reuse;
 mod ring;
+mod sim;
 mod table;
 mod teardown;
 
-use evidence::{differs, evidence};
+use evidence::{differs, evidence, Diff};
 pub(super) use ex::{ex_begun, ex_cancel, ex_done, ex_sges, ex_start, ex_window};
 pub(super) use mw::{bind_posted, bind_posting, mw_going};
 use reuse::{reused, reused_elsewhere};
@@ -119,6 +121,7 @@ unsafe fn of_qp(qp: *mut ibv_qp) -> Option<&'static Tracker> {
     if let Some(t) = table::find(qp as usize) {
         return Some(t);
     }
+    sim::start();
     // SAFETY: the caller's contract.
     let c = unsafe { caps::of_qp(qp) }?;
     // SAFETY: the caller's contract.
@@ -615,16 +618,26 @@ fn receive_holds(t: &table::Tracker, addr: u64, len: u32) -> bool {
 /// program's: not reported.
 fn verify(r: &Ring, pos: u64, qp: *mut ibv_qp, landed: impl Fn(u64, u32) -> bool) {
     let e = r.get(pos);
-    for (i, (s, kept)) in r.sges(pos).iter().zip(r.evidence(pos)).enumerate() {
+    let sges = r.sges(pos);
+    let mut offset = 0u64;
+    for (i, (s, kept)) in sges.iter().zip(r.evidence(pos)).enumerate() {
+        let at = offset;
+        offset += u64::from(s.length);
         if s.length == 0 {
             continue;
         }
         // SAFETY: the SGE was inside a live MR at the post and the MR has
         // not been deregistered since (that clears SOURCE: `mr_going`).
-        let Some(d) = (unsafe { differs(s.addr, s.length, kept) }) else {
+        let Some(mut d) = (unsafe { differs(s.addr, s.length, kept) }) else {
             continue;
         };
         if !landed(s.addr, s.length) {
+            if matches!(d, Diff::Blocks { .. }) {
+                // SAFETY: as above.
+                if let Some(x) = unsafe { sim::exact(qp, e.wr_id, sges[0].addr, at, s, kept) } {
+                    d = x;
+                }
+            }
             datapath::violation(
                 Check::SendModified,
                 Queue::Send(qp),
