@@ -51,6 +51,7 @@ pub fn shim_run(program: &Path, tag: &str, args: &[&str], env: &[(&str, &str)]) 
         "IBV_SHIM_FAULTS",
         "IBV_SHIM_LEAK_EXITCODE",
         "IBV_SIM_DEVICES",
+        "IBV_SIM_WITNESS",
     ] {
         cmd.env_remove(var);
     }

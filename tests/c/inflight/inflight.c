@@ -169,6 +169,33 @@ static void send_modified(void)
 	ok(a.scq);
 }
 
+SITE static int repost_then_touch(char *buf)
+{
+	int rc = post_sge(&a, IBV_WR_RDMA_WRITE, buf, 256, ma->lkey, (uintptr_t)mb->addr + 3072,
+			  mb->rkey, 0x81, IBV_SEND_SIGNALED);
+	buf[200] ^= 1; /* too early, three bytes */
+	buf[201] ^= 1;
+	buf[202] ^= 1;
+	return rc;
+}
+
+/* perftest's pattern: one wr_id and one buffer posted again and again,
+ * rewritten between a completion and the next post (fine); then one
+ * touched in flight. */
+static void repost(void)
+{
+	char *buf = (char *)ma->addr + 1024;
+	for (int i = 0; i < 6; i++) {
+		memset(buf, 'p' + i, 256);
+		NEED(post_sge(&a, IBV_WR_RDMA_WRITE, buf, 256, ma->lkey,
+			      (uintptr_t)mb->addr + 3072, mb->rkey, 0x81, IBV_SEND_SIGNALED) == 0);
+		ok(a.scq);
+	}
+	memset(buf, 'z', 256);
+	NEED(repost_then_touch(buf) == 0);
+	ok(a.scq);
+}
+
 SITE static int recv_again(void *addr)
 {
 	return recv_at(&b, addr, 128, mb->lkey, 0x71);
@@ -689,6 +716,8 @@ int main(int argc, char **argv)
 		clean();
 	else if (strcmp(s, "send_modified") == 0)
 		send_modified();
+	else if (strcmp(s, "repost") == 0)
+		repost();
 	else if (strcmp(s, "recv_reused") == 0)
 		recv_reused();
 	else if (strcmp(s, "dereg") == 0)
