@@ -128,7 +128,10 @@ notrun() { printf '%s\t%s\n' "$1" "$2" >>"$NOTRUN"; say "NOT RUN: $1: $2"; }
 # run_rec FIG CFG REP LIB PROGRAM ARGS...: runs one measurement and adds its
 # "key=value" lines to the raw samples as "FIG CFG REP key value".
 # CFG: direct | off (shim, IBV_SHIM_LOG=off) | debug (shim, debug to a file)
-#      | shim (shim, default settings) | report (shim, log and JSON report to
+#      | shim (shim, default settings) | checked (IBV_SHIM_CHECK=datapath)
+#      | inflight (IBV_SHIM_CHECK=inflight, fingerprints only: the sim keeps
+#      no sources) | exact (inflight with the sim keeping what each send
+#      read, as by default) | report (shim, log and JSON report to
 #      files) | ltrace. LIB: tb (real libibverbs on the test bed) | sim.
 run_rec() {
     _fig=$1 _cfg=$2 _rep=$3 _lib=$4; shift 4
@@ -137,7 +140,8 @@ run_rec() {
         debug) set -- env LD_PRELOAD="$SHIM" IBV_SHIM_LOG=debug IBV_SHIM_LOG_FILE="$FS/debug.log" "$@" ;;
         shim) set -- env LD_PRELOAD="$SHIM" "$@" ;;
         checked) set -- env LD_PRELOAD="$SHIM" IBV_SHIM_CHECK=datapath "$@" ;;
-        inflight) set -- env LD_PRELOAD="$SHIM" IBV_SHIM_CHECK=inflight "$@" ;;
+        inflight) set -- env LD_PRELOAD="$SHIM" IBV_SHIM_CHECK=inflight IBV_SIM_WITNESS=off "$@" ;;
+        exact) set -- env LD_PRELOAD="$SHIM" IBV_SHIM_CHECK=inflight "$@" ;;
         report) set -- env LD_PRELOAD="$SHIM" IBV_SHIM_LOG_FILE="$FS/report.%p.log" IBV_SHIM_REPORT="$FS/report.%p.json" "$@" ;;
         ltrace) set -- ltrace -e 'ibv_*' -o "$FS/ltrace.out" "$@" ;;
     esac
@@ -665,7 +669,7 @@ if [ "$HAVE_SHIM" = 1 ] && [ "$HAVE_DP" = 1 ]; then
     verdict=$(budget dpcheck.ratio "checks off: the data path untouched (ratio within 1 +- 0.05)" "$rt" within 0.05)
     vc=$(budget dpcheck.added "checks on: at most 50 ns added per posted WR and its polled completion" "$added" le 50)
     md ""
-    md "The same pair, the 8 bytes sent from an SGE (not inline), with the data-path checks off (the default: the provider's table untouched) and on (\\`IBV_SHIM_CHECK=datapath\\`: each WR's lkey, range, access and QP state checked, each completion scanned for errors). Median over $REPS runs."
+    md "The same pair, the 8 bytes sent from an SGE (not inline), with the data-path checks off (the default: the provider's table untouched) and on (\`IBV_SHIM_CHECK=datapath\`: each WR's lkey, range, access and QP state checked, each completion scanned for errors). Median over $REPS runs."
     md ""
     md "| | direct | shim | shim / direct | budget | verdict |"
     md "| --- | ---: | ---: | ---: | --- | --- |"
@@ -675,34 +679,39 @@ if [ "$HAVE_SHIM" = 1 ] && [ "$HAVE_DP" = 1 ]; then
     jfig dpcheck_on 5 "post_send + poll_cq (SGE), checks on / direct" ns "$c" "$d" "$added" "$rc" "$(st list dpcheck checked ns)"
 
     # Work in flight (IBV_SHIM_CHECK=inflight): the same pair, WRITEs of 64 B
-    # and 64 KiB from an SGE, each fingerprinted at post and at completion.
-    say "5c. work in flight: $REPS repetitions x {direct, shim, datapath, inflight} x {64 B, 64 KiB}"
+    # and 64 KiB from an SGE, each fingerprinted at post and at completion;
+    # "inflight" with the sim's witness off (what hardware pays), "exact"
+    # with it on (the sim also keeps a copy of each source).
+    say "5c. work in flight: $REPS repetitions x {direct, shim, datapath, inflight, exact} x {64 B, 64 KiB}"
     for n in 64 65536; do
         r=1
         while [ $r -le "$REPS" ]; do
-            for cfg in direct shim checked inflight; do
+            for cfg in direct shim checked inflight exact; do
                 run_rec "inflight$n" $cfg $r sim "$B/datapath" $DP_ITERS $DP_BATCHES sge $n
             done
             r=$((r + 1))
         done
     done
     md ""
-    md "The same pair, one signaled RDMA WRITE from an SGE of 64 B or 64 KiB, with the shim's checks off, \\`datapath\\` and \\`inflight\\` (each WR's source kept at the post and compared at its completion: 64 B copied, 64 KiB fingerprinted with xxh3 in 8 blocks, twice its bytes hashed). Median over $REPS runs."
+    md "The same pair, one signaled RDMA WRITE from an SGE of 64 B or 64 KiB, with the shim's checks off, \`datapath\` and \`inflight\` (each WR's source kept at the post and compared at its completion: 64 B copied, 64 KiB fingerprinted with xxh3 in 8 blocks, twice its bytes hashed), the sim keeping no sources (\`IBV_SIM_WITNESS=off\`, what hardware costs); \`sim exact\` is \`inflight\` with the sim keeping a copy of what each send read (its default under \`inflight\`), a cost of the sim, not of the check. Median over $REPS runs; ± is the median absolute deviation of the paired differences."
     md ""
-    md "| bytes | direct | checks off | datapath | inflight | inflight - datapath per WR | fingerprinting | budget | verdict |"
-    md "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"
+    md "| bytes | direct | checks off | datapath | inflight | inflight - datapath per WR | fingerprinting | sim exact | sim exact - inflight per WR | budget | verdict |"
+    md "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"
     for n in 64 65536; do
         d=$(st med "inflight$n" direct ns) s=$(st med "inflight$n" shim ns)
         c=$(st med "inflight$n" checked ns) i=$(st med "inflight$n" inflight ns)
+        e=$(st med "inflight$n" exact ns)
         extra=$(awk -v i="$i" -v c="$c" 'BEGIN { printf "%.1f", i - c }')
+        kept=$(awk -v i="$i" -v e="$e" 'BEGIN { printf "%.1f", e - i }')
         gbs=$(awk -v e="$extra" -v n="$n" 'BEGIN { if (e > 0) printf "%.1f", 2 * n / e; else print "inf" }')
         if [ "$n" = 65536 ]; then
             v=$(budget "inflight$n.gbs" "inflight: fingerprinting at least 10 GB/s" "$gbs" ge 10)
         else
             v=$(budget "inflight$n.off" "inflight off: the data path untouched (ratio within 1 +- 0.05)" "$(st ratio "inflight$n" shim ns direct)" within 0.05)
         fi
-        md "| $n | $(t "$d") | $(t "$s") | $(t "$c") | $(t "$i") | +$(t "$extra") | $gbs GB/s | $([ "$n" = 65536 ] && echo ">= 10 GB/s" || echo "off: 1.00x ± 0.05") | $v |"
+        md "| $n | $(t "$d") | $(t "$s") | $(t "$c") | $(t "$i") | +$(t "$extra") ± $(t "$(st dmad "inflight$n" inflight ns checked)") | $gbs GB/s | $(t "$e") | +$(t "$kept") ± $(t "$(st dmad "inflight$n" exact ns inflight)") | $([ "$n" = 65536 ] && echo ">= 10 GB/s" || echo "off: 1.00x ± 0.05") | $v |"
         jfig "inflight$n" 5 "post_send + poll_cq ($n B SGE), inflight / direct" ns "$i" "$d" "$(st diff "inflight$n" inflight ns direct)" "$(st ratio "inflight$n" inflight ns direct)" "$(st list "inflight$n" inflight ns)"
+        jfig "inflight$n.exact" 5 "post_send + poll_cq ($n B SGE), inflight with the sim's witness / direct" ns "$e" "$d" "$(st diff "inflight$n" exact ns direct)" "$(st ratio "inflight$n" exact ns direct)" "$(st list "inflight$n" exact ns)"
     done
 else
     why=${SIM_WHY:-${DP_WHY:-no shim}}

@@ -243,6 +243,7 @@ impl World {
             "IBV_SHIM_CHECK",
             "IBV_SHIM_LOG_SYNC",
             "IBV_SIM_DEVICES",
+            "IBV_SIM_WITNESS",
         ] {
             cmd.env_remove(var);
         }
