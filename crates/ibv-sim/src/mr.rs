@@ -292,6 +292,38 @@ pub fn unpin(pages: usize) {
     }
 }
 
+/// What pinning the pages for writing says, as `ib_umem_get` pins them
+/// (`FOLL_WRITE`): each page faulted in writable (`MADV_POPULATE_WRITE`,
+/// Linux 5.14 and later; the data is not changed), `EFAULT` where a write
+/// would fault. A kernel without it, or a mapping it refuses (`EINVAL`),
+/// is judged by [`check_writable`]. Cost: one call, whatever the
+/// process's mappings.
+pub fn pin_writable(addr: usize, len: usize) -> Result<(), c_int> {
+    const MADV_POPULATE_WRITE: c_int = 23;
+    if len == 0 {
+        return Ok(());
+    }
+    let ps = page_size();
+    let start = addr - addr % ps;
+    let end = addr
+        .checked_add(len)
+        .and_then(|e| e.checked_next_multiple_of(ps))
+        .ok_or(libc::EFAULT)?;
+    loop {
+        // SAFETY: populating page tables changes no byte of the range;
+        // an unmapped or unwritable page is an error return, not a fault.
+        let r = unsafe { libc::madvise(start as *mut c_void, end - start, MADV_POPULATE_WRITE) };
+        if r == 0 {
+            return Ok(());
+        }
+        match std::io::Error::last_os_error().raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EINVAL) => return check_writable(addr, len),
+            _ => return Err(libc::EFAULT),
+        }
+    }
+}
+
 /// What pinning the pages for writing says: `EFAULT` unless every page of
 /// the range lies in a writable mapping (`/proc/self/maps`). The kernel
 /// pins with `FOLL_WRITE` for [`WRITABLE`] access; without this check a
@@ -414,7 +446,12 @@ pub fn reg(
         pin(addr as usize, len)?
     };
     if access & WRITABLE != 0 {
-        if let Err(e) = check_writable(addr as usize, len) {
+        let writable = if access & ON_DEMAND != 0 {
+            check_writable(addr as usize, len)
+        } else {
+            pin_writable(addr as usize, len)
+        };
+        if let Err(e) = writable {
             unpin(pinned);
             return Err(e);
         }
@@ -552,7 +589,12 @@ pub fn rereg(
         None
     };
     if new_access & WRITABLE != 0 {
-        if let Err(e) = check_writable(new_addr, new_len) {
+        let writable = if new_access & ON_DEMAND != 0 {
+            check_writable(new_addr, new_len)
+        } else {
+            pin_writable(new_addr, new_len)
+        };
+        if let Err(e) = writable {
             unpin(new_pinned.unwrap_or(0));
             return Err(cmd(e));
         }
