@@ -32,6 +32,8 @@ const SCENARIOS: &[(&str, &[Finding])] = &[
     ("repost", &[("send_modified", 1, "repost_then_touch")]),
     ("recv_reused", &[("recv_reused", 2, "recv_again")]),
     ("dereg", &[("teardown_mr", 1, "dereg")]),
+    // rxe has no rereg (EOPNOTSUPP): the failed call tore nothing down.
+    ("rereg", &[]),
     (
         "destroy_qp",
         &[
@@ -59,6 +61,15 @@ const SCENARIOS: &[(&str, &[Finding])] = &[
             ("teardown_mr", 1, "ex_dereg"),
             ("teardown_qp", 1, "ex_destroy"),
             ("teardown_cq", 1, "ex_destroy_cq"),
+        ],
+    ),
+    (
+        "uc",
+        &[
+            ("send_modified", 1, "uc_write_then_touch"),
+            ("recv_reused", 1, "uc_recv_again"),
+            ("teardown_qp", 1, "destroy"),
+            ("teardown_cq", 1, "destroy_cq"),
         ],
     ),
     ("recv_cross", &[("recv_reused", 3, "recv_other")]),
@@ -181,6 +192,9 @@ fn judge(long: Long, scenario: &str, stdout: &str, log: &str, json: &serde_json:
             "{log}"
         );
     }
+    if scenario == "rereg" {
+        assert!(stdout.contains("rereg: -4 (errno 95)"), "{stdout}\n{log}");
+    }
     if scenario == "repost" {
         // Six earlier posts of the same wr_id and buffer, each rewritten
         // after its completion: no finding, and on the sim none of their
@@ -257,6 +271,41 @@ fn without_the_sims_witness_long_sources_are_told_by_blocks() {
         let json = r.json.as_ref().expect("a JSON report");
         judge(Long::Blocks, scenario, &r.stdout, &r.log, json);
     }
+}
+
+/// `ibv_rereg_mr` under posted work is `teardown_mr` where the provider
+/// re-registers the MR (the sim's hns_0, as hns does), and no finding
+/// where it refuses (rxe, in the scenarios above).
+#[test]
+fn a_rereg_is_a_finding_where_it_succeeds() {
+    let r = shim_run(
+        &program(),
+        "inflight",
+        &["rereg"],
+        &[
+            ("IBV_SHIM_CHECK", "inflight"),
+            ("IBV_SIM_DEVICES", "hns_0"),
+            ("FIDELITY_DEVICE", "hns_0"),
+        ],
+    );
+    assert!(r.status.success(), "{}\n{}", r.stdout, r.log);
+    assert!(r.stdout.contains("rereg: 0 "), "{}\n{}", r.stdout, r.log);
+    let json = r.json.as_ref().expect("a JSON report");
+    assert_eq!(json["checks"]["teardown_mr"], 1, "{json}");
+    let lines: Vec<&str> = r
+        .log
+        .lines()
+        .filter(|l| l.contains("data-path check "))
+        .collect();
+    assert!(
+        lines.len() == 1
+            && lines[0].contains("data-path check teardown_mr: ibv_rereg_mr(")
+            && lines[0].contains(" at rereg (")
+            && lines[0].contains("wr_id=0x85")
+            && lines[0].contains("torn down while 1 posted work request(s)"),
+        "{}",
+        r.log
+    );
 }
 
 #[test]

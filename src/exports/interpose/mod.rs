@@ -365,7 +365,8 @@ pub fn fork(step: crate::registry::lock::ForkStep) {
 }
 
 /// Work in flight (`IBV_SHIM_CHECK=inflight`): the teardown verbs' checks,
-/// before each is forwarded (`site` the program's call).
+/// before each is forwarded (`site` the program's call); an MR's and a
+/// CQ's are reported once the call succeeds (`Pending::report`).
 pub mod teardown {
     use verbs_abi::{ibv_cq, ibv_mr, ibv_qp, ibv_srq};
 
@@ -389,13 +390,16 @@ pub mod teardown {
         super::inflight::srq_destroying(srq)
     }
 
+    /// A finding of `cq` or `mr`, reported once the call succeeds.
+    pub(crate) use super::inflight::Pending;
+
     /// `ibv_destroy_cq(cq)`.
-    pub fn cq(cq: *mut ibv_cq, site: usize) {
+    pub(crate) fn cq(cq: *mut ibv_cq, site: usize) -> Option<Pending> {
         super::inflight::cq_destroying(cq, site)
     }
 
     /// `ibv_dereg_mr` / `ibv_rereg_mr` (`verb`) of `mr`.
-    pub fn mr(mr: *mut ibv_mr, verb: &'static str, site: usize) {
+    pub(crate) fn mr(mr: *mut ibv_mr, verb: &'static str, site: usize) -> Option<Pending> {
         super::inflight::mr_going(mr, verb, site)
     }
 }

@@ -7,7 +7,7 @@ use verbs_abi::{ibv_context, ibv_mr, ibv_pd};
 use super::super::create_destroy::{mr_keys, on_context, record, track, track_mr, Destroy};
 use super::super::{alive, forward, not_null};
 use super::{MRS, PDS};
-use crate::guard::{Errno, MinusOne};
+use crate::guard::{Errno, ErrnoCode, MinusOne};
 use crate::real::slots::{
     AllocPd, DeallocPd, DeregMr, RegDmabufMr, RegMr, RegMrIova, RegMrIova2, ReregMr,
 };
@@ -152,9 +152,11 @@ pub unsafe extern "C" fn ibv_rereg_mr(
     let caller = crate::caller!();
     // Fails with IBV_REREG_MR_ERR_INPUT (-1).
     ReregMr::export(|| {
-        if crate::checks::inflight() {
-            crate::exports::interpose::teardown::mr(mr, ReregMr::NAME, caller);
-        }
+        let pending = if crate::checks::inflight() {
+            crate::exports::interpose::teardown::mr(mr, ReregMr::NAME, caller)
+        } else {
+            None
+        };
         not_null(ReregMr::NAME, "mr", mr)?;
         let real = ReregMr::get()?;
         let check = || {
@@ -197,6 +199,11 @@ pub unsafe extern "C" fn ibv_rereg_mr(
                 unsafe { ReregMr::done(call, mr, flags, pd, addr, length, access, rc, rc != 0) };
             },
         )
+        .inspect(|&rc| {
+            if let (Some(p), 0) = (pending, rc) {
+                p.report();
+            }
+        })
         .map(MinusOne)
     })
 }
@@ -209,10 +216,16 @@ pub unsafe extern "C" fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int {
     const D: Destroy = Destroy::new(DeregMr::VERB, Kind::Mr, MRS);
     let caller = crate::caller!();
     DeregMr::export(|| {
-        if crate::checks::inflight() {
-            crate::exports::interpose::teardown::mr(mr, DeregMr::NAME, caller);
-        }
+        let pending = if crate::checks::inflight() {
+            crate::exports::interpose::teardown::mr(mr, DeregMr::NAME, caller)
+        } else {
+            None
+        };
         // SAFETY: the program's argument.
-        unsafe { DeregMr::destroy(&D, mr) }
+        let rc = unsafe { DeregMr::destroy(&D, mr) };
+        if let (Some(p), Ok(ErrnoCode(0))) = (pending, &rc) {
+            p.report();
+        }
+        rc
     })
 }

@@ -132,11 +132,17 @@ pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
     const D: Destroy = Destroy::new(DestroyCq::VERB, Kind::Cq, Kind::Cq.bit());
     let caller = crate::caller!();
     DestroyCq::export(|| {
-        if crate::checks::inflight() {
-            crate::exports::interpose::teardown::cq(cq, caller);
-        }
+        let pending = if crate::checks::inflight() {
+            crate::exports::interpose::teardown::cq(cq, caller)
+        } else {
+            None
+        };
         // SAFETY: the program's argument.
-        unsafe { DestroyCq::destroy(&D, cq) }
+        let rc = unsafe { DestroyCq::destroy(&D, cq) };
+        if let (Some(p), Ok(ErrnoCode(0))) = (pending, &rc) {
+            p.report();
+        }
+        rc
     })
 }
 

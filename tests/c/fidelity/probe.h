@@ -208,6 +208,7 @@ struct pair_opts {
 	int access_a, access_b;    /* the QPs' qp_access_flags */
 	uint8_t rnr_timer;         /* min_rnr_timer of both */
 	uint8_t rnr_retry, retry_cnt, timeout;
+	int uc;                    /* UC QPs instead of RC */
 };
 
 static inline void end_make(struct probe *p, struct end *e, const struct pair_opts *o,
@@ -221,7 +222,7 @@ static inline void end_make(struct probe *p, struct end *e, const struct pair_op
 	memset(&ia, 0, sizeof(ia));
 	ia.send_cq = e->scq;
 	ia.recv_cq = e->rcq;
-	ia.qp_type = IBV_QPT_RC;
+	ia.qp_type = o->uc ? IBV_QPT_UC : IBV_QPT_RC;
 	ia.cap.max_send_wr = o->send_wr ? o->send_wr : 16;
 	ia.cap.max_recv_wr = o->recv_wr ? o->recv_wr : 16;
 	ia.cap.max_send_sge = 1;
@@ -257,9 +258,10 @@ static inline void end_rtr(struct probe *p, struct end *e, uint32_t dest, const 
 	a.ah_attr.grh.hop_limit = 64;
 	a.ah_attr.port_num = 1;
 	a.ah_attr.dlid = p->lid;
-	NEED(ibv_modify_qp(e->qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-				       IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-				       IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == 0);
+	int mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+	if (!o->uc) /* the responder's read and RNR attributes are RC's */
+		mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+	NEED(ibv_modify_qp(e->qp, &a, mask) == 0);
 }
 
 static inline void end_rts(struct end *e, const struct pair_opts *o)
@@ -272,12 +274,15 @@ static inline void end_rts(struct end *e, const struct pair_opts *o)
 	a.rnr_retry = o->rnr_retry;
 	a.sq_psn = 0;
 	a.max_rd_atomic = 1;
-	NEED(ibv_modify_qp(e->qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-				       IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-				       IBV_QP_MAX_QP_RD_ATOMIC) == 0);
+	int mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
+	if (!o->uc) /* retries, timeouts and reads are RC's */
+		mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+			IBV_QP_MAX_QP_RD_ATOMIC;
+	NEED(ibv_modify_qp(e->qp, &a, mask) == 0);
 }
 
-/* Two connected RC QPs, `a` the requester and `b` the responder, both RTS. */
+/* Two connected RC (or UC) QPs, `a` the requester and `b` the responder,
+ * both RTS. */
 static inline void pair_make(struct probe *p, struct end *a, struct end *b,
 			     const struct pair_opts *o)
 {

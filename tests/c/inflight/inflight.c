@@ -13,7 +13,9 @@
  *                  outstanding receive holds
  *   dereg          ibv_dereg_mr of the MR an outstanding receive uses
  *   destroy_qp     ibv_destroy_qp with a WRITE whose completion was never
- *                  polled, then ibv_destroy_cq of its CQ (teardown_qp, _cq)
+ *                  polled, then ibv_destroy_cq of its CQ (teardown_qp, _cq);
+ *                  before them, that ibv_destroy_cq refused (EBUSY: no
+ *                  finding)
  *   reset          a move to RESET with such a WRITE outstanding
  *   overrun        more receives posted than their CQ has entries
  *   srq            an SRQ's receive buffer posted twice
@@ -29,6 +31,13 @@
  *                  completion, a READ into a posted receive's buffer, the
  *                  MR of an outstanding WRITE deregistered, the QP and its
  *                  CQ destroyed with a signalled SEND unpolled
+ *   rereg          ibv_rereg_mr of the MR an outstanding receive uses: a
+ *                  finding where the provider re-registers it, none where
+ *                  the call fails (rxe has no rereg: EOPNOTSUPP)
+ *   uc             on two UC QPs: a WRITE's buffer written before its
+ *                  completion, a receive buffer posted twice, the
+ *                  requester destroyed with a signalled WRITE unpolled and
+ *                  its CQ after it
  *   dealloc_mw     ibv_dealloc_mw of a type 2 window whose posted bind has
  *                  not completed, of one whose local invalidation has not,
  *                  of a type 1 window whose ibv_bind_mw has not, and of
@@ -66,11 +75,11 @@ static struct probe p;
 static struct end a, b;
 static struct ibv_mr *ma, *mb;
 
-static void pair(int cqe)
+static void pair(int cqe, int uc)
 {
-	struct pair_opts o = { .cqe = cqe,
-			       .access_a = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
-			       .access_b = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
+	/* UC has no reads: remote write access only. */
+	int qacc = IBV_ACCESS_REMOTE_WRITE | (uc ? 0 : IBV_ACCESS_REMOTE_READ);
+	struct pair_opts o = { .cqe = cqe, .access_a = qacc, .access_b = qacc, .uc = uc,
 			       .timeout = 14, .retry_cnt = 7, .rnr_retry = 7, .rnr_timer = 1 };
 	probe_open(&p);
 	pair_make(&p, &a, &b, &o);
@@ -232,6 +241,20 @@ static void dereg_after_err(void)
 	NEED(mb);
 }
 
+SITE static int rereg(struct ibv_mr *mr)
+{
+	NOTAIL(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+			    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
+}
+
+/* Its outcome depends on the device: printed for the test to judge. */
+static void rereg_scenario(void)
+{
+	NEED(recv_at(&b, mb->addr, 256, mb->lkey, 0x85) == 0);
+	int rc = rereg(mb);
+	printf("rereg: %d (errno %d)\n", rc, rc ? errno : 0);
+}
+
 static void dereg_scenario(void)
 {
 	NEED(recv_at(&b, mb->addr, 256, mb->lkey, 0x80) == 0);
@@ -277,6 +300,46 @@ static void recv_cross(void)
 
 static int destroy(struct ibv_qp *qp);
 static int destroy_cq(struct ibv_cq *cq);
+
+SITE static int uc_write_then_touch(char *buf)
+{
+	int rc = post_sge(&a, IBV_WR_RDMA_WRITE, buf, 64, ma->lkey, (uintptr_t)mb->addr + 256,
+			  mb->rkey, 0xd1, IBV_SEND_SIGNALED);
+	buf[5] ^= 0x5a; /* too early */
+	return rc;
+}
+
+SITE static int uc_recv_again(void *addr)
+{
+	return recv_at(&b, addr, 64, mb->lkey, 0xd5);
+}
+
+static void uc(void)
+{
+	char *buf = ma->addr;
+	memset(buf, 'u', 256);
+	NEED(uc_write_then_touch(buf) == 0);
+	ok(a.scq);
+	/* A SEND left alone until its completion: no finding. */
+	NEED(recv_at(&b, mb->addr, 128, mb->lkey, 0xd2) == 0);
+	NEED(post_sge(&a, IBV_WR_SEND, buf + 128, 64, ma->lkey, 0, 0, 0xd3, IBV_SEND_SIGNALED) ==
+	     0);
+	ok(a.scq);
+	ok(b.rcq);
+	char *rb = (char *)mb->addr + 512;
+	NEED(recv_at(&b, rb, 128, mb->lkey, 0xd4) == 0);
+	NEED(uc_recv_again(rb + 64) == 0);
+	NEED(post_sge(&a, IBV_WR_RDMA_WRITE, buf, 64, ma->lkey, (uintptr_t)mb->addr + 1024,
+		      mb->rkey, 0xd6, IBV_SEND_SIGNALED) == 0);
+	sleep_ms(50); /* done on the wire, never polled */
+	NEED(destroy(a.qp) == 0);
+	NEED(destroy_cq(a.scq) == 0);
+	NEED(ibv_destroy_cq(a.rcq) == 0);
+	end_destroy(&b);
+	mr_free(ma);
+	mr_free(mb);
+	probe_close(&p);
+}
 
 static struct ibv_qp *ud_qp(struct ibv_cq *cq)
 {
@@ -607,6 +670,8 @@ static void destroy_qp(void)
 	NEED(post_sge(&a, IBV_WR_RDMA_WRITE, ma->addr, 64, ma->lkey, (uintptr_t)mb->addr,
 		      mb->rkey, 0x90, IBV_SEND_SIGNALED) == 0);
 	sleep_ms(50); /* done on the wire, never polled */
+	/* Refused while the QP uses it: nothing torn down, no finding. */
+	NEED(ibv_destroy_cq(a.scq) == EBUSY);
 	NEED(destroy(a.qp) == 0);
 	NEED(destroy_cq(a.scq) == 0);
 	NEED(ibv_destroy_cq(a.rcq) == 0);
@@ -711,7 +776,7 @@ static void srq(void)
 int main(int argc, char **argv)
 {
 	const char *s = argc > 1 ? argv[1] : "clean";
-	pair(strcmp(s, "overrun") == 0 ? 2 : 0);
+	pair(strcmp(s, "overrun") == 0 ? 2 : 0, strcmp(s, "uc") == 0);
 	if (strcmp(s, "clean") == 0)
 		clean();
 	else if (strcmp(s, "send_modified") == 0)
@@ -722,6 +787,13 @@ int main(int argc, char **argv)
 		recv_reused();
 	else if (strcmp(s, "dereg") == 0)
 		dereg_scenario();
+	else if (strcmp(s, "rereg") == 0)
+		rereg_scenario();
+	else if (strcmp(s, "uc") == 0) {
+		uc();
+		printf("%s done\n", s);
+		return 0;
+	}
 	else if (strcmp(s, "destroy_qp") == 0) {
 		destroy_qp();
 		printf("%s done\n", s);

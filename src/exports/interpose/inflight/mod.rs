@@ -39,6 +39,7 @@ use evidence::{differs, evidence, Diff};
 pub(super) use ex::{ex_begun, ex_cancel, ex_done, ex_sges, ex_start, ex_window};
 pub(super) use mw::{bind_posted, bind_posting, mw_going};
 use reuse::{reused, reused_elsewhere};
+pub(crate) use teardown::Pending;
 pub(super) use teardown::{
     cq_destroying, mr_going, qp_destroying, qp_error, qp_reset, srq_destroying,
 };

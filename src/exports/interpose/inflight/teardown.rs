@@ -2,9 +2,11 @@
 //! completed, a CQ destroyed with completions never polled, an MR torn
 //! down under the work requests that use it.
 
-use verbs_abi::{ibv_cq, ibv_mr, ibv_qp, ibv_srq};
+use core::ffi::c_int;
 
-use super::ring::flag;
+use verbs_abi::{ibv_cq, ibv_mr, ibv_qp, ibv_sge, ibv_srq};
+
+use super::ring::{flag, MAX_SGES};
 use super::table::{self, Tracker};
 use super::wr_at;
 use crate::checks::Check;
@@ -99,39 +101,150 @@ pub(in crate::exports::interpose) fn qp_error(qp: *mut ibv_qp) {
     }
 }
 
-/// `ibv_destroy_cq` at `site`, before it is forwarded.
-pub(in crate::exports::interpose) fn cq_destroying(cq: *mut ibv_cq, site: usize) {
-    let Some(d) = table::due(cq as usize) else {
-        return;
-    };
+/// A teardown finding, found before the call is forwarded (while the
+/// state it names is as the program left it) and reported only once the
+/// call has succeeded: a failed call tore nothing down (`ibv_dereg_mr`'s
+/// EBUSY under bound windows, a provider without `ibv_rereg_mr`,
+/// `ibv_destroy_cq`'s EBUSY while QPs use it). The request shown is
+/// copied: its ring slot may be reused meanwhile.
+pub(crate) struct Pending {
+    check: Check,
+    queue: Option<Queue>,
+    wr_id: u64,
+    opcode: Option<c_int>,
+    sges: [ibv_sge; MAX_SGES],
+    num_sge: usize,
+    via: Option<&'static str>,
+    site: usize,
+    what: What,
+}
+
+enum What {
+    Mr {
+        mr: *mut ibv_mr,
+        lkey: u32,
+        using: usize,
+        posted: usize,
+    },
+    Cq {
+        cq: *mut ibv_cq,
+        n: i64,
+    },
+}
+
+impl Pending {
+    fn of(check: Check, queue: Option<Queue>, w: &Wr, site: usize, what: What) -> Pending {
+        const EMPTY: ibv_sge = ibv_sge {
+            addr: 0,
+            length: 0,
+            lkey: 0,
+        };
+        let mut sges = [EMPTY; MAX_SGES];
+        let num_sge = w.readable.min(MAX_SGES);
+        if num_sge > 0 {
+            // SAFETY: `w` views a ring entry: `readable` SGEs in the
+            // ring's own storage, read under its lock.
+            let src = unsafe { std::slice::from_raw_parts(w.sges, num_sge) };
+            sges[..num_sge].copy_from_slice(src);
+        }
+        Pending {
+            check,
+            queue,
+            wr_id: w.wr_id,
+            opcode: w.opcode,
+            sges,
+            num_sge,
+            via: w.via,
+            site,
+            what,
+        }
+    }
+
+    /// The call succeeded: reported (and a CQ's completions due let go),
+    /// the call's errno kept.
+    pub(crate) fn report(self) {
+        let saved = crate::errno::Errno::save();
+        let w = Wr {
+            wr_id: self.wr_id,
+            opcode: self.opcode,
+            sges: self.sges.as_ptr(),
+            num_sge: self.num_sge as c_int,
+            readable: self.num_sge,
+            via: self.via,
+        };
+        match self.what {
+            What::Mr {
+                mr,
+                lkey,
+                using,
+                posted,
+            } => {
+                if let Some(q) = self.queue {
+                    datapath::violation(
+                        self.check,
+                        q,
+                        &w,
+                        self.site,
+                        format_args!(
+                            "MR {mr:p} (lkey {lkey:#x}) torn down while {using} posted work \
+                             request(s) of this queue use it (the first shown, posted at {})",
+                            crate::report::site(posted)
+                        ),
+                    );
+                }
+            }
+            What::Cq { cq, n } => {
+                if n > 0 {
+                    datapath::violation_on(
+                        self.check,
+                        ("ibv_destroy_cq", "cq", cq as usize),
+                        &w,
+                        self.site,
+                        format_args!(
+                            "destroyed with {n} completion(s) of posted work requests never polled"
+                        ),
+                    );
+                }
+                table::cq_gone(cq as usize);
+            }
+        }
+        saved.restore();
+    }
+}
+
+/// `ibv_destroy_cq` at `site`, before it is forwarded: what to report,
+/// and the CQ's completions due to let go, once it succeeds.
+pub(in crate::exports::interpose) fn cq_destroying(
+    cq: *mut ibv_cq,
+    site: usize,
+) -> Option<Pending> {
+    let d = table::due(cq as usize)?;
     use std::sync::atomic::Ordering::Relaxed;
     let n = d.n.load(Relaxed) + d.orphan.load(Relaxed);
-    if n > 0 {
-        let w = Wr::bare(0, None, None);
-        datapath::violation_on(
-            Check::TeardownCq,
-            ("ibv_destroy_cq", "cq", cq as usize),
-            &w,
-            site,
-            format_args!("destroyed with {n} completion(s) of posted work requests never polled"),
-        );
-    }
-    table::cq_gone(cq as usize);
+    let w = Wr::bare(0, None, None);
+    Some(Pending::of(
+        Check::TeardownCq,
+        None,
+        &w,
+        site,
+        What::Cq { cq, n },
+    ))
 }
 
 /// `verb` (`ibv_dereg_mr`, `ibv_rereg_mr`) of `mr` at `site`, before it
-/// is forwarded: outstanding work that uses its lkey is reported, and its
-/// bytes are not read again. An MR the registry does not hold live is
-/// not looked at.
-pub(in crate::exports::interpose) fn mr_going(mr: *mut ibv_mr, verb: &'static str, site: usize) {
-    let Some(o) = crate::registry::objects::get(mr as usize) else {
-        return;
-    };
-    let Some((_, _, keys)) = o.facts.mr_range() else {
-        return;
-    };
+/// is forwarded: the first queue's outstanding work that uses its lkey,
+/// to report once the call succeeds. The bytes of all of it are not read
+/// again, whether or not it succeeds (the range may be unmapped next).
+/// An MR the registry does not hold live is not looked at.
+pub(in crate::exports::interpose) fn mr_going(
+    mr: *mut ibv_mr,
+    verb: &'static str,
+    site: usize,
+) -> Option<Pending> {
+    let o = crate::registry::objects::get(mr as usize)?;
+    let (_, _, keys) = o.facts.mr_range()?;
     let (ctx, lkey) = (o.ctx, keys.lkey);
-    let mut reported = false;
+    let mut found = None;
     for t in table::all().filter(|t| t.ctx == ctx) {
         for (ring, q) in [
             (&t.sq, Queue::Send(t.qp as *mut ibv_qp)),
@@ -152,20 +265,15 @@ pub(in crate::exports::interpose) fn mr_going(mr: *mut ibv_mr, verb: &'static st
                             && r.sges(p).iter().any(|s| s.lkey == lkey)
                     })
                     .collect();
-                if let (Some(&p), false) = (using.first(), reported) {
-                    reported = true;
-                    datapath::violation(
-                        Check::TeardownMr,
-                        q,
-                        &wr_at(r, p, Some(verb)),
-                        site,
-                        format_args!(
-                            "MR {mr:p} (lkey {lkey:#x}) torn down while {} posted work \
-                             request(s) of this queue use it (the first shown, posted at {})",
-                            using.len(),
-                            crate::report::site(r.get(p).site)
-                        ),
-                    );
+                if let (Some(&p), None) = (using.first(), &found) {
+                    let what = What::Mr {
+                        mr,
+                        lkey,
+                        using: using.len(),
+                        posted: r.get(p).site,
+                    };
+                    let w = wr_at(r, p, Some(verb));
+                    found = Some(Pending::of(Check::TeardownMr, Some(q), &w, site, what));
                 }
                 for p in using {
                     r.get_mut(p).flags &= !flag::SOURCE;
@@ -173,4 +281,5 @@ pub(in crate::exports::interpose) fn mr_going(mr: *mut ibv_mr, verb: &'static st
             });
         }
     }
+    found
 }
