@@ -301,6 +301,19 @@ static void recv_cross(void)
 static int destroy(struct ibv_qp *qp);
 static int destroy_cq(struct ibv_cq *cq);
 
+/* The requester's QP, then its send CQ, at the sites that report them;
+ * then everything else. */
+static void destroy_requester_first(void)
+{
+	NEED(destroy(a.qp) == 0);
+	NEED(destroy_cq(a.scq) == 0);
+	NEED(ibv_destroy_cq(a.rcq) == 0);
+	end_destroy(&b);
+	mr_free(ma);
+	mr_free(mb);
+	probe_close(&p);
+}
+
 SITE static int uc_write_then_touch(char *buf)
 {
 	int rc = post_sge(&a, IBV_WR_RDMA_WRITE, buf, 64, ma->lkey, (uintptr_t)mb->addr + 256,
@@ -332,13 +345,7 @@ static void uc(void)
 	NEED(post_sge(&a, IBV_WR_RDMA_WRITE, buf, 64, ma->lkey, (uintptr_t)mb->addr + 1024,
 		      mb->rkey, 0xd6, IBV_SEND_SIGNALED) == 0);
 	sleep_ms(50); /* done on the wire, never polled */
-	NEED(destroy(a.qp) == 0);
-	NEED(destroy_cq(a.scq) == 0);
-	NEED(ibv_destroy_cq(a.rcq) == 0);
-	end_destroy(&b);
-	mr_free(ma);
-	mr_free(mb);
-	probe_close(&p);
+	destroy_requester_first();
 }
 
 static struct ibv_qp *ud_qp(struct ibv_cq *cq)
@@ -672,13 +679,7 @@ static void destroy_qp(void)
 	sleep_ms(50); /* done on the wire, never polled */
 	/* Refused while the QP uses it: nothing torn down, no finding. */
 	NEED(ibv_destroy_cq(a.scq) == EBUSY);
-	NEED(destroy(a.qp) == 0);
-	NEED(destroy_cq(a.scq) == 0);
-	NEED(ibv_destroy_cq(a.rcq) == 0);
-	end_destroy(&b);
-	mr_free(ma);
-	mr_free(mb);
-	probe_close(&p);
+	destroy_requester_first();
 }
 
 static void unsignalled_tail(void)

@@ -92,16 +92,8 @@ pub(super) unsafe fn differs(addr: u64, len: u32, kept: &ring::Evidence) -> Opti
         if now == &was[..now.len()] {
             return None;
         }
-        let mut diff = now
-            .iter()
-            .zip(&was)
-            .enumerate()
-            .filter(|(_, (a, b))| a != b);
-        let first = diff.next()?.0 as u32;
-        return Some(Diff::Exact {
-            n: 1 + diff.count() as u32,
-            first,
-        });
+        let (n, first) = count(now, &was)?;
+        return Some(Diff::Exact { n, first });
     }
     let block = block_len(len);
     let blocks = now.chunks(block as usize);
@@ -117,6 +109,14 @@ pub(super) unsafe fn differs(addr: u64, len: u32, kept: &ring::Evidence) -> Opti
         block,
         first,
     })
+}
+
+/// How many bytes of `now` differ from `was` (compared over the shorter),
+/// and the offset of the first; `None` when none do.
+pub(super) fn count(now: &[u8], was: &[u8]) -> Option<(u32, u32)> {
+    let mut diff = now.iter().zip(was).enumerate().filter(|(_, (a, b))| a != b);
+    let first = diff.next()?.0 as u32;
+    Some((1 + diff.count() as u32, first))
 }
 
 #[cfg(test)]

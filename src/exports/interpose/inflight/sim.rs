@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
 use verbs_abi::{ibv_qp, ibv_sge};
 
-use super::evidence::{evidence, Diff};
+use super::evidence::{count, evidence, Diff};
 use super::ring;
 
 type KeepSent = unsafe extern "C" fn(c_int) -> c_int;
@@ -101,14 +101,6 @@ pub(super) unsafe fn exact(
     }
     // SAFETY: the caller's contract.
     let now = unsafe { std::slice::from_raw_parts(s.addr as *const u8, len) };
-    let mut diff = now
-        .iter()
-        .zip(&was)
-        .enumerate()
-        .filter(|(_, (a, b))| a != b);
-    let first = diff.next()?.0 as u32;
-    Some(Diff::Executed {
-        n: 1 + diff.count() as u32,
-        first,
-    })
+    let (n, first) = count(now, &was)?;
+    Some(Diff::Executed { n, first })
 }
