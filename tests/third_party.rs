@@ -824,6 +824,9 @@ struct Case {
     /// Its teardown moves QPs that still have receives posted to ERR
     /// (`rdma_disconnect`): flushed completions are part of a good run.
     flushes: bool,
+    /// A race of the program's own that a loaded machine can lose, told by
+    /// what it prints (see [`settled`]); None for most.
+    racy_end: Option<fn(&[Proc]) -> bool>,
 }
 
 /// A command line split at blanks, then `{port}` and `{repo}` (the
@@ -854,6 +857,7 @@ fn alone(
         env: &[],
         uverbs_nodes: false,
         flushes: false,
+        racy_end: None,
     }
 }
 
@@ -874,6 +878,7 @@ fn pair(
         env: &[],
         uverbs_nodes: false,
         flushes: false,
+        racy_end: None,
     }
 }
 
@@ -1351,13 +1356,17 @@ fn case(name: &'static str, backend: Backend) -> Case {
             Compare::Labels,
             connected,
         )),
-        "fi_pingpong_rdm" => cm(pair(
-            name,
-            "fi_pingpong -p verbs;ofi_rxm -e rdm -B {port} -I 10",
-            "fi_pingpong -p verbs;ofi_rxm -e rdm -P {port} -I 10 127.0.0.1",
-            Compare::Labels,
-            connected,
-        )),
+        "fi_pingpong_rdm" => {
+            let mut c = cm(pair(
+                name,
+                "fi_pingpong -p verbs;ofi_rxm -e rdm -B {port} -I 10",
+                "fi_pingpong -p verbs;ofi_rxm -e rdm -P {port} -I 10 127.0.0.1",
+                Compare::Labels,
+                connected,
+            ));
+            c.racy_end = Some(rxm_lost_its_last_receive);
+            c
+        }
         // UCT over rxe0's RC: zero-copy RDMA reads and atomics. (UCP's
         // wire-up needs UD beside RC, and UCX's UD endpoints time out on the
         // emulated VM: "UD endpoint ...: unhandled timeout error", without
@@ -1403,6 +1412,52 @@ impl Started {
 /// Runs the case once in `mode`: the server (if any) until it listens, the
 /// client to its end, then the server to its end. The client comes first
 /// in the result.
+/// How many times a case with a racy end is run before its last run
+/// counts.
+const RACY_TRIES: usize = 5;
+
+/// `run_mode`, run again (up to [`RACY_TRIES`] runs) while the case's own
+/// race shows (`Case::racy_end`). The race is the program's, with or without
+/// the shim, so each mode's last run is judged as any other.
+fn settled(world: &World, case: &Case, mode: Mode, tmp: &TempDir) -> Vec<Proc> {
+    let mut tries = 1;
+    loop {
+        let procs = run_mode(world, case, mode, tmp);
+        let lost = case.racy_end.is_some_and(|f| f(&procs));
+        if !lost || tries == RACY_TRIES {
+            return procs;
+        }
+        eprintln!(
+            "{} ({mode:?}): the program's own shutdown race showed; run {} of {RACY_TRIES}",
+            case.name,
+            tries + 1
+        );
+        // The next run's reports and traces alone in its processes' folders.
+        let prefix = format!("{mode:?}-");
+        for e in std::fs::read_dir(tmp.path()).unwrap().flatten() {
+            if e.file_name().to_string_lossy().starts_with(&prefix) {
+                std::fs::remove_dir_all(e.path()).unwrap();
+            }
+        }
+        tries += 1;
+    }
+}
+
+/// fi_pingpong over `ofi_rxm`: every transfer done, then one side's last
+/// receive cancelled (`cq_readerr: Work Request Flushed Error`, exit
+/// FI_ECANCELED or a wait for ever) when the peer's disconnect reaches
+/// rxm before that receive's completion, which sits in the verbs CQ
+/// (neither the verbs CQs nor the QPs show an error or a flush, seen with
+/// `IBV_SHIM_CHECK=datapath`). A descheduled process loses it.
+fn rxm_lost_its_last_receive(procs: &[Proc]) -> bool {
+    procs.iter().all(|p| p.ended.stdout.contains("\n1m "))
+        && procs.iter().any(|p| {
+            p.ended
+                .stderr
+                .contains("cq_readerr: Work Request Flushed Error")
+        })
+}
+
 fn run_mode(world: &World, case: &Case, mode: Mode, tmp: &TempDir) -> Vec<Proc> {
     let start = |role: Role, argv: &[String]| {
         let dir = tmp.join(format!("{mode:?}-{role:?}"));
@@ -1680,7 +1735,7 @@ fn check(backend: Backend, name: &'static str) {
     let name = case.name;
     let world = World::new(backend, &case, vm);
     let tmp = TempDir::new(&format!("third-party-{name}"));
-    let base = run_mode(&world, &case, Mode::Baseline, &tmp);
+    let base = settled(&world, &case, Mode::Baseline, &tmp);
     let show = |procs: &[Proc]| procs.iter().map(Proc::show).collect::<String>();
     for p in &base {
         let problem = match p.ended.status {
@@ -1701,7 +1756,7 @@ fn check(backend: Backend, name: &'static str) {
     }
     let mut failures = String::new();
     for mode in shim_modes(backend, &case) {
-        let runs = run_mode(&world, &case, mode, &tmp);
+        let runs = settled(&world, &case, mode, &tmp);
         let mut here = String::new();
         for (p, b) in runs.iter().zip(&base) {
             let mut bad = judge(backend, mode, &case, p, b);
